@@ -1,0 +1,117 @@
+"""mcpsync: a synchronous, thread-based Python SDK for the Model Context Protocol.
+
+Blocking calls that are safe from many threads at once, that work inside a running event loop
+(a Jupyter cell) and never hang on a dead server::
+
+    import mcpsync
+
+    with mcpsync.connect([sys.executable, "-m", "mcpsync.demo"]) as client:
+        print(client.call_tool("add", {"a": 1, "b": 2}).structured)
+
+Public names are loaded lazily on first use, so ``import mcpsync`` stays cheap for one-shot
+scripts and command-line tools (``requests`` is imported only when HTTP is used).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from mcpsync._version import __version__
+
+if TYPE_CHECKING:
+    from mcpsync.client import Client, connect
+    from mcpsync.config import DEFAULT_TIMEOUT, ServerConfig
+    from mcpsync.errors import (
+        AuthHookError,
+        Cancelled,
+        CapabilityNotSupported,
+        ClosedError,
+        ConfigError,
+        ConnectionLost,
+        HeaderMismatch,
+        InputRoundsExceeded,
+        MCPError,
+        MissingCapability,
+        OutputValidationError,
+        ProtocolError,
+        Rejected,
+        RemoteError,
+        RequestTimeout,
+        ResourceNotFound,
+        ServerExited,
+        SessionExpired,
+        ToolError,
+        TooManyPages,
+        TransportError,
+        Unauthorized,
+        UnsupportedInThisEra,
+        UnsupportedProtocolVersion,
+        URLElicitationRequired,
+        UsedAfterFork,
+    )
+    from mcpsync.server import Context, Server
+    from mcpsync.types import (
+        AudioContent,
+        CallToolResult,
+        CompleteResult,
+        ContentBlock,
+        EmbeddedResource,
+        GetPromptResult,
+        ImageContent,
+        Prompt,
+        PromptArgument,
+        PromptMessage,
+        ReadResourceResult,
+        Resource,
+        ResourceContents,
+        ResourceLink,
+        ResourceTemplate,
+        Root,
+        ServerInfo,
+        TextContent,
+        Tool,
+    )
+
+_ERRORS = (
+    "AuthHookError", "Cancelled", "CapabilityNotSupported", "ClosedError", "ConfigError",
+    "ConnectionLost", "HeaderMismatch", "InputRoundsExceeded", "MCPError", "MissingCapability",
+    "OutputValidationError", "ProtocolError", "Rejected", "RemoteError", "RequestTimeout",
+    "ResourceNotFound", "ServerExited", "SessionExpired", "ToolError", "TooManyPages",
+    "TransportError", "Unauthorized", "UnsupportedInThisEra", "UnsupportedProtocolVersion",
+    "URLElicitationRequired", "UsedAfterFork",
+)
+_TYPES = (
+    "AudioContent", "CallToolResult", "CompleteResult", "ContentBlock", "EmbeddedResource",
+    "GetPromptResult", "ImageContent", "Prompt", "PromptArgument", "PromptMessage",
+    "ReadResourceResult", "Resource", "ResourceContents", "ResourceLink", "ResourceTemplate",
+    "Root", "ServerInfo", "TextContent", "Tool",
+)
+
+# public name -> module that defines it
+_LAZY: dict[str, str] = {
+    "Client": "mcpsync.client",
+    "connect": "mcpsync.client",
+    "DEFAULT_TIMEOUT": "mcpsync.config",
+    "ServerConfig": "mcpsync.config",
+    "Server": "mcpsync.server",
+    "Context": "mcpsync.server",
+    **{name: "mcpsync.errors" for name in _ERRORS},
+    **{name: "mcpsync.types" for name in _TYPES},
+}
+
+__all__ = ["__version__", *sorted(_LAZY)]
+
+
+def __getattr__(name: str) -> Any:
+    """Import the module that defines a public name on first access (PEP 562)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'mcpsync' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
