@@ -1,0 +1,306 @@
+"""``ServerConfig``: how to reach one MCP server, checked once at construction.
+
+A config is a frozen value: build it, pass it to ``mcpsync.connect()`` (or a ``Manager``),
+share it between threads. Every check happens in the constructor and raises
+:class:`~mcpsync.errors.ConfigError` naming the field, so a bad config fails where it is
+written rather than deep inside a connection attempt.
+
+The field set is the Manager seed's, plus ``cwd``. Later issues add only keyword fields with
+defaults, so code written against this class keeps working.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from mcpsync.errors import ConfigError
+
+__all__ = ["DEFAULT_TIMEOUT", "EnvInput", "ServerConfig", "logger_name_part"]
+
+DEFAULT_TIMEOUT = 30.0
+"""Seconds a request waits for its answer unless told otherwise (``connect()`` and
+``ServerConfig.timeout`` alike)."""
+
+EnvInput = Mapping[str, "str | None"] | Iterable[str]
+"""What ``env`` accepts: a mapping, or the seed's ``["KEY=VALUE", ...]`` list."""
+
+_SCOPES = ("", "project", "thread")
+_SECRET_FORMATS = ("env", "properties", "json")
+_LOGGER_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def logger_name_part(display_name: str) -> str:
+    """Make a display name safe as one component of a logger or thread name.
+
+    Logger names are dotted paths, so a server called ``my.server`` must not create a
+    ``my`` child logger; every character outside ``[A-Za-z0-9_-]`` becomes ``_``.
+    """
+    return _LOGGER_UNSAFE.sub("_", display_name) or "_"
+
+
+def _fail(field_name: str, problem: str) -> ConfigError:
+    return ConfigError(f"invalid server config: {field_name}: {problem}")
+
+
+def _check_str(field_name: str, value: object, *, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if not isinstance(value, str):
+        raise _fail(field_name, f"expected a string, got {type(value).__name__}")
+
+
+def _normalise_env(value: object) -> dict[str, str | None]:
+    """Turn a mapping or a ``KEY=VALUE`` list into a fresh dict (never the caller's)."""
+    if value is None:
+        return {}
+    result: dict[str, str | None] = {}
+    if isinstance(value, Mapping):
+        items: Iterable[tuple[object, object]] = value.items()
+    elif isinstance(value, (str, bytes)):
+        raise _fail("env", "expected a mapping or a list of 'KEY=VALUE' strings, got a string")
+    elif isinstance(value, Iterable):
+        pairs: list[tuple[object, object]] = []
+        for entry in value:
+            if not isinstance(entry, str):
+                raise _fail("env", f"list entries must be 'KEY=VALUE' strings, got {entry!r}")
+            key, sep, val = entry.partition("=")
+            if not sep:
+                # Quote only the part before any '=': there is none, so the entry holds no
+                # value, but keep it short in case someone pasted a secret without '='.
+                raise _fail("env", f"entry {entry[:40]!r} has no '=' (expected 'KEY=VALUE')")
+            pairs.append((key, val))
+        items = pairs
+    else:
+        raise _fail("env", f"expected a mapping or a list, got {type(value).__name__}")
+    for name, setting in items:
+        if not isinstance(name, str) or not name or "=" in name or "\0" in name:
+            raise _fail("env", f"invalid variable name {name!r}")
+        if setting is not None and not isinstance(setting, str):
+            # Values are never echoed: they are often secrets.
+            raise _fail("env", f"value of {name} must be a string or None, "
+                               f"got {type(setting).__name__}")
+        result[name] = setting
+    return result
+
+
+def _normalise_headers(value: object) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise _fail("headers", f"expected a mapping, got {type(value).__name__}")
+    result: dict[str, str] = {}
+    for key, val in value.items():
+        if not isinstance(key, str) or not key:
+            raise _fail("headers", f"invalid header name {key!r}")
+        if not isinstance(val, str):
+            raise _fail("headers", f"value of {key} must be a string, got {type(val).__name__}")
+        result[key] = val
+    return result
+
+
+def _normalise_args(value: object) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, (str, bytes)):
+        # A bare string would iterate character by character; that is never what was meant.
+        raise _fail("args", "expected a list of strings, got a single string "
+                            "(write args=[...])")
+    if not isinstance(value, Iterable):
+        raise _fail("args", f"expected a list of strings, got {type(value).__name__}")
+    out: list[str] = []
+    for arg in value:
+        if isinstance(arg, os.PathLike):
+            arg = os.fspath(arg)
+        if not isinstance(arg, str):
+            raise _fail("args", f"every argument must be a string, got {arg!r}")
+        out.append(arg)
+    return tuple(out)
+
+
+@dataclass(frozen=True, init=False, repr=False)
+class ServerConfig:
+    """How to reach one MCP server: a command to spawn (stdio) or a URL (HTTP).
+
+    Exactly one of ``command`` and ``url`` is given. ``command`` is the program (a str);
+    its arguments go in ``args``, so no shell quoting is involved. Construction checks
+    every field and raises :class:`~mcpsync.errors.ConfigError` naming the one at fault.
+    The instance is immutable, hashable and safe to share between threads; use
+    ``dataclasses.replace`` to derive a variant.
+
+    Fields:
+
+    - ``id``: the Manager's key for this server (also the display name when ``name`` is
+      empty).
+    - ``name``: a human name used in errors, thread names and logger names.
+    - ``command``, ``args``: the program and its arguments (stdio).
+    - ``env``: variables put on top of the child's safe default environment; a mapping or
+      the seed's ``["KEY=VALUE", ...]`` list (split at the first ``=``). A value of
+      ``None`` removes that variable from the child's environment. Stored as a new dict.
+    - ``cwd``: the child's working directory.
+    - ``timeout``: the default per-request timeout in seconds (finite, > 0).
+    - ``url``, ``headers``, ``authorization``, ``on_unauthorized``: the HTTP transport;
+      accepted and checked now, honoured from the HTTP issue on. ``headers`` and the two
+      hooks are only allowed together with ``url``.
+    - ``scope`` (``""``, ``"project"``, ``"thread"``), ``secret_ref`` and
+      ``secret_format`` (``env``, ``properties``, ``json``): accepted and checked now,
+      honoured from the Manager issue on.
+
+    ``repr()`` shows the keys of ``env`` and ``headers``, never their values.
+    """
+
+    id: str = ""
+    name: str = ""
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    # Dicts are not hashable, so env and headers take part in == but not in hash().
+    env: Mapping[str, str | None] = field(default_factory=dict, hash=False)
+    cwd: str | None = None
+    timeout: float = DEFAULT_TIMEOUT
+    scope: str = ""
+    url: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict, hash=False)
+    authorization: Callable[[], str | None] | None = None
+    on_unauthorized: Callable[[str], Any] | None = None
+    secret_ref: str = ""
+    secret_format: str = "env"
+
+    # A hand-written __init__ (rather than the generated one) lets ``env`` accept the seed's
+    # list form and ``args`` any iterable while the stored fields keep one precise type.
+    # ``dataclasses.replace`` still works: it calls __init__ with every field as a keyword.
+    # A field added later must be added here too.
+    def __init__(
+        self,
+        id: str = "",
+        name: str = "",
+        command: str | None = None,
+        args: Iterable[str | os.PathLike[str]] = (),
+        env: EnvInput | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        scope: str = "",
+        url: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        authorization: Callable[[], str | None] | None = None,
+        on_unauthorized: Callable[[str], Any] | None = None,
+        secret_ref: str = "",
+        secret_format: str = "env",
+    ) -> None:
+        _check_str("id", id)
+        _check_str("name", name)
+        if isinstance(command, (list, tuple)):
+            raise _fail("command", "expected the program as a string; put its arguments in "
+                                   "args (command=argv[0], args=argv[1:])")
+        _check_str("command", command, optional=True)
+        _check_str("url", url, optional=True)
+        _check_str("scope", scope)
+        _check_str("secret_ref", secret_ref)
+        _check_str("secret_format", secret_format)
+        if command is None and url is None:
+            raise _fail("command", "give either command (stdio) or url (HTTP)")
+        if command is not None and url is not None:
+            raise _fail("command", "give either command (stdio) or url (HTTP), not both")
+        if command is not None and not command.strip():
+            raise _fail("command", "must not be empty")
+        if url is not None:
+            parts = urlsplit(url)
+            if parts.scheme not in ("http", "https") or not parts.netloc:
+                raise _fail("url", f"expected an http:// or https:// URL, got {url!r}")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+            raise _fail("timeout", f"expected a number of seconds, got {timeout!r}")
+        if not math.isfinite(timeout) or timeout <= 0:
+            raise _fail("timeout", f"must be finite and > 0, got {timeout!r}")
+        if scope not in _SCOPES:
+            raise _fail("scope", f"must be '', 'project' or 'thread', got {scope!r}")
+        if secret_format not in _SECRET_FORMATS:
+            raise _fail("secret_format",
+                        f"must be 'env', 'properties' or 'json', got {secret_format!r}")
+        if cwd is not None:
+            if not isinstance(cwd, (str, os.PathLike)):
+                raise _fail("cwd", f"expected a path, got {type(cwd).__name__}")
+            cwd = os.fspath(cwd)
+            if not isinstance(cwd, str):
+                raise _fail("cwd", "expected a text path, got bytes")
+        norm_headers = _normalise_headers(headers)
+        if url is None:
+            if norm_headers:
+                raise _fail("headers", "only allowed with url (an HTTP server)")
+            if authorization is not None:
+                raise _fail("authorization", "only allowed with url (an HTTP server)")
+            if on_unauthorized is not None:
+                raise _fail("on_unauthorized", "only allowed with url (an HTTP server)")
+        if authorization is not None and not callable(authorization):
+            raise _fail("authorization", "expected a callable returning the header value")
+        if on_unauthorized is not None and not callable(on_unauthorized):
+            raise _fail("on_unauthorized", "expected a callable taking the challenge")
+
+        values: dict[str, Any] = {
+            "id": id,
+            "name": name,
+            "command": command,
+            "args": _normalise_args(args),
+            "env": _normalise_env(env),
+            "cwd": cwd,
+            "timeout": float(timeout),
+            "scope": scope,
+            "url": url,
+            "headers": norm_headers,
+            "authorization": authorization,
+            "on_unauthorized": on_unauthorized,
+            "secret_ref": secret_ref,
+            "secret_format": secret_format,
+        }
+        for key, value in values.items():
+            object.__setattr__(self, key, value)
+
+    @property
+    def is_http(self) -> bool:
+        """True for a URL config, False for a command."""
+        return self.url is not None
+
+    @property
+    def argv(self) -> tuple[str, ...]:
+        """``(command, *args)``: what the stdio transport spawns.
+
+        Raises ``ConfigError`` on a URL config, which has no process to spawn.
+        """
+        if self.command is None:
+            raise _fail("command", "this is an HTTP config (url=...); it has no argv")
+        return (self.command, *self.args)
+
+    @property
+    def display_name(self) -> str:
+        """The name used in errors, thread names and logger names.
+
+        ``name``, else ``id``, else the command's base name, else the URL's host.
+        """
+        if self.name:
+            return self.name
+        if self.id:
+            return self.id
+        if self.command is not None:
+            # Both separators: a Windows path may arrive on any platform via a config file.
+            return re.split(r"[\\/]", self.command.rstrip("\\/"))[-1] or self.command
+        host = urlsplit(self.url or "").hostname
+        return host or (self.url or "")
+
+    def __repr__(self) -> str:
+        # Values of env and headers are routinely secrets (API keys, bearer tokens): show keys.
+        parts = []
+        for name in ("id", "name", "command", "args"):
+            parts.append(f"{name}={getattr(self, name)!r}")
+        parts.append(f"env=<keys {sorted(self.env)!r}>")
+        for name in ("cwd", "timeout", "scope", "url"):
+            parts.append(f"{name}={getattr(self, name)!r}")
+        parts.append(f"headers=<keys {sorted(self.headers)!r}>")
+        for name in ("authorization", "on_unauthorized"):
+            value = getattr(self, name)
+            parts.append(f"{name}={'<set>' if value is not None else None}")
+        parts.append(f"secret_ref={self.secret_ref!r}")
+        parts.append(f"secret_format={self.secret_format!r}")
+        return f"ServerConfig({', '.join(parts)})"

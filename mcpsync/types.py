@@ -1,0 +1,691 @@
+"""MCP data as small dataclasses: tools, resources, prompts, results and content blocks.
+
+Each type is built from the wire dict by ``from_dict(d)`` and keeps two things besides its
+typed fields:
+
+- ``raw``: the original dict, untouched, so nothing the server sent is ever lost;
+- ``extra``: the members this version of mcpsync does not know (future spec fields,
+  vendor extensions), in their original order.
+
+Parsing is tolerant where tolerance is harmless and strict where it is not: an optional
+field of the wrong type reads as absent (its value stays in ``raw``), while a missing or
+wrong-typed *required* field raises :class:`~mcpsync.errors.ProtocolError`, because the
+object would be unusable. A list result (``CallToolResult.content``, ``PromptMessage``
+content) degrades a block it cannot parse to a generic :class:`ContentBlock` rather than
+failing the whole call.
+
+``CallToolResult.from_dict`` runs on every tool call, so these classes use slots and plain
+``dict.get`` lookups; nothing here validates JSON Schema or copies more than it must.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias
+
+from mcpsync.errors import ProtocolError
+
+__all__ = [
+    "AudioContent",
+    "CallToolResult",
+    "CompleteResult",
+    "Content",
+    "ContentBlock",
+    "EmbeddedResource",
+    "GetPromptResult",
+    "ImageContent",
+    "Prompt",
+    "PromptArgument",
+    "PromptMessage",
+    "ReadResourceResult",
+    "Resource",
+    "ResourceContents",
+    "ResourceLink",
+    "ResourceTemplate",
+    "Root",
+    "ServerInfo",
+    "TextContent",
+    "Tool",
+    "content_block_from_dict",
+]
+
+
+# --- small readers: each returns the value when it has the right type, else the default ---
+
+def _str(d: dict[str, Any], key: str) -> str | None:
+    v = d.get(key)
+    return v if isinstance(v, str) else None
+
+
+def _dict(d: dict[str, Any], key: str) -> dict[str, Any] | None:
+    v = d.get(key)
+    return v if isinstance(v, dict) else None
+
+
+def _list(d: dict[str, Any], key: str) -> list[Any] | None:
+    v = d.get(key)
+    return v if isinstance(v, list) else None
+
+
+def _int(d: dict[str, Any], key: str) -> int | None:
+    v = d.get(key)
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _bool(d: dict[str, Any], key: str) -> bool | None:
+    v = d.get(key)
+    return v if isinstance(v, bool) else None
+
+
+def _required_str(d: dict[str, Any], key: str, what: str) -> str:
+    v = d.get(key)
+    if not isinstance(v, str):
+        if key not in d:
+            raise ProtocolError(f"{what} has no '{key}' field: {_excerpt(d)}")
+        raise ProtocolError(f"{what} field '{key}' must be a string, got "
+                            f"{type(v).__name__}: {_excerpt(d)}")
+    return v
+
+
+def _require_dict(d: object, what: str) -> dict[str, Any]:
+    if not isinstance(d, dict):
+        raise ProtocolError(f"{what} must be a JSON object, got {type(d).__name__}: "
+                            f"{_excerpt(d)}")
+    return d
+
+
+def _extra(d: dict[str, Any], known: frozenset[str]) -> dict[str, Any]:
+    return {k: v for k, v in d.items() if k not in known}
+
+
+def _excerpt(value: object, limit: int = 200) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+# --- content blocks ---------------------------------------------------------------------
+
+_TEXT_KNOWN = frozenset(("type", "text", "annotations", "_meta"))
+_MEDIA_KNOWN = frozenset(("type", "data", "mimeType", "annotations", "_meta"))
+_LINK_KNOWN = frozenset(("type", "uri", "name", "title", "description", "mimeType", "size",
+                         "icons", "annotations", "_meta"))
+_EMBEDDED_KNOWN = frozenset(("type", "resource", "annotations", "_meta"))
+
+
+@dataclass(slots=True)
+class TextContent:
+    """A ``text`` block."""
+
+    text: str
+    annotations: dict[str, Any] | None = None
+    meta: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict)
+    type: str = "text"
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TextContent:
+        d = _require_dict(d, "a text content block")
+        text = d.get("text")
+        if not isinstance(text, str):
+            text = _required_str(d, "text", "a text content block")
+        # Fast path: the usual block has only type and text, so skip building extra.
+        if len(d) == 2 and "type" in d:
+            return cls(text, None, None, {}, d)
+        return cls(text, _dict(d, "annotations"), _dict(d, "_meta"), _extra(d, _TEXT_KNOWN), d)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The block as wire JSON (the original dict when there is one)."""
+        return self.raw or {"type": "text", "text": self.text}
+
+
+@dataclass(slots=True)
+class ImageContent:
+    """An ``image`` block: base64 ``data`` and its ``mime_type``."""
+
+    data: str
+    mime_type: str
+    annotations: dict[str, Any] | None = None
+    meta: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict)
+    type: str = "image"
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ImageContent:
+        d = _require_dict(d, "an image content block")
+        return cls(_required_str(d, "data", "an image content block"),
+                   _required_str(d, "mimeType", "an image content block"),
+                   _dict(d, "annotations"), _dict(d, "_meta"), _extra(d, _MEDIA_KNOWN), d)
+
+    def decode(self) -> bytes:
+        """The image bytes (``data`` is base64 on the wire)."""
+        return base64.b64decode(self.data)
+
+
+@dataclass(slots=True)
+class AudioContent:
+    """An ``audio`` block: base64 ``data`` and its ``mime_type``."""
+
+    data: str
+    mime_type: str
+    annotations: dict[str, Any] | None = None
+    meta: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict)
+    type: str = "audio"
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> AudioContent:
+        d = _require_dict(d, "an audio content block")
+        return cls(_required_str(d, "data", "an audio content block"),
+                   _required_str(d, "mimeType", "an audio content block"),
+                   _dict(d, "annotations"), _dict(d, "_meta"), _extra(d, _MEDIA_KNOWN), d)
+
+    def decode(self) -> bytes:
+        """The audio bytes (``data`` is base64 on the wire)."""
+        return base64.b64decode(self.data)
+
+
+@dataclass(slots=True)
+class ResourceLink:
+    """A ``resource_link`` block: a pointer to a resource the client may read."""
+
+    uri: str
+    name: str
+    title: str | None = None
+    description: str | None = None
+    mime_type: str | None = None
+    size: int | None = None
+    icons: list[Any] | None = None
+    annotations: dict[str, Any] | None = None
+    meta: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict)
+    type: str = "resource_link"
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ResourceLink:
+        d = _require_dict(d, "a resource_link content block")
+        return cls(_required_str(d, "uri", "a resource_link content block"),
+                   _required_str(d, "name", "a resource_link content block"),
+                   _str(d, "title"), _str(d, "description"), _str(d, "mimeType"),
+                   _int(d, "size"), _list(d, "icons"), _dict(d, "annotations"),
+                   _dict(d, "_meta"), _extra(d, _LINK_KNOWN), d)
+
+
+_CONTENTS_KNOWN = frozenset(("uri", "mimeType", "text", "blob", "_meta"))
+
+
+@dataclass(slots=True)
+class ResourceContents:
+    """The contents of a resource: exactly one of ``text`` and ``blob`` (base64) is set."""
+
+    uri: str
+    mime_type: str | None = None
+    text: str | None = None
+    blob: str | None = None
+    meta: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ResourceContents:
+        d = _require_dict(d, "resource contents")
+        uri = _required_str(d, "uri", "resource contents")
+        text, blob = _str(d, "text"), _str(d, "blob")
+        if text is None and blob is None:
+            raise ProtocolError(f"resource contents for {uri!r} have neither a 'text' nor a "
+                                f"'blob' string: {_excerpt(d)}")
+        return cls(uri, _str(d, "mimeType"), text, blob, _dict(d, "_meta"),
+                   _extra(d, _CONTENTS_KNOWN), d)
+
+    @property
+    def is_text(self) -> bool:
+        """True for text contents, False for a blob."""
+        return self.text is not None
+
+    @property
+    def data(self) -> bytes:
+        """The bytes: the decoded blob, or the text encoded as UTF-8."""
+        if self.text is not None:
+            return self.text.encode("utf-8")
+        return base64.b64decode(self.blob or "")
+
+
+@dataclass(slots=True)
+class EmbeddedResource:
+    """A ``resource`` block: a resource's contents carried inline."""
+
+    resource: ResourceContents
+    annotations: dict[str, Any] | None = None
+    meta: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict)
+    type: str = "resource"
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> EmbeddedResource:
+        d = _require_dict(d, "an embedded resource block")
+        if "resource" not in d:
+            raise ProtocolError(f"an embedded resource block has no 'resource' field: "
+                                f"{_excerpt(d)}")
+        return cls(ResourceContents.from_dict(d["resource"]), _dict(d, "annotations"),
+                   _dict(d, "_meta"), _extra(d, _EMBEDDED_KNOWN), d)
+
+
+@dataclass(slots=True)
+class ContentBlock:
+    """A content block of a type mcpsync does not model (``tool_use``, a future type), or a
+    known type whose required fields were missing. ``raw`` holds everything."""
+
+    type: str
+    extra: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ContentBlock:
+        d = _require_dict(d, "a content block")
+        kind = d.get("type")
+        return cls(kind if isinstance(kind, str) else "",
+                   {k: v for k, v in d.items() if k != "type"}, d)
+
+
+Content: TypeAlias = (TextContent | ImageContent | AudioContent | ResourceLink
+                      | EmbeddedResource | ContentBlock)
+"""Any content block; check ``.type`` or use ``isinstance``."""
+
+_BLOCK_TYPES: dict[str, Any] = {
+    "text": TextContent,
+    "image": ImageContent,
+    "audio": AudioContent,
+    "resource_link": ResourceLink,
+    "resource": EmbeddedResource,
+}
+
+
+def content_block_from_dict(d: Any) -> Content:
+    """Parse one content block, degrading to :class:`ContentBlock` when its type is unknown
+    or a required field is missing, so one odd block never fails a whole result.
+
+    A block that is not a JSON object at all raises :class:`ProtocolError`.
+    """
+    if isinstance(d, dict):
+        kind = d.get("type")
+        if kind == "text":  # the hot case, dispatched without the table lookup
+            text = d.get("text")
+            if type(text) is str and len(d) == 2:
+                return TextContent(text, None, None, {}, d)
+        cls = _BLOCK_TYPES.get(kind) if isinstance(kind, str) else None
+        if cls is not None:
+            try:
+                block: Content = cls.from_dict(d)
+                return block
+            except ProtocolError:
+                pass
+        return ContentBlock.from_dict(d)
+    raise ProtocolError(f"a content block must be a JSON object, got {type(d).__name__}: "
+                        f"{_excerpt(d)}")
+
+
+def _content_list(value: Any, what: str) -> list[Content]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ProtocolError(f"{what} must be a list of content blocks, got "
+                            f"{type(value).__name__}: {_excerpt(value)}")
+    return [content_block_from_dict(b) for b in value]
+
+
+# --- tools ------------------------------------------------------------------------------
+
+_TOOL_KNOWN = frozenset(("name", "title", "description", "inputSchema", "outputSchema",
+                         "annotations", "icons", "_meta"))
+
+
+@dataclass(slots=True)
+class Tool:
+    """A tool the server offers (``tools/list``).
+
+    ``input_schema`` is ``{}`` when the server sent none (the spec requires one, but a
+    missing schema should not hide the tool).
+    """
+
+    name: str
+    title: str | None = None
+    description: str | None = None
+    input_schema: dict[str, Any] = field(default_factory=dict)
+    output_schema: dict[str, Any] | None = None
+    annotations: dict[str, Any] | None = None
+    icons: list[Any] | None = None
+    meta: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Tool:
+        d = _require_dict(d, "a tool")
+        return cls(_required_str(d, "name", "a tool"), _str(d, "title"),
+                   _str(d, "description"), _dict(d, "inputSchema") or {},
+                   _dict(d, "outputSchema"), _dict(d, "annotations"), _list(d, "icons"),
+                   _dict(d, "_meta"), _extra(d, _TOOL_KNOWN), d)
+
+    @property
+    def display_title(self) -> str:
+        """What to show a person: ``title``, then ``annotations.title``, then ``name``."""
+        if self.title:
+            return self.title
+        ann_title = (self.annotations or {}).get("title")
+        return ann_title if isinstance(ann_title, str) and ann_title else self.name
+
+
+_CALL_KNOWN = frozenset(("content", "structuredContent", "isError", "_meta", "resultType"))
+
+
+@dataclass(slots=True)
+class CallToolResult:
+    """The result of ``tools/call``.
+
+    ``structured`` is ``structuredContent`` (``None`` when absent); ``is_error`` is true when
+    the tool itself failed (``isError: true``), which is a normal result, not an exception,
+    unless the caller asked for ``raise_on_error=True``. A missing ``content`` reads as an
+    empty list.
+    """
+
+    content: list[Content]
+    structured: Any = None
+    is_error: bool = False
+    meta: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CallToolResult:
+        if type(d) is not dict:
+            d = _require_dict(d, "a tool result")
+        content = d.get("content")
+        if type(content) is list:
+            blocks = [content_block_from_dict(b) for b in content]
+        else:
+            blocks = _content_list(content, "a tool result's 'content'")
+        n = len(d)
+        # Fast path: {"content": [...]} with at most isError beside it.
+        if content is not None and (n == 1 or (n == 2 and "isError" in d)):
+            return cls(blocks, None, d.get("isError") is True, None, {}, d)
+        return cls(blocks, d.get("structuredContent"), d.get("isError") is True,
+                   _dict(d, "_meta"), _extra(d, _CALL_KNOWN), d)
+
+    @property
+    def text(self) -> str:
+        """The text blocks joined with newlines (``""`` when there are none)."""
+        return "\n".join([b.text for b in self.content if type(b) is TextContent])
+
+
+# --- resources --------------------------------------------------------------------------
+
+_RESOURCE_KNOWN = frozenset(("uri", "name", "title", "description", "mimeType", "size",
+                             "annotations", "icons", "_meta"))
+_TEMPLATE_KNOWN = frozenset(("uriTemplate", "name", "title", "description", "mimeType",
+                             "annotations", "icons", "_meta"))
+_READ_KNOWN = frozenset(("contents", "_meta", "resultType", "ttlMs", "cacheScope"))
+
+
+@dataclass(slots=True)
+class Resource:
+    """A resource the server offers (``resources/list``)."""
+
+    uri: str
+    name: str
+    title: str | None = None
+    description: str | None = None
+    mime_type: str | None = None
+    size: int | None = None
+    annotations: dict[str, Any] | None = None
+    icons: list[Any] | None = None
+    meta: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Resource:
+        d = _require_dict(d, "a resource")
+        return cls(_required_str(d, "uri", "a resource"), _required_str(d, "name", "a resource"),
+                   _str(d, "title"), _str(d, "description"), _str(d, "mimeType"),
+                   _int(d, "size"), _dict(d, "annotations"), _list(d, "icons"),
+                   _dict(d, "_meta"), _extra(d, _RESOURCE_KNOWN), d)
+
+
+@dataclass(slots=True)
+class ResourceTemplate:
+    """A parameterised resource (``resources/templates/list``); ``uri_template`` is RFC 6570."""
+
+    uri_template: str
+    name: str
+    title: str | None = None
+    description: str | None = None
+    mime_type: str | None = None
+    annotations: dict[str, Any] | None = None
+    icons: list[Any] | None = None
+    meta: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ResourceTemplate:
+        d = _require_dict(d, "a resource template")
+        return cls(_required_str(d, "uriTemplate", "a resource template"),
+                   _required_str(d, "name", "a resource template"),
+                   _str(d, "title"), _str(d, "description"), _str(d, "mimeType"),
+                   _dict(d, "annotations"), _list(d, "icons"), _dict(d, "_meta"),
+                   _extra(d, _TEMPLATE_KNOWN), d)
+
+
+@dataclass(slots=True)
+class ReadResourceResult:
+    """The result of ``resources/read``: one or more contents (a directory may give many)."""
+
+    contents: list[ResourceContents]
+    meta: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ReadResourceResult:
+        d = _require_dict(d, "a resources/read result")
+        items = d.get("contents")
+        if not isinstance(items, list):
+            if "contents" not in d:
+                raise ProtocolError(f"a resources/read result has no 'contents': {_excerpt(d)}")
+            raise ProtocolError(f"a resources/read result's 'contents' must be a list: "
+                                f"{_excerpt(d)}")
+        return cls([ResourceContents.from_dict(c) for c in items], _dict(d, "_meta"),
+                   _extra(d, _READ_KNOWN), d)
+
+    @property
+    def text(self) -> str:
+        """The text contents joined with newlines (``""`` when there are none)."""
+        return "\n".join([c.text for c in self.contents if c.text is not None])
+
+
+# --- prompts ----------------------------------------------------------------------------
+
+_ARG_KNOWN = frozenset(("name", "title", "description", "required"))
+_PROMPT_KNOWN = frozenset(("name", "title", "description", "arguments", "icons", "_meta"))
+_MESSAGE_KNOWN = frozenset(("role", "content"))
+_GET_PROMPT_KNOWN = frozenset(("description", "messages", "_meta", "resultType"))
+
+
+@dataclass(slots=True)
+class PromptArgument:
+    """One argument a prompt takes; ``required`` defaults to False."""
+
+    name: str
+    title: str | None = None
+    description: str | None = None
+    required: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> PromptArgument:
+        d = _require_dict(d, "a prompt argument")
+        return cls(_required_str(d, "name", "a prompt argument"), _str(d, "title"),
+                   _str(d, "description"), d.get("required") is True,
+                   _extra(d, _ARG_KNOWN), d)
+
+
+@dataclass(slots=True)
+class Prompt:
+    """A prompt template the server offers (``prompts/list``)."""
+
+    name: str
+    title: str | None = None
+    description: str | None = None
+    arguments: list[PromptArgument] = field(default_factory=list)
+    icons: list[Any] | None = None
+    meta: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Prompt:
+        d = _require_dict(d, "a prompt")
+        args = [PromptArgument.from_dict(a) for a in (_list(d, "arguments") or [])]
+        return cls(_required_str(d, "name", "a prompt"), _str(d, "title"),
+                   _str(d, "description"), args, _list(d, "icons"), _dict(d, "_meta"),
+                   _extra(d, _PROMPT_KNOWN), d)
+
+
+@dataclass(slots=True)
+class PromptMessage:
+    """One message of a rendered prompt: ``role`` (``user``/``assistant``) and one block."""
+
+    role: str
+    content: Content
+    extra: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> PromptMessage:
+        d = _require_dict(d, "a prompt message")
+        if "content" not in d:
+            raise ProtocolError(f"a prompt message has no 'content': {_excerpt(d)}")
+        return cls(_required_str(d, "role", "a prompt message"),
+                   content_block_from_dict(d["content"]), _extra(d, _MESSAGE_KNOWN), d)
+
+
+@dataclass(slots=True)
+class GetPromptResult:
+    """The result of ``prompts/get``."""
+
+    messages: list[PromptMessage]
+    description: str | None = None
+    meta: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> GetPromptResult:
+        d = _require_dict(d, "a prompts/get result")
+        items = d.get("messages")
+        if not isinstance(items, list):
+            raise ProtocolError(f"a prompts/get result needs a 'messages' list: {_excerpt(d)}")
+        return cls([PromptMessage.from_dict(m) for m in items], _str(d, "description"),
+                   _dict(d, "_meta"), _extra(d, _GET_PROMPT_KNOWN), d)
+
+
+# --- completion, server info, roots -------------------------------------------------------
+
+_COMPLETE_KNOWN = frozenset(("completion", "_meta", "resultType"))
+
+
+@dataclass(slots=True)
+class CompleteResult:
+    """The result of ``completion/complete``: suggested ``values`` (at most 100), the
+    ``total`` number of matches when known, and whether there are more (``has_more``)."""
+
+    values: list[str]
+    total: int | None = None
+    has_more: bool = False
+    meta: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CompleteResult:
+        d = _require_dict(d, "a completion/complete result")
+        completion = d.get("completion")
+        if not isinstance(completion, dict):
+            raise ProtocolError(f"a completion/complete result needs a 'completion' object: "
+                                f"{_excerpt(d)}")
+        values = completion.get("values")
+        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+            raise ProtocolError(f"completion 'values' must be a list of strings: {_excerpt(d)}")
+        return cls(list(values), _int(completion, "total"),
+                   completion.get("hasMore") is True, _dict(d, "_meta"),
+                   _extra(d, _COMPLETE_KNOWN), d)
+
+
+_INFO_KNOWN = frozenset(("name", "title", "version"))
+
+
+@dataclass(slots=True)
+class ServerInfo:
+    """Who the server says it is, and what was negotiated with it.
+
+    ``name``, ``title`` and ``version`` are self-reported (never use them for security);
+    ``protocol_version`` is the negotiated revision and ``instructions`` the server's usage
+    hints, when it gave any. ``raw`` is the server's implementation-info dict.
+    """
+
+    name: str = ""
+    title: str | None = None
+    version: str = ""
+    protocol_version: str = ""
+    instructions: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], *, protocol_version: str = "",
+                  instructions: str | None = None) -> ServerInfo:
+        """Build from an implementation-info dict (``{"name", "version", ...}``).
+
+        Lenient on purpose: a server that omits its info is still usable, so missing
+        fields read as ``""`` rather than raising.
+        """
+        if not isinstance(d, dict):
+            d = {}
+        return cls(_str(d, "name") or "", _str(d, "title"), _str(d, "version") or "",
+                   protocol_version, instructions, _extra(d, _INFO_KNOWN), d)
+
+
+_ROOT_KNOWN = frozenset(("uri", "name", "_meta"))
+
+
+@dataclass(slots=True)
+class Root:
+    """A filesystem root the client exposes to servers (``file://`` URI, optional name)."""
+
+    uri: str
+    name: str | None = None
+    meta: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Root:
+        d = _require_dict(d, "a root")
+        return cls(_required_str(d, "uri", "a root"), _str(d, "name"), _dict(d, "_meta"),
+                   _extra(d, _ROOT_KNOWN), d)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The root as sent in a ``roots/list`` answer (unknown fields kept)."""
+        out: dict[str, Any] = {"uri": self.uri}
+        if self.name is not None:
+            out["name"] = self.name
+        if self.meta is not None:
+            out["_meta"] = self.meta
+        out.update(self.extra)
+        return out
