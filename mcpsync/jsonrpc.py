@@ -1,0 +1,919 @@
+"""The JSON-RPC 2.0 wire layer: messages, ids, parsing, serialisation and line framing.
+
+Like h11, this module is pure: it does no I/O of its own (the frame reader and writer only call
+the stream they are given), starts no threads and reads no clock, so every edge case is a unit
+test. Parsing and serialisation run on every call a client or server makes, so both have a
+fast path for the common shapes and pay for rare cases (string ids with escapes, surrogate
+escapes, batches) only when the text shows them.
+
+The guarantees, and the reasons for them, are written up in ``docs/wire.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import json.encoder
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Protocol
+
+from mcpsync._jsonscan import SURROGATE_RE, element_spans, has_lone_surrogate, raw_member
+from mcpsync.errors import MCPError
+
+__all__ = [
+    "APPROVAL_REJECTED",
+    "BUDGET_EXCEEDED",
+    "DENIED_BY_POLICY",
+    "HEADER_MISMATCH",
+    "INTERNAL_ERROR",
+    "INVALID_PARAMS",
+    "INVALID_REQUEST",
+    "MAX_FRAME_BYTES",
+    "METHOD_NOT_FOUND",
+    "MISSING",
+    "MISSING_CLIENT_CAPABILITY",
+    "PARSE_ERROR",
+    "RESOURCE_NOT_FOUND",
+    "UNSUPPORTED_PROTOCOL_VERSION",
+    "URL_ELICITATION_REQUIRED",
+    "Batch",
+    "FrameDecoder",
+    "FrameReader",
+    "FrameWriter",
+    "Message",
+    "ParseError",
+    "RequestId",
+    "StreamError",
+    "error",
+    "notification",
+    "parse",
+    "request",
+    "result",
+    "serialize",
+]
+
+# --- error codes ------------------------------------------------------------------------
+
+#: JSON-RPC 2.0: the text is not JSON (or not UTF-8, or holds NaN / a lone surrogate).
+PARSE_ERROR: Final = -32700
+#: JSON-RPC 2.0: valid JSON that is not a valid JSON-RPC message.
+INVALID_REQUEST: Final = -32600
+METHOD_NOT_FOUND: Final = -32601
+INVALID_PARAMS: Final = -32602
+INTERNAL_ERROR: Final = -32603
+#: MCP: no resource at that URI.
+RESOURCE_NOT_FOUND: Final = -32002
+#: MCP 2025-11-25: the user must visit a URL first.
+URL_ELICITATION_REQUIRED: Final = -32042
+#: MCP 2026-07-28: an HTTP header disagrees with the body.
+HEADER_MISMATCH: Final = -32020
+#: MCP 2026-07-28: the server needs a client capability that was not declared.
+MISSING_CLIENT_CAPABILITY: Final = -32021
+#: MCP 2026-07-28: the requested protocol version is not served.
+UNSUPPORTED_PROTOCOL_VERSION: Final = -32022
+# The seed gateway's codes. -32000..-32019 is JSON-RPC's implementation-defined range, so these
+# are names for sending only: nothing gives them a meaning on receipt.
+DENIED_BY_POLICY: Final = -32010
+APPROVAL_REJECTED: Final = -32011
+BUDGET_EXCEEDED: Final = -32012
+
+#: The largest line the frame reader accepts, excluding the newline (32 MiB).
+MAX_FRAME_BYTES: Final = 32 * 1024 * 1024
+#: How much of a bad line an error message quotes.
+_EXCERPT_BYTES: Final = 200
+_READ_CHUNK: Final = 65536
+
+
+class _MissingType:
+    """Type of :data:`MISSING`: "member absent", distinct from a JSON ``null``."""
+
+    __slots__ = ()
+    _instance: _MissingType | None = None
+
+    def __new__(cls) -> _MissingType:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __reduce__(self) -> str:
+        return "MISSING"
+
+
+#: Sentinel for an absent member: ``Message.result`` is ``MISSING`` unless the message is a
+#: successful response, because ``null`` is a legitimate result.
+MISSING: Final[Any] = _MissingType()
+
+
+# --- errors -------------------------------------------------------------------------------
+
+
+class ParseError(MCPError):
+    """A line (or one batch element) that is not a valid JSON-RPC message.
+
+    Recoverable: the stream is still in sync, and the next line is read normally. ``code`` is
+    :data:`PARSE_ERROR` (not JSON) or :data:`INVALID_REQUEST` (JSON, but not JSON-RPC); ``id``
+    is the message's :class:`RequestId` when a valid one could be read, so a server can answer
+    as JSON-RPC requires (with ``"id": null`` otherwise); ``excerpt`` is the first 200 bytes of
+    the offending text, decoded with replacement characters.
+    """
+
+    def __init__(self, message: str = "", *, code: int = PARSE_ERROR,
+                 id: RequestId | None = None, excerpt: str = "",
+                 server: str | None = None, method: str | None = None) -> None:
+        super().__init__(message, server=server, method=method)
+        self.code = code
+        self.id = id
+        self.excerpt = excerpt
+
+
+class StreamError(MCPError):
+    """The byte stream itself is broken: an over-long line, an I/O error, a closed stream.
+
+    Fatal and sticky: the reader (or writer, or decoder) that raised it raises the same error
+    on every later call, because there is no way to find the next message boundary again.
+    """
+
+
+class _Invalid(Exception):
+    """Internal: a JSON value that is not a JSON-RPC message (becomes -32600)."""
+
+    def __init__(self, reason: str, rid: RequestId | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.rid = rid
+
+
+class _NonFinite(ValueError):
+    """Internal: ``NaN``/``Infinity``/``-Infinity`` in the text (becomes -32700)."""
+
+
+# --- ids and messages ---------------------------------------------------------------------
+
+_encode_str: Callable[[str], str] = json.encoder.encode_basestring
+
+
+class RequestId:
+    """A request id as it was on the wire; immutable and hashable.
+
+    ``raw`` is the exact JSON text (``'7'``, ``'"a\\u0062"'``) and is what gets written back,
+    so a peer that compares ids textually sees its own bytes. ``value`` is the decoded id.
+    Correlate on :attr:`key`, never on ``value`` alone: in a dict, ``1`` and ``True`` are the
+    same key, and ``1`` and ``"1"`` are different ids that a careless table might merge.
+
+    A plain slotted class with read-only properties rather than a frozen dataclass, because
+    one is built for every parsed message and a frozen dataclass costs twice as much to build.
+    """
+
+    __slots__ = ("_raw", "_value")
+
+    def __init__(self, raw: str, value: int | str) -> None:
+        self._raw = raw
+        self._value = value
+
+    @property
+    def raw(self) -> str:
+        """The exact wire text of the id."""
+        return self._raw
+
+    @property
+    def value(self) -> int | str:
+        """The decoded id."""
+        return self._value
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not RequestId:
+            return NotImplemented
+        return self._raw == other._raw and self._value == other._value
+
+    def __hash__(self) -> int:
+        return hash((self._raw, self._value))
+
+    def __repr__(self) -> str:
+        return f"RequestId(raw={self._raw!r}, value={self._value!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (RequestId, (self._raw, self._value))
+
+    @property
+    def key(self) -> tuple[str, int | str]:
+        """``("int", 1)`` or ``("str", "1")``: a correlation key that keeps kinds apart."""
+        value = self._value
+        return ("int", value) if type(value) is int else ("str", value)
+
+    @classmethod
+    def of(cls, value: int | str) -> RequestId:
+        """Build an id for sending. ``bool`` is refused (``TypeError``): JSON has no boolean
+        ids, and ``True == 1`` would make it collide with the integer id 1.
+
+        A string holding a lone surrogate raises ``ValueError``, since it cannot be encoded.
+        """
+        if type(value) is int:
+            return cls(str(value), value)
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            raise TypeError(f"a request id is an int or a str, not {type(value).__name__}")
+        if isinstance(value, int):
+            plain = int(value)
+            return cls(str(plain), plain)
+        text = str(value)
+        if not text.isascii() and SURROGATE_RE.search(text):
+            raise ValueError("a request id cannot hold a lone surrogate")
+        return cls(_encode_str(text), text)
+
+    def __str__(self) -> str:
+        return self.raw
+
+
+def _as_id(id: RequestId | int | str) -> RequestId:
+    return id if isinstance(id, RequestId) else RequestId.of(id)
+
+
+_KNOWN_MEMBERS: Final = frozenset({"jsonrpc", "id", "method", "params", "result", "error"})
+
+
+@dataclass(slots=True, repr=False)
+class Message:
+    """One JSON-RPC message: a request, a notification or a response.
+
+    Build messages with the module constructors :func:`request`, :func:`notification`,
+    :func:`result` and :func:`error`, which check their arguments; the plain constructor does
+    not, because :func:`parse` uses it on the hot path. Treat a message as a value and do not
+    change it after handing it to a writer.
+
+    ``params`` is ``None`` when absent, ``result`` is :data:`MISSING` when absent (``None`` is
+    a valid result), ``error`` is ``None`` unless this is an error response. ``extra`` holds
+    unknown top-level members in wire order; they are written back after the known ones, so
+    a message from a newer revision passes through untouched.
+    """
+
+    id: RequestId | None = None
+    method: str | None = None
+    params: Any = None
+    result: Any = MISSING
+    error: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_request(self) -> bool:
+        """A method call that expects an answer (it has an id)."""
+        return self.method is not None and self.id is not None
+
+    @property
+    def is_notification(self) -> bool:
+        """A method call with no id (absent or ``null``): no answer is sent."""
+        return self.method is not None and self.id is None
+
+    @property
+    def is_response(self) -> bool:
+        """A result or error response."""
+        return self.method is None
+
+    @property
+    def is_error(self) -> bool:
+        """An error response. Its ``id`` may be ``None``: an uncorrelated error."""
+        return self.error is not None
+
+    def to_bytes(self) -> bytes:
+        """Same as :func:`serialize`."""
+        return serialize(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The message as a plain dict, in wire order, with the id's decoded value."""
+        out: dict[str, Any] = {"jsonrpc": "2.0"}
+        if self.id is not None:
+            out["id"] = self.id.value
+        elif self.method is None:
+            out["id"] = None
+        if self.method is not None:
+            out["method"] = self.method
+        if self.params is not None:
+            out["params"] = self.params
+        if self.result is not MISSING:
+            out["result"] = self.result
+        if self.error is not None:
+            out["error"] = self.error
+        out.update(self.extra)
+        return out
+
+    def __repr__(self) -> str:
+        if self.method is not None:
+            kind = "request" if self.id is not None else "notification"
+        else:
+            kind = "error" if self.error is not None else "result"
+        parts = [kind]
+        if self.id is not None:
+            parts.append(f"id={self.id.raw}")
+        if self.method is not None:
+            parts.append(f"method={self.method!r}")
+        if self.params is not None:
+            parts.append(f"params={self.params!r}")
+        if self.result is not MISSING:
+            parts.append(f"result={self.result!r}")
+        if self.error is not None:
+            parts.append(f"error={self.error!r}")
+        if self.extra:
+            parts.append(f"extra={self.extra!r}")
+        return f"Message({' '.join(parts)})"
+
+
+class Batch(list["Message | ParseError"]):
+    """A JSON-RPC batch (an array line); only the 2025-03-26 revision has them.
+
+    Each item is a :class:`Message`, or a :class:`ParseError` for an element that is not a
+    valid message, so one bad element does not lose the others.
+    """
+
+    __slots__ = ()
+
+
+def _check_extra(extra: Mapping[str, Any] | None) -> dict[str, Any]:
+    if not extra:
+        return {}
+    out = dict(extra)
+    for key in out:
+        if type(key) is not str:
+            raise TypeError(f"extra member names are strings, not {type(key).__name__}")
+        if key in _KNOWN_MEMBERS:
+            raise ValueError(f"{key!r} is a JSON-RPC member, not an extra one")
+    return out
+
+
+def _check_params(params: Any) -> Any:
+    if params is not None and not isinstance(params, (dict, list)):
+        raise TypeError(f"params must be a dict, a list or None, not {type(params).__name__}")
+    return params
+
+
+def request(id: RequestId | int | str, method: str, params: Any = None, *,
+            extra: Mapping[str, Any] | None = None) -> Message:
+    """A request: a method call that expects a response carrying the same id."""
+    if type(method) is not str:
+        raise TypeError(f"method must be a str, not {type(method).__name__}")
+    return Message(_as_id(id), method, _check_params(params), MISSING, None, _check_extra(extra))
+
+
+def notification(method: str, params: Any = None, *,
+                 extra: Mapping[str, Any] | None = None) -> Message:
+    """A notification: a method call with no id, which is never answered."""
+    if type(method) is not str:
+        raise TypeError(f"method must be a str, not {type(method).__name__}")
+    return Message(None, method, _check_params(params), MISSING, None, _check_extra(extra))
+
+
+def result(id: RequestId | int | str, result: Any) -> Message:
+    """A successful response to the request with this id (``result`` may be ``None``)."""
+    return Message(_as_id(id), None, None, result, None, {})
+
+
+def error(id: RequestId | int | str | None, code: int, message: str,
+          data: Any = MISSING) -> Message:
+    """An error response. ``id=None`` writes ``"id": null``, as JSON-RPC requires when the
+    request's id could not be read."""
+    if type(code) is not int:
+        raise TypeError(f"an error code is an int, not {type(code).__name__}")
+    if type(message) is not str:
+        raise TypeError(f"an error message is a str, not {type(message).__name__}")
+    body: dict[str, Any] = {"code": code, "message": message}
+    if data is not MISSING:
+        body["data"] = data
+    return Message(None if id is None else _as_id(id), None, None, MISSING, body, {})
+
+
+# --- serialisation ------------------------------------------------------------------------
+
+_ENCODER: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _build_value_encoder() -> Callable[[Any], str]:
+    """Return the fastest correct "value to compact JSON text" function available.
+
+    ``JSONEncoder.encode`` builds a new C encoder on every call; building it once saves about
+    a microsecond per value. The C encoder is built with no circular-reference table (a shared
+    table would be racy between threads), so a circular value surfaces as ``RecursionError``,
+    which :func:`serialize` turns into ``ValueError``. If the private constructor is missing
+    or behaves differently on this interpreter, use the public encoder instead.
+    """
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is not None:
+        try:
+            c_encode = make(None, _ENCODER.default, _encode_str, None, ":", ",",
+                            False, False, False)
+
+            def encode(value: Any) -> str:
+                return "".join(c_encode(value, 0))
+
+            sample = {"a": [1, 2.5, "é\n", None, True], "b": {}}
+            if encode(sample) == _ENCODER.encode(sample):
+                return encode
+        except Exception:  # pragma: no cover - depends on the interpreter
+            pass
+    return _ENCODER.encode  # pragma: no cover
+
+
+_encode_value: Final = _build_value_encoder()
+
+
+def _serialize_text(message: Message) -> str:
+    rid = message.id
+    method = message.method
+    if rid is not None:
+        text = '{"jsonrpc":"2.0","id":' + rid.raw
+    elif method is None:
+        text = '{"jsonrpc":"2.0","id":null'
+    else:
+        text = '{"jsonrpc":"2.0"'
+    if method is not None:
+        text += ',"method":' + _encode_str(method)
+    if message.params is not None:
+        text += ',"params":' + _encode_value(message.params)
+    if message.result is not MISSING:
+        text += ',"result":' + _encode_value(message.result)
+    if message.error is not None:
+        text += ',"error":' + _encode_value(message.error)
+    if message.extra:
+        for key, value in message.extra.items():
+            text += "," + _encode_str(key) + ":" + _encode_value(value)
+    return text + "}"
+
+
+def serialize(message: Message) -> bytes:
+    """Compact UTF-8 JSON for one message, without the trailing newline.
+
+    Members come in the order ``jsonrpc, id, method, params, result, error``, then the extra
+    ones; the id is written from its ``raw`` text. JSON escapes every control character, so
+    the result never holds a raw newline. A value holding a lone surrogate or a NaN/infinite
+    float raises ``ValueError`` (a value that is not JSON at all raises ``TypeError``): both
+    are the caller's bug, and are raised before anything could be written.
+    """
+    try:
+        return _serialize_text(message).encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("cannot serialise a message holding a lone surrogate "
+                         "(U+D800-U+DFFF) in a string") from None
+    except RecursionError:
+        raise ValueError("cannot serialise a circular or too deeply nested value") from None
+
+
+def _serialize_batch(messages: Iterable[Message]) -> bytes:
+    frames = [serialize(m) for m in messages]
+    if not frames:
+        raise ValueError("a batch holds at least one message")
+    return b"[" + b",".join(frames) + b"]"
+
+
+# --- parsing ------------------------------------------------------------------------------
+
+
+def _reject_constant(name: str) -> Any:
+    raise _NonFinite(f"{name} is not valid JSON")
+
+
+_DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant)
+_decode: Final = _DECODER.decode
+
+
+def _excerpt(data: bytes | bytearray | str) -> str:
+    if isinstance(data, str):
+        data = data.encode("utf-8", "surrogatepass")
+    return bytes(data[:_EXCERPT_BYTES]).decode("utf-8", "replace")
+
+
+def _parse_error(code: int, reason: str, data: bytes | bytearray | str,
+                 rid: RequestId | None = None) -> ParseError:
+    excerpt = _excerpt(data)
+    label = "parse error" if code == PARSE_ERROR else "invalid request"
+    return ParseError(f"{label}: {reason}; the text starts {excerpt!r}",
+                      code=code, id=rid, excerpt=excerpt)
+
+
+def _object_start(text: str) -> int:
+    i = 0
+    while text[i] in " \t\n\r":
+        i += 1
+    return i
+
+
+def _make_id(value: int | str, text: str, start: int) -> RequestId:
+    """The :class:`RequestId` of a decoded id, with its exact wire text.
+
+    Cheap cases first: a JSON integer other than 0 has exactly one spelling (no leading zeros,
+    no plus sign), and a string in a text with no backslash at all has no escapes. Anything
+    else (``-0``, a string in a text holding escapes) costs one walk over the top-level
+    members, about as much as decoding the text again. (Searching the text for a unique
+    ``"id"`` instead was measured and is no faster: ``str.find`` of a short needle runs at
+    about the speed of the C decoder.) ``start`` is the index of the object in ``text`` (a
+    batch element), or -1 for a line holding one message.
+    """
+    if type(value) is int:
+        if value:
+            return RequestId(str(value), value)
+    elif "\\" not in text:
+        return RequestId('"' + value + '"', value)  # type: ignore[operator]
+    if start < 0:
+        start = _object_start(text)
+    raw = raw_member(text, start, "id")
+    if raw is None:  # pragma: no cover - the text was already accepted by json
+        raw = str(value) if isinstance(value, int) else _encode_str(value)
+    return RequestId(raw, value)
+
+
+def _extra(obj: dict[str, Any], known: int, consumed: frozenset[str]) -> dict[str, Any]:
+    if len(obj) == known:
+        return {}
+    return {k: v for k, v in obj.items() if k not in consumed}
+
+
+_REQUEST_MEMBERS: Final = frozenset({"jsonrpc", "id", "method", "params"})
+_RESPONSE_MEMBERS: Final = frozenset({"jsonrpc", "id", "result", "error"})
+_BAD_ID: Final = "an id must be a string or an integer (no fraction, no exponent)"
+
+
+def _to_message(obj: dict[str, Any], text: str, start: int) -> Message:
+    """Check the shape of a decoded object and build the :class:`Message`.
+
+    Raises :class:`_Invalid` (-32600) carrying the id when a valid one was read.
+    """
+    get = obj.get
+    id_value = get("id", MISSING)
+    rid: RequestId | None = None
+    id_ok = True
+    known = 1
+    if id_value is not MISSING:
+        known = 2
+        kind = type(id_value)
+        if kind is int or kind is str:
+            rid = _make_id(id_value, text, start)
+        elif id_value is not None:
+            id_ok = False
+    if get("jsonrpc") != "2.0":
+        raise _Invalid('"jsonrpc" must be the string "2.0"', rid)
+    method = get("method", MISSING)
+    if method is not MISSING:
+        if type(method) is not str:
+            raise _Invalid('"method" must be a string', rid)
+        if not id_ok:
+            raise _Invalid(_BAD_ID)
+        if "result" in obj or "error" in obj:
+            raise _Invalid('a request or notification cannot carry "result" or "error"', rid)
+        known += 1
+        params = get("params", MISSING)
+        if params is MISSING:
+            params = None
+        else:
+            if type(params) is not dict and type(params) is not list:
+                raise _Invalid('"params" must be an object or an array', rid)
+            known += 1
+        return Message(rid, method, params, MISSING, None,
+                       _extra(obj, known, _REQUEST_MEMBERS))
+    res = get("result", MISSING)
+    err = get("error", MISSING)
+    if res is not MISSING:
+        if err is not MISSING:
+            raise _Invalid('a response carries "result" or "error", not both', rid)
+        if rid is None:
+            raise _Invalid("a result needs a string or integer id" if id_ok else _BAD_ID)
+        return Message(rid, None, None, res, None, _extra(obj, known + 1, _RESPONSE_MEMBERS))
+    if err is MISSING:
+        raise _Invalid('a message needs "method", "result" or "error"', rid)
+    if not id_ok:
+        raise _Invalid(_BAD_ID)
+    if (type(err) is not dict or type(err.get("code")) is not int
+            or type(err.get("message")) is not str):
+        raise _Invalid('"error" must be an object with an integer "code" and a string '
+                       '"message"', rid)
+    return Message(rid, None, None, MISSING, err, _extra(obj, known + 1, _RESPONSE_MEMBERS))
+
+
+def _to_batch(items: list[Any], text: str) -> Batch:
+    start = _object_start(text)
+    spans = element_spans(text, start)
+    if spans is None or len(spans) != len(items):  # pragma: no cover - json accepted the text
+        spans = [(start, len(text))] * len(items)
+    batch = Batch()
+    for item, (begin, end) in zip(items, spans, strict=True):
+        if type(item) is dict:
+            try:
+                batch.append(_to_message(item, text, begin))
+            except _Invalid as bad:
+                batch.append(_parse_error(INVALID_REQUEST, bad.reason, text[begin:end], bad.rid))
+        else:
+            batch.append(_parse_error(INVALID_REQUEST, "a batch element must be an object",
+                                      text[begin:end]))
+    return batch
+
+
+def parse(data: bytes | bytearray | str, *, allow_batch: bool = False) -> Message | Batch:
+    """Parse one line (without its newline) into a :class:`Message` or a :class:`Batch`.
+
+    Raises :class:`ParseError` and nothing else for any content: -32700 when the text is not
+    UTF-8 JSON (including NaN/Infinity, a lone surrogate, or nesting too deep to decode),
+    -32600 when it is JSON but not a JSON-RPC message. A leading U+FEFF is ignored. Of
+    duplicate keys, the last wins. An array is a batch only with ``allow_batch=True``
+    (2025-03-26); an empty one is -32600.
+    """
+    if isinstance(data, str):
+        text = data
+        if not text.isascii() and SURROGATE_RE.search(text):
+            raise _parse_error(PARSE_ERROR, "the text holds a lone surrogate", data)
+    elif isinstance(data, (bytes, bytearray)):
+        # Decode ourselves: json.loads(bytes) guesses UTF-16/32 and lets encoded surrogates
+        # through; strict UTF-8 rejects both.
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise _parse_error(PARSE_ERROR, f"invalid UTF-8 at byte {exc.start}",
+                               data) from None
+    else:
+        raise TypeError(f"parse() takes bytes or str, not {type(data).__name__}")
+    if text[:1] == "\ufeff":
+        text = text[1:]
+    try:
+        obj = _decode(text)
+    except _NonFinite as exc:
+        raise _parse_error(PARSE_ERROR, str(exc), data) from None
+    except RecursionError:
+        raise _parse_error(PARSE_ERROR, "the JSON is nested too deeply", data) from None
+    except ValueError as exc:  # JSONDecodeError, or an integer too long to convert
+        raise _parse_error(PARSE_ERROR, f"invalid JSON: {exc}", data) from None
+    if "\\u" in text and ("\\ud" in text or "\\uD" in text) and has_lone_surrogate(obj):
+        raise _parse_error(PARSE_ERROR, "a string holds a lone surrogate escape", data)
+    kind = type(obj)
+    if kind is dict:
+        try:
+            return _to_message(obj, text, -1)
+        except _Invalid as bad:
+            raise _parse_error(INVALID_REQUEST, bad.reason, data, bad.rid) from None
+    if kind is list:
+        if not allow_batch:
+            raise _parse_error(INVALID_REQUEST, "batches are only allowed under 2025-03-26",
+                               data)
+        if not obj:
+            raise _parse_error(INVALID_REQUEST, "an empty batch is invalid", data)
+        return _to_batch(obj, text)
+    raise _parse_error(INVALID_REQUEST, "a message must be a JSON object", data)
+
+
+# --- framing ------------------------------------------------------------------------------
+
+_Frame = Message | Batch | ParseError
+
+
+def _oversized(limit: int) -> StreamError:
+    return StreamError(f"a line is longer than the frame limit of {limit} bytes "
+                       f"(max_frame_bytes); the stream cannot be resynchronised")
+
+
+class FrameDecoder:
+    """Incremental line framing for newline-delimited JSON-RPC (the stdio transport).
+
+    Feed it bytes as they arrive; it returns what the complete lines decode to. Lines end at
+    LF only (a CR before it is JSON whitespace); blank lines are skipped. A bad line comes back
+    as a :class:`ParseError` *in the list* rather than raised, so one read holding many lines
+    loses nothing. A line longer than ``max_frame_bytes`` (excluding the LF) raises
+    :class:`StreamError`, which is sticky; the decoder never holds more than
+    ``max_frame_bytes`` bytes of a partial line. Not thread-safe: one reader feeds it.
+    """
+
+    __slots__ = ("_buf", "_error", "_max", "allow_batch")
+
+    def __init__(self, *, max_frame_bytes: int = MAX_FRAME_BYTES,
+                 allow_batch: bool = False) -> None:
+        if max_frame_bytes < 1:
+            raise ValueError("max_frame_bytes must be positive")
+        self._max = max_frame_bytes
+        self.allow_batch = allow_batch
+        self._buf = bytearray()
+        self._error: StreamError | None = None
+
+    @property
+    def max_frame_bytes(self) -> int:
+        """The frame limit, in bytes, excluding the newline."""
+        return self._max
+
+    @property
+    def buffered(self) -> int:
+        """Bytes of an unfinished line held so far."""
+        return len(self._buf)
+
+    def feed(self, data: bytes | bytearray) -> list[_Frame]:
+        """Decode every line that ``data`` completes. Raises :class:`StreamError` only."""
+        lines: list[bytes] = []
+        self._split(data, lines.append)
+        return [self._decode(line) for line in lines]
+
+    def finish(self) -> list[_Frame]:
+        """At end of input: decode a last line that had no newline."""
+        return [self._decode(line) for line in self._finish_lines()]
+
+    def _decode(self, line: bytes) -> _Frame:
+        try:
+            return parse(line, allow_batch=self.allow_batch)
+        except ParseError as exc:
+            return exc
+
+    def _finish_lines(self) -> list[bytes]:
+        if self._error is not None:
+            raise self._error
+        lines: list[bytes] = []
+        if self._buf:
+            line = bytes(self._buf)
+            self._buf.clear()
+            self._emit(line, lines.append)
+        return lines
+
+    def _fail(self) -> None:
+        self._buf = bytearray()
+        self._error = _oversized(self._max)
+        raise self._error
+
+    def _split(self, data: bytes | bytearray, out: Callable[[bytes], None]) -> None:
+        """Hand each complete, non-blank line to ``out``, undecoded. On an over-long line,
+        ``out`` has had the lines before it, and then :class:`StreamError` is raised: the
+        frame reader relies on this to hand out the lines that preceded the bad one."""
+        if self._error is not None:
+            raise self._error
+        limit = self._max
+        buf = self._buf
+        nl = data.find(b"\n")
+        if nl < 0:
+            if len(buf) + len(data) > limit:
+                self._fail()
+            buf += data
+            return
+        if buf:
+            if len(buf) + nl > limit:
+                self._fail()
+            buf += data[:nl]
+            line = bytes(buf)
+            buf.clear()
+        else:
+            if nl > limit:
+                self._fail()
+            line = bytes(data[:nl])
+        self._emit(line, out)
+        start = nl + 1
+        while True:
+            nl = data.find(b"\n", start)
+            if nl < 0:
+                break
+            if nl - start > limit:
+                self._fail()
+            self._emit(bytes(data[start:nl]), out)
+            start = nl + 1
+        if start < len(data):
+            if len(data) - start > limit:
+                self._fail()
+            buf += data[start:]
+
+    @staticmethod
+    def _emit(line: bytes, out: Callable[[bytes], None]) -> None:
+        # The common line starts with "{"; only others can be blank.
+        if line and (line[0] == 0x7B or line.strip(b" \t\r")):
+            out(line)
+
+
+class _Readable(Protocol):
+    def read(self, size: int = ..., /) -> bytes: ...
+
+
+class _Readable1(Protocol):
+    def read1(self, size: int = ..., /) -> bytes: ...
+
+
+class FrameReader:
+    """Reads JSON-RPC messages, one per line, from a blocking binary stream.
+
+    ``read()`` returns the next :class:`Message` (or :class:`Batch`), or ``None`` at end of
+    input. A bad line raises :class:`ParseError` from that ``read()`` and the reader stays
+    usable. An over-long line, an ``OSError`` or a closed stream raise :class:`StreamError`,
+    and every later ``read()`` raises it again. At most ``max_frame_bytes + 1`` bytes of any
+    one line are ever read from the stream. Iterating yields messages until end of input.
+
+    One thread reads; ``allow_batch`` may be switched on once 2025-03-26 is negotiated.
+    """
+
+    def __init__(self, stream: _Readable | _Readable1, *, max_frame_bytes: int = MAX_FRAME_BYTES,
+                 allow_batch: bool = False) -> None:
+        self._decoder = FrameDecoder(max_frame_bytes=max_frame_bytes, allow_batch=allow_batch)
+        # read1 returns what is available; a buffered stream's read(n) would block for n bytes.
+        read1 = getattr(stream, "read1", None)
+        self._read: Callable[[int], bytes] = (
+            read1 if callable(read1) else stream.read)  # type: ignore[union-attr]
+        # Undecoded lines: they are parsed when handed out, so that switching allow_batch on
+        # applies to every line not yet returned, even one already read from the stream.
+        self._pending: deque[bytes] = deque()
+        self._error: StreamError | None = None
+        self._eof = False
+
+    @property
+    def allow_batch(self) -> bool:
+        """Whether an array line is a batch (2025-03-26) or a -32600 error."""
+        return self._decoder.allow_batch
+
+    @allow_batch.setter
+    def allow_batch(self, value: bool) -> None:
+        self._decoder.allow_batch = value
+
+    @property
+    def max_frame_bytes(self) -> int:
+        return self._decoder.max_frame_bytes
+
+    def read(self) -> Message | Batch | None:
+        """The next message or batch, ``None`` at end of input."""
+        pending = self._pending
+        decoder = self._decoder
+        while not pending:
+            if self._error is not None:
+                raise self._error
+            if self._eof:
+                return None
+            # Never ask for more of a line than could still fit under the limit, plus the one
+            # byte that proves it too long: the rest of an over-long line is never read.
+            want = min(_READ_CHUNK, decoder.max_frame_bytes + 1 - decoder.buffered)
+            try:
+                chunk = self._read(want)
+            except (OSError, ValueError) as exc:
+                self._error = StreamError(f"reading the stream failed: {exc}")
+                raise self._error from exc
+            if not chunk:
+                self._eof = True
+                pending.extend(decoder._finish_lines())
+                continue
+            try:
+                decoder._split(chunk, pending.append)
+            except StreamError as exc:
+                self._error = exc
+        return parse(pending.popleft(), allow_batch=decoder.allow_batch)
+
+    def __iter__(self) -> Iterator[Message | Batch]:
+        return self
+
+    def __next__(self) -> Message | Batch:
+        item = self.read()
+        if item is None:
+            raise StopIteration
+        return item
+
+
+class _Writable(Protocol):
+    def write(self, data: bytes, /) -> int | None: ...
+
+    def flush(self) -> None: ...
+
+
+class FrameWriter:
+    """Writes JSON-RPC messages, one per line, to a binary stream; safe from many threads.
+
+    Serialisation happens outside the lock (so a bad value raises ``ValueError`` before the
+    stream is touched, and threads do not queue behind each other's encoding). Under the lock,
+    each frame plus its newline goes to the stream in one ``write`` call, any short write is
+    finished before the lock is released, and the stream is flushed, so frames never
+    interleave. An ``OSError`` (or a closed stream) raises :class:`StreamError`, which is
+    sticky. A stream whose ``write`` returns ``None`` is taken to have accepted everything,
+    as buffered streams always do.
+    """
+
+    def __init__(self, stream: _Writable) -> None:
+        self._stream = stream
+        self._lock = threading.Lock()
+        self._error: StreamError | None = None
+
+    def write(self, message: Message) -> None:
+        """Write one message as one line."""
+        self._write(serialize(message) + b"\n")
+
+    def write_batch(self, messages: Iterable[Message]) -> None:
+        """Write one line holding a JSON array of the messages (2025-03-26 only)."""
+        self._write(_serialize_batch(messages) + b"\n")
+
+    def write_frame(self, frame: bytes) -> None:
+        """Write one pre-serialised message (without its newline) as one line."""
+        if b"\n" in frame:
+            raise ValueError("a frame cannot hold a newline")
+        self._write(bytes(frame) + b"\n")
+
+    def _write(self, data: bytes) -> None:
+        with self._lock:
+            if self._error is not None:
+                raise self._error
+            stream = self._stream
+            try:
+                written = stream.write(data)
+                if written is not None and written < len(data):
+                    view = memoryview(data)
+                    while written < len(data):
+                        more = stream.write(view[written:])  # type: ignore[arg-type]
+                        if not more:
+                            raise OSError("the stream stopped accepting bytes")
+                        written += more
+                stream.flush()
+            except (OSError, ValueError) as exc:
+                self._error = StreamError(f"writing to the stream failed: {exc}")
+                raise self._error from exc
