@@ -50,6 +50,7 @@ if TYPE_CHECKING:
         URLElicitationRequired as URLElicitationRequired,
         UsedAfterFork as UsedAfterFork,
     )
+    from mcpsync.jsonrpc import ParseError as ParseError, StreamError as StreamError
     from mcpsync.server import Context as Context, Server as Server
     from mcpsync.types import (
         AudioContent as AudioContent,
@@ -96,6 +97,8 @@ _LAZY: dict[str, str] = {
     "ServerConfig": "mcpsync.config",
     "Server": "mcpsync.server",
     "Context": "mcpsync.server",
+    "ParseError": "mcpsync.jsonrpc",
+    "StreamError": "mcpsync.jsonrpc",
     **{name: "mcpsync.errors" for name in _ERRORS},
     **{name: "mcpsync.types" for name in _TYPES},
 }
@@ -103,8 +106,14 @@ _LAZY: dict[str, str] = {
 __all__ = ["__version__", *sorted(_LAZY)]
 
 
+# submodules reachable as attributes without an explicit import (``mcpsync.jsonrpc``)
+_SUBMODULES = frozenset({"errors", "jsonrpc", "protocol", "types", "config", "server", "client"})
+
+
 def __getattr__(name: str) -> Any:
     """Import the module that defines a public name on first access (PEP 562)."""
+    if name in _SUBMODULES:
+        return importlib.import_module(f"mcpsync.{name}")
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'mcpsync' has no attribute {name!r}")
