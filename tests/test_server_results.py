@@ -1,0 +1,66 @@
+"""Handler return values → ``CallToolResult`` (rules §5, last list)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from mcpsync._server_results import to_call_tool_result
+from mcpsync.types import CallToolResult, TextContent
+
+
+def convert(value: Any, *, structured: bool = False, version: str = "2025-11-25") -> Any:
+    return to_call_tool_result(value, structured=structured, version=version)
+
+
+def test_call_tool_result_passes_unchanged() -> None:
+    raw = {"content": [{"type": "text", "text": "x"}], "isError": True, "_meta": {"k": 1},
+           "futureField": [1]}
+    assert convert(CallToolResult.from_dict(raw)) == raw
+    built = CallToolResult([TextContent("a")], structured={"s": 1}, is_error=True)
+    assert convert(built) == {"content": [{"type": "text", "text": "a"}],
+                              "structuredContent": {"s": 1}, "isError": True}
+
+
+def test_str_none_and_content_lists() -> None:
+    assert convert("hello") == {"content": [{"type": "text", "text": "hello"}]}
+    assert convert(None) == {"content": []}
+    blocks = [{"type": "text", "text": "a"},
+              {"type": "image", "data": "AAAA", "mimeType": "image/png"}]
+    assert convert(blocks) == {"content": blocks}
+
+
+def test_other_values_become_compact_json_or_str() -> None:
+    assert convert({"a": [1, 2]}) == {"content": [{"type": "text", "text": '{"a":[1,2]}'}]}
+    assert convert(3.5) == {"content": [{"type": "text", "text": "3.5"}]}
+    assert convert([1, "x"]) == {"content": [{"type": "text", "text": '[1,"x"]'}]}
+
+    class Thing:
+        def __str__(self) -> str:
+            return "a thing"
+
+    assert convert(Thing()) == {"content": [{"type": "text", "text": "a thing"}]}
+
+
+@pytest.mark.parametrize("version", ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25",
+                                     "2026-07-28"])
+def test_structured_object_in_every_revision(version: str) -> None:
+    assert convert({"sum": 3}, structured=True, version=version) == {
+        "content": [{"type": "text", "text": '{"sum":3}'}], "structuredContent": {"sum": 3}}
+
+
+def test_structured_non_object_only_under_2026() -> None:
+    assert convert([1, 2], structured=True, version="2026-07-28") == {
+        "content": [{"type": "text", "text": "[1,2]"}], "structuredContent": [1, 2]}
+    for version in ("2025-06-18", "2025-11-25"):
+        # structuredContent must be an object there: the value goes out as text only
+        assert convert([1, 2], structured=True, version=version) == {
+            "content": [{"type": "text", "text": "[1,2]"}]}
+
+
+def test_structured_value_that_is_not_json_raises() -> None:
+    with pytest.raises((TypeError, ValueError)):
+        convert({"x": object()}, structured=True)
+    with pytest.raises(ValueError):
+        convert({"x": float("nan")}, structured=True)
