@@ -1,0 +1,1 @@
+"""Transports: how mcpsync moves frames to and from a server (stdio subprocess, HTTP)."""

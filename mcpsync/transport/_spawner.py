@@ -1,0 +1,176 @@
+"""The single ``mcpsync-spawner`` thread that forks every server process.
+
+Linux's ``PR_SET_PDEATHSIG`` fires when the *thread* that forked the child exits, not the
+process. Forking from a caller's thread (or a pool's) would kill the server as soon as that
+thread ends. So every child is forked by one daemon thread that starts on demand, lives while
+any child it spawned is still held by a transport, and ends (and is joined) when the last one
+is released.
+
+Each thread generation has its own job queue: a job is never picked up by a thread that is
+about to exit, which would tie the new child's life to a dead thread.
+"""
+
+from __future__ import annotations
+
+import collections
+import ctypes
+import ctypes.util
+import functools
+import os
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+__all__ = ["JOIN_TIMEOUT", "active_thread", "die_with_parent_preexec", "release", "spawn"]
+
+T = TypeVar("T")
+
+#: How long the last ``release()`` waits for the spawner thread to end.
+JOIN_TIMEOUT = 1.0
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _load_prctl() -> Callable[[], Any] | None:
+    """Resolve ``libc.prctl`` *before* any fork, so the child runs no import and no lookup.
+
+    The returned callable is a ``functools.partial`` over the ctypes function: in the child
+    it converts two small ints and makes the system call, nothing else.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        prctl = libc.prctl
+    except (OSError, AttributeError):
+        return None
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong]
+    prctl.restype = ctypes.c_int
+    import signal
+
+    return functools.partial(prctl, _PR_SET_PDEATHSIG, int(signal.SIGTERM))
+
+
+_PRCTL = _load_prctl()
+
+
+def die_with_parent_preexec() -> Callable[[], Any] | None:
+    """The ``preexec_fn`` that makes the child get SIGTERM when the spawner (hence the
+    process) dies, or ``None`` where the platform has no such thing."""
+    return _PRCTL
+
+
+class _Job:
+    __slots__ = ("done", "error", "fn", "result")
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self.fn = fn
+        self.done = threading.Event()
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+
+class _Worker:
+    """One generation of the spawner thread, with its own queue."""
+
+    def __init__(self, cond: threading.Condition) -> None:
+        self.cond = cond
+        self.jobs: collections.deque[_Job] = collections.deque()
+        self.stopping = False
+        self.thread = threading.Thread(target=self._run, name="mcpsync-spawner", daemon=True)
+
+    def _run(self) -> None:
+        while True:
+            with self.cond:
+                while not self.jobs and not self.stopping:
+                    self.cond.wait()
+                if not self.jobs:
+                    return
+                job = self.jobs.popleft()
+            try:
+                job.result = job.fn()
+            except BaseException as exc:  # handed to the caller, who re-raises it
+                job.error = exc
+            job.done.set()
+
+
+class _State:
+    def __init__(self) -> None:
+        self.cond = threading.Condition(threading.Lock())
+        self.worker: _Worker | None = None
+        self.live = 0
+
+
+_state = _State()
+
+
+def _reset_after_fork() -> None:
+    """In a forked child the spawner thread does not exist; start afresh."""
+    global _state
+    _state = _State()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+def spawn(fn: Callable[[], T], discard: Callable[[T], object] | None = None) -> T:
+    """Run ``fn`` (which forks a child) on the spawner thread and return its result.
+
+    On success the caller holds one reference and must call :func:`release` once the child
+    is reaped; on failure the reference is dropped here and the error re-raised. If the
+    caller is interrupted (Ctrl-C) while waiting, the spawn is let finish and its result is
+    passed to ``discard`` (which should kill and reap the child) before re-raising.
+    """
+    state = _state
+    job = _Job(fn)
+    queued = False
+    try:
+        with state.cond:
+            worker = state.worker
+            if worker is None:
+                worker = _Worker(state.cond)
+                worker.thread.start()
+                state.worker = worker
+            worker.jobs.append(job)
+            state.live += 1
+            queued = True
+            state.cond.notify_all()
+        job.done.wait()
+    except BaseException:
+        if queued:
+            while not job.done.wait(0.05):  # the fork is already under way; let it end
+                pass
+            if job.error is None and discard is not None:
+                discard(job.result)
+            release()
+        raise
+    if job.error is not None:
+        release()
+        raise job.error
+    result: T = job.result
+    return result
+
+
+def release() -> None:
+    """Drop one reference; the last one stops the spawner thread and joins it."""
+    state = _state
+    with state.cond:
+        if state.live <= 0:
+            return
+        state.live -= 1
+        worker = state.worker
+        if state.live or worker is None:
+            return
+        worker.stopping = True
+        state.worker = None
+        state.cond.notify_all()
+    if worker.thread is not threading.current_thread():
+        worker.thread.join(JOIN_TIMEOUT)
+
+
+def active_thread() -> threading.Thread | None:
+    """The current spawner thread, if any (for tests and diagnostics)."""
+    worker = _state.worker
+    return worker.thread if worker is not None else None
