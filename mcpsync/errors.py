@@ -17,8 +17,8 @@ from typing import Any
 
 __all__ = [
     "AuthHookError",
-    "CapabilityNotSupported",
     "Cancelled",
+    "CapabilityNotSupported",
     "ClosedError",
     "ConfigError",
     "ConnectionLost",
@@ -34,8 +34,8 @@ __all__ = [
     "ResourceNotFound",
     "ServerExited",
     "SessionExpired",
-    "ToolError",
     "TooManyPages",
+    "ToolError",
     "TransportError",
     "URLElicitationRequired",
     "Unauthorized",

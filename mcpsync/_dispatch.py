@@ -1,0 +1,162 @@
+"""The two kinds of threads that run user code for a session.
+
+- :class:`Dispatcher`: one thread, ``mcpsync-dispatch-<name>``, that runs notification and
+  progress callbacks one at a time, in the order the reader saw them. The queue is unbounded
+  on purpose: dropping would break ordering, and blocking would stall the reader (and with it
+  every response). A backlog past :data:`BACKLOG_WARNING` is logged once.
+- :class:`CallbackPool`: up to four threads, ``mcpsync-callback-<name>-<k>``, created on first
+  use, for server->client requests (sampling, elicitation, roots, ``ping``). They answer by
+  writing to the server, which must never happen on the reader (a full stdin pipe would
+  deadlock against a server blocked on its full stdout), and a callback may call back into
+  the client, which must never happen on the dispatcher (it would wait behind itself).
+
+Both log a raising job at WARNING with its traceback and carry on.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Final
+
+__all__ = ["BACKLOG_WARNING", "POOL_SIZE", "CallbackPool", "Dispatcher"]
+
+BACKLOG_WARNING: Final = 10_000
+POOL_SIZE: Final = 4
+
+_STOP: Final[Any] = object()
+
+Job = Callable[[], object]
+
+
+class Dispatcher:
+    """Runs jobs in order on one lazily started daemon thread."""
+
+    def __init__(self, name: str, logger: logging.Logger) -> None:
+        self._name = name
+        self._logger = logger
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._stopped = False
+        self._drop = False
+        self._warned = False
+
+    def post(self, job: Job) -> None:
+        """Queue ``job``; it runs after every job posted before it."""
+        if self._thread is None:
+            self._start()
+        self._queue.put(job)
+        if not self._warned and self._queue.qsize() > BACKLOG_WARNING:
+            self._warned = True
+            self._logger.warning(
+                "server %r: more than %d notifications are waiting for their callbacks; a "
+                "callback is slower than the server's notifications (the queue keeps growing)",
+                self._name, BACKLOG_WARNING)
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._thread is not None or self._stopped:
+                return
+            thread = threading.Thread(target=self._run, name=f"mcpsync-dispatch-{self._name}",
+                                      daemon=True)
+            thread.start()
+            self._thread = thread
+
+    def _run(self) -> None:
+        get = self._queue.get
+        while True:
+            job = get()
+            if job is _STOP:
+                return
+            if self._drop:
+                continue
+            try:
+                job()
+            except Exception:
+                self._logger.warning("server %r: a notification callback raised",
+                                     self._name, exc_info=True)
+
+    @property
+    def thread(self) -> threading.Thread | None:
+        return self._thread
+
+    def stop(self, timeout: float = 1.0) -> None:
+        """Let queued jobs run for up to ``timeout`` seconds, drop what is still queued then,
+        and end the thread."""
+        with self._lock:
+            self._stopped = True
+            thread = self._thread
+        if thread is None:
+            return
+        self._queue.put(_STOP)
+        if thread is not threading.current_thread():
+            thread.join(timeout)
+            if thread.is_alive():  # a long backlog: skip the rest (a job already running
+                self._drop = True  # in user code cannot be interrupted)
+                thread.join(0.1)
+
+
+class CallbackPool:
+    """At most :data:`POOL_SIZE` daemon threads, started only when a job finds none idle."""
+
+    def __init__(self, name: str, logger: logging.Logger, size: int = POOL_SIZE) -> None:
+        self._name = name
+        self._logger = logger
+        self._size = size
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._idle = 0
+        self._lock = threading.Lock()
+        self._stopped = False
+
+    def submit(self, job: Job) -> bool:
+        """Run ``job`` on a pool thread; ``False`` if the pool is stopped."""
+        with self._lock:
+            if self._stopped:
+                return False
+            self._queue.put(job)
+            if self._idle == 0 and len(self._threads) < self._size:
+                k = len(self._threads) + 1
+                thread = threading.Thread(target=self._run,
+                                          name=f"mcpsync-callback-{self._name}-{k}", daemon=True)
+                self._threads.append(thread)
+                thread.start()
+            else:
+                self._idle -= 1  # that idle worker takes this job
+        return True
+
+    def _run(self) -> None:
+        get = self._queue.get
+        while True:
+            job = get()
+            if job is _STOP:
+                return
+            try:
+                job()
+            except Exception:
+                self._logger.warning("server %r: a server-request callback raised",
+                                     self._name, exc_info=True)
+            with self._lock:
+                self._idle += 1
+
+    @property
+    def threads(self) -> list[threading.Thread]:
+        return list(self._threads)
+
+    def stop(self, timeout: float = 1.0) -> None:
+        """End every pool thread after its current job, waiting up to ``timeout`` in all (a
+        callback stuck in user code must not stretch ``close()`` by a second per thread)."""
+        with self._lock:
+            self._stopped = True
+            threads = list(self._threads)
+        for _ in threads:
+            self._queue.put(_STOP)
+        me = threading.current_thread()
+        deadline = time.monotonic() + timeout
+        for thread in threads:
+            if thread is not me:
+                thread.join(max(0.0, deadline - time.monotonic()))
