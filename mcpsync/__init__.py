@@ -20,7 +20,13 @@ from typing import TYPE_CHECKING, Any
 from mcpsync._version import __version__
 
 if TYPE_CHECKING:
-    from mcpsync.client import Client as Client, connect as connect
+    from mcpsync.client import (
+        Client as Client,
+        ElicitationRequest as ElicitationRequest,
+        SamplingRequest as SamplingRequest,
+        Subscription as Subscription,
+        connect as connect,
+    )
     from mcpsync.config import DEFAULT_TIMEOUT as DEFAULT_TIMEOUT, ServerConfig as ServerConfig
     from mcpsync.errors import (
         AuthHookError as AuthHookError,
@@ -93,6 +99,9 @@ _TYPES = (
 _LAZY: dict[str, str] = {
     "Client": "mcpsync.client",
     "connect": "mcpsync.client",
+    "ElicitationRequest": "mcpsync.client",
+    "SamplingRequest": "mcpsync.client",
+    "Subscription": "mcpsync.client",
     "DEFAULT_TIMEOUT": "mcpsync.config",
     "ServerConfig": "mcpsync.config",
     "Server": "mcpsync.server",

@@ -1,0 +1,69 @@
+"""mcpsync as a client of the benchmark harness in ../shared/bench (see its README).
+
+Run from the project root, with the harness's requirements and mcpsync in one venv::
+
+    CLIENTS=floor,official_sdk,mcpsync_client BENCH_PATH=benchmarks \
+        PY=.venv-bench/bin/python ../shared/bench/run_all.sh \
+        --scenarios seq,seq-1cpu,concurrent,naive-sync
+
+The stdio modes are implemented; the HTTP modes arrive with the HTTP transport.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from _common import CONCURRENCY, ECHO_TEXT, SLEEP_MS, WARMUP_CALLS, check_echo, cpu, now, result
+
+import mcpsync
+
+LABEL = "mcpsync"
+MODES = ("seq", "concurrent", "naive-sync")
+
+
+def _connect(server: list[str]) -> mcpsync.Client:
+    return mcpsync.connect(list(server))
+
+
+def run(mode: str, n: int, server: Any) -> dict[str, Any]:
+    if mode == "naive-sync":
+        t1, c1 = now(), cpu()
+        for _ in range(n):
+            with _connect(server) as c:
+                check_echo(c.call_tool("echo", {"text": ECHO_TEXT}).text)
+        return result(n, now() - t1, cpu_s=cpu() - c1)
+    t0 = now()
+    with _connect(server) as c:
+        setup_ms = (now() - t0) * 1e3
+        proto = c.protocol_version
+        if mode == "concurrent":
+            c.call_tool("sleep", {"ms": 0})
+            batch_ms: list[float] = []
+            with ThreadPoolExecutor(CONCURRENCY) as pool:
+                t1, c1 = now(), cpu()
+                for _ in range(n):
+                    tb = now()
+                    list(pool.map(lambda _: c.call_tool("sleep", {"ms": SLEEP_MS}),
+                                  range(CONCURRENCY)))
+                    batch_ms.append((now() - tb) * 1e3)
+                return result(n * CONCURRENCY, now() - t1, cpu_s=cpu() - c1,
+                              batch_ms=batch_ms, setup_ms=setup_ms, protocol_version=proto)
+        for _ in range(WARMUP_CALLS):
+            c.call_tool("echo", {"text": ECHO_TEXT})
+        t1, c1 = now(), cpu()
+        for _ in range(n):
+            res = c.call_tool("echo", {"text": ECHO_TEXT})
+        elapsed, cpu_s = now() - t1, cpu() - c1
+        check_echo(res.text)
+        return result(n, elapsed, cpu_s=cpu_s, setup_ms=setup_ms, protocol_version=proto)
+
+
+if __name__ == "__main__":
+    import sys
+    from pathlib import Path
+
+    echo = Path(__file__).resolve().parents[2] / "shared" / "bench" / "echo_server.py"
+    mode = sys.argv[1] if len(sys.argv) > 1 else "seq"
+    count = int(sys.argv[2]) if len(sys.argv) > 2 else 1000
+    print(run(mode, count, [sys.executable, str(echo)]))

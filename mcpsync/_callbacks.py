@@ -1,0 +1,283 @@
+"""The user's sampling, elicitation and roots callbacks, serving both protocol eras.
+
+One set of callbacks answers two wire shapes: a legacy server sends ``sampling/createMessage``,
+``elicitation/create`` or ``roots/list`` as a JSON-RPC request (answered on the session's
+callback pool), while a modern server returns ``resultType: "input_required"`` and lists the
+same requests in ``inputRequests`` (answered by the input-required loop). Both paths end in
+:meth:`Callbacks.answer`, so application code never cares which era it talks to.
+
+Capabilities are advertised only for callbacks that were given (client rules §5). Two optional
+attributes on a callback object extend what is advertised:
+
+- a sampling callback with ``supports_tools = True`` declares ``sampling.tools``;
+- an elicitation callback with ``supports_url = True`` declares URL mode, and its optional
+  ``on_complete(elicitation_id)`` method receives ``notifications/elicitation/complete``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcpsync.errors import ProtocolError, RemoteError
+from mcpsync.protocol import client_capabilities
+
+__all__ = [
+    "Callbacks",
+    "ElicitationCallback",
+    "ElicitationRequest",
+    "RootsInput",
+    "SamplingCallback",
+    "SamplingRequest",
+]
+
+_log = logging.getLogger("mcpsync.client")
+
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+
+
+@dataclass(frozen=True)
+class SamplingRequest:
+    """A server's request to sample the client's LLM (``sampling/createMessage``).
+
+    ``params`` is the request exactly as received; the other fields are its commonly used
+    members. The callback returns a ``CreateMessageResult`` dict
+    (``{"role": "assistant", "content": {...}, "model": ..., "stopReason": ...}``), or raises
+    :class:`mcpsync.Rejected` to refuse.
+    """
+
+    messages: list[Any]
+    max_tokens: int | None
+    system_prompt: str | None
+    tools: list[Any] | None
+    params: dict[str, Any] = field(repr=False)
+
+
+@dataclass(frozen=True)
+class ElicitationRequest:
+    """A server's request for user input (``elicitation/create``).
+
+    ``mode`` is ``"form"`` (``requested_schema`` describes the fields) or ``"url"`` (``url``
+    and ``elicitation_id`` are set; the user should open the URL out of band). The callback
+    returns ``{"action": "accept" | "decline" | "cancel", "content": {...}}``; for an accepted
+    form, fields the callback leaves out get the schema's ``default`` (SEP-1034).
+    """
+
+    mode: str
+    message: str
+    requested_schema: dict[str, Any] | None
+    url: str | None
+    elicitation_id: str | None
+    params: dict[str, Any] = field(repr=False)
+
+
+SamplingCallback = Callable[[SamplingRequest], Mapping[str, Any]]
+ElicitationCallback = Callable[[ElicitationRequest], Mapping[str, Any]]
+RootsInput = Sequence[Any] | Callable[[], Sequence[Any]]
+"""Roots: a list of :class:`mcpsync.Root`, ``file://`` URI strings or ``{"uri", "name"}``
+dicts, or a callable returning such a list (asked each time the server wants them)."""
+
+
+def _remote(code: int, message: str) -> RemoteError:
+    """An error the session sends back to the server as a JSON-RPC error."""
+    return RemoteError(message, code=code, remote_message=message)
+
+
+def _root_dict(root: Any) -> dict[str, Any]:
+    """One root in wire shape, whichever of the accepted forms it came in."""
+    if isinstance(root, str):
+        return {"uri": root}
+    if isinstance(root, Mapping):
+        return dict(root)
+    to_dict = getattr(root, "to_dict", None)
+    if callable(to_dict):
+        value = to_dict()
+        if isinstance(value, Mapping):
+            return dict(value)
+    uri = getattr(root, "uri", None)
+    if isinstance(uri, str):
+        out: dict[str, Any] = {"uri": uri}
+        name = getattr(root, "name", None)
+        if name:
+            out["name"] = name
+        return out
+    raise TypeError(f"a root must be a URI string, a dict or a Root, got {type(root).__name__}")
+
+
+def apply_schema_defaults(schema: Any, content: Any) -> dict[str, Any]:
+    """Fill every field the callback left out with the schema's ``default`` (SEP-1034).
+
+    The user accepted a form; a field with a default that they did not touch means "the
+    default", and the server should not have to guess that.
+    """
+    out = dict(content) if isinstance(content, Mapping) else {}
+    properties = schema.get("properties") if isinstance(schema, Mapping) else None
+    if isinstance(properties, Mapping):
+        for key, prop in properties.items():
+            if key not in out and isinstance(prop, Mapping) and "default" in prop:
+                out[key] = prop["default"]
+    return out
+
+
+def _result_dict(value: Any, what: str) -> dict[str, Any]:
+    if isinstance(value, Mapping):
+        return dict(value)
+    to_dict = getattr(value, "to_dict", None)
+    if callable(to_dict):
+        result = to_dict()
+        if isinstance(result, Mapping):
+            return dict(result)
+    raise TypeError(f"the {what} callback must return a dict, got {type(value).__name__}")
+
+
+class Callbacks:
+    """Holds the callbacks and answers server requests with them; safe from many threads."""
+
+    def __init__(self, *, sampling: SamplingCallback | None = None,
+                 elicitation: ElicitationCallback | None = None,
+                 roots: RootsInput | None = None) -> None:
+        if sampling is not None and not callable(sampling):
+            raise TypeError("sampling must be a callable")
+        if elicitation is not None and not callable(elicitation):
+            raise TypeError("elicitation must be a callable")
+        self.sampling = sampling
+        self.elicitation = elicitation
+        self._roots: RootsInput | None = None
+        self._roots_lock = threading.Lock()
+        self.roots_declared = roots is not None
+        if roots is not None:
+            self.set_roots(roots)
+
+    # -- what we advertise -------------------------------------------------------------
+
+    @property
+    def sampling_tools(self) -> bool:
+        return bool(getattr(self.sampling, "supports_tools", False))
+
+    @property
+    def elicitation_url(self) -> bool:
+        return bool(getattr(self.elicitation, "supports_url", False))
+
+    def capabilities(self, *, modern: bool) -> dict[str, Any]:
+        """Client capabilities for the callbacks given; legacy roots add ``listChanged``."""
+        return client_capabilities(
+            sampling=self.sampling is not None, sampling_tools=self.sampling_tools,
+            elicitation=self.elicitation is not None, elicitation_url=self.elicitation_url,
+            roots=self.roots_declared, era="modern" if modern else "legacy")
+
+    # -- roots -------------------------------------------------------------------------
+
+    def set_roots(self, roots: RootsInput) -> None:
+        """Store the roots; a list is checked now so a bad entry fails at the call site."""
+        if not callable(roots):
+            roots = [_root_dict(r) for r in roots]
+        with self._roots_lock:
+            self._roots = roots
+
+    def list_roots(self) -> dict[str, Any]:
+        with self._roots_lock:
+            roots = self._roots
+        items = roots() if callable(roots) else (roots or [])
+        return {"roots": [_root_dict(r) for r in items]}
+
+    # -- answering ---------------------------------------------------------------------
+
+    def declared(self, method: str) -> bool:
+        """Whether we advertised the capability that ``method`` needs."""
+        if method == "sampling/createMessage":
+            return self.sampling is not None
+        if method == "elicitation/create":
+            return self.elicitation is not None
+        if method == "roots/list":
+            return self.roots_declared
+        return False
+
+    def handle_request(self, method: str, params: Any) -> dict[str, Any]:
+        """Answer a legacy server→client request (runs on the session's callback pool).
+
+        Raises ``RemoteError`` for the session to send back: -32601 for an unknown method
+        or one without a callback, -32602 for an undeclared elicitation mode. A callback's
+        ``Rejected`` and other exceptions pass through; the session maps them to -1 and
+        -32603.
+        """
+        if method == "ping":
+            return {}
+        if not self.declared(method):
+            raise _remote(METHOD_NOT_FOUND, f"Method not found: {method}")
+        return self.answer(method, params if isinstance(params, Mapping) else {})
+
+    def answer_input_request(self, key: str, request: Any) -> dict[str, Any]:
+        """Answer one ``inputRequests`` entry of a modern ``input_required`` result.
+
+        A kind we did not declare is the server breaking the protocol (it must only ask
+        for what this request's capabilities declared): ``ProtocolError``.
+        """
+        if not isinstance(request, Mapping) or not isinstance(request.get("method"), str):
+            raise ProtocolError(f"input request {key!r} is not a {{method, params}} object")
+        method = request["method"]
+        if not self.declared(method):
+            raise ProtocolError(
+                f"the server asked for {method!r} (input request {key!r}), which this client "
+                "did not declare; pass the matching callback to connect()")
+        params = request.get("params")
+        try:
+            return self.answer(method, params if isinstance(params, Mapping) else {})
+        except RemoteError as exc:
+            raise ProtocolError(f"input request {key!r}: {exc.remote_message}") from exc
+
+    def answer(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        """Run the callback for ``method`` and return the result in wire shape."""
+        raw = dict(params)
+        if method == "sampling/createMessage":
+            assert self.sampling is not None
+            max_tokens = raw.get("maxTokens")
+            tools = raw.get("tools")
+            req = SamplingRequest(
+                messages=list(raw.get("messages") or []),
+                max_tokens=max_tokens if isinstance(max_tokens, int) else None,
+                system_prompt=raw.get("systemPrompt") if isinstance(
+                    raw.get("systemPrompt"), str) else None,
+                tools=list(tools) if isinstance(tools, list) else None,
+                params=raw)
+            return _result_dict(self.sampling(req), "sampling")
+        if method == "elicitation/create":
+            return self._elicit(raw)
+        if method == "roots/list":
+            return self.list_roots()
+        raise _remote(METHOD_NOT_FOUND, f"Method not found: {method}")
+
+    def _elicit(self, raw: dict[str, Any]) -> dict[str, Any]:
+        assert self.elicitation is not None
+        mode = raw.get("mode", "form")  # a missing mode MUST be treated as form
+        if mode not in ("form", "url") or (mode == "url" and not self.elicitation_url):
+            raise _remote(INVALID_PARAMS, f"elicitation mode {mode!r} was not declared")
+        schema = raw.get("requestedSchema")
+        url = raw.get("url")
+        eid = raw.get("elicitationId")
+        req = ElicitationRequest(
+            mode=mode, message=str(raw.get("message", "")),
+            requested_schema=dict(schema) if isinstance(schema, Mapping) else None,
+            url=url if isinstance(url, str) else None,
+            elicitation_id=eid if isinstance(eid, str) else None,
+            params=raw)
+        result = _result_dict(self.elicitation(req), "elicitation")
+        if result.get("action") == "accept" and mode == "form":
+            result["content"] = apply_schema_defaults(schema, result.get("content"))
+        return result
+
+    def elicitation_complete(self, params: Any) -> None:
+        """Pass ``notifications/elicitation/complete`` to the callback's ``on_complete`` hook.
+
+        Runs on the dispatcher thread; without a hook the notification is ignored (unknown
+        ids are the hook's to ignore, as the spec asks).
+        """
+        hook = getattr(self.elicitation, "on_complete", None)
+        eid = params.get("elicitationId") if isinstance(params, Mapping) else None
+        if callable(hook) and isinstance(eid, str):
+            hook(eid)
+        else:
+            _log.debug("elicitation %r completed (no on_complete hook)", eid)

@@ -1,0 +1,269 @@
+"""Era detection and the opening handshake on stdio (client rules §6, spec digest §2.3).
+
+With ``era="auto"`` the client first sends ``server/discover`` carrying the modern ``_meta``.
+A valid ``DiscoverResult`` (or a -32022 naming a modern version we speak) means modern; any
+other answer, silence for ``probe_timeout`` seconds, or the server exiting means legacy, and the
+client does the ``initialize`` handshake. The fallback is never keyed to one error code: legacy
+servers answer unknown pre-``initialize`` methods in many ways, or not at all.
+
+The probe is never cancelled (a legacy server should see nothing before ``initialize``), and a
+late answer to it is dropped by the session. Detection costs up to ``probe_timeout`` against a
+silent legacy server, so the era is remembered per process for each ``(command, args, cwd)``:
+a later ``connect()`` to the same server goes straight to the right handshake, and detects
+again once if that memory proves wrong.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from mcpsync.errors import (
+    ConnectionLost,
+    RemoteError,
+    RequestTimeout,
+    UnsupportedProtocolVersion,
+)
+from mcpsync.protocol import (
+    LATEST_LEGACY,
+    LATEST_MODERN,
+    LEGACY_VERSIONS,
+    MODERN_VERSIONS,
+    SUPPORTED_VERSIONS,
+    choose_legacy_version,
+    classify_discover_error,
+    classify_discover_result,
+    retry_version_from_error,
+    server_info_from_result,
+)
+from mcpsync.types import ServerInfo
+
+__all__ = ["Negotiated", "forget_era", "negotiate", "remembered_era"]
+
+_log = logging.getLogger("mcpsync.client")
+
+
+class _Requester(Protocol):
+    """The part of ``Session`` the handshake uses."""
+
+    allow_batch: bool
+
+    def request(self, method: str, params: dict[str, Any] | None = None, *,
+                timeout: float | None = None, cancellable: bool = True) -> Any: ...
+
+    def notify(self, method: str, params: dict[str, Any] | None = None) -> None: ...
+
+    def close(self, reason: str = ...) -> None: ...
+
+
+_S = TypeVar("_S", bound=_Requester)
+
+
+@dataclass(frozen=True)
+class Negotiated:
+    """What the handshake settled: era, version, and the server's self-description."""
+
+    era: str                       # "legacy" or "modern"
+    protocol_version: str
+    capabilities: dict[str, Any]
+    instructions: str | None
+    server_info: ServerInfo
+    result: dict[str, Any]         # the raw discover or initialize result
+
+
+# -- per-process memory of each server's era ---------------------------------------------
+
+_memory: dict[Hashable, str] = {}
+_memory_lock = threading.Lock()
+
+
+def remembered_era(key: Hashable) -> str | None:
+    with _memory_lock:
+        return _memory.get(key)
+
+
+def _remember(key: Hashable | None, era: str) -> None:
+    if key is not None:
+        with _memory_lock:
+            _memory[key] = era
+
+
+def forget_era(key: Hashable | None = None) -> None:
+    """Forget one server's era (or all of them); the next ``connect()`` probes again."""
+    with _memory_lock:
+        if key is None:
+            _memory.clear()
+        else:
+            _memory.pop(key, None)
+
+
+# -- classification ----------------------------------------------------------------------
+
+def _modern(version: str, result: dict[str, Any]) -> Negotiated:
+    instructions = result.get("instructions")
+    caps = result.get("capabilities")
+    return Negotiated("modern", version, dict(caps) if isinstance(caps, dict) else {},
+                      instructions if isinstance(instructions, str) else None,
+                      server_info_from_result(result, version), result)
+
+
+class _Exited(Exception):
+    """Internal: the server went away during the probe."""
+
+
+# -- the two handshakes ----------------------------------------------------------------
+
+@dataclass
+class HandshakeParams:
+    """Everything the handshake needs from the client, gathered in one place."""
+
+    name: str
+    timeout: float
+    probe_timeout: float
+    legacy_capabilities: dict[str, Any]
+    client_info: dict[str, Any]
+    modern_meta: Callable[[str], dict[str, Any]]   # version -> request _meta
+
+
+def _discover(session: _Requester, hp: HandshakeParams, timeout: float) -> Negotiated | None:
+    """Send ``server/discover``; a ``Negotiated`` when the answer is modern, else ``None``.
+
+    Raises ``_Exited`` when the server closed during the probe.
+    """
+    version = LATEST_MODERN
+    for attempt in range(2):
+        try:
+            result = session.request("server/discover", {"_meta": hp.modern_meta(version)},
+                                     timeout=timeout, cancellable=False)
+        except RemoteError as exc:
+            verdict, retry = classify_discover_error(exc.code, exc.data)
+            if verdict == "retry" and retry is not None and attempt == 0:
+                version = retry  # once, even with the version we asked for
+                continue
+            _log.debug("server %r answered server/discover with error %s: legacy",
+                       hp.name, exc.code)
+            return None
+        except RequestTimeout:
+            _log.debug("server %r did not answer server/discover in %ss: legacy",
+                       hp.name, timeout)
+            return None
+        except ConnectionLost as exc:
+            raise _Exited() from exc
+        _verdict, chosen = classify_discover_result(result)
+        return None if chosen is None else _modern(chosen, result)
+    return None
+
+
+def _initialize(session: _Requester, hp: HandshakeParams, version: str,
+                *, exact: bool) -> Negotiated:
+    """The legacy handshake: ``initialize``, check the version, ``notifications/initialized``.
+
+    ``initialize`` is never cancelled; a timeout propagates and the caller closes the
+    connection. With ``exact`` (a pinned version) any other answer is refused.
+    """
+    for attempt in range(2):
+        params = {"protocolVersion": version, "capabilities": hp.legacy_capabilities,
+                  "clientInfo": hp.client_info}
+        try:
+            result = session.request("initialize", params, timeout=hp.timeout,
+                                     cancellable=False)
+        except RemoteError as exc:
+            retry = retry_version_from_error(exc.data, "legacy")
+            if attempt == 0 and not exact and retry is not None:
+                version = retry
+                continue
+            supported = exc.data.get("supported") if isinstance(exc.data, dict) else None
+            if isinstance(supported, list) and supported and retry is None:
+                raise UnsupportedProtocolVersion(
+                    f"initializing on server {hp.name!r}: the server speaks {supported}, "
+                    f"none of which this client speaks as a legacy revision (asked for "
+                    f"{version}); mcpsync speaks {', '.join(SUPPORTED_VERSIONS)}",
+                    requested=version, supported=[str(v) for v in supported],
+                    server=hp.name, method="initialize") from exc
+            raise
+        answered = choose_legacy_version(
+            result.get("protocolVersion") if isinstance(result, dict) else None,
+            requested=version, pinned=exact, server=hp.name)
+        assert isinstance(result, dict)
+        # Arrays are legal only once 2025-03-26 is negotiated.
+        session.allow_batch = answered == "2025-03-26"
+        session.notify("notifications/initialized")
+        instructions = result.get("instructions")
+        caps = result.get("capabilities")
+        return Negotiated("legacy", answered, dict(caps) if isinstance(caps, dict) else {},
+                          instructions if isinstance(instructions, str) else None,
+                          server_info_from_result(result, answered), result)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def negotiate(open_session: Callable[[], _S], hp: HandshakeParams, *, era: str,
+              protocol_version: str | None, memory_key: Hashable | None,
+              allow_probe_restart: bool = True) -> tuple[_S, Negotiated]:
+    """Open a session and settle the era; return ``(session, negotiated)``.
+
+    ``open_session`` starts a fresh process and session (called again, once, when the server
+    exits during the probe). On failure the session is closed before the error propagates.
+    """
+    session = open_session()
+    try:
+        return session, _negotiate(session, hp, era, protocol_version, memory_key)
+    except _Exited as exc:
+        session.close("server exited during the era probe")
+        if not allow_probe_restart:
+            raise exc.__cause__ or ConnectionLost("server exited") from None
+        _log.warning("server %r exited during the server/discover probe; restarting it once "
+                     "and using the legacy handshake", hp.name)
+        session = open_session()
+        try:
+            negotiated = _initialize(session, hp, LATEST_LEGACY, exact=False)
+        except BaseException:
+            session.close("handshake failed")
+            raise
+        _remember(memory_key, "legacy")
+        return session, negotiated
+    except BaseException:
+        session.close("handshake failed")
+        raise
+
+
+def _negotiate(session: _Requester, hp: HandshakeParams, era: str, protocol_version: str | None,
+               memory_key: Hashable | None) -> Negotiated:
+    if protocol_version is not None:
+        if protocol_version in LEGACY_VERSIONS:
+            return _initialize(session, hp, protocol_version, exact=True)
+        era = "modern"
+    if era == "legacy":
+        return _initialize(session, hp, LATEST_LEGACY, exact=False)
+    if era == "modern":
+        try:
+            found = _discover(session, hp, hp.timeout)
+        except _Exited as exc:
+            raise exc.__cause__ or ConnectionLost("server exited") from None
+        if found is None or (protocol_version is not None
+                             and found.protocol_version != protocol_version):
+            raise UnsupportedProtocolVersion(
+                f"connecting to server {hp.name!r}: asked for the modern protocol "
+                f"({protocol_version or MODERN_VERSIONS[0]}), but the server answered "
+                "server/discover as a legacy server does; connect with era='auto' or "
+                "era='legacy'", requested=protocol_version or MODERN_VERSIONS[0],
+                supported=[], server=hp.name, method="server/discover")
+        return found
+    remembered = remembered_era(memory_key) if memory_key is not None else None
+    if remembered == "legacy":
+        try:
+            return _initialize(session, hp, LATEST_LEGACY, exact=False)
+        except (RemoteError, UnsupportedProtocolVersion):
+            _log.info("server %r no longer takes the legacy handshake; detecting its era "
+                      "again", hp.name)
+            forget_era(memory_key)
+    timeout = hp.timeout if remembered == "modern" else hp.probe_timeout
+    found = _discover(session, hp, timeout)
+    if found is not None:
+        _remember(memory_key, "modern")
+        return found
+    negotiated = _initialize(session, hp, LATEST_LEGACY, exact=False)
+    _remember(memory_key, "legacy")
+    return negotiated
