@@ -4,14 +4,13 @@ close. Against real subprocesses (the bench echo server and the scriptable peer)
 from __future__ import annotations
 
 import math
-import sys
 import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from test_session_helpers import ECHO_SERVER, open_session, peer_session
+from test_session_helpers import DEMO_SERVER, open_session, peer_session
 
 from mcpsync.errors import Cancelled, ClosedError, ConfigError, ConnectionLost, RequestTimeout
 from mcpsync.session import Session
@@ -33,8 +32,8 @@ def _wait_for(predicate: Any, timeout: float = 5.0) -> Any:
         time.sleep(0.01)
 
 
-def test_request_and_notify_against_the_bench_echo_server(no_leaks: None) -> None:
-    session = open_session([sys.executable, ECHO_SERVER], name="echo")
+def test_request_and_notify_against_the_demo_server(no_leaks: None) -> None:
+    session = open_session(DEMO_SERVER, name="demo")
     try:
         init = session.request("initialize", {"protocolVersion": "2025-11-25",
                                               "capabilities": {},

@@ -120,7 +120,7 @@ for line in sys.stdin.buffer:
     threading.Thread(target=handle, args=(msg,), daemon=True).start()
 '''
 
-ECHO_SERVER = "/work/shared/bench/echo_server.py"
+DEMO_SERVER = [sys.executable, "-m", "mcpsync.demo"]
 
 
 def peer_argv() -> list[str]:
