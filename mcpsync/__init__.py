@@ -15,11 +15,22 @@ scripts and command-line tools (``requests`` is imported only when HTTP is used)
 from __future__ import annotations
 
 import importlib
+import logging
 from typing import TYPE_CHECKING, Any
 
 from mcpsync._version import __version__
 
+# Libraries never configure logging; a NullHandler keeps "no handler" warnings away while
+# leaving every decision about output to the application.
+logging.getLogger("mcpsync").addHandler(logging.NullHandler())
+
 if TYPE_CHECKING:
+    from mcpsync.auth_hooks import (
+        AuthHooks as AuthHooks,
+        BearerToken as BearerToken,
+        HttpChallenge as HttpChallenge,
+        make_auth as make_auth,
+    )
     from mcpsync.client import (
         Client as Client,
         ElicitationRequest as ElicitationRequest,
@@ -97,6 +108,10 @@ _TYPES = (
 
 # public name -> module that defines it
 _LAZY: dict[str, str] = {
+    "AuthHooks": "mcpsync.auth_hooks",
+    "BearerToken": "mcpsync.auth_hooks",
+    "HttpChallenge": "mcpsync.auth_hooks",
+    "make_auth": "mcpsync.auth_hooks",
     "Client": "mcpsync.client",
     "connect": "mcpsync.client",
     "ElicitationRequest": "mcpsync.client",

@@ -207,7 +207,16 @@ class CapabilityNotSupported(MCPError):
 
 class TransportError(MCPError):
     """The transport failed in a way that is neither a lost connection nor a remote error
-    (an HTTP status the protocol does not explain, a malformed stream)."""
+    (an HTTP status the protocol does not explain, a malformed stream).
+
+    ``status`` is the HTTP status when there was one; ``url`` the URL (without credentials).
+    """
+
+    def __init__(self, message: str = "", *, status: int | None = None, url: str | None = None,
+                 server: str | None = None, method: str | None = None) -> None:
+        super().__init__(message, server=server, method=method)
+        self.status = status
+        self.url = url
 
 
 class Unauthorized(MCPError):
@@ -215,11 +224,12 @@ class Unauthorized(MCPError):
     the challenge (never a token)."""
 
     def __init__(self, message: str = "", *, www_authenticate: str | None = None,
-                 status: int | None = None, server: str | None = None,
+                 status: int | None = None, url: str | None = None, server: str | None = None,
                  method: str | None = None) -> None:
         super().__init__(message, server=server, method=method)
         self.www_authenticate = www_authenticate
         self.status = status
+        self.url = url
 
 
 class AuthHookError(MCPError):
