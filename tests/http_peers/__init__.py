@@ -1,0 +1,1 @@
+"""HTTP test peers: the official-SDK server and our fault-injecting server, with fixtures."""
