@@ -25,6 +25,7 @@ from mcpsync._version import __version__
 logging.getLogger("mcpsync").addHandler(logging.NullHandler())
 
 if TYPE_CHECKING:
+    from mcpsync._future import CallFuture as CallFuture, RequestFuture as RequestFuture
     from mcpsync.auth_hooks import (
         AuthHooks as AuthHooks,
         BearerToken as BearerToken,
@@ -117,6 +118,8 @@ _LAZY: dict[str, str] = {
     "ElicitationRequest": "mcpsync.client",
     "SamplingRequest": "mcpsync.client",
     "Subscription": "mcpsync.client",
+    "CallFuture": "mcpsync._future",
+    "RequestFuture": "mcpsync._future",
     "DEFAULT_TIMEOUT": "mcpsync.config",
     "ServerConfig": "mcpsync.config",
     "Server": "mcpsync.server",

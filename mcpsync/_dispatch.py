@@ -10,7 +10,9 @@
   deadlock against a server blocked on its full stdout), and a callback may call back into
   the client, which must never happen on the dispatcher (it would wait behind itself).
 
-Both log a raising job at WARNING with its traceback and carry on.
+The dispatcher also settles requests that have a progress callback (``post_essential``), so a
+caller never sees its result before the progress that preceded it; those jobs are never
+dropped. Both log a raising job at WARNING with its traceback and carry on.
 """
 
 from __future__ import annotations
@@ -57,14 +59,29 @@ class Dispatcher:
                 "callback is slower than the server's notifications (the queue keeps growing)",
                 self._name, BACKLOG_WARNING)
 
+    def post_essential(self, job: Job) -> None:
+        """Queue ``job`` like :meth:`post`, but it is never dropped: a stopped dispatcher
+        runs it at once in the calling thread, and a backlog dropped by :meth:`stop` still
+        runs it (it settles a caller's request, see ``Session._feed``)."""
+        with self._lock:
+            if not self._stopped:
+                if self._thread is None:
+                    self._start_locked()
+                self._queue.put(_Essential(job))
+                return
+        job()
+
     def _start(self) -> None:
         with self._lock:
-            if self._thread is not None or self._stopped:
-                return
-            thread = threading.Thread(target=self._run, name=f"mcpsync-dispatch-{self._name}",
-                                      daemon=True)
-            thread.start()
-            self._thread = thread
+            self._start_locked()
+
+    def _start_locked(self) -> None:
+        if self._thread is not None or self._stopped:
+            return
+        thread = threading.Thread(target=self._run, name=f"mcpsync-dispatch-{self._name}",
+                                  daemon=True)
+        thread.start()
+        self._thread = thread
 
     def _run(self) -> None:
         get = self._queue.get
@@ -72,7 +89,7 @@ class Dispatcher:
             job = get()
             if job is _STOP:
                 return
-            if self._drop:
+            if self._drop and type(job) is not _Essential:
                 continue
             try:
                 job()
@@ -83,6 +100,11 @@ class Dispatcher:
     @property
     def thread(self) -> threading.Thread | None:
         return self._thread
+
+    def on_thread(self) -> bool:
+        """Whether the calling thread is this dispatcher's thread."""
+        thread = self._thread
+        return thread is not None and thread is threading.current_thread()
 
     def stop(self, timeout: float = 1.0) -> None:
         """Let queued jobs run for up to ``timeout`` seconds, drop what is still queued then,
@@ -98,6 +120,18 @@ class Dispatcher:
             if thread.is_alive():  # a long backlog: skip the rest (a job already running
                 self._drop = True  # in user code cannot be interrupted)
                 thread.join(0.1)
+
+
+class _Essential:
+    """A job that :meth:`Dispatcher.stop` must not drop (it settles a request)."""
+
+    __slots__ = ("_job",)
+
+    def __init__(self, job: Job) -> None:
+        self._job = job
+
+    def __call__(self) -> object:
+        return self._job()
 
 
 class CallbackPool:

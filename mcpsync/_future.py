@@ -15,25 +15,54 @@ Two departures from a plain ``Future``, both so that it behaves like an MCP requ
 from __future__ import annotations
 
 import concurrent.futures
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 from mcpsync.errors import Cancelled
 
-__all__ = ["RequestFuture"]
+__all__ = ["CallFuture", "RequestFuture"]
 
 _INTERRUPTED = "interrupted by the user (KeyboardInterrupt)"
+#: On the main thread a wait is cut into slices this long: a simulated Ctrl-C (a notebook's
+#: "interrupt kernel", ``_thread.interrupt_main``) interrupts no blocking wait, so it is only
+#: seen between slices. A real SIGINT interrupts the wait at once.
+_MAIN_THREAD_SLICE = 0.1
+
+
+def _wait_interruptibly(future: concurrent.futures.Future[Any],
+                        timeout: float | None) -> float | None:
+    """On the main thread, wait for ``future`` in short slices (up to ``timeout``), so that a
+    simulated Ctrl-C is noticed; elsewhere do nothing (the caller's own wait is exact).
+    Returns what is left of ``timeout`` for the caller's final wait."""
+    if future.done() or threading.current_thread() is not threading.main_thread():
+        return timeout
+    deadline = None if timeout is None else time.monotonic() + timeout
+    condition = future._condition  # Future's own monitor
+    while not future.done():
+        left = _MAIN_THREAD_SLICE if deadline is None else min(
+            _MAIN_THREAD_SLICE, deadline - time.monotonic())
+        if left <= 0:
+            break
+        with condition:
+            if not future.done():
+                condition.wait(left)
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
 
 
 class RequestFuture(concurrent.futures.Future[Any]):
     """The pending result of one request. Safe to wait on and cancel from any thread."""
 
     def __init__(self, cancel: Callable[[str], Cancelled | None],
-                 post: Callable[[Callable[[], object]], None]) -> None:
+                 post: Callable[[Callable[[], object]], None], request_id: int) -> None:
         super().__init__()
         self._cancel_on_wire = cancel
         self._post = post
         self._cancel_error: Cancelled | None = None
+        self.request_id = request_id
+        """The JSON-RPC id of the request on the wire (an ``int``), e.g. to match a
+        ``subscriptions/listen`` acknowledgement that names it."""
 
     def cancel(self) -> bool:
         """Cancel the request on the wire: ``True`` if no response had arrived, else ``False``."""
@@ -52,7 +81,7 @@ class RequestFuture(concurrent.futures.Future[Any]):
 
     def result(self, timeout: float | None = None) -> Any:
         try:
-            return super().result(timeout)
+            return super().result(_wait_interruptibly(self, timeout))
         except KeyboardInterrupt:
             self._cancel(_INTERRUPTED)
             raise
@@ -63,7 +92,7 @@ class RequestFuture(concurrent.futures.Future[Any]):
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         try:
-            return super().exception(timeout)
+            return super().exception(_wait_interruptibly(self, timeout))
         except KeyboardInterrupt:
             self._cancel(_INTERRUPTED)
             raise
@@ -84,3 +113,94 @@ class RequestFuture(concurrent.futures.Future[Any]):
             post(lambda: fn(future))
 
         super().add_done_callback(relay)
+
+
+class CallFuture(concurrent.futures.Future[Any]):
+    """The future of a client call (``Client.submit``/``submit_tool``): it follows the call's
+    wire requests - one, or several through a protocol-version retry or input-required
+    rounds - and resolves to the call's final value (a ``CallToolResult`` for a tool).
+
+    ``cancel()`` cancels the current wire request: ``True`` if its response had not arrived
+    (or the call is between two rounds, so the next round is never sent), ``False`` once the
+    call's final answer is in. ``request_id`` is the JSON-RPC id of the current round.
+    """
+
+    def __init__(self, describe: str, server: str, method: str) -> None:
+        super().__init__()
+        self._describe = describe
+        self._server = server
+        self._method = method
+        self._guard = threading.RLock()  # a done-callback may call cancel() again
+        self._wire: RequestFuture | None = None
+        self._cancel_error: Cancelled | None = None
+
+    @property
+    def request_id(self) -> int | None:
+        """The id of the wire request in flight (``None`` between two rounds)."""
+        wire = self._wire
+        return wire.request_id if wire is not None else None
+
+    def _attach(self, wire: RequestFuture) -> bool:
+        """Make ``wire`` the round in flight; ``False`` (and ``wire`` cancelled) if this
+        future was cancelled meanwhile."""
+        with self._guard:
+            if not self.cancelled():
+                self._wire = wire
+                return True
+        wire.cancel()
+        return False
+
+    def _between_rounds(self) -> None:
+        """The current round was answered and another one follows."""
+        with self._guard:
+            self._wire = None
+
+    def _resolve(self, value: Any) -> None:
+        with self._guard:
+            if not self.done():
+                self.set_result(value)
+
+    def _fail(self, error: BaseException) -> None:
+        with self._guard:
+            if not self.done():
+                self.set_exception(error)
+
+    def cancel(self) -> bool:
+        """Cancel the call on the wire: ``True`` if its answer had not arrived, else ``False``."""
+        return self._cancel("cancelled by the caller")
+
+    def _cancel(self, reason: str) -> bool:
+        with self._guard:
+            if self.done():
+                return self.cancelled()
+            wire = self._wire
+            if wire is not None:
+                if not wire._cancel(reason):  # its answer is in: the call is settling
+                    return False
+                self._cancel_error = wire._cancel_error
+            if self._cancel_error is None:
+                self._cancel_error = Cancelled(f"{self._describe}: {reason}",
+                                               server=self._server, method=self._method)
+            return super().cancel()
+
+    def result(self, timeout: float | None = None) -> Any:
+        try:
+            return super().result(_wait_interruptibly(self, timeout))
+        except KeyboardInterrupt:
+            self._cancel(_INTERRUPTED)
+            raise
+        except concurrent.futures.CancelledError:
+            if self._cancel_error is not None and self.cancelled():
+                raise self._cancel_error from None
+            raise
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        try:
+            return super().exception(_wait_interruptibly(self, timeout))
+        except KeyboardInterrupt:
+            self._cancel(_INTERRUPTED)
+            raise
+        except concurrent.futures.CancelledError:
+            if self._cancel_error is not None and self.cancelled():
+                raise self._cancel_error from None
+            raise

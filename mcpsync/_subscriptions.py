@@ -69,8 +69,8 @@ class _Listen:
     """One ``subscriptions/listen`` request in flight."""
 
     filter: dict[str, Any]
-    future: Any = None
-    request_key: Any = None
+    future: Any = None            # the listen's RequestFuture (set right after submitting)
+    request_key: tuple[str, Any] | None = None   # the listen's JSON-RPC id, as a correlation key
     acked: threading.Event = field(default_factory=threading.Event)
     ack: dict[str, Any] | None = None
     superseded: bool = False
@@ -254,9 +254,6 @@ class Subscriptions:
         if target is None:
             _log.debug("server %r: acknowledgement for an unknown listen %r", self._name, sid)
             return
-        if target.request_key is None and sid is not None:
-            # The ack names the listen's JSON-RPC id; later notifications carry it too.
-            target.request_key = _id_key(sid)
         target.ack = dict(granted) if isinstance(granted, Mapping) else {}
         target.acked.set()
 
@@ -306,8 +303,7 @@ class Subscriptions:
         except BaseException:
             self._forget(listen)
             raise
-        rid = getattr(listen.future, "request_id", None)
-        listen.request_key = None if rid is None else _id_key(getattr(rid, "value", rid))
+        listen.request_key = _id_key(listen.future.request_id)
         thread = threading.Thread(target=self._watch, args=(listen,), daemon=True,
                                   name=self._thread_name)
         listen.thread = thread

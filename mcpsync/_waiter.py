@@ -34,16 +34,24 @@ class Call:
     forward (``reset_timeout_on_progress``) but never past ``limit``, ``max_timeout`` after
     sending. ``future`` is set for :meth:`Session.submit` calls; ``attended`` is false for them,
     because no thread sleeps on the lock and the reader must enforce the deadline itself.
+
+    ``ordered`` calls (those with a progress callback) are not settled by the thread that reads
+    their response: it marks them ``answered`` and queues the settling on the dispatcher,
+    behind every progress callback queued before, so the caller never sees its result before
+    the progress that preceded it. Nothing else changes for them: a call that is ``answered``
+    is out of the pending table, so no timeout, cancel or loss can settle it a second time.
     """
 
     __slots__ = (
-        "attended", "cancellable", "deadline", "done", "error", "future", "id", "key",
-        "limit", "lock", "method", "params", "progress", "reset", "result", "timeout",
+        "answered", "attended", "cancellable", "deadline", "done", "error", "future", "id",
+        "key", "limit", "lock", "method", "ordered", "params", "progress", "reset", "result",
+        "timeout",
     )
 
     def __init__(self, rid: int, method: str, params: Any, timeout: float,
                  progress: ProgressCallback | None, reset: bool, cancellable: bool,
-                 now: float, max_timeout: float, attended: bool = True) -> None:
+                 now: float, max_timeout: float, attended: bool = True,
+                 ordered: bool = False) -> None:
         self.id = rid
         self.key: tuple[str, int | str] = ("int", rid)
         self.method = method
@@ -53,6 +61,8 @@ class Call:
         self.reset = reset and not math.isinf(timeout)
         self.cancellable = cancellable
         self.attended = attended
+        self.ordered = ordered
+        self.answered = False
         self.deadline = now + timeout
         self.limit = now + max_timeout
         self.done = False

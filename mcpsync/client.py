@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import atexit
 import collections
+import concurrent.futures
 import logging
 import math
 import os
@@ -35,8 +36,9 @@ from mcpsync._callbacks import (
     SamplingCallback,
     SamplingRequest,
 )
+from mcpsync._future import CallFuture
 from mcpsync._handshake import HandshakeParams, Negotiated, negotiate
-from mcpsync._input_required import check_result_type, run_input_rounds
+from mcpsync._input_required import check_result_type, next_round_params, run_input_rounds
 from mcpsync._options import Options, make_options
 from mcpsync._subscriptions import KINDS, Subscription, Subscriptions
 from mcpsync._version import __version__
@@ -86,8 +88,6 @@ _UNSUPPORTED_PROTOCOL_VERSION = -32022
 _INVALID_PARAMS = -32602
 _RESTART_LIMIT = 3          # modern stdio restarts ...
 _RESTART_WINDOW = 60.0      # ... within this many seconds
-_DRAIN_WAIT = 5.0           # seconds to wait for queued progress callbacks after an answer
-_MAIN_THREAD_SLICE = 0.1    # how late a simulated Ctrl-C may be noticed
 _LIST_METHODS = {"tools": ("tools/list",), "prompts": ("prompts/list",),
                  "resources": ("resources/list", "resources/templates/list")}
 
@@ -140,6 +140,7 @@ class Client:
         self._restart_lock = threading.Lock()    # one restart at a time
         self._closed = False
         self._restarts: collections.deque[float] = collections.deque()
+        self._workers: set[threading.Thread] = set()   # submitted calls between rounds
         self._log_level = options.log_level
         self._session: Session
         self._transport: StdioTransport | None = None
@@ -340,45 +341,53 @@ class Client:
 
     def _request(self, method: str, params: Mapping[str, Any] | None = None, *,
                  timeout: float | None = None, progress: ProgressCallback | None = None,
+                 reset_timeout_on_progress: bool | None = None,
                  meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """One call with everything but the result parsing: ``_meta``, version retry, MRTR."""
         wire = self._params(params, meta)
+        opts = _Round(timeout, progress, reset_timeout_on_progress)
         session = self._live()
         try:
-            result = _send(session, method, wire, timeout, progress)
+            result = opts.send(session, method, wire)
         except RemoteError as exc:
-            result = self._version_retry(exc, method, wire, timeout, progress)
-        if self._modern and check_result_type(method, result) == "input_required":
+            result = self._version_retry(exc, method, wire, opts)
+        if self._modern and check_result_type(method, result, params=params,
+                                              server=self._name) == "input_required":
             assert wire is not None
-            result = self._input_rounds(method, wire, result, timeout, progress)
+            result = self._input_rounds(method, wire, result, opts)
         if not isinstance(result, dict):
             raise ProtocolError(f"{describe_call(method, params, self._name)}: the result is "
                                 f"not an object: {result!r:.200}", server=self._name,
                                 method=method)
         return result
 
-    def _version_retry(self, exc: RemoteError, method: str, wire: dict[str, Any] | None,
-                       timeout: float | None, progress: ProgressCallback | None) -> Any:
-        """A modern -32022 on a later request: switch to the newest shared version, retry once."""
+    def _retry_params(self, exc: RemoteError, wire: dict[str, Any] | None) -> dict[str, Any]:
+        """A modern -32022 on a later request: switch to the newest shared version and return
+        the params to send again once; re-raise ``exc`` when that does not apply."""
         if not (self._modern and exc.code == _UNSUPPORTED_PROTOCOL_VERSION and wire):
             raise exc
         version = retry_version_from_error(exc.data, "modern")
         if version is None:
             raise exc
-        _log.info("server %r asked for protocol %s; retrying %s", self._name, version, method)
+        _log.info("server %r asked for protocol %s; retrying %s", self._name, version,
+                  exc.method)
         self._protocol_version = version
         self._server_info = replace(self._server_info, protocol_version=version)
         self._rebuild_meta()
         retry = dict(wire)
         retry["_meta"] = {**wire.get("_meta", {}), **self._meta}
-        return _send(self._session, method, retry, timeout, progress)
+        return retry
+
+    def _version_retry(self, exc: RemoteError, method: str, wire: dict[str, Any] | None,
+                       opts: _Round) -> Any:
+        return opts.send(self._session, method, self._retry_params(exc, wire))
 
     def _input_rounds(self, method: str, wire: dict[str, Any], result: dict[str, Any],
-                      timeout: float | None, progress: ProgressCallback | None) -> dict[str, Any]:
+                      opts: _Round) -> dict[str, Any]:
         def send(params: dict[str, Any]) -> Any:
-            return _send(self._live(), method, params, timeout, progress)
+            return opts.send(self._live(), method, params)
         return run_input_rounds(method, wire, result, send=send, callbacks=self._callbacks,
-                                max_rounds=self._opts.max_input_rounds)
+                                max_rounds=self._opts.max_input_rounds, server=self._name)
 
     def _require(self, capability: str, doing: str, method: str) -> None:
         """Raise ``CapabilityNotSupported`` (nothing sent) when the server did not offer it."""
@@ -392,21 +401,28 @@ class Client:
     def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None, *,
                   timeout: float | None = None, progress: ProgressCallback | None = None,
                   raise_on_error: bool = False, retry_on_drop: bool = False,
-                  meta: Mapping[str, Any] | None = None) -> CallToolResult:
+                  meta: Mapping[str, Any] | None = None,
+                  reset_timeout_on_progress: bool | None = None) -> CallToolResult:
         """Call a tool and return its :class:`~mcpsync.types.CallToolResult`.
 
         A tool that fails reports ``is_error=True`` in a normal result; pass
         ``raise_on_error=True`` to get :class:`~mcpsync.errors.ToolError` instead.
         ``progress(progress, total, message)`` receives the server's progress notifications
-        (on the dispatcher thread). ``timeout`` overrides the client default (``math.inf``:
-        no limit). With ``retry_on_drop=True`` a call whose connection dropped is sent again
-        once after a modern server's restart (only for tools safe to run twice).
+        (on the dispatcher thread); every one that arrived before the answer has run by the
+        time this returns. ``timeout`` overrides the client default (``math.inf``: no limit);
+        ``reset_timeout_on_progress`` overrides the client option for this call. With
+        ``retry_on_drop=True`` a call whose connection dropped is sent again once after a
+        modern server's restart (only for tools safe to run twice).
 
         When the last :meth:`list_tools` cached an ``outputSchema`` for this tool and
         ``jsonschema`` is installed, the structured result is validated
         (:class:`~mcpsync.errors.OutputValidationError`); ``validate_output=False`` on
         ``connect()`` turns that off. Errors leave the client usable, except
         :class:`~mcpsync.errors.ServerExited` on a legacy server.
+
+        This is the blocking form of :meth:`submit_tool`: same result, same errors, same
+        rounds, but it waits in the calling thread (which may read its own answer, see
+        ``docs/performance.md``) instead of building a future.
         """
         # Hot path (benchmarked): build the params, one session.request, from_dict.
         if not self._has_tools:
@@ -421,19 +437,47 @@ class Client:
         elif meta is not None:
             params["_meta"] = dict(meta)
         try:
-            if progress is None:
+            if progress is None and reset_timeout_on_progress is None:
                 result = session.request("tools/call", params, timeout=timeout)
             else:
-                result = _send(session, "tools/call", params, timeout, progress)
+                result = session.request("tools/call", params, timeout=timeout,
+                                         progress=progress,
+                                         reset_timeout_on_progress=reset_timeout_on_progress)
         except RemoteError as exc:
-            result = self._version_retry(exc, "tools/call", params, timeout, progress)
+            result = self._version_retry(exc, "tools/call", params,
+                                         _Round(timeout, progress, reset_timeout_on_progress))
         except ConnectionLost:
             if not (retry_on_drop and self._modern and self._opts.restart is not None):
                 raise
-            result = _send(self._live(), "tools/call", params, timeout, progress)
+            result = self._live().request("tools/call", params, timeout=timeout,
+                                          progress=progress,
+                                          reset_timeout_on_progress=reset_timeout_on_progress)
         if self._modern and type(result) is dict and result.get("resultType") is not None \
-                and check_result_type("tools/call", result) == "input_required":
-            result = self._input_rounds("tools/call", params, result, timeout, progress)
+                and check_result_type("tools/call", result, params=params,
+                                      server=self._name) == "input_required":
+            result = self._input_rounds("tools/call", params, result,
+                                        _Round(timeout, progress, reset_timeout_on_progress))
+        if type(result) is not dict or self._schemas or raise_on_error:
+            return self._tool_result(name, result, raise_on_error)
+        return CallToolResult.from_dict(result)   # the common case, without the checks
+
+    def _tool_params(self, name: str, arguments: Mapping[str, Any] | None,
+                     meta: Mapping[str, Any] | None) -> dict[str, Any]:
+        """``tools/call`` params (``call_tool`` inlines the same, it is the hot path)."""
+        params: dict[str, Any] = {"name": name,
+                                  "arguments": arguments if arguments is not None else {}}
+        if self._modern:
+            params["_meta"] = self._meta if meta is None else {**meta, **self._meta}
+        elif meta is not None:
+            params["_meta"] = dict(meta)
+        return params
+
+    def _tool_result(self, name: str, result: Any, raise_on_error: bool) -> CallToolResult:
+        """The final ``tools/call`` result as a dataclass: validated, and raised on request."""
+        if type(result) is not dict:
+            raise ProtocolError(f"calling tool {name!r} on server {self._name!r}: the result "
+                                f"is not an object: {result!r:.200}", server=self._name,
+                                method="tools/call")
         out = CallToolResult.from_dict(result)
         if self._schemas and name in self._schemas:
             self._validate(name, out)
@@ -482,23 +526,111 @@ class Client:
         self._schemas = schemas
         return tools
 
-    def submit(self, method: str, params: Mapping[str, Any] | None = None,
-               **options: Any) -> RequestFuture:
-        """Send a request without waiting; return its ``concurrent.futures.Future``.
+    def submit(self, method: str, params: Mapping[str, Any] | None = None, *,
+               timeout: float | None = None, progress: ProgressCallback | None = None,
+               reset_timeout_on_progress: bool | None = None,
+               meta: Mapping[str, Any] | None = None) -> CallFuture:
+        """Send a request without waiting; return a ``concurrent.futures.Future`` for it.
 
-        The future resolves to the raw result dict; ``future.cancel()`` cancels on the wire.
-        ``options`` are the session's (``timeout``, ``progress``, ...). No input-required
-        loop runs here: use the blocking calls for that.
+        The future resolves to the raw result dict, after the same protocol-version retry
+        and input-required rounds as a blocking call (rounds run their callbacks on a
+        ``mcpsync-input-<name>`` thread). ``future.cancel()`` cancels on the wire and returns
+        ``True`` if no answer had arrived, ``False`` once it had. Its done-callbacks and
+        progress callbacks run on the dispatcher thread; do not wait on the future *inside*
+        such a callback (it would wait for itself).
         """
-        return self._live().submit(method, self._params(params), **options)
+        wire = self._params(params, meta)
+        future = CallFuture(describe_call(method, params, self._name), self._name, method)
+        self._submit_round(future, _Chain(method, wire, params,
+                                          _Round(timeout, progress, reset_timeout_on_progress),
+                                          _raw_result))
+        return future
 
-    def submit_tool(self, name: str, arguments: Mapping[str, Any] | None = None,
-                    **options: Any) -> RequestFuture:
-        """:meth:`submit` for ``tools/call``; the future resolves to the raw result dict
-        (``CallToolResult.from_dict(future.result())`` gives the dataclass)."""
-        self._require("tools", f"calling tool {name!r}", "tools/call")
-        return self.submit("tools/call", {"name": name,
-                                          "arguments": dict(arguments or {})}, **options)
+    def submit_tool(self, name: str, arguments: Mapping[str, Any] | None = None, *,
+                    timeout: float | None = None, progress: ProgressCallback | None = None,
+                    raise_on_error: bool = False, retry_on_drop: bool = False,
+                    meta: Mapping[str, Any] | None = None,
+                    reset_timeout_on_progress: bool | None = None) -> CallFuture:
+        """:meth:`call_tool` without waiting: the future resolves to its
+        :class:`~mcpsync.types.CallToolResult` (or raises what ``call_tool`` would raise:
+        ``ToolError`` with ``raise_on_error``, ``OutputValidationError``, ...).
+        ``future.cancel()`` cancels on the wire."""
+        if not self._has_tools:
+            self._require("tools", f"calling tool {name!r}", "tools/call")
+        params = self._tool_params(name, arguments, meta)
+        future = CallFuture(f"calling tool {name!r} on server {self._name!r}", self._name,
+                            "tools/call")
+        self._submit_round(future, _Chain(
+            "tools/call", params, params, _Round(timeout, progress, reset_timeout_on_progress),
+            lambda result: self._tool_result(name, result, raise_on_error),
+            retry_on_drop=retry_on_drop))
+        return future
+
+    def _submit_round(self, future: CallFuture, chain: _Chain) -> None:
+        """Send one wire round of ``future``'s call; its answer goes to :meth:`_on_round`."""
+        opts = chain.opts
+        wire = self._live().submit(chain.method, chain.wire, timeout=opts.timeout,
+                                   progress=opts.progress,
+                                   reset_timeout_on_progress=opts.reset)
+        if future._attach(wire):
+            wire.add_done_callback(lambda done: self._on_round(future, chain, done))
+
+    def _on_round(self, future: CallFuture, chain: _Chain,
+                  wire: concurrent.futures.Future[Any]) -> None:
+        """A round of a submitted call ended (dispatcher thread): resolve the future, or
+        start the next round on a worker thread (it may run user callbacks or a restart)."""
+        if future.done() or wire.cancelled():
+            return
+        error = wire.exception()
+        try:
+            if error is None:
+                result = wire.result()
+                if self._modern and check_result_type(
+                        chain.method, result, params=chain.params,
+                        server=self._name) == "input_required":
+                    chain.rounds += 1
+                    self._continue(future, chain, lambda: next_round_params(
+                        chain.method, chain.wire or {}, result, callbacks=self._callbacks,
+                        round_number=chain.rounds, max_rounds=self._opts.max_input_rounds,
+                        server=self._name))
+                    return
+                future._resolve(chain.finish(result))
+            elif isinstance(error, RemoteError) and self._modern and not \
+                    chain.version_retried and error.code == _UNSUPPORTED_PROTOCOL_VERSION:
+                chain.version_retried = True
+                self._continue(future, chain, lambda: self._retry_params(error, chain.wire))
+            elif isinstance(error, ConnectionLost) and chain.retry_on_drop and \
+                    self._modern and self._opts.restart is not None:
+                chain.retry_on_drop = False
+                self._continue(future, chain, lambda: chain.wire)
+            else:
+                future._fail(error)
+        except Exception as exc:  # the conversion's own errors (validation, protocol)
+            future._fail(exc)
+
+    def _continue(self, future: CallFuture, chain: _Chain,
+                  next_params: Callable[[], dict[str, Any] | None]) -> None:
+        """Run ``next_params`` and send the next round, on a ``mcpsync-input-<name>`` thread."""
+        future._between_rounds()
+
+        def run() -> None:
+            try:
+                params = next_params()
+                if future.cancelled():
+                    return
+                chain.wire = params
+                self._submit_round(future, chain)
+            except BaseException as exc:  # the future carries every outcome
+                future._fail(exc)
+            finally:
+                with self._state_lock:
+                    self._workers.discard(threading.current_thread())
+
+        thread = threading.Thread(target=run, name=f"mcpsync-input-{self._safe_name}",
+                                  daemon=True)
+        with self._state_lock:
+            self._workers.add(thread)
+        thread.start()
 
     def _submit_listen(self, params: dict[str, Any]) -> RequestFuture:
         return self._live().submit("subscriptions/listen", self._params(params),
@@ -721,6 +853,13 @@ class Client:
             return  # a forked child: never signal the parent's processes or write its pipes
         self._subs.close()
         self._session.close()
+        with self._state_lock:
+            workers = list(self._workers)
+        me = threading.current_thread()
+        deadline = time.monotonic() + 1.0
+        for worker in workers:  # a worker stuck in a user callback must not stretch close()
+            if worker is not me:
+                worker.join(max(0.0, deadline - time.monotonic()))
 
     def __enter__(self) -> Client:
         if os.getpid() != self._pid:
@@ -736,35 +875,42 @@ class Client:
         return f"<mcpsync.Client {self._name!r} {state}>"
 
 
-def _send(session: Session, method: str, params: dict[str, Any] | None,
-          timeout: float | None, progress: ProgressCallback | None) -> Any:
-    """One blocking request; with a progress callback, return only after it has seen every
-    progress notification that arrived before the answer.
-
-    Progress callbacks run on the dispatcher thread, so a plain ``request`` could return
-    while the last one is still queued (a quickstart would print the result before "5/5").
-    The future's done-callback is queued on the same dispatcher after those notifications,
-    so waiting for it restores the order the server sent.
-    """
-    if progress is None:
-        return session.request(method, params, timeout=timeout)
-    drained = threading.Event()
-    future = session.submit(method, params, timeout=timeout, progress=progress)
-    future.add_done_callback(lambda _f: drained.set())
-    # On the main thread, wait in slices: a simulated Ctrl-C (a notebook's "interrupt
-    # kernel") interrupts no blocking wait, so it is only seen between slices.
-    main = threading.current_thread() is threading.main_thread()
-    try:
-        while main and not future.done():
-            drained.wait(_MAIN_THREAD_SLICE)
-        result = future.result()
-    except KeyboardInterrupt:
-        future.cancel()  # Ctrl-C cancels on the wire, as a plain request would
-        raise
-    if not threading.current_thread().name.startswith("mcpsync-dispatch-"):
-        # From a progress callback (on the dispatcher itself) this would wait on ourselves.
-        drained.wait(_DRAIN_WAIT)
+def _raw_result(result: Any) -> dict[str, Any]:
+    if type(result) is not dict:
+        raise ProtocolError(f"the result is not an object: {result!r:.200}")
     return result
+
+
+class _Round:
+    """The per-round options of one call (each wire round gets its own timeout)."""
+
+    __slots__ = ("progress", "reset", "timeout")
+
+    def __init__(self, timeout: float | None, progress: ProgressCallback | None,
+                 reset: bool | None) -> None:
+        self.timeout = timeout
+        self.progress = progress
+        self.reset = reset
+
+    def send(self, session: Session, method: str, params: dict[str, Any] | None) -> Any:
+        """One blocking round; the session returns only after its progress callbacks ran."""
+        return session.request(method, params, timeout=self.timeout, progress=self.progress,
+                               reset_timeout_on_progress=self.reset)
+
+
+class _Chain:
+    """The state of one submitted call across its wire rounds."""
+
+    def __init__(self, method: str, wire: dict[str, Any] | None, params: Any, opts: _Round,
+                 finish: Callable[[Any], Any], *, retry_on_drop: bool = False) -> None:
+        self.method = method
+        self.wire = wire          # the params of the next round
+        self.params = params      # the caller's, for error messages
+        self.opts = opts
+        self.finish = finish
+        self.retry_on_drop = retry_on_drop
+        self.version_retried = False
+        self.rounds = 0
 
 
 def _completion_ref(ref: Any) -> dict[str, Any]:

@@ -22,7 +22,11 @@ Theory of operation (the *reader role*; ``docs/performance.md`` has the long ver
 - Nothing user-supplied runs on a reader: notifications and progress go to the dispatcher,
   server->client requests and deferred cancellations to the callback pool. A leader writes
   a cancellation only after giving the role up.
-- A call is completed exactly once, by the thread that pops it from ``self._pending``.
+- A call is completed exactly once, by the thread that pops it from ``self._pending``. A
+  call with a progress callback is the one exception to "the reader settles it": the reader
+  pops it, marks it answered and queues the settling on the dispatcher behind the progress
+  callbacks queued before it, so its caller never returns before its progress has run. Calls
+  without one (the hot path) take no extra hop.
 - When the connection dies, every pending call fails at once; the background reader then
   tears the transport down and calls ``on_lost``.
 """
@@ -180,6 +184,7 @@ class Session:
         self._ids = itertools.count(1)
         self._pending: dict[tuple[str, int | str], Call] = {}
         self._unattended: set[Call] = set()
+        self._answered: set[Call] = set()  # popped, waiting for the dispatcher to settle them
         self._lock = threading.Lock()
         self._close_lock = threading.Lock()
         # Reader role. Invariant: while the role is free, the background reader is awake, or
@@ -271,6 +276,7 @@ class Session:
                 bg.join(JOIN_TIMEOUT)
             self._transport.close()
             self._dispatcher.stop(JOIN_TIMEOUT)
+            self._settle_answered()
             self._pool.stop(JOIN_TIMEOUT)
 
     # ------------------------------------------------------------------ sending
@@ -296,7 +302,12 @@ class Session:
                     self._lead(call)
                 else:
                     self._follow(call)
-                if not call.done and time.monotonic() >= call.deadline:
+                if call.done:
+                    break
+                if call.answered:  # ordered: settled on the dispatcher after its progress
+                    self._await_settled(call)
+                    break
+                if time.monotonic() >= call.deadline:
                     self._expire(call)
         except KeyboardInterrupt:
             self._abandon(call, "interrupted by the user (KeyboardInterrupt)")
@@ -316,7 +327,9 @@ class Session:
         """Send a request and return at once with a :class:`RequestFuture` for its result.
 
         The timeout still applies (the future fails with :class:`RequestTimeout` and the
-        request is cancelled); ``future.cancel()`` cancels on the wire.
+        request is cancelled); ``future.cancel()`` cancels on the wire. With a ``progress``
+        callback the future is settled on the dispatcher, after every progress callback for
+        a notification that arrived before the response.
         """
         call = self._open(method, params, timeout, progress, reset_timeout_on_progress,
                           cancellable, attended=False)
@@ -358,13 +371,16 @@ class Session:
         else:
             message = jsonrpc.request(rid, method, params)  # checks, raises TypeError
         frame = jsonrpc.serialize(message)
+        # Settle through the dispatcher (after the progress callbacks) unless this thread is
+        # the dispatcher: a callback there waiting on its own queue would never return.
+        ordered = progress is not None and not self._dispatcher.on_thread()
         call = Call(rid, method, params, timeout, progress, reset, cancellable,
-                    time.monotonic(), self._max_timeout, attended)
+                    time.monotonic(), self._max_timeout, attended, ordered)
         pending = self._pending
         pending[call.key] = call
         if not attended:
             call.future = RequestFuture(lambda reason: self._cancel_future(call, reason),
-                                        self._dispatcher.post)
+                                        self._dispatcher.post, rid)
             self._unattended.add(call)
         if self.closed or self._lost is not None:  # close()/loss may have swept before we
             if pending.pop(call.key, None) is not None:  # registered: never leave a call behind
@@ -447,7 +463,7 @@ class Session:
         main = threading.current_thread() is threading.main_thread()
         monotonic = time.monotonic
         try:
-            while not call.done:
+            while not call.done and not call.answered:
                 if self._stopping or self._lost is not None:
                     break
                 now = monotonic()
@@ -495,6 +511,34 @@ class Session:
                 acquire()
             else:
                 acquire(timeout=remaining)
+
+    def _await_settled(self, call: Call) -> None:
+        """``call``'s response arrived; wait for the dispatcher to settle it (after the
+        progress callbacks queued before it). No deadline: the answer is in hand."""
+        self._release_role(call)  # it may have been granted the role after its answer came
+        slice_ = MAIN_THREAD_SLICE if threading.current_thread() is threading.main_thread() \
+            else JOIN_TIMEOUT
+        acquire = call.lock.acquire
+        while not call.done:
+            acquire(timeout=slice_)
+
+    def _settle_later(self, call: Call, result: Any, error: BaseException | None) -> None:
+        """Reader: ``call`` (popped, ordered) got its response; settle it on the dispatcher."""
+        call.result = result
+        call.error = error
+        call.answered = True
+        self._answered.add(call)
+        self._dispatcher.post_essential(lambda: self._settle(call))
+
+    def _settle(self, call: Call) -> None:
+        self._answered.discard(call)
+        if not call.done:
+            call.finish(call.result, call.error)
+
+    def _settle_answered(self) -> None:
+        """On close: settle answered calls whose settling the dispatcher did not run."""
+        for call in list(self._answered):
+            self._settle(call)
 
     def _release_role(self, call: Call) -> None:
         """Give the reader role back (if ``call`` holds it).
@@ -669,7 +713,7 @@ class Session:
                 want = self._want
                 if want is not None:
                     self._want = None
-                    if not want.done:
+                    if not want.done and not want.answered:
                         # Grant the role to the caller whose call is the only one in flight.
                         self._reader = want
                         want.signal()
@@ -714,7 +758,11 @@ class Session:
                     if call.attended is False:
                         self._unattended.discard(call)
                     error = item.error
-                    if error is None:
+                    if call.ordered:
+                        self._settle_later(call, item.result if error is None else None,
+                                           None if error is None
+                                           else self._remote_error(call, error))
+                    elif error is None:
                         call.finish(item.result, None)
                     else:
                         call.finish(None, self._remote_error(call, error))

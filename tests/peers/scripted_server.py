@@ -92,6 +92,15 @@ def call(rid: Any, params: dict[str, Any], modern: bool) -> None:
     args = params.get("arguments") or {}
     if args.get("mode") == "rounds":
         result(rid, {"resultType": "input_required", "requestState": "s"})
+    elif args.get("mode") == "one-round":
+        if params.get("requestState") == "go":
+            result(rid, {"resultType": "complete", "content": [
+                {"type": "text", "text": json.dumps(params.get("inputResponses"))}]})
+        else:
+            result(rid, {"resultType": "input_required", "requestState": "go",
+                         "inputRequests": {"who": {"method": "elicitation/create", "params": {
+                             "message": "name?", "requestedSchema": {"type": "object",
+                             "properties": {"name": {"type": "string"}}}}}}})
     elif args.get("mode") == "weird":
         result(rid, {"resultType": "mystery"})
     elif args.get("mode") == "two-rounds":
@@ -162,6 +171,8 @@ def main() -> None:
             else:
                 error(rid, -32601, "Method not found")
         elif method == "initialize":
+            if MODE == "silent-init":   # never answers: the client's initialize times out
+                continue
             if MODE == "modern-only":
                 error(rid, -32602, "Unsupported protocol version",
                       {"supported": [MODERN], "requested": params.get("protocolVersion")})
