@@ -78,7 +78,10 @@ class Call:
         self.result = result
         self.error = error
         self.done = True
-        self.signal()
+        try:  # noqa: SIM105 - self.signal(), inlined: this runs once per call
+            self.lock.release()
+        except RuntimeError:  # already released: a wake-up is pending anyway
+            pass
         future = self.future
         if future is not None and deliver:
             try:

@@ -52,6 +52,7 @@ __all__ = [
     "request",
     "result",
     "serialize",
+    "serialize_request",
 ]
 
 # --- error codes ------------------------------------------------------------------------
@@ -461,6 +462,24 @@ def serialize(message: Message) -> bytes:
         raise ValueError("cannot serialise a circular or too deeply nested value") from None
 
 
+def serialize_request(rid: int, method: str, params: dict[str, Any] | None) -> bytes:
+    """``serialize(request(rid, method, params))`` for a positive integer id, without
+    building the :class:`Message` (the session's hot path; the caller guarantees the types).
+    Raises ``ValueError`` / ``TypeError`` exactly as :func:`serialize` does."""
+    try:
+        if params is None:
+            text = '{"jsonrpc":"2.0","id":' + str(rid) + ',"method":' + _encode_str(method) + "}"
+        else:
+            text = ('{"jsonrpc":"2.0","id":' + str(rid) + ',"method":' + _encode_str(method)
+                    + ',"params":' + _encode_value(params) + "}")
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("cannot serialise a message holding a lone surrogate "
+                         "(U+D800-U+DFFF) in a string") from None
+    except RecursionError:
+        raise ValueError("cannot serialise a circular or too deeply nested value") from None
+
+
 def _serialize_batch(messages: Iterable[Message]) -> bytes:
     frames = [serialize(m) for m in messages]
     if not frames:
@@ -477,6 +496,11 @@ def _reject_constant(name: str) -> Any:
 
 _DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant)
 _decode: Final = _DECODER.decode
+# The decoder's C scanner: ``decode`` wraps it in two whitespace regex matches and a
+# ``raw_decode`` call, which cost as much as scanning a small response. parse() calls it
+# directly when the text is exactly one object ("{" first, "}" last, nothing after it) and
+# falls back to ``_decode`` for everything else, errors included.
+_scan_once: Final[Callable[[str, int], tuple[Any, int]]] = getattr(_DECODER, "scan_once")  # noqa: B009
 
 
 def _excerpt(data: bytes | bytearray | str) -> str:
@@ -542,6 +566,12 @@ def _to_message(obj: dict[str, Any], text: str, start: int) -> Message:
     """
     get = obj.get
     id_value = get("id", MISSING)
+    if len(obj) == 3 and type(id_value) is int and id_value and get("jsonrpc") == "2.0":
+        # The usual response, {"jsonrpc", "id": <non-zero integer>, "result"}: a non-zero
+        # JSON integer has one spelling, so its raw text is str() of it (as in _make_id).
+        res = get("result", MISSING)
+        if res is not MISSING:
+            return Message(RequestId(str(id_value), id_value), None, None, res, None, {})
     rid: RequestId | None = None
     id_ok = True
     known = 1
@@ -609,6 +639,25 @@ def _to_batch(items: list[Any], text: str) -> Batch:
     return batch
 
 
+def _parse_plain(text: str) -> Message | None:
+    """The usual line, fast: exactly one object, no ``\\u`` escape, a valid message.
+
+    ``None`` for anything else (padding, a batch, NaN, an escape that could be a lone
+    surrogate, an invalid message...): :func:`parse` then takes its general path, which
+    decides and words every error. ``text`` starts with ``{``.
+    """
+    try:
+        obj, end = _scan_once(text, 0)
+    except Exception:  # StopIteration (not JSON), _NonFinite, RecursionError...
+        return None
+    if end != len(text) or "\\u" in text:
+        return None
+    try:
+        return _to_message(obj, text, -1)  # a dict: the text starts with "{"
+    except _Invalid:
+        return None
+
+
 def parse(data: bytes | bytearray | str, *, allow_batch: bool = False) -> Message | Batch:
     """Parse one line (without its newline) into a :class:`Message` or a :class:`Batch`.
 
@@ -632,6 +681,10 @@ def parse(data: bytes | bytearray | str, *, allow_batch: bool = False) -> Messag
                                data) from None
     else:
         raise TypeError(f"parse() takes bytes or str, not {type(data).__name__}")
+    if text[:1] == "{":
+        message = _parse_plain(text)
+        if message is not None:
+            return message
     if text[:1] == "\ufeff":
         text = text[1:]
     try:
@@ -704,6 +757,14 @@ class FrameDecoder:
 
     def feed(self, data: bytes | bytearray) -> list[_Frame]:
         """Decode every line that ``data`` completes. Raises :class:`StreamError` only."""
+        if not self._buf and self._error is None:
+            # The usual read: exactly one complete object line and nothing buffered.
+            last = len(data) - 1
+            if 0 < last <= self._max and data[0] == 0x7B and data.find(b"\n") == last:
+                try:
+                    return [parse(data[:last], allow_batch=self.allow_batch)]
+                except ParseError as exc:
+                    return [exc]
         lines: list[bytes] = []
         self._split(data, lines.append)
         return [self._decode(line) for line in lines]

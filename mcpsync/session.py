@@ -61,7 +61,7 @@ from mcpsync.errors import (
     ServerExited,
     UsedAfterFork,
 )
-from mcpsync.jsonrpc import MISSING, Batch, Message, ParseError, RequestId, StreamError
+from mcpsync.jsonrpc import Batch, Message, ParseError, StreamError
 from mcpsync.protocol import describe_call, remote_error
 
 __all__ = ["DEFAULT_MAX_TIMEOUT", "RequestFuture", "Session", "SessionTransport"]
@@ -96,11 +96,17 @@ logger = logging.getLogger("mcpsync.session")
 # The pid of this process, refreshed in a forked child. Comparing it with the session's pid
 # costs an attribute load instead of a getpid() system call on every request.
 _current_pid = os.getpid()
+# The main thread's ident, refreshed in a forked child (threading's own at-fork hook, which
+# runs before ours, makes the forking thread the main thread): a leader compares it with
+# get_ident() instead of calling current_thread() and main_thread() on every call.
+_main_ident = threading.main_thread().ident
+_get_ident = threading.get_ident
 
 
 def _after_fork_in_child() -> None:
-    global _current_pid
+    global _current_pid, _main_ident
     _current_pid = os.getpid()
+    _main_ident = threading.main_thread().ident
 
 
 if hasattr(os, "register_at_fork"):
@@ -366,11 +372,10 @@ class Session:
         if progress is not None or reset:
             params = _with_token(params, rid)
         if type(method) is str and (params is None or type(params) is dict):
-            # The common case, built without jsonrpc.request()'s argument checks (hot path).
-            message = Message(RequestId(str(rid), rid), method, params, MISSING, None, {})
-        else:
-            message = jsonrpc.request(rid, method, params)  # checks, raises TypeError
-        frame = jsonrpc.serialize(message)
+            # The common case, encoded without building a Message (hot path).
+            frame = jsonrpc.serialize_request(rid, method, params)
+        else:  # checks, raises TypeError
+            frame = jsonrpc.serialize(jsonrpc.request(rid, method, params))
         # Settle through the dispatcher (after the progress callbacks) unless this thread is
         # the dispatcher: a callback there waiting on its own queue would never return.
         ordered = progress is not None and not self._dispatcher.on_thread()
@@ -460,7 +465,7 @@ class Session:
         """Read frames as the holder of the reader role until ``call`` is settled or its
         deadline passes; then give the role back (see _release_role)."""
         transport = self._transport
-        main = threading.current_thread() is threading.main_thread()
+        main = _get_ident() == _main_ident
         monotonic = time.monotonic
         try:
             while not call.done and not call.answered:

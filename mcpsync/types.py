@@ -406,7 +406,17 @@ class CallToolResult:
             d = _require_dict(d, "a tool result")
         content = d.get("content")
         if type(content) is list:
-            blocks = [content_block_from_dict(b) for b in content]
+            if len(content) == 1:
+                # The usual result is one plain text block: build it here, without the call
+                # (the same test as content_block_from_dict's fast path).
+                block = content[0]
+                text = block.get("text") if type(block) is dict and len(block) == 2 \
+                    and block.get("type") == "text" else None
+                blocks: list[Content] = [
+                    TextContent(text, None, None, {}, block) if type(text) is str
+                    else content_block_from_dict(block)]
+            else:
+                blocks = [content_block_from_dict(b) for b in content]
         else:
             blocks = _content_list(content, "a tool result's 'content'")
         n = len(d)

@@ -57,7 +57,7 @@ CLOSE_BOUND = 5.0
 #: How long stderr_tail() lets the drain catch up after the server exited.
 STDERR_SETTLE = 0.5
 
-#: One ``os.read`` takes up to this much of stdout: a response rarely needs two reads.
+#: One read takes up to this much of stdout: a response rarely needs two reads.
 READ_SIZE = 256 * 1024
 
 _IS_WINDOWS = os.name == "nt"
@@ -66,6 +66,8 @@ _HAS_PIDFD = hasattr(os, "pidfd_open")
 _USE_POLL = hasattr(select, "poll") and not _IS_WINDOWS
 _MAX_POLL_MS = 2**31 - 1  # poll() takes a C int of milliseconds
 _MAX_POLL_S = _MAX_POLL_MS / 1000
+#: Most receive() calls that poll without trying a read first, after reads found nothing.
+_MAX_SKIP = 16
 
 
 def _poll_ms(timeout: float) -> int:
@@ -165,6 +167,17 @@ class StdioTransport:
         self._wake_w = -1
         self._pidfd = -1
         self._poller: Any = None
+        # stdout is read into this one buffer (os.readv) and only the bytes read are copied
+        # out: an os.read(fd, READ_SIZE) allocates READ_SIZE bytes on every call, which is
+        # beyond malloc's mmap threshold, and on some heap layouts each read then maps and
+        # unmaps (or grows and trims) that much memory: about 14 us of page faults per call.
+        self._rx_buf = bytearray(READ_SIZE)
+        self._rx_view = memoryview(self._rx_buf)
+        self._rx_bufs = [self._rx_buf]
+        # stdout is non-blocking (poll platforms): receive() tries a read before polling
+        # unless recent tries found nothing (then it skips the next _skip_eager tries).
+        self._skip_eager = 0
+        self._eager_misses = 0
         self._pump: StdoutPump | None = None
         self._stderr: StderrDrain | None = None
         self._holds_spawner = False
@@ -240,6 +253,7 @@ class StdioTransport:
             except OSError:
                 self._pidfd = -1
         if _USE_POLL:
+            os.set_blocking(self._stdout_fd, False)  # receive() reads before it polls
             self._wake_r, self._wake_w = os.pipe()
             os.set_blocking(self._wake_r, False)
             os.set_blocking(self._wake_w, False)
@@ -306,6 +320,24 @@ class StdioTransport:
                 if self._rx_error is not None:
                     raise self._rx_error
                 return None
+            if self._skip_eager == 0:
+                # Read first, poll only if nothing is there: on one CPU the server usually
+                # answers while our request is being written, and this saves the poll.
+                try:
+                    n = os.readv(self._stdout_fd, self._rx_bufs)
+                except BlockingIOError:
+                    # Nothing yet (the usual case when the server runs on another CPU): back
+                    # off, so that a miss costs at most one failed read every _MAX_SKIP calls.
+                    self._eager_misses = min(self._eager_misses * 2 + 1, _MAX_SKIP)
+                    self._skip_eager = self._eager_misses
+                except OSError as exc:
+                    self._fail_rx(StreamError(f"reading from server {self.name!r}: {exc}",
+                                              server=self.name), exc)
+                else:
+                    self._eager_misses = 0
+                    return self._got(n)
+            else:
+                self._skip_eager -= 1
             if timeout is None:
                 ready = self._poller.poll()
             elif timeout < _MAX_POLL_S:
@@ -332,16 +364,23 @@ class StdioTransport:
                     return self._decoder.finish() or None
                 return []
             try:
-                data = os.read(self._stdout_fd, READ_SIZE)
-                if data:
-                    return self._decoder.feed(data)
-                self._rx_done = True
-                return self._decoder.finish() or None
+                n = os.readv(self._stdout_fd, self._rx_bufs)
+            except BlockingIOError:  # pragma: no cover - poll() said readable
+                return []
             except OSError as exc:
                 self._fail_rx(StreamError(f"reading from server {self.name!r}: {exc}",
                                           server=self.name), exc)
-            except StreamError as exc:
-                self._fail_rx(exc, None)
+            return self._got(n)
+
+    def _got(self, n: int) -> list[Message | Batch | ParseError] | None:
+        """Decode the ``n`` bytes just read into the buffer (0: EOF). Under ``_rx_lock``."""
+        try:
+            if n:
+                return self._decoder.feed(self._rx_view[:n].tobytes())
+            self._rx_done = True
+            return self._decoder.finish() or None
+        except StreamError as exc:
+            self._fail_rx(exc, None)
 
     def _receive_pumped(self, timeout: float | None
                         ) -> list[Message | Batch | ParseError] | None:

@@ -1,0 +1,128 @@
+"""The hot-path shortcuts of the wire layer agree exactly with its general path.
+
+``parse()`` takes a fast path for the usual line (one object, no ``\\u`` escape), and the
+session serialises requests with ``serialize_request()`` instead of building a ``Message``.
+These differential tests hold both shortcuts to the general code: same messages, same ids
+(byte for byte), same unknown members in the same order, same error codes.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from mcpsync import jsonrpc
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,
+                                                                 max_size=3),
+    max_leaves=8,
+)
+_ids = (st.integers(-(2**64), 2**64) | st.text(max_size=6) | st.booleans() | st.none()
+        | st.floats(allow_nan=False) | st.just(1.0))
+_members = st.sampled_from(["jsonrpc", "id", "method", "params", "result", "error", "x-extra"])
+
+
+@st.composite
+def _objects(draw: st.DrawFn) -> dict[str, Any]:
+    obj: dict[str, Any] = {}
+    for key in draw(st.lists(_members, max_size=6, unique=True)):
+        if key == "jsonrpc":
+            obj[key] = draw(st.sampled_from(["2.0", "1.0", 2]))
+        elif key == "id":
+            obj[key] = draw(_ids)
+        elif key == "method":
+            obj[key] = draw(st.sampled_from(["tools/call", "ping", ""]) | st.integers())
+        elif key == "error":
+            obj[key] = draw(st.fixed_dictionaries(
+                {"code": st.integers(-33000, 0) | st.text(max_size=2),
+                 "message": st.text(max_size=5) | st.integers()}) | _json)
+        else:
+            obj[key] = draw(_json)
+    return obj
+
+
+def _render(obj: dict[str, Any], style: int) -> str:
+    if style == 0:
+        return json.dumps(obj, separators=(",", ":"))
+    if style == 1:
+        return json.dumps(obj, ensure_ascii=False)
+    return " " + json.dumps(obj, indent=1) + " "
+
+
+def _outcome(parse: Any, text: str) -> tuple[Any, ...]:
+    try:
+        msg = parse(text)
+    except jsonrpc.ParseError as exc:
+        return ("error", exc.code, exc.id.raw if exc.id is not None else None)
+    except ValueError:
+        return ("value-error",)  # a NaN that cannot be written back; both paths must agree
+    if isinstance(msg, jsonrpc.Batch):
+        return ("batch", len(msg))
+    return ("message", msg.id.raw if msg.id is not None else None, list(msg.extra),
+            msg.to_bytes() if _writable(msg) else None)
+
+
+def _writable(msg: jsonrpc.Message) -> bool:
+    try:
+        msg.to_bytes()
+    except ValueError:
+        return False
+    return True
+
+
+def _general_parse(text: str) -> Any:
+    original = jsonrpc._parse_plain
+    jsonrpc._parse_plain = lambda _text: None  # type: ignore[assignment]
+    try:
+        return jsonrpc.parse(text)
+    finally:
+        jsonrpc._parse_plain = original
+
+
+@settings(max_examples=400, deadline=None)
+@given(_objects(), st.integers(0, 2))
+def test_fast_parse_agrees_with_the_general_path(obj: dict[str, Any], style: int) -> None:
+    try:
+        text = _render(obj, style)
+    except ValueError:
+        return
+    assert _outcome(jsonrpc.parse, text) == _outcome(_general_parse, text)
+    data = text.encode("utf-8", "surrogatepass")
+    assert _outcome(jsonrpc.parse, data) == _outcome(_general_parse, data)
+
+
+@pytest.mark.parametrize("line", [
+    '{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"hi"}]}}',
+    '{"jsonrpc":"2.0","id":"a\\u0062","result":{}}',
+    '{"jsonrpc":"2.0","id":1,"result":{"t":"\\ud800"}}',
+    '{"jsonrpc":"2.0","id":1,"result":NaN}',
+    '{"jsonrpc":"2.0","id":true,"result":{}}',
+    '{"jsonrpc":"2.0","id":1,"result":{}} trailing',
+    '{"jsonrpc":"2.0","id":01,"result":{}}',
+    '{"jsonrpc":"2.0","id":1,"id":2,"result":{}}',
+    '{"jsonrpc":"2.0","id":0,"result":null,"z":1,"a":2}',
+])
+def test_known_lines_agree(line: str) -> None:
+    assert _outcome(jsonrpc.parse, line) == _outcome(_general_parse, line)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 2**62), st.text(min_size=1, max_size=12),
+       st.none() | st.dictionaries(st.text(max_size=5), _json, max_size=4))
+def test_serialize_request_matches_serialize(rid: int, method: str,
+                                             params: dict[str, Any] | None) -> None:
+    try:
+        expected: Any = jsonrpc.serialize(jsonrpc.request(rid, method, params))
+    except ValueError:
+        expected = ValueError
+    try:
+        got: Any = jsonrpc.serialize_request(rid, method, params)
+    except ValueError:
+        got = ValueError
+    assert got == expected
