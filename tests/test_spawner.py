@@ -83,8 +83,24 @@ def test_one_spawner_thread_lives_exactly_as_long_as_its_children() -> None:
     assert spawner_threads() == []
 
 
+@pytest.fixture(params=["wrapper", "preexec"])
+def mechanism(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run a test with each way of setting the death signal (setpriv, or the prctl preexec)."""
+    if request.param == "wrapper" and _spawner_wrapper() is None:
+        pytest.skip("no setpriv with --pdeathsig on this machine")
+    monkeypatch.setattr(_spawner, "EXEC_WRAPPER", request.param == "wrapper")
+    return str(request.param)
+
+
+def _spawner_wrapper() -> list[str] | None:
+    """Probe setpriv on the spawner thread, as start() does."""
+    result = _spawner.spawn(_spawner.die_with_parent_wrapper)
+    _spawner.release()
+    return result
+
+
 @pytest.mark.timeout(30)
-def test_servers_started_from_a_short_lived_thread_outlive_it() -> None:
+def test_servers_started_from_a_short_lived_thread_outlive_it(mechanism: str) -> None:
     transports: list[StdioTransport] = []
 
     def starter() -> None:
@@ -126,6 +142,9 @@ HOLDER = textwrap.dedent("""
     from mcpsync.transport.stdio import StdioTransport
     # The server outlives stdin EOF: only a signal can end it.
     server = "import sys, time; sys.stdin.read(); time.sleep(60)"
+    if sys.argv[2] == "preexec":
+        from mcpsync.transport import _spawner
+        _spawner.EXEC_WRAPPER = False
     t = StdioTransport([sys.executable, "-c", server], name="held",
                        die_with_parent=sys.argv[1] == "1")
     t.start()
@@ -134,10 +153,11 @@ HOLDER = textwrap.dedent("""
 """)
 
 
-def _start_holder(tmp_path: Path, die_with_parent: bool) -> tuple[subprocess.Popen[str], int]:
+def _start_holder(tmp_path: Path, die_with_parent: bool, mechanism: str = "wrapper"
+                  ) -> tuple[subprocess.Popen[str], int]:
     path = tmp_path / "holder.py"
     path.write_text(HOLDER)
-    holder = subprocess.Popen([PY, str(path), "1" if die_with_parent else "0"],
+    holder = subprocess.Popen([PY, str(path), "1" if die_with_parent else "0", mechanism],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert holder.stdout is not None
     server_pid = json.loads(holder.stdout.readline())["pid"]
@@ -146,8 +166,9 @@ def _start_holder(tmp_path: Path, die_with_parent: bool) -> tuple[subprocess.Pop
 
 @linux_only
 @pytest.mark.timeout(30)
-def test_die_with_parent_kills_the_server_when_its_client_process_dies(tmp_path: Path) -> None:
-    holder, server_pid = _start_holder(tmp_path, die_with_parent=True)
+def test_die_with_parent_kills_the_server_when_its_client_process_dies(
+        tmp_path: Path, mechanism: str) -> None:
+    holder, server_pid = _start_holder(tmp_path, die_with_parent=True, mechanism=mechanism)
     assert alive(server_pid)
     holder.kill()  # no close(), no atexit: only the kernel can clean up
     holder.wait()
@@ -175,6 +196,36 @@ def test_the_preexec_is_a_pre_resolved_prctl() -> None:
     # A partial over the ctypes function: calling it in the child runs no Python code of ours.
     assert preexec.func.__name__ == "prctl"  # type: ignore[attr-defined]
     assert preexec.args == (1, int(signal.SIGTERM))  # type: ignore[attr-defined]
+
+
+@linux_only
+@pytest.mark.timeout(30)
+def test_the_wrapper_execs_the_server_itself_on_the_vfork_path() -> None:
+    wrapper = _spawner_wrapper()
+    if wrapper is None:
+        pytest.skip("no setpriv with --pdeathsig on this machine")
+    assert wrapper[0] in ("/usr/bin/setpriv", "/bin/setpriv")  # never looked up on PATH
+    assert wrapper[1:] == ["--pdeathsig", "TERM", "--"]
+    t = StdioTransport(ECHO, name="wrapped")
+    t.start()
+    try:
+        assert t._proc is not None and t._proc.args == [*wrapper, *ECHO]
+        echo_once(t, "through-setpriv")
+        # The same pid now runs the server itself: setpriv exec'd it (no extra process).
+        assert os.path.realpath(f"/proc/{t.pid}/exe") == os.path.realpath(PY)
+    finally:
+        t.close()
+    assert spawner_threads() == []
+
+
+def test_die_with_parent_false_uses_neither_wrapper_nor_preexec() -> None:
+    t = StdioTransport(ECHO, name="plain", die_with_parent=False)
+    t.start()
+    try:
+        assert t._proc is not None and t._proc.args == ECHO
+        echo_once(t, "plain")
+    finally:
+        t.close()
 
 
 @pytest.mark.timeout(30)

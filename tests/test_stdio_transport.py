@@ -565,6 +565,33 @@ def test_start_errors_are_config_errors(tmp_path: Path) -> None:
     assert not any(th.name == "mcpsync-spawner" for th in threading.enumerate())
 
 
+def test_programs_the_exec_wrapper_cannot_start_fail_as_without_it(tmp_path: Path) -> None:
+    # Without "#!", execve() fails with ENOEXEC: Popen raises it here (setpriv's execvp would
+    # instead have run the file through /bin/sh), so start() reports it as a ConfigError.
+    no_shebang = tmp_path / "script"
+    no_shebang.write_text("echo hello\n")
+    no_shebang.chmod(0o755)
+    assert not stdio._execs_directly(str(no_shebang), None)
+    with pytest.raises(ConfigError, match="script"):
+        StdioTransport([str(no_shebang)], name="x").start()
+    shebang = tmp_path / "tool"
+    shebang.write_text("#!/bin/sh\nexit 0\n")
+    shebang.chmod(0o755)
+    assert stdio._execs_directly("tool", str(tmp_path))  # relative to cwd, as the OS does
+    # A "#!" naming a missing interpreter fails in execve(): Popen must report it here.
+    broken = tmp_path / "broken"
+    broken.write_text("#!/nonexistent/interpreter\n")
+    broken.chmod(0o755)
+    assert not stdio._execs_directly(str(broken), None)
+    with pytest.raises(ConfigError, match="broken"):
+        StdioTransport([str(broken)], name="x").start()
+    assert stdio._execs_directly(sys.executable, None)  # an ELF binary (through a symlink)
+    assert not stdio._execs_directly(str(tmp_path), None)  # a directory
+    shebang.chmod(0o644)
+    assert not stdio._execs_directly(str(shebang), None)  # not executable
+    assert not any(th.name == "mcpsync-spawner" for th in threading.enumerate())
+
+
 def test_start_twice_is_refused(echo: StdioTransport) -> None:
     with pytest.raises(RuntimeError):
         echo.start()

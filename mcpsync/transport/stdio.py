@@ -93,6 +93,34 @@ class TransportClosed(ConnectionLost):
     """
 
 
+def _execs_directly(program: str, cwd: str | None) -> bool:
+    """True when ``execve(program)`` will succeed as is: an executable regular file that is
+    an ELF binary, or a ``#!`` script whose interpreter is executable.
+
+    Only then may an exec wrapper start it: anything else must fail (or not) exactly as
+    ``Popen`` does, with an ``OSError`` in this process (``setpriv`` would instead exit with
+    a message on stderr, and its ``execvp`` would run a script without ``#!`` through
+    ``/bin/sh``).
+    """
+    path = program if cwd is None else os.path.join(cwd, program)
+    try:
+        if not os.access(path, os.X_OK):
+            return False
+        with open(path, "rb") as f:
+            head = f.read(256)
+    except OSError:  # a directory, unreadable, gone
+        return False
+    if head[:4] == b"\x7fELF":
+        return True
+    if head[:2] != b"#!":
+        return False
+    words = head[2:].split(b"\n", 1)[0].split()
+    if not words or (len(head) == 256 and b"\n" not in head):  # no interpreter, or cut off
+        return False
+    interpreter = os.fsdecode(words[0])
+    return os.access(interpreter if cwd is None else os.path.join(cwd, interpreter), os.X_OK)
+
+
 def _discard(proc: subprocess.Popen[bytes]) -> None:
     """Kill and reap a child that nobody will own (its start() was interrupted)."""
     with contextlib.suppress(OSError):
@@ -220,18 +248,26 @@ class StdioTransport:
             exc.server = self.name
             raise
         preexec = _spawner.die_with_parent_preexec() if self._die_with_parent else None
+        wrappable = preexec is not None and _execs_directly(argv[0], self._cwd)
         kwargs: dict[str, Any] = {}
         if _IS_WINDOWS:  # pragma: no cover - best-effort, untested on this CI
             kwargs["creationflags"] = getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)
         else:
             kwargs["start_new_session"] = True
-            if preexec is not None:
-                kwargs["preexec_fn"] = preexec
 
         def _popen() -> subprocess.Popen[bytes]:
+            # On the spawner thread: the death signal follows the thread that forks.
+            full_argv, extra = argv, kwargs
+            if preexec is not None:
+                wrapper = _spawner.die_with_parent_wrapper() if wrappable else None
+                if wrapper is not None:  # vfork() path: setpriv sets it, then execs argv
+                    full_argv = [*wrapper, *argv]
+                else:
+                    extra = {**kwargs, "preexec_fn": preexec}
             return subprocess.Popen(
-                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                bufsize=0, close_fds=True, env=child_env, cwd=self._cwd, **kwargs)
+                full_argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, bufsize=0, close_fds=True, env=child_env,
+                cwd=self._cwd, **extra)
 
         try:
             proc = _spawner.spawn(_popen, discard=_discard)
