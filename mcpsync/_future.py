@@ -51,33 +51,19 @@ def _wait_interruptibly(future: concurrent.futures.Future[Any],
     return None if deadline is None else max(0.0, deadline - time.monotonic())
 
 
-class RequestFuture(concurrent.futures.Future[Any]):
-    """The pending result of one request. Safe to wait on and cancel from any thread."""
+class _WireFuture(concurrent.futures.Future[Any]):
+    """What both futures share: ``cancel()`` cancels on the wire, a Ctrl-C while waiting
+    cancels too, and a cancelled future raises our :class:`Cancelled` (which is also a
+    ``concurrent.futures.CancelledError``) carrying what was being done."""
 
-    def __init__(self, cancel: Callable[[str], Cancelled | None],
-                 post: Callable[[Callable[[], object]], None], request_id: int) -> None:
-        super().__init__()
-        self._cancel_on_wire = cancel
-        self._post = post
-        self._cancel_error: Cancelled | None = None
-        self.request_id = request_id
-        """The JSON-RPC id of the request on the wire (an ``int``), e.g. to match a
-        ``subscriptions/listen`` acknowledgement that names it."""
-
-    def cancel(self) -> bool:
-        """Cancel the request on the wire: ``True`` if no response had arrived, else ``False``."""
-        return self._cancel("cancelled by the caller")
+    _cancel_error: Cancelled | None = None
 
     def _cancel(self, reason: str) -> bool:
-        if self.cancelled():
-            return True
-        if self.done():
-            return False
-        error = self._cancel_on_wire(reason)
-        if error is None:  # the response (or a timeout, or connection loss) won the race
-            return False
-        self._cancel_error = error
-        return super().cancel()
+        raise NotImplementedError
+
+    def cancel(self) -> bool:
+        """Cancel on the wire: ``True`` if the answer had not arrived, else ``False``."""
+        return self._cancel("cancelled by the caller")
 
     def result(self, timeout: float | None = None) -> Any:
         try:
@@ -101,6 +87,32 @@ class RequestFuture(concurrent.futures.Future[Any]):
                 raise self._cancel_error from None
             raise
 
+
+class RequestFuture(_WireFuture):
+    """The pending result of one request. Safe to wait on and cancel from any thread."""
+
+    def __init__(self, cancel: Callable[[str], Cancelled | None],
+                 post: Callable[[Callable[[], object]], None], request_id: int) -> None:
+        super().__init__()
+        self._cancel_on_wire = cancel
+        self._post = post
+        self._cancel_error: Cancelled | None = None
+        self.request_id = request_id
+        """The JSON-RPC id of the request on the wire (an ``int``), e.g. to match a
+        ``subscriptions/listen`` acknowledgement that names it."""
+
+    def _cancel(self, reason: str) -> bool:
+        if self.cancelled():
+            return True
+        if self.done():
+            return False
+        error = self._cancel_on_wire(reason)
+        if error is None:  # the response (or a timeout, or connection loss) won the race
+            return False
+        self._cancel_error = error
+        return concurrent.futures.Future.cancel(self)
+
+
     def add_done_callback(self, fn: Callable[[concurrent.futures.Future[Any]], object]) -> None:
         """Like ``Future.add_done_callback``, but a callback fired by the session's reader runs
         on the dispatcher thread instead."""
@@ -115,7 +127,7 @@ class RequestFuture(concurrent.futures.Future[Any]):
         super().add_done_callback(relay)
 
 
-class CallFuture(concurrent.futures.Future[Any]):
+class CallFuture(_WireFuture):
     """The future of a client call (``Client.submit``/``submit_tool``): it follows the call's
     wire requests - one, or several through a protocol-version retry or input-required
     rounds - and resolves to the call's final value (a ``CallToolResult`` for a tool).
@@ -165,10 +177,6 @@ class CallFuture(concurrent.futures.Future[Any]):
             if not self.done():
                 self.set_exception(error)
 
-    def cancel(self) -> bool:
-        """Cancel the call on the wire: ``True`` if its answer had not arrived, else ``False``."""
-        return self._cancel("cancelled by the caller")
-
     def _cancel(self, reason: str) -> bool:
         with self._guard:
             if self.done():
@@ -181,26 +189,5 @@ class CallFuture(concurrent.futures.Future[Any]):
             if self._cancel_error is None:
                 self._cancel_error = Cancelled(f"{self._describe}: {reason}",
                                                server=self._server, method=self._method)
-            return super().cancel()
+            return concurrent.futures.Future.cancel(self)
 
-    def result(self, timeout: float | None = None) -> Any:
-        try:
-            return super().result(_wait_interruptibly(self, timeout))
-        except KeyboardInterrupt:
-            self._cancel(_INTERRUPTED)
-            raise
-        except concurrent.futures.CancelledError:
-            if self._cancel_error is not None and self.cancelled():
-                raise self._cancel_error from None
-            raise
-
-    def exception(self, timeout: float | None = None) -> BaseException | None:
-        try:
-            return super().exception(_wait_interruptibly(self, timeout))
-        except KeyboardInterrupt:
-            self._cancel(_INTERRUPTED)
-            raise
-        except concurrent.futures.CancelledError:
-            if self._cancel_error is not None and self.cancelled():
-                raise self._cancel_error from None
-            raise
