@@ -6,7 +6,11 @@ Run from the project root, with the harness's requirements and mcpsync in one ve
         PY=.venv-bench/bin/python ../shared/bench/run_all.sh \
         --scenarios seq,seq-1cpu,concurrent,naive-sync
 
-The stdio modes are implemented; the HTTP modes arrive with the HTTP transport.
+The HTTP modes (``http-seq``, ``http-concurrent``) connect to the harness's ``http_server.py``
+URL with ``mcpsync.connect(url)`` (era detection on, as a user would run it)::
+
+    CLIENTS=floor,official_sdk,mcpsync_client BENCH_PATH=benchmarks RUNS=1 \
+        PY=.venv-bench/bin/python ../shared/bench/run_all.sh --scenarios http-seq,http-concurrent
 """
 
 from __future__ import annotations
@@ -18,11 +22,17 @@ from _common import CONCURRENCY, ECHO_TEXT, SLEEP_MS, WARMUP_CALLS, check_echo, 
 
 import mcpsync
 
+# Load the client now, so the harness counts it in "import ms" (as it counts the other SDKs'
+# imports) rather than inside the first timed connect: mcpsync loads its modules lazily.
+import mcpsync.client
+
 LABEL = "mcpsync"
-MODES = ("seq", "concurrent", "naive-sync")
+MODES = ("seq", "concurrent", "naive-sync", "http-seq", "http-concurrent")
 
 
-def _connect(server: list[str]) -> mcpsync.Client:
+def _connect(server: Any) -> mcpsync.Client:
+    if isinstance(server, str):   # the http-* modes get the endpoint URL
+        return mcpsync.connect(server)
     return mcpsync.connect(list(server))
 
 
@@ -37,7 +47,7 @@ def run(mode: str, n: int, server: Any) -> dict[str, Any]:
     with _connect(server) as c:
         setup_ms = (now() - t0) * 1e3
         proto = c.protocol_version
-        if mode == "concurrent":
+        if mode in ("concurrent", "http-concurrent"):
             c.call_tool("sleep", {"ms": 0})
             batch_ms: list[float] = []
             with ThreadPoolExecutor(CONCURRENCY) as pool:
@@ -66,4 +76,4 @@ if __name__ == "__main__":
     echo = Path(__file__).resolve().parents[2] / "shared" / "bench" / "echo_server.py"
     mode = sys.argv[1] if len(sys.argv) > 1 else "seq"
     count = int(sys.argv[2]) if len(sys.argv) > 2 else 1000
-    print(run(mode, count, [sys.executable, str(echo)]))
+    print(run(mode, count, [sys.executable, "-S", str(echo)]))  # -S as the harness runs it

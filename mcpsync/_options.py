@@ -81,9 +81,6 @@ def config_of(target: Any) -> ServerConfig:
     else:
         raise ConfigError(f"invalid target: expected an argv list, a command string, a URL or "
                           f"a ServerConfig, got {type(target).__name__}")
-    if config.is_http:
-        raise ConfigError(f"connecting to {config.url}: HTTP servers arrive with the HTTP "
-                          "transport, which is not built yet; only stdio commands work today")
     return config
 
 

@@ -25,7 +25,7 @@ import time
 import weakref
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcpsync._cache import ListCache
 from mcpsync._callbacks import (
@@ -38,6 +38,7 @@ from mcpsync._callbacks import (
 )
 from mcpsync._future import CallFuture
 from mcpsync._handshake import HandshakeParams, Negotiated, negotiate
+from mcpsync._http_connect import HttpSettings, http_settings, open_http_transport
 from mcpsync._input_required import check_result_type, next_round_params, run_input_rounds
 from mcpsync._options import Options, make_options
 from mcpsync._subscriptions import KINDS, Subscription, Subscriptions
@@ -77,6 +78,9 @@ from mcpsync.types import (
     ServerInfo,
     Tool,
 )
+
+if TYPE_CHECKING:
+    from mcpsync.transport.http import HttpTransport  # imports requests: only when used
 
 __all__ = ["Client", "ElicitationRequest", "SamplingRequest", "Subscription", "connect"]
 
@@ -119,8 +123,10 @@ class Client:
     def __init__(self, config: ServerConfig, options: Options, *,
                  sampling: SamplingCallback | None = None,
                  elicitation: ElicitationCallback | None = None,
-                 roots: RootsInput | None = None) -> None:
+                 roots: RootsInput | None = None,
+                 http: HttpSettings | None = None) -> None:
         self._config = config
+        self._http = http              # set for a URL target: the HTTP transport's settings
         self._opts = options
         self._name = options.name
         self._safe_name = logger_name_part(options.name)
@@ -143,7 +149,7 @@ class Client:
         self._workers: set[threading.Thread] = set()   # submitted calls between rounds
         self._log_level = options.log_level
         self._session: Session
-        self._transport: StdioTransport | None = None
+        self._transport: StdioTransport | HttpTransport | None = None
         # Set by _adopt(); declared here for the type checker.
         self._era = "legacy"
         self._modern = False
@@ -155,7 +161,8 @@ class Client:
         self._has_tools = False
         session, negotiated = negotiate(
             self._open_session, self._handshake_params(), era=options.era,
-            protocol_version=options.protocol_version, memory_key=self._memory_key())
+            protocol_version=options.protocol_version, memory_key=self._memory_key(),
+            allow_probe_restart=http is None)   # an HTTP server cannot be restarted
         self._session = session
         self._adopt(negotiated)
         _open_clients.add(self)
@@ -166,6 +173,8 @@ class Client:
         """Per-process memory of the era for ``(command, args, cwd)``; only for ``auto``."""
         if self._opts.era != "auto" or self._opts.protocol_version is not None:
             return None
+        if self._config.is_http:
+            return ("url", self._config.url)
         return (self._config.argv, self._config.cwd)
 
     def _handshake_params(self) -> HandshakeParams:
@@ -177,17 +186,24 @@ class Client:
                 version, self._callbacks.capabilities(modern=True), self._opts.client_info))
 
     def _open_session(self) -> Session:
-        """Spawn the server and start a session on it (the handshake comes after)."""
-        transport = StdioTransport(
-            self._config.argv, name=self._name, env=self._config.env,
-            inherit_env=self._opts.inherit_env, cwd=self._config.cwd,
-            max_frame_bytes=self._opts.max_frame_bytes, stderr_bytes=self._opts.stderr_bytes,
-            on_stderr=self._opts.on_stderr, die_with_parent=self._opts.die_with_parent)
-        try:
-            transport.start()
-        except BaseException:
-            transport.close()
-            raise
+        """Spawn the server (or open the HTTP transport) and start a session on it (the
+        handshake comes after)."""
+        transport: StdioTransport | HttpTransport
+        if self._http is not None:
+            transport = open_http_transport(self._config, self._http, name=self._name,
+                                            max_frame_bytes=self._opts.max_frame_bytes)
+        else:
+            transport = StdioTransport(
+                self._config.argv, name=self._name, env=self._config.env,
+                inherit_env=self._opts.inherit_env, cwd=self._config.cwd,
+                max_frame_bytes=self._opts.max_frame_bytes,
+                stderr_bytes=self._opts.stderr_bytes, on_stderr=self._opts.on_stderr,
+                die_with_parent=self._opts.die_with_parent)
+            try:
+                transport.start()
+            except BaseException:
+                transport.close()
+                raise
         session = Session(
             transport, name=self._name, default_timeout=self._opts.timeout,
             max_timeout=self._opts.max_timeout,
@@ -976,7 +992,12 @@ def connect(target: ServerConfig | Sequence[str] | str, *,
             client_info: Mapping[str, Any] | bool | None = True,
             max_pages: int = 100,
             max_input_rounds: int = 10,
-            validate_output: bool = True) -> Client:
+            validate_output: bool = True,
+            headers: Mapping[str, str] | None = None,
+            auth: Any = None,
+            session: Any = None,
+            authorization: Callable[[], str | None] | None = None,
+            on_unauthorized: Callable[[str], Any] | None = None) -> Client:
     """Start an MCP server and connect to it; return a ready :class:`Client`.
 
     ``target`` is an argv list (``[sys.executable, "server.py"]``), a command string (split
@@ -992,6 +1013,10 @@ def connect(target: ServerConfig | Sequence[str] | str, *,
       (at most 3 times in 60 s); ``None`` turns that off. Legacy servers are never restarted.
     - ``client_info``: ``True`` sends ``{"name": "mcpsync", "version": ...}``; a dict sends
       that; ``None`` sends none in modern requests.
+    - HTTP only (a URL target, see ``docs/http.md``): ``headers`` (static headers), ``auth``
+      (auth hooks, or a bearer token str), ``authorization``/``on_unauthorized`` (the plain
+      callables, instead of ``auth``), ``session`` (your own ``requests.Session``, used as
+      given and never closed by mcpsync).
 
     Raises :class:`~mcpsync.errors.ConfigError` for a bad option or a command that cannot be
     found, :class:`~mcpsync.errors.UnsupportedProtocolVersion` when no revision is shared,
@@ -1007,5 +1032,8 @@ def connect(target: ServerConfig | Sequence[str] | str, *,
         restart=restart, on_log=on_log, on_notification=on_notification, log_level=log_level,
         client_info=client_info, max_pages=max_pages, max_input_rounds=max_input_rounds,
         validate_output=validate_output)
-    return Client(config, options, sampling=sampling, elicitation=elicitation, roots=roots)
+    config, http = http_settings(config, headers=headers, auth=auth, session=session,
+                                 authorization=authorization, on_unauthorized=on_unauthorized)
+    return Client(config, options, sampling=sampling, elicitation=elicitation, roots=roots,
+                  http=http)
 

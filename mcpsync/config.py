@@ -144,9 +144,9 @@ class ServerConfig:
       ``None`` removes that variable from the child's environment. Stored as a new dict.
     - ``cwd``: the child's working directory.
     - ``timeout``: the default per-request timeout in seconds (finite, > 0).
-    - ``url``, ``headers``, ``authorization``, ``on_unauthorized``: the HTTP transport;
-      accepted and checked now, honoured from the HTTP issue on. ``headers`` and the two
-      hooks are only allowed together with ``url``.
+    - ``url``, ``headers``, ``authorization``, ``on_unauthorized``: the HTTP transport
+      (see ``docs/http.md``). ``headers`` and the two hooks are only allowed together with
+      ``url``.
     - ``scope`` (``""``, ``"project"``, ``"thread"``), ``secret_ref`` and
       ``secret_format`` (``env``, ``properties``, ``json``): accepted and checked now,
       honoured from the Manager issue on.

@@ -63,6 +63,7 @@ from mcpsync.errors import (
 )
 from mcpsync.jsonrpc import Batch, Message, ParseError, StreamError
 from mcpsync.protocol import describe_call, remote_error
+from mcpsync.transport._failed import CallFailed
 
 __all__ = ["DEFAULT_MAX_TIMEOUT", "RequestFuture", "Session", "SessionTransport"]
 
@@ -777,9 +778,26 @@ class Session:
                 self._garbage_line(item)
             elif isinstance(item, list):  # a Batch (2025-03-26)
                 self._feed(item)
+            elif isinstance(item, CallFailed):  # HTTP: an exchange failed without a reply
+                self._call_failed(item)
             else:  # a Message subclass: route it the slow way
                 self._feed([Message(item.id, item.method, item.params, item.result,
                                     item.error, item.extra)])
+
+    def _call_failed(self, item: CallFailed) -> None:
+        """The transport could not complete a call (an HTTP status, an expired session, an
+        auth failure): fail it with the transport's error."""
+        call = self._pending.pop(item.id.key, None)
+        if call is None:
+            logger.debug("server %r: dropped a failure of unknown or cancelled request %s: %s",
+                         self.name, item.id.raw, item.error)
+            return
+        if call.attended is False:
+            self._unattended.discard(call)
+        if call.ordered:
+            self._settle_later(call, None, item.error)
+        else:
+            call.finish(None, item.error)
 
     def _remote_error(self, call: Call, error: dict[str, Any]) -> RemoteError:
         return remote_error(error.get("code"), error.get("message"), error.get("data"),

@@ -81,11 +81,9 @@ def test_string_target_is_shlex_split_and_config_accepted() -> None:
         assert "cfg" in repr(client)
 
 
-def test_http_url_is_a_clear_config_error() -> None:
-    with pytest.raises(mcpsync.ConfigError, match="HTTP transport"):
-        mcpsync.connect("https://example.com/mcp")
-    with pytest.raises(mcpsync.ConfigError, match="HTTP transport"):
-        mcpsync.connect(mcpsync.ServerConfig(url="http://localhost:1/mcp"))
+def test_http_only_options_are_refused_for_stdio(demo_argv: list[str]) -> None:
+    with pytest.raises(mcpsync.ConfigError, match="headers"):
+        mcpsync.connect(demo_argv, headers={"X-Test": "1"})
 
 
 @pytest.mark.parametrize("options", [

@@ -1,0 +1,186 @@
+"""Low-level helpers of the HTTP transport: our own ``requests.Session``, aborting a request
+from another thread, and reading bodies and streams without buffering past a limit.
+
+Why a tracked connection class: a cancelled request must be torn down even *before* its
+response headers arrive (rules/http.md §6), but ``requests`` blocks in ``getresponse()`` and
+offers no handle on the socket until it returns. Our own session mounts an adapter whose
+urllib3 pools build :class:`_TrackedHTTPConnection`; each one announces itself to the
+:class:`Abortable` the sending thread registered (a thread-local), so the cancelling thread can
+``shutdown()`` that socket, which wakes the blocked read at once. A caller's own session is
+never remounted: there a request is aborted once its headers arrive (documented).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import requests
+from requests.adapters import HTTPAdapter
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+
+from mcpsync.errors import TransportError
+
+__all__ = ["Abortable", "abort_socket", "iter_chunks", "media_type", "new_session",
+           "read_body", "tracking"]
+
+POOL_MAXSIZE = 64
+READ1_SIZE = 65536
+
+_tls = threading.local()
+
+
+class Abortable:
+    """One in-flight HTTP request that another thread may abort.
+
+    ``conn`` is the urllib3 connection (set by the tracked connection class when the request
+    is written); ``response`` the ``requests.Response`` once its headers arrived.
+    """
+
+    __slots__ = ("aborted", "conn", "response")
+
+    def __init__(self) -> None:
+        self.aborted = False
+        self.conn: Any = None
+        self.response: requests.Response | None = None
+
+    def abort(self) -> None:
+        """Tear the request down for good: its reader (in another thread) sees an error or
+        EOF, and nothing more is sent for it."""
+        self.aborted = True
+        self.shutdown()
+
+    def shutdown(self) -> None:
+        """Shut the current connection down (the watchdog: the stream counts as dropped)."""
+        response = self.response
+        if response is not None:
+            raw = getattr(response, "raw", None)
+            conn = getattr(raw, "_connection", None) or getattr(raw, "connection", None)
+            if conn is not None:
+                abort_socket(getattr(conn, "sock", None))
+            else:
+                fp = getattr(getattr(raw, "_fp", None), "fp", None)
+                abort_socket(getattr(getattr(fp, "raw", None), "_sock", None))
+        conn = self.conn
+        if conn is not None:
+            abort_socket(getattr(conn, "sock", None))
+
+
+def abort_socket(sock: Any) -> None:
+    """``shutdown(SHUT_RDWR)``: unlike ``close()``, it wakes a thread blocked reading it."""
+    if sock is None:
+        return
+    with contextlib.suppress(OSError, AttributeError, ValueError):
+        sock.shutdown(socket.SHUT_RDWR)
+
+
+@contextlib.contextmanager
+def tracking(target: Abortable) -> Iterator[None]:
+    """While sending on this thread, connections announce themselves to ``target``."""
+    previous = getattr(_tls, "target", None)
+    _tls.target = target
+    try:
+        yield
+    finally:
+        _tls.target = previous
+
+
+def _announce(conn: Any) -> None:
+    target: Abortable | None = getattr(_tls, "target", None)
+    if target is not None:
+        target.conn = conn
+        if target.aborted:
+            raise requests.ConnectionError("the request was cancelled")
+
+
+class _TrackedHTTPConnection(HTTPConnection):
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        _announce(self)
+        super().request(*args, **kwargs)
+
+
+class _TrackedHTTPSConnection(HTTPSConnection):
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        _announce(self)
+        super().request(*args, **kwargs)
+
+
+class _TrackedHTTPPool(HTTPConnectionPool):
+    ConnectionCls = _TrackedHTTPConnection
+
+
+class _TrackedHTTPSPool(HTTPSConnectionPool):
+    ConnectionCls = _TrackedHTTPSConnection
+
+
+class _TrackingAdapter(HTTPAdapter):
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {"http": _TrackedHTTPPool,
+                                                   "https": _TrackedHTTPSPool}
+
+
+def new_session() -> requests.Session:
+    """Our own session: a 64-connection pool whose connections can be aborted early."""
+    session = requests.Session()
+    adapter = _TrackingAdapter(pool_connections=4, pool_maxsize=POOL_MAXSIZE)
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    return session
+
+
+def media_type(response: requests.Response) -> str:
+    """The ``Content-Type`` without parameters, lower-cased ("" when absent)."""
+    value = response.headers.get("Content-Type") or ""
+    return value.split(";", 1)[0].strip().lower()
+
+
+def iter_chunks(response: requests.Response) -> Iterator[bytes]:
+    """Bytes as they arrive: one HTTP chunk at a time (chunked encoding), else ``read1``.
+
+    ``iter_content(chunk_size=None)`` waits for EOF on a stream without chunked encoding
+    (a plain HTTP/1.0-style stream), so the raw response is read directly.
+    """
+    raw = response.raw
+    if getattr(raw, "chunked", False) and raw.supports_chunked_reads():
+        for chunk in raw.read_chunked(None, decode_content=True):
+            if chunk:
+                yield chunk
+        return
+    while True:
+        chunk = raw.read1(READ1_SIZE, decode_content=True)
+        if not chunk:
+            return
+        yield chunk
+
+
+def read_body(response: requests.Response, limit: int, what: str) -> bytes:
+    """The whole body, refusing (and closing the connection) past ``limit`` bytes."""
+    length = response.headers.get("Content-Length")
+    if length is not None and length.isdigit() and int(length) > limit:
+        response.close()
+        raise TransportError(f"{what}: the reply body is {length} bytes, over the "
+                             f"{limit}-byte limit (max_frame_bytes)")
+    raw = response.raw
+    if length is not None and length.isdigit() and not getattr(raw, "chunked", False):
+        data: bytes = raw.read(decode_content=True)
+    else:
+        parts: list[bytes] = []
+        size = 0
+        for chunk in iter_chunks(response):
+            size += len(chunk)
+            if size > limit:
+                response.close()
+                raise TransportError(f"{what}: the reply body is over the {limit}-byte "
+                                     "limit (max_frame_bytes)")
+            parts.append(chunk)
+        data = b"".join(parts)
+    if len(data) > limit:
+        response.close()
+        raise TransportError(f"{what}: the reply body is {len(data)} bytes, over the "
+                             f"{limit}-byte limit (max_frame_bytes)")
+    return data
