@@ -3,7 +3,9 @@
 With ``era="auto"`` the client first sends ``server/discover`` carrying the modern ``_meta``.
 A valid ``DiscoverResult`` (or a -32022 naming a modern version we speak) means modern; any
 other answer, silence for ``probe_timeout`` seconds, or the server exiting means legacy, and the
-client does the ``initialize`` handshake. The fallback is never keyed to one error code: legacy
+client does the ``initialize`` handshake. Over HTTP (``HandshakeParams.http``) a -32021 or
+-32020 also means modern: the server refused the probe, so its typed error is raised instead
+of falling back to ``initialize``. The fallback is never keyed to one error code: legacy
 servers answer unknown pre-``initialize`` methods in many ways, or not at all.
 
 The probe is never cancelled (a legacy server should see nothing before ``initialize``), and a
@@ -27,6 +29,7 @@ from mcpsync.errors import (
     RequestTimeout,
     UnsupportedProtocolVersion,
 )
+from mcpsync.jsonrpc import HEADER_MISMATCH, MISSING_CLIENT_CAPABILITY
 from mcpsync.protocol import (
     LATEST_LEGACY,
     LATEST_MODERN,
@@ -44,6 +47,10 @@ from mcpsync.types import ServerInfo
 __all__ = ["Negotiated", "forget_era", "negotiate", "remembered_era"]
 
 _log = logging.getLogger("mcpsync.client")
+
+# Over HTTP, a server/discover answered with these codes (at any status) means a modern
+# server, as -32022 does; on stdio only -32022 counts (client rules §6).
+_HTTP_MODERN_PROBE_ERRORS = frozenset({HEADER_MISMATCH, MISSING_CLIENT_CAPABILITY})
 
 
 class _Requester(Protocol):
@@ -126,6 +133,7 @@ class HandshakeParams:
     legacy_capabilities: dict[str, Any]
     client_info: dict[str, Any]
     modern_meta: Callable[[str], dict[str, Any]]   # version -> request _meta
+    http: bool = False     # the probe runs over HTTP (rules/http.md §4: more modern codes)
 
 
 def _discover(session: _Requester, hp: HandshakeParams, timeout: float) -> Negotiated | None:
@@ -139,6 +147,13 @@ def _discover(session: _Requester, hp: HandshakeParams, timeout: float) -> Negot
             result = session.request("server/discover", {"_meta": hp.modern_meta(version)},
                                      timeout=timeout, cancellable=False)
         except RemoteError as exc:
+            if hp.http and exc.code in _HTTP_MODERN_PROBE_ERRORS:
+                # Only a modern server emits these (rules/http.md §4): it is modern, but it
+                # refused the probe, so falling back to `initialize` would be wrong. The
+                # typed error (MissingCapability, HeaderMismatch) says what to fix.
+                _log.debug("server %r answered server/discover with modern error %s",
+                           hp.name, exc.code)
+                raise
             verdict, retry = classify_discover_error(exc.code, exc.data)
             if verdict == "retry" and retry is not None and attempt == 0:
                 version = retry  # once, even with the version we asked for

@@ -183,7 +183,8 @@ class Client:
             legacy_capabilities=self._callbacks.capabilities(modern=False),
             client_info=self._opts.client_info or {"name": "mcpsync", "version": __version__},
             modern_meta=lambda version: build_meta(
-                version, self._callbacks.capabilities(modern=True), self._opts.client_info))
+                version, self._callbacks.capabilities(modern=True), self._opts.client_info),
+            http=self._config.is_http)
 
     def _open_session(self) -> Session:
         """Spawn the server (or open the HTTP transport) and start a session on it (the

@@ -5,7 +5,8 @@ Theory of operation (the *reader role*; ``docs/performance.md`` has the long ver
 
 - Exactly one thread at a time reads the transport: it holds the *reader role*
   (``self._reader``, changed only under ``self._lock``). The holder is the background reader
-  thread ``mcpsync-stdio-reader-<name>`` (``_BG``), or a caller (its :class:`Call`).
+  thread ``mcpsync-<kind>-reader-<name>`` (``_BG``; ``<kind>`` is the transport's ``kind``,
+  ``stdio`` or ``http``), or a caller (its :class:`Call`).
 - Leader/follower: a caller whose request is the only one in flight reads its own response
   (it *leads*): no hand-off between threads, which is the one hop per call a plain reader
   thread costs. Every other caller *follows*: it sleeps on its call's lock until the current
@@ -240,7 +241,10 @@ class Session:
                 return
             self._started = True
             self._reader = _BG
-        thread = threading.Thread(target=self._bg_run, name=f"mcpsync-stdio-reader-{self._safe}",
+        # Named after the transport (``mcpsync-http-reader-<name>`` on HTTP), so a thread dump
+        # tells which kind of connection a reader serves; a transport without ``kind`` is stdio.
+        kind = getattr(self._transport, "kind", "stdio")
+        thread = threading.Thread(target=self._bg_run, name=f"mcpsync-{kind}-reader-{self._safe}",
                                   daemon=True)
         self._bg_thread = thread
         thread.start()
@@ -642,7 +646,7 @@ class Session:
     # ------------------------------------------------------------------ the background reader
 
     def _bg_run(self) -> None:
-        """Thread ``mcpsync-stdio-reader-<name>``: read whenever no caller holds the role.
+        """Thread ``mcpsync-<kind>-reader-<name>``: read whenever no caller holds the role.
 
         While a caller holds it, sleep on the gate: HANDOFF_GRACE when the holder changed
         since the last look (calls are flowing; a role given back with nothing pending is

@@ -100,7 +100,8 @@ def test_many_threads_share_one_client(
         workers = {t.name for t in threading.enumerate() if t.name.startswith("mcpsync-http-")}
     assert not errors
     assert workers and all(n.startswith(("mcpsync-http-peer-", "mcpsync-http-get-peer",
-                                          "mcpsync-http-watchdog-peer"))
+                                          "mcpsync-http-watchdog-peer",
+                                          "mcpsync-http-reader-peer"))
                            for n in workers), workers
 
 

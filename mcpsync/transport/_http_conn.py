@@ -55,7 +55,13 @@ class Abortable:
         self.shutdown()
 
     def shutdown(self) -> None:
-        """Shut the current connection down (the watchdog: the stream counts as dropped)."""
+        """Shut the current connection down (the watchdog: the stream counts as dropped).
+
+        Once the response headers arrived, only the response's own socket is touched: the
+        connection object (``conn``) goes back to the pool when that stream ends and may
+        already carry another request (a GET stream reopened at once), whose socket is not
+        ours to shut. Before the headers, ``conn`` is the request's.
+        """
         response = self.response
         if response is not None:
             raw = getattr(response, "raw", None)
@@ -65,6 +71,7 @@ class Abortable:
             else:
                 fp = getattr(getattr(raw, "_fp", None), "fp", None)
                 abort_socket(getattr(getattr(fp, "raw", None), "_sock", None))
+            return
         conn = self.conn
         if conn is not None:
             abort_socket(getattr(conn, "sock", None))

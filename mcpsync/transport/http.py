@@ -17,7 +17,8 @@ timeouts, cancellation, progress and Ctrl-C work as on stdio:
   ``_meta`` in a request's params selects the modern headers and cancellation.
 
 Legacy (2025-03-26 … 2025-11-25): ``Mcp-Session-Id`` and ``MCP-Protocol-Version`` on every
-request after ``initialize``, the GET stream on ``mcpsync-http-get-<name>``, a 404 re-creates
+request after ``initialize``, the GET stream on ``mcpsync-http-get-<name>`` (answered before
+``connect()`` returns and before a request retried after a 404, at most 2 s), a 404 re-creates
 the session once (shared by concurrent 404s) and retries transparently, dropped streams resume
 with ``Last-Event-ID``, ``DELETE`` on close. Modern (2026-07-28): stateless POSTs with the
 ``Mcp-*`` headers, cancellation by closing the stream, a broken stream re-issued once with a
@@ -86,6 +87,7 @@ RESUME_ATTEMPTS: Final = 5
 MAX_WORKERS: Final = 64
 JOIN_TIMEOUT: Final = 1.0
 INTERNAL_TIMEOUT: Final = 30.0           # the transport's own requests (a re-initialize)
+GET_OPEN_WAIT: Final = 2.0               # how long requests wait for the GET stream's answer
 
 ACCEPT_POST: Final = "application/json, text/event-stream"
 _JSON: Final = "application/json"
@@ -99,6 +101,7 @@ _LISTEN: Final = "subscriptions/listen"
 LISTEN_FIRST: Final = 1.0                # listen reconnects: 1 s, x1.5, capped at 30 s
 _WAKE: Final = object()
 _EOF: Final = object()
+_NONE_YET: Final = object()
 
 
 class _Exchange(Abortable):
@@ -200,6 +203,8 @@ class HttpTransport:
     ``mcpsync.auth_hooks.make_auth``). ``max_frame_bytes`` bounds one JSON body or SSE event.
     """
 
+    kind = "http"    # the session names its reader thread after it: mcpsync-http-reader-<name>
+
     def __init__(self, url: str, *, name: str, session: requests.Session | None = None,
                  headers: Mapping[str, str] | None = None, auth: AuthHooks | None = None,
                  max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
@@ -235,6 +240,11 @@ class HttpTransport:
         self._get_thread: threading.Thread | None = None
         self._get_abort: Abortable | None = None
         self._get_wanted = False
+        # The session id the last *answered* GET carried (any status, or an error): requests
+        # wait for it to match the current session (see _await_get_stream).
+        self._get_answered: object = _NONE_YET
+        self._get_cond = threading.Condition()
+        self._get_kick = threading.Event()   # wakes the GET loop's back-off (restart, close)
         self._listen_threads: list[threading.Thread] = []
         # Modern state.
         self._modern_version: str | None = None
@@ -304,7 +314,8 @@ class HttpTransport:
 
     def send(self, message: Message) -> None:
         """Send one message (never blocks on the network, except ``notifications/initialized``,
-        which must reach the server before the requests that follow it)."""
+        which must reach the server before the requests that follow it; in the legacy era it
+        also waits, at most GET_OPEN_WAIT, for the GET stream's answer)."""
         self._dispatch(message, None)
 
     def send_bytes(self, frame: bytes) -> None:
@@ -340,6 +351,7 @@ class HttpTransport:
             self._post_oneway(frame, method)
             if self._legacy and self._sse is None:
                 self._start_get_stream()
+                self._await_get_stream()
             return
         self._workers.submit(lambda: self._post_oneway(frame, method or "response"))
 
@@ -394,8 +406,10 @@ class HttpTransport:
             merged = {**auth_headers, **headers}
 
             def once(to: str) -> requests.Response:
-                if target is not None and target.aborted:
-                    raise requests.ConnectionError("the request was cancelled")
+                if target is not None:
+                    if target.aborted:
+                        raise requests.ConnectionError("the request was cancelled")
+                    target.response = None   # a new hop or retry: its connection is live
                 response = http.request(verb, to, data=body, headers=merged, stream=stream,
                                         timeout=timeout, allow_redirects=False)
                 if target is not None:
@@ -913,6 +927,7 @@ class HttpTransport:
                                  f"404) and a new one could not be created: {exc}",
                                  server=self.name, method=ex.method) from exc
         ex.retried_404 = True
+        self._await_get_stream()   # the restored GET stream first, as after connecting
         self._exchange(ex)
 
     def _recreate_session(self, used: str | None) -> None:
@@ -1111,11 +1126,39 @@ class HttpTransport:
         self._get_thread = thread
         thread.start()
 
+    def _await_get_stream(self) -> None:
+        """Wait (at most GET_OPEN_WAIT) until the GET for the current session was answered:
+        a 2xx with the stream open, a refusal such as 405, or an error.
+
+        Why: a server without an event store sends its requests (``elicitation/create``) on
+        the GET stream and drops them when that stream is not open yet; a request POSTed
+        before the GET is answered can trigger exactly that (conformance scenario
+        ``elicitation-sep1034-client-defaults`` failed that way about one run in ten). The
+        bound keeps a slow server from hanging ``connect()``. Not on the GET thread itself.
+        """
+        thread = self._get_thread
+        if thread is None or thread is threading.current_thread():
+            return
+        with self._get_cond:
+            answered = self._get_cond.wait_for(
+                lambda: self._get_answered == self._session_id or not thread.is_alive()
+                or self._closing.is_set(), GET_OPEN_WAIT)
+        if not answered:
+            logger.debug("server %r: the GET stream was not answered within %.0f s; going on",
+                         self.name, GET_OPEN_WAIT)
+
+    def _note_get_answered(self, sid: str | None) -> None:
+        with self._get_cond:
+            self._get_answered = sid
+            self._get_cond.notify_all()
+
     def _restart_get_stream(self) -> None:
-        """After a new session: end the old GET (the loop reconnects with the new id)."""
+        """After a new session: end the old GET (the loop reconnects with the new id at
+        once, skipping its back-off)."""
         current = self._get_abort
         if current is not None:
             current.abort()
+        self._get_kick.set()     # after the abort: the reopened GET is not the one aborted
         if self._get_thread is None or not self._get_thread.is_alive():
             self._get_thread = None
             self._start_get_stream()
@@ -1123,12 +1166,16 @@ class HttpTransport:
     def _get_loop(self) -> None:
         """Thread ``mcpsync-http-get-<name>``: the server's standalone stream (legacy)."""
         decoder = SSEDecoder(max_event_bytes=self._max)
+        decoder_sid = self._session_id
         delay = RESUME_DEFAULT
         while not self._closing.is_set():
+            self._get_kick.clear()
             target = Abortable()
             self._get_abort = target
             headers = {"Accept": _SSE, "Accept-Encoding": "identity"}
             sid = self._legacy_headers(headers)
+            if sid != decoder_sid:   # a new session: a fresh stream, no old Last-Event-ID
+                decoder, decoder_sid = SSEDecoder(max_event_bytes=self._max), sid
             if decoder.last_event_id is not None:
                 headers["Last-Event-ID"] = decoder.last_event_id
             try:
@@ -1136,11 +1183,13 @@ class HttpTransport:
                                          timeout=(CONNECT_TIMEOUT, None), target=target,
                                          rpc_method=None)
             except (MCPError, *_NETWORK_ERRORS) as exc:
+                self._note_get_answered(sid)
                 if self._closing.is_set():
                     return
                 logger.info("server %r: the GET stream failed: %s", self.name, exc)
                 response = None
             if response is not None:
+                self._note_get_answered(sid)
                 status = response.status_code
                 if status == 405:
                     response.close()
@@ -1166,14 +1215,22 @@ class HttpTransport:
                         delay = RESUME_DEFAULT
                     if decoder.retry_ms is not None:
                         delay = decoder.retry_ms / 1000
-                    if self._closing.wait(delay):
+                    if self._get_pause(delay):
                         return
                     continue
                 logger.info("server %r: the GET stream got HTTP %d", self.name, status)
                 response.close()
-            if self._closing.wait(delay):
+            if self._get_pause(delay):
                 return
             delay = min(delay * RESUME_FACTOR, RESUME_CAP)
+
+    def _get_pause(self, delay: float) -> bool:
+        """The GET loop's back-off; cut short by a restart. True once closing."""
+        if self._closing.is_set():
+            return True
+        if self._get_kick.wait(delay):
+            self._get_kick.clear()
+        return self._closing.is_set()
 
     # ------------------------------------------------------------------ closing
 
@@ -1190,6 +1247,9 @@ class HttpTransport:
             return
         for ex in list(self._inflight.values()):
             ex.abort()
+        self._get_kick.set()
+        with self._get_cond:
+            self._get_cond.notify_all()
         get_abort = self._get_abort
         if get_abort is not None:
             get_abort.abort()
