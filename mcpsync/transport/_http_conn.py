@@ -15,8 +15,9 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+import time
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import requests
 from requests.adapters import HTTPAdapter
@@ -25,11 +26,15 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from mcpsync.errors import TransportError
 
+if TYPE_CHECKING:
+    from requests.sessions import _Settings
+
 __all__ = ["Abortable", "abort_socket", "iter_chunks", "media_type", "new_session",
            "read_body", "tracking"]
 
 POOL_MAXSIZE = 64
 READ1_SIZE = 65536
+ENV_TTL = 1.0   # seconds between two reads of the environment's proxy/CA settings
 
 _tls = threading.local()
 
@@ -131,9 +136,41 @@ class _TrackingAdapter(HTTPAdapter):
                                                    "https": _TrackedHTTPSPool}
 
 
+class _OwnSession(requests.Session):
+    """Our session, which re-reads the environment's settings at most every ENV_TTL seconds.
+
+    ``requests`` scans the whole ``os.environ`` (``*_proxy``, ``no_proxy``, the CA-bundle
+    variables) on every request: with a typical environment that is the largest single CPU
+    cost of a small POST. The merged settings depend only on the URL, the per-call
+    arguments and the environment, so they are kept per URL for ENV_TTL seconds: a proxy
+    variable changed at run time is still honoured, within that delay.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._env_cache: dict[tuple[Any, ...], tuple[float, _Settings]] = {}
+
+    def merge_environment_settings(self, url: Any, proxies: Any, stream: Any, verify: Any,
+                                   cert: Any) -> _Settings:
+        if proxies:   # explicit per-call proxies: nothing to cache
+            return super().merge_environment_settings(url, proxies, stream, verify, cert)
+        key = (url, stream, verify, cert, self.trust_env)
+        now = time.monotonic()
+        hit = self._env_cache.get(key)
+        if hit is None or now - hit[0] > ENV_TTL:
+            settings = super().merge_environment_settings(url, {}, stream, verify, cert)
+            if len(self._env_cache) > 64:   # many URLs (redirect targets): start over
+                self._env_cache.clear()
+            self._env_cache[key] = hit = (now, settings)
+        cached = hit[1]
+        fresh = cached.copy()   # requests may add to the proxies: never share the dict
+        fresh["proxies"] = dict(cached["proxies"])
+        return fresh
+
+
 def new_session() -> requests.Session:
     """Our own session: a 64-connection pool whose connections can be aborted early."""
-    session = requests.Session()
+    session = _OwnSession()
     adapter = _TrackingAdapter(pool_connections=4, pool_maxsize=POOL_MAXSIZE)
     session.mount("http://", adapter)
     session.mount("https://", adapter)
