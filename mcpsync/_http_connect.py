@@ -32,16 +32,18 @@ class HttpSettings:
 
 def http_settings(config: ServerConfig, *, headers: Mapping[str, str] | None, auth: Any,
                   session: Any, authorization: Callable[[], str | None] | None,
-                  on_unauthorized: Callable[[str], Any] | None
+                  on_unauthorized: Callable[[str], Any] | None, transport: str | None = None
                   ) -> tuple[ServerConfig, HttpSettings | None]:
     """Merge ``connect()``'s HTTP keywords into the config; check they fit the target.
 
-    ``headers=`` go on top of the config's; ``authorization``/``on_unauthorized`` replace the
-    config's; ``auth=`` with either plain callable raises :class:`ConfigError`.
+    ``headers=`` go on top of the config's; ``authorization``/``on_unauthorized`` and
+    ``transport`` replace the config's; ``auth=`` with either plain callable raises
+    :class:`ConfigError`.
     """
     given = [name for name, value in (("headers", headers), ("auth", auth),
                                       ("session", session), ("authorization", authorization),
-                                      ("on_unauthorized", on_unauthorized)) if value is not None]
+                                      ("on_unauthorized", on_unauthorized),
+                                      ("transport", transport)) if value is not None]
     if not config.is_http:
         if given:
             raise ConfigError(f"invalid option: {', '.join(given)}: only for HTTP servers "
@@ -54,6 +56,8 @@ def http_settings(config: ServerConfig, *, headers: Mapping[str, str] | None, au
         overrides["authorization"] = authorization
     if on_unauthorized is not None:
         overrides["on_unauthorized"] = on_unauthorized
+    if transport is not None:
+        overrides["transport"] = transport   # checked by ServerConfig.__init__
     if overrides:
         config = replace(config, **overrides)
     if session is not None and not callable(getattr(session, "request", None)):
@@ -71,4 +75,4 @@ def open_http_transport(config: ServerConfig, settings: HttpSettings, *, name: s
     assert config.url is not None
     return HttpTransport(config.url, name=name, session=settings.session,
                          headers=dict(config.headers), auth=settings.auth,
-                         max_frame_bytes=max_frame_bytes)
+                         max_frame_bytes=max_frame_bytes, transport=config.transport)

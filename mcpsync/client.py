@@ -37,7 +37,7 @@ from mcpsync._callbacks import (
     SamplingRequest,
 )
 from mcpsync._future import CallFuture
-from mcpsync._handshake import HandshakeParams, Negotiated, negotiate
+from mcpsync._handshake import HandshakeParams, Negotiated, forget_era, negotiate
 from mcpsync._http_connect import HttpSettings, http_settings, open_http_transport
 from mcpsync._input_required import check_result_type, next_round_params, run_input_rounds
 from mcpsync._options import Options, make_options
@@ -90,6 +90,9 @@ ProgressCallback = Callable[[float, "float | None", "str | None"], Any]
 
 _UNSUPPORTED_PROTOCOL_VERSION = -32022
 _INVALID_PARAMS = -32602
+# Modern-only error codes: on a legacy HTTP session they mean the era was detected wrongly.
+_MODERN_ONLY_CODES = frozenset({-32022, -32021, -32020})
+_METHOD_NOT_FOUND = -32601
 _RESTART_LIMIT = 3          # modern stdio restarts ...
 _RESTART_WINDOW = 60.0      # ... within this many seconds
 _LIST_METHODS = {"tools": ("tools/list",), "prompts": ("prompts/list",),
@@ -144,6 +147,7 @@ class Client:
             capabilities=lambda: self._capabilities, ack_timeout=lambda: self._opts.timeout)
         self._state_lock = threading.Lock()      # close and the session swap
         self._restart_lock = threading.Lock()    # one restart at a time
+        self._redetected = False                 # the era is re-detected at most once
         self._closed = False
         self._restarts: collections.deque[float] = collections.deque()
         self._workers: set[threading.Thread] = set()   # submitted calls between rounds
@@ -159,8 +163,10 @@ class Client:
         self._server_info = ServerInfo()
         self._meta: dict[str, Any] = {}
         self._has_tools = False
+        # A forced HTTP+SSE transport (2024-11-05) is legacy by definition: no detection.
+        era = "legacy" if config.transport == "sse" and options.era == "auto" else options.era
         session, negotiated = negotiate(
-            self._open_session, self._handshake_params(), era=options.era,
+            self._open_session, self._handshake_params(), era=era,
             protocol_version=options.protocol_version, memory_key=self._memory_key(),
             allow_probe_restart=http is None)   # an HTTP server cannot be restarted
         self._session = session
@@ -171,7 +177,8 @@ class Client:
 
     def _memory_key(self) -> Hashable | None:
         """Per-process memory of the era for ``(command, args, cwd)``; only for ``auto``."""
-        if self._opts.era != "auto" or self._opts.protocol_version is not None:
+        if (self._opts.era != "auto" or self._opts.protocol_version is not None
+                or self._config.transport == "sse"):
             return None
         if self._config.is_http:
             return ("url", self._config.url)
@@ -367,6 +374,11 @@ class Client:
         try:
             result = opts.send(session, method, wire)
         except RemoteError as exc:
+            if self._contradicts(exc, method):
+                self._redetect(session, exc)
+                return self._request(method, params, timeout=timeout, progress=progress,
+                                     reset_timeout_on_progress=reset_timeout_on_progress,
+                                     meta=meta)
             result = self._version_retry(exc, method, wire, opts)
         if self._modern and check_result_type(method, result, params=params,
                                               server=self._name) == "input_required":
@@ -398,6 +410,49 @@ class Client:
     def _version_retry(self, exc: RemoteError, method: str, wire: dict[str, Any] | None,
                        opts: _Round) -> Any:
         return opts.send(self._session, method, self._retry_params(exc, wire))
+
+    def _contradicts(self, exc: RemoteError, method: str) -> bool:
+        """Whether an HTTP reply says the detected era is wrong (rules §4): a modern-only
+        error code on a legacy session, or -32601 for ``tools/list`` on a modern one. Only
+        when the era was detected (no pin), and only once per client."""
+        if self._redetected or not self._config.is_http or self._memory_key() is None:
+            return False
+        if self._modern:
+            return exc.code == _METHOD_NOT_FOUND and method == "tools/list"
+        return exc.code in _MODERN_ONLY_CODES
+
+    def _redetect(self, used: Session, exc: RemoteError) -> None:
+        """Detect the era anew on a fresh transport and adopt it; threads that meet the
+        same contradiction together share one detection."""
+        with self._restart_lock:
+            with self._state_lock:
+                if self._closed:
+                    raise ClosedError(f"client for server {self._name!r} is closed",
+                                      server=self._name)
+                if self._redetected:
+                    if self._session is used:
+                        raise exc
+                    return
+                self._redetected = True
+            _log.warning("server %r answered %s with error %s, which contradicts the detected "
+                         "%s era; detecting its era again", self._name, exc.method, exc.code,
+                         self._era)
+            used.close("the era is detected again")
+            key = self._memory_key()
+            forget_era(key)
+            session, negotiated = negotiate(
+                self._open_session, self._handshake_params(), era="auto",
+                protocol_version=None, memory_key=key, allow_probe_restart=False)
+            with self._state_lock:
+                if self._closed:
+                    session.close()
+                    raise ClosedError(f"client for server {self._name!r} is closed",
+                                      server=self._name)
+                self._session = session
+                self._adopt(negotiated)
+            self._cache.clear()
+        if self._modern:   # a legacy session's subscriptions are not re-sent (docs: gaps)
+            self._subs.reopen()
 
     def _input_rounds(self, method: str, wire: dict[str, Any], result: dict[str, Any],
                       opts: _Round) -> dict[str, Any]:
@@ -461,6 +516,12 @@ class Client:
                                          progress=progress,
                                          reset_timeout_on_progress=reset_timeout_on_progress)
         except RemoteError as exc:
+            if self._contradicts(exc, "tools/call"):
+                self._redetect(session, exc)
+                return self.call_tool(name, arguments, timeout=timeout, progress=progress,
+                                      raise_on_error=raise_on_error,
+                                      retry_on_drop=retry_on_drop, meta=meta,
+                                      reset_timeout_on_progress=reset_timeout_on_progress)
             result = self._version_retry(exc, "tools/call", params,
                                          _Round(timeout, progress, reset_timeout_on_progress))
         except ConnectionLost:
@@ -998,7 +1059,8 @@ def connect(target: ServerConfig | Sequence[str] | str, *,
             auth: Any = None,
             session: Any = None,
             authorization: Callable[[], str | None] | None = None,
-            on_unauthorized: Callable[[str], Any] | None = None) -> Client:
+            on_unauthorized: Callable[[str], Any] | None = None,
+            transport: str | None = None) -> Client:
     """Start an MCP server and connect to it; return a ready :class:`Client`.
 
     ``target`` is an argv list (``[sys.executable, "server.py"]``), a command string (split
@@ -1017,7 +1079,8 @@ def connect(target: ServerConfig | Sequence[str] | str, *,
     - HTTP only (a URL target, see ``docs/http.md``): ``headers`` (static headers), ``auth``
       (auth hooks, or a bearer token str), ``authorization``/``on_unauthorized`` (the plain
       callables, instead of ``auth``), ``session`` (your own ``requests.Session``, used as
-      given and never closed by mcpsync).
+      given and never closed by mcpsync), ``transport`` (``"sse"`` forces the 2024-11-05
+      HTTP+SSE transport without detection; ``"streamable-http"`` never falls back to it).
 
     Raises :class:`~mcpsync.errors.ConfigError` for a bad option or a command that cannot be
     found, :class:`~mcpsync.errors.UnsupportedProtocolVersion` when no revision is shared,
@@ -1034,7 +1097,8 @@ def connect(target: ServerConfig | Sequence[str] | str, *,
         client_info=client_info, max_pages=max_pages, max_input_rounds=max_input_rounds,
         validate_output=validate_output)
     config, http = http_settings(config, headers=headers, auth=auth, session=session,
-                                 authorization=authorization, on_unauthorized=on_unauthorized)
+                                 authorization=authorization, on_unauthorized=on_unauthorized,
+                                 transport=transport)
     return Client(config, options, sampling=sampling, elicitation=elicitation, roots=roots,
                   http=http)
 

@@ -32,6 +32,7 @@ EnvInput = Mapping[str, "str | None"] | Iterable[str]
 
 _SCOPES = ("", "project", "thread")
 _SECRET_FORMATS = ("env", "properties", "json")
+_TRANSPORTS = ("", "streamable-http", "sse")  # ServerConfig.transport
 _LOGGER_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 
@@ -147,6 +148,8 @@ class ServerConfig:
     - ``url``, ``headers``, ``authorization``, ``on_unauthorized``: the HTTP transport
       (see ``docs/http.md``). ``headers`` and the two hooks are only allowed together with
       ``url``.
+    - ``transport``: ``""`` (detect), ``"streamable-http"`` (never fall back to HTTP+SSE)
+      or ``"sse"`` (the 2024-11-05 HTTP+SSE transport, no detection); only with ``url``.
     - ``scope`` (``""``, ``"project"``, ``"thread"``), ``secret_ref`` and
       ``secret_format`` (``env``, ``properties``, ``json``): accepted and checked now,
       honoured from the Manager issue on.
@@ -169,6 +172,7 @@ class ServerConfig:
     on_unauthorized: Callable[[str], Any] | None = None
     secret_ref: str = ""
     secret_format: str = "env"
+    transport: str = ""
 
     # A hand-written __init__ (rather than the generated one) lets ``env`` accept the seed's
     # list form and ``args`` any iterable while the stored fields keep one precise type.
@@ -190,6 +194,7 @@ class ServerConfig:
         on_unauthorized: Callable[[str], Any] | None = None,
         secret_ref: str = "",
         secret_format: str = "env",
+        transport: str = "",
     ) -> None:
         _check_str("id", id)
         _check_str("name", name)
@@ -220,6 +225,11 @@ class ServerConfig:
         if secret_format not in _SECRET_FORMATS:
             raise _fail("secret_format",
                         f"must be 'env', 'properties' or 'json', got {secret_format!r}")
+        if transport not in _TRANSPORTS:
+            raise _fail("transport",
+                        f"must be '', 'streamable-http' or 'sse', got {transport!r}")
+        if transport and url is None:
+            raise _fail("transport", "only allowed with url (an HTTP server)")
         if cwd is not None:
             if not isinstance(cwd, (str, os.PathLike)):
                 raise _fail("cwd", f"expected a path, got {type(cwd).__name__}")
@@ -254,6 +264,7 @@ class ServerConfig:
             "on_unauthorized": on_unauthorized,
             "secret_ref": secret_ref,
             "secret_format": secret_format,
+            "transport": transport,
         }
         for key, value in values.items():
             object.__setattr__(self, key, value)
@@ -303,4 +314,6 @@ class ServerConfig:
             parts.append(f"{name}={'<set>' if value is not None else None}")
         parts.append(f"secret_ref={self.secret_ref!r}")
         parts.append(f"secret_format={self.secret_format!r}")
+        if self.transport:
+            parts.append(f"transport={self.transport!r}")
         return f"ServerConfig({', '.join(parts)})"

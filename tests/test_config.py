@@ -36,7 +36,8 @@ def test_exported_from_the_package() -> None:
 def test_fields_in_seed_order() -> None:
     assert [f.name for f in dataclasses.fields(ServerConfig)] == [
         "id", "name", "command", "args", "env", "cwd", "timeout", "scope", "url", "headers",
-        "authorization", "on_unauthorized", "secret_ref", "secret_format"]
+        "authorization", "on_unauthorized", "secret_ref", "secret_format",
+        "transport"]   # added after the seed fields (HTTP+SSE forcing), so the order holds
 
 
 def test_frozen() -> None:

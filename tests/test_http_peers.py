@@ -553,6 +553,21 @@ def test_bad_content_type_and_empty_404(fault_server: FaultServer) -> None:
     assert "Content-Type" not in empty.headers
 
 
+def test_scripted_hangup_and_legacy_resources(fault_server: FaultServer) -> None:
+    fault_server.faults.script.append(Scripted(hangup=True, match="initialize"))
+    with pytest.raises(requests.ConnectionError):
+        _post(fault_server.url, _init_body())
+    init = _post(fault_server.url, _init_body())
+    assert init.json()["result"]["capabilities"]["resources"] == {"subscribe": True}
+    sid = {"Mcp-Session-Id": init.headers["Mcp-Session-Id"]}
+    sub = _post(fault_server.url, {"jsonrpc": "2.0", "id": 2, "method": "resources/subscribe",
+                                   "params": {"uri": "memo://hello"}}, sid)
+    assert sub.json()["result"] == {}
+    read = _post(fault_server.url, {"jsonrpc": "2.0", "id": 3, "method": "resources/read",
+                                    "params": {"uri": "memo://hello"}}, sid)
+    assert read.json()["result"]["contents"][0]["text"] == "hello"
+
+
 @pytest.mark.parametrize("content_type", ["application/json", "text/event-stream"])
 def test_oversized_body(fault_server: FaultServer, content_type: str) -> None:
     size = 33 * 1024 * 1024

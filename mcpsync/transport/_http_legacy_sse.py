@@ -21,6 +21,7 @@ import urllib3.exceptions
 
 from mcpsync.errors import MCPError, TransportError
 from mcpsync.transport._http_conn import Abortable, iter_chunks, media_type
+from mcpsync.transport._http_watchdog import Watchdog
 from mcpsync.transport._redirects import same_origin
 from mcpsync.transport.sse import SSEDecoder, SSEEvent
 
@@ -42,11 +43,14 @@ class SseChannel:
     ``open_get(target)`` sends the GET (through the transport's auth and redirect rules);
     ``on_message(data)`` receives each ``message`` event's data on the stream thread;
     ``on_drop()`` is called once when the stream ends while the channel is open.
+    ``watchdog`` (rules §9) ends the GET stream when it goes silent, which counts as a drop.
     """
 
     def __init__(self, url: str, *, safe: str, max_event_bytes: int, open_get: Opener,
-                 on_message: Callable[[str], None], on_drop: Callable[[], None]) -> None:
+                 on_message: Callable[[str], None], on_drop: Callable[[], None],
+                 watchdog: Watchdog | None = None) -> None:
         self.url = url
+        self._watchdog = watchdog
         self.endpoint: str | None = None
         self._safe = safe
         self._max = max_event_bytes
@@ -96,9 +100,20 @@ class SseChannel:
                     "the server speaks neither Streamable HTTP nor HTTP+SSE"))
                 return
             decoder = SSEDecoder(max_event_bytes=self._max)
-            for chunk in iter_chunks(response):
-                for event in decoder.feed(chunk):
-                    self._event(event)
+            watchdog = self._watchdog
+            watch = watchdog.watch(self._target) if watchdog is not None else None
+            try:
+                for chunk in iter_chunks(response):
+                    if watch is not None:
+                        watch.seen(decoder.comments)
+                    for event in decoder.feed(chunk):
+                        self._event(event)
+            finally:
+                if watchdog is not None and watch is not None:
+                    watchdog.unwatch(watch)
+            if watch is not None and watch.ended:
+                logger.info("HTTP+SSE stream %s was silent too long; it counts as dropped",
+                            self.url)
         except _ERRORS as exc:
             if not self._ready.is_set():
                 self._fail_open(exc)

@@ -207,7 +207,7 @@ class HttpTransport:
 
     def __init__(self, url: str, *, name: str, session: requests.Session | None = None,
                  headers: Mapping[str, str] | None = None, auth: AuthHooks | None = None,
-                 max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
+                 max_frame_bytes: int = MAX_FRAME_BYTES, transport: str = "") -> None:
         self.url = url
         self.name = name
         self.pid: int | None = None
@@ -255,6 +255,15 @@ class HttpTransport:
         self._tools: dict[str, dict[str, Any]] = {}
         self._tools_known = False
         self._tools_lock = threading.RLock()
+        # ServerConfig.transport: "sse" forces HTTP+SSE (opened here, so connect() fails
+        # early), "streamable-http" never falls back to it.
+        self._transport_kind = transport
+        if transport == "sse":
+            try:
+                self._open_sse()
+            except BaseException:
+                self.close()
+                raise
 
     # ------------------------------------------------------------------ pull interface
 
@@ -702,7 +711,8 @@ class HttpTransport:
             answer.id = ex.wire_id
             self._deliver(ex, answer)
             return
-        if ex.method == "initialize" and status in (400, 404, 405) and self._sse is None:
+        if (ex.method == "initialize" and status in (400, 404, 405) and self._sse is None
+                and self._transport_kind != "streamable-http"):
             self._fall_back_to_sse(ex, status)
             return
         if ex.method == "server/discover":
@@ -1039,7 +1049,7 @@ class HttpTransport:
     def _open_sse(self) -> None:
         channel = SseChannel(self.url, safe=self._safe, max_event_bytes=self._max,
                              open_get=self._sse_get, on_message=self._sse_message,
-                             on_drop=self._sse_dropped)
+                             on_drop=self._sse_dropped, watchdog=self._watchdog)
         channel.open()
         self._sse = channel
         self._sse_broken = False

@@ -145,6 +145,7 @@ class Scripted:
     delay: float = 0.0
     oversize: int = 0
     sse_events: list[str] | None = None
+    hangup: bool = False  # close the connection without any reply (a connection error)
 
 
 @dataclass
@@ -573,6 +574,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _send_scripted(self, req: RecordedRequest, item: Scripted) -> None:
         if item.delay:
             self._wait_watching(item.delay, req)
+        if item.hangup:
+            raise _Closed("scripted hang-up")
         body = item.body(req) if callable(item.body) else (item.body or b"")
         if item.sse_events is not None:
             self._start(item.status, item.headers, item.content_type or "text/event-stream")
@@ -721,9 +724,17 @@ class _Handler(BaseHTTPRequestHandler):
             version = asked if asked in LEGACY_VERSIONS else LEGACY_VERSIONS[0]
             return {"jsonrpc": "2.0", "id": rid, "result": {
                 "protocolVersion": version, "serverInfo": SERVER_INFO,
-                "capabilities": {"tools": {"listChanged": False}, "logging": {}}}}, None
-        if method in ("ping", "logging/setLevel"):
+                "capabilities": {"tools": {"listChanged": False}, "logging": {},
+                                 "resources": {"subscribe": True}}}}, None
+        if method in ("ping", "logging/setLevel", "resources/subscribe",
+                      "resources/unsubscribe"):
             return {"jsonrpc": "2.0", "id": rid, "result": {}}, None
+        if method == "resources/list":
+            return {"jsonrpc": "2.0", "id": rid, "result": {"resources": [
+                {"uri": "memo://hello", "name": "hello", "mimeType": "text/plain"}]}}, None
+        if method == "resources/read":
+            return {"jsonrpc": "2.0", "id": rid, "result": {"contents": [
+                {"uri": params.get("uri"), "mimeType": "text/plain", "text": "hello"}]}}, None
         return self._common_reply(message, emit, modern=False), None
 
     def _common_reply(self, message: dict[str, Any],
