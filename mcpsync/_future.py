@@ -66,19 +66,17 @@ class _WireFuture(concurrent.futures.Future[Any]):
         return self._cancel("cancelled by the caller")
 
     def result(self, timeout: float | None = None) -> Any:
-        try:
-            return super().result(_wait_interruptibly(self, timeout))
-        except KeyboardInterrupt:
-            self._cancel(_INTERRUPTED)
-            raise
-        except concurrent.futures.CancelledError:
-            if self._cancel_error is not None and self.cancelled():
-                raise self._cancel_error from None
-            raise
+        return self._wait(super().result, timeout)
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
+        error: BaseException | None = self._wait(super().exception, timeout)
+        return error
+
+    def _wait(self, get: Callable[[float | None], Any], timeout: float | None) -> Any:
+        """Wait through ``Future.result``/``exception``: a Ctrl-C cancels on the wire, and a
+        cancelled future raises our :class:`Cancelled` rather than the bare stdlib one."""
         try:
-            return super().exception(_wait_interruptibly(self, timeout))
+            return get(_wait_interruptibly(self, timeout))
         except KeyboardInterrupt:
             self._cancel(_INTERRUPTED)
             raise
@@ -86,7 +84,6 @@ class _WireFuture(concurrent.futures.Future[Any]):
             if self._cancel_error is not None and self.cancelled():
                 raise self._cancel_error from None
             raise
-
 
 class RequestFuture(_WireFuture):
     """The pending result of one request. Safe to wait on and cancel from any thread."""
