@@ -152,7 +152,11 @@ class ServerConfig:
       or ``"sse"`` (the 2024-11-05 HTTP+SSE transport, no detection); only with ``url``.
     - ``scope`` (``""``, ``"project"``, ``"thread"``), ``secret_ref`` and
       ``secret_format`` (``env``, ``properties``, ``json``): accepted and checked now,
-      honoured from the Manager issue on.
+      honoured by the :class:`~mcpsync.Manager`.
+    - ``disabled``: ``Manager.start_all()`` skips this server (``start_server`` still starts
+      it). ``gateway``: the server is an MCP gateway, so its error codes -32010…-32012 are
+      policy refusals (``docs/manager.md``).
+    - ``extra``: keys of a config file that mcpsync does not know, kept as read (ignored).
 
     ``repr()`` shows the keys of ``env`` and ``headers``, never their values.
     """
@@ -173,6 +177,9 @@ class ServerConfig:
     secret_ref: str = ""
     secret_format: str = "env"
     transport: str = ""
+    disabled: bool = False
+    gateway: bool = False
+    extra: Mapping[str, Any] = field(default_factory=dict, hash=False, compare=False)
 
     # A hand-written __init__ (rather than the generated one) lets ``env`` accept the seed's
     # list form and ``args`` any iterable while the stored fields keep one precise type.
@@ -195,6 +202,9 @@ class ServerConfig:
         secret_ref: str = "",
         secret_format: str = "env",
         transport: str = "",
+        disabled: bool = False,
+        gateway: bool = False,
+        extra: Mapping[str, Any] | None = None,
     ) -> None:
         _check_str("id", id)
         _check_str("name", name)
@@ -228,6 +238,11 @@ class ServerConfig:
         if transport not in _TRANSPORTS:
             raise _fail("transport",
                         f"must be '', 'streamable-http' or 'sse', got {transport!r}")
+        for flag_name, flag in (("disabled", disabled), ("gateway", gateway)):
+            if not isinstance(flag, bool):
+                raise _fail(flag_name, f"expected true or false, got {flag!r}")
+        if extra is not None and not isinstance(extra, Mapping):
+            raise _fail("extra", f"expected a mapping, got {type(extra).__name__}")
         if transport and url is None:
             raise _fail("transport", "only allowed with url (an HTTP server)")
         if cwd is not None:
@@ -265,6 +280,9 @@ class ServerConfig:
             "secret_ref": secret_ref,
             "secret_format": secret_format,
             "transport": transport,
+            "disabled": disabled,
+            "gateway": gateway,
+            "extra": dict(extra or {}),
         }
         for key, value in values.items():
             object.__setattr__(self, key, value)
@@ -316,4 +334,9 @@ class ServerConfig:
         parts.append(f"secret_format={self.secret_format!r}")
         if self.transport:
             parts.append(f"transport={self.transport!r}")
+        for flag_name in ("disabled", "gateway"):
+            if getattr(self, flag_name):
+                parts.append(f"{flag_name}=True")
+        if self.extra:
+            parts.append(f"extra=<keys {sorted(self.extra)!r}>")
         return f"ServerConfig({', '.join(parts)})"

@@ -37,7 +37,19 @@ def test_fields_in_seed_order() -> None:
     assert [f.name for f in dataclasses.fields(ServerConfig)] == [
         "id", "name", "command", "args", "env", "cwd", "timeout", "scope", "url", "headers",
         "authorization", "on_unauthorized", "secret_ref", "secret_format",
-        "transport"]   # added after the seed fields (HTTP+SSE forcing), so the order holds
+        "transport", "disabled", "gateway", "extra"]   # ours, after the seed fields
+
+
+def test_manager_fields() -> None:
+    cfg = ServerConfig(id="a", command="srv", disabled=True, gateway=True,
+                       extra={"autoApprove": ["x"]})
+    assert cfg.disabled and cfg.gateway and cfg.extra == {"autoApprove": ["x"]}
+    assert "disabled=True" in repr(cfg) and "autoApprove" in repr(cfg)
+    assert dataclasses.replace(cfg, disabled=False).extra == {"autoApprove": ["x"]}
+    with pytest.raises(mcpsync.ConfigError, match="disabled"):
+        ServerConfig(command="srv", disabled="yes")  # type: ignore[arg-type]
+    with pytest.raises(mcpsync.ConfigError, match="extra"):
+        ServerConfig(command="srv", extra=[1])  # type: ignore[arg-type]
 
 
 def test_frozen() -> None:
