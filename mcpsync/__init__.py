@@ -41,7 +41,9 @@ if TYPE_CHECKING:
     )
     from mcpsync.config import DEFAULT_TIMEOUT as DEFAULT_TIMEOUT, ServerConfig as ServerConfig
     from mcpsync.errors import (
+        ApprovalRejected as ApprovalRejected,
         AuthHookError as AuthHookError,
+        BudgetExceeded as BudgetExceeded,
         Cancelled as Cancelled,
         CapabilityNotSupported as CapabilityNotSupported,
         ClosedError as ClosedError,
@@ -52,17 +54,21 @@ if TYPE_CHECKING:
         MCPError as MCPError,
         MissingCapability as MissingCapability,
         OutputValidationError as OutputValidationError,
+        PolicyDenied as PolicyDenied,
+        PolicyRefused as PolicyRefused,
         ProtocolError as ProtocolError,
         Rejected as Rejected,
         RemoteError as RemoteError,
         RequestTimeout as RequestTimeout,
         ResourceNotFound as ResourceNotFound,
+        SecretError as SecretError,
         ServerExited as ServerExited,
         SessionExpired as SessionExpired,
         ToolError as ToolError,
         TooManyPages as TooManyPages,
         TransportError as TransportError,
         Unauthorized as Unauthorized,
+        UnknownServer as UnknownServer,
         UnsupportedInThisEra as UnsupportedInThisEra,
         UnsupportedProtocolVersion as UnsupportedProtocolVersion,
         URLElicitationRequired as URLElicitationRequired,
@@ -98,7 +104,8 @@ _ERRORS = (
     "OutputValidationError", "ProtocolError", "Rejected", "RemoteError", "RequestTimeout",
     "ResourceNotFound", "ServerExited", "SessionExpired", "ToolError", "TooManyPages",
     "TransportError", "Unauthorized", "UnsupportedInThisEra", "UnsupportedProtocolVersion",
-    "URLElicitationRequired", "UsedAfterFork",
+    "URLElicitationRequired", "UsedAfterFork", "UnknownServer", "SecretError", "PolicyRefused",
+    "PolicyDenied", "ApprovalRejected", "BudgetExceeded",
 )
 _TYPES = (
     "AudioContent", "CallToolResult", "CompleteResult", "ContentBlock", "EmbeddedResource",

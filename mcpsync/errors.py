@@ -16,7 +16,9 @@ import concurrent.futures
 from typing import Any
 
 __all__ = [
+    "ApprovalRejected",
     "AuthHookError",
+    "BudgetExceeded",
     "Cancelled",
     "CapabilityNotSupported",
     "ClosedError",
@@ -27,11 +29,14 @@ __all__ = [
     "MCPError",
     "MissingCapability",
     "OutputValidationError",
+    "PolicyDenied",
+    "PolicyRefused",
     "ProtocolError",
     "Rejected",
     "RemoteError",
     "RequestTimeout",
     "ResourceNotFound",
+    "SecretError",
     "ServerExited",
     "SessionExpired",
     "TooManyPages",
@@ -39,6 +44,7 @@ __all__ = [
     "TransportError",
     "URLElicitationRequired",
     "Unauthorized",
+    "UnknownServer",
     "UnsupportedInThisEra",
     "UnsupportedProtocolVersion",
     "UsedAfterFork",
@@ -288,3 +294,60 @@ class UsedAfterFork(MCPError):
 
     Create a new one in the child (for example in a post-fork hook).
     """
+
+
+class UnknownServer(MCPError, KeyError):
+    """No server with that id is started in the Manager (``KeyError`` too, for ``except``)."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return self.message
+
+
+class SecretError(MCPError):
+    """A secret could not be resolved or written for a server's spawn.
+
+    The message names the server and the secret reference, never a secret value.
+    """
+
+    def __init__(self, message: str = "", *, ref: str = "", server: str | None = None,
+                 method: str | None = None) -> None:
+        super().__init__(message, server=server, method=method)
+        self.ref = ref
+
+
+class PolicyRefused(MCPError):
+    """A tool call refused by the Manager's policy (or, for a ``gateway=True`` server, by
+    the gateway).
+
+    ``local`` is True when mcpsync refused it before sending anything, False when a gateway
+    server answered with the code. ``gateway_code`` is the seed gateway's JSON-RPC code, kept
+    for hosts that forward refusals; ``tool`` and ``rule`` say what was refused and why.
+    """
+
+    gateway_code = 0
+
+    def __init__(self, message: str = "", *, tool: str = "", rule: str = "",
+                 local: bool = True, server: str | None = None,
+                 method: str | None = None) -> None:
+        super().__init__(message, server=server, method=method)
+        self.tool = tool
+        self.rule = rule
+        self.local = local
+
+
+class PolicyDenied(PolicyRefused):
+    """The policy's ``allow`` rule refused the call (gateway code -32010)."""
+
+    gateway_code = -32010
+
+
+class ApprovalRejected(PolicyRefused):
+    """The ``approve`` callback (a human in the loop) said no (gateway code -32011)."""
+
+    gateway_code = -32011
+
+
+class BudgetExceeded(PolicyRefused):
+    """The call budget of the server or tool is spent (gateway code -32012)."""
+
+    gateway_code = -32012

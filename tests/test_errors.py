@@ -55,7 +55,26 @@ EXTRA_KWARGS: dict[str, dict[str, Any]] = {
     "ClosedError": {},
     "Rejected": {},
     "UsedAfterFork": {},
+    "UnknownServer": {},
+    "SecretError": {"ref": "vault:github"},
+    "PolicyRefused": {"tool": "t", "rule": "allow", "local": False},
+    "PolicyDenied": {"tool": "t", "rule": "allow"},
+    "ApprovalRejected": {"tool": "t", "rule": "approve"},
+    "BudgetExceeded": {"tool": "t", "rule": "budget s/t=3"},
 }
+
+
+def test_policy_refusal_codes() -> None:
+    assert errors.PolicyDenied.gateway_code == -32010
+    assert errors.ApprovalRejected.gateway_code == -32011
+    assert errors.BudgetExceeded.gateway_code == -32012
+    exc = errors.BudgetExceeded("no", tool="t", server="s")
+    assert exc.local is True and not isinstance(exc, errors.RemoteError)
+
+
+def test_unknown_server_is_a_key_error_with_a_plain_message() -> None:
+    exc = errors.UnknownServer("no server 'x' is started", server="x")
+    assert isinstance(exc, KeyError) and str(exc) == "no server 'x' is started"
 
 
 def _error_classes() -> list[type[MCPError]]:
