@@ -40,6 +40,7 @@ if TYPE_CHECKING:
         connect as connect,
     )
     from mcpsync.config import DEFAULT_TIMEOUT as DEFAULT_TIMEOUT, ServerConfig as ServerConfig
+    from mcpsync.config_files import load_config as load_config
     from mcpsync.errors import (
         ApprovalRejected as ApprovalRejected,
         AuthHookError as AuthHookError,
@@ -75,6 +76,13 @@ if TYPE_CHECKING:
         UsedAfterFork as UsedAfterFork,
     )
     from mcpsync.jsonrpc import ParseError as ParseError, StreamError as StreamError
+    from mcpsync.manager import (
+        ManagedTool as ManagedTool,
+        Manager as Manager,
+        Notification as Notification,
+    )
+    from mcpsync.policy import Policy as Policy
+    from mcpsync.secrets import SecretResolver as SecretResolver, render_secret as render_secret
     from mcpsync.server import Context as Context, Server as Server
     from mcpsync.types import (
         AudioContent as AudioContent,
@@ -132,6 +140,13 @@ _LAZY: dict[str, str] = {
     "Server": "mcpsync.server",
     "Context": "mcpsync.server",
     "ParseError": "mcpsync.jsonrpc",
+    "Manager": "mcpsync.manager",
+    "ManagedTool": "mcpsync.manager",
+    "Notification": "mcpsync.manager",
+    "Policy": "mcpsync.policy",
+    "SecretResolver": "mcpsync.secrets",
+    "render_secret": "mcpsync.secrets",
+    "load_config": "mcpsync.config_files",
     "StreamError": "mcpsync.jsonrpc",
     **{name: "mcpsync.errors" for name in _ERRORS},
     **{name: "mcpsync.types" for name in _TYPES},
@@ -141,7 +156,8 @@ __all__ = ["__version__", *sorted(_LAZY)]
 
 
 # submodules reachable as attributes without an explicit import (``mcpsync.jsonrpc``)
-_SUBMODULES = frozenset({"errors", "jsonrpc", "protocol", "types", "config", "server", "client"})
+_SUBMODULES = frozenset({"errors", "jsonrpc", "protocol", "types", "config", "server", "client",
+                         "manager", "secrets", "policy", "config_files"})
 
 
 def __getattr__(name: str) -> Any:
