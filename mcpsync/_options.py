@@ -42,6 +42,7 @@ class Options:
     restart: str | None
     on_log: Callable[[str, str | None, Any], Any] | None
     on_notification: Callable[[str, Any], Any] | None
+    notification_observer: Callable[[str, Any], Any] | None
     log_level: str | None
     client_info: dict[str, Any] | None
     max_pages: int
@@ -93,7 +94,9 @@ def make_options(target: Any, *, name: str | None, timeout: float | None, max_ti
                  restart: str | None, on_log: Callable[[str, str | None, Any], Any] | None,
                  on_notification: Callable[[str, Any], Any] | None, log_level: str | None,
                  client_info: Mapping[str, Any] | bool | None, max_pages: int,
-                 max_input_rounds: int, validate_output: bool) -> tuple[ServerConfig, Options]:
+                 max_input_rounds: int, validate_output: bool,
+                 notification_observer: Callable[[str, Any], Any] | None = None,
+                 ) -> tuple[ServerConfig, Options]:
     """The server config (with ``connect()``'s overrides applied) and the checked options."""
     config = config_of(target)
     overrides: dict[str, Any] = {}
@@ -142,7 +145,8 @@ def make_options(target: Any, *, name: str | None, timeout: float | None, max_ti
         max_frame_bytes=_count("max_frame_bytes", max_frame_bytes),
         inherit_env=bool(inherit_env), stderr_bytes=_count("stderr_bytes", stderr_bytes),
         on_stderr=on_stderr, die_with_parent=bool(die_with_parent), restart=restart,
-        on_log=on_log, on_notification=on_notification, log_level=log_level,
+        on_log=on_log, on_notification=on_notification,
+        notification_observer=notification_observer, log_level=log_level,
         client_info=info, max_pages=_count("max_pages", max_pages),
         max_input_rounds=_count("max_input_rounds", max_input_rounds),
         validate_output=bool(validate_output))

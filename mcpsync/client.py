@@ -17,6 +17,7 @@ from __future__ import annotations
 import atexit
 import collections
 import concurrent.futures
+import copy
 import logging
 import math
 import os
@@ -161,6 +162,7 @@ class Client:
         self._capabilities: dict[str, Any] = {}
         self._instructions: str | None = None
         self._server_info = ServerInfo()
+        self._handshake_result: dict[str, Any] = {}
         self._meta: dict[str, Any] = {}
         self._has_tools = False
         # A forced HTTP+SSE transport (2024-11-05) is legacy by definition: no detection.
@@ -216,7 +218,8 @@ class Client:
             transport, name=self._name, default_timeout=self._opts.timeout,
             max_timeout=self._opts.max_timeout,
             reset_timeout_on_progress=self._opts.reset_timeout_on_progress,
-            on_notification=self._on_notification, on_request=self._on_request)
+            on_notification=self._on_notification, on_request=self._on_request,
+            observe_progress=self._opts.notification_observer is not None)
         try:
             session.start()
         except BaseException:
@@ -233,6 +236,7 @@ class Client:
         self._capabilities = negotiated.capabilities
         self._instructions = negotiated.instructions
         self._server_info = negotiated.server_info
+        self._handshake_result = negotiated.result
         self._has_tools = "tools" in negotiated.capabilities
         self._rebuild_meta()
 
@@ -308,7 +312,19 @@ class Client:
         return self._callbacks.handle_request(message.method, message.params)
 
     def _on_notification(self, message: Any) -> None:
-        """Route a notification (dispatcher thread, in arrival order)."""
+        """Route a notification (dispatcher thread, in arrival order), then show it to the
+        ``notification_observer``, which sees every notification after our own handling."""
+        observer = self._opts.notification_observer
+        if message.method != "notifications/progress":   # progress reaches us only when
+            self._route_notification(message)             # observed; the call has it already
+        if observer is not None:
+            try:
+                observer(message.method, message.params)
+            except Exception:
+                _log.exception("server %r: notification_observer raised on %s; delivery "
+                               "goes on", self._name, message.method)
+
+    def _route_notification(self, message: Any) -> None:
         method = message.method
         params = message.params
         if method == "notifications/message":
@@ -906,6 +922,12 @@ class Client:
         return self._server_info
 
     @property
+    def handshake_result(self) -> dict[str, Any]:
+        """The whole ``initialize`` (legacy) or ``server/discover`` (modern) result, as the
+        server sent it (a copy): for fields mcpsync does not model."""
+        return copy.deepcopy(self._handshake_result)
+
+    @property
     def closed(self) -> bool:
         return self._closed
 
@@ -1050,6 +1072,7 @@ def connect(target: ServerConfig | Sequence[str] | str, *,
             roots: RootsInput | None = None,
             on_log: Callable[[str, str | None, Any], Any] | None = None,
             on_notification: Callable[[str, Any], Any] | None = None,
+            notification_observer: Callable[[str, Any], Any] | None = None,
             log_level: str | None = None,
             client_info: Mapping[str, Any] | bool | None = True,
             max_pages: int = 100,
@@ -1095,7 +1118,7 @@ def connect(target: ServerConfig | Sequence[str] | str, *,
         stderr_bytes=stderr_bytes, on_stderr=on_stderr, die_with_parent=die_with_parent,
         restart=restart, on_log=on_log, on_notification=on_notification, log_level=log_level,
         client_info=client_info, max_pages=max_pages, max_input_rounds=max_input_rounds,
-        validate_output=validate_output)
+        validate_output=validate_output, notification_observer=notification_observer)
     config, http = http_settings(config, headers=headers, auth=auth, session=session,
                                  authorization=authorization, on_unauthorized=on_unauthorized,
                                  transport=transport)

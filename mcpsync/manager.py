@@ -130,7 +130,7 @@ class Manager:
             seen.add(config.id)
             stored.append(config)
         options = dict(connect_options or {})
-        for reserved in ("on_notification", "on_log"):
+        for reserved in ("notification_observer",):
             if reserved in options:
                 raise ValueError(f"connect_options cannot set {reserved}: use "
                                  "set_notification_handler()")
@@ -357,12 +357,12 @@ class Manager:
             # The Manager owns the lifecycle: a crashed server stays down (and its secret
             # file is deleted) until start_server() starts it anew with a new file.
             options["restart"] = None
+            # The observer sees every notification (progress, logs, list changes included)
+            # after the client's own handling, with params as sent.
             client = connect(
                 actual,
-                on_notification=lambda method, params: self._deliver(server_id, method,
-                                                                     params),
-                on_log=lambda level, logger, data: self._deliver_log(server_id, level,
-                                                                     logger, data),
+                notification_observer=lambda method, params: self._deliver(
+                    server_id, method, params),
                 **options)
         except BaseException:
             if secret is not None:
@@ -536,7 +536,11 @@ class Manager:
         self._check()
         with self._lock:
             entry = self._entries.get(server_id)
-        return entry.client.server_info if entry is not None and entry.alive else None
+        if entry is None or not entry.alive:
+            return None
+        # The Manager's ServerInfo.raw is the whole initialize / server/discover result.
+        return replace(entry.client.server_info,
+                       raw=entry.client.handshake_result)
 
     def server_stderr(self, server_id: str) -> str:
         """The last 64 KiB of that server's stderr; ``""`` for none and for HTTP servers."""
@@ -656,15 +660,6 @@ class Manager:
         except Exception:
             _log.exception("the notification handler raised on %s from server %r", method,
                            server_id)
-
-    def _deliver_log(self, server_id: str, level: str, logger: str | None,
-                     data: Any) -> None:
-        # The Client hands log messages to on_log as parts; put the params back together.
-        params: dict[str, Any] = {"level": level}
-        if logger is not None:
-            params["logger"] = logger
-        params["data"] = data
-        self._deliver(server_id, "notifications/message", params)
 
     # -- thread-scope ids (also module functions) ------------------------------------------
 

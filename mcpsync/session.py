@@ -176,7 +176,8 @@ class Session:
                  reset_timeout_on_progress: bool = False,
                  on_notification: NotificationHandler | None = None,
                  on_request: RequestHandler | None = None,
-                 on_lost: LostHandler | None = None) -> None:
+                 on_lost: LostHandler | None = None,
+                 observe_progress: bool = False) -> None:
         _check_timeout("default_timeout", default_timeout)
         _check_timeout("max_timeout", max_timeout)
         self.name = name
@@ -188,6 +189,9 @@ class Session:
         self._on_notification = on_notification
         self._on_request = on_request
         self._on_lost = on_lost
+        # Also hand progress notifications to on_notification (after the call's own
+        # callback), for an observer of every notification such as the Manager's.
+        self._observe_progress = observe_progress
         self._pid = os.getpid()
         self._ids = itertools.count(1)
         self._pending: dict[tuple[str, int | str], Call] = {}
@@ -816,7 +820,8 @@ class Session:
             return
         if message.method == _PROGRESS:
             self._progress(message.params)
-            return
+            if not self._observe_progress:
+                return
         handler = self._on_notification
         if handler is not None:
             self._dispatcher.post(lambda: handler(message))

@@ -319,3 +319,29 @@ def test_input_rounds_unit_driven_by_a_list() -> None:
     with pytest.raises(mcpsync.ProtocolError):
         run_input_rounds("tools/list", {}, {"resultType": "input_required"}, send=send,
                          callbacks=Callbacks(), max_rounds=10)
+
+
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+def test_notification_observer_sees_every_notification_after_our_handling(
+        era: str, caplog: pytest.LogCaptureFixture) -> None:
+    seen: list[tuple[str, Any]] = []
+    logged: list[Any] = []
+    progress: list[float] = []
+
+    def observer(method: str, params: Any) -> None:
+        seen.append((method, params))
+        raise RuntimeError("observer bug")      # logged; delivery goes on
+
+    argv = [sys.executable, "-m", "mcpsync.demo"]
+    with mcpsync.connect(argv, era=era, log_level="info", notification_observer=observer,
+                         on_log=lambda level, logger, data: logged.append(data)) as client:
+        client.call_tool("slow", {"seconds": 0.01, "steps": 2},
+                         progress=lambda p, total, msg: progress.append(p))
+        client.call_tool("echo", {"text": "flush"})
+    methods = [m for m, _ in seen]
+    assert methods.count("notifications/progress") == 2
+    assert methods.count("notifications/message") == 2
+    assert len(progress) == 2 and len(logged) == 2     # the client's own handling still ran
+    message = next(p for m, p in seen if m == "notifications/message")
+    assert message["level"] == "info" and message["logger"] == "mcpsync-demo"  # as sent
+    assert "observer bug" in caplog.text

@@ -239,7 +239,7 @@ def test_constructor_checks_configs(demo_argv: list[str]) -> None:
     with pytest.raises(ValueError):
         Manager(max_parallel_starts=0)
     with pytest.raises(ValueError, match="set_notification_handler"):
-        Manager(connect_options={"on_log": print})
+        Manager(connect_options={"notification_observer": print})
 
 
 @pytest.mark.timeout(30)
@@ -259,7 +259,9 @@ def test_start_call_stop_and_state(no_leaks: None, manager: Manager,
     assert info is not None
     assert info.name == "mcpsync-demo" and info.version
     assert info.protocol_version and info.instructions and "demo" in info.instructions
-    assert isinstance(info.raw, dict) and info.raw
+    # raw is the whole handshake result, not only the implementation info
+    assert "capabilities" in info.raw and "tools" in info.raw["capabilities"]
+    assert ("supportedVersions" in info.raw) or ("protocolVersion" in info.raw)
     assert manager.client("demo").pid is not None
     pid = manager.client("demo").pid
     assert manager.stop_server("demo") is True
@@ -504,6 +506,23 @@ def test_notification_handler_before_and_after_start(demo_argv: list[str],
         m.call_tool("two", "slow", {"seconds": 0.01, "steps": 1}, progress=lambda *a: None)
         m.call_tool("two", "echo", {"text": "flush"})   # anything queued before has run
         assert len(got) == count and len(later) == 3
+
+
+@pytest.mark.timeout(30)
+def test_handler_sees_progress_too_after_the_callers_callback(demo_argv: list[str],
+                                                              no_leaks: None) -> None:
+    got: list[Notification] = []
+    seen_by_caller: list[float] = []
+    with Manager() as m:
+        m.set_notification_handler(got.append)
+        m.start_server(config("one", demo_argv))
+        m.call_tool("one", "slow", {"seconds": 0.02, "steps": 2},
+                    progress=lambda p, total, msg: seen_by_caller.append(p))
+        assert wait_for(lambda: sum(n.method == "notifications/progress" for n in got) == 2)
+    assert len(seen_by_caller) == 2
+    progress = [n for n in got if n.method == "notifications/progress"]
+    assert [n.params["progress"] for n in progress] == seen_by_caller
+    assert all("progressToken" in n.params for n in progress)   # params as sent
 
 
 @pytest.mark.timeout(30)
