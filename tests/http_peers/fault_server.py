@@ -183,6 +183,13 @@ class Faults:
     require_authorization: str | None = None
     www_authenticate: list[str] = field(default_factory=lambda: [
         'Bearer resource_metadata="http://127.0.0.1/.well-known/oauth-protected-resource"'])
+    # A real resource server's check: called with the Authorization header (None when
+    # absent); False answers 401 with `www_authenticate` (e.g. an authorization server's
+    # `resource_validator`, tests/auth_peers).
+    token_validator: Callable[[str | None], bool] | None = None
+    # RFC 9728 protected-resource metadata, served without auth to a GET on any path under
+    # /.well-known/oauth-protected-resource (None: such paths are ordinary MCP requests).
+    resource_metadata: dict[str, Any] | None = None
     dpop_nonce: str | None = None  # required in the DPoP proof's `nonce` claim
     response_headers: dict[str, str] = field(default_factory=dict)  # added to every reply
     header_delay: float = 0.0  # hold every reply's status line back this long
@@ -482,7 +489,7 @@ class _Handler(BaseHTTPRequestHandler):
             scripted = self.owner._take_script(req)
             if scripted is not None:
                 self._send_scripted(req, scripted)
-            elif not self._authorized(req):
+            elif self._serve_resource_metadata(req) or not self._authorized(req):
                 return
             else:
                 if self.faults.header_delay and self.faults.delay_method in (
@@ -604,10 +611,21 @@ class _Handler(BaseHTTPRequestHandler):
         self._chunk(tail + suffix)
         self._end_chunks()
 
+    def _serve_resource_metadata(self, req: RecordedRequest) -> bool:
+        """Answer a GET for RFC 9728 metadata when ``faults.resource_metadata`` is set."""
+        metadata = self.faults.resource_metadata
+        if metadata is None or req.method != "GET" or not urlsplit(req.path).path.startswith(
+                "/.well-known/oauth-protected-resource"):
+            return False
+        self._send_json(200, metadata)
+        return True
+
     def _authorized(self, req: RecordedRequest) -> bool:
         faults = self.faults
-        if faults.require_authorization is not None and \
-                req.header("Authorization") != faults.require_authorization:
+        if (faults.require_authorization is not None and
+                req.header("Authorization") != faults.require_authorization) or (
+                faults.token_validator is not None and
+                not faults.token_validator(req.header("Authorization"))):
             self._send(401, b"", None, [("WWW-Authenticate", v) for v in faults.www_authenticate])
             return False
         if faults.dpop_nonce is not None:
