@@ -11,8 +11,15 @@ public API, so a failing scenario points at mcpsync and not at this script.
 - ``MCP_CONFORMANCE_CONTEXT`` is JSON the scenario hands over (``http-custom-headers`` lists
   the tool calls to make; the auth scenarios carry credentials).
 - Exit status: 0 on success, 1 on any error (with a traceback on stderr, which the suite
-  prints), 2 for a scenario this client does not handle (auth scenarios until mcpauth lands,
-  the skills extension, anything unknown). It always finishes well inside the suite's 30 s.
+  prints), 2 for a scenario this client does not handle (the skills extension, anything
+  unknown). It always finishes well inside the suite's 30 s.
+
+The ``auth/*`` scenarios run through ``mcpauth.OAuthProvider`` set up as rules/auth.md §11
+says: redirect URI ``http://localhost:3000/callback``, an authorization handler that GETs the
+authorization URL without following redirects and hands back ``Location`` (the mock
+authorization server answers at once), the client-ID metadata URL
+``https://conformance-test.local/client-metadata.json``, the grant chosen from the scenario name
+and the credentials from ``MCP_CONFORMANCE_CONTEXT``. Then it lists and calls the tools.
 """
 
 from __future__ import annotations
@@ -25,6 +32,9 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+import requests
+
+import mcpauth
 import mcpsync
 
 # Requests get this long: inside the suite's 30 s kill, so a hang becomes a readable error.
@@ -212,6 +222,72 @@ def _schema_preservation(url: str) -> None:
         _call(client, "json_schema_echo", {"schema": focal.input_schema})
 
 
+# --- auth scenarios (mcpauth) ---------------------------------------------------------------
+
+_REDIRECT_URI = "http://localhost:3000/callback"
+_CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json"
+
+
+def _follow_once(url: str) -> str:
+    """The authorization handler: GET the authorization URL, do not follow the redirect, and
+    return where the authorization server sent the browser (its ``Location``)."""
+    _step(f"authorize: GET {url.split('?', 1)[0]}")
+    response = requests.get(url, allow_redirects=False, timeout=_TIMEOUT)
+    location = response.headers.get("Location")
+    if not location:
+        raise RuntimeError(f"the authorization endpoint answered {response.status_code} "
+                           "without a Location header")
+    _step(f"  -> {response.status_code} to {location.split('?', 1)[0]}")
+    return str(location)
+
+
+def _auth_provider(scenario: str, url: str) -> mcpauth.OAuthProvider:
+    """An ``OAuthProvider`` configured for this scenario from its name and context."""
+    context = _context()
+    options: dict[str, Any] = {
+        "interactive": True,
+        "authorization_handler": _follow_once,
+        "redirect_uri": _REDIRECT_URI,
+        "client_metadata_url": _CLIENT_METADATA_URL,
+        "client_name": "mcpsync-conformance",
+        "protocol_version": os.environ.get("MCP_CONFORMANCE_PROTOCOL_VERSION") or None,
+    }
+    if context.get("client_id"):
+        options["client_id"] = context["client_id"]
+    if context.get("client_secret"):
+        options["client_secret"] = context["client_secret"]
+    if context.get("private_key_pem"):
+        options["private_key"] = context["private_key_pem"]
+        options["signing_alg"] = context.get("signing_algorithm") or "ES256"
+    name = scenario.removeprefix("auth/")
+    if name.startswith("client-credentials-"):
+        options["grant"] = "client_credentials"
+    elif name in ("cross-app-access-complete-flow", "enterprise-managed-authorization"):
+        options.update(grant="id_jag", id_token=context["idp_id_token"],
+                       idp_client_id=context["idp_client_id"],
+                       idp_client_secret=context.get("idp_client_secret"),
+                       idp_token_endpoint=context.get("idp_token_endpoint"),
+                       idp_issuer=context.get("idp_issuer"))
+    elif name == "wif-jwt-bearer":
+        jwt = str(context["valid_jwt"])
+        options.update(grant="jwt_bearer", assertion_provider=lambda: jwt)
+    _step(f"auth: grant={options.get('grant', 'authorization_code')} "
+          f"context keys={sorted(context)}")
+    return mcpauth.OAuthProvider(url, **options)
+
+
+def _auth(scenario: str) -> Scenario:
+    def run(url: str) -> None:
+        provider = _auth_provider(scenario, url)
+        try:
+            with _connect(url, auth=provider) as client:
+                for name in _tool_names(client):
+                    _call(client, name)
+        finally:
+            provider.close()
+    return run
+
+
 def _unsupported(reason: str) -> Scenario:
     def run(url: str) -> None:
         raise Unsupported(reason)
@@ -237,9 +313,7 @@ def _handler(scenario: str) -> Scenario:
     if scenario in _SCENARIOS:
         return _SCENARIOS[scenario]
     if scenario.startswith("auth/"):
-        return _unsupported(
-            f"auth scenario {scenario!r} is not supported yet: it needs mcpauth, which arrives "
-            "with the auth issue")
+        return _auth(scenario)
     if scenario.startswith("sep-2640-"):
         return _unsupported(
             f"{scenario!r}: extension not implemented (the skills extension, SEP-2640)")

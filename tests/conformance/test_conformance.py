@@ -7,10 +7,12 @@ milliseconds, so nothing else may compete for the CPU meanwhile. Select them
 with ``-m conformance`` (or leave them out with ``-m "not conformance"``); never run them under a
 parallel runner.
 
-Which scenarios: every non-auth client scenario that ``conformance list --client`` prints, at
-every revision it lists, plus (for 0.2.x) every non-auth client scenario that
+Which scenarios: every client scenario that ``conformance list --client`` prints, at every
+revision it lists, plus (for 0.2.x) every client scenario that
 ``--requirements 2025-11-25`` and ``--requirements 2026-07-28`` require. An ``extension``
-scenario runs without ``--spec-version``. Auth scenarios arrive with mcpauth.
+scenario runs without ``--spec-version``. The ``auth/*`` scenarios (rules/auth.md §11) are
+among them: ``client.py`` runs them through mcpauth against the suite's own mock authorization
+servers. The whole run (about 100 scenarios, 75 of them auth) takes about two minutes here.
 
 A run passes when the suite exits 0 *and* recorded at least one SUCCESS check: a run whose
 checks were all SKIPPED verified nothing (the skills scenarios report SKIPPED, and exit 0, for
@@ -53,6 +55,7 @@ IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 # The suite kills the client after 30 s; give the harness itself some room on top.
 RUN_TIMEOUT = 75.0
 
+_LISTING_FORMAT = "with-auth"
 _LISTED = re.compile(r"^\s+- (\S+) \[([^\]]*)\]\s*$")
 _REQUIRED = re.compile(r"^\s+- (\S+)\s*$")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -145,9 +148,7 @@ def _query(version: str) -> Listing:
                 raise RuntimeError(f"`conformance list --requirements {revision}` failed:\n"
                                    f"{required.stdout}{required.stderr}")
             runs += [(name, revision) for name in _parse_required(required.stdout)]
-    unique = list(dict.fromkeys(runs))
-    return Listing(list(scenarios),
-                   [(name, rev) for name, rev in unique if not name.startswith("auth/")])
+    return Listing(list(scenarios), list(dict.fromkeys(runs)))
 
 
 def _cache_file(version: str) -> Path:
@@ -157,7 +158,9 @@ def _cache_file(version: str) -> Path:
 def listing(version: str) -> Listing:
     """The suite's client scenarios, cached next to it: asking Node costs ~1 s per collection."""
     stamp = entry_point(version).stat()
-    key = f"{version}:{stamp.st_size}:{stamp.st_mtime_ns}:{node().stat().st_mtime_ns}"
+    # _LISTING_FORMAT changes whenever the choice of runs does, so a stale cache is not reused.
+    key = (f"{_LISTING_FORMAT}:{version}:{stamp.st_size}:{stamp.st_mtime_ns}:"
+           f"{node().stat().st_mtime_ns}")
     cache = _cache_file(version)
     try:
         cached = json.loads(cache.read_text())
@@ -359,3 +362,16 @@ def test_expected_failures_name_real_scenarios() -> None:
         everywhere = set.union(*(known[v] for v in versions))
         for scenario in entries:
             assert scenario in everywhere, f"{key}: {scenario} is not a client scenario"
+
+
+@pytest.mark.conformance
+def test_every_listed_scenario_runs_auth_included() -> None:
+    """rules/auth.md §11: every auth scenario of both suites, extensions included, is run."""
+    for version in SUITES:
+        problem = missing_tooling(version)
+        if problem is not None:
+            _unavailable(problem)
+        found = listing(version)
+        ran = {name for name, _ in found.runs}
+        assert set(found.names) <= ran, f"{version}: not run: {set(found.names) - ran}"
+        assert any(name.startswith("auth/") for name in ran)
