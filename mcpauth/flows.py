@@ -185,7 +185,13 @@ def _post_form(session: requests.Session, policy: HttpPolicy, url: str,
         if dpop is not None:
             dpop.observe(url, resp.headers)
         obj = resp.json_object()
+        # Everything secret that went out, so a server quoting it back cannot make us show
+        # it: form fields, and the client secret and proof that travel in headers.
         sent = [data[k] for k in _SECRET_FIELDS if k in data]
+        if client.client_secret:
+            sent += [client.client_secret, quote(client.client_secret, safe="")]
+        sent += [value.rpartition(" ")[2] for name, value in headers.items()
+                 if name.lower() in ("authorization", "dpop")]
         if (dpop is not None and attempt == 1 and resp.status == 400 and obj is not None
                 and obj.get("error") == "use_dpop_nonce" and resp.headers.get("DPoP-Nonce")):
             continue

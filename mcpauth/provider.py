@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 import requests
 
-from mcpauth._http import HttpPolicy, is_loopback_host
+from mcpauth._http import HttpPolicy, display_url
 from mcpauth._loopback import LoopbackListener
 from mcpauth.challenge import parse_challenges, select_challenge
 from mcpauth.discovery import (
@@ -63,7 +63,12 @@ from mcpauth.flows import (
     refresh,
     run_browser_login,
 )
-from mcpauth.registration import ClientRegistration, choose_registration, preregistered_auth_method
+from mcpauth.registration import (
+    ClientRegistration,
+    application_type_for,
+    choose_registration,
+    preregistered_auth_method,
+)
 from mcpauth.tokens import (
     MemoryTokenStore,
     Token,
@@ -362,7 +367,7 @@ class OAuthProvider:
             self._session.close()
 
     def __repr__(self) -> str:
-        return (f"OAuthProvider({self.server_url!r}, grant={self.grant!r}, "
+        return (f"OAuthProvider({display_url(self.server_url)!r}, grant={self.grant!r}, "
                 f"interactive={self.interactive!r})")
 
     # --- the token in memory and in the store ---------------------------------------------
@@ -580,12 +585,12 @@ class OAuthProvider:
         have_new = isinstance(given, Mapping) and self._credential(given, new) is not None
         if used_prereg and not have_new:
             raise AuthorizationServerChanged(
-                f"discovery: the authorization server of {self.server_url} changed from "
-                f"{old} to {new}, and the pre-registered client_id belongs to {old}; "
+                f"discovery: the authorization server of {display_url(self.server_url)} "
+                f"changed from {old} to {new}, and the pre-registered client_id belongs to {old}; "
                 f"configure credentials for {new}",
                 step="discovery", url=new, old_issuer=old, new_issuer=new)
         _log.info("authorization server of %s changed from %s to %s: registering anew",
-                  self.server_url, old, new)
+                  display_url(self.server_url), old, new)
         self._store.delete(registration_key(old))
         self._forget(self._current())
         with self._state_lock:
@@ -660,16 +665,19 @@ class OAuthProvider:
 
     def _registration_for(self, meta: ServerMetadata,
                           client_id: str) -> ClientRegistration | None:
-        """The registration a stored token was issued to (for refresh), or None."""
+        """The registration a stored token was issued to (for refresh), or None (also when
+        its client secret has expired)."""
         current = self._registration
-        if current is not None and current.client_id == client_id and same_identifier(
-                current.issuer or meta.issuer, meta.issuer):
+        if (current is not None and current.client_id == client_id and not current.expired()
+                and same_identifier(current.issuer or meta.issuer, meta.issuer)):
             return current
         prereg = self._preregistered(meta)
         if prereg is not None and prereg.client_id == client_id:
             return prereg
         stored = self._stored_registration(meta.issuer)
-        if stored is not None and stored.client_id == client_id:
+        if stored is not None and stored.client_id == client_id and not stored.expired():
+            # An expired client_secret (RFC 7591 client_secret_expires_at) cannot refresh:
+            # None makes the caller authorize in full, which registers anew (§5).
             return stored
         if self._client_metadata_url is not None and client_id == self._client_metadata_url:
             return ClientRegistration(client_id=client_id, token_endpoint_auth_method="none",
@@ -678,13 +686,12 @@ class OAuthProvider:
 
     def _register(self, meta: ServerMetadata, redirect_uri: str) -> ClientRegistration:
         """§5: pre-registered, CIMD, a stored or new dynamic registration, in that order."""
-        loopback = is_loopback_host(urlsplit(redirect_uri).hostname or "")
         registration = choose_registration(
             meta, preregistered=self._preregistered(meta),
             client_metadata_url=self._client_metadata_url,
             stored=self._stored_registration(meta.issuer), redirect_uri=redirect_uri,
             client_name=self._client_name,
-            application_type="native" if loopback else "web",
+            application_type=application_type_for(redirect_uri),
             session=self._session, policy=self._policy)
         if registration.source in ("dynamic", "cimd"):
             self._store.put(registration_key(meta.issuer), registration.to_dict())
@@ -716,9 +723,10 @@ class OAuthProvider:
         if self.grant in _INTERACTIVE_GRANTS:
             if not self.interactive:
                 raise LoginRequired(
-                    f"authorization: logging in to {meta.issuer} for {self.server_url} needs "
-                    f"a person, and interactive=False; run `mcpsync login` or use a "
-                    f"non-interactive grant", step="authorization", url=meta.issuer)
+                    f"authorization: logging in to {meta.issuer} for "
+                    f"{display_url(self.server_url)} needs a person, and interactive=False; "
+                    "run `mcpsync login` or use a non-interactive grant",
+                    step="authorization", url=meta.issuer)
             with _INTERACTIVE_LOCK:
                 requested = self._with_offline_access(scopes, meta)
                 data, registration = self._interactive(meta, requested, resource, dpop)
@@ -732,7 +740,7 @@ class OAuthProvider:
             client_id=registration.client_id, resource=resource,
             dpop_jwk=self._dpop_prover().key.private_jwk() if dpop else None)
         if dpop and token.token_type.lower() != "dpop":
-            raise DPoPError(f"token request: {meta.issuer} answered a DPoP token request "
+            raise DPoPError(f"dpop: {meta.issuer} answered a DPoP token request "
                             f"with token_type {token.token_type!r}", step="dpop",
                             url=meta.issuer)
         return self._save(token)

@@ -8,7 +8,6 @@ schedule (interval, ``slow_down`` + 5 s, expiry) is asserted exactly and instant
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
 
 import pytest
 import requests
@@ -24,27 +23,18 @@ from mcpauth.flows import (
 )
 from mcpauth.registration import ClientRegistration
 
-from .test_flows import ISSUER, RESOURCE, Reply, ScriptedServer, make_meta
+from ._servers import (  # noqa: F401 - registers the fixtures
+    Reply,
+    ScriptedServer,
+    scripted_server_fixture,
+    session_fixture,
+)
+from .test_flows import ISSUER, RESOURCE, TOKEN, make_meta
 
 POLICY = HttpPolicy()
 DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 ID_JAG = "urn:ietf:params:oauth:token-type:id-jag"
 PUBLIC = ClientRegistration(client_id="dev-client", token_endpoint_auth_method="none")
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    srv = ScriptedServer()
-    try:
-        yield srv
-    finally:
-        srv.close()
-
-
-@pytest.fixture
-def session() -> Iterator[requests.Session]:
-    with requests.Session() as s:
-        yield s
 
 
 class FakeClock:
@@ -90,7 +80,7 @@ def run_device(server: ScriptedServer, session: requests.Session, fake: FakeCloc
 def test_device_flow_polls_with_pending_and_slow_down(server: ScriptedServer,
                                                       session: requests.Session) -> None:
     server.script += [device_reply(), error("authorization_pending"), error("slow_down"),
-                      error("authorization_pending"), Reply()]
+                      error("authorization_pending"), Reply(body=TOKEN)]
     fake = FakeClock()
     shown: list[DeviceCode] = []
     answer = run_device(server, session, fake, shown)
@@ -113,7 +103,7 @@ def test_device_flow_polls_with_pending_and_slow_down(server: ScriptedServer,
 
 def test_device_flow_default_interval_is_five_seconds(server: ScriptedServer,
                                                       session: requests.Session) -> None:
-    server.script += [device_reply(interval=None), Reply()]
+    server.script += [device_reply(interval=None), Reply(body=TOKEN)]
     fake = FakeClock()
     run_device(server, session, fake)
     assert fake.sleeps == [5.0]
@@ -166,7 +156,7 @@ def test_device_flow_refused_or_malformed_start(server: ScriptedServer,
 def test_device_flow_default_handler_prints_to_stderr(server: ScriptedServer,
                                                       session: requests.Session,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
-    server.script += [device_reply(), Reply()]
+    server.script += [device_reply(), Reply(body=TOKEN)]
     run_device(server, session, FakeClock(), handler=False)
     err = capsys.readouterr().err
     assert "WDJB-MJHT" in err and "https://as.example.com/device" in err
@@ -250,7 +240,7 @@ def test_jwt_bearer_form(server: ScriptedServer, session: requests.Session,
                              token_endpoint_auth_method="client_secret_basic")
     endpoint = TokenEndpoint(make_meta(f"{server.base}/token"), reg, session=session,
                              policy=POLICY)
-    server.script.append(Reply())
+    server.script.append(Reply(body=TOKEN))
     jwt_bearer(endpoint, "the.id.jag", scopes=["a", "b"], resource=RESOURCE,
                include_client_id=include_client_id)
     (rec,) = server.requests

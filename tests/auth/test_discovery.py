@@ -4,7 +4,6 @@ the 2025-03-26 fallback, against real loopback servers."""
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -32,23 +31,18 @@ from mcpauth.errors import (
     ResourceMismatch,
 )
 
-from .test_http_policy import Reply, ScriptedServer
+from ._servers import (  # noqa: F401 - registers the fixtures
+    Reply,
+    ScriptedServer,
+    scripted_server_fixture,
+    session_fixture,
+)
 
 POLICY = HttpPolicy()
 PRM = "/.well-known/oauth-protected-resource"
 
 
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    srv = ScriptedServer()
-    yield srv
-    srv.close()
 
-
-@pytest.fixture
-def session() -> Iterator[requests.Session]:
-    with requests.Session() as s:
-        yield s
 
 
 # --- URL construction -------------------------------------------------------------------------
@@ -192,9 +186,9 @@ def test_hint_is_tried_first(server: ScriptedServer, session: requests.Session) 
     assert meta.dpop_bound_access_tokens_required is True
     assert meta.url == server.base + "/meta"
     assert meta.raw["scopes_supported"] == ["a", "b"]
-    assert [s.path for s in server.seen] == ["/meta"]
-    assert server.seen[0].headers["MCP-Protocol-Version"] == "2025-11-25"
-    assert server.seen[0].headers["Accept"] == "application/json"
+    assert [s.path for s in server.requests] == ["/meta"]
+    assert server.requests[0].headers["MCP-Protocol-Version"] == "2025-11-25"
+    assert server.requests[0].headers["Accept"] == "application/json"
 
 
 @pytest.mark.parametrize("bad", [
@@ -217,7 +211,7 @@ def test_invalid_answers_move_on(server: ScriptedServer, session: requests.Sessi
     meta = discover_resource(server.base + "/mcp", hint=server.base + "/meta", session=session,
                              policy=POLICY)
     assert meta is not None and meta.url == server.base + PRM
-    assert [s.path for s in server.seen] == ["/meta", PRM + "/mcp", PRM]
+    assert [s.path for s in server.requests] == ["/meta", PRM + "/mcp", PRM]
     assert meta.scopes_supported is None
     assert meta.dpop_bound_access_tokens_required is False
 
@@ -234,14 +228,14 @@ def test_root_server_url_tries_root_only(server: ScriptedServer,
                                          session: requests.Session) -> None:
     assert discover_resource(server.base + "/", hint=None, session=session,
                              policy=POLICY) is None
-    assert [s.path for s in server.seen] == [PRM]
+    assert [s.path for s in server.requests] == [PRM]
 
 
 def test_no_metadata_anywhere_is_none(server: ScriptedServer,
                                       session: requests.Session) -> None:
     assert discover_resource(server.base + "/mcp", hint=None, session=session,
                              policy=POLICY) is None
-    assert [s.path for s in server.seen] == [PRM + "/mcp", PRM]
+    assert [s.path for s in server.requests] == [PRM + "/mcp", PRM]
 
 
 def test_network_error_on_the_hint_moves_on(server: ScriptedServer,
@@ -366,14 +360,14 @@ def test_full_metadata_is_read(server: ScriptedServer, session: requests.Session
     assert meta.authorization_response_iss_parameter_supported is True
     assert meta.client_id_metadata_document_supported is True
     assert meta.fallback is False
-    assert len(server.seen) == 1
+    assert len(server.requests) == 1
 
 
 def test_well_known_order_with_a_path(server: ScriptedServer,
                                       session: requests.Session) -> None:
     with pytest.raises(DiscoveryError) as info:
         discover_authorization_server(server.base + "/tenant1", session=session, policy=POLICY)
-    assert [s.path for s in server.seen] == [
+    assert [s.path for s in server.requests] == [
         "/.well-known/oauth-authorization-server/tenant1",
         "/.well-known/openid-configuration/tenant1",
         "/tenant1/.well-known/openid-configuration"]
@@ -385,7 +379,7 @@ def test_well_known_order_without_a_path(server: ScriptedServer,
                                          session: requests.Session) -> None:
     with pytest.raises(DiscoveryError):
         discover_authorization_server(server.base, session=session, policy=POLICY)
-    assert [s.path for s in server.seen] == ["/.well-known/oauth-authorization-server",
+    assert [s.path for s in server.requests] == ["/.well-known/oauth-authorization-server",
                                              "/.well-known/openid-configuration"]
 
 
@@ -395,7 +389,7 @@ def test_oidc_path_appended_is_used_last(server: ScriptedServer,
     server.routes["/tenant1/.well-known/openid-configuration"] = Reply(200, asm(issuer))
     meta = discover_authorization_server(issuer, session=session, policy=POLICY)
     assert meta.issuer == issuer
-    assert len(server.seen) == 3
+    assert len(server.requests) == 3
 
 
 def test_issuer_mismatch_skips_to_the_next_url(server: ScriptedServer,
@@ -485,8 +479,8 @@ def test_legacy_metadata_at_the_origin(server: ScriptedServer,
                                        protocol_version="2025-03-26")
     assert meta.issuer == server.base
     assert meta.fallback is False
-    assert [s.path for s in server.seen] == ["/.well-known/oauth-authorization-server"]
-    assert server.seen[0].headers["MCP-Protocol-Version"] == "2025-03-26"
+    assert [s.path for s in server.requests] == ["/.well-known/oauth-authorization-server"]
+    assert server.requests[0].headers["MCP-Protocol-Version"] == "2025-03-26"
     require_pkce_s256(meta)
 
 
@@ -501,7 +495,7 @@ def test_legacy_404_guesses_the_endpoints(server: ScriptedServer,
     assert meta.registration_endpoint == server.base + "/register"
     assert meta.code_challenge_methods_supported is None
     require_pkce_s256(meta)  # exempt
-    assert "MCP-Protocol-Version" not in server.seen[0].headers
+    assert "MCP-Protocol-Version" not in server.requests[0].headers
 
 
 def test_legacy_issuer_must_be_the_origin(server: ScriptedServer,

@@ -12,10 +12,6 @@ import base64
 import hashlib
 import json
 import re
-import threading
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 
@@ -45,6 +41,7 @@ from mcpauth.flows import (
     TokenEndpoint,
     authorization_url,
     client_credentials,
+    device_authorization,
     exchange_code,
     new_pending,
     parse_callback,
@@ -52,110 +49,22 @@ from mcpauth.flows import (
 )
 from mcpauth.registration import ClientRegistration
 
+from ._servers import (  # noqa: F401 - registers the fixtures
+    Recorded,
+    Reply,
+    ScriptedServer,
+    scripted_server_fixture,
+    session_fixture,
+)
+
 ISSUER = "https://as.example.com/tenant"
 RESOURCE = "https://mcp.example.com/mcp"
 REDIRECT = "http://127.0.0.1:8765/callback"
 POLICY = HttpPolicy()
 JWT_BEARER_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+TOKEN = {"access_token": "at-1", "token_type": "Bearer"}
 
 
-# ---- a scripted authorization server ------------------------------------------------------
-
-
-@dataclass
-class Recorded:
-    """One request as the server saw it."""
-
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: bytes
-
-    @property
-    def form(self) -> dict[str, str]:
-        """The form body; a repeated field fails the test (a client must send each once)."""
-        parsed = parse_qs(self.body.decode(), keep_blank_values=True)
-        for name, values in parsed.items():
-            assert len(values) == 1, f"{name} sent {len(values)} times"
-        return {name: values[0] for name, values in parsed.items()}
-
-    def header(self, name: str) -> str | None:
-        return next((v for k, v in self.headers.items() if k.lower() == name.lower()), None)
-
-
-@dataclass
-class Reply:
-    status: int = 200
-    body: Any = field(default_factory=lambda: {"access_token": "at-1", "token_type": "Bearer"})
-    headers: dict[str, str] = field(default_factory=dict)
-
-
-class ScriptedServer:
-    """An HTTP server on 127.0.0.1 that records requests and pops replies from ``script``.
-
-    ``script`` holds :class:`Reply` objects (or callables taking the :class:`Recorded`
-    request); when it runs dry the server answers 500, which fails the test loudly.
-    """
-
-    def __init__(self) -> None:
-        self.requests: list[Recorded] = []
-        self.script: list[Reply | Callable[[Recorded], Reply]] = []
-        self._lock = threading.Lock()
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def _handle(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                rec = Recorded(self.command, self.path, dict(self.headers.items()),
-                               self.rfile.read(length))
-                with outer._lock:
-                    outer.requests.append(rec)
-                    step = outer.script.pop(0) if outer.script else Reply(500, {"error": "dry"})
-                reply = step(rec) if callable(step) else step
-                body = reply.body if isinstance(reply.body, bytes) else json.dumps(
-                    reply.body).encode()
-                self.send_response(reply.status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                for name, value in reply.headers.items():
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(body)
-
-            do_GET = do_POST = _handle
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.base = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever,
-                                        kwargs={"poll_interval": 0.02},
-                                        name="test-scripted-as", daemon=True)
-        self._thread.start()
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join()
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    srv = ScriptedServer()
-    try:
-        yield srv
-    finally:
-        srv.close()
-
-
-@pytest.fixture
-def session() -> Iterator[requests.Session]:
-    with requests.Session() as s:
-        yield s
 
 
 def make_meta(token_endpoint: str = "https://as.example.com/token", *, issuer: str = ISSUER,
@@ -352,7 +261,7 @@ def endpoint_for(server: ScriptedServer, session: requests.Session,
 
 def exchange(server: ScriptedServer, session: requests.Session,
              registration: ClientRegistration) -> Recorded:
-    server.script.append(Reply())
+    server.script.append(Reply(body=TOKEN))
     answer = exchange_code(endpoint_for(server, session, registration), pending(), "code-xyz")
     assert answer == {"access_token": "at-1", "token_type": "Bearer"}
     (rec,) = server.requests
@@ -431,7 +340,7 @@ def test_private_key_jwt_with_rs256(server: ScriptedServer, session: requests.Se
                             serialization.NoEncryption()).decode()
     reg = ClientRegistration(client_id="rsa-client", private_key=pem, signing_alg="RS256",
                              token_endpoint_auth_method="private_key_jwt")
-    server.script.append(Reply())
+    server.script.append(Reply(body=TOKEN))
     client_credentials(endpoint_for(server, session, reg), scopes=[], resource=RESOURCE)
     claims = verify_assertion(server.requests[0].form["client_assertion"], key.public_key(),
                               "RS256")
@@ -462,7 +371,7 @@ def test_refresh_form_has_no_scope_and_keeps_resource(server: ScriptedServer,
 def test_client_credentials_form(server: ScriptedServer, session: requests.Session) -> None:
     reg = ClientRegistration(client_id="svc", client_secret="sec",
                              token_endpoint_auth_method="client_secret_post")
-    server.script.append(Reply())
+    server.script.append(Reply(body=TOKEN))
     client_credentials(endpoint_for(server, session, reg), scopes=["a", "b"], resource=RESOURCE)
     assert server.requests[0].form == {"grant_type": "client_credentials", "scope": "a b",
                                        "resource": RESOURCE, "client_id": "svc",
@@ -480,6 +389,64 @@ def test_token_error_is_parsed_without_echoing_secrets(server: ScriptedServer,
     assert "rt-secret-1" not in str(exc) and "rt-secret-1" not in exc.error_description
     assert "invalid_grant" in str(exc) and "revoked" in str(exc)
     assert server.base in str(exc)
+
+
+def test_token_error_never_echoes_the_basic_secret_or_the_proof(
+        server: ScriptedServer, session: requests.Session) -> None:
+    """A server quoting back what it received (the Basic credentials and the DPoP proof
+    travel in headers, not the form) cannot make an error show them."""
+    secret = "s3cret/with+chars"
+
+    def echo(rec: Recorded) -> Reply:
+        return Reply(400, {"error": "invalid_client", "error_description":
+                           f"got {rec.header('Authorization')} {unquote(secret)} "
+                           f"{quote(secret, safe='')} proof {rec.header('DPoP')}"})
+
+    server.script.append(echo)
+    reg = ClientRegistration(client_id="cid", client_secret=secret,
+                             token_endpoint_auth_method="client_secret_basic")
+    with pytest.raises(TokenRequestError) as info:
+        refresh(endpoint_for(server, session, reg, dpop=DPoPProver(DPoPKey.generate())),
+                "rt-x", resource=RESOURCE)
+    (rec,) = server.requests
+    proof = rec.header("DPoP")
+    basic = (rec.header("Authorization") or "").removeprefix("Basic ")
+    assert proof and basic
+    for text in (str(info.value), repr(info.value), info.value.error_description):
+        for leaked in (secret, quote(secret, safe=""), proof, basic):
+            assert leaked not in text
+    assert "invalid_client" in str(info.value) and "***" in info.value.error_description
+
+
+@pytest.mark.parametrize("where", ["token", "device"])
+def test_an_answer_over_one_mebibyte_is_an_error(server: ScriptedServer,
+                                                 session: requests.Session,
+                                                 where: str) -> None:
+    """The 1 MiB cap holds for token and device endpoints as for metadata (auth.md §1)."""
+    huge = {"access_token": "a" * (1 << 20), "token_type": "Bearer"}
+    server.routes["/token"] = Reply(body=huge, chunked=True)
+    server.routes["/device"] = Reply(body={"device_code": "d" * (1 << 20)}, chunked=True)
+    meta = make_meta(f"{server.base}/token", device_endpoint=f"{server.base}/device")
+    endpoint = TokenEndpoint(meta, PUBLIC, session=session, policy=POLICY)
+    with pytest.raises(AuthError, match="larger than 1048576 bytes") as info:
+        if where == "token":
+            client_credentials(endpoint, scopes=(), resource=RESOURCE)
+        else:
+            device_authorization(meta, PUBLIC, scopes=(), resource=RESOURCE, session=session,
+                                 policy=POLICY, handler=None, endpoint=endpoint)
+    assert info.value.step in ("token request", "authorization")
+    assert f"{server.base}/{where}" in str(info.value)
+
+
+def test_a_device_endpoint_redirect_is_not_followed(server: ScriptedServer,
+                                                    session: requests.Session) -> None:
+    server.routes["/device"] = Reply(307, {}, {"Location": f"{server.base}/elsewhere"})
+    meta = make_meta(f"{server.base}/token", device_endpoint=f"{server.base}/device")
+    endpoint = TokenEndpoint(meta, PUBLIC, session=session, policy=POLICY)
+    with pytest.raises(AuthError, match="never follows redirects"):
+        device_authorization(meta, PUBLIC, scopes=(), resource=RESOURCE, session=session,
+                             policy=POLICY, handler=None, endpoint=endpoint)
+    assert [r.path for r in server.requests] == ["/device"]
 
 
 def test_non_json_error_and_non_json_success(server: ScriptedServer,
@@ -589,7 +556,7 @@ def test_no_retry_without_dpop(server: ScriptedServer, session: requests.Session
 
 def test_bearer_answer_to_a_dpop_request_is_a_dpop_error(server: ScriptedServer,
                                                          session: requests.Session) -> None:
-    server.script.append(Reply())  # token_type Bearer
+    server.script.append(Reply(body=TOKEN))  # token_type Bearer
     with pytest.raises(DPoPError):
         exchange_code(endpoint_for(server, session, PUBLIC, dpop=DPoPProver(DPoPKey.generate())),
                       pending(), "c")

@@ -6,13 +6,7 @@ where possible; ``responses`` for what needs TLS (an https→http redirect).
 
 from __future__ import annotations
 
-import http.server
-import json
 import socket
-import threading
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -22,114 +16,13 @@ import responses
 from mcpauth._http import HttpPolicy, HttpResponse, check_url, is_loopback_host, request
 from mcpauth.errors import AuthError, InsecureURL
 
-
-@dataclass
-class Seen:
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: bytes
-
-    def json(self) -> Any:
-        return json.loads(self.body)
-
-
-@dataclass
-class Reply:
-    status: int = 200
-    body: bytes | str | dict[str, Any] | list[Any] = b""
-    headers: dict[str, str] = field(default_factory=dict)
-    chunked: bool = False
-    delay: float = 0.0
-
-
-Route = Reply | Callable[[Seen], Reply]
-
-
-class _QuietServer(http.server.ThreadingHTTPServer):
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # a client that gave up (timeout, size cap) is expected here
-
-
-class ScriptedServer:
-    """A loopback HTTP server answering scripted replies by path; records every request."""
-
-    def __init__(self) -> None:
-        self.routes: dict[str, Route] = {}
-        self.seen: list[Seen] = []
-        outer = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-            def _handle(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else b""
-                seen = Seen(self.command, self.path, dict(self.headers.items()), body)
-                outer.seen.append(seen)
-                route = outer.routes.get(self.path.split("?", 1)[0], Reply(404, {"e": 1}))
-                reply = route(seen) if callable(route) else route
-                if reply.delay:
-                    time.sleep(reply.delay)
-                data = reply.body
-                if isinstance(data, (dict, list)):
-                    data = json.dumps(data).encode()
-                elif isinstance(data, str):
-                    data = data.encode()
-                self.send_response(reply.status)
-                headers = {"Content-Type": "application/json", **reply.headers}
-                for name, value in headers.items():
-                    self.send_header(name, value)
-                if reply.chunked:
-                    self.send_header("Transfer-Encoding", "chunked")
-                    self.end_headers()
-                    for i in range(0, len(data), 65536):
-                        piece = data[i:i + 65536]
-                        self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
-                    self.wfile.write(b"0\r\n\r\n")
-                else:
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-
-            do_GET = do_POST = _handle
-
-        self.httpd = _QuietServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,),
-                                       daemon=True, name="mcpsync-test-auth-server")
-        self.thread.start()
-        self.port = self.httpd.server_address[1]
-        self.base = f"http://127.0.0.1:{self.port}"
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(5)
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    srv = ScriptedServer()
-    yield srv
-    srv.close()
-
-
-@pytest.fixture
-def server2() -> Iterator[ScriptedServer]:
-    srv = ScriptedServer()
-    yield srv
-    srv.close()
-
-
-@pytest.fixture
-def session() -> Iterator[requests.Session]:
-    with requests.Session() as s:
-        yield s
-
+from ._servers import (  # noqa: F401 - registers the fixtures
+    Reply,
+    ScriptedServer,
+    scripted_server_fixture,
+    second_scripted_server_fixture,
+    session_fixture,
+)
 
 POLICY = HttpPolicy()
 
@@ -223,7 +116,7 @@ def test_block_private_networks_refuses_a_request(server: ScriptedServer,
     server.routes["/x"] = Reply(200, {"a": 1})
     with pytest.raises(InsecureURL):
         request(session, "GET", server.base + "/x", BLOCK, step="discovery")
-    assert server.seen == []
+    assert server.requests == []
 
 
 def test_policy_defaults_match_the_rules() -> None:
@@ -243,8 +136,8 @@ def test_get_json(server: ScriptedServer, session: requests.Session) -> None:
     assert resp.json_object() == {"issuer": "x"}
     assert resp.headers["x-thing"] == "1"  # case-insensitive
     assert resp.url == server.base + "/m"
-    assert server.seen[0].headers["Accept"] == "application/json"
-    assert server.seen[0].headers["MCP-Protocol-Version"] == "2025-06-18"
+    assert server.requests[0].headers["Accept"] == "application/json"
+    assert server.requests[0].headers["MCP-Protocol-Version"] == "2025-06-18"
 
 
 def test_insecure_url_is_refused_before_any_request(session: requests.Session) -> None:
@@ -272,9 +165,9 @@ def test_post_form_and_json(server: ScriptedServer, session: requests.Session) -
             data={"grant_type": "client_credentials"}, auth=("id", "sec"))
     request(session, "POST", server.base + "/token", POLICY, step="token request",
             json_body={"client_name": "x"})
-    assert server.seen[0].body == b"grant_type=client_credentials"
-    assert server.seen[0].headers["Authorization"].startswith("Basic ")
-    assert server.seen[1].json() == {"client_name": "x"}
+    assert server.requests[0].body == b"grant_type=client_credentials"
+    assert server.requests[0].headers["Authorization"].startswith("Basic ")
+    assert server.requests[1].json() == {"client_name": "x"}
 
 
 # --- size cap ---------------------------------------------------------------------------------
@@ -320,14 +213,14 @@ def test_five_redirects_are_followed(server: ScriptedServer, session: requests.S
     resp = request(session, "GET", server.base + "/r0", POLICY, step="discovery")
     assert resp.json_object() == {"hops": 5}
     assert resp.url == server.base + "/r5"
-    assert len(server.seen) == 6
+    assert len(server.requests) == 6
 
 
 def test_six_redirects_raise(server: ScriptedServer, session: requests.Session) -> None:
     _chain(server, 6)
     with pytest.raises(AuthError, match="more than 5 redirects"):
         request(session, "GET", server.base + "/r0", POLICY, step="discovery")
-    assert len(server.seen) == 6  # the sixth hop is never requested
+    assert len(server.requests) == 6  # the sixth hop is never requested
 
 
 @pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
@@ -340,7 +233,7 @@ def test_post_never_follows_a_redirect(server: ScriptedServer, session: requests
                 data={"client_secret": "s3cret"})
     assert info.value.step == "token request"
     assert "s3cret" not in str(info.value)
-    assert [s.path for s in server.seen] == ["/token"]
+    assert [s.path for s in server.requests] == ["/token"]
 
 
 def test_redirect_to_non_loopback_http_is_refused(server: ScriptedServer,
@@ -389,10 +282,10 @@ def test_credentials_are_dropped_on_a_cross_origin_hop(
                    headers=headers)
     assert resp.json_object() == {"ok": 1}
     # same origin: kept
-    assert server.seen[1].headers["Authorization"] == "Bearer tok"
-    assert server.seen[1].headers["DPoP"] == "proof"
+    assert server.requests[1].headers["Authorization"] == "Bearer tok"
+    assert server.requests[1].headers["DPoP"] == "proof"
     # another origin: nothing
-    other = server2.seen[0].headers
+    other = server2.requests[0].headers
     assert "Authorization" not in other
     assert "DPoP" not in other
     assert other["X-Other"] == "kept"
@@ -404,8 +297,8 @@ def test_basic_auth_is_dropped_on_a_cross_origin_hop(
     server.routes["/b"] = Reply(307, headers={"Location": server2.base + "/c"})
     server2.routes["/c"] = Reply(200, {"ok": 1})
     request(session, "GET", server.base + "/a", POLICY, step="discovery", auth=("id", "secret"))
-    assert server.seen[1].headers["Authorization"].startswith("Basic ")
-    assert "Authorization" not in server2.seen[0].headers
+    assert server.requests[1].headers["Authorization"].startswith("Basic ")
+    assert "Authorization" not in server2.requests[0].headers
 
 
 # --- network errors ---------------------------------------------------------------------------

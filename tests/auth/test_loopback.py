@@ -235,3 +235,14 @@ def test_loopback_http_authorization_url_is_allowed(monkeypatch: pytest.MonkeyPa
     assert run_browser_login(url, redirect_uri=listener.redirect_uri, listener=listener,
                              authorization_handler=None, timeout=5).endswith("code=l")
     assert opened == [url]
+
+
+def test_a_login_waits_300_seconds_by_default() -> None:
+    """auth.md §1: the loopback login wait (the provider relies on these defaults)."""
+    import inspect
+
+    from mcpauth._loopback import DEFAULT_WAIT
+
+    assert DEFAULT_WAIT == 300
+    assert inspect.signature(run_browser_login).parameters["timeout"].default == 300
+    assert inspect.signature(LoopbackListener.wait).parameters["timeout"].default == 300

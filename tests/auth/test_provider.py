@@ -12,13 +12,10 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlencode, urlsplit
+from urllib.parse import urlsplit
 
 import pytest
 import requests
@@ -28,234 +25,26 @@ from mcpauth import (
     LoginRequired,
     MemoryTokenStore,
     OAuthProvider,
-    Token,
     TokenRequestError,
-    TokenStore,
 )
-from mcpauth.tokens import credential_key, resource_index_key
+from mcpauth.tokens import credential_key, registration_key
 
-
-@dataclass
-class Issuer:
-    """One authorization server's behaviour and what it saw."""
-
-    name: str
-    scopes_supported: list[str] | None = None
-    expires_in: int = 3600
-    refresh_delay: threading.Event | None = None   # the refresh waits for this when set
-    refresh_started: threading.Event = field(default_factory=threading.Event)
-    refuse_refresh: bool = False                   # answer refreshes with invalid_grant
-    dpop: bool = False                             # advertise DPoP, bind tokens to proofs
-    pending_polls: int = 1                         # device-code polls answered "pending"
-    dpop_proofs: list[str] = field(default_factory=list)
-    registrations: list[dict[str, Any]] = field(default_factory=list)
-    authorizations: list[dict[str, str]] = field(default_factory=list)
-    token_requests: list[dict[str, str]] = field(default_factory=list)
-    counter: int = 0
-
-    def grants(self, grant_type: str) -> list[dict[str, str]]:
-        return [r for r in self.token_requests if r.get("grant_type") == grant_type]
-
-
-class FakeAuthServer:
-    """Resource metadata plus authorization servers on one loopback port."""
-
-    def __init__(self, issuers: tuple[str, ...] = ("as1",)) -> None:
-        self.issuers = {name: Issuer(name) for name in issuers}
-        self.current = issuers[0]           # what the resource metadata names
-        self.prm_scopes: list[str] | None = None
-        self.prm_requests = 0
-        self.lock = threading.Lock()
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:   # quiet
-                pass
-
-            def do_GET(self) -> None:
-                fake._get(self)
-
-            def do_POST(self) -> None:
-                fake._post(self)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.base = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,),
-                                       name="mcpsync-test-fake-as", daemon=True)
-        self.thread.start()
-
-    @property
-    def mcp_url(self) -> str:
-        return f"{self.base}/mcp"
-
-    @property
-    def prm_url(self) -> str:
-        return f"{self.base}/.well-known/oauth-protected-resource/mcp"
-
-    def issuer_url(self, name: str) -> str:
-        return f"{self.base}/{name}"
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(5)
-
-    # --- handlers ---------------------------------------------------------------------
-
-    @staticmethod
-    def _json(handler: BaseHTTPRequestHandler, status: int, body: Any) -> None:
-        data = json.dumps(body).encode()
-        handler.send_response(status)
-        handler.send_header("Content-Type", "application/json")
-        handler.send_header("Content-Length", str(len(data)))
-        handler.end_headers()
-        handler.wfile.write(data)
-
-    def _get(self, h: BaseHTTPRequestHandler) -> None:
-        parts = urlsplit(h.path)
-        path = parts.path
-        if path == "/.well-known/oauth-protected-resource/mcp":
-            with self.lock:
-                self.prm_requests += 1
-            doc: dict[str, Any] = {"resource": self.mcp_url,
-                                   "authorization_servers": [self.issuer_url(self.current)]}
-            if self.prm_scopes is not None:
-                doc["scopes_supported"] = self.prm_scopes
-            return self._json(h, 200, doc)
-        prefix = "/.well-known/oauth-authorization-server/"
-        if path.startswith(prefix) and path[len(prefix):] in self.issuers:
-            issuer = self.issuers[path[len(prefix):]]
-            base = self.issuer_url(issuer.name)
-            meta: dict[str, Any] = {
-                "issuer": base,
-                "authorization_endpoint": f"{base}/authorize",
-                "token_endpoint": f"{base}/token",
-                "registration_endpoint": f"{base}/register",
-                "code_challenge_methods_supported": ["S256"],
-                "token_endpoint_auth_methods_supported": ["none"],
-                "grant_types_supported": ["authorization_code", "refresh_token",
-                                          "client_credentials"],
-                "device_authorization_endpoint": f"{base}/device",
-            }
-            if issuer.dpop:
-                meta["dpop_signing_alg_values_supported"] = ["ES256"]
-            if issuer.scopes_supported is not None:
-                meta["scopes_supported"] = issuer.scopes_supported
-            return self._json(h, 200, meta)
-        name, _, rest = path.strip("/").partition("/")
-        if rest == "authorize" and name in self.issuers:
-            query = {k: v[0] for k, v in parse_qs(parts.query).items()}
-            with self.lock:
-                self.issuers[name].authorizations.append(query)
-            target = query["redirect_uri"] + "?" + urlencode(
-                {"code": f"code-{name}", "state": query.get("state", "")})
-            h.send_response(302)
-            h.send_header("Location", target)
-            h.send_header("Content-Length", "0")
-            h.end_headers()
-            return None
-        return self._json(h, 404, {"error": "not_found"})
-
-    def _post(self, h: BaseHTTPRequestHandler) -> None:
-        length = int(h.headers.get("Content-Length") or 0)
-        raw = h.rfile.read(length).decode()
-        name, _, rest = urlsplit(h.path).path.strip("/").partition("/")
-        issuer = self.issuers.get(name)
-        if issuer is None:
-            return self._json(h, 404, {"error": "not_found"})
-        if rest == "register":
-            body = json.loads(raw)
-            with self.lock:
-                issuer.registrations.append(body)
-                client_id = f"{name}-client-{len(issuer.registrations)}"
-            return self._json(h, 201, {"client_id": client_id,
-                                       "token_endpoint_auth_method": "none",
-                                       "redirect_uris": body.get("redirect_uris", [])})
-        if rest == "device":
-            return self._json(h, 200, {"device_code": "dev-code", "user_code": "WXYZ-1234",
-                                       "verification_uri": f"{self.issuer_url(name)}/verify",
-                                       "expires_in": 30, "interval": 0.01})
-        if rest == "token":
-            form = {k: v[0] for k, v in parse_qs(raw).items()}
-            proof = h.headers.get("DPoP")
-            with self.lock:
-                issuer.token_requests.append(form)
-                if proof:
-                    issuer.dpop_proofs.append(proof)
-                if form.get("grant_type", "").endswith("device_code") and issuer.pending_polls:
-                    issuer.pending_polls -= 1
-                    pending = True
-                else:
-                    pending = False
-                    issuer.counter += 1
-                n = issuer.counter
-            if pending:
-                return self._json(h, 400, {"error": "authorization_pending"})
-            if form.get("assertion") == "refused-jwt":
-                return self._json(h, 400, {"error": "invalid_grant",
-                                           "error_description": "untrusted workload"})
-            if form.get("grant_type") == "refresh_token":
-                issuer.refresh_started.set()
-                if issuer.refresh_delay is not None:
-                    issuer.refresh_delay.wait(10)
-                if issuer.refuse_refresh:
-                    return self._json(h, 400, {"error": "invalid_grant"})
-            token_type = "DPoP" if issuer.dpop and proof else "Bearer"
-            answer: dict[str, Any] = {"access_token": f"{name}-at-{n}", "token_type": token_type,
-                                      "expires_in": issuer.expires_in,
-                                      "refresh_token": f"{name}-rt-{n}"}
-            if "scope" in form:
-                answer["scope"] = form["scope"]
-            return self._json(h, 200, answer)
-        return self._json(h, 404, {"error": "not_found"})
+from ._servers import (
+    FakeAuthServer,
+    FakeChallenge,
+    challenge,
+    follow_once,
+    make_provider,
+    requested_scopes,
+    seed_token,
+)
 
 
 @pytest.fixture
 def server() -> Iterator[FakeAuthServer]:
-    fake = FakeAuthServer(("as1", "as2"))
+    fake = FakeAuthServer(("as1", "as2", "idp"))
     yield fake
     fake.close()
-
-
-@dataclass(frozen=True)
-class FakeChallenge:
-    """Shaped like mcpsync's HttpChallenge (the provider reads it by duck typing)."""
-
-    status: int
-    www_authenticate: tuple[str, ...]
-    headers: dict[str, str] = field(default_factory=dict)
-    method: str = "POST"
-    url: str = ""
-    authorization: str | None = None
-
-
-def follow_once(url: str) -> str:
-    """The authorization handler of the conformance client: no redirect following."""
-    response = requests.get(url, allow_redirects=False, timeout=10)
-    return str(response.headers["Location"])
-
-
-def make_provider(server: FakeAuthServer, **options: Any) -> OAuthProvider:
-    options.setdefault("authorization_handler", follow_once)
-    options.setdefault("redirect_uri", "http://127.0.0.1:3000/callback")
-    return OAuthProvider(server.mcp_url, **options)
-
-
-def challenge(server: FakeAuthServer, *, status: int = 401, scope: str | None = None,
-              error: str | None = None, authorization: str | None = None) -> FakeChallenge:
-    params = [f'resource_metadata="{server.prm_url}"']
-    if scope is not None:
-        params.append(f'scope="{scope}"')
-    if error is not None:
-        params.append(f'error="{error}"')
-    return FakeChallenge(status, ("Bearer " + ", ".join(params),), url=server.mcp_url,
-                         authorization=authorization)
-
-
-def requested_scopes(issuer: Issuer, index: int = -1) -> list[str] | None:
-    scope = issuer.authorizations[index].get("scope")
-    return None if scope is None else scope.split(" ")
 
 
 # --- headers() ----------------------------------------------------------------------------
@@ -487,21 +276,6 @@ def test_client_credentials_grant(server: FakeAuthServer) -> None:
 
 # --- renewal from headers() ----------------------------------------------------------------
 
-def seed_token(server: FakeAuthServer, store: TokenStore, *, left: float,
-               lifetime: float = 100.0, client_id: str = "pre",
-               refresh_token: str | None = "seed-rt") -> Token:
-    """Put a token for the fake server in ``store`` with ``left`` seconds to live."""
-    now = time.time()
-    token = Token(access_token="seed-at", refresh_token=refresh_token, expires_at=now + left,
-                  issued_at=now + left - lifetime, issuer=server.issuer_url("as1"),
-                  client_id=client_id, resource=server.mcp_url)
-    store.put(credential_key(token.issuer, token.client_id, token.resource), token.to_dict())
-    store.put(resource_index_key(server.mcp_url),
-              {"issuer": token.issuer, "client_id": token.client_id,
-               "resource": token.resource})
-    return token
-
-
 @pytest.mark.timeout(20)
 def test_headers_refreshes_inside_the_margin(server: FakeAuthServer) -> None:
     store = MemoryTokenStore()
@@ -725,3 +499,285 @@ def test_an_expired_login_without_refresh_token_waits_for_the_401(
     provider.on_unauthorized(challenge(server, authorization="Bearer seed-at"))
     assert len(server.issuers["as1"].authorizations) == 1
     assert provider.headers("POST", server.mcp_url) == {"Authorization": "Bearer as1-at-1"}
+
+
+# --- audit additions (rules/auth.md §1, §4, §5, §6, §7) ----------------------------------
+
+@pytest.mark.timeout(20)
+def test_an_expired_dynamic_client_secret_registers_anew_instead_of_refreshing(
+        server: FakeAuthServer) -> None:
+    """§5: a past client_secret_expires_at means registering again. The refresh token was
+    issued to that client, so it is not spent with the dead secret: a full login follows."""
+    store = MemoryTokenStore()
+    redirect = "http://127.0.0.1:3000/callback"
+    store.put(registration_key(server.issuer_url("as1")), {
+        "client_id": "old-dyn", "client_secret": "old-secret",
+        "token_endpoint_auth_method": "client_secret_basic", "redirect_uris": [redirect],
+        "client_secret_expires_at": time.time() - 60, "issuer": server.issuer_url("as1"),
+        "source": "dynamic"})
+    seed_token(server, store, left=1000, client_id="old-dyn")
+    provider = make_provider(server, store=store, redirect_uri=redirect)
+    assert provider.headers("POST", server.mcp_url) == {"Authorization": "Bearer seed-at"}
+    provider.on_unauthorized(challenge(server, authorization="Bearer seed-at"))
+    as1 = server.issuers["as1"]
+    assert as1.grants("refresh_token") == [], "the expired client does not refresh"
+    assert len(as1.registrations) == 1 and as1.authorizations[0]["client_id"] == "as1-client-1"
+    token = provider.token
+    assert token is not None and token.client_id == "as1-client-1"
+    stored = store.get(registration_key(server.issuer_url("as1")))
+    assert stored is not None and stored["client_id"] == "as1-client-1"
+
+
+@pytest.mark.timeout(20)
+def test_choose_authorization_server_picks_from_the_list(server: FakeAuthServer) -> None:
+    """§4: the first entry of authorization_servers, unless the caller chooses."""
+    server.prm_servers = [server.issuer_url("as1"), server.issuer_url("as2")]
+    offered: list[list[str]] = []
+
+    def choose(servers: list[str]) -> str:
+        offered.append(list(servers))
+        return servers[1]
+
+    make_provider(server, choose_authorization_server=choose).login()
+    assert offered == [server.prm_servers]
+    assert server.issuers["as1"].authorizations == []
+    assert len(server.issuers["as2"].authorizations) == 1
+    make_provider(server).login()
+    assert len(server.issuers["as1"].authorizations) == 1, "default: the first entry"
+
+
+@pytest.mark.timeout(20)
+def test_metadata_is_cached_per_provider_but_resource_metadata_is_fetched_per_401(
+        server: FakeAuthServer) -> None:
+    provider = make_provider(server)
+    provider.on_unauthorized(challenge(server))
+    assert server.metadata_requests == ["as1"] and server.prm_requests == 1
+    provider.on_unauthorized(challenge(server, authorization="Bearer as1-at-1"))
+    provider.on_unauthorized(challenge(server, authorization="Bearer as1-at-2"))
+    assert server.prm_requests == 3, "resource metadata again on every 401 (§10)"
+    assert server.metadata_requests == ["as1"], "authorization-server metadata is cached"
+    make_provider(server).login()
+    assert server.metadata_requests == ["as1", "as1"], "the cache is per provider"
+
+
+@pytest.mark.timeout(20)
+def test_client_credentials_step_up_requests_the_union_of_scopes(
+        server: FakeAuthServer) -> None:
+    """§6: client-credentials clients step up the same way as a person's login."""
+    provider = make_provider(server, grant="client_credentials", client_id="svc",
+                             client_secret="svc-secret", interactive=False)
+    provider.on_unauthorized(challenge(server, scope="jobs:read"))
+    provider.on_unauthorized(challenge(server, status=403, scope="jobs:write",
+                                       error="insufficient_scope",
+                                       authorization="Bearer as1-at-1"))
+    grants = server.issuers["as1"].grants("client_credentials")
+    assert [g["scope"] for g in grants] == ["jobs:read", "jobs:read jobs:write"]
+    assert server.issuers["as1"].grants("refresh_token") == [], "a step-up never refreshes"
+    assert provider.headers("POST", server.mcp_url) == {"Authorization": "Bearer as1-at-2"}
+
+
+@pytest.mark.timeout(20)
+def test_enterprise_id_jag_exchanges_at_the_idp_then_presents_the_id_jag(
+        server: FakeAuthServer) -> None:
+    """§7 ID-JAG: token exchange at the IdP for the MCP authorization server's issuer, then
+    the JWT-bearer grant with the ID-JAG; an ID token provider is asked each time."""
+    def b64(data: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(data).encode()).rstrip(b"=").decode()
+
+    id_token = f"{b64({'alg': 'none'})}.{b64({'exp': int(time.time()) + 600})}.sig"
+    asked: list[int] = []
+
+    def fresh_id_token() -> str:
+        asked.append(1)
+        return id_token
+
+    provider = make_provider(server, grant="id_jag", client_id="ent", client_secret="ent-s",
+                             id_token=fresh_id_token, idp_client_id="idp-client",
+                             idp_issuer=server.issuer_url("idp"), interactive=False)
+    provider.on_unauthorized(challenge(server, scope="mcp"))
+    [exchange] = server.issuers["idp"].token_requests
+    assert exchange == {
+        "grant_type": "urn:ietf:params:oauth:grant-type:token-exchange",
+        "requested_token_type": "urn:ietf:params:oauth:token-type:id-jag",
+        "subject_token": id_token,
+        "subject_token_type": "urn:ietf:params:oauth:token-type:id_token",
+        "audience": server.issuer_url("as1"), "resource": server.mcp_url, "scope": "mcp",
+        "client_id": "idp-client"}
+    [bearer] = server.issuers["as1"].token_requests
+    assert bearer["grant_type"] == "urn:ietf:params:oauth:grant-type:jwt-bearer"
+    assert bearer["assertion"] == "idp-id-jag-1" and bearer["resource"] == server.mcp_url
+    assert provider.headers("POST", server.mcp_url) == {"Authorization": "Bearer as1-at-1"}
+    assert asked == [1]
+
+
+@pytest.mark.timeout(20)
+def test_an_expired_id_jag_token_repeats_both_steps(server: FakeAuthServer) -> None:
+    """§7: on expiry (no refresh token) the ID token is exchanged again, then presented."""
+    def b64(data: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(data).encode()).rstrip(b"=").decode()
+
+    id_tokens = iter(f"{b64({'alg': 'none'})}.{b64({'exp': int(time.time()) + 600, 'n': n})}.s"
+                     for n in range(2))
+    as1 = server.issuers["as1"]
+    as1.refresh_tokens = False
+    as1.expires_in = 0                      # expired on arrival
+    provider = make_provider(server, grant="id_jag", client_id="ent", client_secret="ent-s",
+                             id_token=lambda: next(id_tokens), idp_client_id="idp-client",
+                             idp_token_endpoint=server.issuer_url("idp") + "/token",
+                             interactive=False)
+    assert provider.login().access_token == "as1-at-1"
+    as1.expires_in = 3600
+    assert provider.headers("POST", server.mcp_url) == {"Authorization": "Bearer as1-at-2"}
+    exchanges = server.issuers["idp"].token_requests
+    assert len(exchanges) == 2 and exchanges[0]["subject_token"] != exchanges[1]["subject_token"]
+    assert [g["assertion"] for g in as1.grants(
+        "urn:ietf:params:oauth:grant-type:jwt-bearer")] == ["idp-id-jag-1", "idp-id-jag-2"]
+
+
+class RecordingSession(requests.Session):
+    """A real session that notes the options of every request mcpauth makes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, str, Any, Any, Any]] = []
+
+    def request(self, method: Any, url: Any, *args: Any,
+                **kwargs: Any) -> requests.Response:
+        self.calls.append((str(method), urlsplit(str(url)).path, kwargs.get("timeout"),
+                           kwargs.get("allow_redirects"), kwargs.get("stream")))
+        return super().request(method, url, *args, **kwargs)
+
+
+@pytest.mark.timeout(20)
+def test_every_request_has_the_timeouts_the_cap_and_no_redirects(
+        server: FakeAuthServer) -> None:
+    """§1: 10 s to connect, 30 s to read, streamed (so the 1 MiB cap applies) and never
+    redirected by requests itself, on every request: metadata, registration, token, device
+    and IdP endpoints alike."""
+    session = RecordingSession()
+    provider = make_provider(server, session=session)
+    provider.on_unauthorized(challenge(server))
+    provider.on_unauthorized(challenge(server, authorization="Bearer as1-at-1"))   # refresh
+    OAuthProvider(server.mcp_url, grant="device_code", session=session,
+                  device_code_handler=lambda info: None).login()
+    make_provider(server, grant="client_credentials", client_id="svc", client_secret="s",
+                  session=session).login()
+    make_provider(server, grant="id_jag", client_id="ent", client_secret="ent-s",
+                  id_token="a.b.c", idp_client_id="idp-client",
+                  idp_token_endpoint=server.issuer_url("idp") + "/token",
+                  session=session).login()
+    paths = {path for _, path, *_ in session.calls}
+    assert paths >= {"/.well-known/oauth-protected-resource/mcp",
+                     "/.well-known/oauth-authorization-server/as1", "/as1/register",
+                     "/as1/token", "/as1/device", "/idp/token"}
+    assert {(timeout, redirects, stream) for *_, timeout, redirects, stream
+            in session.calls} == {((10.0, 30.0), False, True)}
+    session.close()
+
+
+@pytest.mark.timeout(20)
+def test_default_login_opens_the_browser_and_waits_on_the_loopback_listener(
+        server: FakeAuthServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """§7 with no handler: the http(s) authorization URL goes to webbrowser.open, and the
+    browser's redirect lands on 127.0.0.1/callback, served by the mcpauth-callback thread."""
+    import threading
+    import webbrowser
+
+    opened: list[str] = []
+    browsers: list[threading.Thread] = []
+
+    def browser(url: str, *args: Any, **kwargs: Any) -> bool:
+        opened.append(url)
+        # What a browser does: follow the authorization server's redirect to the listener.
+        browsers.append(threading.Thread(target=requests.get, args=(url,),
+                                         kwargs={"timeout": 10},
+                                         name="mcpsync-test-browser", daemon=True))
+        browsers[-1].start()
+        return True
+
+    monkeypatch.setattr(webbrowser, "open", browser)
+    monkeypatch.setattr(webbrowser, "get", lambda *a, **k: object())
+    provider = OAuthProvider(server.mcp_url)
+    token = provider.login()
+    for thread in browsers:
+        thread.join(10)
+    assert token.access_token == "as1-at-1"
+    [url] = opened
+    assert urlsplit(url).scheme in ("http", "https")
+    redirect = server.issuers["as1"].authorizations[0]["redirect_uri"]
+    assert redirect.startswith("http://127.0.0.1:") and redirect.endswith("/callback")
+    assert not [t for t in threading.enumerate() if t.name == "mcpauth-callback"]
+
+
+@pytest.mark.timeout(20)
+def test_without_browser_or_handler_the_device_flow_is_used(
+        server: FakeAuthServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    import webbrowser
+
+    def no_browser(*args: Any, **kwargs: Any) -> Any:
+        raise webbrowser.Error("could not locate runnable browser")
+
+    def must_not_open(*args: Any, **kwargs: Any) -> bool:
+        raise AssertionError("no browser exists")
+
+    monkeypatch.setattr(webbrowser, "get", no_browser)
+    monkeypatch.setattr(webbrowser, "open", must_not_open)
+    shown: list[Any] = []
+    token = OAuthProvider(server.mcp_url, device_code_handler=shown.append).login()
+    assert [info.user_code for info in shown] == ["WXYZ-1234"]
+    assert token.access_token == "as1-at-1"
+    assert server.issuers["as1"].authorizations == []
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize(("setting", "prm_requires", "scheme", "bound"), [
+    (None, True, "Bearer", True),      # the resource metadata requires DPoP
+    (None, False, "DPoP", True),       # the resource's challenge asks for it
+    (True, False, "Bearer", True),     # the caller asks for it
+    (False, False, "DPoP", False),     # the caller refuses it
+    (None, False, "Bearer", False),    # nobody asks
+])
+def test_when_dpop_is_used(server: FakeAuthServer, setting: bool | None, prm_requires: bool,
+                           scheme: str, bound: bool) -> None:
+    """§8: DPoP when the resource asks (challenge or metadata) or the caller sets dpop=True;
+    dpop=False never."""
+    as1 = server.issuers["as1"]
+    as1.dpop = True
+    if prm_requires:
+        server.prm_extra = {"dpop_bound_access_tokens_required": True}
+    provider = make_provider(server, dpop=setting)
+    provider.on_unauthorized(FakeChallenge(
+        401, (f'{scheme} resource_metadata="{server.prm_url}"',), url=server.mcp_url))
+    headers = provider.headers("POST", server.mcp_url)
+    assert headers["Authorization"] == ("DPoP as1-at-1" if bound else "Bearer as1-at-1")
+    assert ("DPoP" in headers) is bound
+    assert len(as1.dpop_proofs) == (1 if bound else 0)
+    token = provider.token
+    assert token is not None and (token.dpop_jwk is not None) is bound
+
+
+@pytest.mark.timeout(20)
+def test_dpop_without_es256_at_the_authorization_server_is_a_dpop_error(
+        server: FakeAuthServer) -> None:
+    from mcpauth import DPoPError
+
+    provider = make_provider(server, dpop=True)
+    with pytest.raises(DPoPError, match="dpop_signing_alg_values_supported: absent") as info:
+        provider.on_unauthorized(challenge(server))
+    assert info.value.url == server.issuer_url("as1")
+    assert server.issuers["as1"].token_requests == []
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize(("redirect", "kind"), [
+    ("http://127.0.0.1:3000/callback", "native"),
+    ("http://localhost:3000/callback", "native"),
+    ("https://app.example.com/oauth/callback", "web"),
+])
+def test_dynamic_registration_application_type(server: FakeAuthServer, redirect: str,
+                                               kind: str) -> None:
+    """§5: native for a loopback redirect (or CLI use), web for a non-loopback https one."""
+    make_provider(server, redirect_uri=redirect).login()
+    [registered] = server.issuers["as1"].registrations
+    assert registered["application_type"] == kind
+    assert registered["redirect_uris"] == [redirect]

@@ -15,7 +15,7 @@ import pytest
 
 from mcpauth import FileTokenStore, MemoryTokenStore
 
-from .test_provider import FakeAuthServer, follow_once, make_provider, seed_token
+from ._servers import FakeAuthServer, challenge, follow_once, make_provider, seed_token
 
 THREADS = 50
 
@@ -62,7 +62,6 @@ def test_fifty_threads_with_an_expired_token_cause_one_refresh(
 def test_fifty_threads_hitting_401_together_cause_one_refresh(server: FakeAuthServer) -> None:
     """mcpsync serializes on_unauthorized under its auth lock; a second caller holding the
     replaced token returns at once (the stale-token rule)."""
-    from .test_provider import challenge
 
     provider = make_provider(server)
     provider.on_unauthorized(challenge(server))
@@ -199,3 +198,57 @@ def test_one_interactive_login_at_a_time_in_a_process() -> None:
     finally:
         for s in servers:
             s.close()
+
+
+@pytest.mark.timeout(30)
+def test_a_login_in_flight_does_not_delay_headers_with_a_valid_token(
+        server: FakeAuthServer) -> None:
+    """headers() holds no lock across a request: while a step-up login waits for the user
+    (holding the provider's flight), a valid token is still handed out at once."""
+    store = MemoryTokenStore()
+    seed_token(server, store, left=1000)
+    inside = threading.Event()
+    release = threading.Event()
+
+    def slow_user(url: str) -> str:
+        inside.set()
+        release.wait(10)
+        return follow_once(url)
+
+    provider = make_provider(server, store=store, client_id="pre",
+                             authorization_handler=slow_user)
+    login = _run_threads(1, lambda: provider.on_unauthorized(challenge(
+        server, status=403, scope="more", error="insufficient_scope",
+        authorization="Bearer seed-at")))[0]
+    try:
+        assert inside.wait(10), "the step-up reached the user"
+        for _ in range(20):
+            assert provider.headers("POST", server.mcp_url) == {
+                "Authorization": "Bearer seed-at"}
+        assert login.is_alive() and not release.is_set()
+    finally:
+        release.set()
+        login.join(10)
+    assert provider.headers("POST", server.mcp_url) == {"Authorization": "Bearer as1-at-1"}
+
+
+@pytest.mark.timeout(30)
+def test_two_providers_sharing_a_store_refresh_a_credential_once(
+        server: FakeAuthServer) -> None:
+    """Single flight per credential key, not per provider object: the store's locked(key)
+    makes the second provider re-read and adopt the first one's refresh."""
+    store = MemoryTokenStore()
+    seed_token(server, store, left=-5)
+    as1 = server.issuers["as1"]
+    release = threading.Event()
+    as1.refresh_delay = release
+    providers = [make_provider(server, store=store, client_id="pre") for _ in range(2)]
+    results: list[object] = []
+    threads = _run_threads(1, lambda: results.append(providers[0].headers("GET", "x")))
+    assert as1.refresh_started.wait(10)
+    threads += _run_threads(1, lambda: results.append(providers[1].headers("GET", "x")))
+    release.set()
+    for thread in threads:
+        thread.join(10)
+    assert results == [{"Authorization": "Bearer as1-at-1"}] * 2
+    assert len(as1.grants("refresh_token")) == 1

@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import pickle
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -26,24 +25,19 @@ from mcpauth.registration import (
     register,
 )
 
-from .test_http_policy import Reply, ScriptedServer
+from ._servers import (  # noqa: F401 - registers the fixtures
+    Reply,
+    ScriptedServer,
+    scripted_server_fixture,
+    session_fixture,
+)
 
 POLICY = HttpPolicy()
 REDIRECT = "http://127.0.0.1:4567/callback"
 CIMD_URL = "https://conformance-test.local/client-metadata.json"
 
 
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    srv = ScriptedServer()
-    yield srv
-    srv.close()
 
-
-@pytest.fixture
-def session() -> Iterator[requests.Session]:
-    with requests.Session() as s:
-        yield s
 
 
 def make_meta(issuer: str = "https://as.example", **changes: Any) -> ServerMetadata:
@@ -174,7 +168,7 @@ def test_dcr_request_body(server: ScriptedServer, session: requests.Session) -> 
     meta = make_meta(server.base)
     reg = register(meta, redirect_uris=[REDIRECT], client_name="mcpsync",
                    application_type="native", session=session, policy=POLICY)
-    sent = server.seen[0]
+    sent = server.requests[0]
     assert sent.method == "POST"
     assert sent.headers["Content-Type"] == "application/json"
     assert sent.json() == {
@@ -192,7 +186,7 @@ def test_dcr_drops_refresh_token_when_not_supported(server: ScriptedServer,
                      token_endpoint_auth_methods_supported=("client_secret_post",))
     register(meta, redirect_uris=["https://app.example/cb"], client_name="x",
              application_type="web", session=session, policy=POLICY)
-    body = server.seen[0].json()
+    body = server.requests[0].json()
     assert body["grant_types"] == ["authorization_code"]
     assert body["token_endpoint_auth_method"] == "client_secret_post"
     assert body["application_type"] == "web"
@@ -204,7 +198,7 @@ def test_dcr_keeps_refresh_token_when_listed(server: ScriptedServer,
     meta = make_meta(server.base, grant_types_supported=("authorization_code", "refresh_token"))
     register(meta, redirect_uris=[REDIRECT], client_name="x", application_type="native",
              session=session, policy=POLICY)
-    assert server.seen[0].json()["grant_types"] == ["authorization_code", "refresh_token"]
+    assert server.requests[0].json()["grant_types"] == ["authorization_code", "refresh_token"]
 
 
 def test_dcr_response_auth_method_is_authoritative(server: ScriptedServer,
@@ -214,7 +208,7 @@ def test_dcr_response_auth_method_is_authoritative(server: ScriptedServer,
         "token_endpoint_auth_method": "client_secret_post"})
     reg = register(make_meta(server.base), redirect_uris=[REDIRECT], client_name="x",
                    application_type="native", session=session, policy=POLICY)
-    assert server.seen[0].json()["token_endpoint_auth_method"] == "none"
+    assert server.requests[0].json()["token_endpoint_auth_method"] == "none"
     assert reg.token_endpoint_auth_method == "client_secret_post"
     assert reg.client_secret == "s3cret"
     assert reg.client_secret_expires_at == 4e9
@@ -325,7 +319,7 @@ def test_preregistered_comes_first(server: ScriptedServer, session: requests.Ses
     assert reg.client_id == "mine"
     assert reg.issuer == server.base
     assert reg.source == "preregistered"
-    assert server.seen == []
+    assert server.requests == []
 
 
 def test_cimd_when_configured_and_supported(server: ScriptedServer,
@@ -334,7 +328,7 @@ def test_cimd_when_configured_and_supported(server: ScriptedServer,
     reg = choose(meta, session, client_metadata_url=CIMD_URL)
     assert reg == ClientRegistration(CIMD_URL, "none", redirect_uris=(REDIRECT,),
                                      issuer=server.base, source="cimd")
-    assert server.seen == []
+    assert server.requests == []
 
 
 def test_cimd_not_supported_falls_to_dcr(server: ScriptedServer,
@@ -354,7 +348,7 @@ def test_dcr_when_nothing_else(server: ScriptedServer, session: requests.Session
     server.routes["/register"] = Reply(201, {"client_id": "dyn"})
     reg = choose(make_meta(server.base), session, application_type="native")
     assert reg.client_id == "dyn"
-    assert server.seen[0].json()["redirect_uris"] == [REDIRECT]
+    assert server.requests[0].json()["redirect_uris"] == [REDIRECT]
 
 
 def test_stored_dynamic_registration_is_reused(server: ScriptedServer,
@@ -362,7 +356,7 @@ def test_stored_dynamic_registration_is_reused(server: ScriptedServer,
     stored = ClientRegistration("old", "none", redirect_uris=(REDIRECT,), issuer=server.base,
                                 source="dynamic")
     assert choose(make_meta(server.base), session, stored=stored) is stored
-    assert server.seen == []
+    assert server.requests == []
 
 
 @pytest.mark.parametrize("change", [
@@ -379,7 +373,7 @@ def test_stored_registration_not_reused(server: ScriptedServer, session: request
         ClientRegistration("old", "none", redirect_uris=(REDIRECT,), issuer=server.base,
                            source="dynamic"), **change)
     assert choose(make_meta(server.base), session, stored=stored).client_id == "new"
-    assert len(server.seen) == 1
+    assert len(server.requests) == 1
 
 
 def test_nothing_possible_asks_for_a_client_id(session: requests.Session) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -267,9 +268,10 @@ def test_file_lock_is_reentrant_in_a_thread(store_path: str) -> None:
         pass
 
 
-def test_file_lock_excludes_other_threads_until_timeout(store_path: str) -> None:
-    store = FileTokenStore(store_path, lock_timeout=0.3)
-    other = FileTokenStore(store_path, lock_timeout=0.3)  # separate fd: flock itself excludes
+@contextlib.contextmanager
+def _held_by_a_thread(store: TokenStore) -> Iterator[threading.Event]:
+    """Hold ``store.locked(KEY)`` in another thread until the yielded event is set (or the
+    block ends)."""
     holding = threading.Event()
     release = threading.Event()
 
@@ -278,17 +280,24 @@ def test_file_lock_excludes_other_threads_until_timeout(store_path: str) -> None
             holding.set()
             release.wait(10)
 
-    t = threading.Thread(target=holder, name="test-holder", daemon=True)
+    t = threading.Thread(target=holder, name="mcpsync-test-holder", daemon=True)
     t.start()
     try:
         assert holding.wait(5)
+        yield release
+    finally:
+        release.set()
+        t.join(5)
+
+
+def test_file_lock_excludes_other_threads_until_timeout(store_path: str) -> None:
+    store = FileTokenStore(store_path, lock_timeout=0.3)
+    other = FileTokenStore(store_path, lock_timeout=0.3)  # separate fd: flock itself excludes
+    with _held_by_a_thread(store):
         for s in (store, other):
             with pytest.raises(TokenStoreError, match="held by another process"), \
                     s.locked(KEY):
                 pass
-    finally:
-        release.set()
-        t.join(5)
     with other.locked(KEY):
         pass
 
@@ -476,21 +485,14 @@ def test_locks_held_by_a_thread_at_fork_are_fresh_in_the_child(tmp_path: Path,
                                                                kind: str) -> None:
     store: TokenStore = (MemoryTokenStore() if kind == "memory"
                          else FileTokenStore(tmp_path / "t.json", lock_timeout=5))
-    holding = threading.Event()
-    release = threading.Event()
-
-    def holder() -> None:
-        with store.locked(KEY):
-            holding.set()
-            release.wait(10)
-
-    t = threading.Thread(target=holder, name="test-holder", daemon=True)
-    t.start()
-    assert holding.wait(5)
-    try:
+    with _held_by_a_thread(store) as release:
         assert _fork_and_lock(store, release) == 0
-    finally:
-        release.set()
-        t.join(5)
     if kind == "file":
         assert store.get(KEY) == {"by": "child"}
+
+
+def test_the_lock_wait_is_30_seconds_by_default(store_path: str) -> None:
+    """auth.md §1: token-store lock wait."""
+    from mcpauth.tokens import LOCK_TIMEOUT
+
+    assert LOCK_TIMEOUT == 30 and FileTokenStore(store_path).lock_timeout == 30
