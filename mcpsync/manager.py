@@ -79,6 +79,9 @@ _managers: weakref.WeakSet[Manager] = weakref.WeakSet()
 def _after_fork_in_child() -> None:
     for manager in list(_managers):
         manager._forked = True
+        # A parent thread (a discovery, a start) may have held the lock at the fork; in the
+        # child nobody would ever release it, and close() or repr() would hang on it.
+        manager._lock = threading.RLock()
 
 
 def _close_at_exit() -> None:
@@ -448,6 +451,15 @@ class Manager:
         Servers still running after 10 s are named in a WARNING. Idempotent; other methods
         raise ``ClosedError`` afterwards. In a forked child it only drops references.
         """
+        if self._forked or os.getpid() != self._pid:
+            # The parent's servers, pipes, secret files and watcher are not ours to touch:
+            # only drop the references (new objects, so nothing shared is mutated).
+            self._closed = True
+            self._entries = {}
+            self._start_errors = {}
+            self._watcher = None
+            _managers.discard(self)
+            return
         with self._lock:
             if self._closed:
                 return
@@ -457,8 +469,6 @@ class Manager:
             self._start_errors.clear()
             watcher, self._watcher = self._watcher, None
         _managers.discard(self)
-        if self._forked or os.getpid() != self._pid:
-            return   # the parent's servers, pipes and secret files are not ours to touch
         if entries:
             _, unfinished = run_parallel(self._close_entry, entries, what="close",
                                          limit=len(entries), timeout=CLOSE_TIMEOUT)
@@ -616,10 +626,13 @@ class Manager:
         ``BudgetExceeded`` or ``ApprovalRejected`` (``local=True``) when the policy refuses;
         nothing is sent then. A server still discovering its tools is called anyway.
         """
-        entry = self._entry(server_id)
+        self._entry(server_id)      # an unknown id fails before the policy runs
         with self._lock:
             policy = self._policy
         check_call(policy, self._budget, server_id, name, args if args is not None else {})
+        # Looked up after the checks: approve() may have waited for a human while the
+        # server was restarted, and the call goes to the one running now.
+        entry = self._entry(server_id)
         try:
             return entry.client.call_tool(name, args, timeout=timeout, progress=progress)
         except RemoteError as exc:

@@ -244,7 +244,17 @@ def _remove_all_at_exit() -> None:
         secret.remove()  # does nothing in a forked child: the pid differs
 
 
+def _after_fork_in_child() -> None:
+    """A forked child starts with no secret files of its own and a fresh lock (a parent
+    thread may have held the old one at the fork, and nobody would release it here)."""
+    global _registry_lock, _live
+    _registry_lock = threading.Lock()
+    _live = {}
+
+
 atexit.register(_remove_all_at_exit)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -271,10 +281,11 @@ def write_secret_file(config: ServerConfig, resolver: SecretResolver) -> SecretF
     try:
         kv = resolver.resolve(ref)
     except Exception as exc:
-        # The resolver's message may quote what it fetched; keep only its type here (the
-        # original stays attached as __cause__ for debugging).
+        # The resolver's message may quote what it fetched (`int("s3cr3t")` does), and a
+        # chained cause would be printed with any traceback or logged exception: keep only
+        # its type.
         raise SecretError(f"server {name!r}: resolving secret {ref!r} failed "
-                          f"({type(exc).__name__})", ref=ref, server=name) from exc
+                          f"({type(exc).__name__})", ref=ref, server=name) from None
     try:
         text = render_secret(config.secret_format, kv)
     except ValueError as exc:

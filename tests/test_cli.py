@@ -764,3 +764,13 @@ def test_docs_transcript(workdir: Path, env: dict[str, str]) -> None:
         outputs = list(pool.map(output, [command for command, _ in steps]))
     for (command, expected), got in zip(steps, outputs, strict=True):
         assert got == expected, f"$ {command}\n{got}"
+
+
+def test_json_errors_leave_stdout_empty(workdir: Path, env: dict[str, str]) -> None:
+    """With ``--json`` a failure prints no document at all: one line on stderr only."""
+    assert_error(run("--json", "tools", "no-such-command-mcpsync-test", cwd=workdir, env=env),
+                 3, "no-such-command-mcpsync-test")
+    assert_error(run("--json", "call", DEMO, "echo", "text=a", "--args", "{}", cwd=workdir,
+                     env=env), 2, "not both")
+    assert_error(run("--json", "call", DEMO, "add", "a=x", cwd=workdir, env=env), 2,
+                 "argument 'a'")

@@ -19,6 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from http_peers.fault_server import FaultServer
+from http_peers.fixtures import (  # noqa: F401 - registers the fixtures
+    fault_server_factory_fixture,
+    fault_server_fixture,
+)
 
 from mcpsync.config import ServerConfig
 from mcpsync.errors import (
@@ -26,6 +31,7 @@ from mcpsync.errors import (
     ConfigError,
     ConnectionLost,
     RemoteError,
+    RequestTimeout,
     UnknownServer,
 )
 from mcpsync.manager import ManagedTool, Manager, Notification
@@ -306,6 +312,14 @@ def test_start_error_is_kept_and_cleared(manager: Manager, helper: list[str]) ->
     manager.start_server(config("bad", helper))        # the next start works
     assert manager.server_ready_error("bad") is None
     assert manager.server_started("bad")
+    # A restart that fails leaves the id stopped with the new start error ...
+    with pytest.raises(ConnectionLost) as again:
+        manager.start_server(config("bad", [*helper, "crash-at-start"]))
+    assert manager.server_ready_error("bad") is again.value
+    assert not manager.server_started("bad")
+    # ... until the id is stopped: a stopped id has no error.
+    assert manager.stop_server("bad") is False
+    assert manager.server_ready_error("bad") is None
 
 
 @pytest.mark.timeout(30)
@@ -354,8 +368,9 @@ def test_start_all_twenty_in_parallel(tmp_path: Path, helper: list[str], demo_ar
         assert os.path.isfile(secret)
         with pytest.raises(ConnectionLost):
             m.call_tool("later", "crash")
-        assert wait_for(lambda: not os.path.exists(secret))
-        assert not os.path.exists(os.path.dirname(secret))
+        # The file goes first, then its directory (on the watcher thread): wait for both.
+        assert wait_for(lambda: not os.path.exists(os.path.dirname(secret)))
+        assert not os.path.exists(secret)
         assert wait_for(lambda: not m.server_started("later"))
         assert not m.server_ready("later") and m.server_ready_error("later") is None
         assert not any(t.server_id == "later" for t in m.tools())
@@ -401,6 +416,9 @@ def test_server_without_tools_is_ready(manager: Manager, tmp_path: Path) -> None
                       encoding="utf-8")
     manager.start_server(config("empty", [sys.executable, str(script)]))
     assert manager.list_tools("empty") == []
+    caps = manager.capabilities("empty")      # it offers tools (none), no resources/prompts
+    assert caps is not None and "tools" in caps
+    assert "resources" not in caps and "prompts" not in caps
     assert manager.server_ready("empty") and manager.server_ready_error("empty") is None
     assert manager.tools() == []
 
@@ -567,11 +585,14 @@ def test_close_is_idempotent_and_later_calls_raise(demo_argv: list[str],
 @pytest.mark.timeout(40)
 def test_close_with_a_server_ignoring_sigterm_stays_in_bound(
         helper: list[str], demo_argv: list[str], no_leaks: None) -> None:
+    # Each stubborn server needs ~4 s (stdin closed, 2 s, SIGTERM ignored, 2 s, SIGKILL):
+    # three of them one after the other would take 12 s, so this proves they stop at once.
     m = Manager()
-    m.start_server(config("stubborn", [*helper, "ignore-term"]))
-    m.start_server(config("stubborn2", [*helper, "ignore-term"]))
+    stubborn = ["stubborn", "stubborn2", "stubborn3"]
+    for sid in stubborn:
+        m.start_server(config(sid, [*helper, "ignore-term"]))
     m.start_server(config("demo", demo_argv))
-    pids = [m.client(s).pid for s in ("stubborn", "stubborn2", "demo")]
+    pids = [m.client(s).pid for s in (*stubborn, "demo")]
     began = time.monotonic()
     m.close()
     took = time.monotonic() - began
@@ -720,3 +741,114 @@ def test_start_all_runs_at_most_max_parallel_starts_at_once(
     assert isinstance(results["s05"], RuntimeError)
     assert [k for k, v in results.items() if v is not None] == ["s05"]
     assert all(name.startswith("mcpsync-start-") for name in names)
+
+
+SLOW_HANDSHAKE = r'''
+import json, sys, time
+
+mode = sys.argv[1]
+for line in sys.stdin:
+    msg = json.loads(line)
+    if msg.get("id") is None or mode == "silent":
+        continue                     # server/discover is never answered: a legacy server
+    if msg["method"] == "initialize":
+        time.sleep(0.5)              # within the config's timeout, after the 5 s probe
+        result = {"protocolVersion": msg["params"]["protocolVersion"],
+                  "serverInfo": {"name": "slow", "version": "1"}, "capabilities": {}}
+        sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}))
+        sys.stdout.write("\n")
+        sys.stdout.flush()
+'''
+
+
+@pytest.mark.timeout(40)
+def test_handshake_timeout_is_the_config_timeout_plus_the_probe(tmp_path: Path,
+                                                                no_leaks: None) -> None:
+    """A legacy server that ignores the probe gets 5 s for it, then ``timeout`` for
+    ``initialize``: the answer after 5.5 s in all is in time with ``timeout=2``, a silent
+    one fails with ``timeout=0.5`` (both started at once, to pay the 5 s only once)."""
+    script = tmp_path / "slow_handshake.py"
+    script.write_text(SLOW_HANDSHAKE, encoding="utf-8")
+    argv = [sys.executable, str(script)]
+    with Manager(configs=[config("slow", [*argv, "answer"], timeout=2.0),
+                          config("silent", [*argv, "silent"], timeout=0.5)]) as m:
+        began = time.monotonic()
+        results = m.start_all()
+        took = time.monotonic() - began
+        assert results["slow"] is None, results["slow"]
+        assert isinstance(results["silent"], RequestTimeout), results["silent"]
+        assert "0.5" in str(results["silent"])
+        assert took >= 5.5 - 0.05, took     # the 5 s probe, then the config's 0.5 s
+        assert m.server_started("slow") and m.server_info("slow") is not None
+        assert m.list_tools("slow") == [] and m.server_ready("slow")
+        assert not m.server_started("silent")
+        assert m.server_ready_error("silent") is results["silent"]
+
+
+PROMPTS_AND_RESOURCES = r'''
+import json, sys
+
+def send(rid, result=None, error=None):
+    msg = {"jsonrpc": "2.0", "id": rid}
+    msg.update({"result": result} if error is None else {"error": error})
+    sys.stdout.write(json.dumps(msg) + "\n")
+    sys.stdout.flush()
+
+for line in sys.stdin:
+    msg = json.loads(line)
+    rid, method, params = msg.get("id"), msg.get("method"), msg.get("params") or {}
+    if rid is None:
+        continue
+    if method == "initialize":
+        send(rid, {"protocolVersion": params["protocolVersion"],
+                   "serverInfo": {"name": "pr", "title": "Prompts", "version": "2"},
+                   "instructions": "prompts and resources",
+                   "capabilities": {"prompts": {}, "resources": {}}})
+    elif method == "prompts/list":
+        send(rid, {"prompts": [{"name": "greet", "arguments": [{"name": "who"}]}]})
+    elif method == "prompts/get":
+        who = params.get("arguments", {}).get("who", "?")
+        send(rid, {"messages": [{"role": "user",
+                                 "content": {"type": "text", "text": "hello " + who}}]})
+    elif method == "resources/list":
+        send(rid, {"resources": [{"uri": "memo://a", "name": "a"}]})
+    elif method == "resources/read":
+        send(rid, {"contents": [{"uri": params["uri"], "text": "read " + params["uri"]}]})
+    else:
+        send(rid, error={"code": -32601, "message": "Method not found"})
+'''
+
+
+@pytest.mark.timeout(30)
+def test_prompts_resources_and_legacy_server_info_by_id(manager: Manager,
+                                                         tmp_path: Path) -> None:
+    """Calls by id reach the server; a server without tools is ready with none; ``raw`` is
+    the whole ``initialize`` result as sent."""
+    script = tmp_path / "pr.py"
+    script.write_text(PROMPTS_AND_RESOURCES, encoding="utf-8")
+    manager.start_server(config("pr", [sys.executable, str(script)]))
+    assert [p.name for p in manager.list_prompts("pr")] == ["greet"]
+    prompt = manager.get_prompt("pr", "greet", {"who": "you"})
+    assert prompt.messages[0].content.text == "hello you"     # type: ignore[union-attr]
+    assert [r.uri for r in manager.list_resources("pr")] == ["memo://a"]
+    assert manager.read_resource("pr", "memo://a").contents[0].text == "read memo://a"
+    info = manager.server_info("pr")
+    assert info is not None and (info.name, info.title, info.version) == ("pr", "Prompts", "2")
+    assert info.instructions == "prompts and resources"
+    assert set(info.raw) == {"protocolVersion", "serverInfo", "instructions", "capabilities"}
+    assert info.raw["serverInfo"] == {"name": "pr", "title": "Prompts", "version": "2"}
+    assert info.protocol_version == info.raw["protocolVersion"]
+    assert manager.list_tools("pr") == [] and manager.server_ready("pr")
+
+
+@pytest.mark.timeout(30)
+def test_an_http_server_has_no_stderr_and_no_process(manager: Manager,
+                                                     fault_server: FaultServer) -> None:
+    manager.start_server(ServerConfig(id="web", url=fault_server.url))
+    assert manager.server_started("web")
+    assert manager.server_stderr("web") == ""
+    assert manager.client("web").pid is None
+    assert manager.call_tool("web", "add", {"a": 1, "b": 2}).structured == {"sum": 3}
+    names = [t.name for t in manager.list_tools("web")]
+    assert "add" in names and manager.server_ready("web")
+    assert manager.stop_server("web") is True and not manager.server_started("web")

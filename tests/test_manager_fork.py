@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from test_manager import DictResolver, config, write_helper
 
+from mcpsync.client import Client
 from mcpsync.errors import UsedAfterFork
 from mcpsync.manager import Manager
 
@@ -81,3 +82,161 @@ def test_fork_with_a_live_manager(tmp_path: Path, demo_argv: list[str]) -> None:
         assert manager.server_started("sec") and os.path.exists(secret)
         assert manager.call_tool("sec", "readfile", {"path": secret}).text == "K=v\n"
     assert not os.path.exists(secret)
+
+
+# -- a Client carried into a child; fresh ones made in the child work -----------------------
+
+# Exit codes of the second child.
+CLIENT_NO_ERROR, CLIENT_CLOSE_RAISED, FRESH_CLIENT_FAILED, FRESH_MANAGER_FAILED = 21, 22, 23, 24
+
+
+def _fresh_ones_work(demo_argv: list[str]) -> int:
+    """In the child: a new Client and a new Manager start servers and call tools."""
+    from mcpsync.client import connect
+
+    try:
+        with connect(demo_argv) as client:
+            if client.call_tool("echo", {"text": "child client"}).text != "child client":
+                return FRESH_CLIENT_FAILED
+    except BaseException:
+        return FRESH_CLIENT_FAILED
+    try:
+        with Manager() as fresh:
+            fresh.start_server(config("child", demo_argv))
+            if fresh.call_tool("child", "echo", {"text": "child"}).text != "child":
+                return FRESH_MANAGER_FAILED
+            if [t.name for t in fresh.list_tools("child")] != ["echo", "add", "slow", "fail"]:
+                return FRESH_MANAGER_FAILED
+    except BaseException:
+        return FRESH_MANAGER_FAILED
+    return OK
+
+
+def _client_child(client: Client, demo_argv: list[str]) -> int:
+    calls: list[Callable[[], object]] = [
+        lambda: client.call_tool("echo", {"text": "x"}), lambda: client.list_tools(),
+        lambda: client.__enter__()]
+    for call in calls:
+        try:
+            call()
+        except UsedAfterFork as exc:
+            # "...created in process N and cannot be used in the forked process M; create a
+            # new client in the child" (a session call) or "...in another process" (enter)
+            if "process" not in str(exc):
+                return WRONG_MESSAGE
+        else:
+            return CLIENT_NO_ERROR
+    try:
+        client.close()           # only drops references
+    except BaseException:
+        return CLIENT_CLOSE_RAISED
+    return _fresh_ones_work(demo_argv)
+
+
+def _fork(child: Callable[[], int]) -> int:
+    """Fork, run ``child()`` there, and return its exit code (the child never returns)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:   # pragma: no cover - the child; its result is the exit code
+        code = 99
+        try:
+            code = child()
+        finally:
+            sys.stdout.flush()
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+@pytest.mark.timeout(60)
+def test_fork_with_a_live_client_and_fresh_ones_in_the_child(demo_argv: list[str]) -> None:
+    from mcpsync.client import connect
+
+    with connect(demo_argv) as client:
+        assert client.call_tool("echo", {"text": "before"}).text == "before"
+        pid = client.pid
+        assert _fork(lambda: _client_child(client, demo_argv)) == OK
+        # The parent's client is untouched: same process, same pipes, still answering.
+        assert client.pid == pid and not client.closed
+        assert client.call_tool("echo", {"text": "after"}).text == "after"
+
+
+@pytest.mark.timeout(60)
+def test_a_fresh_manager_in_the_child_of_a_live_one_works(demo_argv: list[str]) -> None:
+    with Manager() as manager:
+        manager.start_server(config("demo", demo_argv))
+        pid = manager.client("demo").pid
+
+        def child() -> int:
+            try:
+                manager.tools()
+            except UsedAfterFork:
+                pass
+            else:
+                return NO_ERROR
+            manager.close()
+            return _fresh_ones_work(demo_argv)
+
+        assert _fork(child) == OK
+        assert manager.client("demo").pid == pid
+        assert manager.call_tool("demo", "echo", {"text": "parent"}).text == "parent"
+
+
+@pytest.mark.timeout(60)
+def test_fork_while_another_thread_holds_the_managers_lock(demo_argv: list[str]) -> None:
+    """A parent thread inside a Manager method at the fork (simulated by holding its lock):
+    the child's close(), repr() and methods must not wait for a lock nobody will release."""
+    import signal
+    import threading
+    import time
+
+    with Manager() as manager:
+        manager.start_server(config("demo", demo_argv))
+        held, release = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            with manager._lock:
+                held.set()
+                release.wait(30)
+
+        holder = threading.Thread(target=hold, name="test-holder", daemon=True)
+        holder.start()
+        assert held.wait(10)
+
+        def child() -> int:
+            try:
+                manager.server_started("demo")
+            except UsedAfterFork:
+                pass
+            else:
+                return NO_ERROR
+            repr(manager)
+            manager.close()
+            return OK
+
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                pid = os.fork()
+            if pid == 0:   # pragma: no cover - the child
+                code = 99
+                try:
+                    code = child()
+                finally:
+                    os._exit(code)
+            deadline = time.monotonic() + 15
+            while True:
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    break
+                if time.monotonic() > deadline:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                    pytest.fail("the child hung on the Manager's lock")
+                time.sleep(0.02)
+            assert os.waitstatus_to_exitcode(status) == OK
+        finally:
+            release.set()
+            holder.join(10)
+        assert manager.call_tool("demo", "echo", {"text": "ok"}).text == "ok"

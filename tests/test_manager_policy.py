@@ -269,3 +269,59 @@ def test_gateway_mapping_of_each_code() -> None:
         assert type(refusal) is cls and refusal is not None and refusal.local is False
         assert refusal.rule == "why" and refusal.tool == "t" and refusal.server == "s"
     assert gateway_refusal(RemoteError("x", code=-32013), "s", "t") is None
+
+
+@pytest.mark.timeout(30)
+def test_a_refusal_never_reaches_the_server(tmp_path: Path) -> None:
+    """Refused calls of the helper's ``crash`` tool: had one been sent, the server would be
+    gone. ``approve`` runs on the caller's thread."""
+    from test_manager import write_helper
+
+    helper = write_helper(tmp_path)
+    threads: list[str] = []
+
+    def approve(server: str, tool: str, args: Mapping[str, Any]) -> bool:
+        threads.append(threading.current_thread().name)
+        return False
+
+    with Manager() as m:
+        m.start_server(config("h", helper))
+        pid = m.client("h").pid
+        for policy, error in ((Policy(allow=lambda s, t, a: t != "crash"), PolicyDenied),
+                              (Policy(budgets={"h/crash": 0}), BudgetExceeded),
+                              (Policy(approve=approve), ApprovalRejected)):
+            m.set_policy(policy)
+            with pytest.raises(error) as info:
+                m.call_tool("h", "crash", {"code": 5})
+            assert info.value.local is True and not isinstance(info.value, RemoteError)
+        assert threads == [threading.current_thread().name]
+        m.set_policy(None)
+        assert m.server_started("h") and m.client("h").pid == pid
+        assert m.call_tool("h", "pid").text == str(pid)
+
+
+@pytest.mark.timeout(30)
+def test_a_call_approved_after_a_restart_goes_to_the_new_server(tmp_path: Path) -> None:
+    """approve() may wait for a human; if the server was restarted meanwhile, the approved
+    call reaches the server running now, not the stopped one."""
+    from test_manager import write_helper
+
+    helper = write_helper(tmp_path)
+    asked, answer = threading.Event(), threading.Event()
+
+    def approve(server: str, tool: str, args: Mapping[str, Any]) -> bool:
+        asked.set()
+        return answer.wait(20)
+
+    with Manager(policy=Policy(approve=approve)) as m:
+        m.start_server(config("h", helper))
+        old = m.client("h").pid
+        got: list[Any] = []
+        caller = threading.Thread(target=lambda: got.append(m.call_tool("h", "pid").text))
+        caller.start()
+        assert asked.wait(10)
+        m.start_server(config("h", helper))          # restarted while the human decides
+        new = m.client("h").pid
+        answer.set()
+        caller.join(20)
+        assert new != old and got == [str(new)]

@@ -180,3 +180,92 @@ def test_set_secret_resolver_applies_to_later_starts(no_leaks: None, helper: lis
             assert f.read() == f"K={VALUE}\n"
         assert resolver.calls == 1
     assert all(VALUE not in record.getMessage() for record in caplog.records)
+
+
+def _proc_text(pid: int, name: str) -> str:
+    try:
+        with open(f"/proc/{pid}/{name}", "rb") as f:
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+@pytest.mark.timeout(30)
+def test_no_secret_value_in_args_env_logs_reprs_or_errors(
+        no_leaks: None, helper: list[str], caplog: pytest.LogCaptureFixture) -> None:
+    """Everything at DEBUG, on every logger: the value shows up nowhere but in the file."""
+    import traceback
+
+    values = [v for v in SECRET.values()] + [VALUE]
+    with caplog.at_level(logging.DEBUG), Manager(DictResolver({"vault/app": SECRET})) as m:
+        m.start_server(config("app", [*helper, "{{secret_file}}"], secret_ref="vault/app",
+                              env={"SECRET_PATH": "{{secret_file}}"}))
+        path = secret_path(m, "app")
+        client = m.client("app")
+        pid = client.pid
+        assert pid is not None
+        seen = [repr(m), repr(client), repr(m.configs), repr(m.server_info("app")),
+                m.server_stderr("app"), repr(m.tools()), repr(m.capabilities("app"))]
+        if os.path.isdir("/proc"):
+            # What the process was given: the path, never the value.
+            cmdline, environ = _proc_text(pid, "cmdline"), _proc_text(pid, "environ")
+            assert path in cmdline and f"SECRET_PATH={path}" in environ
+            seen += [cmdline, environ]
+        assert m.stop_server("app") is True
+
+        class Parsing:
+            """A resolver whose own error quotes the value (int() of a non-number does)."""
+
+            def resolve(self, ref: str) -> Mapping[str, str]:
+                return {"PORT": str(int(VALUE))}
+
+        m.set_secret_resolver(Parsing())
+        with pytest.raises(SecretError) as info:
+            m.start_server(config("app", helper, secret_ref="vault/app"))
+        seen += ["".join(traceback.format_exception(info.value)),
+                 repr(m.server_ready_error("app"))]
+    seen += [record.getMessage() for record in caplog.records]
+    seen += [record.exc_text or "" for record in caplog.records]
+    assert any("vault/app" in text for text in seen)   # the reference may be named
+    for value in values:
+        for line in value.splitlines():
+            assert not any(line in text for text in seen), line
+
+
+@pytest.mark.timeout(30)
+def test_interpreter_exit_closes_the_manager_and_deletes_its_files(helper: list[str],
+                                                                   tmp_path: Path) -> None:
+    """A Manager left open: at exit its servers stop and every secret file goes."""
+    import subprocess
+    import sys
+    import textwrap
+
+    from test_manager import pid_gone
+
+    script = tmp_path / "left_open.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys
+        from mcpsync.config import ServerConfig
+        from mcpsync.manager import Manager
+
+        class Resolver:
+            def resolve(self, ref):
+                return {{"K": "v"}}
+
+        m = Manager(Resolver())
+        for sid in ("a", "b"):
+            m.start_server(ServerConfig(id=sid, command={helper[0]!r}, args=[{helper[1]!r}],
+                                        secret_ref="ref", env={{"P": "{{{{secret_file}}}}"}}))
+            print(m.call_tool(sid, "getenv", {{"name": "P"}}).text, m.client(sid).pid)
+        sys.stdout.flush()
+        # no close(): the atexit hook must do it
+    """), encoding="utf-8")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=25)
+    assert proc.returncode == 0, proc.stderr
+    rows = [line.split() for line in proc.stdout.splitlines()]
+    assert len(rows) == 2
+    for path, pid in rows:
+        assert path.endswith("secret.env")
+        assert not os.path.exists(os.path.dirname(path))
+        assert wait_for(lambda pid=int(pid): pid_gone(pid))   # type: ignore[misc]

@@ -126,6 +126,9 @@ def test_thread_config_checks(manager: Manager, helper: list[str], tmp_path: Pat
     with pytest.raises(ConfigError, match="worktree_root"):
         manager.start_thread_server("git", "t1", ServerConfig(command="x",
                                                               cwd="{{worktree_root}}"))
+    with pytest.raises(ConfigError, match="worktree_root"):
+        manager.start_thread_server("git", "t1", ServerConfig(
+            command="x", env={"ROOT": "{{worktree_root}}/src"}))
     with pytest.raises(ValueError):
         manager.start_thread_server("g__x", "t1", base)
     assert not manager.thread_server_started("git", "t1")

@@ -531,6 +531,58 @@ def test_fork_in_process_child_remove_does_nothing(private_tmp: Path) -> None:
     assert not os.path.exists(secret.path)
 
 
+def test_a_child_forked_while_the_registry_is_locked_writes_its_own_files(
+        private_tmp: Path) -> None:
+    """A parent thread holding the registry lock at the fork must not hang the child: it
+    gets a fresh lock and none of the parent's files."""
+    import signal
+    import time
+    import warnings
+
+    import mcpsync.secrets as module
+
+    parents = write_secret_file(_stdio(secret_ref="r"), DictResolver({"r": {"A": "b"}}))
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with module._registry_lock:
+            held.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold, daemon=True)
+    holder.start()
+    assert held.wait(10)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child reports through its exit status
+            code = 1
+            try:
+                mine = write_secret_file(_stdio(secret_ref="r"), DictResolver({"r": {"C": "d"}}))
+                module._remove_all_at_exit()          # the child's exit hook: its own file
+                gone = not os.path.exists(mine.path)
+                code = 0 if gone and os.path.exists(parents.path) else 2
+            finally:
+                os._exit(code)
+        deadline = time.monotonic() + 15
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                pytest.fail("the child hung on the secret registry's lock")
+            time.sleep(0.02)
+        assert os.waitstatus_to_exitcode(status) == 0
+    finally:
+        release.set()
+        holder.join(10)
+    assert os.path.exists(parents.path)
+    parents.remove()
+
+
 def test_secret_file_type_is_exported() -> None:
     assert SecretFile.__name__ == "SecretFile"
 
