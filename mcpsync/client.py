@@ -836,7 +836,7 @@ class Client:
 
     def ping(self, *, timeout: float | None = None) -> None:
         """Check that a legacy server answers; modern servers have no ``ping``."""
-        if self._modern:
+        if self._modern and os.getpid() == self._pid:
             raise UnsupportedInThisEra(
                 f"pinging server {self._name!r}: ping does not exist in protocol "
                 f"{self._protocol_version}; any cheap call (list_tools()) serves instead",
@@ -942,15 +942,19 @@ class Client:
     def close(self) -> None:
         """Stop the server and every thread of this client. Idempotent and thread-safe.
 
-        In a forked child it only drops references: the parent's server is not touched.
+        In a forked child it only drops references: the parent's server is not touched, and
+        no lock is taken (a parent thread may have held one at the fork).
         """
+        if os.getpid() != self._pid:
+            # A forked child: never signal the parent's processes or write its pipes.
+            self._closed = True
+            _open_clients.discard(self)
+            return
         with self._state_lock:
             if self._closed:
                 return
             self._closed = True
         _open_clients.discard(self)
-        if os.getpid() != self._pid:
-            return  # a forked child: never signal the parent's processes or write its pipes
         self._subs.close()
         self._session.close()
         with self._state_lock:

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -194,5 +196,41 @@ def test_used_after_fork() -> None:
             finally:
                 os._exit(code)
         _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert client.call_tool("echo", {"text": "parent"}).text == "parent"
+
+
+@pytest.mark.timeout(30)
+def test_fork_while_a_parent_thread_holds_the_clients_lock() -> None:
+    """The child's close() takes no lock, so a lock held by a parent thread at the fork
+    cannot hang it; ping() refuses with UsedAfterFork in either era."""
+    with mcpsync.connect(DEMO) as client:
+        held, release = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            with client._state_lock:
+                held.set()
+                release.wait(10)
+
+        holder = threading.Thread(target=hold, name="mcpsync-test-holder")
+        holder.start()
+        assert held.wait(5)
+        try:
+            pid = os.fork()
+            if pid == 0:
+                code = 1
+                try:
+                    signal.alarm(5)          # a hang in the child fails the test, not the run
+                    try:
+                        client.ping()
+                    except mcpsync.UsedAfterFork:
+                        client.close()
+                        code = 0 if client.closed else 2
+                finally:
+                    os._exit(code)
+            _, status = os.waitpid(pid, 0)
+        finally:
+            release.set()
+            holder.join()
         assert os.waitstatus_to_exitcode(status) == 0
         assert client.call_tool("echo", {"text": "parent"}).text == "parent"
