@@ -520,7 +520,10 @@ def _stored_login(config: ServerConfig) -> Any:
         from mcpauth import FileTokenStore, OAuthProvider
         from mcpauth.discovery import canonical_resource
         from mcpauth.tokens import default_token_path, resource_index_key
-    except ImportError:
+    except ImportError as exc:
+        # mcpauth ships with mcpsync, so this means something shadows it (e.g. a directory
+        # named mcpauth in the current directory under `python -m`): say so, not silently.
+        _log.warning("stored logins are not used: mcpauth cannot be imported (%s)", exc)
         return None
     if not os.path.exists(default_token_path()):
         return None
@@ -803,9 +806,15 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     return args
 
 
+# Loggers whose warnings reach stderr without --verbose: the config loader (unknown keys) and
+# the CLI itself (a stored login that cannot be used).
+_QUIET_LOGGERS = ("mcpsync.config", "mcpsync.cli")
+
+
 def _logging_handler(verbose: bool) -> logging.Handler:
     """Log output on stderr: ``--verbose`` puts the ``mcpsync`` (and ``mcpauth``) loggers at
-    DEBUG; otherwise only the config loader's warnings (an unknown key in a file) show, as
+    DEBUG; otherwise only the warnings of the config loader (an unknown key in a file) and of
+    the CLI show, as
     ``mcpsync: warning: ...``, since nothing else in a one-shot command needs a person."""
     handler = logging.StreamHandler(sys.stderr)
     if verbose:
@@ -817,12 +826,13 @@ def _logging_handler(verbose: bool) -> logging.Handler:
     else:
         handler.setFormatter(logging.Formatter("mcpsync: warning: %(message)s"))
         handler.setLevel(logging.WARNING)
-        logging.getLogger("mcpsync.config").addHandler(handler)
+        for name in _QUIET_LOGGERS:
+            logging.getLogger(name).addHandler(handler)
     return handler
 
 
 def _drop_handler(handler: logging.Handler) -> None:
-    for name in (*_LOGGERS, "mcpsync.config"):
+    for name in (*_LOGGERS, *_QUIET_LOGGERS):
         logger = logging.getLogger(name)
         if handler in logger.handlers:
             logger.removeHandler(handler)
