@@ -778,10 +778,10 @@ def test_json_errors_leave_stdout_empty(workdir: Path, env: dict[str, str]) -> N
 
 def test_a_shadowed_mcpauth_is_reported_not_silently_ignored(
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    from mcpsync import cli
+    from mcpsync._cli_login import _stored_login
     from mcpsync.config import ServerConfig
 
     monkeypatch.setitem(sys.modules, "mcpauth", None)     # import mcpauth -> ImportError
     with caplog.at_level("WARNING", logger="mcpsync.cli"):
-        assert cli._stored_login(ServerConfig(id="x", url="http://127.0.0.1:9/mcp")) is None
+        assert _stored_login(ServerConfig(id="x", url="http://127.0.0.1:9/mcp")) is None
     assert "stored logins are not used: mcpauth cannot be imported" in caplog.text
