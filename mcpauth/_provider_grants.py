@@ -39,7 +39,7 @@ from mcpauth.flows import (
     parse_callback,
     run_browser_login,
 )
-from mcpauth.registration import ClientRegistration
+from mcpauth.registration import DEVICE_GRANT_TYPES, ClientRegistration
 
 __all__ = ["GRANTS", "INTERACTIVE_GRANTS", "EndpointFactory", "GrantRunner"]
 
@@ -50,8 +50,6 @@ GRANTS = ("authorization_code", "device_code", "client_credentials", "jwt_bearer
 # Grants that involve a person (a browser or a device code): these need interactive=True, run
 # one at a time per process, and are the ones that ask for offline_access.
 INTERACTIVE_GRANTS = ("authorization_code", "device_code")
-# Used as the redirect URI of a registration made for the device-code grant, which has none.
-_DEVICE_REDIRECT = "http://127.0.0.1/callback"
 
 
 class EndpointFactory(Protocol):
@@ -134,10 +132,17 @@ class GrantRunner:
 
     def interactive(self, grant: str, meta: ServerMetadata, scopes: list[str], resource: str,
                     dpop: bool) -> tuple[dict[str, Any], ClientRegistration]:
-        """A person's login: the device code, or a browser login with PKCE."""
+        """A person's login: the device code, or a browser login with PKCE.
+
+        A dynamic registration for the device code asks for the device-code grant (and
+        ``refresh_token``) only, with no redirect URI (RFC 7591 §2): the device code runs when
+        ``grant="device_code"`` (never a browser), or as the fallback that needs no browser,
+        no handler and no redirect URI; a later browser login needs a loopback redirect URI
+        such a registration never has, so it registers anew for ``authorization_code``.
+        """
         if self._use_device_code(grant, meta):
-            registration = self._registrations.register(
-                meta, self._redirect_uri or _DEVICE_REDIRECT)
+            registration = self._registrations.register(meta, None,
+                                                        grant_types=DEVICE_GRANT_TYPES)
             endpoint = self._endpoint(meta, registration, dpop=dpop)
             data = device_authorization(meta, registration, scopes=scopes, resource=resource,
                                         session=self._session, policy=self._policy,

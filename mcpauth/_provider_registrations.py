@@ -10,13 +10,14 @@ so the provider only asks "which client for this issuer?".
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import requests
 
 from mcpauth._http import HttpPolicy
 from mcpauth.discovery import ServerMetadata, same_identifier
 from mcpauth.registration import (
+    BROWSER_GRANT_TYPES,
     ClientRegistration,
     application_type_for,
     choose_registration,
@@ -129,15 +130,21 @@ class ClientRegistrations:
                                       issuer=meta.issuer, source="cimd")
         return None
 
-    def register(self, meta: ServerMetadata, redirect_uri: str) -> ClientRegistration:
-        """§5: pre-registered, CIMD, a stored or new dynamic registration, in that order."""
+    def register(self, meta: ServerMetadata, redirect_uri: str | None, *,
+                 grant_types: Sequence[str] = BROWSER_GRANT_TYPES) -> ClientRegistration:
+        """§5: pre-registered, CIMD, a stored or new dynamic registration, in that order.
+
+        ``grant_types`` are those of the login about to run; a stored registration made for
+        other grants is replaced. ``redirect_uri`` is None for the device code (a CLI login:
+        ``application_type`` ``native``).
+        """
         registration = choose_registration(
             meta, preregistered=self.preregistered(meta),
             client_metadata_url=self._client_metadata_url,
             stored=self.stored(meta.issuer), redirect_uri=redirect_uri,
             client_name=self._client_name,
-            application_type=application_type_for(redirect_uri),
-            session=self._session, policy=self._policy)
+            application_type=application_type_for(redirect_uri) if redirect_uri else "native",
+            session=self._session, policy=self._policy, grant_types=grant_types)
         if registration.source in ("dynamic", "cimd"):
             self._store.put(registration_key(meta.issuer), registration.to_dict())
         self.adopt(registration)

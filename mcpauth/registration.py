@@ -9,6 +9,11 @@ else an error asking the user to configure a ``client_id``.
 Registrations are keyed by issuer (MCP 2026-07-28): a registration made at one
 authorization server is never used at another. Storing them is the provider's job; this
 module only says whether a stored one can be reused.
+
+Grant types: a registration asks for the grants the client will use (RFC 7591 §2), not always
+``authorization_code``: a device login registers for the device-code grant, because a strict
+server (authlib's ``ClientMixin.check_grant_type``, for one) refuses a grant the client did
+not register. This departs from ``auth.md`` §5, which lists only the browser grants.
 """
 
 from __future__ import annotations
@@ -27,6 +32,9 @@ from .discovery import ServerMetadata, same_identifier
 from .errors import InsecureURL, RegistrationError, TokenStoreError
 
 __all__ = [
+    "BROWSER_GRANT_TYPES",
+    "DEVICE_GRANT_TYPES",
+    "GRANT_DEVICE_CODE",
     "ClientRegistration",
     "application_type_for",
     "choose_registration",
@@ -39,7 +47,14 @@ __all__ = [
 _STEP = "registration"
 AUTH_METHODS = ("none", "client_secret_basic", "client_secret_post", "private_key_jwt")
 _SECRET_METHODS = ("client_secret_basic", "client_secret_post")
-_DEFAULT_GRANTS = ("authorization_code", "refresh_token")
+GRANT_DEVICE_CODE = "urn:ietf:params:oauth:grant-type:device_code"
+# What a registration asks for: the browser login (auth.md §5), or the device code (RFC 8628).
+BROWSER_GRANT_TYPES = ("authorization_code", "refresh_token")
+DEVICE_GRANT_TYPES = (GRANT_DEVICE_CODE, "refresh_token")
+_DEFAULT_GRANTS = BROWSER_GRANT_TYPES
+# RFC 7591 §2: a registration that names no grant types is for authorization_code only (and
+# registrations stored before grant types were recorded were made for the browser login).
+_UNNAMED_GRANTS = ("authorization_code",)
 _MAX_SERVER_TEXT = 300
 
 
@@ -61,6 +76,7 @@ class ClientRegistration:
     client_secret_expires_at: float | None = None
     issuer: str = ""
     source: str = "preregistered"
+    grant_types: tuple[str, ...] = ()
 
     def __repr__(self) -> str:
         secret = None if self.client_secret is None else "***"
@@ -70,7 +86,17 @@ class ClientRegistration:
                 f"client_secret={secret}, private_key={key}, "
                 f"signing_alg={self.signing_alg!r}, redirect_uris={self.redirect_uris!r}, "
                 f"client_secret_expires_at={self.client_secret_expires_at!r}, "
-                f"issuer={self.issuer!r}, source={self.source!r})")
+                f"issuer={self.issuer!r}, source={self.source!r}, "
+                f"grant_types={self.grant_types!r})")
+
+    def covers(self, grant_types: Sequence[str]) -> bool:
+        """Whether this registration was made for every grant in ``grant_types`` other than
+        ``refresh_token`` (which a server may have declined: §5 drops it when unsupported).
+
+        No recorded grant types means ``authorization_code`` only (the RFC 7591 default).
+        """
+        registered = self.grant_types or _UNNAMED_GRANTS
+        return all(g in registered for g in grant_types if g != "refresh_token")
 
     def expired(self, now: float | None = None) -> bool:
         """True once ``client_secret_expires_at`` has passed (None or 0: never expires)."""
@@ -91,6 +117,7 @@ class ClientRegistration:
             "client_secret_expires_at": self.client_secret_expires_at,
             "issuer": self.issuer,
             "source": self.source,
+            "grant_types": list(self.grant_types),
         }
 
     @classmethod
@@ -119,6 +146,9 @@ class ClientRegistration:
         if expires is not None and (isinstance(expires, bool)
                                     or not isinstance(expires, (int, float))):
             raise fail("client_secret_expires_at")
+        grants = d.get("grant_types") or []
+        if not isinstance(grants, (list, tuple)) or not all(isinstance(g, str) for g in grants):
+            raise fail("grant_types")
         for name in ("signing_alg", "issuer", "source"):
             if name in d and not isinstance(d[name], str):
                 raise fail(name)
@@ -126,7 +156,8 @@ class ClientRegistration:
                    client_secret=d.get("client_secret"), private_key=d.get("private_key"),
                    signing_alg=d.get("signing_alg", "ES256"), redirect_uris=tuple(uris),
                    client_secret_expires_at=None if expires is None else float(expires),
-                   issuer=d.get("issuer", ""), source=d.get("source", "preregistered"))
+                   issuer=d.get("issuer", ""), source=d.get("source", "preregistered"),
+                   grant_types=tuple(grants))
 
 
 def preregistered_auth_method(meta: ServerMetadata, *, has_secret: bool, has_key: bool) -> str:
@@ -222,10 +253,25 @@ def _server_text(value: Any) -> str:
     return value if len(value) <= _MAX_SERVER_TEXT else value[:_MAX_SERVER_TEXT] + "..."
 
 
+def _registered_grants(doc: Mapping[str, Any], asked: list[str]) -> tuple[str, ...]:
+    """The grant types the server registered: its answer when it echoes a list of strings
+    (RFC 7591 §3.2.1: the response is the registered metadata), else what we asked for."""
+    echoed = doc.get("grant_types")
+    if isinstance(echoed, list) and echoed and all(isinstance(g, str) for g in echoed):
+        return tuple(echoed)
+    return tuple(asked)
+
+
 def register(meta: ServerMetadata, *, redirect_uris: Sequence[str], client_name: str,
-             application_type: str, session: requests.Session,
-             policy: HttpPolicy) -> ClientRegistration:
+             application_type: str, session: requests.Session, policy: HttpPolicy,
+             grant_types: Sequence[str] = _DEFAULT_GRANTS) -> ClientRegistration:
     """Register a client dynamically (RFC 7591) at ``meta.registration_endpoint``.
+
+    ``grant_types`` are the grants the client will use (RFC 7591 §2): the browser login's
+    by default, :data:`DEVICE_GRANT_TYPES` for a device login. ``refresh_token`` is dropped
+    when the server lists its grant types without it. A registration without
+    ``authorization_code`` is not redirect-based: it sends no ``redirect_uris`` and an empty
+    ``response_types`` (RFC 7591 §2.1 pairs the device-code grant with no response type).
 
     The response's ``token_endpoint_auth_method`` is authoritative. A refusal (a
     redirect-URI rejection included) raises :class:`RegistrationError` quoting the
@@ -235,19 +281,28 @@ def register(meta: ServerMetadata, *, redirect_uris: Sequence[str], client_name:
     if not endpoint:
         raise RegistrationError(f"{_STEP}: {meta.issuer} has no registration endpoint",
                                 step=_STEP, url=meta.issuer)
-    grants = list(_DEFAULT_GRANTS)
+    grants = list(dict.fromkeys(grant_types))
+    if not grants:
+        raise ValueError("register() needs at least one grant type")
     if (meta.grant_types_supported is not None
-            and "refresh_token" not in meta.grant_types_supported):
-        grants.remove("refresh_token")
+            and "refresh_token" not in meta.grant_types_supported and len(grants) > 1):
+        grants = [g for g in grants if g != "refresh_token"]
+    redirect_based = "authorization_code" in grants
+    if redirect_based and not redirect_uris:
+        raise ValueError("register() needs redirect_uris for the authorization_code grant")
     asked = dcr_auth_method(meta)
-    body = {
-        "client_name": client_name,
-        "redirect_uris": list(redirect_uris),
-        "response_types": ["code"],
+    body: dict[str, Any] = {"client_name": client_name}
+    if redirect_based:
+        body["redirect_uris"] = list(redirect_uris)
+        body["response_types"] = ["code"]
+    else:
+        redirect_uris = ()
+        body["response_types"] = []
+    body.update({
         "grant_types": grants,
         "token_endpoint_auth_method": asked,
         "application_type": application_type,
-    }
+    })
     resp = request(session, "POST", endpoint, policy, step=_STEP, json_body=body,
                    headers={"Content-Type": "application/json"},
                    what="registration endpoint")
@@ -282,20 +337,23 @@ def register(meta: ServerMetadata, *, redirect_uris: Sequence[str], client_name:
     return ClientRegistration(
         client_id=doc["client_id"], token_endpoint_auth_method=method, client_secret=secret,
         redirect_uris=tuple(redirect_uris), client_secret_expires_at=expires_at,
-        issuer=meta.issuer, source="dynamic")
+        issuer=meta.issuer, source="dynamic", grant_types=_registered_grants(doc, grants))
 
 
 def choose_registration(meta: ServerMetadata, *,
                         preregistered: ClientRegistration | None,
                         client_metadata_url: str | None,
                         stored: ClientRegistration | None,
-                        redirect_uri: str, client_name: str, application_type: str,
-                        session: requests.Session, policy: HttpPolicy) -> ClientRegistration:
+                        redirect_uri: str | None, client_name: str, application_type: str,
+                        session: requests.Session, policy: HttpPolicy,
+                        grant_types: Sequence[str] = _DEFAULT_GRANTS) -> ClientRegistration:
     """Pick the registration for ``meta.issuer`` in the ``auth.md`` §5 order.
 
+    ``grant_types`` are those of the login about to run (see :func:`register`);
+    ``redirect_uri`` is None for a login without a redirect (the device code).
     ``stored`` (an earlier dynamic registration at this issuer) is reused while its issuer
-    matches, its redirect URIs include ``redirect_uri`` and its secret has not expired;
-    otherwise a new one is made.
+    matches, it was registered for those grants, its redirect URIs include ``redirect_uri``
+    and its secret has not expired; otherwise a new one is made.
     """
     if preregistered is not None:
         if not preregistered.issuer:
@@ -305,15 +363,18 @@ def choose_registration(meta: ServerMetadata, *,
         _check_metadata_url(client_metadata_url)
         return ClientRegistration(client_id=client_metadata_url,
                                   token_endpoint_auth_method="none",
-                                  redirect_uris=(redirect_uri,), issuer=meta.issuer,
-                                  source="cimd")
+                                  redirect_uris=(redirect_uri,) if redirect_uri else (),
+                                  issuer=meta.issuer, source="cimd")
     if meta.registration_endpoint:
         if (stored is not None and stored.source == "dynamic"
                 and same_identifier(stored.issuer, meta.issuer)
-                and redirect_uri in stored.redirect_uris and not stored.expired()):
+                and stored.covers(grant_types)
+                and (redirect_uri is None or redirect_uri in stored.redirect_uris)
+                and not stored.expired()):
             return stored
-        return register(meta, redirect_uris=[redirect_uri], client_name=client_name,
-                        application_type=application_type, session=session, policy=policy)
+        return register(meta, redirect_uris=[redirect_uri] if redirect_uri else [],
+                        client_name=client_name, application_type=application_type,
+                        session=session, policy=policy, grant_types=grant_types)
     raise RegistrationError(
         f"{_STEP}: configure a client_id for {meta.issuer}: it supports neither client ID "
         "metadata documents (or none was configured) nor dynamic registration",

@@ -54,6 +54,7 @@ __all__ = [
 ]
 
 GRANT_TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
+GRANT_DEVICE_CODE = "urn:ietf:params:oauth:grant-type:device_code"
 TOKEN_TYPE_ID_JAG = "urn:ietf:params:oauth:token-type:id-jag"
 
 
@@ -230,6 +231,10 @@ class Issuer:
     refresh_tokens: bool = True                    # issue refresh tokens at all
     dpop: bool = False                             # advertise DPoP, bind tokens to proofs
     pending_polls: int = 1                         # device-code polls answered "pending"
+    # Refuse a dynamically registered client a grant it did not register (unauthorized_client),
+    # as authlib's server does (ClientMixin.check_grant_type; RFC 7591 §2).
+    enforce_grant_types: bool = False
+    client_grants: dict[str, list[str]] = field(default_factory=dict)
     dpop_proofs: list[str] = field(default_factory=list)
     registrations: list[dict[str, Any]] = field(default_factory=list)
     authorizations: list[dict[str, str]] = field(default_factory=list)
@@ -322,7 +327,7 @@ class FakeAuthServer:
                 "code_challenge_methods_supported": ["S256"],
                 "token_endpoint_auth_methods_supported": ["none"],
                 "grant_types_supported": ["authorization_code", "refresh_token",
-                                          "client_credentials"],
+                                          "client_credentials", GRANT_DEVICE_CODE],
                 "device_authorization_endpoint": f"{base}/device",
             }
             if issuer.dpop:
@@ -353,12 +358,16 @@ class FakeAuthServer:
             return self._json(h, 404, {"error": "not_found"})
         if rest == "register":
             body = json.loads(raw)
+            # RFC 7591 §2: no grant_types means authorization_code only.
+            grants = list(body.get("grant_types") or ["authorization_code"])
             with self.lock:
                 issuer.registrations.append(body)
                 client_id = f"{name}-client-{len(issuer.registrations)}"
+                issuer.client_grants[client_id] = grants
             return self._json(h, 201, {"client_id": client_id,
                                        "token_endpoint_auth_method": "none",
-                                       "redirect_uris": body.get("redirect_uris", [])})
+                                       "redirect_uris": body.get("redirect_uris", []),
+                                       "grant_types": grants})
         if rest == "device":
             return self._json(h, 200, {"device_code": "dev-code", "user_code": "WXYZ-1234",
                                        "verification_uri": f"{self.issuer_url(name)}/verify",
@@ -383,6 +392,11 @@ class FakeAuthServer:
                 pending = False
                 issuer.counter += 1
             n = issuer.counter
+        registered = issuer.client_grants.get(form.get("client_id", ""))
+        if (issuer.enforce_grant_types and registered is not None
+                and form.get("grant_type") not in registered):
+            return self._json(h, 400, {"error": "unauthorized_client",
+                                       "error_description": "grant type not registered"})
         if pending:
             return self._json(h, 400, {"error": "authorization_pending"})
         if form.get("assertion") == "refused-jwt":

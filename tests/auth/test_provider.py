@@ -727,6 +727,9 @@ def test_without_browser_or_handler_the_device_flow_is_used(
     assert [info.user_code for info in shown] == ["WXYZ-1234"]
     assert token.access_token == "as1-at-1"
     assert server.issuers["as1"].authorizations == []
+    [registered] = server.issuers["as1"].registrations
+    assert registered["grant_types"] == ["urn:ietf:params:oauth:grant-type:device_code",
+                                         "refresh_token"]
 
 
 @pytest.mark.timeout(20)
@@ -781,3 +784,84 @@ def test_dynamic_registration_application_type(server: FakeAuthServer, redirect:
     [registered] = server.issuers["as1"].registrations
     assert registered["application_type"] == kind
     assert registered["redirect_uris"] == [redirect]
+
+
+# --- registration grant types (RFC 7591 §2; a departure from auth.md §5) --------------------
+
+DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
+
+
+@pytest.mark.timeout(20)
+def test_the_fake_refuses_a_grant_the_client_did_not_register(server: FakeAuthServer) -> None:
+    """The strict fake really bites: the device-code grant of a client registered for
+    authorization_code only is refused, as authlib's server refuses it."""
+    as1 = server.issuers["as1"]
+    as1.enforce_grant_types = True
+    base = server.issuer_url("as1")
+    client = requests.post(f"{base}/register", timeout=5, json={
+        "redirect_uris": ["http://127.0.0.1:3000/callback"],
+        "grant_types": ["authorization_code", "refresh_token"]}).json()["client_id"]
+    as1.pending_polls = 0
+    answer = requests.post(f"{base}/token", timeout=5, data={
+        "grant_type": DEVICE_GRANT, "device_code": "dev-code", "client_id": client})
+    assert answer.status_code == 400 and answer.json()["error"] == "unauthorized_client"
+
+
+@pytest.mark.timeout(20)
+def test_device_login_after_dcr_at_a_server_enforcing_registered_grants(
+        server: FakeAuthServer) -> None:
+    as1 = server.issuers["as1"]
+    as1.enforce_grant_types = True
+    provider = OAuthProvider(server.mcp_url, grant="device_code",
+                             device_code_handler=lambda info: None)
+    token = provider.login()
+    [registered] = as1.registrations
+    assert registered["grant_types"] == [DEVICE_GRANT, "refresh_token"]
+    assert "redirect_uris" not in registered and registered["response_types"] == []
+    assert registered["application_type"] == "native"
+    assert token.access_token == "as1-at-1" and token.client_id == "as1-client-1"
+    assert [r["client_id"] for r in as1.grants(DEVICE_GRANT)] == ["as1-client-1"] * 2
+    # A 401 refreshes, which the strict server allows: refresh_token was registered too.
+    provider.on_unauthorized(challenge(server, authorization="Bearer as1-at-1"))
+    assert [r["client_id"] for r in as1.grants("refresh_token")] == ["as1-client-1"]
+    assert provider.token is not None and provider.token.access_token == "as1-at-2"
+
+
+@pytest.mark.timeout(20)
+def test_a_stored_browser_registration_is_not_reused_for_a_device_login(
+        server: FakeAuthServer) -> None:
+    """A browser login registers for authorization_code; a device login with the same store
+    then registers anew for the device code, which the strict server accepts."""
+    as1 = server.issuers["as1"]
+    as1.enforce_grant_types = True
+    store = MemoryTokenStore()
+    make_provider(server, store=store).login()
+    assert as1.registrations[0]["grant_types"] == ["authorization_code", "refresh_token"]
+    device = OAuthProvider(server.mcp_url, grant="device_code", store=store,
+                           device_code_handler=lambda info: None)
+    token = device.login()
+    assert len(as1.registrations) == 2
+    assert as1.registrations[1]["grant_types"] == [DEVICE_GRANT, "refresh_token"]
+    assert token.client_id == "as1-client-2"
+    stored = store.get(registration_key(server.issuer_url("as1")))
+    assert stored is not None and stored["client_id"] == "as1-client-2"
+    # A second device login reuses the device registration.
+    OAuthProvider(server.mcp_url, grant="device_code", store=store,
+                  device_code_handler=lambda info: None).login()
+    assert len(as1.registrations) == 2
+
+
+@pytest.mark.timeout(20)
+def test_a_stored_registration_without_grant_types_is_not_reused_for_a_device_login(
+        server: FakeAuthServer) -> None:
+    """An entry stored before grant types were recorded was made for authorization_code."""
+    store = MemoryTokenStore()
+    store.put(registration_key(server.issuer_url("as1")), {
+        "client_id": "old-browser-client", "token_endpoint_auth_method": "none",
+        "redirect_uris": ["http://127.0.0.1:3000/callback"],
+        "issuer": server.issuer_url("as1"), "source": "dynamic"})
+    token = OAuthProvider(server.mcp_url, grant="device_code", store=store,
+                          device_code_handler=lambda info: None).login()
+    assert token.client_id == "as1-client-1"
+    assert server.issuers["as1"].registrations[0]["grant_types"] == [DEVICE_GRANT,
+                                                                     "refresh_token"]

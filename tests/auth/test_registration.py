@@ -16,6 +16,8 @@ from mcpauth._http import HttpPolicy
 from mcpauth.discovery import ServerMetadata
 from mcpauth.errors import AuthError, InsecureURL, RegistrationError, TokenStoreError
 from mcpauth.registration import (
+    DEVICE_GRANT_TYPES,
+    GRANT_DEVICE_CODE,
     ClientRegistration,
     application_type_for,
     choose_registration,
@@ -108,7 +110,8 @@ def test_repr_masks_secret_and_key() -> None:
 def test_round_trip_through_json() -> None:
     reg = ClientRegistration("cid", "client_secret_post", client_secret="s",
                              redirect_uris=(REDIRECT,), client_secret_expires_at=2e9,
-                             issuer="https://as.example", source="dynamic")
+                             issuer="https://as.example", source="dynamic",
+                             grant_types=DEVICE_GRANT_TYPES)
     back = ClientRegistration.from_dict(json.loads(json.dumps(reg.to_dict())))
     assert back == reg
     assert pickle.loads(pickle.dumps(reg)) == reg
@@ -118,6 +121,7 @@ def test_round_trip_through_json() -> None:
     {}, {"client_id": 5}, {"client_id": "c", "token_endpoint_auth_method": "magic"},
     {"client_id": "c", "redirect_uris": "x"}, {"client_id": "c", "client_secret": 1},
     {"client_id": "c", "client_secret_expires_at": "soon"}, {"client_id": "c", "issuer": 3},
+    {"client_id": "c", "grant_types": "authorization_code"}, {"client_id": "c", "grant_types": [1]},
 ])
 def test_from_dict_refuses_malformed_entries(broken: dict[str, Any]) -> None:
     with pytest.raises(TokenStoreError) as info:
@@ -176,7 +180,63 @@ def test_dcr_request_body(server: ScriptedServer, session: requests.Session) -> 
         "grant_types": ["authorization_code", "refresh_token"],
         "token_endpoint_auth_method": "none", "application_type": "native"}
     assert reg == ClientRegistration("dyn-1", "none", redirect_uris=(REDIRECT,),
-                                     issuer=server.base, source="dynamic")
+                                     issuer=server.base, source="dynamic",
+                                     grant_types=("authorization_code", "refresh_token"))
+
+
+def test_dcr_request_body_for_the_device_code(server: ScriptedServer,
+                                              session: requests.Session) -> None:
+    """RFC 7591 §2: the device login registers for the device-code grant it will use (a
+    departure from auth.md §5), with no redirect URI and no response type (§2.1)."""
+    server.routes["/register"] = Reply(201, {"client_id": "dev-1",
+                                             "token_endpoint_auth_method": "none"})
+    reg = register(make_meta(server.base), redirect_uris=[], client_name="mcpsync",
+                   application_type="native", session=session, policy=POLICY,
+                   grant_types=DEVICE_GRANT_TYPES)
+    assert server.requests[0].json() == {
+        "client_name": "mcpsync", "response_types": [],
+        "grant_types": [GRANT_DEVICE_CODE, "refresh_token"],
+        "token_endpoint_auth_method": "none", "application_type": "native"}
+    assert reg.grant_types == (GRANT_DEVICE_CODE, "refresh_token")
+    assert reg.redirect_uris == ()
+    assert reg.covers(DEVICE_GRANT_TYPES) and not reg.covers(["authorization_code"])
+
+
+def test_dcr_for_the_device_code_drops_refresh_token_when_not_supported(
+        server: ScriptedServer, session: requests.Session) -> None:
+    server.routes["/register"] = Reply(201, {"client_id": "dev-1"})
+    meta = make_meta(server.base, grant_types_supported=("authorization_code", GRANT_DEVICE_CODE))
+    register(meta, redirect_uris=[], client_name="x", application_type="native",
+             session=session, policy=POLICY, grant_types=DEVICE_GRANT_TYPES)
+    assert server.requests[0].json()["grant_types"] == [GRANT_DEVICE_CODE]
+
+
+def test_dcr_records_the_grant_types_the_server_registered(server: ScriptedServer,
+                                                           session: requests.Session) -> None:
+    """The answer is the registered metadata (RFC 7591 §3.2.1): it wins over what we asked."""
+    server.routes["/register"] = Reply(201, {"client_id": "c",
+                                             "grant_types": ["authorization_code"]})
+    reg = register(make_meta(server.base), redirect_uris=[REDIRECT], client_name="x",
+                   application_type="native", session=session, policy=POLICY)
+    assert reg.grant_types == ("authorization_code",)
+
+
+def test_dcr_for_authorization_code_needs_a_redirect_uri(session: requests.Session) -> None:
+    with pytest.raises(ValueError, match="redirect_uris"):
+        register(make_meta(), redirect_uris=[], client_name="x", application_type="native",
+                 session=session, policy=POLICY)
+
+
+@pytest.mark.parametrize(("registered", "wanted", "covered"), [
+    ((), ["authorization_code", "refresh_token"], True),      # RFC 7591 default
+    ((), DEVICE_GRANT_TYPES, False),
+    (("authorization_code", "refresh_token"), DEVICE_GRANT_TYPES, False),
+    ((GRANT_DEVICE_CODE,), DEVICE_GRANT_TYPES, True),         # refresh_token was declined
+    (DEVICE_GRANT_TYPES, ["authorization_code", "refresh_token"], False),
+])
+def test_covers(registered: tuple[str, ...], wanted: list[str], covered: bool) -> None:
+    reg = ClientRegistration("c", "none", grant_types=registered)
+    assert reg.covers(wanted) is covered
 
 
 def test_dcr_drops_refresh_token_when_not_supported(server: ScriptedServer,
@@ -374,6 +434,33 @@ def test_stored_registration_not_reused(server: ScriptedServer, session: request
                            source="dynamic"), **change)
     assert choose(make_meta(server.base), session, stored=stored).client_id == "new"
     assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize("grants", [(), ("authorization_code", "refresh_token")])
+def test_stored_authorization_code_registration_not_reused_for_the_device_code(
+        server: ScriptedServer, session: requests.Session, grants: tuple[str, ...]) -> None:
+    server.routes["/register"] = Reply(201, {"client_id": "dev"})
+    stored = ClientRegistration("old", "none", redirect_uris=(REDIRECT,), issuer=server.base,
+                                source="dynamic", grant_types=grants)
+    reg = choose(make_meta(server.base), session, stored=stored, redirect_uri=None,
+                 grant_types=DEVICE_GRANT_TYPES)
+    assert reg.client_id == "dev" and reg.grant_types == DEVICE_GRANT_TYPES
+    [sent] = server.requests
+    assert sent.json()["grant_types"] == list(DEVICE_GRANT_TYPES)
+    assert "redirect_uris" not in sent.json()
+
+
+def test_stored_device_registration_is_reused_for_the_device_code_only(
+        server: ScriptedServer, session: requests.Session) -> None:
+    server.routes["/register"] = Reply(201, {"client_id": "browser"})
+    stored = ClientRegistration("dev", "none", issuer=server.base, source="dynamic",
+                                grant_types=DEVICE_GRANT_TYPES)
+    meta = make_meta(server.base)
+    assert choose(meta, session, stored=stored, redirect_uri=None,
+                  grant_types=DEVICE_GRANT_TYPES) is stored
+    assert server.requests == []
+    assert choose(meta, session, stored=stored).client_id == "browser"
+    assert server.requests[0].json()["grant_types"] == ["authorization_code", "refresh_token"]
 
 
 def test_nothing_possible_asks_for_a_client_id(session: requests.Session) -> None:
