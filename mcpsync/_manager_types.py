@@ -117,6 +117,13 @@ class ServerEntry:
         self.tools: list[Tool] | None = None
         self.discover_error: BaseException | None = None
         self.discover_thread: threading.Thread | None = None
+        # Re-discovery after notifications/tools/list_changed (guarded by discover_lock):
+        # one discovery thread at a time, a burst of notifications folded into one rerun.
+        self.discover_lock = threading.Lock()
+        self.discovering = False        # a discovery thread runs
+        self.rediscover = False         # a list_changed came since its tools/list was sent
+        self.closing = False            # no discovery may start any more
+        self.refresh_error: BaseException | None = None   # the last re-discovery's failure
         self.exited = threading.Event()
         self.watch_token: int | None = None
 

@@ -334,11 +334,7 @@ class Manager:
                     # comes now finds the entry complete (its threads to join).
                     self._entries[server_id] = entry
                     self._watch_locked(entry)
-                    thread = threading.Thread(target=self._discover, args=(entry,),
-                                              name=f"mcpsync-discover-{server_id}",
-                                              daemon=True)
-                    entry.discover_thread = thread
-                    thread.start()
+                    self._begin_discovery(entry)
             if closed:
                 self._close_entry(entry)
                 raise ClosedError(f"the Manager was closed while server {server_id!r} "
@@ -390,17 +386,61 @@ class Manager:
             _log.warning("server %r exited; start it again with start_server()",
                          entry.server_id)
 
+    def _begin_discovery(self, entry: ServerEntry) -> None:
+        """Start the discovery thread, or fold this request into the one running.
+
+        Called for the first discovery and for every ``notifications/tools/list_changed``
+        (on the dispatcher thread, so it never blocks). One thread per server at a time: a
+        request while it runs only marks a rerun, so a burst costs at most one more
+        ``tools/list``. Never holds ``discover_lock`` while taking the Manager's lock.
+        """
+        with entry.discover_lock:
+            if entry.closing:
+                return
+            if entry.discovering:
+                entry.rediscover = True
+                return
+            entry.discovering = True
+            entry.rediscover = False
+            thread = threading.Thread(target=self._discovery_loop, args=(entry,),
+                                      name=f"mcpsync-discover-{entry.server_id}",
+                                      daemon=True)
+            entry.discover_thread = thread
+            thread.start()
+
+    def _discovery_loop(self, entry: ServerEntry) -> None:
+        """Discover until no list_changed came during the last ``tools/list``."""
+        while True:
+            self._discover(entry)
+            with entry.discover_lock:
+                if not entry.rediscover or entry.closing:
+                    entry.discovering = False
+                    return
+                entry.rediscover = False
+
     def _discover(self, entry: ServerEntry) -> None:
-        """List every tool (all pages) in the background; record the outcome."""
+        """List every tool (all pages); record the outcome.
+
+        A failure before any list was known is the discovery error (the server is not
+        ready); a failure of a re-discovery keeps the old list and is kept as
+        ``refresh_error`` until a later discovery succeeds.
+        """
         try:
-            if "tools" in entry.client.capabilities:
-                entry.tools = entry.client.list_tools()
-            else:
-                entry.tools = []
+            client = entry.client
+            tools = client.list_tools() if "tools" in client.capabilities else []
         except BaseException as exc:  # kept for server_ready_error(), never raised here
-            entry.discover_error = exc
-            if not entry.client.closed:
-                _log.warning("tool discovery on server %r failed: %s", entry.server_id, exc)
+            if entry.tools is None:
+                entry.discover_error = exc
+            else:
+                entry.refresh_error = exc
+            if not entry.client.closed and not entry.closing:
+                again = "re-" if entry.tools is not None else ""
+                _log.warning("tool %sdiscovery on server %r failed: %s", again,
+                             entry.server_id, exc)
+        else:
+            entry.tools = tools           # the list first, so ready never shows no list
+            entry.discover_error = None
+            entry.refresh_error = None
         finally:
             entry.discovered.set()
 
@@ -411,10 +451,12 @@ class Manager:
         watcher = self._watcher
         if entry.watch_token is not None and watcher is not None:
             watcher.unwatch(entry.watch_token)
+        with entry.discover_lock:
+            entry.closing = True          # no re-discovery starts after this
+            thread = entry.discover_thread
         try:
             entry.client.close()
         finally:
-            thread = entry.discover_thread
             if thread is not None and thread is not threading.current_thread():
                 thread.join(5.0)
             entry.remove_secret()
@@ -524,7 +566,7 @@ class Manager:
             return failed
         if entry is None or entry.key is not None or not entry.discovered.is_set():
             return None
-        return entry.discover_error
+        return entry.discover_error or entry.refresh_error
 
     def thread_server_started(self, integration_id: str, thread_id: str) -> bool:
         """Whether the thread server of that pair is connected."""
@@ -664,7 +706,17 @@ class Manager:
     # -- notifications ---------------------------------------------------------------------
 
     def _deliver(self, server_id: str, method: str, params: Any) -> None:
-        """Hand one notification to the handler (the server's dispatcher thread)."""
+        """Hand one notification to the handler (the server's dispatcher thread).
+
+        ``notifications/tools/list_changed`` first starts a background re-discovery (it
+        never blocks), then reaches the handler like any other notification; the handler
+        still sees the old list in :meth:`tools`.
+        """
+        if method == "notifications/tools/list_changed":
+            with self._lock:
+                entry = None if self._closed else self._entries.get(server_id)
+            if entry is not None:
+                self._begin_discovery(entry)
         handler = self._handler
         if handler is None:
             return

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
@@ -145,3 +146,24 @@ def test_matching_id_and_thread_scope_are_accepted(manager: Manager, helper: lis
     assert manager.configs == []
     with pytest.raises(ConfigError):
         manager.start_server(ServerConfig(id="git__t9", command=helper[0], args=helper[1:]))
+
+
+@pytest.mark.timeout(40)
+def test_stop_thread_servers_stops_them_in_parallel(no_leaks: None, manager: Manager,
+                                                    helper: list[str]) -> None:
+    # Each of these needs ~4 s to stop (stdin closed, 2 s, SIGTERM ignored, 2 s, SIGKILL):
+    # one after the other they would take 12 s or more, so finishing in 10 s proves they
+    # are stopped at once. A server of another thread is left running.
+    integrations = ["a", "b", "c"]
+    for integration in integrations:
+        manager.start_thread_server(integration, "slow", config("", [*helper, "ignore-term"]))
+    manager.start_thread_server("a", "other", config("", helper))
+    pids = [manager.client(thread_server_id(i, "slow")).pid for i in integrations]
+    began = time.monotonic()
+    stopped = manager.stop_thread_servers("slow")
+    took = time.monotonic() - began
+    assert took < 10.0, f"stop_thread_servers() took {took:.1f} s"
+    assert stopped == ["a__slow", "b__slow", "c__slow"]
+    assert all(pid is not None and pid_gone(pid) for pid in pids)
+    assert manager.thread_server_started("a", "other")
+    assert not any(manager.thread_server_started(i, "slow") for i in integrations)
