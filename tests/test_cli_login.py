@@ -15,8 +15,10 @@ a second process finding the token the first one stored.
 exit status 0 means opened. Waiting is harmless here because the callback listener runs on
 its own thread, and it means the browser process is reaped before the CLI exits.
 
-The device-code flow (``login --device``) is not tested here: the authlib peer offers no
-device authorization endpoint.
+``login --device`` runs the device authorization grant (RFC 8628) instead: no browser; the
+CLI prints the verification URL and user code on stderr, and the test plays the user by
+reading that line from the running process and approving the code at the authorization
+server, as a person would on another device.
 """
 
 from __future__ import annotations
@@ -24,17 +26,20 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import queue
 import re
 import shlex
 import signal
 import stat
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from auth_peers.authlib_server import DEVICE_GRANT
 from auth_peers.fixtures import (  # noqa: F401 - registers the fixtures
     ProtectedMCP,
     protected_mcp_factory_fixture,
@@ -217,3 +222,99 @@ def test_tools_without_a_saved_login_exits_4_and_starts_no_login(
     assert auth.registrations == [] and auth.authorizations == []
     assert not auth.token_requests
     assert not (tmp_path / "mcpauth").exists()
+
+
+def _device_login(protected: ProtectedMCP, env: dict[str, str], cwd: Path) -> _Run:
+    """``mcpsync login URL --device``, with the user approving the code it prints.
+
+    stderr is read line by line while the login runs (on a reader thread, so a silent CLI
+    cannot hang the test); the user code on the "enter the code" line is approved at the
+    authorization server once the CLI has polled at least once, i.e. is seen waiting.
+    """
+    url, auth = protected.url, protected.auth
+    proc = subprocess.Popen([PY, "-m", "mcpsync", "login", url, "--device"],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=cwd,
+                            start_new_session=True)
+    lines: queue.Queue[str | None] = queue.Queue()
+    err: list[str] = []
+
+    def read_stderr() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            err.append(line)
+            lines.put(line)
+        lines.put(None)
+
+    reader = threading.Thread(target=read_stderr, name="test-cli-device-stderr", daemon=True)
+    reader.start()
+    try:
+        user_code = None
+        while user_code is None:
+            line = lines.get(timeout=_RUN_TIMEOUT)
+            assert line is not None, f"the CLI ended without showing a code: {err!r}"
+            match = re.search(r"enter the code (\S+)", line)
+            user_code = match.group(1) if match else None
+        [record] = auth.device_authorizations
+        assert record.user_code == user_code
+        deadline = time.monotonic() + _RUN_TIMEOUT
+        while record.polls < 1 and time.monotonic() < deadline:  # setup: the CLI is waiting
+            time.sleep(0.01)
+        auth.approve_device(user_code)
+        code = proc.wait(timeout=_RUN_TIMEOUT)
+    except (queue.Empty, subprocess.TimeoutExpired, AssertionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
+    finally:
+        reader.join(5)
+    assert proc.stdout is not None
+    out = proc.stdout.read()
+    proc.stdout.close()
+    assert not reader.is_alive() and not _group_alive(proc.pid)
+    return _Run(code, out, "".join(err))
+
+
+def test_login_device_prints_the_code_and_tools_reuses_the_token(
+        protected_mcp: ProtectedMCP, tmp_path: Path) -> None:
+    auth, url = protected_mcp.auth, protected_mcp.url
+    token_file = tmp_path / "mcpauth" / "tokens.json"
+    forbidden = tmp_path / "forbidden-browser-started"
+    env = _env(tmp_path, _browser("--forbidden", str(forbidden)))
+
+    login = _device_login(protected_mcp, env, _workdir(tmp_path))
+
+    assert login.code == 0, login.stderr
+    assert login.stdout == f"logged in to {url}; the token is stored in {token_file}\n"
+    [record] = auth.device_authorizations
+    assert login.stderr == (f"To log in, open {auth.issuer}/device?user_code={record.user_code}"
+                            f" and enter the code {record.user_code}\n")
+    # One registration for the device grant (no redirect URI), one device authorization for
+    # this resource, polls that waited for the user and then got the token; no browser.
+    [client] = auth.registrations
+    assert client.grant_types == [DEVICE_GRANT, "refresh_token"] and client.redirect_uris == []
+    assert record.client_id == client.client_id and record.resources == (url,)
+    polls = auth.requests_of(DEVICE_GRANT)
+    assert [p.error for p in polls[:-1]] == ["authorization_pending"] * (len(polls) - 1)
+    assert len(polls) >= 2 and polls[-1].status == 200
+    assert not auth.authorizations and not forbidden.exists()
+    [issued] = auth.tokens
+    assert issued.resource == url and issued.grant_type == DEVICE_GRANT
+    assert issued.access_token in token_file.read_text(encoding="utf-8")
+    assert _mode(token_file) == 0o600
+
+    # A later command uses the stored token: no new login or token request.
+    seen = len(protected_mcp.mcp_requests())
+    tools = _mcpsync("tools", url, env=env, cwd=_workdir(tmp_path))
+    assert tools.code == 0, tools.stderr
+    assert tools.stderr == ""
+    assert [url, "echo"] in [line.split()[:2] for line in tools.stdout.splitlines()[1:]]
+    assert len(auth.device_authorizations) == 1 and len(auth.registrations) == 1
+    assert dict(auth.token_requests) == {DEVICE_GRANT: len(polls)}
+    later = protected_mcp.mcp_requests()[seen:]
+    assert later and {r.header("Authorization") for r in later} == {
+        f"Bearer {issued.access_token}"}
+    # The device code and the tokens are secrets: never printed.
+    printed = login.stdout + login.stderr + tools.stdout + tools.stderr
+    for secret in (record.device_code, issued.access_token, issued.refresh_token):
+        assert secret and secret not in printed

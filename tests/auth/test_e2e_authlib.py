@@ -9,7 +9,8 @@ that authorization server: discovery, dynamic registration, the code flow with P
 ``resource``, refresh with rotation, a refused refresh token falling back to a login, a file
 store reused by a second provider and shared by two processes that refresh once, client
 credentials, authorization-server migration, the non-interactive error, and 50 threads meeting
-an expired (or server-side revoked) token with one refresh at the authorization server.
+an expired (or server-side revoked) token with one refresh at the authorization server, and
+the device authorization grant (RFC 8628): approved (then refreshed) and denied.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import requests
-from auth_peers.authlib_server import AuthlibServer, new_pkce_pair
+from auth_peers.authlib_server import DEVICE_GRANT, AuthlibServer, new_pkce_pair
 from auth_peers.fixtures import (  # noqa: F401 - registers the fixtures
     ProtectedMCP,
     authlib_server_factory_fixture,
@@ -108,7 +109,9 @@ def test_metadata_advertises_what_mcp_clients_need(authlib_server: AuthlibServer
     assert meta["code_challenge_methods_supported"] == ["S256"]
     assert meta["registration_endpoint"] == f"{authlib_server.issuer}/register"
     assert set(meta["grant_types_supported"]) == {
-        "authorization_code", "refresh_token", "client_credentials"}
+        "authorization_code", "refresh_token", "client_credentials", DEVICE_GRANT}
+    assert meta["device_authorization_endpoint"] == (
+        f"{authlib_server.issuer}/device_authorization")
     assert "none" in meta["token_endpoint_auth_methods_supported"]
     assert "offline_access" in meta["scopes_supported"]
     assert meta["authorization_response_iss_parameter_supported"] is True
@@ -301,6 +304,93 @@ def test_resource_validator_refuses_bad_tokens(authlib_server: AuthlibServer) ->
     record.issued_at += record.expires_in
     authlib_server.revoke_access_tokens()
     assert not check(f"Bearer {good['access_token']}")
+
+
+def _device_client(server: AuthlibServer, *grant_types: str) -> str:
+    response = _register(server, grant_types=list(grant_types or (DEVICE_GRANT,)),
+                         response_types=[], redirect_uris=[])
+    assert response.status_code == 201, response.text
+    client_id: str = response.json()["client_id"]
+    return client_id
+
+
+def _device_code(server: AuthlibServer, client_id: str) -> requests.Response:
+    return requests.post(f"{server.issuer}/device_authorization", timeout=5, data={
+        "client_id": client_id, "scope": "mcp:tools", "resource": RESOURCE})
+
+
+def _device_poll(server: AuthlibServer, client_id: str, device_code: str,
+                 resource: str = RESOURCE) -> requests.Response:
+    return requests.post(f"{server.issuer}/token", timeout=5, data={
+        "grant_type": DEVICE_GRANT, "device_code": device_code, "client_id": client_id,
+        "resource": resource})
+
+
+def test_device_grant_is_pending_until_approved_and_then_used_once(
+        authlib_server_factory: Callable[..., AuthlibServer]) -> None:
+    server = authlib_server_factory(device_interval=30)  # every poll below is "too fast" ...
+    client_id = _device_client(server, DEVICE_GRANT, "refresh_token")
+    issued = _device_code(server, client_id)
+    assert issued.status_code == 200, issued.text
+    body = issued.json()
+    assert body["interval"] == 30 and body["expires_in"] > 0
+    assert body["verification_uri"] == f"{server.issuer}/device"
+    assert body["verification_uri_complete"].endswith(f"?user_code={body['user_code']}")
+    assert server.wait_for_user_code(1) == body["user_code"]
+    [record] = server.device_authorizations
+    assert record.resources == (RESOURCE,) and record.client_id == client_id
+
+    first = _device_poll(server, client_id, body["device_code"])
+    assert first.status_code == 400 and first.json()["error"] == "authorization_pending"
+    second = _device_poll(server, client_id, body["device_code"])  # ... but the first
+    assert second.status_code == 400 and second.json()["error"] == "slow_down"
+    server.approve_device(body["user_code"])
+    other = _device_poll(server, client_id, body["device_code"], "http://127.0.0.1:9/other")
+    assert other.status_code == 400 and other.json()["error"] == "invalid_target"
+    granted = _device_poll(server, client_id, body["device_code"])
+    assert granted.status_code == 200, granted.text
+    token = granted.json()
+    assert token["refresh_token"] and token["scope"] == "mcp:tools"
+    issued_token = server.token(token["access_token"])
+    assert issued_token is not None and issued_token.resource == RESOURCE
+    assert issued_token.grant_type == DEVICE_GRANT
+    again = _device_poll(server, client_id, body["device_code"])
+    assert again.status_code == 400  # the device code concluded its session
+    assert server.token_requests == {DEVICE_GRANT: 5}
+    assert [r.error for r in server.requests_of(DEVICE_GRANT)] == [
+        "authorization_pending", "slow_down", "invalid_target", None, "invalid_request"]
+    refreshed = _refresh(server, client_id, token["refresh_token"])
+    assert refreshed.status_code == 200, refreshed.text
+
+
+def test_device_grant_denied_and_unregistered_clients_refused(
+        authlib_server: AuthlibServer) -> None:
+    client_id = _device_client(authlib_server)
+    body = _device_code(authlib_server, client_id).json()
+    authlib_server.deny_device(body["user_code"])
+    denied = _device_poll(authlib_server, client_id, body["device_code"])
+    assert denied.status_code == 400 and denied.json()["error"] == "access_denied"
+    # A client registered for the code flow only may neither start nor poll a device login.
+    code_client = _public_client(authlib_server)
+    refused = _device_code(authlib_server, code_client)
+    assert refused.status_code == 400 and refused.json()["error"] == "unauthorized_client"
+    stolen = _device_poll(authlib_server, code_client, body["device_code"])
+    assert stolen.status_code == 400 and stolen.json()["error"] == "unauthorized_client"
+    assert len(authlib_server.device_authorizations) == 1
+    assert not authlib_server.tokens
+
+
+def test_device_auto_approve_grants_at_the_nth_poll(
+        authlib_server_factory: Callable[..., AuthlibServer]) -> None:
+    server = authlib_server_factory(device_auto_approve=2)
+    client_id = _device_client(server)
+    body = _device_code(server, client_id).json()
+    first = _device_poll(server, client_id, body["device_code"])
+    assert first.json()["error"] == "authorization_pending"
+    second = _device_poll(server, client_id, body["device_code"])
+    assert second.status_code == 200, second.text
+    assert "refresh_token" not in second.json()  # not registered for refresh_token
+    assert server.device_authorizations[0].decision is True
 
 
 def test_stop_joins_threads_even_with_keep_alive_connections() -> None:
@@ -630,3 +720,107 @@ def test_two_processes_sharing_a_token_file_refresh_once(
     auth = protected.auth
     assert auth.token_requests == {"authorization_code": 1, "refresh_token": 1}
     assert auth.refresh_reuse == 0
+
+
+# ---- the device authorization grant (RFC 8628) through mcpsync ---------------------------
+
+
+class _DeviceUser:
+    """The person at the other device: captures the ``DeviceCode`` mcpauth shows and, on a
+    thread of its own, approves (or denies) it at the authorization server once the client
+    has polled ``after_polls`` times, so the client is seen waiting first."""
+
+    def __init__(self, auth: AuthlibServer, *, approve: bool = True, after_polls: int = 1):
+        self.auth = auth
+        self.approve = approve
+        self.after_polls = after_polls
+        self.shown: list[mcpauth.DeviceCode] = []
+        self.threads: list[threading.Thread] = []
+
+    def __call__(self, info: mcpauth.DeviceCode) -> None:
+        self.shown.append(info)
+        thread = threading.Thread(target=self._act, args=(info.user_code,), daemon=True,
+                                  name=f"test-device-user-{len(self.shown)}")
+        self.threads.append(thread)
+        thread.start()
+
+    def _act(self, user_code: str) -> None:
+        [record] = [r for r in self.auth.device_authorizations if r.user_code == user_code]
+        deadline = time.monotonic() + 10
+        while record.polls < self.after_polls and time.monotonic() < deadline:
+            time.sleep(0.01)
+        (self.auth.approve_device if self.approve else self.auth.deny_device)(user_code)
+
+    def join(self) -> None:
+        for thread in self.threads:
+            thread.join(10)
+            assert not thread.is_alive()
+
+
+@pytest.mark.timeout(30)
+def test_device_login_calls_tools_and_refreshes(
+        protected_mcp_factory: Callable[..., ProtectedMCP], no_auth_threads: None) -> None:
+    protected = protected_mcp_factory(access_token_lifetime=2)
+    auth, url = protected.auth, protected.url
+    user = _DeviceUser(auth)
+    provider = mcpauth.OAuthProvider(url, grant="device_code", device_code_handler=user)
+    with mcpsync.connect(url, auth=provider, timeout=10) as client:
+        assert {t.name for t in client.list_tools()} >= {"echo", "add"}
+        assert client.call_tool("echo", {"text": "device"}).text == "device"
+        first = provider.token
+        assert first is not None and first.refresh_token
+        auth.access_token_lifetime = 3600  # the refreshed token must not come due as well
+        _wait_until_expired(first)
+        assert client.call_tool("echo", {"text": "refreshed"}).text == "refreshed"
+        second = provider.token
+    user.join()
+
+    # One dynamic registration for the device grant, without any redirect URI.
+    [registered] = auth.registrations
+    assert registered.grant_types == [DEVICE_GRANT, "refresh_token"]
+    assert registered.redirect_uris == [] and "redirect_uris" not in registered.metadata
+    assert registered.response_types == []
+    # One device authorization request, for this resource; the user saw its user code.
+    [device] = auth.device_authorizations
+    assert device.form["client_id"] == (registered.client_id,)
+    assert device.resources == (url,)
+    assert "mcp:tools" in device.scope.split()
+    [shown] = user.shown
+    assert shown.user_code == device.user_code
+    assert shown.verification_uri == f"{auth.issuer}/device"
+    assert shown.interval == auth.device_interval
+    assert not auth.authorizations  # no browser login
+    # Polls: pending at least once, never too fast (no slow_down), then the token.
+    polls = auth.requests_of(DEVICE_GRANT)
+    assert len(polls) >= 2
+    assert {p.error for p in polls[:-1]} == {"authorization_pending"}
+    assert polls[-1].status == 200
+    assert all(p.value("resource") == url and p.value("client_id") == registered.client_id
+               and p.value("device_code") == device.device_code for p in polls)
+    # Then exactly one refresh, rotating the refresh token.
+    assert auth.token_requests == {DEVICE_GRANT: len(polls), "refresh_token": 1}
+    [refresh] = auth.requests_of("refresh_token")
+    assert refresh.status == 200 and refresh.value("refresh_token") == first.refresh_token
+    assert refresh.value("resource") == url
+    assert second is not None and second.access_token != first.access_token
+    issued = auth.token(first.access_token)
+    assert issued is not None and issued.grant_type == DEVICE_GRANT and issued.resource == url
+    assert auth.refresh_reuse == 0
+
+
+@pytest.mark.timeout(30)
+def test_denied_device_login_raises_authorization_denied(
+        protected_mcp: ProtectedMCP, no_auth_threads: None) -> None:
+    auth = protected_mcp.auth
+    user = _DeviceUser(auth, approve=False)
+    provider = mcpauth.OAuthProvider(protected_mcp.url, grant="device_code",
+                                     device_code_handler=user)
+    with pytest.raises(mcpsync.AuthHookError) as info:
+        mcpsync.connect(protected_mcp.url, auth=provider, timeout=10)
+    user.join()
+    assert isinstance(info.value.__cause__, mcpauth.AuthorizationDenied)
+    polls = auth.requests_of(DEVICE_GRANT)
+    assert [p.error for p in polls][-1] == "access_denied"
+    assert "authorization_pending" in {p.error for p in polls}
+    assert not auth.tokens and provider.token is None
+    assert all(r.header("Authorization") is None for r in protected_mcp.mcp_requests())

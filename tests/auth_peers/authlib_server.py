@@ -22,6 +22,14 @@ What it does, beyond authlib's defaults:
   MCP test server in the same process.
 - Every token request is logged (:attr:`token_log`) and counted by grant type
   (:attr:`token_requests`), for assertions such as "exactly one refresh".
+- The device authorization grant (RFC 8628), on authlib's ``DeviceAuthorizationEndpoint``
+  and ``DeviceCodeGrant``: ``/device_authorization`` issues a device code (its ``resource``
+  recorded, as for ``/authorize``), and the token endpoint answers ``authorization_pending``
+  until the test plays the user: :meth:`AuthlibServer.approve_device` or
+  :meth:`AuthlibServer.deny_device` with the user code (:meth:`AuthlibServer.wait_for_user_code`
+  waits for one), or ``device_auto_approve=N`` approving at the N-th poll. Polling faster than
+  the advertised ``interval`` (``device_interval``, 1 s by default) is answered ``slow_down``,
+  so a test can assert that the client honours the interval.
 
 Usage::
 
@@ -55,6 +63,7 @@ from authlib.oauth2.rfc6749 import (
     InvalidRequestError,
     ResourceProtector,
     TokenMixin,
+    UnauthorizedClientError,
 )
 from authlib.oauth2.rfc6749.grants import (
     AuthorizationCodeGrant,
@@ -65,12 +74,21 @@ from authlib.oauth2.rfc6750 import BearerTokenGenerator, BearerTokenValidator
 from authlib.oauth2.rfc7591 import ClientRegistrationEndpoint
 from authlib.oauth2.rfc7636 import CodeChallenge
 from authlib.oauth2.rfc8414 import AuthorizationServerMetadata
+from authlib.oauth2.rfc8628 import (
+    DEVICE_CODE_GRANT_TYPE,
+    DeviceAuthorizationEndpoint,
+    DeviceCodeGrant,
+    DeviceCredentialDict,
+)
 from authlib.oauth2.rfc9207 import IssuerParameter
 from flask import Flask, Response, jsonify, request
 from werkzeug.serving import ThreadedWSGIServer, WSGIRequestHandler
 
 DEFAULT_SCOPES = ("mcp:tools", "offline_access")
 GRANT_TYPES = ("authorization_code", "refresh_token", "client_credentials")
+DEVICE_GRANT = DEVICE_CODE_GRANT_TYPE  # urn:ietf:params:oauth:grant-type:device_code
+DEVICE_CODE_LIFETIME = 600
+SLOW_DOWN_TOLERANCE = 0.8  # a poll sooner than this share of the interval is too fast
 AUTH_METHODS = ("client_secret_basic", "client_secret_post", "none")
 CODE_LIFETIME = 600
 
@@ -327,6 +345,129 @@ class _ClientCredentialsGrant(ClientCredentialsGrant):  # type: ignore[misc]
             raise InvalidRequestError("Missing 'resource' (RFC 8707)")
 
 
+@dataclass
+class DeviceAuthorization:
+    """One device authorization request (RFC 8628 §3.1) and what became of it.
+
+    ``form`` is the request as sent; ``decision`` is None while the user has not acted, else
+    True (approved) or False (denied); ``polls`` counts the token requests for this code and
+    ``last_poll`` is when the latest one arrived (``time.monotonic()``).
+    """
+
+    device_code: str
+    user_code: str
+    client_id: str
+    scope: str
+    resources: tuple[str, ...]
+    form: Mapping[str, tuple[str, ...]]
+    expires_at: float
+    decision: bool | None = None
+    polls: int = 0
+    last_poll: float | None = None
+
+    def credential(self) -> DeviceCredentialDict:
+        """The record authlib's ``DeviceCodeGrant`` reads (client, scope, user code, expiry)."""
+        return DeviceCredentialDict(client_id=self.client_id, scope=self.scope,
+                                    user_code=self.user_code, device_code=self.device_code,
+                                    expires_at=self.expires_at)
+
+
+class _DeviceEndpoint(DeviceAuthorizationEndpoint):  # type: ignore[misc]
+    """RFC 8628 §3.1-3.2: issue a device code; ``interval`` comes from the owner."""
+
+    @property
+    def owner(self) -> AuthlibServer:
+        owner: AuthlibServer = self.server.owner
+        return owner
+
+    def authenticate_client(self, oauth_request: Any) -> Client:
+        client: Client = super().authenticate_client(oauth_request)
+        if not client.check_grant_type(DEVICE_GRANT):  # RFC 8628 §3.1: the client's grants
+            raise UnauthorizedClientError("The client is not registered for the device grant")
+        return client
+
+    def create_endpoint_response(self, oauth_request: Any) -> Any:
+        self.INTERVAL = self.owner.device_interval
+        self.EXPIRES_IN = DEVICE_CODE_LIFETIME
+        return super().create_endpoint_response(oauth_request)
+
+    def get_verification_uri(self) -> str:
+        return f"{self.owner.issuer}/device"
+
+    def save_device_credential(self, client_id: str, scope: str | None,
+                               data: dict[str, Any]) -> None:
+        form = {k: tuple(request.form.getlist(k)) for k in request.form}
+        record = DeviceAuthorization(
+            device_code=data["device_code"], user_code=data["user_code"], client_id=client_id,
+            scope=scope or "", resources=form.get("resource", ()), form=form,
+            expires_at=time.time() + DEVICE_CODE_LIFETIME)
+        owner = self.owner
+        with owner._lock:
+            owner.device_authorizations.append(record)
+            owner._device_codes[record.device_code] = record
+            owner._user_codes[record.user_code] = record
+            owner._device_issued.notify_all()
+
+
+class _DeviceGrant(DeviceCodeGrant):  # type: ignore[misc]
+    """RFC 8628 §3.4-3.5 on authlib's grant: pending until the test approves or denies,
+    ``slow_down`` when polled faster than the interval, ``resource`` checked as for a code."""
+
+    TOKEN_ENDPOINT_AUTH_METHODS = list(AUTH_METHODS)
+
+    @property
+    def owner(self) -> AuthlibServer:
+        owner: AuthlibServer = self.server.owner
+        return owner
+
+    def query_device_credential(self, device_code: str) -> DeviceCredentialDict | None:
+        record = self.owner._device_codes.get(device_code)
+        return record.credential() if record is not None else None
+
+    def validate_device_credential(self, credential: DeviceCredentialDict) -> User:
+        record = self.owner._device_codes[credential["device_code"]]
+        record.polls += 1
+        auto = self.owner.device_auto_approve
+        if record.decision is None and auto is not None and record.polls >= auto:
+            record.decision = True
+        self._too_fast = self._polled_too_fast(record)
+        user: User = super().validate_device_credential(credential)
+        return user
+
+    def _polled_too_fast(self, record: DeviceAuthorization) -> bool:
+        now = time.monotonic()
+        previous, record.last_poll = record.last_poll, now
+        interval = self.owner.device_interval
+        return previous is not None and now - previous < interval * SLOW_DOWN_TOLERANCE
+
+    def query_user_grant(self, user_code: str) -> tuple[User, bool] | None:
+        record = self.owner._user_codes.get(user_code)
+        if record is None or record.decision is None:
+            return None
+        return self.owner.user, record.decision
+
+    def should_slow_down(self, credential: DeviceCredentialDict) -> bool:
+        return self._too_fast
+
+    def validate_token_request(self) -> None:
+        super().validate_token_request()
+        record = self.owner._device_codes[self.request.credential["device_code"]]
+        requested = _form_resources(self.request)
+        if self.owner.require_resource and not requested:
+            raise InvalidRequestError("Missing 'resource' (RFC 8707)")
+        for resource in requested:
+            if record.resources and resource not in record.resources:
+                raise _InvalidTarget("The resource was not in the device authorization request")
+        self.request.device = record
+
+    def create_token_response(self) -> Any:
+        response = super().create_token_response()
+        # A device code is used once (RFC 8628 §3.5: it concludes the session).
+        record: DeviceAuthorization = self.request.device
+        self.owner._device_codes.pop(record.device_code, None)
+        return response
+
+
 class _Registration(ClientRegistrationEndpoint):  # type: ignore[misc]
     """Open dynamic registration (no initial access token), as MCP servers commonly offer."""
 
@@ -457,12 +598,17 @@ class AuthlibServer:
     - ``require_resource``: token requests without ``resource`` are ``invalid_request``.
     - ``approve``: False makes ``/authorize`` answer ``access_denied``.
     - ``registration``: False leaves ``registration_endpoint`` out of the metadata (and 404s).
+    - ``device``: False leaves the device grant out of the metadata (``/device_authorization``
+      404s). ``device_interval``: the polling interval it advertises, in seconds.
+      ``device_auto_approve``: approve a device code at its N-th poll (None: wait for
+      :meth:`approve_device` / :meth:`deny_device`).
     """
 
     def __init__(self, *, access_token_lifetime: int = 3600,
                  scopes: Sequence[str] = DEFAULT_SCOPES, rotate_refresh_tokens: bool = True,
                  send_iss: bool = True, require_resource: bool = False, approve: bool = True,
-                 registration: bool = True) -> None:
+                 registration: bool = True, device: bool = True, device_interval: int = 1,
+                 device_auto_approve: int | None = None) -> None:
         self.access_token_lifetime = access_token_lifetime
         self.scopes = tuple(scopes)
         self.rotate_refresh_tokens = rotate_refresh_tokens
@@ -470,8 +616,15 @@ class AuthlibServer:
         self.require_resource = require_resource
         self.approve = approve
         self.registration = registration
+        self.device = device
+        self.device_interval = device_interval
+        self.device_auto_approve = device_auto_approve
         self.user = User()
         self._lock = threading.RLock()  # every model, and one token request at a time
+        self._device_issued = threading.Condition(self._lock)
+        self._device_codes: dict[str, DeviceAuthorization] = {}  # unused device codes
+        self._user_codes: dict[str, DeviceAuthorization] = {}
+        self.device_authorizations: list[DeviceAuthorization] = []  # in order
         self._clients: dict[str, Client] = {}
         self._codes: dict[str, AuthorizationCode] = {}
         self._by_access: dict[str, Token] = {}
@@ -507,13 +660,15 @@ class AuthlibServer:
             "scopes_supported": list(self.scopes),
             "response_types_supported": ["code"],
             "response_modes_supported": ["query"],
-            "grant_types_supported": list(GRANT_TYPES),
+            "grant_types_supported": [*GRANT_TYPES, *([DEVICE_GRANT] if self.device else [])],
             "token_endpoint_auth_methods_supported": list(AUTH_METHODS),
             "code_challenge_methods_supported": ["S256"],
             "authorization_response_iss_parameter_supported": self.send_iss,
         }
         if self.registration:
             data["registration_endpoint"] = f"{issuer}/register"
+        if self.device:
+            data["device_authorization_endpoint"] = f"{issuer}/device_authorization"
         AuthorizationServerMetadata(data).validate()
         return data
 
@@ -546,6 +701,31 @@ class AuthlibServer:
         """The logged token requests of one grant type, in order."""
         with self._lock:
             return [r for r in self.token_log if r.grant_type == grant_type]
+
+    def wait_for_user_code(self, timeout: float = 10.0, *, index: int = 0) -> str:
+        """The user code of the ``index``-th device authorization, waiting for it to be
+        issued (TimeoutError after ``timeout`` seconds)."""
+        with self._device_issued:
+            if not self._device_issued.wait_for(
+                    lambda: len(self.device_authorizations) > index, timeout):
+                raise TimeoutError(f"no device authorization #{index} within {timeout} s")
+            return self.device_authorizations[index].user_code
+
+    def approve_device(self, user_code: str) -> None:
+        """The user signs in and approves the device login of ``user_code``."""
+        self._decide(user_code, True)
+
+    def deny_device(self, user_code: str) -> None:
+        """The user refuses the device login of ``user_code``: the next poll is
+        ``access_denied``."""
+        self._decide(user_code, False)
+
+    def _decide(self, user_code: str, approved: bool) -> None:
+        with self._lock:
+            record = self._user_codes.get(user_code)
+            if record is None:
+                raise KeyError(f"unknown user code {user_code!r}")
+            record.decision = approved
 
     def revoke_access_tokens(self) -> None:
         """Revoke every access token issued so far (refresh tokens stay valid): the next
@@ -622,7 +802,9 @@ class AuthlibServer:
         server.register_grant(_CodeGrant, [_S256Only(required=True)])
         server.register_grant(_RefreshGrant)
         server.register_grant(_ClientCredentialsGrant)
+        server.register_grant(_DeviceGrant)
         server.register_endpoint(_Registration)
+        server.register_endpoint(_DeviceEndpoint)
         server.register_extension(_Issuer(self))
         self._authz = server
 
@@ -630,6 +812,8 @@ class AuthlibServer:
         app.add_url_rule("/authorize", "authorize", self._authorize)
         app.add_url_rule("/token", "token", self._token, methods=["POST"])
         app.add_url_rule("/register", "register", self._register, methods=["POST"])
+        app.add_url_rule("/device_authorization", "device_authorization",
+                         self._device_authorization, methods=["POST"])
 
         @app.errorhandler(Exception)
         def _crash(exc: Exception) -> Response:
@@ -683,6 +867,14 @@ class AuthlibServer:
                 ClientRegistrationEndpoint.ENDPOINT_NAME)
         return response
 
+    def _device_authorization(self) -> Response:
+        if not self.device:
+            return Response("not found", status=404)
+        with self._lock:
+            response: Response = self._authz.create_endpoint_response(
+                DeviceAuthorizationEndpoint.ENDPOINT_NAME)
+        return response
+
     def _save_token(self, token_data: Mapping[str, Any], oauth_request: Any) -> None:
         grant_type = oauth_request.payload.grant_type or ""
         resource: str | None
@@ -692,6 +884,10 @@ class AuthlibServer:
             resource = requested[0] if requested else None
         elif grant_type == "refresh_token":
             resource = oauth_request.refresh_token.resource
+        elif grant_type == DEVICE_GRANT:
+            device: DeviceAuthorization = oauth_request.device
+            requested = _form_resources(oauth_request) or device.resources
+            resource = requested[0] if requested else None
         else:
             requested = _form_resources(oauth_request)
             resource = requested[0] if requested else None
@@ -728,9 +924,11 @@ def iter_threads(port: int) -> Iterator[threading.Thread]:
 
 __all__ = [
     "DEFAULT_SCOPES",
+    "DEVICE_GRANT",
     "AuthlibServer",
     "AuthorizationCode",
     "Client",
+    "DeviceAuthorization",
     "Token",
     "TokenRequest",
     "User",

@@ -9,7 +9,7 @@ its ``name=``; the ``_fixture`` suffix keeps ruff's F811 quiet)::
 
 - ``authlib_server``: a running :class:`AuthlibServer` with default options.
 - ``authlib_server_factory``: ``make(**options) -> AuthlibServer`` (``access_token_lifetime``,
-  ``send_iss``, ``rotate_refresh_tokens``, ...).
+  ``send_iss``, ``rotate_refresh_tokens``, ``device_interval``, ``device_auto_approve``, ...).
 - ``protected_mcp``: a :class:`ProtectedMCP`, the loopback MCP fault server acting as an OAuth
   protected resource of an authlib server: every MCP request must carry a token that server
   issued for this resource with scope ``mcp:tools``; a 401 names the RFC 9728 metadata, which
