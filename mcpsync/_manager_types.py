@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from mcpsync._subscriptions import Subscription
 from mcpsync.client import Client
 from mcpsync.config import ServerConfig
 from mcpsync.secrets import SecretFile
@@ -124,6 +125,8 @@ class ServerEntry:
         self.rediscover = False         # a list_changed came since its tools/list was sent
         self.closing = False            # no discovery may start any more
         self.refresh_error: BaseException | None = None   # the last re-discovery's failure
+        # A modern server's tool-list watch (its subscriptions/listen); closed on stop.
+        self.list_watch: Subscription | None = None
         self.exited = threading.Event()
         self.watch_token: int | None = None
 

@@ -327,6 +327,7 @@ class Manager:
                     with self._lock:
                         self._start_errors[server_id] = exc
                 raise
+            self._watch_tool_list(entry)
             with self._lock:
                 closed = self._closed
                 if not closed:
@@ -368,6 +369,33 @@ class Manager:
                 secret.remove()
             raise
         return ServerEntry(server_id, config, client, secret, key)
+
+    def _watch_tool_list(self, entry: ServerEntry) -> None:
+        """Hear a modern server's tool-list changes: open its ``subscriptions/listen``.
+
+        A legacy server sends ``notifications/tools/list_changed`` on the connection, and
+        the ``notification_observer`` (:meth:`_deliver`) already sees it. A modern
+        (2026-07-28) server sends it only on a listen stream the client asked for, so one
+        is opened here when the server announces ``tools.listChanged``. It is opened before
+        the first discovery begins, so a change made meanwhile is not missed (it only
+        folds into that discovery as a rerun). The callback runs on the client's
+        dispatcher thread and never blocks. A server that does not acknowledge the watch
+        still starts: its tools are discovered once, and a WARNING says so.
+        """
+        client = entry.client
+        tools = client.capabilities.get("tools")
+        if client.era != "modern" or not (isinstance(tools, Mapping)
+                                          and tools.get("listChanged") is True):
+            return
+        try:
+            entry.list_watch = client.on_list_changed(
+                "tools", lambda kind: self._begin_discovery(entry))
+        except Exception as exc:  # the server runs; only the refresh is lost
+            _log.warning("server %r: cannot watch its tool list (%s); its tools are "
+                         "discovered once, not after changes", entry.server_id, exc)
+        except BaseException:      # e.g. Ctrl-C while waiting for the acknowledgement
+            self._close_entry(entry)
+            raise
 
     def _watch_locked(self, entry: ServerEntry) -> None:
         """Notice the process's exit at once, to delete its secret file (lock held)."""
@@ -454,7 +482,15 @@ class Manager:
         with entry.discover_lock:
             entry.closing = True          # no re-discovery starts after this
             thread = entry.discover_thread
+            watch, entry.list_watch = entry.list_watch, None
         try:
+            if watch is not None:
+                # Ends the listen on the wire; client.close() then joins its thread.
+                try:
+                    watch.close()
+                except Exception as exc:  # a dead server: close() below cleans up
+                    _log.debug("server %r: closing the tool-list watch failed: %s",
+                               entry.server_id, exc)
             entry.client.close()
         finally:
             if thread is not None and thread is not threading.current_thread():
@@ -710,12 +746,15 @@ class Manager:
 
         ``notifications/tools/list_changed`` first starts a background re-discovery (it
         never blocks), then reaches the handler like any other notification; the handler
-        still sees the old list in :meth:`tools`.
+        still sees the old list in :meth:`tools`. A server with a tool-list watch (modern,
+        :meth:`_watch_tool_list`) is re-discovered by that watch's callback, which the
+        client runs just before this observer; starting one here too would cost a second
+        ``tools/list`` for every change.
         """
         if method == "notifications/tools/list_changed":
             with self._lock:
                 entry = None if self._closed else self._entries.get(server_id)
-            if entry is not None:
+            if entry is not None and entry.list_watch is None:
                 self._begin_discovery(entry)
         handler = self._handler
         if handler is None:

@@ -7,6 +7,10 @@ sends ``count`` of them; it logs every request's method to a file, so a test cou
 ``tools/list`` requests it really received. Its mode (``argv[1]``) shapes re-discoveries:
 ``gate`` holds every ``tools/list`` after the first until the tool ``release`` is called,
 ``fail-relist`` answers the second ``tools/list`` with an error, ``fail-first`` the first.
+
+A modern (2026-07-28) server sends ``list_changed`` only on a ``subscriptions/listen``
+stream, which the Manager opens for it; those tests use the official ``mcp`` SDK peers
+(stdio and Streamable HTTP), whose tool ``add_tool`` registers a tool and announces it.
 """
 
 from __future__ import annotations
@@ -14,14 +18,19 @@ from __future__ import annotations
 import logging
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from conftest import require_peer
+from http_peers.fixtures import OfficialServer, official_http_server_factory_fixture  # noqa: F401
 from test_manager import config, wait_for
 
+from mcpsync.client import Client
+from mcpsync.config import ServerConfig
 from mcpsync.errors import RemoteError
 from mcpsync.manager import Manager, Notification
+from mcpsync.types import Tool
 
 LIVE = r'''
 import json, sys
@@ -256,3 +265,92 @@ def test_list_changed_retries_a_failed_first_discovery(no_leaks: None, manager: 
     assert wait_for(lambda: manager.server_ready("live"))
     assert manager.server_ready_error("live") is None
     assert names(manager) == [*INITIAL, "fresh"]
+
+
+# -- modern servers: list_changed arrives on the Manager's subscriptions/listen stream -----
+
+OFFICIAL = [sys.executable, str(Path(__file__).parent / "peers" / "official_stdio_server.py")]
+
+
+def listening() -> list[str]:
+    return [t.name for t in threading.enumerate()
+            if t.name.startswith("mcpsync-") and "listen" in t.name and t.is_alive()]
+
+
+def count_lists(client: Client) -> list[int]:
+    """Count the ``tools/list`` calls the Manager's discovery makes through ``client``."""
+    calls = [0]
+    real = client.list_tools
+
+    def counted() -> list[Tool]:
+        calls[0] += 1
+        return real()
+
+    client.list_tools = counted  # type: ignore[method-assign]
+    return calls
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("era", ["auto", "legacy"])
+def test_official_peer_tool_list_follows_list_changed_once_per_change(
+        no_leaks: None, era: str) -> None:
+    require_peer("mcp")
+    got: list[Notification] = []
+    with Manager(connect_options={"era": era, "timeout": 10}) as manager:
+        manager.set_notification_handler(got.append)
+        manager.start_server(config("peer", OFFICIAL))
+        client = manager.client("peer")
+        assert client.era == ("modern" if era == "auto" else "legacy")
+        # Only the modern session needs (and gets) a listen stream; legacy uses the observer.
+        assert bool(listening()) == (era == "auto")
+        assert wait_for(lambda: manager.server_ready("peer"))
+        assert wait_for(lambda: not discovering("peer"))
+        assert "fresh" not in names(manager)
+        lists = count_lists(client)
+
+        assert manager.call_tool("peer", "add_tool", {"name": "fresh"}).text == "added fresh"
+        assert wait_for(lambda: "fresh" in names(manager))
+        assert manager.call_tool("peer", "fresh", {"text": "hi"}).text == "hi"
+        assert wait_for(lambda: not discovering("peer"))
+        # One change, one tools/list: the watch and the observer never both trigger.
+        assert lists[0] == 1
+        assert [n.server_id for n in got
+                if n.method == "notifications/tools/list_changed"] == ["peer"]
+        assert manager.server_ready("peer") and manager.server_ready_error("peer") is None
+
+        assert manager.stop_server("peer") is True
+        assert listening() == []                   # the listen thread is joined on stop
+
+
+@pytest.mark.timeout(30)
+def test_modern_thread_server_follows_and_close_ends_every_listen(no_leaks: None) -> None:
+    require_peer("mcp")
+    manager = Manager(connect_options={"timeout": 10})
+    try:
+        manager.start_server(config("peer", OFFICIAL))
+        manager.start_thread_server("peer", "t1", config("", OFFICIAL))
+        sid = manager.thread_server_id("peer", "t1")
+        assert manager.client(sid).era == "modern"
+        assert len(listening()) == 2
+        assert wait_for(lambda: manager.server_ready(sid) and manager.server_ready("peer"))
+        manager.call_tool(sid, "add_tool", {"name": "late"})
+        assert wait_for(lambda: "late" in [t.name for t in manager.thread_tools("t1")])
+        assert "late" not in names(manager)      # the project server did not change
+    finally:
+        manager.close()
+    assert listening() == []
+
+
+@pytest.mark.timeout(30)
+def test_modern_http_server_tool_list_follows_list_changed(
+        no_leaks: None, official_http_server_factory: Callable[[str], OfficialServer]) -> None:
+    server = official_http_server_factory("sse-stateless")
+    with Manager(connect_options={"timeout": 10}) as manager:
+        manager.start_server(ServerConfig(id="web", url=server.url))
+        assert manager.client("web").era == "modern"
+        assert wait_for(lambda: manager.server_ready("web"))
+        assert "fresh" not in names(manager)
+        manager.call_tool("web", "add_tool", {"name": "fresh"})
+        assert wait_for(lambda: "fresh" in names(manager))
+        assert manager.call_tool("web", "fresh", {"text": "hi"}).text == "hi"
+    assert listening() == []

@@ -80,6 +80,23 @@ async def drop_stream(ctx: Context) -> str:
     return "resumed"
 
 
+@server.tool()
+async def add_tool(name: str, ctx: Context) -> str:
+    """Register a tool ``name`` (it echoes its text) and announce the new tool list.
+
+    A modern client hears it on its ``subscriptions/listen`` stream (``--sse`` only: a JSON
+    reply cannot carry a stream); the SDK drops the legacy notification for modern sessions.
+    """
+
+    def added(text: str) -> str:
+        return text
+
+    server.add_tool(added, name=name, description=f"added at run time as {name}")
+    await ctx.notify_tools_changed()
+    await ctx.session.send_tool_list_changed()
+    return f"added {name}"
+
+
 class Person(BaseModel):
     """What ``greet`` elicits."""
 

@@ -85,6 +85,24 @@ async def touch(uri: str, ctx: Context) -> str:
     return "ok"
 
 
+@server.tool()
+async def add_tool(name: str, ctx: Context) -> str:
+    """Register a tool ``name`` (it echoes its text) and announce the new tool list.
+
+    Modern sessions hear it on their ``subscriptions/listen`` stream (the SDK's bus),
+    legacy ones as ``notifications/tools/list_changed`` on the connection; the SDK drops
+    whichever does not fit the session's era.
+    """
+
+    def added(text: str) -> str:
+        return text
+
+    server.add_tool(added, name=name, description=f"added at run time as {name}")
+    await ctx.notify_tools_changed()
+    await ctx.session.send_tool_list_changed()
+    return f"added {name}"
+
+
 @server.resource("memo://hello", mime_type="text/plain")
 def hello() -> str:
     return "hello resource"
