@@ -11,6 +11,9 @@
   listen is watched by its own daemon thread ``mcpsync-listen-<name>``, which notices when the
   server ends it or the connection drops; after a restart the client re-opens it.
 
+After an HTTP era re-detection the new session gets the same subscriptions: a listen if it is
+modern, ``resources/subscribe`` per URI if it is legacy (:meth:`Subscriptions.reopen`).
+
 ``subscribe()`` returns once the server acknowledged; a URI (or list kind) missing from the
 acknowledgement raises ``CapabilityNotSupported``. Callbacks run on the dispatcher thread, in
 notification order.
@@ -183,15 +186,38 @@ class Subscriptions:
                 _log.debug("server %r: unsubscribing failed: %s", self._name, exc)
 
     def reopen(self) -> None:
-        """After a restart: the old listen died with the process; open the union again."""
+        """After a restart or an era re-detection: the old session's subscriptions died with
+        it, so subscribe anew on the new one - the union in one listen (modern), or one
+        ``resources/subscribe`` per URI (legacy; list-changed needs nothing there). The
+        handles stay valid either way; a failure is logged, not raised (nobody is waiting)."""
         with self._wire:
             with self._lock:
                 self._listen = None
+            if self._era() == "legacy":
+                self._resubscribe_legacy()
+                return
             try:
                 self._sync_modern()
             except MCPError as exc:
-                _log.warning("server %r: re-opening subscriptions after a restart failed: %s",
-                             self._name, exc)
+                _log.warning("server %r: re-opening subscriptions failed: %s", self._name, exc)
+
+    def _resubscribe_legacy(self) -> None:
+        """``resources/subscribe`` for every subscribed URI (caller holds ``_wire``)."""
+        with self._lock:
+            uris = sorted(self._by_uri)
+        if not uris or self._closed:
+            return
+        resources = self._capabilities().get("resources")
+        if not (isinstance(resources, Mapping) and resources.get("subscribe")):
+            _log.warning("server %r: cannot subscribe to %s again: the server no longer offers "
+                         "resource subscriptions", self._name, ", ".join(uris))
+            return
+        for uri in uris:
+            try:
+                self._request("resources/subscribe", {"uri": uri})
+            except MCPError as exc:
+                _log.warning("server %r: subscribing to %r again failed: %s", self._name, uri,
+                             exc)
 
     def close(self) -> None:
         """Stop every listen and join its thread (the session fails the requests on close)."""

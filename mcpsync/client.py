@@ -149,6 +149,7 @@ class Client:
         self._state_lock = threading.Lock()      # close and the session swap
         self._restart_lock = threading.Lock()    # one restart at a time
         self._redetected = False                 # the era is re-detected at most once
+        self._redetected_from: Session | None = None   # the session that re-detection closed
         self._closed = False
         self._restarts: collections.deque[float] = collections.deque()
         self._workers: set[threading.Thread] = set()   # submitted calls between rounds
@@ -449,6 +450,7 @@ class Client:
                     if self._session is used:
                         raise exc
                     return
+                self._redetected_from = used   # set first: futures read both without a lock
                 self._redetected = True
             _log.warning("server %r answered %s with error %s, which contradicts the detected "
                          "%s era; detecting its era again", self._name, exc.method, exc.code,
@@ -467,8 +469,7 @@ class Client:
                 self._session = session
                 self._adopt(negotiated)
             self._cache.clear()
-        if self._modern:   # a legacy session's subscriptions are not re-sent (docs: gaps)
-            self._subs.reopen()
+        self._subs.reopen()   # a modern listen, or legacy resources/subscribe, on the new one
 
     def _input_rounds(self, method: str, wire: dict[str, Any], result: dict[str, Any],
                       opts: _Round) -> dict[str, Any]:
@@ -637,7 +638,8 @@ class Client:
         future = CallFuture(describe_call(method, params, self._name), self._name, method)
         self._submit_round(future, _Chain(method, wire, params,
                                           _Round(timeout, progress, reset_timeout_on_progress),
-                                          _raw_result))
+                                          _raw_result,
+                                          rebuild=lambda: self._params(params, meta)))
         return future
 
     def submit_tool(self, name: str, arguments: Mapping[str, Any] | None = None, *,
@@ -654,18 +656,26 @@ class Client:
         params = self._tool_params(name, arguments, meta)
         future = CallFuture(f"calling tool {name!r} on server {self._name!r}", self._name,
                             "tools/call")
+
+        def rebuild() -> dict[str, Any]:   # after a re-detection: the new era's params
+            if not self._has_tools:
+                self._require("tools", f"calling tool {name!r}", "tools/call")
+            return self._tool_params(name, arguments, meta)
+
         self._submit_round(future, _Chain(
             "tools/call", params, params, _Round(timeout, progress, reset_timeout_on_progress),
             lambda result: self._tool_result(name, result, raise_on_error),
-            retry_on_drop=retry_on_drop))
+            retry_on_drop=retry_on_drop, rebuild=rebuild))
         return future
 
     def _submit_round(self, future: CallFuture, chain: _Chain) -> None:
         """Send one wire round of ``future``'s call; its answer goes to :meth:`_on_round`."""
         opts = chain.opts
-        wire = self._live().submit(chain.method, chain.wire, timeout=opts.timeout,
-                                   progress=opts.progress,
-                                   reset_timeout_on_progress=opts.reset)
+        session = self._live()
+        chain.session = session
+        chain.modern = self._modern
+        wire = session.submit(chain.method, chain.wire, timeout=opts.timeout,
+                              progress=opts.progress, reset_timeout_on_progress=opts.reset)
         if future._attach(wire):
             wire.add_done_callback(lambda done: self._on_round(future, chain, done))
 
@@ -689,6 +699,9 @@ class Client:
                         server=self._name))
                     return
                 future._resolve(chain.finish(result))
+            elif isinstance(error, RemoteError) and chain.first and \
+                    self._chain_contradicts(error, chain):
+                self._continue(future, chain, lambda: self._redetect_chain(chain, error))
             elif isinstance(error, RemoteError) and self._modern and not \
                     chain.version_retried and error.code == _UNSUPPORTED_PROTOCOL_VERSION:
                 chain.version_retried = True
@@ -705,6 +718,7 @@ class Client:
     def _continue(self, future: CallFuture, chain: _Chain,
                   next_params: Callable[[], dict[str, Any] | None]) -> None:
         """Run ``next_params`` and send the next round, on a ``mcpsync-input-<name>`` thread."""
+        chain.first = False
         future._between_rounds()
 
         def run() -> None:
@@ -725,6 +739,29 @@ class Client:
         with self._state_lock:
             self._workers.add(thread)
         thread.start()
+
+    def _chain_contradicts(self, exc: RemoteError, chain: _Chain) -> bool:
+        """:meth:`_contradicts` for a submitted call's first round (dispatcher thread). The
+        era is the one the round was sent in, and a contradiction that arrives after another
+        call re-detected still counts when it came from the session that re-detection
+        replaced: the call is then sent again on the new session, as a blocking call that met
+        it at the same time would be."""
+        if chain.rebuild is None or not self._config.is_http or self._memory_key() is None:
+            return False
+        if self._redetected and chain.session is not self._redetected_from:
+            return False
+        if chain.modern:
+            return exc.code == _METHOD_NOT_FOUND and chain.method == "tools/list"
+        return exc.code in _MODERN_ONLY_CODES
+
+    def _redetect_chain(self, chain: _Chain, exc: RemoteError) -> dict[str, Any] | None:
+        """Re-detect the era for a submitted call (on its worker thread, never the caller's)
+        and return its params rebuilt for the new era; the call then starts over."""
+        assert chain.session is not None and chain.rebuild is not None
+        self._redetect(chain.session, exc)
+        chain.rounds = 0
+        chain.version_retried = False
+        return chain.rebuild()
 
     def _submit_listen(self, params: dict[str, Any]) -> RequestFuture:
         return self._live().submit("subscriptions/listen", self._params(params),
@@ -1006,15 +1043,20 @@ class _Chain:
     """The state of one submitted call across its wire rounds."""
 
     def __init__(self, method: str, wire: dict[str, Any] | None, params: Any, opts: _Round,
-                 finish: Callable[[Any], Any], *, retry_on_drop: bool = False) -> None:
+                 finish: Callable[[Any], Any], *, retry_on_drop: bool = False,
+                 rebuild: Callable[[], dict[str, Any] | None] | None = None) -> None:
         self.method = method
         self.wire = wire          # the params of the next round
         self.params = params      # the caller's, for error messages
         self.opts = opts
         self.finish = finish
         self.retry_on_drop = retry_on_drop
+        self.rebuild = rebuild    # the first round's params anew, after an era re-detection
         self.version_retried = False
         self.rounds = 0
+        self.first = True         # the round in flight is the call's first (re-detection)
+        self.session: Session | None = None   # the session of the round in flight
+        self.modern = False       # the era that round was sent in
 
 
 def _completion_ref(ref: Any) -> dict[str, Any]:
