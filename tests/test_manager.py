@@ -183,11 +183,12 @@ def pid_gone(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return True
-    # A zombie still answers kill(0); /proc tells it apart.
+    # A zombie still answers kill(0); /proc tells it apart. The process may be reaped
+    # between the two: opening gives ENOENT, a read of an open stat file ESRCH.
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii") as f:
             return f.read().split(") ", 1)[1].startswith("Z")
-    except (FileNotFoundError, IndexError):
+    except (FileNotFoundError, ProcessLookupError, IndexError):
         return True
 
 
