@@ -148,8 +148,9 @@ class Client:
             capabilities=lambda: self._capabilities, ack_timeout=lambda: self._opts.timeout)
         self._state_lock = threading.Lock()      # close and the session swap
         self._restart_lock = threading.Lock()    # one restart at a time
-        self._redetected = False                 # the era is re-detected at most once
-        self._redetected_from: Session | None = None   # the session that re-detection closed
+        # The session an era re-detection replaced (at most one per client), weakly: set
+        # means "re-detected"; futures compare their round's session with it.
+        self._redetected_from: weakref.ref[Session] | None = None
         self._closed = False
         self._restarts: collections.deque[float] = collections.deque()
         self._workers: set[threading.Thread] = set()   # submitted calls between rounds
@@ -280,16 +281,21 @@ class Client:
                 self._open_session, self._handshake_params(), era="modern",
                 protocol_version=self._protocol_version, memory_key=None,
                 allow_probe_restart=False)
-            with self._state_lock:
-                if self._closed:
-                    session.close()
-                    raise ClosedError(f"client for server {self._name!r} is closed",
-                                      server=self._name)
-                self._session = session
-                self._adopt(negotiated)
-            self._cache.clear()
+            self._install(session, negotiated)
         self._subs.reopen()   # outside the lock: re-opening sends through _live()
         return session
+
+    def _install(self, session: Session, negotiated: Negotiated) -> None:
+        """Adopt a session made by a restart or a re-detection (restart lock held), unless
+        the client was closed meanwhile: then close it and raise ``ClosedError``."""
+        with self._state_lock:
+            if self._closed:
+                session.close()
+                raise ClosedError(f"client for server {self._name!r} is closed",
+                                  server=self._name)
+            self._session = session
+            self._adopt(negotiated)
+        self._cache.clear()
 
     def _dead_error(self, lost: ConnectionLost, suffix: str) -> ConnectionLost:
         """A fresh error for a call made after the server died (nothing was sent)."""
@@ -432,11 +438,10 @@ class Client:
         """Whether an HTTP reply says the detected era is wrong (rules §4): a modern-only
         error code on a legacy session, or -32601 for ``tools/list`` on a modern one. Only
         when the era was detected (no pin), and only once per client."""
-        if self._redetected or not self._config.is_http or self._memory_key() is None:
+        if self._redetected_from is not None or not self._config.is_http \
+                or self._memory_key() is None:
             return False
-        if self._modern:
-            return exc.code == _METHOD_NOT_FOUND and method == "tools/list"
-        return exc.code in _MODERN_ONLY_CODES
+        return _era_contradicted(exc, method, modern=self._modern)
 
     def _redetect(self, used: Session, exc: RemoteError) -> None:
         """Detect the era anew on a fresh transport and adopt it; threads that meet the
@@ -446,12 +451,11 @@ class Client:
                 if self._closed:
                     raise ClosedError(f"client for server {self._name!r} is closed",
                                       server=self._name)
-                if self._redetected:
+                if self._redetected_from is not None:
                     if self._session is used:
                         raise exc
                     return
-                self._redetected_from = used   # set first: futures read both without a lock
-                self._redetected = True
+                self._redetected_from = weakref.ref(used)
             _log.warning("server %r answered %s with error %s, which contradicts the detected "
                          "%s era; detecting its era again", self._name, exc.method, exc.code,
                          self._era)
@@ -461,14 +465,7 @@ class Client:
             session, negotiated = negotiate(
                 self._open_session, self._handshake_params(), era="auto",
                 protocol_version=None, memory_key=key, allow_probe_restart=False)
-            with self._state_lock:
-                if self._closed:
-                    session.close()
-                    raise ClosedError(f"client for server {self._name!r} is closed",
-                                      server=self._name)
-                self._session = session
-                self._adopt(negotiated)
-            self._cache.clear()
+            self._install(session, negotiated)
         self._subs.reopen()   # a modern listen, or legacy resources/subscribe, on the new one
 
     def _input_rounds(self, method: str, wire: dict[str, Any], result: dict[str, Any],
@@ -748,11 +745,10 @@ class Client:
         it at the same time would be."""
         if chain.rebuild is None or not self._config.is_http or self._memory_key() is None:
             return False
-        if self._redetected and chain.session is not self._redetected_from:
+        replaced = self._redetected_from
+        if replaced is not None and chain.session is not replaced():
             return False
-        if chain.modern:
-            return exc.code == _METHOD_NOT_FOUND and chain.method == "tools/list"
-        return exc.code in _MODERN_ONLY_CODES
+        return _era_contradicted(exc, chain.method, modern=chain.modern)
 
     def _redetect_chain(self, chain: _Chain, exc: RemoteError) -> dict[str, Any] | None:
         """Re-detect the era for a submitted call (on its worker thread, never the caller's)
@@ -1014,6 +1010,14 @@ class Client:
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"{self._era} {self._protocol_version}"
         return f"<mcpsync.Client {self._name!r} {state}>"
+
+
+def _era_contradicted(exc: RemoteError, method: str, *, modern: bool) -> bool:
+    """Whether an error says the era a request was sent in is wrong (rules §4): -32601 for
+    ``tools/list`` on a modern session, a modern-only code on a legacy one."""
+    if modern:
+        return exc.code == _METHOD_NOT_FOUND and method == "tools/list"
+    return exc.code in _MODERN_ONLY_CODES
 
 
 def _raw_result(result: Any) -> dict[str, Any]:

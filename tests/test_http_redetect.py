@@ -200,7 +200,7 @@ def test_futures_contradicted_together_share_one_detection(fault_server: FaultSe
                 # the dispatcher until the other's re-detection has set the flag.
                 handled.append(future)
                 if len(handled) == 2:
-                    assert _wait_for(lambda: client._redetected)
+                    assert _wait_for(lambda: client._redetected_from is not None)
                 on_round(future, chain, wire)
 
             client._on_round = late  # type: ignore[method-assign]
