@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import signal
 import sys
 import threading
 import time
@@ -46,6 +47,21 @@ def wait_no_threads(before: set[threading.Thread], timeout: float = 5.0) -> list
         if not extra or time.monotonic() > deadline:
             return [t.name for t in extra]
         time.sleep(0.01)
+
+
+def wait_child(pid: int, what: str, timeout: float = 15.0) -> int:
+    """The exit code of forked child ``pid``; a child still running after ``timeout`` (hung
+    on a lock it inherited, say) is killed and the test fails, naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail(f"the child hung on {what}")
+        time.sleep(0.02)
 
 
 def open_fds() -> set[int]:

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from conftest import wait_child
 from test_manager import DictResolver, config, write_helper
 
 from mcpsync.client import Client
@@ -187,9 +188,7 @@ def test_a_fresh_manager_in_the_child_of_a_live_one_works(demo_argv: list[str]) 
 def test_fork_while_another_thread_holds_the_managers_lock(demo_argv: list[str]) -> None:
     """A parent thread inside a Manager method at the fork (simulated by holding its lock):
     the child's close(), repr() and methods must not wait for a lock nobody will release."""
-    import signal
     import threading
-    import time
 
     with Manager() as manager:
         manager.start_server(config("demo", demo_argv))
@@ -225,17 +224,7 @@ def test_fork_while_another_thread_holds_the_managers_lock(demo_argv: list[str])
                     code = child()
                 finally:
                     os._exit(code)
-            deadline = time.monotonic() + 15
-            while True:
-                done, status = os.waitpid(pid, os.WNOHANG)
-                if done:
-                    break
-                if time.monotonic() > deadline:
-                    os.kill(pid, signal.SIGKILL)
-                    os.waitpid(pid, 0)
-                    pytest.fail("the child hung on the Manager's lock")
-                time.sleep(0.02)
-            assert os.waitstatus_to_exitcode(status) == OK
+            assert wait_child(pid, "the Manager's lock") == OK
         finally:
             release.set()
             holder.join(10)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import wait_child
 from hypothesis import given, settings, strategies as st
 
 from mcpsync.config import ServerConfig
@@ -535,8 +536,6 @@ def test_a_child_forked_while_the_registry_is_locked_writes_its_own_files(
         private_tmp: Path) -> None:
     """A parent thread holding the registry lock at the fork must not hang the child: it
     gets a fresh lock and none of the parent's files."""
-    import signal
-    import time
     import warnings
 
     import mcpsync.secrets as module
@@ -565,17 +564,7 @@ def test_a_child_forked_while_the_registry_is_locked_writes_its_own_files(
                 code = 0 if gone and os.path.exists(parents.path) else 2
             finally:
                 os._exit(code)
-        deadline = time.monotonic() + 15
-        while True:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                break
-            if time.monotonic() > deadline:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-                pytest.fail("the child hung on the secret registry's lock")
-            time.sleep(0.02)
-        assert os.waitstatus_to_exitcode(status) == 0
+        assert wait_child(pid, "the secret registry's lock") == 0
     finally:
         release.set()
         holder.join(10)
