@@ -191,8 +191,12 @@ class Manager:
         with self._lock:
             entry = self._entries.get(server_id)
         if entry is None:
-            raise UnknownServer(f"no server {server_id!r} is started in this Manager",
-                                server=server_id)
+            with self._lock:
+                started = sorted(self._entries)
+            raise UnknownServer(
+                f"no server {server_id!r} is started in this Manager (started: "
+                f"{', '.join(map(repr, started)) or 'none'}); start it with start_server() "
+                f"or start_all() first", server=server_id)
         return entry
 
     # -- settings --------------------------------------------------------------------------
@@ -704,13 +708,13 @@ class Manager:
         ``BudgetExceeded`` or ``ApprovalRejected`` (``local=True``) when the policy refuses;
         nothing is sent then. A server still discovering its tools is called anyway.
         """
-        self._entry(server_id)      # an unknown id fails before the policy runs
-        with self._lock:
-            policy = self._policy
-        check_call(policy, self._budget, server_id, name, args if args is not None else {})
-        # Looked up after the checks: approve() may have waited for a human while the
-        # server was restarted, and the call goes to the one running now.
-        entry = self._entry(server_id)
+        entry = self._entry(server_id)   # an unknown id fails before the policy runs
+        policy = self._policy
+        if policy is not None:
+            check_call(policy, self._budget, server_id, name, args if args is not None else {})
+            # Looked up again: approve() may have waited for a human while the server was
+            # restarted, and the call goes to the one running now.
+            entry = self._entry(server_id)
         try:
             return entry.client.call_tool(name, args, timeout=timeout, progress=progress)
         except RemoteError as exc:

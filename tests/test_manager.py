@@ -290,6 +290,7 @@ def test_unknown_ids(manager: Manager) -> None:
         with pytest.raises(UnknownServer) as info:
             call()
         assert isinstance(info.value, KeyError) and "nope" in str(info.value)
+        assert "started: none" in str(info.value) and "start_server()" in str(info.value)
     assert not manager.server_started("nope") and not manager.server_ready("nope")
     assert manager.server_ready_error("nope") is None
     assert manager.capabilities("nope") is None and manager.server_info("nope") is None
