@@ -27,7 +27,7 @@ from typing import Protocol
 
 import requests
 
-from mcpauth._http import HttpPolicy, display_url
+from mcpauth._http import HttpPolicy, check_url, display_url
 from mcpauth._provider_grants import GRANTS, INTERACTIVE_GRANTS, GrantRunner
 from mcpauth._provider_registrations import ClientRegistrations, Credential as Credential
 from mcpauth._provider_token import TokenCache
@@ -166,6 +166,14 @@ class OAuthProvider:
         if grant == "client_credentials" and client_id is None:
             raise ValueError("grant='client_credentials' needs client_id with client_secret "
                              "or private_key")
+        if isinstance(redirect_port, bool) or not isinstance(redirect_port, int) \
+                or not 0 <= redirect_port <= 65535:
+            raise ValueError(f"redirect_port must be a port number 0-65535 (0: any free "
+                             f"port), got {redirect_port!r}")
+        # The server URL is fetched from too (its well-known metadata): the https rule now,
+        # not at the first 401. No DNS here: block_private_networks applies on each fetch.
+        check_url(server_url, HttpPolicy(allow_insecure_http=allow_insecure_http),
+                  what="MCP server URL", step="discovery")
         self.server_url = server_url
         self.grant = grant
         self.interactive = interactive

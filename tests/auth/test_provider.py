@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 
+import mcpauth
 from mcpauth import (
     AuthorizationServerChanged,
     LoginRequired,
@@ -865,3 +866,21 @@ def test_a_stored_registration_without_grant_types_is_not_reused_for_a_device_lo
     assert token.client_id == "as1-client-1"
     assert server.issuers["as1"].registrations[0]["grant_types"] == [DEVICE_GRANT,
                                                                      "refresh_token"]
+
+
+@pytest.mark.parametrize("url", ["http://mcp.example.com/mcp", "ftp://mcp.example.com/mcp",
+                                 "mcp.example.com/mcp"])
+def test_an_insecure_server_url_is_refused_when_the_provider_is_built(url: str) -> None:
+    with pytest.raises(mcpauth.InsecureURL, match="MCP server URL") as info:
+        mcpauth.OAuthProvider(url)
+    assert info.value.step == "discovery"
+    if url.startswith("http:"):
+        assert "allow_insecure_http" in str(info.value)
+        mcpauth.OAuthProvider(url, allow_insecure_http=True).close()   # the way out
+    mcpauth.OAuthProvider("http://127.0.0.1:9/mcp").close()             # loopback is fine
+
+
+@pytest.mark.parametrize("port", [-1, 65536, True, "8765"])
+def test_a_bad_redirect_port_is_refused(port: object) -> None:
+    with pytest.raises(ValueError, match="redirect_port"):
+        mcpauth.OAuthProvider("https://mcp.example.com/mcp", redirect_port=port)  # type: ignore[arg-type]
