@@ -108,7 +108,8 @@ class ServerEntry:
     """A started server: its Client, secret file, discovery state and exit state."""
 
     def __init__(self, server_id: str, config: ServerConfig, client: Client,
-                 secret: SecretFile | None, key: tuple[str, str] | None) -> None:
+                 secret: SecretFile | None, key: tuple[str, str] | None,
+                 exited: threading.Event | None = None) -> None:
         self.server_id = server_id
         self.config = config            # as stored (placeholders kept), for restarts
         self.client = client
@@ -127,8 +128,8 @@ class ServerEntry:
         self.refresh_error: BaseException | None = None   # the last re-discovery's failure
         # A modern server's tool-list watch (its subscriptions/listen); closed on stop.
         self.list_watch: Subscription | None = None
-        self.exited = threading.Event()
-        self.watch_token: int | None = None
+        # Set by the client's on_connection_lost: the process exited or the connection died.
+        self.exited = exited if exited is not None else threading.Event()
 
     @property
     def thread_scope(self) -> bool:

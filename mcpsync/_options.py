@@ -15,7 +15,7 @@ from typing import Any
 
 from mcpsync._version import __version__
 from mcpsync.config import ServerConfig
-from mcpsync.errors import ConfigError
+from mcpsync.errors import ConfigError, ConnectionLost
 from mcpsync.protocol import LEGACY_VERSIONS, LOG_LEVELS, SUPPORTED_VERSIONS
 
 __all__ = ["Options", "config_of", "make_options"]
@@ -43,6 +43,7 @@ class Options:
     on_log: Callable[[str, str | None, Any], Any] | None
     on_notification: Callable[[str, Any], Any] | None
     notification_observer: Callable[[str, Any], Any] | None
+    on_connection_lost: Callable[[ConnectionLost], Any] | None
     log_level: str | None
     client_info: dict[str, Any] | None
     max_pages: int
@@ -96,6 +97,7 @@ def make_options(target: Any, *, name: str | None, timeout: float | None, max_ti
                  client_info: Mapping[str, Any] | bool | None, max_pages: int,
                  max_input_rounds: int, validate_output: bool,
                  notification_observer: Callable[[str, Any], Any] | None = None,
+                 on_connection_lost: Callable[[ConnectionLost], Any] | None = None,
                  ) -> tuple[ServerConfig, Options]:
     """The server config (with ``connect()``'s overrides applied) and the checked options."""
     config = config_of(target)
@@ -146,7 +148,8 @@ def make_options(target: Any, *, name: str | None, timeout: float | None, max_ti
         inherit_env=bool(inherit_env), stderr_bytes=_count("stderr_bytes", stderr_bytes),
         on_stderr=on_stderr, die_with_parent=bool(die_with_parent), restart=restart,
         on_log=on_log, on_notification=on_notification,
-        notification_observer=notification_observer, log_level=log_level,
+        notification_observer=notification_observer,
+        on_connection_lost=on_connection_lost, log_level=log_level,
         client_info=info, max_pages=_count("max_pages", max_pages),
         max_input_rounds=_count("max_input_rounds", max_input_rounds),
         validate_output=bool(validate_output))

@@ -221,7 +221,8 @@ class Client:
             max_timeout=self._opts.max_timeout,
             reset_timeout_on_progress=self._opts.reset_timeout_on_progress,
             on_notification=self._on_notification, on_request=self._on_request,
-            observe_progress=self._opts.notification_observer is not None)
+            observe_progress=self._opts.notification_observer is not None,
+            on_lost=self._opts.on_connection_lost)
         try:
             session.start()
         except BaseException:
@@ -1123,6 +1124,7 @@ def connect(target: ServerConfig | Sequence[str] | str, *,
             on_log: Callable[[str, str | None, Any], Any] | None = None,
             on_notification: Callable[[str, Any], Any] | None = None,
             notification_observer: Callable[[str, Any], Any] | None = None,
+            on_connection_lost: Callable[[ConnectionLost], Any] | None = None,
             log_level: str | None = None,
             client_info: Mapping[str, Any] | bool | None = True,
             max_pages: int = 100,
@@ -1149,6 +1151,10 @@ def connect(target: ServerConfig | Sequence[str] | str, *,
       (at most 3 times in 60 s); ``None`` turns that off. Legacy servers are never restarted.
     - ``client_info``: ``True`` sends ``{"name": "mcpsync", "version": ...}``; a dict sends
       that; ``None`` sends none in modern requests.
+    - ``on_connection_lost(error)``: called once per connection, on a client thread, as soon
+      as the server exits or the connection is lost (never on ``close()``); ``error`` is the
+      ``ServerExited`` / ``ConnectionLost`` pending calls fail with. Keep it short and do not
+      call the client from it.
     - HTTP only (a URL target, see ``docs/http.md``): ``headers`` (static headers), ``auth``
       (auth hooks, or a bearer token str), ``authorization``/``on_unauthorized`` (the plain
       callables, instead of ``auth``), ``session`` (your own ``requests.Session``, used as
@@ -1168,7 +1174,8 @@ def connect(target: ServerConfig | Sequence[str] | str, *,
         stderr_bytes=stderr_bytes, on_stderr=on_stderr, die_with_parent=die_with_parent,
         restart=restart, on_log=on_log, on_notification=on_notification, log_level=log_level,
         client_info=client_info, max_pages=max_pages, max_input_rounds=max_input_rounds,
-        validate_output=validate_output, notification_observer=notification_observer)
+        validate_output=validate_output, notification_observer=notification_observer,
+        on_connection_lost=on_connection_lost)
     config, http = http_settings(config, headers=headers, auth=auth, session=session,
                                  authorization=authorization, on_unauthorized=on_unauthorized,
                                  transport=transport)

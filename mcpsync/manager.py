@@ -31,12 +31,12 @@ from mcpsync._manager_types import (
     split_thread_server_id,
     thread_server_id,
 )
-from mcpsync._manager_watch import ExitWatcher
 from mcpsync.client import Client, ProgressCallback, connect
 from mcpsync.config import ServerConfig
 from mcpsync.errors import (
     ClosedError,
     ConfigError,
+    ConnectionLost,
     RemoteError,
     UnknownServer,
     UsedAfterFork,
@@ -150,7 +150,6 @@ class Manager:
         self._entries: dict[str, ServerEntry] = {}
         self._start_errors: dict[str, BaseException] = {}
         self._id_locks: dict[str, threading.Lock] = {}
-        self._watcher: ExitWatcher | None = None
         self._closed = False
         _managers.add(self)
 
@@ -335,10 +334,9 @@ class Manager:
             with self._lock:
                 closed = self._closed
                 if not closed:
-                    # Registered, watched and discovering in one step, so a close() that
-                    # comes now finds the entry complete (its threads to join).
+                    # Registered and discovering in one step, so a close() that comes now
+                    # finds the entry complete (its threads to join).
                     self._entries[server_id] = entry
-                    self._watch_locked(entry)
                     self._begin_discovery(entry)
             if closed:
                 self._close_entry(entry)
@@ -351,6 +349,16 @@ class Manager:
         server_id = config.id
         check_secret_config(config, resolver)
         secret: SecretFile | None = None
+        exited = threading.Event()
+
+        def lost(error: ConnectionLost) -> None:
+            # The client's reader saw the exit (its pidfd or stdout EOF) or the connection
+            # drop: the server is down for good (restart=None), so its secret goes now.
+            exited.set()
+            if secret is not None:
+                secret.remove()
+            _log.warning("server %r: %s; start it again with start_server()", server_id,
+                         error)
         try:
             if config.secret_ref:
                 assert resolver is not None   # check_secret_config refused it otherwise
@@ -367,12 +375,13 @@ class Manager:
                 actual,
                 notification_observer=lambda method, params: self._deliver(
                     server_id, method, params),
+                on_connection_lost=lost,
                 **options)
         except BaseException:
             if secret is not None:
                 secret.remove()
             raise
-        return ServerEntry(server_id, config, client, secret, key)
+        return ServerEntry(server_id, config, client, secret, key, exited)
 
     def _watch_tool_list(self, entry: ServerEntry) -> None:
         """Hear a modern server's tool-list changes: open its ``subscriptions/listen``.
@@ -400,23 +409,6 @@ class Manager:
         except BaseException:      # e.g. Ctrl-C while waiting for the acknowledgement
             self._close_entry(entry)
             raise
-
-    def _watch_locked(self, entry: ServerEntry) -> None:
-        """Notice the process's exit at once, to delete its secret file (lock held)."""
-        pid = entry.client.pid
-        if pid is None:
-            return   # an HTTP server: no process of ours
-        if self._watcher is None:
-            self._watcher = ExitWatcher()
-        entry.watch_token = self._watcher.watch(pid, lambda: self._exited(entry))
-
-    def _exited(self, entry: ServerEntry) -> None:
-        """The server process ended (watcher thread): mark it and delete its secret."""
-        entry.exited.set()
-        entry.remove_secret()
-        if not entry.client.closed:
-            _log.warning("server %r exited; start it again with start_server()",
-                         entry.server_id)
 
     def _begin_discovery(self, entry: ServerEntry) -> None:
         """Start the discovery thread, or fold this request into the one running.
@@ -480,9 +472,6 @@ class Manager:
 
     def _close_entry(self, entry: ServerEntry) -> None:
         """Stop the process and its threads, and delete its secret file."""
-        watcher = self._watcher
-        if entry.watch_token is not None and watcher is not None:
-            watcher.unwatch(entry.watch_token)
         with entry.discover_lock:
             entry.closing = True          # no re-discovery starts after this
             thread = entry.discover_thread
@@ -534,12 +523,11 @@ class Manager:
         raise ``ClosedError`` afterwards. In a forked child it only drops references.
         """
         if self._forked or os.getpid() != self._pid:
-            # The parent's servers, pipes, secret files and watcher are not ours to touch:
+            # The parent's servers, pipes and secret files are not ours to touch:
             # only drop the references (new objects, so nothing shared is mutated).
             self._closed = True
             self._entries = {}
             self._start_errors = {}
-            self._watcher = None
             _managers.discard(self)
             return
         with self._lock:
@@ -549,7 +537,6 @@ class Manager:
             entries = list(self._entries.values())
             self._entries.clear()
             self._start_errors.clear()
-            watcher, self._watcher = self._watcher, None
         _managers.discard(self)
         if entries:
             _, unfinished = run_parallel(self._close_entry, entries, what="close",
@@ -560,8 +547,6 @@ class Manager:
                 _log.warning("Manager.close(): servers still stopping after %.0f s: %s",
                              CLOSE_TIMEOUT,
                              ", ".join(repr(entries[i].server_id) for i in unfinished))
-        if watcher is not None:
-            watcher.close()
 
     def __enter__(self) -> Manager:
         self._check()

@@ -234,3 +234,26 @@ def test_fork_while_a_parent_thread_holds_the_clients_lock() -> None:
             holder.join()
         assert os.waitstatus_to_exitcode(status) == 0
         assert client.call_tool("echo", {"text": "parent"}).text == "parent"
+
+
+@pytest.mark.timeout(30)
+def test_on_connection_lost_is_called_once_when_the_server_dies_and_never_on_close() -> None:
+    lost: list[BaseException] = []
+    seen = threading.Event()
+
+    def on_lost(error: BaseException) -> None:
+        lost.append(error)
+        seen.set()
+
+    with mcpsync.connect(DEMO, on_connection_lost=on_lost, restart=None) as client:
+        pid = client.pid
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        assert seen.wait(10)        # no call needed: the reader sees the exit by itself
+    assert len(lost) == 1 and isinstance(lost[0], mcpsync.ServerExited)
+    assert lost[0].exit_code == -signal.SIGKILL
+
+    closed: list[BaseException] = []
+    with mcpsync.connect(DEMO, on_connection_lost=closed.append) as client:
+        client.call_tool("echo", {"text": "x"})
+    assert closed == []
