@@ -1,4 +1,4 @@
-"""Manual redirect following (rules/http.md §8) against real loopback servers.
+"""Manual redirect following (docs/http.md, "Redirects") against real loopback servers.
 
 Two servers on different ports are two origins, so "nothing reaches another origin" is checked
 by what the second server saw. ``responses`` covers the https→http downgrade, which needs TLS.
@@ -16,7 +16,8 @@ import responses
 
 from mcpsync.errors import TransportError
 from mcpsync.transport._http_auth import AuthFlow
-from mcpsync.transport._redirects import follow, origin, same_origin
+from mcpsync.transport._origin import connection_origin
+from mcpsync.transport._redirects import follow
 
 Seen = tuple[str, str, dict[str, str], bytes]
 Route = Callable[[str], tuple[int, dict[str, str]]]
@@ -236,9 +237,9 @@ def test_userinfo_not_shown_in_the_error() -> None:
     ("http://[::1]:5/", "http://[::1]:5/a", True),
 ])
 def test_same_origin(a: str, b: str, same: bool) -> None:
-    assert same_origin(a, b) is same
+    assert (connection_origin(a) == connection_origin(b)) is same
 
 
 def test_origin_fills_default_ports() -> None:
-    assert origin("HTTPS://Example.COM/p?q") == ("https", "example.com", 443)
-    assert origin("http://example.com:8080") == ("http", "example.com", 8080)
+    assert connection_origin("HTTPS://Example.COM/p?q") == ("https", "example.com", 443)
+    assert connection_origin("http://example.com:8080") == ("http", "example.com", 8080)

@@ -22,7 +22,7 @@ import urllib3.exceptions
 from mcpsync.errors import MCPError, TransportError
 from mcpsync.transport._http_conn import Abortable, iter_chunks, media_type
 from mcpsync.transport._http_watchdog import Watchdog
-from mcpsync.transport._redirects import same_origin
+from mcpsync.transport._origin import UnsafeURL, check_same_origin, refuse_hostile
 from mcpsync.transport.sse import SSEDecoder, SSEEvent
 
 __all__ = ["ENDPOINT_TIMEOUT", "SseChannel"]
@@ -130,11 +130,15 @@ class SseChannel:
 
     def _event(self, event: SSEEvent) -> None:
         if event.type == "endpoint" and self.endpoint is None:
-            endpoint = urljoin(self.url, event.data.strip())
-            if not same_origin(endpoint, self.url):
+            data = event.data.strip(" \t")
+            endpoint = urljoin(self.url, data)
+            try:
+                refuse_hostile(data)
+                check_same_origin(endpoint, self.url)
+            except UnsafeURL as exc:
                 self._error = TransportError(
-                    f"GET {self.url}: the 'endpoint' event points to another origin "
-                    f"({endpoint}); refusing to send messages there")
+                    f"GET {self.url}: the 'endpoint' event ({data!r}) is refused because "
+                    f"{exc}; messages are sent only to the origin of the server URL")
                 self._ready.set()
                 self._target.abort()
                 return

@@ -1,4 +1,4 @@
-"""Following HTTP redirects by hand (rules/http.md §8).
+"""Following HTTP redirects by hand (see docs/http.md, "Redirects").
 
 Every request is sent with ``allow_redirects=False`` and handed to :func:`follow`, because
 requests' own rules are wrong for MCP: it turns a POST into a GET on 301/302 (losing the
@@ -8,7 +8,8 @@ JSON-RPC body), strips only ``Authorization`` when the host changes (the session
 Our rule is narrow on purpose: a 307 or 308 to the *same origin* (scheme, host, port) is
 followed, at most 5 hops, with the same method, body and headers. Anything else that redirects
 raises :class:`~mcpsync.errors.TransportError` naming both URLs, so no header ever reaches
-another origin and the user sees where the server wanted to send them.
+another origin and the user sees where the server wanted to send them. "Same origin" is
+judged by :mod:`mcpsync.transport._origin`: by where the connection will really go.
 """
 
 from __future__ import annotations
@@ -18,35 +19,23 @@ from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 from mcpsync.transport._http_auth import status_error
+from mcpsync.transport._origin import (
+    UnsafeURL,
+    check_same_origin,
+    connection_origin,
+    refuse_hostile,
+)
 
 if TYPE_CHECKING:
     import requests
 
-__all__ = ["MAX_HOPS", "REDIRECT_STATUSES", "follow", "origin", "same_origin"]
+__all__ = ["MAX_HOPS", "REDIRECT_STATUSES", "follow"]
 
 MAX_HOPS = 5
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 _FOLLOWED = frozenset({307, 308})
-_DEFAULT_PORTS = {"http": 80, "https": 443}
-
-
-def origin(url: str) -> tuple[str, str, int | None]:
-    """``(scheme, host, port)`` of ``url``, lower-cased, with the scheme's default port filled
-    in, so ``https://A.example`` and ``https://a.example:443`` compare equal."""
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    if port is None:
-        port = _DEFAULT_PORTS.get(scheme)
-    return scheme, (parts.hostname or "").lower(), port
-
-
-def same_origin(a: str, b: str) -> bool:
-    """True when ``a`` and ``b`` share scheme, host and port (RFC 6454)."""
-    return origin(a) == origin(b)
+# Optional white space around a header value (RFC 9110 §5.5); anything inside is refused.
+_OWS = " \t"
 
 
 def _shown(url: str) -> str:
@@ -79,17 +68,15 @@ def follow(send_once: Callable[[str], requests.Response], url: str, *,
         location = response.headers.get("Location")
         if not location:
             return response
-        target = urljoin(current, location.strip())
+        location = location.strip(_OWS)
+        target = urljoin(current, location)
         response.close()
         why: str | None = None
         if status not in _FOLLOWED:
             why = (f"HTTP {status} redirects are not followed (they would turn the POST into "
                    "a GET); update the server URL")
-        elif origin(current)[0] == "https" and origin(target)[0] != "https":
-            why = "a redirect from https to http is never followed"
-        elif not same_origin(url, target):
-            why = ("a redirect to another origin is not followed, so no credentials or "
-                   "session headers reach it; update the server URL if the move is genuine")
+        elif (reason := _unsafe_target(location, target, url)) is not None:
+            why = reason
         elif hops >= max_hops:
             why = f"more than {max_hops} redirects"
         if why is not None:
@@ -99,3 +86,23 @@ def follow(send_once: Callable[[str], requests.Response], url: str, *,
         hops += 1
         current = target
 
+
+def _unsafe_target(location: str, target: str, url: str) -> str | None:
+    """Why the redirect to ``target`` (``location`` joined to the current URL) must not be
+    followed, or None. The raw header is screened too, because ``urljoin`` drops tab, CR and
+    LF and would hide them."""
+    try:
+        refuse_hostile(location)
+        check_same_origin(target, url)
+    except UnsafeURL as exc:
+        try:
+            downgrade = (connection_origin(url).scheme == "https"
+                         and connection_origin(target).scheme != "https")
+        except UnsafeURL:
+            downgrade = False
+        if downgrade:
+            return "a redirect from https to http is never followed"
+        return (f"the target is refused because {exc}; a redirect is followed only to the "
+                "same origin, so no credentials or session headers were sent to it; update "
+                "the server URL if the move is genuine")
+    return None

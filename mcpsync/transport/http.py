@@ -56,7 +56,7 @@ from mcpsync.errors import (
 from mcpsync.jsonrpc import MAX_FRAME_BYTES, Batch, Message, ParseError, RequestId, StreamError
 from mcpsync.protocol import META_PROTOCOL_VERSION, describe_call
 from mcpsync.transport._failed import CallFailed
-from mcpsync.transport._http_auth import AuthFlow, status_error
+from mcpsync.transport._http_auth import AuthFlow, redact_url, status_error
 from mcpsync.transport._http_conn import (
     Abortable,
     iter_chunks,
@@ -419,8 +419,17 @@ class HttpTransport:
                     if target.aborted:
                         raise requests.ConnectionError("the request was cancelled")
                     target.response = None   # a new hop or retry: its connection is live
-                response = http.request(verb, to, data=body, headers=merged, stream=stream,
-                                        timeout=timeout, allow_redirects=False)
+                try:
+                    response = http.request(verb, to, data=body, headers=merged,
+                                            stream=stream, timeout=timeout,
+                                            allow_redirects=False)
+                except (ValueError, UnicodeError) as exc:
+                    # requests reads a redirect's Location even with allow_redirects=False
+                    # (for Response.next) and raises ValueError on one it cannot parse.
+                    raise status_error(
+                        f"{verb} {redact_url(to)}: the reply could not be parsed "
+                        f"({type(exc).__name__}: {exc}); nothing more was sent",
+                        status=None, url=to, server=self.name, method=rpc_method) from None
                 if target is not None:
                     target.response = response
                 return response

@@ -1,0 +1,106 @@
+"""Where a URL will really connect: the one origin check for every URL a server hands us.
+
+A server can hand the client a URL in two places: a redirect's ``Location`` and the
+2024-11-05 HTTP+SSE ``endpoint`` event. Before any credential (``Authorization``, the static
+``headers=``, ``Mcp-Session-Id``) is sent there, the URL must belong to the origin the user
+configured. Comparing origins with ``urllib.parse`` is not enough: it reads
+``http://localhost:8001\\@127.0.0.1:8000/mcp`` as host ``127.0.0.1`` while requests and urllib3
+connect to ``localhost:8001``, the part before the backslash. Two parsers, two opinions, and
+the token goes to the wrong one.
+
+So the check has two steps, and never asks a second parser:
+
+1. Refuse outright what no honest server sends and what parsers disagree on: a backslash, a
+   control character, any whitespace, a Unicode format character, or user info (``@`` in the
+   authority). This is :func:`refuse_hostile`.
+2. Prepare the URL exactly as requests will (``PreparedRequest.prepare_url``: IDNA, quoting)
+   and take scheme, host and port from urllib3's ``parse_url`` of the prepared URL: that is
+   what ``HTTPAdapter`` hands the connection pool, so it is the host the socket will reach.
+   This is :func:`connection_origin`.
+
+:func:`check_same_origin` does both and is what the redirect follower and the HTTP+SSE
+endpoint use.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import NamedTuple
+
+import requests
+from urllib3.exceptions import LocationParseError
+from urllib3.util import parse_url
+
+__all__ = ["Origin", "UnsafeURL", "check_same_origin", "connection_origin", "refuse_hostile"]
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+# Cc: control characters (C0, DEL, C1); Cf: format characters (zero-width, bidi marks, soft
+# hyphen), which IDNA may silently drop; Zs/Zl/Zp: every kind of space and line break.
+_REFUSED_CATEGORIES = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp"})
+# The authority of an absolute or scheme-relative URL (RFC 3986 §3.2): after "//", up to the
+# first "/", "?" or "#".
+_AUTHORITY = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.\-]*:)?//([^/?#]*)")
+
+
+class UnsafeURL(ValueError):
+    """A URL refused before any request is sent to it; the text says why."""
+
+
+class Origin(NamedTuple):
+    """``(scheme, host, port)`` as the connection will use them: lower-case, default port
+    filled in, host IDNA-encoded (``[...]`` kept for IPv6)."""
+
+    scheme: str
+    host: str
+    port: int | None
+
+    def __str__(self) -> str:
+        return f"{self.scheme}://{self.host}" + (f":{self.port}" if self.port else "")
+
+
+def refuse_hostile(url: str) -> None:
+    """Raise :class:`UnsafeURL` for a backslash, a control, format or whitespace character,
+    or user info anywhere in the authority.
+
+    These are refused rather than normalised: parsers disagree about them (urllib.parse drops
+    tab, CR and LF; WHATWG turns ``\\`` into ``/``; urllib3 ends the authority at it), and a
+    server that means no harm never sends them.
+    """
+    for ch in url:
+        if ch == "\\":
+            raise UnsafeURL("it contains a backslash")
+        if ch.isspace() or unicodedata.category(ch) in _REFUSED_CATEGORIES:
+            raise UnsafeURL(f"it contains the character U+{ord(ch):04X}")
+    match = _AUTHORITY.match(url)
+    authority = match.group(1) if match else ""
+    if "@" in authority or "%40" in authority.lower():
+        raise UnsafeURL("it carries user info (an '@' before the host)")
+
+
+def connection_origin(url: str) -> Origin:
+    """The origin the connection for ``url`` will actually use, taken from urllib3's reading
+    of the URL as requests prepares it. Raises :class:`UnsafeURL` when requests or urllib3
+    cannot parse it, or it is not http(s) with a host."""
+    prepared = requests.PreparedRequest()
+    try:
+        prepared.prepare_url(url, None)
+        parsed = parse_url(prepared.url or "")
+    except (requests.exceptions.RequestException, LocationParseError, ValueError) as exc:
+        raise UnsafeURL(f"it is not a valid URL ({type(exc).__name__})") from None
+    scheme = (parsed.scheme or "").lower()
+    host = (parsed.host or "").lower()
+    if scheme not in _DEFAULT_PORTS or not host:
+        raise UnsafeURL("it is not an http:// or https:// URL with a host")
+    return Origin(scheme, host, parsed.port or _DEFAULT_PORTS[scheme])
+
+
+def check_same_origin(url: str, base: str) -> Origin:
+    """Refuse ``url`` (:class:`UnsafeURL`) unless it is free of hostile forms and connects to
+    the same origin as ``base``, the URL the user configured. Returns the origin."""
+    refuse_hostile(url)
+    target = connection_origin(url)
+    expected = connection_origin(base)
+    if target != expected:
+        raise UnsafeURL(f"it connects to {target}, another origin than {expected}")
+    return target
