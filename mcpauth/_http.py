@@ -28,6 +28,7 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 import requests
 from requests.structures import CaseInsensitiveDict
 
+from ._urls import Origin, connection_origin, screen, screen_reference
 from .errors import AuthError, InsecureURL
 
 __all__ = ["HttpPolicy", "HttpResponse", "check_url", "is_loopback_host", "request"]
@@ -86,7 +87,8 @@ def display_url(url: str) -> str:
         parts = urlsplit(url)
     except ValueError:
         return "<invalid URL>"
-    netloc = parts.netloc.rpartition("@")[2]
+    _, at, host = parts.netloc.rpartition("@")
+    netloc = f"***@{host}" if at else host
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
@@ -117,32 +119,27 @@ def _check_private(host: str, port: int | None, *, what: str, url: str, step: st
                 step=step, url=display_url(url))
 
 
-def check_url(url: str, policy: HttpPolicy, *, what: str, step: str) -> None:
-    """Raise :class:`InsecureURL` unless ``url`` may be fetched under ``policy``.
+def check_url(url: str, policy: HttpPolicy, *, what: str, step: str) -> Origin:
+    """Raise :class:`InsecureURL` unless ``url`` may be fetched under ``policy``; return the
+    origin the connection will use.
 
-    An https URL passes; an http URL passes only for a loopback host or with
-    ``allow_insecure_http``; anything else (other schemes, no host) fails. With
+    First the hostile forms are refused and the origin is read as urllib3 will read it
+    (:func:`mcpauth._urls.screen`); the rules below judge that origin, never another
+    parser's opinion. An https URL passes; an http URL passes only for a loopback host or
+    with ``allow_insecure_http``; anything else (other schemes, no host) fails. With
     ``block_private_networks`` the host is resolved and every address must be public.
     """
     shown = display_url(url)
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        port = parts.port
-    except ValueError:
-        raise InsecureURL(f"{step}: {what} {shown} is not a valid URL",
-                          step=step, url=shown) from None
-    scheme = parts.scheme.lower()
-    if scheme not in ("https", "http") or not host:
-        raise InsecureURL(f"{step}: {what} {shown} must be an https URL with a host",
-                          step=step, url=shown)
-    if scheme == "http" and not (policy.allow_insecure_http or is_loopback_host(host)):
+    origin = screen(url, what=what, step=step, shown=shown)
+    if origin.scheme == "http" and not (policy.allow_insecure_http
+                                        or is_loopback_host(origin.host)):
         raise InsecureURL(
             f"{step}: {what} {shown} must be https (loopback excepted); pass "
             "allow_insecure_http=True only for a test or a trusted network",
             step=step, url=shown)
     if policy.block_private_networks:
-        _check_private(host, port, what=what, url=url, step=step)
+        _check_private(origin.bare_host, origin.port, what=what, url=url, step=step)
+    return origin
 
 
 @dataclass(frozen=True)
@@ -161,13 +158,6 @@ class HttpResponse:
         except (ValueError, UnicodeDecodeError):
             return None
         return value if isinstance(value, dict) else None
-
-
-def _origin(url: str) -> tuple[str, str, int | None]:
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    port = parts.port or {"https": 443, "http": 80}.get(scheme)
-    return scheme, (parts.hostname or "").lower(), port
 
 
 def _network_reason(exc: requests.RequestException, policy: HttpPolicy) -> str:
@@ -247,9 +237,16 @@ def request(session: requests.Session, method: str, url: str, policy: HttpPolicy
         except requests.RequestException as exc:
             raise AuthError(f"{step}: request to {shown} failed: "
                             f"{_network_reason(exc, policy)}", step=step, url=shown) from exc
+        except (ValueError, UnicodeError) as exc:
+            # requests reads a redirect's Location even with allow_redirects=False (for
+            # Response.next) and raises ValueError on one it cannot parse.
+            raise InsecureURL(f"{step}: the reply of {shown} could not be parsed "
+                              f"({type(exc).__name__}); nothing more was sent",
+                              step=step, url=shown) from None
         try:
             if resp.status_code in _REDIRECT_STATUSES and "Location" in resp.headers:
-                target = urljoin(current, resp.headers["Location"])
+                location = resp.headers["Location"].strip(" \t")
+                target = urljoin(current, location)
                 if method != "GET":
                     raise AuthError(f"{step}: {method} to {shown} answered a redirect "
                                     f"({resp.status_code}); mcpauth never follows redirects "
@@ -258,12 +255,15 @@ def request(session: requests.Session, method: str, url: str, policy: HttpPolicy
                 if hops > MAX_REDIRECTS:
                     raise AuthError(f"{step}: more than {MAX_REDIRECTS} redirects starting "
                                     f"at {display_url(url)}", step=step, url=display_url(url))
-                if (urlsplit(current).scheme.lower() == "https"
-                        and urlsplit(target).scheme.lower() != "https"):
+                # The raw header too: urljoin drops tab, CR and LF and would hide them.
+                screen_reference(location, what="redirect target", step=step,
+                                 shown=display_url(target))
+                here = connection_origin(current)
+                there = check_url(target, policy, what="redirect target", step=step)
+                if here.scheme == "https" and there.scheme != "https":
                     raise InsecureURL(f"{step}: {shown} redirects from https to "
                                       f"{display_url(target)}; refused", step=step, url=shown)
-                check_url(target, policy, what="redirect target", step=step)
-                if _origin(target) != _origin(current):
+                if there != here:
                     for name in _CREDENTIAL_HEADERS:
                         hdrs.pop(name, None)
                     auth = None

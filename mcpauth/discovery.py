@@ -21,6 +21,7 @@ import requests
 from authlib.oauth2.rfc8414 import get_well_known_url
 
 from ._http import HttpPolicy, check_url, display_url, request
+from ._urls import UnsafeURL, connection_origin, refuse_hostile, screen_reference
 from .errors import (
     AuthError,
     DiscoveryError,
@@ -46,7 +47,6 @@ __all__ = [
 
 _log = logging.getLogger("mcpauth.discovery")
 _STEP = "discovery"
-_DEFAULT_PORTS = {"https": 443, "http": 80}
 
 
 @dataclass(frozen=True)
@@ -93,21 +93,12 @@ def same_identifier(a: str, b: str) -> bool:
 
 
 def _origin(url: str) -> str:
-    """``scheme://host[:port]`` lower-cased, default port dropped, no user info."""
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    host = (parts.hostname or "").lower()
-    if ":" in host:
-        host = f"[{host}]"
-    port = parts.port
-    netloc = host if port is None or port == _DEFAULT_PORTS.get(scheme) else f"{host}:{port}"
-    return f"{scheme}://{netloc}"
-
-
-def _origin_key(url: str) -> tuple[str, str, int | None]:
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    return scheme, (parts.hostname or "").lower(), parts.port or _DEFAULT_PORTS.get(scheme)
+    """``scheme://host[:port]`` as the connection will use it (lower-case, IDNA host,
+    default port dropped, no user info); ``""`` for a URL that cannot be used."""
+    try:
+        return str(connection_origin(url))
+    except UnsafeURL:
+        return ""
 
 
 def canonical_resource(server_url: str) -> str:
@@ -130,13 +121,13 @@ def resource_covers(resource: str, server_url: str) -> bool:
     and ``/mcp/x`` but not ``/mcpx``; an empty or ``/`` path covers everything.
     """
     try:
-        if _origin_key(resource) != _origin_key(server_url):
+        refuse_hostile(resource)
+        refuse_hostile(server_url)
+        if connection_origin(resource) != connection_origin(server_url):
             return False
         rpath = urlsplit(resource).path.rstrip("/")
         spath = urlsplit(server_url).path.rstrip("/")
-    except ValueError:
-        return False
-    if not urlsplit(resource).hostname:
+    except ValueError:  # UnsafeURL included
         return False
     return rpath == "" or spath == rpath or spath.startswith(rpath + "/")
 
@@ -229,6 +220,9 @@ def discover_resource(server_url: str, *, hint: str | None, session: requests.Se
     """
     headers = _headers(protocol_version)
     insecure: InsecureURL | None = None
+    if hint:  # before urljoin, which drops tab, CR and LF and would hide them
+        screen_reference(hint, what="resource_metadata URL", step=_STEP,
+                         shown=display_url(hint))
     for i, url in enumerate(resource_metadata_urls(server_url, hint)):
         what = "resource_metadata URL" if hint and i == 0 else "protected-resource metadata URL"
         try:

@@ -34,6 +34,7 @@ from joserfc.jwk import import_key
 
 from ._http import HttpPolicy, HttpResponse, display_url, is_loopback_host, request
 from ._loopback import LoopbackListener
+from ._urls import screen
 from .discovery import ServerMetadata, same_identifier
 from .dpop import DPoPProver
 from .errors import (
@@ -574,20 +575,17 @@ def id_jag_exchange(*, idp_token_endpoint: str, id_token: str, audience: str, re
 
 
 def _check_browser_url(url: str) -> None:
-    """Only http(s) URLs are opened, and http only on loopback (``auth.md`` §2)."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-    except ValueError:
-        host, parts = "", urlsplit("")
-    scheme = parts.scheme.lower()
-    if scheme == "https" and host:
+    """Only http(s) URLs are opened, and http only on loopback. The URL comes from the
+    authorization server's metadata, so it is screened like every fetched URL first: a
+    browser parses by WHATWG rules, which read a backslash as a slash."""
+    shown = display_url(url)
+    what = "refusing to open the authorization URL"
+    origin = screen(url, what=what, step="authorization", shown=shown)
+    if origin.scheme == "https" or is_loopback_host(origin.host):
         return
-    if scheme == "http" and is_loopback_host(host):
-        return
-    raise InsecureURL(f"authorization: refusing to open {display_url(url)} in a browser: only "
+    raise InsecureURL(f"authorization: refusing to open {shown} in a browser: only "
                       "https URLs (http on loopback) are opened", step="authorization",
-                      url=display_url(url))
+                      url=shown)
 
 
 def _open_browser(url: str) -> bool:

@@ -50,7 +50,7 @@ from mcpauth.errors import (
     TokenRequestError,
 )
 from mcpauth.flows import DeviceCode, TokenEndpoint, refresh
-from mcpauth.registration import ClientRegistration
+from mcpauth.registration import ClientRegistration, check_client_metadata_url
 from mcpauth.tokens import (
     MemoryTokenStore,
     Token,
@@ -174,6 +174,8 @@ class OAuthProvider:
         # not at the first 401. No DNS here: block_private_networks applies on each fetch.
         check_url(server_url, HttpPolicy(allow_insecure_http=allow_insecure_http),
                   what="MCP server URL", step="discovery")
+        if client_metadata_url is not None:
+            check_client_metadata_url(client_metadata_url)
         self.server_url = server_url
         self.grant = grant
         self.interactive = interactive

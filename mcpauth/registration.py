@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 import requests
 
 from ._http import HttpPolicy, display_url, is_loopback_host, request
+from ._urls import screen
 from .discovery import ServerMetadata, same_identifier
 from .errors import InsecureURL, RegistrationError, TokenStoreError
 
@@ -206,18 +207,15 @@ def application_type_for(redirect_uri: str) -> str:
     return "native"
 
 
-def _check_metadata_url(url: str) -> None:
+def check_client_metadata_url(url: str) -> None:
     """A client-ID metadata document URL must be https with a path; no loopback exception,
-    because the authorization server, not we, fetches it."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname
-    except ValueError:
-        host = None
-        parts = urlsplit("")
-    if parts.scheme.lower() != "https" or not host or parts.path in ("", "/"):
-        raise InsecureURL(f"{_STEP}: client_metadata_url {display_url(url)} must be an "
-                          "https URL with a path", step=_STEP, url=display_url(url))
+    because the authorization server, not we, fetches it. Screened like every URL first,
+    since it becomes our ``client_id`` that another party parses."""
+    shown = display_url(url)
+    origin = screen(url, what="client_metadata_url", step=_STEP, shown=shown)
+    if origin.scheme != "https" or urlsplit(url).path in ("", "/"):
+        raise InsecureURL(f"{_STEP}: client_metadata_url {shown} must be an "
+                          "https URL with a path", step=_STEP, url=shown)
 
 
 def client_metadata_document(client_metadata_url: str, *, client_name: str = "mcpsync",
@@ -230,7 +228,7 @@ def client_metadata_document(client_metadata_url: str, *, client_name: str = "mc
     Its ``client_id`` equals the URL exactly (the server checks this), and the client is
     public (``token_endpoint_auth_method: none``).
     """
-    _check_metadata_url(client_metadata_url)
+    check_client_metadata_url(client_metadata_url)
     doc: dict[str, Any] = {
         "client_id": client_metadata_url,
         "client_name": client_name,
@@ -360,7 +358,7 @@ def choose_registration(meta: ServerMetadata, *,
             return dataclasses.replace(preregistered, issuer=meta.issuer)
         return preregistered
     if client_metadata_url and meta.client_id_metadata_document_supported:
-        _check_metadata_url(client_metadata_url)
+        check_client_metadata_url(client_metadata_url)
         return ClientRegistration(client_id=client_metadata_url,
                                   token_endpoint_auth_method="none",
                                   redirect_uris=(redirect_uri,) if redirect_uri else (),
