@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from mcpsync._cli_context import _Context
 from mcpsync._cli_errors import EXIT_USAGE, CLIError
 from mcpsync._cli_output import _json_doc, _Outcome
+from mcpsync._mcpauth_import import import_mcpauth
 
 if TYPE_CHECKING:
     from mcpsync.config import ServerConfig
@@ -38,6 +39,7 @@ def _stored_login(config: ServerConfig) -> Any:
     import os
 
     try:
+        import_mcpauth()
         from mcpauth import FileTokenStore, OAuthProvider
         from mcpauth.discovery import canonical_resource
         from mcpauth.tokens import default_token_path, resource_index_key
@@ -60,6 +62,7 @@ def _cmd_login(args: argparse.Namespace, ctx: _Context) -> _Outcome:
     if not url.startswith(("http://", "https://")):
         raise CLIError(f"login needs an http:// or https:// URL, got {url!r}", EXIT_USAGE)
     try:
+        import_mcpauth()
         from mcpauth import FileTokenStore, OAuthProvider
     except ImportError as exc:
         raise CLIError(f"login needs mcpauth, which is not available: {exc}",
