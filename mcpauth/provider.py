@@ -37,6 +37,7 @@ from mcpauth.discovery import (
     ServerMetadata,
     canonical_resource,
     discover_authorization_server,
+    resource_covers,
     discover_resource,
     legacy_authorization_server,
     same_identifier,
@@ -212,17 +213,24 @@ class OAuthProvider:
         # One refresh or authorization at a time for this provider; with the store's
         # locked(key) this makes the single flight per credential key.
         self._flight = threading.RLock()
+        # (resource, url, covered) of the last headers() call: most calls repeat one URL.
+        self._last_cover: tuple[str, str, bool] | None = None
 
     # --- the AuthHooks protocol -------------------------------------------------------------
 
     def headers(self, method: str, url: str) -> Mapping[str, str]:
         """The auth headers of one request: ``{}`` before any token, else Bearer or DPoP.
 
-        Inside the refresh margin the first thread to get here refreshes (its own request
-        waits); the others keep the current token. Past expiry everyone waits for that refresh.
+        ``{}`` too for a ``url`` outside the resource the token was issued for (same origin
+        and a path-segment prefix, as :func:`~mcpauth.discovery.resource_covers` decides):
+        whoever asks, a token never goes to another server. Inside the refresh margin the
+        first thread to get here refreshes (its own request waits); the others keep the
+        current token. Past expiry everyone waits for that refresh.
         """
         token = self._tokens.current()
         if token is None:
+            return {}
+        if not self._covers(token.resource or self._canonical, url):
             return {}
         if token.refresh_due() and self._can_renew(token):
             if not token.expired():
@@ -312,6 +320,19 @@ class OAuthProvider:
                 f"interactive={self.interactive!r})")
 
     # --- headers ----------------------------------------------------------------------------
+
+    def _covers(self, resource: str, url: str) -> bool:
+        """Whether ``url`` lies inside ``resource``; the last answer is cached (hot path)."""
+        last = self._last_cover
+        if last is not None and last[0] == resource and last[1] == url:
+            return last[2]
+        covered = resource_covers(resource, url)
+        if not covered:
+            _log.warning("not sending the token for %s to %s: that URL is outside the "
+                         "resource the token was issued for", display_url(resource),
+                         display_url(url))
+        self._last_cover = (resource, url, covered)
+        return covered
 
     def _auth_headers(self, token: Token, method: str, url: str) -> dict[str, str]:
         if token.token_type.lower() == "dpop":
