@@ -35,6 +35,7 @@ from mcpauth.challenge import parse_challenges, select_challenge
 from mcpauth.discovery import (
     ResourceMetadata,
     ServerMetadata,
+    authorization_server_at,
     canonical_resource,
     discover_authorization_server,
     resource_covers,
@@ -122,6 +123,10 @@ class OAuthProvider:
     ``interactive=False`` never opens a browser, prompts or shows a device code: a login that
     needs a person raises :class:`LoginRequired` (use it in services and CI).
 
+    ``authorization_server_metadata_url`` skips authorization-server discovery: the metadata
+    is read from that URL (https, loopback excepted). With protected-resource metadata its
+    ``issuer`` must still be the one the resource names.
+
     Safe from many threads; ``repr`` shows no secret.
     """
 
@@ -155,6 +160,7 @@ class OAuthProvider:
         choose_authorization_server: Callable[[list[str]], str] | None = None,
         protocol_version: str | None = None,
         session: requests.Session | None = None,
+        authorization_server_metadata_url: str | None = None,
     ) -> None:
         if grant not in GRANTS:
             raise ValueError(f"grant must be one of {', '.join(GRANTS)}, got {grant!r}")
@@ -184,6 +190,10 @@ class OAuthProvider:
         self._policy = HttpPolicy(allow_insecure_http=allow_insecure_http,
                                   block_private_networks=block_private_networks)
         self._choose = choose_authorization_server
+        if authorization_server_metadata_url is not None:
+            check_url(authorization_server_metadata_url, self._policy,
+                      what="authorization server metadata URL", step="discovery")
+        self._as_metadata_url = authorization_server_metadata_url
         self._protocol_version = protocol_version
         self._session = session if session is not None else requests.Session()
         self._own_session = session is None
@@ -439,7 +449,12 @@ class OAuthProvider:
         if old is None and token is not None:
             old = token.issuer or None
         meta: ServerMetadata | None = None
-        if issuer is None:
+        if issuer is None and self._as_metadata_url is not None:
+            meta = authorization_server_at(self._as_metadata_url, session=self._session,
+                                           policy=self._policy,
+                                           protocol_version=self._protocol_version)
+            issuer = meta.issuer
+        elif issuer is None:
             meta = legacy_authorization_server(self.server_url, session=self._session,
                                                policy=self._policy,
                                                protocol_version=self._protocol_version)
@@ -458,7 +473,8 @@ class OAuthProvider:
         if meta is not None and same_identifier(meta.issuer, issuer):
             return meta
         meta = discover_authorization_server(issuer, session=self._session,
-                                             policy=self._policy)
+                                             policy=self._policy,
+                                             metadata_url=self._as_metadata_url)
         with self._state_lock:
             self._meta = meta
         return meta

@@ -63,4 +63,5 @@ def import_mcpauth(name: str = "mcpauth") -> ModuleType:
                 _checked = _conflict()
     if _checked:
         raise ImportError(_checked, name="mcpauth")
-    return importlib.import_module(name)
+    package = importlib.import_module("mcpauth")   # a shadowed package fails here too
+    return package if name == "mcpauth" else importlib.import_module(name)
