@@ -38,9 +38,9 @@ from mcpauth.discovery import (
     authorization_server_at,
     canonical_resource,
     discover_authorization_server,
-    resource_covers,
     discover_resource,
     legacy_authorization_server,
+    resource_covers,
     same_identifier,
 )
 from mcpauth.dpop import check_server_supports_dpop
