@@ -297,16 +297,22 @@ def _check_endpoints(meta: ServerMetadata, policy: HttpPolicy) -> None:
 
 def discover_authorization_server(issuer: str, *, session: requests.Session,
                                   policy: HttpPolicy,
-                                  protocol_version: str | None = None) -> ServerMetadata:
+                                  protocol_version: str | None = None,
+                                  metadata_url: str | None = None) -> ServerMetadata:
     """Fetch the metadata of ``issuer``, trying the well-known URLs in order.
 
     A document whose ``issuer`` is not exactly ``issuer`` is not used; the next URL is
     tried. With none valid, :class:`IssuerMismatch` when a mismatch was seen (naming both
     issuers), else :class:`DiscoveryError`. Endpoints must pass the https rule.
+    ``metadata_url`` (configured by the user) replaces the well-known URLs.
     """
     check_url(issuer, policy, what="authorization server issuer", step=_STEP)
     headers = _headers(protocol_version)
-    urls = authorization_server_metadata_urls(issuer)
+    if metadata_url is not None:
+        check_url(metadata_url, policy, what="authorization server metadata URL", step=_STEP)
+        urls = [metadata_url]
+    else:
+        urls = authorization_server_metadata_urls(issuer)
     mismatch: str | None = None
     insecure: InsecureURL | None = None
     for url in urls:
@@ -336,6 +342,26 @@ def discover_authorization_server(issuer: str, *, session: requests.Session,
     raise DiscoveryError(
         f"{_STEP}: no usable authorization server metadata for {issuer} (tried "
         f"{', '.join(urls)})", step=_STEP, url=issuer)
+
+
+def authorization_server_at(metadata_url: str, *, session: requests.Session,
+                            policy: HttpPolicy,
+                            protocol_version: str | None = None) -> ServerMetadata:
+    """The metadata document at a URL the user configured, for a server without
+    protected-resource metadata: its ``issuer`` is taken as given (the user vouched for the
+    URL), its endpoints must still pass the https rule."""
+    check_url(metadata_url, policy, what="authorization server metadata URL", step=_STEP)
+    status, doc = _fetch_json(session, metadata_url, policy,
+                              what="authorization server metadata URL",
+                              headers=_headers(protocol_version))
+    meta = _server_metadata(doc) if doc is not None else None
+    if meta is None:
+        raise DiscoveryError(
+            f"{_STEP}: no usable authorization server metadata at {display_url(metadata_url)} "
+            f"({'HTTP ' + str(status) if status else 'no answer'})", step=_STEP,
+            url=display_url(metadata_url))
+    _check_endpoints(meta, policy)
+    return meta
 
 
 def legacy_authorization_server(server_url: str, *, session: requests.Session,

@@ -35,10 +35,12 @@ from mcpauth.challenge import parse_challenges, select_challenge
 from mcpauth.discovery import (
     ResourceMetadata,
     ServerMetadata,
+    authorization_server_at,
     canonical_resource,
     discover_authorization_server,
     discover_resource,
     legacy_authorization_server,
+    resource_covers,
     same_identifier,
 )
 from mcpauth.dpop import check_server_supports_dpop
@@ -121,6 +123,10 @@ class OAuthProvider:
     ``interactive=False`` never opens a browser, prompts or shows a device code: a login that
     needs a person raises :class:`LoginRequired` (use it in services and CI).
 
+    ``authorization_server_metadata_url`` skips authorization-server discovery: the metadata
+    is read from that URL (https, loopback excepted). With protected-resource metadata its
+    ``issuer`` must still be the one the resource names.
+
     Safe from many threads; ``repr`` shows no secret.
     """
 
@@ -154,6 +160,7 @@ class OAuthProvider:
         choose_authorization_server: Callable[[list[str]], str] | None = None,
         protocol_version: str | None = None,
         session: requests.Session | None = None,
+        authorization_server_metadata_url: str | None = None,
     ) -> None:
         if grant not in GRANTS:
             raise ValueError(f"grant must be one of {', '.join(GRANTS)}, got {grant!r}")
@@ -185,6 +192,10 @@ class OAuthProvider:
         self._policy = HttpPolicy(allow_insecure_http=allow_insecure_http,
                                   block_private_networks=block_private_networks)
         self._choose = choose_authorization_server
+        if authorization_server_metadata_url is not None:
+            check_url(authorization_server_metadata_url, self._policy,
+                      what="authorization server metadata URL", step="discovery")
+        self._as_metadata_url = authorization_server_metadata_url
         self._protocol_version = protocol_version
         self._session = session if session is not None else requests.Session()
         self._own_session = session is None
@@ -214,17 +225,24 @@ class OAuthProvider:
         # One refresh or authorization at a time for this provider; with the store's
         # locked(key) this makes the single flight per credential key.
         self._flight = threading.RLock()
+        # (resource, url, covered) of the last headers() call: most calls repeat one URL.
+        self._last_cover: tuple[str, str, bool] | None = None
 
     # --- the AuthHooks protocol -------------------------------------------------------------
 
     def headers(self, method: str, url: str) -> Mapping[str, str]:
         """The auth headers of one request: ``{}`` before any token, else Bearer or DPoP.
 
-        Inside the refresh margin the first thread to get here refreshes (its own request
-        waits); the others keep the current token. Past expiry everyone waits for that refresh.
+        ``{}`` too for a ``url`` outside the resource the token was issued for (same origin
+        and a path-segment prefix, as :func:`~mcpauth.discovery.resource_covers` decides):
+        whoever asks, a token never goes to another server. Inside the refresh margin the
+        first thread to get here refreshes (its own request waits); the others keep the
+        current token. Past expiry everyone waits for that refresh.
         """
         token = self._tokens.current()
         if token is None:
+            return {}
+        if not self._covers(token.resource or self._canonical, url):
             return {}
         if token.refresh_due() and self._can_renew(token):
             if not token.expired():
@@ -314,6 +332,19 @@ class OAuthProvider:
                 f"interactive={self.interactive!r})")
 
     # --- headers ----------------------------------------------------------------------------
+
+    def _covers(self, resource: str, url: str) -> bool:
+        """Whether ``url`` lies inside ``resource``; the last answer is cached (hot path)."""
+        last = self._last_cover
+        if last is not None and last[0] == resource and last[1] == url:
+            return last[2]
+        covered = resource_covers(resource, url)
+        if not covered:
+            _log.warning("not sending the token for %s to %s: that URL is outside the "
+                         "resource the token was issued for", display_url(resource),
+                         display_url(url))
+        self._last_cover = (resource, url, covered)
+        return covered
 
     def _auth_headers(self, token: Token, method: str, url: str) -> dict[str, str]:
         if token.token_type.lower() == "dpop":
@@ -420,7 +451,12 @@ class OAuthProvider:
         if old is None and token is not None:
             old = token.issuer or None
         meta: ServerMetadata | None = None
-        if issuer is None:
+        if issuer is None and self._as_metadata_url is not None:
+            meta = authorization_server_at(self._as_metadata_url, session=self._session,
+                                           policy=self._policy,
+                                           protocol_version=self._protocol_version)
+            issuer = meta.issuer
+        elif issuer is None:
             meta = legacy_authorization_server(self.server_url, session=self._session,
                                                policy=self._policy,
                                                protocol_version=self._protocol_version)
@@ -439,7 +475,8 @@ class OAuthProvider:
         if meta is not None and same_identifier(meta.issuer, issuer):
             return meta
         meta = discover_authorization_server(issuer, session=self._session,
-                                             policy=self._policy)
+                                             policy=self._policy,
+                                             metadata_url=self._as_metadata_url)
         with self._state_lock:
             self._meta = meta
         return meta

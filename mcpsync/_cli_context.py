@@ -55,7 +55,8 @@ class _Context:
         from mcpsync.errors import ConfigError
 
         try:
-            loaded = list(load_config(path))
+            # The command is run by a person: a server's first 401 may open a browser.
+            loaded = list(load_config(path, interactive_login=True))
         except ConfigError as exc:
             raise CLIError(_describe(exc), EXIT_USAGE) from exc
         except OSError as exc:

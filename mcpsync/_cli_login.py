@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from mcpsync._cli_context import _Context
 from mcpsync._cli_errors import EXIT_USAGE, CLIError
 from mcpsync._cli_output import _json_doc, _Outcome
+from mcpsync._mcpauth_import import import_mcpauth
 
 if TYPE_CHECKING:
     from mcpsync.config import ServerConfig
@@ -26,33 +27,37 @@ _log = logging.getLogger("mcpsync.cli")
 
 
 def _stored_login(config: ServerConfig) -> Any:
-    """An ``mcpauth.OAuthProvider`` for a URL server that ``mcpsync login`` logged in to.
+    """The auth hooks of a URL given as SERVER, when ``mcpsync login`` logged in to it.
 
-    Only when mcpauth is installed, the token file exists and it records a login for this
-    server (its resource index entry): otherwise ``None``, and nothing is created or
-    discovered. The provider is non-interactive, so an expired login that cannot be
-    refreshed ends in exit 4 (``LoginRequired``) rather than a browser window.
+    Only when the token file exists and records a login for this server (its resource index
+    entry): otherwise ``None``, and nothing is created or discovered, so a 401 is exit 4 at
+    once. The provider is non-interactive, so an expired login that cannot be refreshed
+    ends in exit 4 (``LoginRequired``) rather than a browser window. (A server of a config
+    file has its own provider already, see ``load_config``.)
     """
-    if config.url is None or any(k.lower() == "authorization" for k in config.headers):
+    if config.url is None or config.auth is not None \
+            or any(k.lower() == "authorization" for k in config.headers):
         return None
     import os
 
     try:
-        from mcpauth import FileTokenStore, OAuthProvider
-        from mcpauth.discovery import canonical_resource
-        from mcpauth.tokens import default_token_path, resource_index_key
+        import_mcpauth()
+        tokens = import_mcpauth("mcpauth.tokens")
+        discovery = import_mcpauth("mcpauth.discovery")
     except ImportError as exc:
         # mcpauth ships with mcpsync, so this means something shadows it (e.g. a directory
         # named mcpauth in the current directory under `python -m`): say so, not silently.
         _log.warning("stored logins are not used: mcpauth cannot be imported (%s)", exc)
         return None
-    if not os.path.exists(default_token_path()):
+    if not os.path.exists(tokens.default_token_path()):
         return None
-    store = FileTokenStore()
-    if store.get(resource_index_key(canonical_resource(config.url))) is None:
+    store = tokens.FileTokenStore()
+    if store.get(tokens.resource_index_key(discovery.canonical_resource(config.url))) is None:
         return None
     _log.debug("using the stored login for %s (%s)", config.url, store.path)
-    return OAuthProvider(config.url, store=store, interactive=False)
+    from mcpsync._config_oauth import ConfigOAuth
+
+    return ConfigOAuth(config.url, store=store, interactive=False)
 
 
 def _cmd_login(args: argparse.Namespace, ctx: _Context) -> _Outcome:
@@ -60,6 +65,7 @@ def _cmd_login(args: argparse.Namespace, ctx: _Context) -> _Outcome:
     if not url.startswith(("http://", "https://")):
         raise CLIError(f"login needs an http:// or https:// URL, got {url!r}", EXIT_USAGE)
     try:
+        import_mcpauth()
         from mcpauth import FileTokenStore, OAuthProvider
     except ImportError as exc:
         raise CLIError(f"login needs mcpauth, which is not available: {exc}",

@@ -160,13 +160,12 @@ def _log_notification(note: Any) -> None:
 _PROBE_TIMEOUT = 5.0   # the client's default era probe
 
 
-def _new_manager(ctx: _Context, configs: Sequence[ServerConfig] = (),
-                 auth: Any = None) -> Manager:
+def _new_manager(ctx: _Context, configs: Sequence[ServerConfig] = ()) -> Manager:
     from mcpsync.manager import Manager
 
+    # Credentials are per server (ServerConfig.auth), never connect options: one server's
+    # token must not reach another.
     options: dict[str, Any] = {}
-    if auth is not None:
-        options["auth"] = auth
     if ctx.timeout is not None and ctx.timeout < _PROBE_TIMEOUT:
         # `--timeout 1` should not wait 5 s for a silent server's era probe first.
         options["probe_timeout"] = ctx.timeout
@@ -193,7 +192,12 @@ def _running(ctx: _Context, server: str | None) -> Iterator[tuple[Manager, list[
         return
     config, how = _resolve_server(ctx, server)
     _check_config(config)
-    manager = _new_manager(ctx, auth=_stored_login(config))
+    stored = _stored_login(config)
+    if stored is not None:
+        import dataclasses
+
+        config = dataclasses.replace(config, auth=stored)
+    manager = _new_manager(ctx)
     try:
         yield manager, [_start_one(manager, ctx, server, config, how)]
     finally:

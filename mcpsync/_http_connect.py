@@ -32,13 +32,13 @@ class HttpSettings:
 
 def http_settings(config: ServerConfig, *, headers: Mapping[str, str] | None, auth: Any,
                   session: Any, authorization: Callable[[], str | None] | None,
-                  on_unauthorized: Callable[[str], Any] | None, transport: str | None = None
+                  on_unauthorized: Callable[..., Any] | None, transport: str | None = None
                   ) -> tuple[ServerConfig, HttpSettings | None]:
     """Merge ``connect()``'s HTTP keywords into the config; check they fit the target.
 
-    ``headers=`` go on top of the config's; ``authorization``/``on_unauthorized`` and
-    ``transport`` replace the config's; ``auth=`` with either plain callable raises
-    :class:`ConfigError`.
+    ``headers=`` go on top of the config's; ``auth``, ``authorization``/``on_unauthorized``
+    and ``transport`` replace the config's; ``auth=`` with either plain callable raises
+    :class:`ConfigError`. Without ``auth=`` the config's own ``auth`` is used.
     """
     given = [name for name, value in (("headers", headers), ("auth", auth),
                                       ("session", session), ("authorization", authorization),
@@ -52,6 +52,8 @@ def http_settings(config: ServerConfig, *, headers: Mapping[str, str] | None, au
     overrides: dict[str, Any] = {}
     if headers is not None:
         overrides["headers"] = {**dict(config.headers), **dict(headers)}
+    if auth is not None:
+        overrides["auth"] = None     # connect()'s auth= replaces the config's
     if authorization is not None:
         overrides["authorization"] = authorization
     if on_unauthorized is not None:
@@ -63,7 +65,8 @@ def http_settings(config: ServerConfig, *, headers: Mapping[str, str] | None, au
     if session is not None and not callable(getattr(session, "request", None)):
         raise ConfigError(f"invalid option: session: expected a requests.Session, got "
                           f"{type(session).__name__}")
-    hooks = make_auth(auth, config.authorization, config.on_unauthorized)
+    hooks = make_auth(auth if auth is not None else config.auth, config.authorization,
+                      config.on_unauthorized)
     return config, HttpSettings(session=session, auth=hooks)
 
 

@@ -181,23 +181,49 @@ class BearerToken:
         return hash((BearerToken, self.token))
 
 
+def _takes_refused(callback: Callable[..., Any]) -> bool:
+    """Whether ``on_unauthorized`` accepts a second positional argument (the refused value).
+
+    Decided once, from the signature: ``def hook(www_authenticate)`` keeps the one-argument
+    call, ``def hook(www_authenticate, refused)`` (or ``*args``) gets both. A callable whose
+    signature cannot be read is called the one-argument way.
+    """
+    import inspect
+
+    try:
+        params = inspect.signature(callback).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    positional = 0
+    for param in params:
+        if param.kind is inspect.Parameter.VAR_POSITIONAL:
+            return True
+        if param.kind in (inspect.Parameter.POSITIONAL_ONLY,
+                          inspect.Parameter.POSITIONAL_OR_KEYWORD):
+            positional += 1
+    return positional >= 2
+
+
 class _CallableAuth:
-    """Adapter for the seed's plain callables: ``authorization() -> str | None`` (the whole
-    header value) and ``on_unauthorized(www_authenticate: str)``.
+    """Adapter for the plain callables: ``authorization() -> str | None`` (the whole header
+    value) and ``on_unauthorized(www_authenticate: str[, refused: str | None])``.
 
     ``None`` or ``""`` from ``authorization`` sends no header. The second callable gets every
-    ``WWW-Authenticate`` value joined by ``", "``, as the seed did. Without it the adapter is
-    static: a 401 re-reads ``authorization()`` (another thread may have refreshed) and
-    otherwise raises :class:`mcpsync.Unauthorized`.
+    ``WWW-Authenticate`` value joined by ``", "``; declared with a second parameter it also
+    gets the ``Authorization`` value the server refused (``None`` if none was sent), which
+    is what a refresh needs to tell "my token was refused" from "another thread already
+    replaced it". Without it the adapter is static: a 401 re-reads ``authorization()``
+    (another thread may have refreshed) and otherwise raises :class:`mcpsync.Unauthorized`.
     """
 
-    __slots__ = ("_authorization", "_mcpsync_static", "_on_unauthorized")
+    __slots__ = ("_authorization", "_mcpsync_static", "_on_unauthorized", "_pass_refused")
 
     def __init__(self, authorization: Callable[[], str | None] | None,
-                 on_unauthorized: Callable[[str], Any] | None) -> None:
+                 on_unauthorized: Callable[..., Any] | None) -> None:
         self._authorization = authorization
         self._on_unauthorized = on_unauthorized
         self._mcpsync_static = on_unauthorized is None
+        self._pass_refused = on_unauthorized is not None and _takes_refused(on_unauthorized)
 
     def headers(self, method: str, url: str) -> Mapping[str, str]:
         if self._authorization is None:
@@ -206,8 +232,13 @@ class _CallableAuth:
         return {"Authorization": value} if value else {}
 
     def on_unauthorized(self, challenge: HttpChallenge) -> None:
-        if self._on_unauthorized is not None:
-            self._on_unauthorized(", ".join(challenge.www_authenticate))
+        if self._on_unauthorized is None:
+            return
+        joined = ", ".join(challenge.www_authenticate)
+        if self._pass_refused:
+            self._on_unauthorized(joined, challenge.authorization)
+        else:
+            self._on_unauthorized(joined)
 
     def __repr__(self) -> str:
         return (f"_CallableAuth(authorization={self._authorization!r}, "
@@ -221,13 +252,13 @@ def is_static(hooks: AuthHooks) -> bool:
 
 def make_auth(auth: AuthHooks | BearerToken | str | None = None,
               authorization: Callable[[], str | None] | None = None,
-              on_unauthorized: Callable[[str], Any] | None = None) -> AuthHooks | None:
+              on_unauthorized: Callable[..., Any] | None = None) -> AuthHooks | None:
     """Turn the accepted ``auth=`` forms into one :class:`AuthHooks` (or None for no auth).
 
     - an :class:`AuthHooks` object is used as given;
     - a str or :class:`BearerToken` is a static ``Authorization: Bearer <token>``;
-    - the seed's plain callables (``ServerConfig.authorization`` / ``.on_unauthorized``) get
-      an adapter.
+    - the plain callables (``ServerConfig.authorization`` / ``.on_unauthorized``) get an
+      adapter; ``on_unauthorized`` may take a second parameter, the refused ``Authorization``.
 
     Giving ``auth`` together with either plain callable raises :class:`ConfigError`.
     """

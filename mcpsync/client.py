@@ -1134,7 +1134,7 @@ def connect(target: ServerConfig | Sequence[str] | str, *,
             auth: Any = None,
             session: Any = None,
             authorization: Callable[[], str | None] | None = None,
-            on_unauthorized: Callable[[str], Any] | None = None,
+            on_unauthorized: Callable[..., Any] | None = None,
             transport: str | None = None) -> Client:
     """Start an MCP server and connect to it; return a ready :class:`Client`.
 
@@ -1156,10 +1156,11 @@ def connect(target: ServerConfig | Sequence[str] | str, *,
       ``ServerExited`` / ``ConnectionLost`` pending calls fail with. Keep it short and do not
       call the client from it.
     - HTTP only (a URL target, see ``docs/http.md``): ``headers`` (static headers), ``auth``
-      (auth hooks, or a bearer token str), ``authorization``/``on_unauthorized`` (the plain
-      callables, instead of ``auth``), ``session`` (your own ``requests.Session``, used as
-      given and never closed by mcpsync), ``transport`` (``"sse"`` forces the 2024-11-05
-      HTTP+SSE transport without detection; ``"streamable-http"`` never falls back to it).
+      (auth hooks, or a bearer token str; replaces ``ServerConfig.auth``),
+      ``authorization``/``on_unauthorized`` (the plain callables, instead of ``auth``),
+      ``session`` (your own ``requests.Session``, used as given and never closed by mcpsync),
+      ``transport`` (``"sse"`` forces the 2024-11-05 HTTP+SSE transport without detection;
+      ``"streamable-http"`` never falls back to it).
 
     Raises :class:`~mcpsync.errors.ConfigError` for a bad option or a command that cannot be
     found, :class:`~mcpsync.errors.UnsupportedProtocolVersion` when no revision is shared,

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from mcpsync.auth_hooks import AuthHooks, BearerToken, make_auth
 from mcpsync.errors import ConfigError
 
 __all__ = ["DEFAULT_TIMEOUT", "EnvInput", "ServerConfig", "logger_name_part"]
@@ -124,6 +125,25 @@ def _normalise_args(value: object) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _check_auth(auth: object, headers: Mapping[str, str],
+                authorization: object, on_unauthorized: object) -> AuthHooks | None:
+    """``auth`` as one hooks object, refusing a second source of credentials beside it."""
+    if auth is None:
+        return None
+    for other, given in (("authorization", authorization),
+                         ("on_unauthorized", on_unauthorized)):
+        if given is not None:
+            raise _fail("auth", f"give either auth or {other}, not both (auth holds this "
+                                f"server's credentials; drop {other})")
+    if any(key.lower() == "authorization" for key in headers):
+        raise _fail("auth", "give either auth or a static Authorization header in headers, "
+                            "not both (drop one of them)")
+    try:
+        return make_auth(auth)  # type: ignore[arg-type]  # checked there, clear error
+    except ConfigError as exc:
+        raise _fail("auth", exc.message.removeprefix("invalid auth: ")) from None
+
+
 @dataclass(frozen=True, init=False, repr=False)
 class ServerConfig:
     """How to reach one MCP server: a command to spawn (stdio) or a URL (HTTP).
@@ -148,6 +168,11 @@ class ServerConfig:
     - ``url``, ``headers``, ``authorization``, ``on_unauthorized``: the HTTP transport
       (see ``docs/http.md``). ``headers`` and the two hooks are only allowed together with
       ``url``.
+    - ``auth``: this server's credentials, used by ``connect(config)``, the Manager and the
+      CLI: an :class:`~mcpsync.AuthHooks` object (an ``mcpauth.OAuthProvider`` among them),
+      a :class:`~mcpsync.BearerToken` or a str (a static bearer token, stored as a
+      ``BearerToken``). Only with ``url``; not together with ``authorization`` /
+      ``on_unauthorized`` or a static ``Authorization`` in ``headers``.
     - ``transport``: ``""`` (detect), ``"streamable-http"`` (never fall back to HTTP+SSE)
       or ``"sse"`` (the 2024-11-05 HTTP+SSE transport, no detection); only with ``url``.
     - ``scope`` (``""``, ``"project"``, ``"thread"``), ``secret_ref`` and
@@ -173,13 +198,15 @@ class ServerConfig:
     url: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict, hash=False)
     authorization: Callable[[], str | None] | None = None
-    on_unauthorized: Callable[[str], Any] | None = None
+    on_unauthorized: Callable[..., Any] | None = None
     secret_ref: str = ""
     secret_format: str = "env"
     transport: str = ""
     disabled: bool = False
     gateway: bool = False
     extra: Mapping[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    # A hooks object may be unhashable (a dataclass with eq): compared, never hashed.
+    auth: AuthHooks | None = field(default=None, hash=False)
 
     # A hand-written __init__ (rather than the generated one) lets ``env`` accept the seed's
     # list form and ``args`` any iterable while the stored fields keep one precise type.
@@ -198,13 +225,14 @@ class ServerConfig:
         url: str | None = None,
         headers: Mapping[str, str] | None = None,
         authorization: Callable[[], str | None] | None = None,
-        on_unauthorized: Callable[[str], Any] | None = None,
+        on_unauthorized: Callable[..., Any] | None = None,
         secret_ref: str = "",
         secret_format: str = "env",
         transport: str = "",
         disabled: bool = False,
         gateway: bool = False,
         extra: Mapping[str, Any] | None = None,
+        auth: AuthHooks | BearerToken | str | None = None,
     ) -> None:
         _check_str("id", id)
         _check_str("name", name)
@@ -259,10 +287,13 @@ class ServerConfig:
                 raise _fail("authorization", "only allowed with url (an HTTP server)")
             if on_unauthorized is not None:
                 raise _fail("on_unauthorized", "only allowed with url (an HTTP server)")
+            if auth is not None:
+                raise _fail("auth", "only allowed with url (an HTTP server)")
         if authorization is not None and not callable(authorization):
             raise _fail("authorization", "expected a callable returning the header value")
         if on_unauthorized is not None and not callable(on_unauthorized):
             raise _fail("on_unauthorized", "expected a callable taking the challenge")
+        hooks = _check_auth(auth, norm_headers, authorization, on_unauthorized)
 
         values: dict[str, Any] = {
             "id": id,
@@ -283,6 +314,7 @@ class ServerConfig:
             "disabled": disabled,
             "gateway": gateway,
             "extra": dict(extra or {}),
+            "auth": hooks,
         }
         for key, value in values.items():
             object.__setattr__(self, key, value)
@@ -330,6 +362,8 @@ class ServerConfig:
         for name in ("authorization", "on_unauthorized"):
             value = getattr(self, name)
             parts.append(f"{name}={'<set>' if value is not None else None}")
+        if self.auth is not None:
+            parts.append(f"auth=<{type(self.auth).__name__}>")
         parts.append(f"secret_ref={self.secret_ref!r}")
         parts.append(f"secret_format={self.secret_format!r}")
         if self.transport:

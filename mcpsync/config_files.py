@@ -21,7 +21,9 @@ import os
 import re
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
+from mcpsync._config_oauth import ConfigOAuth
 from mcpsync.config import ServerConfig
 from mcpsync.errors import ConfigError
 
@@ -33,8 +35,11 @@ _DIALECTS = ("mcpServers", "servers")
 # Entry keys we read; anything else goes to ServerConfig.extra with a warning.
 _KNOWN = frozenset({
     "command", "args", "env", "cwd", "url", "type", "headers", "disabled",
-    "name", "timeout", "scope", "secret_ref", "secret_format", "gateway",
+    "name", "timeout", "scope", "secret_ref", "secret_format", "gateway", "oauth",
 })
+# Keys of an entry's "oauth" object (VS Code, Claude Code), and what each becomes.
+_OAUTH_KEYS = ("clientId", "callbackPort", "scopes", "authServerMetadataUrl")
+_LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 _TYPES = {"stdio": "stdio", "http": "http", "streamable-http": "http", "sse": "sse"}
 _EXPANSION = re.compile(r"\$\{([^}]*)\}")
 _VAR = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -284,7 +289,74 @@ class _Entry:
             raise self.error(where, f"type {raw!r} needs url and no command")
         return kind
 
-    def build(self, server_id: str, unknown: list[str]) -> ServerConfig:
+    def oauth(self, headers: Mapping[str, str | None], *, store: Any,
+              interactive: bool) -> ConfigOAuth | None:
+        """This HTTP entry's own OAuth provider (made on demand), from its ``oauth`` object.
+
+        Every HTTP entry gets one, as the editors start OAuth on any 401; an entry with a
+        static ``Authorization`` header does not (that header is its credential), and an
+        ``oauth`` object beside such a header is an error naming both.
+        """
+        value = self.entry.get("oauth")
+        where = _key_path(self.path, "oauth")
+        static = [k for k in headers if k.lower() == "authorization"]
+        if value is not None and not isinstance(value, Mapping):
+            raise self.error(where, f"expected an object, got {_type_name(value)}")
+        if static:
+            if value is not None:
+                raise self.error(where, f"an oauth object and a static "
+                                        f"{_key_path(_key_path(self.path, 'headers'), static[0])}"
+                                        f" header both give this server's credentials; keep "
+                                        f"one")
+            return None
+        settings: Mapping[str, Any] = value or {}
+        unknown = [k for k in settings if k not in _OAUTH_KEYS]
+        if unknown:
+            _log.warning("%s: %s: ignoring unknown key(s) %s (known: %s)", self.file, where,
+                         ", ".join(repr(k) for k in unknown), ", ".join(_OAUTH_KEYS))
+        client_id = settings.get("clientId")
+        if client_id is not None and (not isinstance(client_id, str) or not client_id):
+            raise self.error(f"{where}.clientId",
+                             f"expected a non-empty string, got {_type_name(client_id)}")
+        port = settings.get("callbackPort", 0)
+        if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+            raise self.error(f"{where}.callbackPort",
+                             f"expected a port number 0-65535, got {port!r}")
+        scopes = settings.get("scopes")
+        if scopes is not None and not isinstance(scopes, str):
+            raise self.error(f"{where}.scopes", f"expected a space-separated string, got "
+                                                f"{_type_name(scopes)}")
+        metadata_url = settings.get("authServerMetadataUrl")
+        if metadata_url is not None:
+            metadata_url = self._metadata_url(metadata_url, f"{where}.authServerMetadataUrl")
+        return ConfigOAuth(
+            self.string("url") or "", client_id=client_id, redirect_port=port,
+            scopes=scopes.split() if scopes is not None else None, metadata_url=metadata_url,
+            store=store, interactive=interactive)
+
+    def _metadata_url(self, value: object, where: str) -> str:
+        """``authServerMetadataUrl``: https only (loopback http excepted), like every URL
+        mcpauth fetches; checked here so the file, not a later 401, gets the blame."""
+        if not isinstance(value, str):
+            raise self.error(where, f"expected an https URL, got {_type_name(value)}")
+        text = self.expand(value, where)
+        try:
+            parts = urlsplit(text)
+            host = (parts.hostname or "").rstrip(".")
+        except ValueError:
+            raise self.error(where, "not a valid URL") from None
+        if not host or any(c in text for c in "\\ \t\r\n") or "@" in parts.netloc:
+            raise self.error(where, "not a valid URL (no host, or a backslash, whitespace or "
+                                    "user info in it)")
+        loopback = host in _LOOPBACK_HOSTS or host.startswith("127.")
+        if parts.scheme != "https" and not (parts.scheme == "http" and loopback):
+            raise self.error(where, f"must be an https:// URL (http only for loopback), got "
+                                    f"{parts.scheme or 'no'} scheme; authorization metadata "
+                                    f"over cleartext could be forged")
+        return text
+
+    def build(self, server_id: str, unknown: list[str], *, token_store: Any = None,
+              interactive_login: bool = False) -> ServerConfig:
         kind = self.kind()
         values: dict[str, Any] = {
             "id": server_id,
@@ -298,9 +370,15 @@ class _Entry:
         }
         if kind == "stdio":
             values["command"] = self.string("command")
+            if self.entry.get("oauth") is not None:
+                raise self.error(_key_path(self.path, "oauth"),
+                                 "only for HTTP servers (url); a stdio server gets its "
+                                 "credentials through env")
         else:
             values["url"] = self.string("url")
             values["transport"] = "sse" if kind == "sse" else ""
+            values["auth"] = self.oauth(values["headers"], store=token_store,
+                                        interactive=interactive_login)
         for key in ("cwd",):
             text = self.string(key)
             if text is not None:
@@ -321,7 +399,9 @@ class _Entry:
 
 def load_config(source: str | os.PathLike[str] | Mapping[str, Any], *,
                 workspace_folder: str | None = None,
-                environ: Mapping[str, str] | None = None) -> list[ServerConfig]:
+                environ: Mapping[str, str] | None = None,
+                token_store: Any = None,
+                interactive_login: bool = False) -> list[ServerConfig]:
     """Read the servers of a config file (a path) or of an already-parsed dict.
 
     Both dialects are read: ``mcpServers`` (Claude Desktop, Claude Code, Cursor) and
@@ -333,6 +413,13 @@ def load_config(source: str | os.PathLike[str] | Mapping[str, Any], *,
     keys are kept in ``ServerConfig.extra`` with one WARNING per key per file. The configs
     come back in file order. Any problem raises :class:`~mcpsync.errors.ConfigError` naming
     the file and the key path.
+
+    Each HTTP entry without a static ``Authorization`` header gets its own OAuth provider in
+    ``auth``, made at its first 401 (or first request, when ``token_store`` already holds a
+    login for it); its ``oauth`` object (``clientId``, ``callbackPort``, space-separated
+    ``scopes``, ``authServerMetadataUrl``) configures it. ``token_store`` is a
+    ``mcpauth.TokenStore``, by default the file store that ``mcpsync login`` writes; no
+    browser opens unless ``interactive_login=True``.
     """
     env = os.environ if environ is None else environ
     if isinstance(source, Mapping):
@@ -373,7 +460,8 @@ def load_config(source: str | os.PathLike[str] | Mapping[str, Any], *,
             for key in unknown:
                 warned.setdefault(str(key), []).append(server_id)
             reader = _Entry(file, path, entry, environ=env, workspace_folder=folder)
-            configs.append(reader.build(server_id, unknown))
+            configs.append(reader.build(server_id, unknown, token_store=token_store,
+                                        interactive_login=interactive_login))
     for key, ids in warned.items():
         _log.warning("%s: ignoring unknown key %r (in %s)", file, key,
                      ", ".join(repr(i) for i in ids))

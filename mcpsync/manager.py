@@ -70,6 +70,9 @@ _SEP = SEP
 
 NotificationHandler = Callable[[Notification], Any]
 
+# connect() options that carry credentials or another server's HTTP state: per server only.
+_PER_SERVER = ("auth", "headers", "session", "authorization", "on_unauthorized")
+
 
 # -- fork and exit handling ----------------------------------------------------------------
 
@@ -105,8 +108,11 @@ class Manager:
     ``secret_resolver`` resolves ``ServerConfig.secret_ref`` for each spawn, ``policy`` is
     checked before every :meth:`call_tool`, ``max_parallel_starts`` bounds
     :meth:`start_all`, ``configs`` are what :meth:`start_all` starts, and
-    ``connect_options`` are extra keyword arguments for :func:`mcpsync.connect` (``auth=``,
-    ``era=``, callbacks...). A Manager is a context manager; :meth:`close` stops everything.
+    ``connect_options`` are extra keyword arguments for :func:`mcpsync.connect` given to
+    every server (``era=``, callbacks...); credentials are per server
+    (``ServerConfig(auth=...)``), so ``auth``, ``headers``, ``session`` and the plain auth
+    callables there raise :class:`ConfigError`. A Manager is a context manager;
+    :meth:`close` stops everything.
     """
 
     def __init__(self, secret_resolver: SecretResolver | None = None, *,
@@ -133,6 +139,11 @@ class Manager:
             seen.add(config.id)
             stored.append(config)
         options = dict(connect_options or {})
+        credentials = [key for key in _PER_SERVER if key in options]
+        if credentials:
+            raise ConfigError(f"connect_options: {', '.join(credentials)} would apply to every "
+                              "server of the Manager, sending one server's credentials to the "
+                              "others; set credentials per server with ServerConfig(auth=...)")
         for reserved in ("notification_observer",):
             if reserved in options:
                 raise ValueError(f"connect_options cannot set {reserved}: use "
@@ -157,15 +168,21 @@ class Manager:
     def from_config(cls, source: str | os.PathLike[str] | Mapping[str, Any], *,
                     secret_resolver: SecretResolver | None = None,
                     workspace_folder: str | None = None,
-                    environ: Mapping[str, str] | None = None, **kwargs: Any) -> Manager:
+                    environ: Mapping[str, str] | None = None, token_store: Any = None,
+                    interactive_login: bool = False, **kwargs: Any) -> Manager:
         """A Manager for the servers of a config file (or dict); nothing is started yet.
 
         Reads Claude Desktop / Claude Code / Cursor ``mcpServers`` and VS Code ``servers``
-        files (``docs/manager.md``); ``kwargs`` go to the constructor.
+        files (``docs/manager.md``); ``kwargs`` go to the constructor. Each HTTP server
+        without a static ``Authorization`` header gets its own OAuth provider, used from its
+        first 401: ``token_store`` (a ``mcpauth.TokenStore``; default the file store that
+        ``mcpsync login`` writes) holds its tokens, and no browser opens unless
+        ``interactive_login=True``. :meth:`close` closes those providers.
         """
         from mcpsync.config_files import load_config
 
-        configs = load_config(source, workspace_folder=workspace_folder, environ=environ)
+        configs = load_config(source, workspace_folder=workspace_folder, environ=environ,
+                              token_store=token_store, interactive_login=interactive_login)
         return cls(secret_resolver, configs=configs, **kwargs)
 
     # -- guards ----------------------------------------------------------------------------
@@ -547,6 +564,22 @@ class Manager:
                 _log.warning("Manager.close(): servers still stopping after %.0f s: %s",
                              CLOSE_TIMEOUT,
                              ", ".join(repr(entries[i].server_id) for i in unfinished))
+        self._close_config_auth([*self._configs, *(e.config for e in entries)])
+
+    @staticmethod
+    def _close_config_auth(configs: Iterable[ServerConfig]) -> None:
+        """Close the OAuth providers mcpsync made for config-file entries (their HTTP
+        sessions to the authorization servers); a provider you passed is yours to close."""
+        seen: set[int] = set()
+        for config in configs:
+            hooks = config.auth
+            if hooks is None or id(hooks) in seen or not getattr(hooks, "_mcpsync_owned", False):
+                continue
+            seen.add(id(hooks))
+            try:
+                hooks.close()  # type: ignore[attr-defined]
+            except Exception as exc:  # one provider's teardown never stops the others
+                _log.debug("closing the OAuth provider of %s failed: %s", config.id, exc)
 
     def __enter__(self) -> Manager:
         self._check()

@@ -37,7 +37,7 @@ def test_fields_in_seed_order() -> None:
     assert [f.name for f in dataclasses.fields(ServerConfig)] == [
         "id", "name", "command", "args", "env", "cwd", "timeout", "scope", "url", "headers",
         "authorization", "on_unauthorized", "secret_ref", "secret_format",
-        "transport", "disabled", "gateway", "extra"]   # ours, after the seed fields
+        "transport", "disabled", "gateway", "extra", "auth"]   # ours, after the seed fields
 
 
 def test_manager_fields() -> None:

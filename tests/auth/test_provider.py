@@ -275,6 +275,29 @@ def test_client_credentials_grant(server: FakeAuthServer) -> None:
     assert provider.headers("POST", server.mcp_url) == {"Authorization": "Bearer as1-at-1"}
 
 
+@pytest.mark.timeout(20)
+def test_headers_only_for_urls_inside_the_tokens_resource(server: FakeAuthServer) -> None:
+    """Defence in depth: whoever asks, the token goes only to the resource it was issued for
+    (same origin, a path-segment prefix); anything else gets no Authorization at all."""
+    store = MemoryTokenStore()
+    seed_token(server, store, left=3600)
+    provider = make_provider(server, store=store, client_id="pre")
+    mcp = server.mcp_url                                  # http://127.0.0.1:<port>/mcp
+    parts = urlsplit(mcp)
+    origin = f"{parts.scheme}://{parts.netloc}"
+    bearer = {"Authorization": "Bearer seed-at"}
+    for inside in (mcp, mcp + "/", mcp + "/messages?session=1",
+                   f"{parts.scheme}://{parts.netloc.upper()}/mcp"):
+        assert provider.headers("POST", inside) == bearer, inside
+    other_port = f"{parts.scheme}://127.0.0.1:{(parts.port or 80) + 1}/mcp"
+    for outside in (other_port, f"{origin}/mcpx", f"{origin}/other/mcp", f"{origin}/",
+                    f"https://{parts.netloc}/mcp", f"http://localhost:{parts.port}/mcp"):
+        assert provider.headers("POST", outside) == {}, outside
+    # The refusal was not cached as the answer for the resource itself.
+    assert provider.headers("GET", mcp) == bearer
+    assert server.issuers["as1"].token_requests == []
+
+
 # --- renewal from headers() ----------------------------------------------------------------
 
 @pytest.mark.timeout(20)

@@ -1,0 +1,152 @@
+"""Per-server credentials in ``ServerConfig`` and in config files, checked where written.
+
+``ServerConfig(auth=...)`` refuses a second source of credentials beside it; a config file's
+``oauth`` object becomes that entry's own (lazy) OAuth provider instead of an ignored key;
+``authServerMetadataUrl`` must be https; and the plain ``on_unauthorized`` callable, given a
+second parameter, learns which ``Authorization`` the server refused (against the real
+loopback fault server, which rotates nothing: the hook does).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+from http_peers.fault_server import FaultServer
+from http_peers.fixtures import (  # noqa: F401 - registers the fixtures
+    fault_server_factory_fixture,
+    fault_server_fixture,
+)
+
+import mcpsync
+from mcpsync import BearerToken, ServerConfig
+from mcpsync._config_oauth import ConfigOAuth
+from mcpsync.config_files import load_config
+
+URL = "http://127.0.0.1:9/mcp"
+
+
+def test_auth_takes_hooks_a_bearer_token_or_a_str() -> None:
+    config = ServerConfig(id="a", url=URL, auth="s3cret")
+    assert config.auth == BearerToken("s3cret")
+    assert "s3cret" not in repr(config) and "auth=<BearerToken>" in repr(config)
+    with pytest.raises(mcpsync.ConfigError, match="auth: only allowed with url"):
+        ServerConfig(id="a", command="x", auth="t")
+    with pytest.raises(mcpsync.ConfigError, match="auth: expected an AuthHooks object"):
+        ServerConfig(id="a", url=URL, auth=42)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("other", [{"authorization": lambda: "Bearer x"},
+                                   {"on_unauthorized": lambda www: None},
+                                   {"headers": {"authorization": "Bearer x"}}])
+def test_auth_beside_other_credentials_names_both(other: dict[str, Any]) -> None:
+    with pytest.raises(mcpsync.ConfigError) as info:
+        ServerConfig(id="a", url=URL, auth="t", **other)
+    text = str(info.value)
+    assert "auth" in text
+    assert ("authorization" in text.lower()) or ("on_unauthorized" in text)
+    assert "Bearer x" not in text
+
+
+def test_connect_uses_the_configs_auth(fault_server: FaultServer) -> None:
+    fault_server.faults.require_authorization = "Bearer per-server"
+    with mcpsync.connect(ServerConfig(id="s", url=fault_server.url, auth="per-server"),
+                         timeout=5) as client:
+        assert client.call_tool("echo", {"text": "ok"}).text == "ok"
+    assert fault_server.rpc_requests("tools/call")[-1].header("Authorization") == \
+        "Bearer per-server"
+
+
+def test_two_argument_on_unauthorized_learns_the_refused_value(
+        fault_server: FaultServer) -> None:
+    fault_server.faults.require_authorization = "Bearer fresh"
+    current = ["Bearer stale"]
+    refused: list[tuple[str, str | None]] = []
+
+    def refresh(www_authenticate: str, refused_authorization: str | None) -> None:
+        refused.append((www_authenticate, refused_authorization))
+        current[0] = "Bearer fresh"
+
+    config = ServerConfig(id="s", url=fault_server.url, authorization=lambda: current[0],
+                          on_unauthorized=refresh)
+    with mcpsync.connect(config, timeout=5) as client:
+        assert client.call_tool("echo", {"text": "ok"}).text == "ok"
+    assert [r[1] for r in refused] == ["Bearer stale"]
+    # The one-argument form keeps working.
+    calls: list[str] = []
+    current[0] = "Bearer stale"
+    config = ServerConfig(id="s", url=fault_server.url, authorization=lambda: current[0],
+                          on_unauthorized=lambda www: (calls.append(www),
+                                                       current.__setitem__(0, "Bearer fresh")))
+    with mcpsync.connect(config, timeout=5) as client:
+        assert client.call_tool("echo", {"text": "ok"}).text == "ok"
+    assert len(calls) == 1
+
+
+def _entry(**entry: Any) -> dict[str, Any]:
+    return {"mcpServers": {"srv": {"url": "https://mcp.example.com/mcp", **entry}}}
+
+
+def test_an_oauth_object_configures_the_entrys_own_provider(
+        caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="mcpsync.config"):
+        [config] = load_config(_entry(oauth={
+            "clientId": "cid", "callbackPort": 33418, "scopes": "read write",
+            "authServerMetadataUrl": "https://as.example.com/.well-known/oauth"}))
+    hooks = config.auth
+    assert isinstance(hooks, ConfigOAuth)
+    assert (hooks.client_id, hooks.redirect_port, hooks.scopes) == ("cid", 33418,
+                                                                    ("read", "write"))
+    assert hooks.metadata_url and hooks.metadata_url.startswith("https://as.example.com/")
+    assert hooks.interactive is False
+    assert config.extra == {} and caplog.text == ""
+    # Nothing was built, fetched or sent: no 401 came yet.
+    assert "started=False" in repr(hooks)
+
+
+def test_every_http_entry_gets_its_own_provider_but_not_with_a_static_header() -> None:
+    configs = load_config({"mcpServers": {
+        "a": {"url": "https://a.example.com/mcp"},
+        "b": {"url": "https://b.example.com/mcp"},
+        "c": {"url": "https://c.example.com/mcp", "headers": {"Authorization": "Bearer k"}},
+        "d": {"command": "server"},
+    }}, interactive_login=True)
+    a, b, c, d = (cfg.auth for cfg in configs)
+    assert isinstance(a, ConfigOAuth) and isinstance(b, ConfigOAuth) and a is not b
+    assert a.url.startswith("https://a.") and b.url.startswith("https://b.")
+    assert a.interactive is True
+    assert c is None and d is None
+
+
+@pytest.mark.parametrize(("entry", "where", "says"), [
+    (_entry(oauth={"authServerMetadataUrl": "http://as.example.com/meta"}),
+     "mcpServers.srv.oauth.authServerMetadataUrl", "must be an https:// URL"),
+    (_entry(oauth={"authServerMetadataUrl": "http://as.example.com\\@127.0.0.1/m"}),
+     "mcpServers.srv.oauth.authServerMetadataUrl", "not a valid URL"),
+    (_entry(oauth={"callbackPort": "80"}), "mcpServers.srv.oauth.callbackPort", "port"),
+    (_entry(oauth={"scopes": ["a"]}), "mcpServers.srv.oauth.scopes", "space-separated"),
+    (_entry(oauth="yes"), "mcpServers.srv.oauth", "expected an object"),
+    (_entry(oauth={}, headers={"Authorization": "Bearer k"}), "mcpServers.srv.oauth",
+     "headers.Authorization"),
+    ({"mcpServers": {"srv": {"command": "x", "oauth": {}}}}, "mcpServers.srv.oauth",
+     "only for HTTP servers"),
+])
+def test_bad_oauth_settings_name_the_file_and_key(tmp_path: Any, entry: dict[str, Any],
+                                                  where: str, says: str) -> None:
+    import json
+
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps(entry), encoding="utf-8")
+    with pytest.raises(mcpsync.ConfigError) as info:
+        load_config(path)
+    text = str(info.value)
+    assert text.startswith(f"{path}: {where}: "), text
+    assert says in text
+    assert "Bearer k" not in text
+
+
+def test_loopback_metadata_over_http_is_accepted() -> None:
+    [config] = load_config(_entry(oauth={"authServerMetadataUrl": "http://127.0.0.1:8/m"}))
+    assert isinstance(config.auth, ConfigOAuth)
+    assert config.auth.metadata_url == "http://127.0.0.1:8/m"
