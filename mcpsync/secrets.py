@@ -325,7 +325,8 @@ def apply_placeholders(config: ServerConfig, *, secret_file: str | None = None,
     """Return ``config`` with ``{{secret_file}}`` and ``{{worktree_root}}`` filled in.
 
     ``{{secret_file}}`` is replaced in ``args`` and ``env`` values, ``{{worktree_root}}`` in
-    ``args``, ``env`` values and ``cwd``. A placeholder that appears without a value raises
+    ``args``, ``env`` values and ``cwd`` (``ServerConfig`` already refused ``{{secret_file}}``
+    in ``cwd``). A placeholder that appears without a value raises
     :class:`~mcpsync.errors.ConfigError` naming the server.
     """
     if secret_file is None and _uses(config, SECRET_FILE_PLACEHOLDER, cwd=False):
