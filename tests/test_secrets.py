@@ -342,6 +342,7 @@ def test_secret_file_in_cwd_is_refused(cwd: str) -> None:
 def private_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Point tempfile at a directory of this test's own, to count what is left behind."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)   # else secret dirs would go there
     return tmp_path
 
 
