@@ -15,7 +15,6 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -113,13 +112,10 @@ def test_dir_of_a_sigkilled_host_is_swept_by_the_next_manager(
     # The server saw its stdin close and went; nothing cleaned up after the host.
     assert wait_for(lambda: pid_gone(int(server_pid)), timeout=15)
     assert directory.exists() and Path(path).exists()
-    started = time.monotonic()
     with Manager():
         pass
-    elapsed = time.monotonic() - started
     assert not directory.exists()
     assert os.listdir(runtime) == [] and os.listdir(temp) == []
-    assert elapsed < 2.0, f"constructing a Manager took {elapsed:.2f} s"
 
 
 def _make(base: Path, name: str, mode: int = 0o700) -> Path:
