@@ -49,7 +49,10 @@ class FileTokenStore(ForkSafe):
 
     The directory is created 0700 and the file 0600 (created with that mode, never widened);
     a file that group or others can access is refused rather than used, since it would mean
-    someone else may already have read the tokens. Writes are atomic: a temp file in the same
+    someone else may already have read the tokens. So is an existing directory that group or
+    others can write, or that another user owns: whoever can write there can swap the token
+    file or plant the lock file as a symbolic link. The lock file is opened without following
+    a symbolic link and must be a regular file of ours. Writes are atomic: a temp file in the same
     directory, fsync, ``os.replace``, fsync of the directory, so a crash leaves the old file or
     the new one, never half of one. ``locked(key)`` takes ``fcntl.flock`` on ``<path>.lock``
     (``msvcrt`` on Windows, best effort) for the whole file, waits at most ``lock_timeout``
@@ -94,6 +97,7 @@ class FileTokenStore(ForkSafe):
                 self._write(entries)
 
     def _read(self) -> dict[str, Any]:
+        self._check_dir(os.path.dirname(self.path))
         flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
         try:
             fd = os.open(self.path, flags)
@@ -125,6 +129,31 @@ class FileTokenStore(ForkSafe):
                 f"{self.path} is accessible by group or others (mode {mode:04o}); "
                 f"run: chmod 600 {self.path}")
 
+    def _check_dir(self, directory: str) -> None:
+        """Refuse a directory that someone else can write into (missing is fine: we create
+        it 0700). It is followed if it is a symbolic link, like ``~/.config`` often is."""
+        if sys.platform == "win32":
+            return
+        try:
+            st = os.stat(directory)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise self._error(f"cannot check {directory}: {exc.strerror}") from None
+        if not stat.S_ISDIR(st.st_mode):
+            raise self._error(f"{directory} is not a directory; remove it or give "
+                              f"FileTokenStore another path")
+        if st.st_uid != os.geteuid():
+            raise self._error(
+                f"{directory} belongs to another user (uid {st.st_uid}), who could replace "
+                f"the token file; keep tokens in a directory of your own (FileTokenStore("
+                f"path=...)) or run: chown {os.geteuid()} {directory}")
+        mode = stat.S_IMODE(st.st_mode)
+        if mode & 0o022:
+            raise self._error(
+                f"{directory} can be written by group or others (mode {mode:04o}), who could "
+                f"replace the token file or its lock; run: chmod 700 {directory}")
+
     def _ensure_dir(self) -> str:
         directory = os.path.dirname(self.path)
         if not os.path.isdir(directory):
@@ -132,6 +161,7 @@ class FileTokenStore(ForkSafe):
                 os.makedirs(directory, mode=0o700, exist_ok=True)
             except OSError as exc:
                 raise self._error(f"cannot create {directory}: {exc.strerror}") from None
+        self._check_dir(directory)
         return directory
 
     def _write(self, entries: Mapping[str, Any]) -> None:
@@ -187,10 +217,7 @@ class FileTokenStore(ForkSafe):
 
     def _acquire_file_lock(self, deadline: float) -> int:
         self._ensure_dir()
-        try:
-            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-        except OSError as exc:
-            raise self._error(f"cannot open {self.lock_path}: {exc.strerror}") from None
+        fd = self._open_lock_file()
         while True:
             try:
                 if try_lock_file(fd):
@@ -202,6 +229,28 @@ class FileTokenStore(ForkSafe):
                 os.close(fd)
                 raise self._lock_timeout()
             time.sleep(_LOCK_POLL)
+
+    def _open_lock_file(self) -> int:
+        """Open (or create, 0600) the lock file, never through a symbolic link: a planted
+        link would make us create or lock a file of someone else's choosing."""
+        flags = (os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+                 | getattr(os, "O_CLOEXEC", 0))
+        try:
+            fd = os.open(self.lock_path, flags, 0o600)
+        except OSError as exc:
+            if os.path.islink(self.lock_path):
+                raise self._error(
+                    f"{self.lock_path} is a symbolic link; remove it (the store creates its "
+                    f"own lock file) and check who made it") from None
+            raise self._error(f"cannot open {self.lock_path}: {exc.strerror}") from None
+        if sys.platform != "win32":
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+                os.close(fd)
+                raise self._error(
+                    f"{self.lock_path} is not a regular file of yours; remove it (the "
+                    f"store creates its own lock file)")
+        return fd
 
     def _lock_timeout(self) -> TokenStoreError:
         return self._error(

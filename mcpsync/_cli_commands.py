@@ -27,6 +27,7 @@ from mcpsync._cli_output import (
     _with_server,
 )
 from mcpsync._cli_servers import _running
+from mcpsync._cli_trust import _cmd_trust
 
 if TYPE_CHECKING:
     from mcpsync.manager import Manager
@@ -116,4 +117,5 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, _Context], _Outcome]] = {
     "call": _cmd_call,
     "read": _cmd_read,
     "login": _cmd_login,
+    "trust": _cmd_trust,
 }

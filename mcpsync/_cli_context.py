@@ -28,7 +28,12 @@ class _Context:
     config: str | None
     timeout: float | None
     json: bool
+    trust_project_config: bool = False
     _loaded: tuple[str, list[ServerConfig]] | None = None
+    # SHA-256 of a project config found by the default search, as it was loaded; None for a
+    # file named by --config or $MCPSYNC_CONFIG (those are never asked about).
+    _project_digest: str | None = None
+    _trusted: bool = False
 
     def config_path(self) -> str | None:
         """``--config``, else the default search (rules §10); ``None`` when nothing exists."""
@@ -54,6 +59,12 @@ class _Context:
         from mcpsync.config_files import load_config
         from mcpsync.errors import ConfigError
 
+        project = self.config is None and not os.environ.get("MCPSYNC_CONFIG")
+        digest = None
+        if project:
+            from mcpsync._cli_trust import content_digest
+
+            digest = content_digest(path)
         try:
             # The command is run by a person: a server's first 401 may open a browser.
             loaded = list(load_config(path, interactive_login=True))
@@ -61,8 +72,26 @@ class _Context:
             raise CLIError(_describe(exc), EXIT_USAGE) from exc
         except OSError as exc:
             raise CLIError(f"cannot read config file {path!r}: {exc}", EXIT_USAGE) from exc
+        if digest is not None and content_digest(path) != digest:
+            # What is trusted must be what was loaded.
+            raise CLIError(f"{path} changed while it was read; run the command again",
+                           EXIT_USAGE)
         self._loaded = (path, loaded)
+        self._project_digest = digest
         return self._loaded
+
+    def require_trust(self) -> None:
+        """Before a server of the config file starts: a project config found in the current
+        directory must be trusted (asked once on a terminal), unless
+        ``--trust-project-config`` was given."""
+        path, configs = self.configs()
+        if path is None or self._project_digest is None or self._trusted \
+                or self.trust_project_config:
+            return
+        from mcpsync._cli_trust import require_trust
+
+        require_trust(path, self._project_digest, configs)
+        self._trusted = True
 
     def with_timeout(self, config: ServerConfig) -> ServerConfig:
         """The config with ``--timeout`` applied (handshake and per-request), if given."""

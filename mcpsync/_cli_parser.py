@@ -61,6 +61,9 @@ def _add_global_options(parser: argparse.ArgumentParser, *, suppress: bool) -> N
                        help="print exactly one JSON document on stdout")
     group.add_argument("--verbose", "-v", action="store_true", default=default(False),
                        help="log mcpsync at DEBUG to stderr")
+    group.add_argument("--trust-project-config", action="store_true", default=default(False),
+                       help="run the servers of ./.mcp.json or ./.vscode/mcp.json this once "
+                            "without asking (see 'mcpsync trust')")
 
 
 _SERVER_HELP = ("a server id from the config, an http(s):// URL, or a command string "
@@ -108,6 +111,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("prompts", "list prompts (of SERVER, or of every enabled server)")
     p.add_argument("server", nargs="?", metavar="SERVER", help=_SERVER_HELP)
+
+    p = command("trust", "trust a project config file (./.mcp.json) to start its servers "
+                         "until it changes")
+    p.add_argument("path", metavar="PATH")
 
     p = command("login", "log in to an HTTP server with OAuth and store the token")
     p.add_argument("url", metavar="URL")

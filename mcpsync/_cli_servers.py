@@ -55,6 +55,7 @@ def _resolve_server(ctx: _Context, server: str) -> tuple[ServerConfig, str]:
                 # The CLI has no threads; run it as a project server for this one command.
                 config = dataclasses.replace(config, scope="")
             _log.debug("SERVER %r is a server id in %s", server, path)
+            ctx.require_trust()
             return ctx.with_timeout(config), "id"
     timeout = ctx.timeout or DEFAULT_CLI_TIMEOUT
     try:
@@ -137,6 +138,7 @@ def _start_every(manager: Manager, ctx: _Context) -> list[str]:
     wanted = [c for c in configs if not c.disabled and c.scope in ("", "project")]
     if not wanted:
         raise CLIError(f"config file {path!r} has no enabled project servers", EXIT_USAGE)
+    ctx.require_trust()
     for config in wanted:
         _check_config(config)
     _log.debug("starting %d servers of %s", len(wanted), path)

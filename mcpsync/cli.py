@@ -2,8 +2,8 @@
 
 One process per command: resolve the server (a config id, a URL or a command string), start it
 through a :class:`~mcpsync.manager.Manager`, do one thing, print, close. The commands are
-``tools``, ``call``, ``resources``, ``read``, ``prompts`` and ``login``; the behaviour (output,
-argument conversion, exit codes) is ``docs/cli.md``.
+``tools``, ``call``, ``resources``, ``read``, ``prompts``, ``login`` and ``trust``; the
+behaviour (output, argument conversion, exit codes) is ``docs/cli.md``.
 
 Everything heavier than ``argparse`` is imported inside the functions that need it, so
 ``mcpsync --help`` and a usage error cost no more than starting Python.
@@ -20,6 +20,8 @@ private modules, each importing only the standard library at load time:
 - ``_cli_context``: the parsed global options and the config file they point at;
 - ``_cli_servers``: SERVER resolved, checked and started through a Manager;
 - ``_cli_login``: the ``login`` command and the use of a stored login;
+- ``_cli_trust``: asking before a project config found in the current directory runs, and
+  the ``trust`` command;
 - ``_cli_commands``: the other commands;
 - ``_cli_output``: tables, ``--json`` documents and rendered results;
 - ``_cli_logging``: the stderr log handler of one command.
@@ -110,7 +112,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:   # --help / --version printed and asked to exit
         return exc.code if isinstance(exc.code, int) else EXIT_OK
     handler = _logging_handler(bool(args.verbose))
-    ctx = _Context(config=args.config, timeout=args.timeout, json=bool(args.json))
+    ctx = _Context(config=args.config, timeout=args.timeout, json=bool(args.json),
+                   trust_project_config=bool(args.trust_project_config))
     try:
         outcome = _COMMANDS[args.command](args, ctx)
     except KeyboardInterrupt:

@@ -34,6 +34,7 @@ EnvInput = Mapping[str, "str | None"] | Iterable[str]
 _SCOPES = ("", "project", "thread")
 _SECRET_FORMATS = ("env", "properties", "json")
 _TRANSPORTS = ("", "streamable-http", "sse")  # ServerConfig.transport
+_SECRET_FILE = "{{secret_file}}"   # the placeholder mcpsync.secrets fills in args and env
 _LOGGER_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 
@@ -279,6 +280,14 @@ class ServerConfig:
             cwd = os.fspath(cwd)
             if not isinstance(cwd, str):
                 raise _fail("cwd", "expected a text path, got bytes")
+            if _SECRET_FILE in cwd:
+                # The secret file is a file written after the working directory is chosen;
+                # filling it in would make the child start inside (or beside) its secret.
+                who = id or name or command or url or "?"
+                raise _fail("cwd", f"server {who!r}: {_SECRET_FILE} cannot be used in cwd "
+                                   f"(it names a file, not a directory); pass it in args or "
+                                   f"an env value, and give cwd a real directory or "
+                                   f"{{{{worktree_root}}}}")
         norm_headers = _normalise_headers(headers)
         if url is None:
             if norm_headers:

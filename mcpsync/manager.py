@@ -31,6 +31,7 @@ from mcpsync._manager_types import (
     split_thread_server_id,
     thread_server_id,
 )
+from mcpsync._secret_dirs import sweep as sweep_secret_dirs
 from mcpsync.client import Client, ProgressCallback, connect
 from mcpsync.config import ServerConfig
 from mcpsync.errors import (
@@ -163,6 +164,7 @@ class Manager:
         self._id_locks: dict[str, threading.Lock] = {}
         self._closed = False
         _managers.add(self)
+        sweep_secret_dirs()   # what a SIGKILLed host left; never a live process's
 
     @classmethod
     def from_config(cls, source: str | os.PathLike[str] | Mapping[str, Any], *,

@@ -4,8 +4,10 @@ A secret never travels in ``argv`` or the environment, where ``ps`` and ``/proc`
 Instead each spawn gets a fresh private directory holding one file (``secret.env``,
 ``secret.properties`` or ``secret.json``), and the file's *path* replaces the
 ``{{secret_file}}`` placeholder in the server's ``args`` and ``env``. The file is deleted when
-the server stops, on restart, on ``Manager.close()`` and at interpreter exit (``atexit``);
-only a hard kill of the host leaves it behind.
+the server stops, on restart, on ``Manager.close()`` and at interpreter exit (``atexit``).
+A hard kill of the host leaves it behind until the next ``Manager`` starts: the directory's
+name says which process made it, and :mod:`mcpsync._secret_dirs` sweeps those whose maker is
+provably dead.
 
 No secret value is ever put into a message, a log line or a repr: errors name the server, the
 reference and the offending *key*.
@@ -20,11 +22,11 @@ import json
 import os
 import re
 import shutil
-import tempfile
 import threading
 from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
+from mcpsync._secret_dirs import make_directory
 from mcpsync.config import ServerConfig
 from mcpsync.errors import ConfigError, SecretError
 
@@ -267,7 +269,8 @@ def _write_all(fd: int, data: bytes) -> None:
 def write_secret_file(config: ServerConfig, resolver: SecretResolver) -> SecretFile:
     """Resolve ``config.secret_ref``, render it and write it to a fresh private file.
 
-    The directory comes from ``tempfile.mkdtemp(prefix="mcpsync-secret-")`` (0700); the file,
+    The directory, ``mcpsync-secret-<pid>-<starttime>-...`` (0700), is made by ``mkdtemp`` in
+    ``$XDG_RUNTIME_DIR`` when usable, else in the temporary directory; the file,
     ``secret.<format>``, is created with ``O_CREAT | O_EXCL | O_WRONLY`` and mode 0600. The
     returned :class:`SecretFile` is registered for removal at exit until ``remove()``.
     Failures raise :class:`~mcpsync.errors.SecretError` naming the server and the reference.
@@ -293,7 +296,7 @@ def write_secret_file(config: ServerConfig, resolver: SecretResolver) -> SecretF
                           f"{config.secret_format}: {exc}", ref=ref, server=name) from None
     data = text.encode("latin-1" if config.secret_format == "properties" else "utf-8")
     try:
-        directory = tempfile.mkdtemp(prefix="mcpsync-secret-")
+        directory = make_directory()
     except OSError as exc:
         raise SecretError(f"server {name!r}: cannot create a directory for secret {ref!r}: "
                           f"{exc}", ref=ref, server=name) from exc
@@ -325,7 +328,8 @@ def apply_placeholders(config: ServerConfig, *, secret_file: str | None = None,
     """Return ``config`` with ``{{secret_file}}`` and ``{{worktree_root}}`` filled in.
 
     ``{{secret_file}}`` is replaced in ``args`` and ``env`` values, ``{{worktree_root}}`` in
-    ``args``, ``env`` values and ``cwd``. A placeholder that appears without a value raises
+    ``args``, ``env`` values and ``cwd`` (``ServerConfig`` already refused ``{{secret_file}}``
+    in ``cwd``). A placeholder that appears without a value raises
     :class:`~mcpsync.errors.ConfigError` naming the server.
     """
     if secret_file is None and _uses(config, SECRET_FILE_PLACEHOLDER, cwd=False):

@@ -134,6 +134,13 @@ def run(*args: str, cwd: Path, env: dict[str, str], input: str | None = None,
                           capture_output=True, text=True, timeout=timeout)
 
 
+def trust(path: Path, env: dict[str, str]) -> None:
+    """Trust a project config as its owner would (``mcpsync trust PATH``); without this a
+    ``.mcp.json`` found in the current directory is refused (``tests/test_cli_trust.py``)."""
+    res = run("trust", str(path), cwd=path.parent, env=env)
+    assert res.returncode == 0, res.stderr
+
+
 def assert_error(res: subprocess.CompletedProcess[str], code: int, *fragments: str) -> str:
     """Exit ``code``, stdout empty, exactly one ``mcpsync: error:`` line holding fragments."""
     assert res.returncode == code, (res.returncode, res.stdout, res.stderr)
@@ -327,7 +334,7 @@ def test_listing_what_a_server_does_not_offer_is_empty(workdir: Path,
 
 def test_mcp_json_in_the_current_directory(workdir: Path, env: dict[str, str],
                                            peer: str) -> None:
-    write_config(workdir / ".mcp.json", peer)
+    trust(write_config(workdir / ".mcp.json", peer), env)
     rows = table(ok(run("tools", cwd=workdir, env=env)))
     # Every enabled server (the disabled one is not started), by server id.
     assert [(r[0], r[1]) for r in rows[1:]] == \
@@ -350,14 +357,14 @@ def test_config_option_and_environment_variable(tmp_path: Path, workdir: Path,
 
 
 def test_vscode_mcp_json_is_found(workdir: Path, env: dict[str, str], peer: str) -> None:
-    write_config(workdir / ".vscode" / "mcp.json", peer, key="servers")
+    trust(write_config(workdir / ".vscode" / "mcp.json", peer, key="servers"), env)
     assert ok(run("call", "demo", "echo", "text=vscode", cwd=workdir, env=env)) == "vscode\n"
 
 
 def test_a_disabled_server_can_be_named(workdir: Path, env: dict[str, str],
                                         peer: str) -> None:
     demo = {"command": PY, "args": ["-m", "mcpsync.demo"], "disabled": True}
-    write_config(workdir / ".mcp.json", peer, extra={"sleepy": demo})
+    trust(write_config(workdir / ".mcp.json", peer, extra={"sleepy": demo}), env)
     assert ok(run("call", "sleepy", "echo", "text=awake", cwd=workdir, env=env)) == "awake\n"
 
 
@@ -435,7 +442,7 @@ def test_bad_config_files_exit_2(workdir: Path, env: dict[str, str]) -> None:
 def test_a_secret_the_cli_cannot_resolve_exits_2(workdir: Path, env: dict[str, str],
                                                  peer: str) -> None:
     vault = {"command": PY, "args": ["-m", "mcpsync.demo"], "secret_ref": "vault/demo"}
-    write_config(workdir / ".mcp.json", peer, extra={"vault": vault})
+    trust(write_config(workdir / ".mcp.json", peer, extra={"vault": vault}), env)
     assert_error(run("tools", "vault", cwd=workdir, env=env), 2, "vault")
 
 
@@ -470,8 +477,9 @@ def test_a_url_nobody_listens_on_exits_3(workdir: Path, env: dict[str, str]) -> 
 
 def test_any_failure_under_start_all_exits_3(workdir: Path, env: dict[str, str],
                                              peer: str) -> None:
-    write_config(workdir / ".mcp.json", peer,
-                 extra={"broken": {"command": PY, "args": ["-c", "raise SystemExit(7)"]}})
+    trust(write_config(workdir / ".mcp.json", peer,
+                       extra={"broken": {"command": PY, "args": ["-c", "raise SystemExit(7)"]}}),
+          env)
     line = assert_error(run("tools", cwd=workdir, env=env), 3,
                         "1 of 3 servers failed to start", "server 'broken'")
     assert "demo" not in line
@@ -759,9 +767,12 @@ def test_docs_transcript(workdir: Path, env: dict[str, str]) -> None:
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               timeout=30).stdout
 
-    # The steps are independent (nothing writes), so they run a few at a time.
+    # The session starts by trusting the file; the other steps are independent (nothing
+    # writes), so they run a few at a time.
+    assert steps[0][0] == "mcpsync trust .mcp.json"
+    outputs = [output(steps[0][0])]
     with ThreadPoolExecutor(max_workers=4) as pool:
-        outputs = list(pool.map(output, [command for command, _ in steps]))
+        outputs += list(pool.map(output, [command for command, _ in steps[1:]]))
     for (command, expected), got in zip(steps, outputs, strict=True):
         assert got == expected, f"$ {command}\n{got}"
 

@@ -433,3 +433,14 @@ def test_default_config_path_uses_cwd_and_os_environ(tmp_path: Path,
     assert os.path.samefile(default_config_path() or "", mcp)
     monkeypatch.setenv("MCPSYNC_CONFIG", "other.json")
     assert default_config_path() == "other.json"
+
+
+def test_secret_file_in_cwd_is_refused_naming_file_and_server(tmp_path: Path) -> None:
+    """The placeholder is filled in args and env only; in cwd it is an error, not a
+    directory literally called ``{{secret_file}}``."""
+    path = write(tmp_path / "mcp.json", {"mcpServers": {"svc": {
+        "command": "srv", "secret_ref": "vault/x", "cwd": "/srv/{{secret_file}}"}}})
+    message = load_error(path, environ={})
+    assert str(path) in message and "mcpServers.svc" in message and "'svc'" in message
+    assert "{{secret_file}} cannot be used in cwd" in message
+    assert "args or an env value" in message

@@ -8,6 +8,7 @@ parser written here from the ``java.util.Properties.load`` specification, ``json
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -320,12 +321,28 @@ def test_check_secret_config_errors_name_the_server(config: ServerConfig,
     assert info.value.server == "svc"
 
 
+@pytest.mark.parametrize("cwd", ["{{secret_file}}", "/work/{{secret_file}}/run",
+                                 "{{worktree_root}}/{{secret_file}}"])
+def test_secret_file_in_cwd_is_refused(cwd: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        _stdio(secret_ref="vault/x", cwd=cwd)
+    message = str(info.value)
+    assert "'svc'" in message and "cannot be used in cwd" in message
+    assert "args or an env value" in message and "{{worktree_root}}" in message
+    # Every later copy goes through the same check: replace() cannot sneak it in either.
+    with pytest.raises(ConfigError, match="cannot be used in cwd"):
+        dataclasses.replace(_stdio(secret_ref="vault/x", cwd="/ok"), cwd=cwd)
+    # {{worktree_root}} alone stays allowed in cwd.
+    assert _stdio(cwd="{{worktree_root}}/run").cwd == "{{worktree_root}}/run"
+
+
 # -- secret files ------------------------------------------------------------------------
 
 @pytest.fixture
 def private_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Point tempfile at a directory of this test's own, to count what is left behind."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)   # else secret dirs would go there
     return tmp_path
 
 
@@ -598,11 +615,6 @@ def test_apply_placeholders_without_placeholders_returns_the_config() -> None:
     config = _stdio(args=["a"], env={"B": "c"})
     assert apply_placeholders(config) is config
     assert apply_placeholders(config, secret_file="/x", worktree_root="/y") is config
-
-
-def test_secret_file_placeholder_in_cwd_is_not_a_secret_slot() -> None:
-    config = _stdio(cwd="/x/{{secret_file}}")
-    assert apply_placeholders(config, secret_file="/s").cwd == "/x/{{secret_file}}"
 
 
 @pytest.mark.parametrize(("kwargs", "given", "problem"), [

@@ -179,6 +179,92 @@ def test_group_or_other_readable_file_is_refused(store_path: str, mode: int) -> 
     assert store.get(KEY) == {"access_token": "AT"}
 
 
+def _refused(store: FileTokenStore) -> list[str]:
+    """What each entry point says; every one of them must refuse."""
+    messages = []
+    for attempt in (lambda: store.get(KEY), lambda: store.put(KEY, {"access_token": "X"}),
+                    lambda: store.delete(KEY)):
+        with pytest.raises(TokenStoreError) as info:
+            attempt()
+        assert info.value.step == "store" and info.value.url == store.path
+        messages.append(str(info.value))
+    with pytest.raises(TokenStoreError) as info, store.locked(KEY):
+        pass
+    messages.append(str(info.value))
+    return messages
+
+
+@posix_only
+@pytest.mark.parametrize("mode", [0o770, 0o730, 0o707, 0o777, 0o1777])
+def test_directory_writable_by_group_or_others_is_refused(tmp_path: Path, mode: int) -> None:
+    directory = tmp_path / "shared"
+    directory.mkdir()
+    os.chmod(directory, mode)
+    store = FileTokenStore(directory / "tokens.json")
+    for message in _refused(store):
+        assert f"chmod 700 {directory}" in message and f"{mode:04o}" in message
+    assert os.listdir(directory) == []        # no token file, no lock file, no temp file
+    assert _mode(directory) == mode           # and not silently "fixed"
+    os.chmod(directory, 0o755)                # readable by others is fine: nobody can swap
+    store.put(KEY, {"access_token": "AT"})
+    assert store.get(KEY) == {"access_token": "AT"}
+
+
+@posix_only
+def test_directory_of_another_user_is_refused(tmp_path: Path) -> None:
+    if os.geteuid() == 0:
+        directory = tmp_path / "theirs"
+        directory.mkdir(mode=0o700)
+        os.chown(directory, 65534, 65534)     # nobody
+        owner = 65534
+    else:
+        directory, owner = Path("/"), os.stat("/").st_uid   # root's, not ours
+        assert owner != os.geteuid()
+    store = FileTokenStore(directory / "mcpsync-test-tokens.json")
+    for message in _refused(store):
+        assert f"{directory} belongs to another user (uid {owner})" in message
+        assert "FileTokenStore(path=...)" in message
+    assert not (directory / "mcpsync-test-tokens.json").exists()
+    assert not (directory / "mcpsync-test-tokens.json.lock").exists()
+
+
+@posix_only
+@pytest.mark.parametrize("target_exists", [False, True])
+def test_lock_file_planted_as_a_symlink_is_refused(tmp_path: Path,
+                                                   target_exists: bool) -> None:
+    store = FileTokenStore(tmp_path / "cfg" / "tokens.json")
+    store.put(KEY, {"access_token": "AT"})
+    os.unlink(store.lock_path)
+    victim = tmp_path / "victim"
+    if target_exists:
+        victim.write_text("keep me", encoding="utf-8")
+        os.chmod(victim, 0o644)
+    os.symlink(victim, store.lock_path)
+    with pytest.raises(TokenStoreError) as info:
+        store.put(KEY, {"access_token": "AT2"})
+    assert f"{store.lock_path} is a symbolic link; remove it" in str(info.value)
+    with pytest.raises(TokenStoreError, match="symbolic link"), store.locked(KEY):
+        pass
+    # The link was not followed: no file created, nothing changed, no mode touched.
+    if target_exists:
+        assert victim.read_text(encoding="utf-8") == "keep me" and _mode(victim) == 0o644
+    else:
+        assert not victim.exists()
+    assert store.get(KEY) == {"access_token": "AT"}   # reading takes no lock
+    os.unlink(store.lock_path)
+    store.put(KEY, {"access_token": "AT2"})
+    assert store.get(KEY) == {"access_token": "AT2"}
+
+
+@posix_only
+def test_lock_file_that_is_not_a_regular_file_is_refused(tmp_path: Path) -> None:
+    store = FileTokenStore(tmp_path / "tokens.json")
+    os.mkfifo(store.lock_path, 0o600)
+    with pytest.raises(TokenStoreError, match="not a regular file of yours"):
+        store.put(KEY, {"access_token": "AT"})
+    assert not os.path.exists(store.path)
+
+
 def test_corrupt_json_names_the_file(store_path: str) -> None:
     os.makedirs(os.path.dirname(store_path), mode=0o700)
     fd = os.open(store_path, os.O_WRONLY | os.O_CREAT, 0o600)
