@@ -28,10 +28,6 @@ import re
 import unicodedata
 from typing import NamedTuple
 
-import requests
-from urllib3.exceptions import LocationParseError
-from urllib3.util import parse_url
-
 __all__ = ["Origin", "UnsafeURL", "check_same_origin", "connection_origin", "refuse_hostile"]
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -82,6 +78,12 @@ def connection_origin(url: str) -> Origin:
     """The origin the connection for ``url`` will actually use, taken from urllib3's reading
     of the URL as requests prepares it. Raises :class:`UnsafeURL` when requests or urllib3
     cannot parse it, or it is not http(s) with a host."""
+    # Imported here, not at the top: the redirect module is one of the HTTP building blocks
+    # that `import mcpsync` may load without requests.
+    import requests
+    from urllib3.exceptions import LocationParseError
+    from urllib3.util import parse_url
+
     prepared = requests.PreparedRequest()
     try:
         prepared.prepare_url(url, None)

@@ -244,9 +244,9 @@ def test_two_providers_sharing_a_store_refresh_a_credential_once(
     as1.refresh_delay = release
     providers = [make_provider(server, store=store, client_id="pre") for _ in range(2)]
     results: list[object] = []
-    threads = _run_threads(1, lambda: results.append(providers[0].headers("GET", "x")))
+    threads = _run_threads(1, lambda: results.append(providers[0].headers("GET", server.mcp_url)))
     assert as1.refresh_started.wait(10)
-    threads += _run_threads(1, lambda: results.append(providers[1].headers("GET", "x")))
+    threads += _run_threads(1, lambda: results.append(providers[1].headers("GET", server.mcp_url)))
     release.set()
     for thread in threads:
         thread.join(10)
