@@ -342,7 +342,7 @@ def test_expected_failures_lists_only_allowed_entries() -> None:
             wanted = ALLOWED_ENTRIES[(key, scenario)]
             assert reason, f"{key}: {scenario} has no reason comment"
             assert wanted is None or reason == wanted, (
-                f"{key}: {scenario}: reason {reason!r}, the rules say {wanted!r}")
+                f"{key}: {scenario}: reason {reason!r}, docs/conformance.md says {wanted!r}")
 
 
 @pytest.mark.conformance
