@@ -1,16 +1,17 @@
-"""mcpsync as a client of the benchmark harness in ../shared/bench (see its README).
+"""mcpsync as a client of the cross-SDK benchmark harness, which is kept outside this
+repository (see docs/performance.md; ``<harness>`` below is where it is checked out).
 
 Run from the project root, with the harness's requirements and mcpsync in one venv::
 
     CLIENTS=floor,official_sdk,mcpsync_client BENCH_PATH=benchmarks \
-        PY=.venv-bench/bin/python ../shared/bench/run_all.sh \
+        PY=.venv-bench/bin/python <harness>/run_all.sh \
         --scenarios seq,seq-1cpu,concurrent,naive-sync
 
 The HTTP modes (``http-seq``, ``http-concurrent``) connect to the harness's ``http_server.py``
 URL with ``mcpsync.connect(url)`` (era detection on, as a user would run it)::
 
     CLIENTS=floor,official_sdk,mcpsync_client BENCH_PATH=benchmarks RUNS=1 \
-        PY=.venv-bench/bin/python ../shared/bench/run_all.sh --scenarios http-seq,http-concurrent
+        PY=.venv-bench/bin/python <harness>/run_all.sh --scenarios http-seq,http-concurrent
 """
 
 from __future__ import annotations

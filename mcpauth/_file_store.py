@@ -25,7 +25,8 @@ from .errors import TokenStoreError
 
 __all__ = ["LOCK_TIMEOUT", "FileTokenStore", "default_token_path"]
 
-#: How long ``locked()`` waits for another process before giving up (rules §1).
+#: How long ``locked()`` waits for another process before giving up (docs/auth.md, "Where
+#: tokens live").
 LOCK_TIMEOUT = 30.0
 _LOCK_POLL = 0.02
 _FILE_FORMAT = 1

@@ -1,10 +1,10 @@
 """The one door through which mcpauth talks to the network.
 
 Every metadata, registration and token request goes through :func:`request`, so the rules of
-``auth.md`` §1-§2 live in one place: 10 s connect / 30 s read timeouts, a 1 MiB cap on what
-is read, the https rule (loopback excepted, or ``allow_insecure_http``), the optional refusal
-of private networks, at most 5 redirect hops for a GET (each re-checked, never https to http,
-credentials dropped on a cross-origin hop) and none for a POST.
+docs/auth.md, "Safety rules", live in one place: 10 s connect / 30 s read timeouts, a 1 MiB cap
+on what is read, the https rule (loopback excepted, or ``allow_insecure_http``), the optional
+refusal of private networks, at most 5 redirect hops for a GET (each re-checked, never https to
+http, credentials dropped on a cross-origin hop) and none for a POST.
 
 We follow redirects ourselves (``allow_redirects=False``) because requests' own redirect
 handling would re-send headers such as ``DPoP`` to another origin and would not re-check the
@@ -34,7 +34,7 @@ from .errors import AuthError, InsecureURL
 __all__ = ["HttpPolicy", "HttpResponse", "check_url", "is_loopback_host", "request"]
 
 MAX_REDIRECTS = 5
-"""Hops a metadata GET may follow (``auth.md`` §1)."""
+"""Hops a metadata GET may follow, each one re-checked."""
 
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 _CREDENTIAL_HEADERS = ("authorization", "proxy-authorization", "dpop", "cookie")

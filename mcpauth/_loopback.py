@@ -1,4 +1,4 @@
-"""The loopback redirect listener of a browser login (RFC 8252 §7.3, ``auth.md`` §7).
+"""The loopback redirect listener of a browser login (RFC 8252 §7.3).
 
 A tiny HTTP server on ``127.0.0.1`` (never ``0.0.0.0``: nobody else on the network may
 deliver a code) that waits for the one ``GET /callback`` the authorization server redirects
@@ -28,7 +28,7 @@ __all__ = ["CALLBACK_PATH", "LoopbackListener"]
 
 CALLBACK_PATH = "/callback"
 DEFAULT_WAIT = 300.0
-"""Seconds a login may take before ``LoginTimeout`` (``auth.md`` §1)."""
+"""Seconds a login may take before ``LoginTimeout`` (docs/auth.md, "Logging in from a script")."""
 _CONNECTION_TIMEOUT = 10.0
 _JOIN_TIMEOUT = 5.0
 

@@ -1,4 +1,5 @@
-"""Which client ``OAuthProvider`` is, at each authorization server (rules §5).
+"""Which client ``OAuthProvider`` is, at each authorization server (step 2 of docs/auth.md,
+"What happens on the first 401").
 
 The provider may hold pre-registered credentials (one str, or a mapping per issuer), a
 client-ID metadata document URL, a registration stored from an earlier run, or none of these
@@ -123,7 +124,7 @@ class ClientRegistrations:
         stored = self.stored(meta.issuer)
         if stored is not None and stored.client_id == client_id and not stored.expired():
             # An expired client_secret (RFC 7591 client_secret_expires_at) cannot refresh:
-            # None makes the caller authorize in full, which registers anew (§5).
+            # None makes the caller authorize in full, which registers anew.
             return stored
         if self._client_metadata_url is not None and client_id == self._client_metadata_url:
             return ClientRegistration(client_id=client_id, token_endpoint_auth_method="none",
@@ -132,7 +133,7 @@ class ClientRegistrations:
 
     def register(self, meta: ServerMetadata, redirect_uri: str | None, *,
                  grant_types: Sequence[str] = BROWSER_GRANT_TYPES) -> ClientRegistration:
-        """§5: pre-registered, CIMD, a stored or new dynamic registration, in that order.
+        """Pre-registered, CIMD, a stored or new dynamic registration, in that order.
 
         ``grant_types`` are those of the login about to run; a stored registration made for
         other grants is replaced. ``redirect_uri`` is None for the device code (a CLI login:

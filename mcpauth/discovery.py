@@ -133,9 +133,10 @@ def resource_covers(resource: str, server_url: str) -> bool:
 
 
 def resource_metadata_urls(server_url: str, hint: str | None) -> list[str]:
-    """Where to look for protected-resource metadata, in the MCP order (``auth.md`` §4):
-    the challenge's ``resource_metadata``, the path-inserted well-known URL (when the
-    server path is not empty or ``/``), then the root well-known URL."""
+    """Where to look for protected-resource metadata, in the MCP order (docs/auth.md,
+    "What happens on the first 401"): the challenge's ``resource_metadata``, the path-inserted
+    well-known URL (when the server path is not empty or ``/``), then the root well-known
+    URL."""
     urls: list[str] = []
     if hint:
         urls.append(urljoin(server_url, hint))
@@ -286,7 +287,7 @@ def _server_metadata(doc: Mapping[str, Any], *, fallback: bool = False) -> Serve
 
 
 def _check_endpoints(meta: ServerMetadata, policy: HttpPolicy) -> None:
-    """Every endpoint the metadata names must pass the https rule (``auth.md`` §2)."""
+    """Every endpoint the metadata names must pass the https rule (docs/auth.md, "Safety rules")."""
     for what, url in (("authorization endpoint", meta.authorization_endpoint),
                       ("token endpoint", meta.token_endpoint),
                       ("registration endpoint", meta.registration_endpoint),

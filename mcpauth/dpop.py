@@ -1,4 +1,4 @@
-"""DPoP proofs (RFC 9449), written by hand: authlib has no client-side DPoP (rules §8).
+"""DPoP proofs (RFC 9449), written by hand: authlib has no client-side DPoP (docs/auth.md, "DPoP").
 
 A proof is a compact JWS signed with the client's EC P-256 key: header ``{typ: "dpop+jwt",
 alg: "ES256", jwk: <public key>}``, claims ``jti`` (128 fresh random bits per proof, so a

@@ -1,4 +1,4 @@
-"""The OAuth grants an MCP client runs (``auth.md`` §7): authorization code with PKCE,
+"""The OAuth grants an MCP client runs: authorization code with PKCE,
 refresh, client credentials, device code (RFC 8628), the ID-JAG token exchange (RFC 8693)
 and the JWT-bearer grant (RFC 7523).
 
@@ -73,10 +73,10 @@ TOKEN_TYPE_ID_JAG = "urn:ietf:params:oauth:token-type:id-jag"
 TOKEN_TYPE_ID_TOKEN = "urn:ietf:params:oauth:token-type:id_token"
 
 VERIFIER_LENGTH = 64
-"""PKCE verifier length (``auth.md`` §1; RFC 7636 allows 43-128)."""
+"""PKCE verifier length (RFC 7636 allows 43-128; 64 is well inside)."""
 _UNRESERVED = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~"
 ASSERTION_LIFETIME = 300
-"""Seconds a ``private_key_jwt`` client assertion is valid (``auth.md`` §1)."""
+"""Seconds a ``private_key_jwt`` client assertion is valid (docs/auth.md, "In a service")."""
 SLOW_DOWN_STEP = 5.0
 """Seconds RFC 8628 §3.5 adds to the polling interval on ``slow_down``."""
 DEFAULT_INTERVAL = 5.0
@@ -337,9 +337,9 @@ def parse_callback(callback_url: str, pending: PendingAuthorization,
                    meta: ServerMetadata) -> str:
     """Check the redirect back from the authorization server and return the code.
 
-    Order (``auth.md`` §7): ``state`` (``StateMismatch``), then the RFC 9207 ``iss`` table
-    (``IssMismatch``), then ``error`` (``AuthorizationDenied``). Only after both checks pass
-    is an ``error`` believed: a forged response must not be able to show its text.
+    Order (docs/auth.md, "Safety rules"): ``state`` (``StateMismatch``), then the RFC 9207
+    ``iss`` table (``IssMismatch``), then ``error`` (``AuthorizationDenied``). Only after both
+    checks pass is an ``error`` believed: a forged response must not be able to show its text.
     """
     issuer = meta.issuer
     try:

@@ -2,7 +2,8 @@
 
 It fills mcpsync's ``AuthHooks`` protocol structurally (``headers``, ``on_unauthorized``,
 ``on_response``) without importing mcpsync, and drives the other mcpauth modules: the challenge
-parser, discovery, registration, the grants, DPoP and the token stores (rules/auth.md §10).
+parser, discovery, registration, the grants, DPoP and the token stores
+(docs/auth.md, "The provider's methods").
 
 Thread contract: every public method is safe from many threads at once. ``headers()`` is the
 hot path: it hands out the cached token and never holds a lock across a request. Inside the
@@ -430,7 +431,8 @@ class OAuthProvider:
     # --- discovery --------------------------------------------------------------------------
 
     def _locate(self, hint: str | None) -> None:
-        """Fetch the resource metadata again and settle the authorization server (§4, §10.3).
+        """Fetch the resource metadata again and settle the authorization server (step 5
+        of docs/auth.md, "What happens on the first 401").
 
         A changed issuer forgets what belonged to the old one: its dynamic or CIMD
         registration and its token. Pre-registered credentials of the old issuer are not
@@ -504,7 +506,7 @@ class OAuthProvider:
     # --- scopes -----------------------------------------------------------------------------
 
     def _initial_scopes(self, challenged: Sequence[str]) -> list[str]:
-        """§6: the challenge's scope, else the caller's, else the resource's scopes_supported."""
+        """The challenge's scope, else the caller's, else the resource's scopes_supported."""
         if challenged:
             return list(challenged)
         if self._scopes is not None:

@@ -1,10 +1,10 @@
 """Client registration: which ``client_id`` we use at an authorization server, and how we
 authenticate at its token endpoint.
 
-Written by hand (authlib's RFC 7591 code is server-side). The order is that of
-``auth.md`` §5: pre-registered credentials, then a client-ID metadata document (CIMD) when
-the caller hosts one and the server supports it, then dynamic registration (RFC 7591),
-else an error asking the user to configure a ``client_id``.
+Written by hand (authlib's RFC 7591 code is server-side). The order is that of docs/auth.md,
+"What happens on the first 401": pre-registered credentials, then a client-ID metadata document
+(CIMD) when the caller hosts one and the server supports it, then dynamic registration (RFC
+7591), else an error asking the user to configure a ``client_id``.
 
 Registrations are keyed by issuer (MCP 2026-07-28): a registration made at one
 authorization server is never used at another. Storing them is the provider's job; this
@@ -13,7 +13,7 @@ module only says whether a stored one can be reused.
 Grant types: a registration asks for the grants the client will use (RFC 7591 §2), not always
 ``authorization_code``: a device login registers for the device-code grant, because a strict
 server (authlib's ``ClientMixin.check_grant_type``, for one) refuses a grant the client did
-not register. This departs from ``auth.md`` §5, which lists only the browser grants.
+not register. So the browser grants are only the default.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ _STEP = "registration"
 AUTH_METHODS = ("none", "client_secret_basic", "client_secret_post", "private_key_jwt")
 _SECRET_METHODS = ("client_secret_basic", "client_secret_post")
 GRANT_DEVICE_CODE = "urn:ietf:params:oauth:grant-type:device_code"
-# What a registration asks for: the browser login (auth.md §5), or the device code (RFC 8628).
+# What a registration asks for: the browser login, or the device code (RFC 8628).
 BROWSER_GRANT_TYPES = ("authorization_code", "refresh_token")
 DEVICE_GRANT_TYPES = (GRANT_DEVICE_CODE, "refresh_token")
 _DEFAULT_GRANTS = BROWSER_GRANT_TYPES
@@ -92,7 +92,7 @@ class ClientRegistration:
 
     def covers(self, grant_types: Sequence[str]) -> bool:
         """Whether this registration was made for every grant in ``grant_types`` other than
-        ``refresh_token`` (which a server may have declined: §5 drops it when unsupported).
+        ``refresh_token`` (which a server may have declined: it is dropped when unsupported).
 
         No recorded grant types means ``authorization_code`` only (the RFC 7591 default).
         """
@@ -345,7 +345,7 @@ def choose_registration(meta: ServerMetadata, *,
                         redirect_uri: str | None, client_name: str, application_type: str,
                         session: requests.Session, policy: HttpPolicy,
                         grant_types: Sequence[str] = _DEFAULT_GRANTS) -> ClientRegistration:
-    """Pick the registration for ``meta.issuer`` in the ``auth.md`` §5 order.
+    """Pick the registration for ``meta.issuer`` in order: pre-registered, CIMD, dynamic.
 
     ``grant_types`` are those of the login about to run (see :func:`register`);
     ``redirect_uri`` is None for a login without a redirect (the device code).

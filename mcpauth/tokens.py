@@ -1,4 +1,4 @@
-"""Tokens and the stores that keep them between runs (rules §9).
+"""Tokens and the stores that keep them between runs (docs/auth.md, "Where tokens live").
 
 A :class:`Token` holds an *absolute* expiry (``expires_at``, epoch seconds) computed once on
 receipt, so a token read back from disk an hour later still knows when it dies; relative
@@ -45,7 +45,7 @@ __all__ = [
     "resource_index_key",
 ]
 
-#: Refresh this long before expiry at most (rules §1), or half the lifetime if shorter.
+#: Refresh this long before expiry at most, or half the lifetime if shorter.
 REFRESH_MARGIN = 60.0
 
 
@@ -227,7 +227,7 @@ def _opt_float(v: Any) -> float | None:
 # -- keys -----------------------------------------------------------------------------------
 
 def credential_key(issuer: str, client_id: str, resource: str) -> str:
-    """The store key of the tokens for ``(issuer, client_id, resource)`` (rules §9).
+    """The store key of the tokens for ``(issuer, client_id, resource)``.
 
     The triple is JSON-encoded so no character inside a URL can make two triples collide.
     """

@@ -1,4 +1,5 @@
-"""The modern era's list cache, driven by the server's ``ttlMs`` (spec digest §5.8).
+"""The modern era's list cache, driven by the server's ``ttlMs`` (docs/client.md, "Lists,
+resources, prompts, completion").
 
 A modern server says how long a ``*/list`` page stays fresh. We keep each page, keyed by
 method and cursor, until ``ttlMs`` passes; an absent or non-positive ``ttlMs`` means "stale at

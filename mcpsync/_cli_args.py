@@ -1,5 +1,5 @@
 """``call``'s arguments: ``key=value`` items converted by the tool's ``inputSchema``, or a
-whole ``--args`` JSON object (rules §10).
+whole ``--args`` JSON object (docs/cli.md, "`call` arguments").
 
 Pure functions with no server behind them, so the conversion rules can be tested (and
 reasoned about) on their own; every failure is a :class:`CLIError` with exit 2.
@@ -86,7 +86,7 @@ _TYPE_WORDS = {"integer": "an integer", "number": "a number",
 
 
 def convert_value(key: str, text: str, schema: Any) -> Any:
-    """Convert one ``key=value`` text by the property's schema (rules §10).
+    """Convert one ``key=value`` text by the property's schema (docs/cli.md, "`call` arguments").
 
     Types are tried in order, ``string`` last; no schema (or no type) keeps the text.
     Raises :class:`CLIError` (exit 2) when no type fits.

@@ -36,7 +36,8 @@ class _Context:
     _trusted: bool = False
 
     def config_path(self) -> str | None:
-        """``--config``, else the default search (rules §10); ``None`` when nothing exists."""
+        """``--config``, else the default search (docs/config.md, "Which file the `mcpsync`
+        command reads"); ``None`` when nothing exists."""
         if self.config is not None:
             return self.config
         from mcpsync.config_files import default_config_path

@@ -1,4 +1,5 @@
-"""Exit codes and the exception-to-exit-code mapping of the ``mcpsync`` command (rules §10).
+"""Exit codes and the exception-to-exit-code mapping of the ``mcpsync`` command (docs/cli.md,
+"Exit codes").
 
 One place decides what number a failure ends the command with, so every command and the
 server start-up agree; the messages are collapsed onto one line here too, since the output
@@ -36,8 +37,8 @@ def _is_auth_error(exc: BaseException) -> bool:
 
 
 def exit_code_for(exc: BaseException) -> int:
-    """The exit code of an exception (rules §10): 4 auth, 5 timeout, 3 connection, 2 config,
-    130 Ctrl-C, else 1 (a JSON-RPC error answer and every other failed request)."""
+    """The exit code of an exception (docs/cli.md, "Exit codes"): 4 auth, 5 timeout, 3 connection,
+    2 config, 130 Ctrl-C, else 1 (a JSON-RPC error answer and every other failed request)."""
     from mcpsync import errors
 
     if isinstance(exc, CLIError):

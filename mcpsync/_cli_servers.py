@@ -1,4 +1,4 @@
-"""SERVER on the ``mcpsync`` command line turned into running servers (rules §10).
+"""SERVER on the ``mcpsync`` command line turned into running servers (docs/cli.md, "SERVER").
 
 Resolution (a config id, an http(s) URL or a command string), the checks that need no spawn,
 starting through a :class:`~mcpsync.manager.Manager` and closing it again: the part every

@@ -1,4 +1,4 @@
-"""Era detection and the opening handshake on stdio (client rules §6, spec digest §2.3).
+"""Era detection and the opening handshake on stdio (docs/design.md, "Era detection").
 
 With ``era="auto"`` the client first sends ``server/discover`` carrying the modern ``_meta``.
 A valid ``DiscoverResult`` (or a -32022 naming a modern version we speak) means modern; any
@@ -49,7 +49,7 @@ __all__ = ["Negotiated", "forget_era", "negotiate", "remembered_era"]
 _log = logging.getLogger("mcpsync.client")
 
 # Over HTTP, a server/discover answered with these codes (at any status) means a modern
-# server, as -32022 does; on stdio only -32022 counts (client rules §6).
+# server, as -32022 does; on stdio only -32022 counts (docs/design.md, "Era detection").
 _HTTP_MODERN_PROBE_ERRORS = frozenset({HEADER_MISMATCH, MISSING_CLIENT_CAPABILITY})
 
 
@@ -133,7 +133,7 @@ class HandshakeParams:
     legacy_capabilities: dict[str, Any]
     client_info: dict[str, Any]
     modern_meta: Callable[[str], dict[str, Any]]   # version -> request _meta
-    http: bool = False     # the probe runs over HTTP (rules/http.md §4: more modern codes)
+    http: bool = False     # the probe runs over HTTP (more codes mean modern)
 
 
 def _discover(session: _Requester, hp: HandshakeParams, timeout: float) -> Negotiated | None:
@@ -148,7 +148,7 @@ def _discover(session: _Requester, hp: HandshakeParams, timeout: float) -> Negot
                                      timeout=timeout, cancellable=False)
         except RemoteError as exc:
             if hp.http and exc.code in _HTTP_MODERN_PROBE_ERRORS:
-                # Only a modern server emits these (rules/http.md §4): it is modern, but it
+                # Only a modern server emits these: it is modern, but it
                 # refused the probe, so falling back to `initialize` would be wrong. The
                 # typed error (MissingCapability, HeaderMismatch) says what to fix.
                 _log.debug("server %r answered server/discover with modern error %s",

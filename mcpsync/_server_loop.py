@@ -40,7 +40,7 @@ from mcpsync.jsonrpc import Batch, FrameReader, FrameWriter, Message, ParseError
 __all__ = ["DRAIN_SECONDS", "POLL_SECONDS", "run"]
 
 POLL_SECONDS = 0.05
-"""How often the supervisor looks at ``stop``: well inside the 100 ms the rules allow."""
+"""How often the supervisor looks at ``stop``: well inside the 100 ms docs/server.md promises."""
 DRAIN_SECONDS = 2.0
 """How long running handlers get to finish when ``serve()`` returns."""
 

@@ -309,7 +309,7 @@ class Client:
                               f"({lost}){suffix}; connect again", server=self._name)
 
     def _live(self) -> Session:
-        """The current session, restarting a dead modern server first (rules §8)."""
+        """The current session, restarting a dead modern server first (see docs/client.md)."""
         session = self._session
         return session if session.lost is None else self._revive()
 
@@ -436,7 +436,7 @@ class Client:
         return opts.send(self._session, method, self._retry_params(exc, wire))
 
     def _contradicts(self, exc: RemoteError, method: str) -> bool:
-        """Whether an HTTP reply says the detected era is wrong (rules §4): a modern-only
+        """Whether an HTTP reply says the detected era is wrong (docs/http.md): a modern-only
         error code on a legacy session, or -32601 for ``tools/list`` on a modern one. Only
         when the era was detected (no pin), and only once per client."""
         if self._redetected_from is not None or not self._config.is_http \
@@ -1014,7 +1014,7 @@ class Client:
 
 
 def _era_contradicted(exc: RemoteError, method: str, *, modern: bool) -> bool:
-    """Whether an error says the era a request was sent in is wrong (rules §4): -32601 for
+    """Whether an error says the era a request was sent in is wrong (docs/http.md): -32601 for
     ``tools/list`` on a modern session, a modern-only code on a legacy one."""
     if modern:
         return exc.code == _METHOD_NOT_FOUND and method == "tools/list"

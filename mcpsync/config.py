@@ -5,8 +5,8 @@ share it between threads. Every check happens in the constructor and raises
 :class:`~mcpsync.errors.ConfigError` naming the field, so a bad config fails where it is
 written rather than deep inside a connection attempt.
 
-The field set is the Manager seed's, plus ``cwd``. Later issues add only keyword fields with
-defaults, so code written against this class keeps working.
+The field set is that of the Manager's original server config, plus ``cwd``. New fields are only
+keyword fields with defaults, so code written against this class keeps working.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ DEFAULT_TIMEOUT = 30.0
 ``ServerConfig.timeout`` alike)."""
 
 EnvInput = Mapping[str, "str | None"] | Iterable[str]
-"""What ``env`` accepts: a mapping, or the seed's ``["KEY=VALUE", ...]`` list."""
+"""What ``env`` accepts: a mapping, or a Manager-style ``["KEY=VALUE", ...]`` list."""
 
 _SCOPES = ("", "project", "thread")
 _SECRET_FORMATS = ("env", "properties", "json")
@@ -162,7 +162,7 @@ class ServerConfig:
     - ``name``: a human name used in errors, thread names and logger names.
     - ``command``, ``args``: the program and its arguments (stdio).
     - ``env``: variables put on top of the child's safe default environment; a mapping or
-      the seed's ``["KEY=VALUE", ...]`` list (split at the first ``=``). A value of
+      a Manager-style ``["KEY=VALUE", ...]`` list (split at the first ``=``). A value of
       ``None`` removes that variable from the child's environment. Stored as a new dict.
     - ``cwd``: the child's working directory.
     - ``timeout``: the default per-request timeout in seconds (finite, > 0).
@@ -209,7 +209,7 @@ class ServerConfig:
     # A hooks object may be unhashable (a dataclass with eq): compared, never hashed.
     auth: AuthHooks | None = field(default=None, hash=False)
 
-    # A hand-written __init__ (rather than the generated one) lets ``env`` accept the seed's
+    # A hand-written __init__ (rather than the generated one) lets ``env`` accept the Manager's
     # list form and ``args`` any iterable while the stored fields keep one precise type.
     # ``dataclasses.replace`` still works: it calls __init__ with every field as a keyword.
     # A field added later must be added here too.

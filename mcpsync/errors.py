@@ -320,7 +320,7 @@ class PolicyRefused(MCPError):
     the gateway).
 
     ``local`` is True when mcpsync refused it before sending anything, False when a gateway
-    server answered with the code. ``gateway_code`` is the seed gateway's JSON-RPC code, kept
+    server answered with the code. ``gateway_code`` is the gateway's code (-32010..-32012), kept
     for hosts that forward refusals; ``tool`` and ``rule`` say what was refused and why.
     """
 

@@ -74,7 +74,7 @@ HEADER_MISMATCH: Final = -32020
 MISSING_CLIENT_CAPABILITY: Final = -32021
 #: MCP 2026-07-28: the requested protocol version is not served.
 UNSUPPORTED_PROTOCOL_VERSION: Final = -32022
-# The seed gateway's codes. -32000..-32019 is JSON-RPC's implementation-defined range, so these
+# The gateway codes. -32000..-32019 is JSON-RPC's implementation-defined range, so these
 # are names for sending only: nothing gives them a meaning on receipt.
 DENIED_BY_POLICY: Final = -32010
 APPROVAL_REJECTED: Final = -32011

@@ -6,7 +6,7 @@ them on the caller's thread, in a fixed order (allow, budget, approve), before a
 sent, so a refusal is a local exception that can never be mistaken for a server's answer.
 
 Gateway servers (``ServerConfig.gateway=True``) apply such rules themselves and answer with
-the seed gateway's codes -32010…-32012; :func:`gateway_refusal` turns those answers into the
+the gateway codes -32010…-32012; :func:`gateway_refusal` turns those answers into the
 same exception classes, with ``local=False``.
 """
 

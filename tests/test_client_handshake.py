@@ -1,4 +1,4 @@
-"""Era detection and the handshake (client rules §6), against the scripted peer."""
+"""Era detection and the handshake, against the scripted peer."""
 
 from __future__ import annotations
 

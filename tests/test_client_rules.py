@@ -1,6 +1,6 @@
-"""Client rules proved against real server processes: futures (rules §9), progress ordering
-(§4), per-call reset-on-progress (§3), Ctrl-C cancelling on the wire, 50 threads at once, a
-server killed under many pending calls (§8), asyncio, error attributes and logging hygiene.
+"""Client rules proved against real server processes: futures, progress ordering,
+per-call reset-on-progress, Ctrl-C cancelling on the wire, 50 threads at once, a
+server killed under many pending calls, asyncio, error attributes and logging hygiene.
 
 ``peers/wire_server.py`` writes to stderr every message that reached it, so the tests read
 the wire from the server's side through ``client.stderr_tail()``.
@@ -46,7 +46,7 @@ def stderr_lines(client: mcpsync.Client, prefix: str) -> list[str]:
     return [line for line in client.stderr_tail().splitlines() if line.startswith(prefix)]
 
 
-# -- futures (rules §9) -------------------------------------------------------------------
+# -- futures -------------------------------------------------------------------
 
 def test_submit_tool_resolves_to_a_call_tool_result(no_leaks: None) -> None:
     with mcpsync.connect(DEMO) as client:
@@ -125,7 +125,7 @@ def test_submitted_future_works_with_asyncio() -> None:
         assert asyncio.run(main()) == ("in loop", {"sum": 2})
 
 
-# -- progress ordering (rules §4) and reset per call (§3) ----------------------------------
+# -- progress ordering and reset per call ----------------------------------
 
 @pytest.mark.parametrize("how", ["call_tool", "submit_tool"])
 def test_every_progress_callback_has_run_when_the_call_returns(how: str) -> None:
@@ -159,7 +159,7 @@ def test_reset_timeout_on_progress_is_overridable_per_call() -> None:
                          reset_timeout_on_progress=False)
 
 
-# -- Ctrl-C, many threads, a dead server (rules §8, §9) -------------------------------------
+# -- Ctrl-C, many threads, a dead server -------------------------------------
 
 @pytest.mark.parametrize("with_progress", [False, True])
 def test_ctrl_c_cancels_on_the_wire_and_the_client_stays_usable(with_progress: bool) -> None:
@@ -237,7 +237,7 @@ def test_server_killed_mid_call_fails_every_pending_call_at_once(no_leaks: None)
             client.call_tool("echo", {"text": "x"})
 
 
-# -- errors and logging hygiene (rules §9, §10) --------------------------------------------
+# -- errors and logging hygiene --------------------------------------------
 
 def test_client_errors_carry_server_method_and_prefix() -> None:
     with mcpsync.connect(DEMO, name="demo", era="legacy") as client:
@@ -286,7 +286,7 @@ def test_infinite_timeout_per_call_is_accepted() -> None:
         assert client.call_tool("echo", {"text": "x"}, timeout=math.inf).text == "x"
 
 
-# -- the handshake's requests are never cancelled (rules §3) --------------------------------
+# -- the handshake's requests are never cancelled --------------------------------
 
 def test_timed_out_initialize_is_not_cancelled_and_closes_the_connection(
         tmp_path: Path, no_leaks: None) -> None:

@@ -1,4 +1,4 @@
-"""ServerConfig (client rules §2) and logger-name hygiene (§9)."""
+"""ServerConfig and logger-name hygiene."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from mcpsync.config import DEFAULT_TIMEOUT, ServerConfig, logger_name_part
 from mcpsync.errors import ConfigError, MCPError
 
 
-def test_defaults_match_the_seed() -> None:
+def test_defaults() -> None:
     cfg = ServerConfig(command="srv")
     assert DEFAULT_TIMEOUT == 30.0
     assert (cfg.id, cfg.name, cfg.command, cfg.args) == ("", "", "srv", ())
@@ -33,11 +33,11 @@ def test_exported_from_the_package() -> None:
     assert mcpsync.DEFAULT_TIMEOUT == 30.0
 
 
-def test_fields_in_seed_order() -> None:
+def test_fields_in_declared_order() -> None:
     assert [f.name for f in dataclasses.fields(ServerConfig)] == [
         "id", "name", "command", "args", "env", "cwd", "timeout", "scope", "url", "headers",
         "authorization", "on_unauthorized", "secret_ref", "secret_format",
-        "transport", "disabled", "gateway", "extra", "auth"]   # ours, after the seed fields
+        "transport", "disabled", "gateway", "extra", "auth"]   # ours, after the Manager-era fields
 
 
 def test_manager_fields() -> None:

@@ -1,4 +1,4 @@
-"""Config files (rules §8): both dialects, expansion, our own keys, and errors with key paths.
+"""Config files: both dialects, expansion, our own keys, and errors with key paths.
 
 Each dialect is tested with a file shaped like the one its tool writes: Claude Desktop,
 Claude Code's ``.mcp.json``, Cursor's ``.cursor/mcp.json`` and VS Code's ``.vscode/mcp.json``.

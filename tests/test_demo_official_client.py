@@ -1,4 +1,4 @@
-"""The demo driven by a client we did not write: the official ``mcp`` SDK (rules §12).
+"""The demo driven by a client we did not write: the official ``mcp`` SDK.
 
 Its default mode (``"auto"``) probes ``server/discover`` at 2026-07-28 first and adopts the
 modern era; ``"legacy"`` does the ``initialize`` handshake. Both must see the same tools.

@@ -1,4 +1,4 @@
-"""Tests of line framing: FrameDecoder, FrameReader and FrameWriter (rules §4).
+"""Tests of line framing: FrameDecoder, FrameReader and FrameWriter.
 
 Real pipes and a real child process are used where the behaviour depends on how an OS
 stream delivers bytes; small in-memory streams script the faults no real stream produces on

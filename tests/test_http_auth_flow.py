@@ -1,4 +1,4 @@
-"""AuthFlow (rules/http.md §3) against a real loopback HTTP server, plus the public hook types.
+"""AuthFlow against a real loopback HTTP server, plus the public hook types.
 
 The server is a threaded ``http.server`` whose answer per request is a small script, so each
 rule (401 retry, nonce retry, step-up, the hook-call limit, precedence) is seen on the wire.

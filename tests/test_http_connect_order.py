@@ -103,7 +103,7 @@ def test_after_a_404_the_restored_get_stream_is_answered_before_the_retry(
     assert restored.time - initialized.time < 0.9
 
 
-# ---------------------------------------------------------------- the era probe (http.md §4)
+# ---------------------------------------------------------------- the era probe
 
 @pytest.mark.parametrize(("status", "code", "error", "with_id"), [
     (400, -32021, MissingCapability, True),

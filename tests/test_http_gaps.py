@@ -1,7 +1,7 @@
 """The HTTP transport's remaining rules, against the real loopback fault server.
 
-Subscriptions restored after a session-expiry 404 (rules §5), the one retry of a connection
-error on ``*/list`` and ``resources/read`` (§2), era re-detection (§4), forcing HTTP+SSE (§7).
+Subscriptions restored after a session-expiry 404, the one retry of a connection
+error on ``*/list`` and ``resources/read``, era re-detection, forcing HTTP+SSE.
 """
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ def test_a_second_connection_error_fails_the_list(fault_server: FaultServer) -> 
     assert len(_posts(server, "tools/list")) == 2
 
 
-# ---------------------------------------------------------------- era re-detection (§4)
+# ---------------------------------------------------------------- era re-detection
 
 def test_a_modern_error_on_a_legacy_session_redetects_once(fault_server: FaultServer) -> None:
     server = fault_server
@@ -172,7 +172,7 @@ def test_a_pinned_era_is_never_redetected(fault_server: FaultServer) -> None:
     assert not _posts(server, "server/discover")
 
 
-# ---------------------------------------------------------------- forcing HTTP+SSE (§7)
+# ---------------------------------------------------------------- forcing HTTP+SSE
 
 @pytest.mark.parametrize("via", ["keyword", "config"])
 def test_transport_sse_skips_detection(fault_server: FaultServer, via: str,
@@ -222,7 +222,7 @@ def test_transport_is_validated() -> None:
     assert ServerConfig(url="http://127.0.0.1:1/mcp").transport == ""
 
 
-# ---------------------------------------------------------------- the watchdog on HTTP+SSE (§9)
+# ---------------------------------------------------------------- the watchdog on HTTP+SSE
 
 def test_the_watchdog_ends_a_silent_http_sse_stream(fault_server: FaultServer,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,4 +1,4 @@
-"""Modern request headers (rules/http.md §6): value encoding, Mcp-Method / Mcp-Name /
+"""Modern request headers: value encoding, Mcp-Method / Mcp-Name /
 Mcp-Param-*, and the x-mcp-header validity rules, including the exact tool list of conformance
 scenario ``http-invalid-tool-headers`` and the tool of ``http-custom-headers``."""
 

@@ -1,4 +1,4 @@
-"""Era re-detection (http rules §4) for submitted calls and for resource subscriptions.
+"""Era re-detection for submitted calls and for resource subscriptions.
 
 A server whose replies contradict the detected era is detected again once per client, and the
 call is sent again in the new era: a future from ``submit()`` / ``submit_tool()`` gets the same

@@ -1,4 +1,4 @@
-"""The 2024-11-05 HTTP+SSE transport when its stream drops (rules/http.md §7).
+"""The 2024-11-05 HTTP+SSE transport when its stream drops.
 
 A tiny stdlib server of its own: an HTTP/1.0-style event stream (no chunked encoding, so the
 client's unbuffered reader is exercised too) that a test can cut at any moment.

@@ -1,4 +1,4 @@
-"""The stream watchdog: a silent SSE stream is ended and counts as dropped (rules/http.md §9)."""
+"""The stream watchdog: a silent SSE stream is ended and counts as dropped."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Unit tests of the JSON-RPC message model, parsing and serialisation (rules §1-§3).
+"""Unit tests of the JSON-RPC message model, parsing and serialisation.
 
 Framing (reader, writer, decoder) is in test_framing.py; generated inputs are in
 test_jsonrpc_properties.py.
@@ -40,7 +40,7 @@ def parse_error(data: bytes | str, **kwargs: bool) -> ParseError:
     return info.value
 
 
-# --- §1 numbers -------------------------------------------------------------------------------
+# --- numbers -------------------------------------------------------------------------------
 
 
 def test_frame_limit_is_32_mib() -> None:
@@ -56,7 +56,7 @@ def test_error_excerpt_is_the_first_200_bytes() -> None:
     assert "x" * 201 not in str(exc)
 
 
-# --- §2 the message model ---------------------------------------------------------------------
+# --- the message model ---------------------------------------------------------------------
 
 
 def test_module_does_no_io_and_uses_no_clock_or_threads() -> None:
@@ -245,7 +245,7 @@ def test_gateway_codes_get_no_meaning_on_receipt() -> None:
     assert type(msg) is Message and msg.error == {"code": -32010, "message": "denied"}
 
 
-# --- §3 parsing -------------------------------------------------------------------------------
+# --- parsing -------------------------------------------------------------------------------
 
 
 def test_parse_error_is_an_mcp_error_and_stream_error_is_distinct() -> None:

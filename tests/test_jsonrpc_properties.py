@@ -1,4 +1,4 @@
-"""Property tests of the wire layer (rules §4, "Property tests").
+"""Property tests of the wire layer.
 
 - Any byte string gives a Message, a Batch or a ParseError, never another exception; the
   strategies aim at the hard cases (invalid UTF-8, NaN, surrogate escapes, deep nesting).

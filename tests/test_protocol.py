@@ -1,4 +1,4 @@
-"""Pure protocol decisions (client rules §4 to §6, §9 and §10): every branch without a process."""
+"""Pure protocol decisions: every branch without a process."""
 
 from __future__ import annotations
 

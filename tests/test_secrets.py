@@ -1,4 +1,4 @@
-"""Secrets (rules §7): rendering that survives its readers, private files, cleanup, placeholders.
+"""Secrets: rendering that survives its readers, private files, cleanup, placeholders.
 
 Each format is read back by an independent reader: ``env`` by a real ``bash`` sourcing the
 file (and by a dotenv-style parser for the escapes bash leaves alone), ``properties`` by a

@@ -1,4 +1,4 @@
-"""The handler context: cancellation, progress, logging (rules §11)."""
+"""The handler context: cancellation, progress, logging."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Legacy rules (2024-11-05 … 2025-11-25), era selection and batches (rules §7, §8)."""
+"""Legacy rules (2024-11-05 … 2025-11-25), era selection and batches."""
 
 from __future__ import annotations
 

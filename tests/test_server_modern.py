@@ -1,4 +1,4 @@
-"""Modern rules (2026-07-28): ``_meta`` checks, ``server/discover``, result envelope (rules §9)."""
+"""Modern rules (2026-07-28): ``_meta`` checks, ``server/discover``, result envelope."""
 
 from __future__ import annotations
 

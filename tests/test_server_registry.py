@@ -1,4 +1,4 @@
-"""``Server`` and ``register_tool``: wiring checks and the frozen registry (rules §5)."""
+"""``Server`` and ``register_tool``: wiring checks and the frozen registry."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Handler return values → ``CallToolResult`` (rules §5, last list)."""
+"""Handler return values → ``CallToolResult``."""
 
 from __future__ import annotations
 

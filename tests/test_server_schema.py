@@ -1,4 +1,4 @@
-"""``@server.tool``: input schemas derived from type hints (rules §5)."""
+"""``@server.tool``: input schemas derived from type hints."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``serve()``: ending, threads, draining, dispatch order, stdout protection (rules §6).
+"""``serve()``: ending, threads, draining, dispatch order, stdout protection.
 
 In-process over ``os.pipe()`` pairs; the subprocess side is in test_server_subprocess.py.
 """

@@ -1,4 +1,4 @@
-"""``serve()`` on the process's real stdin/stdout, and the demo, in subprocesses (rules §6, §12)."""
+"""``serve()`` on the process's real stdin/stdout, and the demo, in subprocesses."""
 
 from __future__ import annotations
 

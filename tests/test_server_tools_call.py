@@ -1,4 +1,4 @@
-"""``tools/call`` errors per negotiated revision (rules §10), one test per revision."""
+"""``tools/call`` errors per negotiated revision, one test per revision."""
 
 from __future__ import annotations
 

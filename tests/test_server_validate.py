@@ -1,4 +1,4 @@
-"""Argument validation for ``tools/call`` (rules §10: type, required, properties, items, enum,
+"""Argument validation for ``tools/call`` (type, required, properties, items, enum,
 additionalProperties; the full schema with the ``jsonschema`` extra)."""
 
 from __future__ import annotations

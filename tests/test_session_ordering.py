@@ -1,4 +1,4 @@
-"""Progress ordering lives in the session (rules §4): a request with a progress callback is
+"""Progress ordering lives in the session: a request with a progress callback is
 settled on the dispatcher, behind every progress callback for a notification that arrived
 before its response; plain requests take no extra hop. Also ``RequestFuture.request_id``."""
 

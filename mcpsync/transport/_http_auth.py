@@ -1,4 +1,4 @@
-"""One logical HTTP request through the auth rules (rules/http.md §3).
+"""One logical HTTP request through the auth rules (docs/http.md, "What happens on a refusal").
 
 :class:`AuthFlow` owns the order of headers (transport > auth hook > static; a static
 ``Authorization`` only without a hook), the 401/403 retry loop, and the client's auth lock.
@@ -147,7 +147,7 @@ class AuthFlow:
     def send(self, method: str, url: str,
              do_send: Callable[[dict[str, str]], requests.Response], *,
              rpc_method: str | None = None) -> requests.Response:
-        """Send one logical request through the §3 flow and return the final response.
+        """Send one logical request through the auth flow and return the final response.
 
         ``do_send(headers)`` sends it once with ``headers`` (auth + static) merged *under* the
         transport's own headers, and returns the response (``stream=True`` is fine; a refused

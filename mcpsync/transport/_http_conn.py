@@ -1,12 +1,12 @@
 """Low-level helpers of the HTTP transport: our own ``requests.Session``, aborting a request
 from another thread, and reading bodies and streams without buffering past a limit.
 
-Why a tracked connection class: a cancelled request must be torn down even *before* its
-response headers arrive (rules/http.md §6), but ``requests`` blocks in ``getresponse()`` and
-offers no handle on the socket until it returns. Our own session mounts an adapter whose
-urllib3 pools build :class:`_TrackedHTTPConnection`; each one announces itself to the
-:class:`Abortable` the sending thread registered (a thread-local), so the cancelling thread can
-``shutdown()`` that socket, which wakes the blocked read at once. A caller's own session is
+Why a tracked connection class: a cancelled request must be torn down even *before* its response
+headers arrive (docs/http.md, "Modern servers (2026-07-28)"), but ``requests`` blocks in
+``getresponse()`` and offers no handle on the socket until it returns. Our own session mounts an
+adapter whose urllib3 pools build :class:`_TrackedHTTPConnection`; each one announces itself to
+the :class:`Abortable` the sending thread registered (a thread-local), so the cancelling thread
+can ``shutdown()`` that socket, which wakes the blocked read at once. A caller's own session is
 never remounted: there a request is aborted once its headers arrive (documented).
 """
 

@@ -2,10 +2,10 @@
 
 A 2026-07-28 server routes and authorises on headers without parsing the body, so the client
 mirrors the method, the target name and every argument a tool marks with ``x-mcp-header`` into
-headers, and the server checks them against the body (-32020 on a mismatch). The two halves
-here are the encoding of one value (rules/http.md §6) and the validity of a tool's
-annotations: a client on HTTP must drop a tool whose annotations break the rules, because it
-could never call it correctly.
+headers, and the server checks them against the body (-32020 on a mismatch). The two halves here
+are the encoding of one value (docs/http.md, "Modern servers (2026-07-28)") and the validity of
+a tool's annotations: a client on HTTP must drop a tool whose annotations break the rules,
+because it could never call it correctly.
 
 Pure functions: no I/O, no requests import.
 """
@@ -54,7 +54,7 @@ def needs_base64(value: str) -> bool:
 
 
 def encode_header_value(value: Any) -> str:
-    """One header value per rules/http.md §6.
+    """One header value, encoded as docs/http.md, "Modern servers (2026-07-28)", says.
 
     Strings as is (or ``=?base64?<base64 of UTF-8>?=`` when :func:`needs_base64`), booleans
     ``true``/``false`` (tested before ``int``: ``True`` is an ``int``), integers in decimal.

@@ -1,4 +1,4 @@
-"""The 2024-11-05 HTTP+SSE transport's event stream (rules/http.md §7).
+"""The 2024-11-05 HTTP+SSE transport's event stream (see docs/http.md).
 
 The server has two endpoints: the client GETs the SSE URL and the first event, ``endpoint``,
 names where to POST every message; every server message then arrives as a ``message`` event
@@ -42,8 +42,8 @@ class SseChannel:
 
     ``open_get(target)`` sends the GET (through the transport's auth and redirect rules);
     ``on_message(data)`` receives each ``message`` event's data on the stream thread;
-    ``on_drop()`` is called once when the stream ends while the channel is open.
-    ``watchdog`` (rules §9) ends the GET stream when it goes silent, which counts as a drop.
+    ``on_drop()`` is called once when the stream ends while the channel is open. ``watchdog``
+    (``_http_watchdog``) ends the GET stream when it goes silent, which counts as a drop.
     """
 
     def __init__(self, url: str, *, safe: str, max_event_bytes: int, open_get: Opener,

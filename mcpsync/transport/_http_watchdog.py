@@ -1,4 +1,4 @@
-"""The stream watchdog (rules/http.md §9): end an SSE stream that has gone silent.
+"""The stream watchdog (docs/http.md, "Long-lived streams"): end an SSE stream that has gone silent.
 
 SSE reads have no read timeout (a tool may legitimately run for minutes), so a stream whose
 server vanished without closing the TCP connection would hang forever. The watchdog ends a

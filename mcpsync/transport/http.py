@@ -22,7 +22,7 @@ request after ``initialize``, the GET stream on ``mcpsync-http-get-<name>`` (ans
 the session once (shared by concurrent 404s) and retries transparently, dropped streams resume
 with ``Last-Event-ID``, ``DELETE`` on close. Modern (2026-07-28): stateless POSTs with the
 ``Mcp-*`` headers, cancellation by closing the stream, a broken stream re-issued once with a
-new id when that is safe. Rules: ``rules/http.md``; user docs: ``docs/http.md``.
+new id when that is safe. Behaviour: ``docs/http.md`` and ``docs/design.md``.
 
 Thread contract: ``send``/``send_bytes``/``wake``/``close`` are safe from any thread;
 ``receive`` is called by one thread at a time; ``close`` is idempotent and bounded.
@@ -248,7 +248,7 @@ class HttpTransport:
         self._listen_threads: list[threading.Thread] = []
         # Modern state.
         self._modern_version: str | None = None
-        # The 2024-11-05 HTTP+SSE fallback (rules/http.md §7).
+        # The 2024-11-05 HTTP+SSE fallback (docs/http.md, "The 2024-11-05 HTTP+SSE transport").
         self._sse: SseChannel | None = None
         self._sse_broken = False
         self._sse_waiting: dict[tuple[str, int | str], _Exchange] = {}

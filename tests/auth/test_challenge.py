@@ -1,4 +1,4 @@
-"""The WWW-Authenticate parser (auth.md §3): the grammar, tolerated breakage, never raising."""
+"""The WWW-Authenticate parser: the grammar, tolerated breakage, never raising."""
 
 from __future__ import annotations
 

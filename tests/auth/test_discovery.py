@@ -1,4 +1,4 @@
-"""Discovery (auth.md §4): URL construction, the resource check, issuer exactness, PKCE and
+"""Discovery: URL construction, the resource check, issuer exactness, PKCE and
 the 2025-03-26 fallback, against real loopback servers."""
 
 from __future__ import annotations

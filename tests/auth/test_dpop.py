@@ -1,4 +1,4 @@
-"""DPoP proofs checked by independent verifiers (rules §8, RFC 9449).
+"""DPoP proofs checked by independent verifiers (RFC 9449).
 
 Two verifiers that share no code with ``mcpauth.dpop``: one written here on top of
 ``cryptography`` (DER re-encoding of ``r || s``), and joserfc (which authlib depends on).

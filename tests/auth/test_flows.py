@@ -1,4 +1,4 @@
-"""The authorization-code grant and the token endpoint (``auth.md`` §7, §8 token requests).
+"""The authorization-code grant and the token endpoint, DPoP on token requests included.
 
 URL building and the callback checks are pure; every token request goes to
 :class:`ScriptedServer`, a real HTTP server on loopback that records what it receives and
@@ -164,7 +164,7 @@ def callback(**params: str) -> str:
     return f"{REDIRECT}?{urlencode(params)}"
 
 
-# Every row of the §7 table, plus the no-normalisation cases.
+# Every row of the RFC 9207 iss table, plus the no-normalisation cases.
 ISS_CASES = [
     # (advertised, iss in the callback or None, accepted)
     pytest.param(True, ISSUER, True, id="advertised-present-equal"),
@@ -422,7 +422,7 @@ def test_token_error_never_echoes_the_basic_secret_or_the_proof(
 def test_an_answer_over_one_mebibyte_is_an_error(server: ScriptedServer,
                                                  session: requests.Session,
                                                  where: str) -> None:
-    """The 1 MiB cap holds for token and device endpoints as for metadata (auth.md §1)."""
+    """The 1 MiB cap holds for token and device endpoints as for metadata."""
     huge = {"access_token": "a" * (1 << 20), "token_type": "Bearer"}
     server.routes["/token"] = Reply(body=huge, chunked=True)
     server.routes["/device"] = Reply(body={"device_code": "d" * (1 << 20)}, chunked=True)

@@ -1,4 +1,4 @@
-"""``import mcpauth`` stays light and never pulls in mcpsync (rules/auth.md §2)."""
+"""``import mcpauth`` stays light and never pulls in mcpsync."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The loopback redirect listener and ``run_browser_login`` (``auth.md`` §7, §2).
+"""The loopback redirect listener and ``run_browser_login``.
 
 The listener is exercised with real HTTP requests (``requests`` standing in for the
 browser); ``webbrowser.open`` is replaced so no browser starts, and ``sys.stdin`` so the
@@ -238,7 +238,7 @@ def test_loopback_http_authorization_url_is_allowed(monkeypatch: pytest.MonkeyPa
 
 
 def test_a_login_waits_300_seconds_by_default() -> None:
-    """auth.md §1: the loopback login wait (the provider relies on these defaults)."""
+    """The loopback login wait (the provider relies on these defaults)."""
     import inspect
 
     from mcpauth._loopback import DEFAULT_WAIT

@@ -1,4 +1,4 @@
-"""OAuthProvider against a small real loopback server (rules/auth.md §6, §10).
+"""OAuthProvider against a small real loopback server.
 
 ``FakeAuthServer`` is one ``ThreadingHTTPServer`` on 127.0.0.1 that plays both the protected
 resource's metadata and one or more authorization servers (issuers ``<base>/as1``,
@@ -63,7 +63,7 @@ def test_headers_empty_until_a_401_then_bearer(server: FakeAuthServer) -> None:
     token = provider.token
     assert token is not None and token.issuer == server.issuer_url("as1")
     assert token.resource == server.mcp_url
-    # The authorization request carried PKCE S256 and the resource (§7).
+    # The authorization request carried PKCE S256 and the resource (RFC 8707).
     auth = as1.authorizations[0]
     assert auth["code_challenge_method"] == "S256" and auth["resource"] == server.mcp_url
 
@@ -91,7 +91,7 @@ def test_logout_forgets_the_token(server: FakeAuthServer) -> None:
     assert make_provider(server, store=store).token is None
 
 
-# --- scopes (§6) ---------------------------------------------------------------------------
+# --- scopes ---------------------------------------------------------------------------
 
 @pytest.mark.timeout(20)
 def test_challenge_scope_wins_over_scopes_supported(server: FakeAuthServer) -> None:
@@ -155,7 +155,7 @@ def test_step_up_requests_the_union_of_scopes(server: FakeAuthServer) -> None:
     assert requested_scopes(as1) == ["mcp:basic", "mcp:write", "mcp:admin"]
 
 
-# --- on_unauthorized (§10) -----------------------------------------------------------------
+# --- on_unauthorized -----------------------------------------------------------------
 
 @pytest.mark.timeout(20)
 def test_a_challenge_for_a_replaced_token_does_nothing(server: FakeAuthServer) -> None:
@@ -525,12 +525,12 @@ def test_an_expired_login_without_refresh_token_waits_for_the_401(
     assert provider.headers("POST", server.mcp_url) == {"Authorization": "Bearer as1-at-1"}
 
 
-# --- audit additions (rules/auth.md §1, §4, §5, §6, §7) ----------------------------------
+# --- audit additions ----------------------------------
 
 @pytest.mark.timeout(20)
 def test_an_expired_dynamic_client_secret_registers_anew_instead_of_refreshing(
         server: FakeAuthServer) -> None:
-    """§5: a past client_secret_expires_at means registering again. The refresh token was
+    """A past client_secret_expires_at means registering again. The refresh token was
     issued to that client, so it is not spent with the dead secret: a full login follows."""
     store = MemoryTokenStore()
     redirect = "http://127.0.0.1:3000/callback"
@@ -554,7 +554,7 @@ def test_an_expired_dynamic_client_secret_registers_anew_instead_of_refreshing(
 
 @pytest.mark.timeout(20)
 def test_choose_authorization_server_picks_from_the_list(server: FakeAuthServer) -> None:
-    """§4: the first entry of authorization_servers, unless the caller chooses."""
+    """The first entry of authorization_servers, unless the caller chooses."""
     server.prm_servers = [server.issuer_url("as1"), server.issuer_url("as2")]
     offered: list[list[str]] = []
 
@@ -578,7 +578,7 @@ def test_metadata_is_cached_per_provider_but_resource_metadata_is_fetched_per_40
     assert server.metadata_requests == ["as1"] and server.prm_requests == 1
     provider.on_unauthorized(challenge(server, authorization="Bearer as1-at-1"))
     provider.on_unauthorized(challenge(server, authorization="Bearer as1-at-2"))
-    assert server.prm_requests == 3, "resource metadata again on every 401 (§10)"
+    assert server.prm_requests == 3, "resource metadata again on every 401"
     assert server.metadata_requests == ["as1"], "authorization-server metadata is cached"
     make_provider(server).login()
     assert server.metadata_requests == ["as1", "as1"], "the cache is per provider"
@@ -587,7 +587,7 @@ def test_metadata_is_cached_per_provider_but_resource_metadata_is_fetched_per_40
 @pytest.mark.timeout(20)
 def test_client_credentials_step_up_requests_the_union_of_scopes(
         server: FakeAuthServer) -> None:
-    """§6: client-credentials clients step up the same way as a person's login."""
+    """Client-credentials clients step up the same way as a person's login."""
     provider = make_provider(server, grant="client_credentials", client_id="svc",
                              client_secret="svc-secret", interactive=False)
     provider.on_unauthorized(challenge(server, scope="jobs:read"))
@@ -603,7 +603,7 @@ def test_client_credentials_step_up_requests_the_union_of_scopes(
 @pytest.mark.timeout(20)
 def test_enterprise_id_jag_exchanges_at_the_idp_then_presents_the_id_jag(
         server: FakeAuthServer) -> None:
-    """§7 ID-JAG: token exchange at the IdP for the MCP authorization server's issuer, then
+    """ID-JAG: token exchange at the IdP for the MCP authorization server's issuer, then
     the JWT-bearer grant with the ID-JAG; an ID token provider is asked each time."""
     def b64(data: dict[str, Any]) -> str:
         return base64.urlsafe_b64encode(json.dumps(data).encode()).rstrip(b"=").decode()
@@ -636,7 +636,7 @@ def test_enterprise_id_jag_exchanges_at_the_idp_then_presents_the_id_jag(
 
 @pytest.mark.timeout(20)
 def test_an_expired_id_jag_token_repeats_both_steps(server: FakeAuthServer) -> None:
-    """§7: on expiry (no refresh token) the ID token is exchanged again, then presented."""
+    """ID-JAG: on expiry (no refresh token) the ID token is exchanged again, then presented."""
     def b64(data: dict[str, Any]) -> str:
         return base64.urlsafe_b64encode(json.dumps(data).encode()).rstrip(b"=").decode()
 
@@ -675,7 +675,7 @@ class RecordingSession(requests.Session):
 @pytest.mark.timeout(20)
 def test_every_request_has_the_timeouts_the_cap_and_no_redirects(
         server: FakeAuthServer) -> None:
-    """§1: 10 s to connect, 30 s to read, streamed (so the 1 MiB cap applies) and never
+    """10 s to connect, 30 s to read, streamed (so the 1 MiB cap applies) and never
     redirected by requests itself, on every request: metadata, registration, token, device
     and IdP endpoints alike."""
     session = RecordingSession()
@@ -702,7 +702,7 @@ def test_every_request_has_the_timeouts_the_cap_and_no_redirects(
 @pytest.mark.timeout(20)
 def test_default_login_opens_the_browser_and_waits_on_the_loopback_listener(
         server: FakeAuthServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    """§7 with no handler: the http(s) authorization URL goes to webbrowser.open, and the
+    """With no handler: the http(s) authorization URL goes to webbrowser.open, and the
     browser's redirect lands on 127.0.0.1/callback, served by the mcpauth-callback thread."""
     import threading
     import webbrowser
@@ -766,7 +766,7 @@ def test_without_browser_or_handler_the_device_flow_is_used(
 ])
 def test_when_dpop_is_used(server: FakeAuthServer, setting: bool | None, prm_requires: bool,
                            scheme: str, bound: bool) -> None:
-    """§8: DPoP when the resource asks (challenge or metadata) or the caller sets dpop=True;
+    """DPoP when the resource asks (challenge or metadata) or the caller sets dpop=True;
     dpop=False never."""
     as1 = server.issuers["as1"]
     as1.dpop = True
@@ -803,7 +803,7 @@ def test_dpop_without_es256_at_the_authorization_server_is_a_dpop_error(
 ])
 def test_dynamic_registration_application_type(server: FakeAuthServer, redirect: str,
                                                kind: str) -> None:
-    """§5: native for a loopback redirect (or CLI use), web for a non-loopback https one."""
+    """Native for a loopback redirect (or CLI use), web for a non-loopback https one."""
     make_provider(server, redirect_uri=redirect).login()
     [registered] = server.issuers["as1"].registrations
     assert registered["application_type"] == kind

@@ -1,5 +1,5 @@
-"""OAuthProvider under concurrency: single flight, no lock across requests, one login at a time
-(rules/auth.md §9, §10, §11). Ordering is proven with events, never with timing thresholds."""
+"""OAuthProvider under concurrency: single flight, no lock across requests, one login at a time.
+Ordering is proven with events, never with timing thresholds."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Registration (auth.md §5): the order, the DCR request and answer, auth-method choice,
+"""Registration: the order, the DCR request and answer, auth-method choice,
 CIMD documents and the masked repr, against a real loopback registration endpoint."""
 
 from __future__ import annotations
@@ -186,8 +186,8 @@ def test_dcr_request_body(server: ScriptedServer, session: requests.Session) -> 
 
 def test_dcr_request_body_for_the_device_code(server: ScriptedServer,
                                               session: requests.Session) -> None:
-    """RFC 7591 §2: the device login registers for the device-code grant it will use (a
-    departure from auth.md §5), with no redirect URI and no response type (§2.1)."""
+    """RFC 7591 §2: the device login registers for the device-code grant it will use (not the
+    browser grants), with no redirect URI and no response type (RFC 7591 §2.1)."""
     server.routes["/register"] = Reply(201, {"client_id": "dev-1",
                                              "token_endpoint_auth_method": "none"})
     reg = register(make_meta(server.base), redirect_uris=[], client_name="mcpsync",

@@ -1,4 +1,4 @@
-"""No secret in a log, a repr or an exception (rules/auth.md §2), proven on whole flows.
+"""No secret in a log, a repr or an exception, proven on whole flows.
 
 Every grant runs against real loopback servers with every logger at DEBUG (mcpauth's, and
 urllib3's and requests' below it). Afterwards every secret that crossed the wire (access and
@@ -67,7 +67,7 @@ class Evidence:
         with pytest.raises(kind) as info:
             call()
         self.error(info.value)
-        # §10: the message names the step, the URL or issuer, and the reason.
+        # The message names the step, the URL or issuer, and the reason.
         err = info.value
         assert err.step and str(err).startswith(f"{err.step}: "), str(err)
         assert err.url and err.url in str(err), str(err)

@@ -1,4 +1,4 @@
-"""Token maths, rotation, masking and store keys (rules §9)."""
+"""Token maths, rotation, masking and store keys."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The client under test for the official MCP conformance suite (rules/http.md §11).
+"""The client under test for the official MCP conformance suite.
 
 The suite starts a mock server per scenario and runs ``python tests/conformance/client.py
 <server-url>`` with the scenario in ``MCP_CONFORMANCE_SCENARIO``. For each scenario this does
@@ -14,8 +14,8 @@ public API, so a failing scenario points at mcpsync and not at this script.
   prints), 2 for a scenario this client does not handle (the skills extension, anything
   unknown). It always finishes well inside the suite's 30 s.
 
-The ``auth/*`` scenarios run through ``mcpauth.OAuthProvider`` set up as rules/auth.md §11
-says: redirect URI ``http://localhost:3000/callback``, an authorization handler that GETs the
+The ``auth/*`` scenarios run through ``mcpauth.OAuthProvider`` set up like this:
+redirect URI ``http://localhost:3000/callback``, an authorization handler that GETs the
 authorization URL without following redirects and hands back ``Location`` (the mock
 authorization server answers at once), the client-ID metadata URL
 ``https://conformance-test.local/client-metadata.json``, the grant chosen from the scenario name

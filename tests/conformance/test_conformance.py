@@ -1,4 +1,4 @@
-"""The official MCP conformance suite against mcpsync's client (rules/http.md §11).
+"""The official MCP conformance suite against mcpsync's client.
 
 One test per (suite version, scenario, revision). Each runs ``conformance client --scenario S
 --spec-version V --command "<python> tests/conformance/client.py"`` with Node 22 first on
@@ -10,7 +10,7 @@ parallel runner.
 Which scenarios: every client scenario that ``conformance list --client`` prints, at every
 revision it lists, plus (for 0.2.x) every client scenario that
 ``--requirements 2025-11-25`` and ``--requirements 2026-07-28`` require. An ``extension``
-scenario runs without ``--spec-version``. The ``auth/*`` scenarios (rules/auth.md §11) are
+scenario runs without ``--spec-version``. The ``auth/*`` scenarios are
 among them: ``client.py`` runs them through mcpauth against the suite's own mock authorization
 servers. The whole run (about 100 scenarios, 75 of them auth) takes about two minutes here.
 
@@ -333,7 +333,7 @@ ALLOWED_ENTRIES = {
 
 
 def test_expected_failures_lists_only_allowed_entries() -> None:
-    """rules/http.md §11 names every entry the file may hold, with its reason."""
+    """Only the two kinds of entry docs/conformance.md allows, each with its reason."""
     table = load_expected_failures()
     for key, entries in table.items():
         for scenario, reason in entries.items():
@@ -342,7 +342,7 @@ def test_expected_failures_lists_only_allowed_entries() -> None:
             wanted = ALLOWED_ENTRIES[(key, scenario)]
             assert reason, f"{key}: {scenario} has no reason comment"
             assert wanted is None or reason == wanted, (
-                f"{key}: {scenario}: reason {reason!r}, the rules say {wanted!r}")
+                f"{key}: {scenario}: reason {reason!r}, docs/conformance.md says {wanted!r}")
 
 
 @pytest.mark.conformance
@@ -366,7 +366,7 @@ def test_expected_failures_name_real_scenarios() -> None:
 
 @pytest.mark.conformance
 def test_every_listed_scenario_runs_auth_included() -> None:
-    """rules/auth.md §11: every auth scenario of both suites, extensions included, is run."""
+    """Every auth scenario of both suites, extensions included, is run."""
     for version in SUITES:
         problem = missing_tooling(version)
         if problem is not None:

@@ -46,7 +46,7 @@ CLIENT_CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
 SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
 SERVER_INFO = {"name": "fault-server", "version": "1.0.0"}
 
-# JSON-RPC codes the modern era maps to HTTP statuses (spec digest §3.4).
+# JSON-RPC codes the modern era maps to HTTP statuses (MCP 2026-07-28, Streamable HTTP).
 HEADER_MISMATCH = -32020
 MISSING_CAPABILITY = -32021
 UNSUPPORTED_VERSION = -32022
