@@ -67,6 +67,7 @@ from mcpsync.transport._http_conn import (
 )
 from mcpsync.transport._http_headers import invalid_header_reason, modern_headers
 from mcpsync.transport._http_legacy_sse import SseChannel
+from mcpsync.transport._http_reply import sort_json_reply
 from mcpsync.transport._http_watchdog import Watchdog
 from mcpsync.transport._redirects import follow
 from mcpsync.transport.sse import SSEDecoder
@@ -88,6 +89,7 @@ MAX_WORKERS: Final = 64
 JOIN_TIMEOUT: Final = 1.0
 INTERNAL_TIMEOUT: Final = 30.0           # the transport's own requests (a re-initialize)
 GET_OPEN_WAIT: Final = 2.0               # how long requests wait for the GET stream's answer
+ACCEPTED_WAIT: Final = 30.0              # a legacy 202 to a request: its answer on the GET
 
 ACCEPT_POST: Final = "application/json, text/event-stream"
 _JSON: Final = "application/json"
@@ -246,6 +248,8 @@ class HttpTransport:
         self._get_cond = threading.Condition()
         self._get_kick = threading.Event()   # wakes the GET loop's back-off (restart, close)
         self._listen_threads: list[threading.Thread] = []
+        # Legacy requests answered 202, whose response may still come on the GET stream.
+        self._accepted: dict[tuple[str, int | str], _Exchange] = {}
         # Modern state.
         self._modern_version: str | None = None
         # The 2024-11-05 HTTP+SSE fallback (rules/http.md §7).
@@ -393,6 +397,7 @@ class HttpTransport:
             ex = self._inflight.get(RequestId.of(rid).key)
         if ex is not None:
             ex.cancelled = True
+            ex.answered.set()   # ends a wait after a 202 (see _await_accepted)
         if ex is not None and ex.modern:
             ex.abort()
             return
@@ -652,7 +657,8 @@ class HttpTransport:
                     raise status_error(f"{self._describe(ex)}: the server answered HTTP "
                                        f"{status} without a response", status=status,
                                        url=self.url, server=self.name, method=ex.method)
-                return  # a non-compliant legacy server: the answer comes on the GET stream
+                self._await_accepted(ex)   # a non-compliant legacy server
+                return
             if kind == _JSON:
                 try:
                     self._json_reply(ex, response)
@@ -674,19 +680,52 @@ class HttpTransport:
             return
         self._error_status(ex, response)
 
+    def _await_accepted(self, ex: _Exchange) -> None:
+        """A legacy 202 to a request: its answer can only come on the GET stream. Wait for
+        it there at most ACCEPTED_WAIT seconds (whatever the call's timeout, ``math.inf``
+        included), and fail the call at once when there is no GET stream to carry it."""
+        thread = self._get_thread
+        if thread is None or not thread.is_alive():
+            self._fail(ex, TransportError(
+                f"{self._describe(ex)}: the server answered HTTP 202 without a response, and "
+                "it has no GET stream the response could come on", status=202, url=self.url,
+                server=self.name, method=ex.method))
+            return
+        self._accepted[ex.wire_id.key] = ex
+        try:
+            if ex.answered.wait(ACCEPTED_WAIT) or ex.cancelled or self._closing.is_set():
+                return
+        finally:
+            self._accepted.pop(ex.wire_id.key, None)
+        self._fail(ex, TransportError(
+            f"{self._describe(ex)}: the server answered HTTP 202 without a response, and the "
+            f"response did not come on its GET stream within {ACCEPTED_WAIT:g} s", status=202,
+            url=self.url, server=self.name, method=ex.method))
+
     def _json_reply(self, ex: _Exchange, response: requests.Response) -> None:
         data = read_body(response, self._max, self._describe(ex))
         response.close()
+        parsed: Message | Batch | ParseError
         try:
             parsed = jsonrpc.parse(data, allow_batch=self.allow_batch)
         except ParseError as exc:
-            self._deliver(ex, exc)
+            parsed = exc
+        items, sent = sort_json_reply(parsed, ex.wire_id, data)
+        answered = False
+        for item in items:
+            answered = self._deliver(ex, item) or answered
+        if answered:
             return
-        if isinstance(parsed, Batch):
-            for item in parsed:
-                self._deliver(ex, item)
-        else:
-            self._deliver(ex, parsed)
+        if ex.method == "server/discover":
+            # Not a modern server (it would answer the probe): read as legacy.
+            self._deliver(ex, jsonrpc.error(ex.wire_id, jsonrpc.METHOD_NOT_FOUND,
+                                            f"HTTP {response.status_code} to server/discover "
+                                            f"with {sent}"))
+            return
+        # The reply is complete and cannot answer this call any more: fail it now.
+        self._fail(ex, ProtocolError(
+            f"{self._describe(ex)}: the server's HTTP {response.status_code} JSON reply does "
+            f"not answer this request: it sent {sent}", server=self.name, method=ex.method))
 
     def _error_status(self, ex: _Exchange, response: requests.Response) -> None:
         """A non-2xx reply: a JSON-RPC error in the body answers the call; otherwise the
@@ -818,6 +857,7 @@ class HttpTransport:
                             final = self._deliver(ex, item) or final
                         else:
                             self._rx.put(item)
+                            self._note_accepted_answer(item)
                     if final:
                         response.close()
                         return True
@@ -831,6 +871,16 @@ class HttpTransport:
             logger.info("server %r: an event stream was silent for %.0f s; treating it as "
                         "dropped", self.name, watch.limit())
         return False
+
+    def _note_accepted_answer(self, item: Message | ParseError) -> None:
+        """A message on the GET stream: when it answers a request the server accepted with
+        202, that request's wait ends (the session has the answer)."""
+        if self._accepted and isinstance(item, Message) and item.method is None \
+                and item.id is not None:
+            ex = self._accepted.pop(item.id.key, None)
+            if ex is not None:
+                ex.settled = True
+                ex.answered.set()
 
     def _dropped(self, ex: _Exchange, cause: BaseException | None) -> None:
         """The stream ended before the response."""
@@ -1257,6 +1307,7 @@ class HttpTransport:
             return
         for ex in list(self._inflight.values()):
             ex.abort()
+            ex.answered.set()
         self._get_kick.set()
         with self._get_cond:
             self._get_cond.notify_all()
