@@ -47,6 +47,7 @@ import urllib3.exceptions
 from mcpsync import jsonrpc
 from mcpsync.auth_hooks import AuthHooks
 from mcpsync.errors import (
+    ConnectFailed,
     ConnectionLost,
     MCPError,
     ProtocolError,
@@ -56,9 +57,10 @@ from mcpsync.errors import (
 from mcpsync.jsonrpc import MAX_FRAME_BYTES, Batch, Message, ParseError, RequestId, StreamError
 from mcpsync.protocol import META_PROTOCOL_VERSION, describe_call
 from mcpsync.transport._failed import CallFailed
-from mcpsync.transport._http_auth import AuthFlow, status_error
+from mcpsync.transport._http_auth import AuthFlow, redact_url, status_error
 from mcpsync.transport._http_conn import (
     Abortable,
+    connect_failure,
     iter_chunks,
     media_type,
     new_session,
@@ -478,9 +480,7 @@ class HttpTransport:
         except ValueError as exc:   # a header value that cannot be encoded: nothing sent
             self._fail(ex, exc)
         except _NETWORK_ERRORS as exc:
-            self._fail(ex, ConnectionLost(
-                f"{self._describe(ex)}: the HTTP request failed: {exc}", maybe_executed=True,
-                server=self.name, method=ex.method))
+            self._fail(ex, self._network_error(ex, exc))
         finally:
             if not ex.internal and self._inflight.get(ex.key) is ex:
                 del self._inflight[ex.key]
@@ -526,12 +526,24 @@ class HttpTransport:
                     if self._closing.wait(RETRY_DELAY):
                         return
                     continue
-                raise ConnectionLost(f"{self._describe(ex)}: the HTTP request failed: {exc}",
-                                     maybe_executed=not isinstance(
-                                         exc, requests.ConnectTimeout),
-                                     server=self.name, method=ex.method) from exc
+                error = self._network_error(ex, exc)
+                if isinstance(error, ConnectFailed):
+                    raise error from None   # the urllib3 chain says nothing more, in private names
+                raise error from exc
             self._reply(ex, response)
             return
+
+    def _network_error(self, ex: _Exchange, exc: BaseException) -> ConnectionLost:
+        """The error a failed HTTP exchange raises: ``ConnectFailed`` when no connection was
+        made (nothing was sent), else ``ConnectionLost`` (the server may have acted)."""
+        reason = connect_failure(exc)
+        if reason is not None:
+            url = redact_url(self.url)
+            return ConnectFailed(f"{self._describe(ex)}: could not connect to {url} "
+                                 f"({reason}); is the server running there?", url=url,
+                                 server=self.name, method=ex.method)
+        return ConnectionLost(f"{self._describe(ex)}: the HTTP request failed: {exc}",
+                              maybe_executed=True, server=self.name, method=ex.method)
 
     def _post(self, ex: _Exchange) -> requests.Response:
         if self._sse is not None:
