@@ -30,8 +30,8 @@ from mcpsync.errors import TransportError
 if TYPE_CHECKING:
     from requests.sessions import _Settings
 
-__all__ = ["Abortable", "abort_socket", "connect_failure", "iter_chunks", "media_type",
-           "new_session", "read_body", "tracking"]
+__all__ = ["Abortable", "abort_socket", "close_session", "connect_failure", "iter_chunks",
+           "media_type", "new_session", "read_body", "tracking"]
 
 POOL_MAXSIZE = 64
 READ1_SIZE = 65536
@@ -212,6 +212,29 @@ def connect_failure(exc: BaseException) -> str | None:
             found, requests.ConnectTimeout):
         return "no connection within the connect timeout"
     return "the connection could not be made"
+
+
+def close_session(session: requests.Session) -> None:
+    """Close our own session and every connection it pooled, now.
+
+    Why not just ``Session.close()``: it only makes urllib3 forget its pools, and urllib3 2
+    does not close a pool it forgets, so the idle sockets stay open until the pool is
+    garbage-collected; a response still referenced (the last GET stream's, say) keeps its pool,
+    and every socket in it, alive. A closed client kept in a variable then held its sockets.
+    A connection still checked out is closed when its response is, since its pool is closed.
+    """
+    for adapter in session.adapters.values():
+        managers = [getattr(adapter, "poolmanager", None),
+                    *getattr(adapter, "proxy_manager", {}).values()]
+        for manager in managers:
+            pools = getattr(manager, "pools", None)
+            if pools is None:
+                continue
+            for key in list(pools.keys()):
+                pool = pools.get(key)
+                if pool is not None:
+                    pool.close()
+    session.close()
 
 
 def media_type(response: requests.Response) -> str:

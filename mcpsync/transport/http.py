@@ -60,6 +60,7 @@ from mcpsync.transport._failed import CallFailed
 from mcpsync.transport._http_auth import AuthFlow, redact_url, status_error
 from mcpsync.transport._http_conn import (
     Abortable,
+    close_session,
     connect_failure,
     iter_chunks,
     media_type,
@@ -1353,8 +1354,11 @@ class HttpTransport:
         for listener in self._listen_threads:
             if listener is not threading.current_thread():
                 listener.join(JOIN_TIMEOUT)
+        self._get_abort = None   # a response pins its pool: hold none after close
+        for ex in list(self._inflight.values()):
+            ex.response = None
         if self._own_http:
-            self._http.close()
+            close_session(self._http)
 
     def __repr__(self) -> str:
         return f"<HttpTransport {self.name!r} {self.url}>"
