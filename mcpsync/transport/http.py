@@ -71,6 +71,7 @@ from mcpsync.transport._http_conn import (
 from mcpsync.transport._http_headers import invalid_header_reason, modern_headers
 from mcpsync.transport._http_legacy_sse import SseChannel
 from mcpsync.transport._http_reply import sort_json_reply
+from mcpsync.transport._http_session_lost import says_session_lost
 from mcpsync.transport._http_watchdog import Watchdog
 from mcpsync.transport._redirects import follow
 from mcpsync.transport.sse import SSEDecoder
@@ -113,7 +114,7 @@ class _Exchange(Abortable):
     """One JSON-RPC request on its way: the POST, its stream, resumption or re-issue."""
 
     __slots__ = ("answered", "cancelled", "decoder", "frame", "id", "internal", "key",
-                 "message", "method", "modern", "reissued", "result", "retried_404",
+                 "message", "method", "modern", "reissued", "result", "retried_session",
                  "session_id", "settled", "wire_id")
 
     def __init__(self, message: Message, frame: bytes, *, internal: bool = False) -> None:
@@ -132,7 +133,7 @@ class _Exchange(Abortable):
         self.cancelled = False
         self.settled = False          # its response (or failure) was delivered
         self.reissued = False
-        self.retried_404 = False
+        self.retried_session = False
         self.session_id: str | None = None
         self.decoder: SSEDecoder | None = None
         self.result: Message | None = None   # internal exchanges keep their answer here
@@ -689,7 +690,7 @@ class HttpTransport:
                                status=status, url=self.url, server=self.name, method=ex.method)
         if status == 404 and ex.session_id is not None:
             response.close()
-            self._expired(ex)
+            self._expired(ex, 404, "")
             return
         self._error_status(ex, response)
 
@@ -759,6 +760,10 @@ class HttpTransport:
                         item.id is None or item.id.key == ex.wire_id.key):
                     answer = item
                     break
+        if answer is not None and ex.session_id is not None and not ex.internal \
+                and says_session_lost(status, answer.error):
+            self._expired(ex, status, str((answer.error or {}).get("message"))[:120])
+            return
         if answer is not None:
             answer.id = ex.wire_id
             self._deliver(ex, answer)
@@ -985,30 +990,32 @@ class HttpTransport:
 
     # ------------------------------------------------------------------ legacy session expiry
 
-    def _expired(self, ex: _Exchange) -> None:
-        """404 to a request carrying our session id: re-create the session (once, shared by
-        concurrent 404s), restore its state, retry transparently once."""
-        if ex.retried_404:
-            raise SessionExpired(f"{self._describe(ex)}: the server ended the session (HTTP "
-                                 "404) again right after it was re-created",
+    def _expired(self, ex: _Exchange, status: int, said: str) -> None:
+        """The server no longer knows the session ``ex`` carried: a 404 (the spec's answer),
+        or a 400 saying so (``said``, see ``_http_session_lost``). Re-create the session
+        (once, shared by concurrent requests), restore its state, retry transparently once."""
+        why = f"HTTP {status}" + (f": {said}" if said else "")
+        if ex.retried_session:
+            raise SessionExpired(f"{self._describe(ex)}: the server ended the session ({why}) "
+                                 "again right after it was re-created",
                                  maybe_executed=False, server=self.name, method=ex.method)
         used = ex.session_id
         try:
-            self._recreate_session(used)
+            self._recreate_session(used, why)
         except (MCPError, *_NETWORK_ERRORS) as exc:
-            raise SessionExpired(f"{self._describe(ex)}: the server ended the session (HTTP "
-                                 f"404) and a new one could not be created: {exc}",
+            raise SessionExpired(f"{self._describe(ex)}: the server ended the session ({why}) "
+                                 f"and a new one could not be created: {exc}",
                                  server=self.name, method=ex.method) from exc
-        ex.retried_404 = True
+        ex.retried_session = True
         self._await_get_stream()   # the restored GET stream first, as after connecting
         self._exchange(ex)
 
-    def _recreate_session(self, used: str | None) -> None:
+    def _recreate_session(self, used: str | None, why: str) -> None:
         with self._reinit_lock:
             if self._session_id != used:
                 return  # another thread already re-created it
-            logger.warning("server %r ended the session (HTTP 404); creating a new one",
-                           self.name)
+            logger.warning("server %r ended the session (%s); creating a new one",
+                           self.name, why)
             self._session_ready.clear()
             try:
                 self._new_session()
@@ -1268,10 +1275,10 @@ class HttpTransport:
                     response.close()
                     logger.debug("server %r offers no GET stream (405)", self.name)
                     return
-                if status == 404 and sid is not None:
-                    response.close()
+                lost = self._get_session_lost(response, sid)
+                if lost is not None:
                     try:
-                        self._recreate_session(sid)
+                        self._recreate_session(sid, lost)
                     except (MCPError, *_NETWORK_ERRORS) as exc:
                         logger.warning("server %r: re-creating the session failed: %s",
                                        self.name, exc)
@@ -1296,6 +1303,27 @@ class HttpTransport:
             if self._get_pause(delay):
                 return
             delay = min(delay * RESUME_FACTOR, RESUME_CAP)
+
+    def _get_session_lost(self, response: requests.Response, sid: str | None) -> str | None:
+        """Why the GET's reply means the session is gone (a 404, or a 400 saying so), or
+        None. Reads and closes the body in those two cases only."""
+        status = response.status_code
+        if sid is None or status not in (400, 404):
+            return None
+        body = b""
+        with contextlib.suppress(MCPError, *_NETWORK_ERRORS):
+            body = read_body(response, self._max, f"GET {self.url}")
+        response.close()
+        if status == 404:
+            return "HTTP 404"
+        try:
+            parsed = jsonrpc.parse(body)
+        except ParseError:
+            return None
+        error = parsed.error if isinstance(parsed, Message) else None
+        if says_session_lost(status, error):
+            return f"HTTP 400: {str((error or {}).get('message'))[:120]}"
+        return None
 
     def _get_pause(self, delay: float) -> bool:
         """The GET loop's back-off; cut short by a restart. True once closing."""
