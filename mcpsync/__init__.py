@@ -49,6 +49,7 @@ if TYPE_CHECKING:
         CapabilityNotSupported as CapabilityNotSupported,
         ClosedError as ClosedError,
         ConfigError as ConfigError,
+        ConnectFailed as ConnectFailed,
         ConnectionLost as ConnectionLost,
         HeaderMismatch as HeaderMismatch,
         InputRoundsExceeded as InputRoundsExceeded,
@@ -108,7 +109,8 @@ if TYPE_CHECKING:
 
 _ERRORS = (
     "AuthHookError", "Cancelled", "CapabilityNotSupported", "ClosedError", "ConfigError",
-    "ConnectionLost", "HeaderMismatch", "InputRoundsExceeded", "MCPError", "MissingCapability",
+    "ConnectFailed", "ConnectionLost", "HeaderMismatch", "InputRoundsExceeded", "MCPError",
+    "MissingCapability",
     "OutputValidationError", "ProtocolError", "Rejected", "RemoteError", "RequestTimeout",
     "ResourceNotFound", "ServerExited", "SessionExpired", "ToolError", "TooManyPages",
     "TransportError", "Unauthorized", "UnsupportedInThisEra", "UnsupportedProtocolVersion",

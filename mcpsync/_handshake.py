@@ -18,6 +18,7 @@ again once if that memory proves wrong.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
@@ -47,6 +48,9 @@ from mcpsync.types import ServerInfo
 __all__ = ["Negotiated", "forget_era", "negotiate", "remembered_era"]
 
 _log = logging.getLogger("mcpsync.client")
+
+# Seconds each handshake request may take when the client's timeout is unlimited.
+HANDSHAKE_BOUND = 30.0
 
 # Over HTTP, a server/discover answered with these codes (at any status) means a modern
 # server, as -32022 does; on stdio only -32022 counts (docs/design.md, "Era detection").
@@ -135,11 +139,19 @@ class HandshakeParams:
     modern_meta: Callable[[str], dict[str, Any]]   # version -> request _meta
     http: bool = False     # the probe runs over HTTP (more codes mean modern)
 
+    @property
+    def bound(self) -> float:
+        """The timeout of each handshake request: ``timeout``, but never unlimited (a
+        ``timeout=math.inf`` client still fails to connect to a silent server)."""
+        return self.timeout if math.isfinite(self.timeout) else HANDSHAKE_BOUND
 
-def _discover(session: _Requester, hp: HandshakeParams, timeout: float) -> Negotiated | None:
+
+def _discover(session: _Requester, hp: HandshakeParams, timeout: float, *,
+              silence_is_legacy: bool = True) -> Negotiated | None:
     """Send ``server/discover``; a ``Negotiated`` when the answer is modern, else ``None``.
 
-    Raises ``_Exited`` when the server closed during the probe.
+    Raises ``_Exited`` when the server closed during the probe, and ``RequestTimeout`` on
+    silence unless ``silence_is_legacy`` (the auto-detection's reading of it).
     """
     version = LATEST_MODERN
     for attempt in range(2):
@@ -162,6 +174,8 @@ def _discover(session: _Requester, hp: HandshakeParams, timeout: float) -> Negot
                        hp.name, exc.code)
             return None
         except RequestTimeout:
+            if not silence_is_legacy:
+                raise
             _log.debug("server %r did not answer server/discover in %ss: legacy",
                        hp.name, timeout)
             return None
@@ -183,7 +197,7 @@ def _initialize(session: _Requester, hp: HandshakeParams, version: str,
         params = {"protocolVersion": version, "capabilities": hp.legacy_capabilities,
                   "clientInfo": hp.client_info}
         try:
-            result = session.request("initialize", params, timeout=hp.timeout,
+            result = session.request("initialize", params, timeout=hp.bound,
                                      cancellable=False)
         except RemoteError as exc:
             retry = retry_version_from_error(exc.data, "legacy")
@@ -254,9 +268,15 @@ def _negotiate(session: _Requester, hp: HandshakeParams, era: str, protocol_vers
         return _initialize(session, hp, LATEST_LEGACY, exact=False)
     if era == "modern":
         try:
-            found = _discover(session, hp, hp.timeout)
+            found = _discover(session, hp, hp.bound, silence_is_legacy=False)
         except _Exited as exc:
             raise exc.__cause__ or ConnectionLost("server exited") from None
+        except RequestTimeout as exc:
+            raise RequestTimeout(
+                f"connecting to server {hp.name!r} with era='modern': server/discover got no "
+                f"answer within {hp.bound:g} s; check that the server is running and speaks "
+                "MCP, or raise timeout= if it is slow to start", timeout=hp.bound,
+                server=hp.name, method="server/discover") from exc
         if found is None or (protocol_version is not None
                              and found.protocol_version != protocol_version):
             raise UnsupportedProtocolVersion(
@@ -274,11 +294,45 @@ def _negotiate(session: _Requester, hp: HandshakeParams, era: str, protocol_vers
             _log.info("server %r no longer takes the legacy handshake; detecting its era "
                       "again", hp.name)
             forget_era(memory_key)
-    timeout = hp.timeout if remembered == "modern" else hp.probe_timeout
+    timeout = hp.bound if remembered == "modern" else hp.probe_timeout
     found = _discover(session, hp, timeout)
     if found is not None:
         _remember(memory_key, "modern")
         return found
-    negotiated = _initialize(session, hp, LATEST_LEGACY, exact=False)
+    try:
+        negotiated = _initialize(session, hp, LATEST_LEGACY, exact=False)
+    except UnsupportedProtocolVersion as exc:
+        if not any(v in MODERN_VERSIONS for v in exc.supported):
+            raise
+        found = _reprobe(session, hp, exc)
+        _remember(memory_key, "modern")
+        return found
     _remember(memory_key, "legacy")
     return negotiated
+
+
+def _reprobe(session: _Requester, hp: HandshakeParams,
+             refused: UnsupportedProtocolVersion) -> Negotiated:
+    """``initialize`` was refused by a modern server that left the probe unanswered.
+
+    Why: a server slower to start than ``probe_timeout`` (a cold ``npx -y``, a heavy import)
+    reads the probe late, becomes modern, and refuses the ``initialize`` that followed with
+    -32022 naming its modern versions. It is up now, so the probe is sent once more, with
+    the handshake's own timeout, as the official SDK does in this case.
+    """
+    _log.info("server %r refused initialize as a modern server (it speaks %s) after not "
+              "answering server/discover within %g s; probing again", hp.name,
+              refused.supported, hp.probe_timeout)
+    try:
+        found = _discover(session, hp, hp.bound, silence_is_legacy=False)
+    except RequestTimeout:
+        found = None
+    if found is not None:
+        return found
+    raise UnsupportedProtocolVersion(
+        f"connecting to server {hp.name!r}: the server refused initialize as a modern "
+        f"server does (it speaks {refused.supported}), but did not answer server/discover, "
+        f"neither within probe_timeout={hp.probe_timeout:g} s nor when asked again; if it "
+        "is slow to start, raise probe_timeout= or connect with era='modern'",
+        requested=refused.requested, supported=refused.supported, server=hp.name,
+        method="server/discover") from refused

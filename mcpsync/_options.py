@@ -111,7 +111,7 @@ def make_options(target: Any, *, name: str | None, timeout: float | None, max_ti
     if cwd is not None:
         overrides["cwd"] = cwd
     if timeout is not None:
-        overrides["timeout"] = _positive("timeout", timeout)
+        overrides["timeout"] = _positive("timeout", timeout, allow_inf=True)
     if overrides:
         config = replace(config, **overrides)
     if era not in _ERAS:

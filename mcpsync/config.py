@@ -165,7 +165,8 @@ class ServerConfig:
       a Manager-style ``["KEY=VALUE", ...]`` list (split at the first ``=``). A value of
       ``None`` removes that variable from the child's environment. Stored as a new dict.
     - ``cwd``: the child's working directory.
-    - ``timeout``: the default per-request timeout in seconds (finite, > 0).
+    - ``timeout``: the default per-request timeout in seconds (> 0; ``math.inf`` for no
+      limit per request, while the handshake stays bounded: see ``docs/client.md``).
     - ``url``, ``headers``, ``authorization``, ``on_unauthorized``: the HTTP transport
       (see ``docs/http.md``). ``headers`` and the two hooks are only allowed together with
       ``url``.
@@ -257,8 +258,8 @@ class ServerConfig:
                 raise _fail("url", f"expected an http:// or https:// URL, got {url!r}")
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
             raise _fail("timeout", f"expected a number of seconds, got {timeout!r}")
-        if not math.isfinite(timeout) or timeout <= 0:
-            raise _fail("timeout", f"must be finite and > 0, got {timeout!r}")
+        if math.isnan(timeout) or timeout <= 0:
+            raise _fail("timeout", f"must be > 0 (math.inf for no limit), got {timeout!r}")
         if scope not in _SCOPES:
             raise _fail("scope", f"must be '', 'project' or 'thread', got {scope!r}")
         if secret_format not in _SECRET_FORMATS:

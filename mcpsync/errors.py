@@ -23,6 +23,7 @@ __all__ = [
     "CapabilityNotSupported",
     "ClosedError",
     "ConfigError",
+    "ConnectFailed",
     "ConnectionLost",
     "HeaderMismatch",
     "InputRoundsExceeded",
@@ -166,6 +167,19 @@ class ServerExited(ConnectionLost):
         super().__init__(message, maybe_executed=maybe_executed, server=server, method=method)
         self.exit_code = exit_code
         self.stderr_tail = stderr_tail
+
+
+class ConnectFailed(ConnectionLost):
+    """No connection to the server's URL could be made (refused, unresolvable host, connect
+    timeout): nothing was sent, so ``maybe_executed`` is False. ``url`` is the URL (without
+    credentials). A ``ConnectionLost`` too, so code that handles a lost connection handles
+    this as well; check that the server runs at that URL.
+    """
+
+    def __init__(self, message: str = "", *, url: str | None = None,
+                 server: str | None = None, method: str | None = None) -> None:
+        super().__init__(message, maybe_executed=False, server=server, method=method)
+        self.url = url
 
 
 class SessionExpired(ConnectionLost):

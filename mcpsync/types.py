@@ -21,6 +21,7 @@ failing the whole call.
 from __future__ import annotations
 
 import base64
+import builtins
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
@@ -159,8 +160,13 @@ class ImageContent:
                    _required_str(d, "mimeType", "an image content block"),
                    _dict(d, "annotations"), _dict(d, "_meta"), _extra(d, _MEDIA_KNOWN), d)
 
-    def decode(self) -> bytes:
-        """The image bytes (``data`` is base64 on the wire)."""
+    @property
+    def bytes(self) -> builtins.bytes:
+        """The image bytes, decoded (``data`` stays the base64 text as sent)."""
+        return base64.b64decode(self.data)
+
+    def decode(self) -> builtins.bytes:
+        """The same as :attr:`bytes` (the older spelling, kept)."""
         return base64.b64decode(self.data)
 
 
@@ -183,8 +189,13 @@ class AudioContent:
                    _required_str(d, "mimeType", "an audio content block"),
                    _dict(d, "annotations"), _dict(d, "_meta"), _extra(d, _MEDIA_KNOWN), d)
 
-    def decode(self) -> bytes:
-        """The audio bytes (``data`` is base64 on the wire)."""
+    @property
+    def bytes(self) -> builtins.bytes:
+        """The audio bytes, decoded (``data`` stays the base64 text as sent)."""
+        return base64.b64decode(self.data)
+
+    def decode(self) -> builtins.bytes:
+        """The same as :attr:`bytes` (the older spelling, kept)."""
         return base64.b64decode(self.data)
 
 
@@ -247,11 +258,16 @@ class ResourceContents:
         return self.text is not None
 
     @property
-    def data(self) -> bytes:
+    def bytes(self) -> builtins.bytes:
         """The bytes: the decoded blob, or the text encoded as UTF-8."""
         if self.text is not None:
             return self.text.encode("utf-8")
         return base64.b64decode(self.blob or "")
+
+    @property
+    def data(self) -> builtins.bytes:
+        """The same as :attr:`bytes` (the older spelling, kept)."""
+        return self.bytes
 
 
 @dataclass(slots=True)

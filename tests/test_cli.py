@@ -471,8 +471,10 @@ def test_a_url_nobody_listens_on_exits_3(workdir: Path, env: dict[str, str]) -> 
     with socket.socket() as sock:   # a port that was free a moment ago
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    assert_error(run("tools", f"http://127.0.0.1:{port}/mcp", cwd=workdir, env=env), 3,
-                 f"127.0.0.1:{port}")
+    line = assert_error(run("tools", f"http://127.0.0.1:{port}/mcp", cwd=workdir, env=env),
+                        3, f"could not connect to http://127.0.0.1:{port}/mcp (connection "
+                           "refused); is the server running there?")
+    assert "_Tracked" not in line and "Max retries" not in line, line
 
 
 def test_any_failure_under_start_all_exits_3(workdir: Path, env: dict[str, str],
@@ -722,6 +724,7 @@ def test_exit_codes_of_errors() -> None:
     assert exit_code_for(errors.ConnectionLost("x")) == 3
     assert exit_code_for(errors.ServerExited("x", exit_code=1)) == 3
     assert exit_code_for(errors.SessionExpired("x")) == 3
+    assert exit_code_for(errors.ConnectFailed("x", url="http://127.0.0.1:9/mcp")) == 3
     assert exit_code_for(errors.TransportError("x", status=500)) == 3
     assert exit_code_for(errors.Unauthorized("x")) == 4
     assert exit_code_for(errors.AuthHookError("x")) == 4

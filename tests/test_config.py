@@ -141,10 +141,14 @@ def test_exactly_one_of_command_and_url() -> None:
         ServerConfig(command="srv", url="https://example.com/mcp")
 
 
-@pytest.mark.parametrize("bad", [0, -1, math.inf, math.nan, True, "30", None])
-def test_timeout_finite_positive_number(bad: Any) -> None:
+@pytest.mark.parametrize("bad", [0, -1, -math.inf, math.nan, True, "30", None])
+def test_timeout_positive_number(bad: Any) -> None:
     with pytest.raises(ConfigError, match="timeout"):
         ServerConfig(command="srv", timeout=bad)
+
+
+def test_timeout_inf_means_no_limit_per_request() -> None:
+    assert ServerConfig(command="srv", timeout=math.inf).timeout == math.inf
 
 
 def test_timeout_int_becomes_float() -> None:

@@ -39,6 +39,7 @@ EXTRA_KWARGS: dict[str, dict[str, Any]] = {
     "ServerExited": {"exit_code": -9, "stderr_tail": "Traceback...\nboom\n",
                      "maybe_executed": True},
     "SessionExpired": {"maybe_executed": True},
+    "ConnectFailed": {"url": "http://127.0.0.1:9/mcp"},
     "RequestTimeout": {"timeout": 2.5},
     "Cancelled": {},
     "UnsupportedProtocolVersion": {"requested": "2025-11-25", "supported": ["1999-01-01"]},

@@ -69,10 +69,12 @@ def test_image_and_audio() -> None:
     img = content_block_from_dict({"type": "image", "data": PNG, "mimeType": "image/png"})
     assert isinstance(img, ImageContent)
     assert img.mime_type == "image/png" and img.decode() == b"\x89PNG..."
+    assert img.bytes == b"\x89PNG..." and img.data == PNG      # .bytes decoded, .data as sent
     aud = content_block_from_dict({"type": "audio", "data": PNG, "mimeType": "audio/wav",
                                    "x": 1})
     assert isinstance(aud, AudioContent) and aud.type == "audio" and aud.extra == {"x": 1}
     assert aud.decode() == b"\x89PNG..."
+    assert aud.bytes == b"\x89PNG..."
     with pytest.raises(ProtocolError, match="mimeType"):
         ImageContent.from_dict({"type": "image", "data": PNG})
     with pytest.raises(ProtocolError, match="data"):
@@ -236,6 +238,9 @@ def test_resource_template() -> None:
 def test_resource_contents_text_or_blob() -> None:
     blob = ResourceContents.from_dict({"uri": "u", "blob": base64.b64encode(b"\0\1").decode()})
     assert not blob.is_text and blob.data == b"\0\1"
+    assert blob.bytes == b"\0\1"
+    text = ResourceContents.from_dict({"uri": "u", "text": "h\u00e9"})
+    assert text.is_text and text.bytes == text.data == "h\u00e9".encode()
     with pytest.raises(ProtocolError, match="neither"):
         ResourceContents.from_dict({"uri": "u"})
 

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import requests
+import urllib3.exceptions
 from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
@@ -29,8 +30,8 @@ from mcpsync.errors import TransportError
 if TYPE_CHECKING:
     from requests.sessions import _Settings
 
-__all__ = ["Abortable", "abort_socket", "iter_chunks", "media_type", "new_session",
-           "read_body", "tracking"]
+__all__ = ["Abortable", "abort_socket", "close_session", "connect_failure", "iter_chunks",
+           "media_type", "new_session", "read_body", "tracking"]
 
 POOL_MAXSIZE = 64
 READ1_SIZE = 65536
@@ -175,6 +176,65 @@ def new_session() -> requests.Session:
     session.mount("http://", adapter)
     session.mount("https://", adapter)
     return session
+
+
+def connect_failure(exc: BaseException) -> str | None:
+    """Why no connection could be made ("connection refused", ...), or None when ``exc`` is
+    not such a failure (the request may then have reached the server).
+
+    Why here: ``requests`` wraps the cause three deep (``ConnectionError`` around urllib3's
+    ``MaxRetryError`` around ``NewConnectionError`` around the ``OSError``), and their texts
+    name our private pool and connection classes; callers want the plain reason.
+    """
+    found: BaseException | None = None
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        item = todo.pop()
+        if item is None or id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, (urllib3.exceptions.NewConnectionError,
+                             urllib3.exceptions.ConnectTimeoutError, requests.ConnectTimeout,
+                             ConnectionRefusedError, socket.gaierror)):
+            found = item if found is None or isinstance(item, OSError) else found
+        reason = getattr(item, "reason", None)
+        todo += [item.__cause__, item.__context__,
+                 reason if isinstance(reason, BaseException) else None,
+                 *(a for a in item.args if isinstance(a, BaseException))]
+    if found is None:
+        return None
+    if isinstance(found, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(found, (socket.gaierror, urllib3.exceptions.NameResolutionError)):
+        return "the host name could not be resolved"
+    if not isinstance(found, urllib3.exceptions.NewConnectionError) or isinstance(
+            found, requests.ConnectTimeout):
+        return "no connection within the connect timeout"
+    return "the connection could not be made"
+
+
+def close_session(session: requests.Session) -> None:
+    """Close our own session and every connection it pooled, now.
+
+    Why not just ``Session.close()``: it only makes urllib3 forget its pools, and urllib3 2
+    does not close a pool it forgets, so the idle sockets stay open until the pool is
+    garbage-collected; a response still referenced (the last GET stream's, say) keeps its pool,
+    and every socket in it, alive. A closed client kept in a variable then held its sockets.
+    A connection still checked out is closed when its response is, since its pool is closed.
+    """
+    for adapter in session.adapters.values():
+        managers = [getattr(adapter, "poolmanager", None),
+                    *getattr(adapter, "proxy_manager", {}).values()]
+        for manager in managers:
+            pools = getattr(manager, "pools", None)
+            if pools is None:
+                continue
+            for key in list(pools.keys()):
+                pool = pools.get(key)
+                if pool is not None:
+                    pool.close()
+    session.close()
 
 
 def media_type(response: requests.Response) -> str:

@@ -47,6 +47,7 @@ import urllib3.exceptions
 from mcpsync import jsonrpc
 from mcpsync.auth_hooks import AuthHooks
 from mcpsync.errors import (
+    ConnectFailed,
     ConnectionLost,
     MCPError,
     ProtocolError,
@@ -59,6 +60,8 @@ from mcpsync.transport._failed import CallFailed
 from mcpsync.transport._http_auth import AuthFlow, redact_url, status_error
 from mcpsync.transport._http_conn import (
     Abortable,
+    close_session,
+    connect_failure,
     iter_chunks,
     media_type,
     new_session,
@@ -67,6 +70,8 @@ from mcpsync.transport._http_conn import (
 )
 from mcpsync.transport._http_headers import invalid_header_reason, modern_headers
 from mcpsync.transport._http_legacy_sse import SseChannel
+from mcpsync.transport._http_reply import sort_json_reply
+from mcpsync.transport._http_session_lost import says_session_lost
 from mcpsync.transport._http_watchdog import Watchdog
 from mcpsync.transport._redirects import follow
 from mcpsync.transport.sse import SSEDecoder
@@ -88,6 +93,7 @@ MAX_WORKERS: Final = 64
 JOIN_TIMEOUT: Final = 1.0
 INTERNAL_TIMEOUT: Final = 30.0           # the transport's own requests (a re-initialize)
 GET_OPEN_WAIT: Final = 2.0               # how long requests wait for the GET stream's answer
+ACCEPTED_WAIT: Final = 30.0              # a legacy 202 to a request: its answer on the GET
 
 ACCEPT_POST: Final = "application/json, text/event-stream"
 _JSON: Final = "application/json"
@@ -108,7 +114,7 @@ class _Exchange(Abortable):
     """One JSON-RPC request on its way: the POST, its stream, resumption or re-issue."""
 
     __slots__ = ("answered", "cancelled", "decoder", "frame", "id", "internal", "key",
-                 "message", "method", "modern", "reissued", "result", "retried_404",
+                 "message", "method", "modern", "reissued", "result", "retried_session",
                  "session_id", "settled", "wire_id")
 
     def __init__(self, message: Message, frame: bytes, *, internal: bool = False) -> None:
@@ -127,7 +133,7 @@ class _Exchange(Abortable):
         self.cancelled = False
         self.settled = False          # its response (or failure) was delivered
         self.reissued = False
-        self.retried_404 = False
+        self.retried_session = False
         self.session_id: str | None = None
         self.decoder: SSEDecoder | None = None
         self.result: Message | None = None   # internal exchanges keep their answer here
@@ -246,6 +252,8 @@ class HttpTransport:
         self._get_cond = threading.Condition()
         self._get_kick = threading.Event()   # wakes the GET loop's back-off (restart, close)
         self._listen_threads: list[threading.Thread] = []
+        # Legacy requests answered 202, whose response may still come on the GET stream.
+        self._accepted: dict[tuple[str, int | str], _Exchange] = {}
         # Modern state.
         self._modern_version: str | None = None
         # The 2024-11-05 HTTP+SSE fallback (docs/http.md, "The 2024-11-05 HTTP+SSE transport").
@@ -393,6 +401,7 @@ class HttpTransport:
             ex = self._inflight.get(RequestId.of(rid).key)
         if ex is not None:
             ex.cancelled = True
+            ex.answered.set()   # ends a wait after a 202 (see _await_accepted)
         if ex is not None and ex.modern:
             ex.abort()
             return
@@ -482,9 +491,7 @@ class HttpTransport:
         except ValueError as exc:   # a header value that cannot be encoded: nothing sent
             self._fail(ex, exc)
         except _NETWORK_ERRORS as exc:
-            self._fail(ex, ConnectionLost(
-                f"{self._describe(ex)}: the HTTP request failed: {exc}", maybe_executed=True,
-                server=self.name, method=ex.method))
+            self._fail(ex, self._network_error(ex, exc))
         finally:
             if not ex.internal and self._inflight.get(ex.key) is ex:
                 del self._inflight[ex.key]
@@ -530,12 +537,24 @@ class HttpTransport:
                     if self._closing.wait(RETRY_DELAY):
                         return
                     continue
-                raise ConnectionLost(f"{self._describe(ex)}: the HTTP request failed: {exc}",
-                                     maybe_executed=not isinstance(
-                                         exc, requests.ConnectTimeout),
-                                     server=self.name, method=ex.method) from exc
+                error = self._network_error(ex, exc)
+                if isinstance(error, ConnectFailed):
+                    raise error from None   # the urllib3 chain says nothing more, in private names
+                raise error from exc
             self._reply(ex, response)
             return
+
+    def _network_error(self, ex: _Exchange, exc: BaseException) -> ConnectionLost:
+        """The error a failed HTTP exchange raises: ``ConnectFailed`` when no connection was
+        made (nothing was sent), else ``ConnectionLost`` (the server may have acted)."""
+        reason = connect_failure(exc)
+        if reason is not None:
+            url = redact_url(self.url)
+            return ConnectFailed(f"{self._describe(ex)}: could not connect to {url} "
+                                 f"({reason}); is the server running there?", url=url,
+                                 server=self.name, method=ex.method)
+        return ConnectionLost(f"{self._describe(ex)}: the HTTP request failed: {exc}",
+                              maybe_executed=True, server=self.name, method=ex.method)
 
     def _post(self, ex: _Exchange) -> requests.Response:
         if self._sse is not None:
@@ -661,7 +680,8 @@ class HttpTransport:
                     raise status_error(f"{self._describe(ex)}: the server answered HTTP "
                                        f"{status} without a response", status=status,
                                        url=self.url, server=self.name, method=ex.method)
-                return  # a non-compliant legacy server: the answer comes on the GET stream
+                self._await_accepted(ex)   # a non-compliant legacy server
+                return
             if kind == _JSON:
                 try:
                     self._json_reply(ex, response)
@@ -679,23 +699,56 @@ class HttpTransport:
                                status=status, url=self.url, server=self.name, method=ex.method)
         if status == 404 and ex.session_id is not None:
             response.close()
-            self._expired(ex)
+            self._expired(ex, 404, "")
             return
         self._error_status(ex, response)
+
+    def _await_accepted(self, ex: _Exchange) -> None:
+        """A legacy 202 to a request: its answer can only come on the GET stream. Wait for
+        it there at most ACCEPTED_WAIT seconds (whatever the call's timeout, ``math.inf``
+        included), and fail the call at once when there is no GET stream to carry it."""
+        thread = self._get_thread
+        if thread is None or not thread.is_alive():
+            self._fail(ex, TransportError(
+                f"{self._describe(ex)}: the server answered HTTP 202 without a response, and "
+                "it has no GET stream the response could come on", status=202, url=self.url,
+                server=self.name, method=ex.method))
+            return
+        self._accepted[ex.wire_id.key] = ex
+        try:
+            if ex.answered.wait(ACCEPTED_WAIT) or ex.cancelled or self._closing.is_set():
+                return
+        finally:
+            self._accepted.pop(ex.wire_id.key, None)
+        self._fail(ex, TransportError(
+            f"{self._describe(ex)}: the server answered HTTP 202 without a response, and the "
+            f"response did not come on its GET stream within {ACCEPTED_WAIT:g} s", status=202,
+            url=self.url, server=self.name, method=ex.method))
 
     def _json_reply(self, ex: _Exchange, response: requests.Response) -> None:
         data = read_body(response, self._max, self._describe(ex))
         response.close()
+        parsed: Message | Batch | ParseError
         try:
             parsed = jsonrpc.parse(data, allow_batch=self.allow_batch)
         except ParseError as exc:
-            self._deliver(ex, exc)
+            parsed = exc
+        items, sent = sort_json_reply(parsed, ex.wire_id, data)
+        answered = False
+        for item in items:
+            answered = self._deliver(ex, item) or answered
+        if answered:
             return
-        if isinstance(parsed, Batch):
-            for item in parsed:
-                self._deliver(ex, item)
-        else:
-            self._deliver(ex, parsed)
+        if ex.method == "server/discover":
+            # Not a modern server (it would answer the probe): read as legacy.
+            self._deliver(ex, jsonrpc.error(ex.wire_id, jsonrpc.METHOD_NOT_FOUND,
+                                            f"HTTP {response.status_code} to server/discover "
+                                            f"with {sent}"))
+            return
+        # The reply is complete and cannot answer this call any more: fail it now.
+        self._fail(ex, ProtocolError(
+            f"{self._describe(ex)}: the server's HTTP {response.status_code} JSON reply does "
+            f"not answer this request: it sent {sent}", server=self.name, method=ex.method))
 
     def _error_status(self, ex: _Exchange, response: requests.Response) -> None:
         """A non-2xx reply: a JSON-RPC error in the body answers the call; otherwise the
@@ -716,6 +769,10 @@ class HttpTransport:
                         item.id is None or item.id.key == ex.wire_id.key):
                     answer = item
                     break
+        if answer is not None and ex.session_id is not None and not ex.internal \
+                and says_session_lost(status, answer.error):
+            self._expired(ex, status, str((answer.error or {}).get("message"))[:120])
+            return
         if answer is not None:
             answer.id = ex.wire_id
             self._deliver(ex, answer)
@@ -827,6 +884,7 @@ class HttpTransport:
                             final = self._deliver(ex, item) or final
                         else:
                             self._rx.put(item)
+                            self._note_accepted_answer(item)
                     if final:
                         response.close()
                         return True
@@ -840,6 +898,16 @@ class HttpTransport:
             logger.info("server %r: an event stream was silent for %.0f s; treating it as "
                         "dropped", self.name, watch.limit())
         return False
+
+    def _note_accepted_answer(self, item: Message | ParseError) -> None:
+        """A message on the GET stream: when it answers a request the server accepted with
+        202, that request's wait ends (the session has the answer)."""
+        if self._accepted and isinstance(item, Message) and item.method is None \
+                and item.id is not None:
+            ex = self._accepted.pop(item.id.key, None)
+            if ex is not None:
+                ex.settled = True
+                ex.answered.set()
 
     def _dropped(self, ex: _Exchange, cause: BaseException | None) -> None:
         """The stream ended before the response."""
@@ -931,30 +999,32 @@ class HttpTransport:
 
     # ------------------------------------------------------------------ legacy session expiry
 
-    def _expired(self, ex: _Exchange) -> None:
-        """404 to a request carrying our session id: re-create the session (once, shared by
-        concurrent 404s), restore its state, retry transparently once."""
-        if ex.retried_404:
-            raise SessionExpired(f"{self._describe(ex)}: the server ended the session (HTTP "
-                                 "404) again right after it was re-created",
+    def _expired(self, ex: _Exchange, status: int, said: str) -> None:
+        """The server no longer knows the session ``ex`` carried: a 404 (the spec's answer),
+        or a 400 saying so (``said``, see ``_http_session_lost``). Re-create the session
+        (once, shared by concurrent requests), restore its state, retry transparently once."""
+        why = f"HTTP {status}" + (f": {said}" if said else "")
+        if ex.retried_session:
+            raise SessionExpired(f"{self._describe(ex)}: the server ended the session ({why}) "
+                                 "again right after it was re-created",
                                  maybe_executed=False, server=self.name, method=ex.method)
         used = ex.session_id
         try:
-            self._recreate_session(used)
+            self._recreate_session(used, why)
         except (MCPError, *_NETWORK_ERRORS) as exc:
-            raise SessionExpired(f"{self._describe(ex)}: the server ended the session (HTTP "
-                                 f"404) and a new one could not be created: {exc}",
+            raise SessionExpired(f"{self._describe(ex)}: the server ended the session ({why}) "
+                                 f"and a new one could not be created: {exc}",
                                  server=self.name, method=ex.method) from exc
-        ex.retried_404 = True
+        ex.retried_session = True
         self._await_get_stream()   # the restored GET stream first, as after connecting
         self._exchange(ex)
 
-    def _recreate_session(self, used: str | None) -> None:
+    def _recreate_session(self, used: str | None, why: str) -> None:
         with self._reinit_lock:
             if self._session_id != used:
                 return  # another thread already re-created it
-            logger.warning("server %r ended the session (HTTP 404); creating a new one",
-                           self.name)
+            logger.warning("server %r ended the session (%s); creating a new one",
+                           self.name, why)
             self._session_ready.clear()
             try:
                 self._new_session()
@@ -1214,10 +1284,10 @@ class HttpTransport:
                     response.close()
                     logger.debug("server %r offers no GET stream (405)", self.name)
                     return
-                if status == 404 and sid is not None:
-                    response.close()
+                lost = self._get_session_lost(response, sid)
+                if lost is not None:
                     try:
-                        self._recreate_session(sid)
+                        self._recreate_session(sid, lost)
                     except (MCPError, *_NETWORK_ERRORS) as exc:
                         logger.warning("server %r: re-creating the session failed: %s",
                                        self.name, exc)
@@ -1243,6 +1313,27 @@ class HttpTransport:
                 return
             delay = min(delay * RESUME_FACTOR, RESUME_CAP)
 
+    def _get_session_lost(self, response: requests.Response, sid: str | None) -> str | None:
+        """Why the GET's reply means the session is gone (a 404, or a 400 saying so), or
+        None. Reads and closes the body in those two cases only."""
+        status = response.status_code
+        if sid is None or status not in (400, 404):
+            return None
+        body = b""
+        with contextlib.suppress(MCPError, *_NETWORK_ERRORS):
+            body = read_body(response, self._max, f"GET {self.url}")
+        response.close()
+        if status == 404:
+            return "HTTP 404"
+        try:
+            parsed = jsonrpc.parse(body)
+        except ParseError:
+            return None
+        error = parsed.error if isinstance(parsed, Message) else None
+        if says_session_lost(status, error):
+            return f"HTTP 400: {str((error or {}).get('message'))[:120]}"
+        return None
+
     def _get_pause(self, delay: float) -> bool:
         """The GET loop's back-off; cut short by a restart. True once closing."""
         if self._closing.is_set():
@@ -1266,6 +1357,7 @@ class HttpTransport:
             return
         for ex in list(self._inflight.values()):
             ex.abort()
+            ex.answered.set()
         self._get_kick.set()
         with self._get_cond:
             self._get_cond.notify_all()
@@ -1299,8 +1391,11 @@ class HttpTransport:
         for listener in self._listen_threads:
             if listener is not threading.current_thread():
                 listener.join(JOIN_TIMEOUT)
+        self._get_abort = None   # a response pins its pool: hold none after close
+        for ex in list(self._inflight.values()):
+            ex.response = None
         if self._own_http:
-            self._http.close()
+            close_session(self._http)
 
     def __repr__(self) -> str:
         return f"<HttpTransport {self.name!r} {self.url}>"

@@ -170,6 +170,10 @@ class Faults:
     expire_session_after: int | None = None
     expire_method: str | None = None
     expire_times: int = 1
+    # How an unknown session id is answered: the spec's 404, or e.g. (400, -32000, "Bad
+    # Request: No valid session ID provided") as servers built like the TypeScript SDK's
+    # examples do after a restart.
+    lost_session_reply: tuple[int, int, str] = (404, -32001, "Session not found")
     # Stream drops on POST replies (forces SSE): "after_id" sends the priming id (+ retry)
     # then drops, the response staying available on GET with Last-Event-ID; "before_id"
     # sends SSE headers and one id-less notification then drops.
@@ -696,7 +700,8 @@ class _Handler(BaseHTTPRequestHandler):
                     del owner._sessions[sid]
                     known = False
         if not known:
-            self._send_json(404, _error(None, -32001, "Session not found"))
+            status, code, text = faults.lost_session_reply
+            self._send_json(status, _error(None, code, text))
             return True
         return False
 

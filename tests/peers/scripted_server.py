@@ -158,6 +158,8 @@ def main() -> None:
             if MODE.startswith("legacy-silent"):
                 _state["probe"] = rid   # legacy-silent-late answers it after initialize
                 continue
+            if MODE == "modern-deaf":   # never answers the probe, refuses initialize
+                continue
             if MODE == "exit-on-probe":
                 sys.exit(1)
             if MODE == "empty-discover":
@@ -173,7 +175,7 @@ def main() -> None:
         elif method == "initialize":
             if MODE == "silent-init":   # never answers: the client's initialize times out
                 continue
-            if MODE == "modern-only":
+            if MODE in ("modern-only", "modern-deaf"):
                 error(rid, -32602, "Unsupported protocol version",
                       {"supported": [MODERN], "requested": params.get("protocolVersion")})
                 continue
