@@ -65,6 +65,7 @@ from mcpsync.errors import (
 from mcpsync.jsonrpc import Batch, Message, ParseError, StreamError
 from mcpsync.protocol import describe_call, remote_error
 from mcpsync.transport._failed import CallFailed
+from mcpsync.transport._writer import WriteTimedOut
 
 __all__ = ["DEFAULT_MAX_TIMEOUT", "RequestFuture", "Session", "SessionTransport"]
 
@@ -220,6 +221,15 @@ class Session:
         self._garbage = 0
         self._dispatcher = Dispatcher(self._safe, logger)
         self._pool = CallbackPool(self._safe, logger)
+        # A request is written by its deadline where the transport can (stdio): a server that
+        # stops reading must not hold a caller past its timeout (see _write_timed_out).
+        send_until = getattr(transport, "send_bytes_until", None)
+        if send_until is None:
+            send_bytes = transport.send_bytes
+
+            def send_until(frame: bytes, deadline: float) -> None:
+                send_bytes(frame)
+        self._send_until: Callable[[bytes, float], None] = send_until
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -425,7 +435,12 @@ class Session:
                     self._sending = call
                     claimed = True
         try:
-            self._transport.send_bytes(frame)
+            self._send_until(frame, call.deadline)
+        except WriteTimedOut as exc:
+            self._sending = None
+            self._release_role(call)
+            self._write_timed_out(call, exc)
+            return call
         except ConnectionLost as exc:
             self._sending = None
             self._lose(exc, exited=True)  # fails this call too (it is pending)
@@ -589,6 +604,28 @@ class Session:
             note = "this request is not cancelled"
         call.finish(None, RequestTimeout(
             f"{self._describe(call)}: no answer within {call.timeout:g} s; {note}",
+            timeout=call.timeout, server=self.name, method=call.method))
+
+    def _write_timed_out(self, call: Call, exc: WriteTimedOut) -> None:
+        """The deadline passed while the request was being written (the server does not read
+        its input). Nothing written: the server never saw it, so there is nothing to cancel.
+        Partly written: the transport finishes the frame on its own thread, and the
+        cancellation is queued behind it on the callback pool."""
+        if self._pending.pop(call.key, None) is None:
+            return
+        self._unattended.discard(call)
+        if not exc.written:
+            note = "nothing of it was sent"
+        elif call.cancellable:
+            note = (f"{exc.written} of its {exc.size} bytes were sent; the rest is being sent, "
+                    "followed by its cancellation")
+            self._cancel_later(call)
+        else:
+            note = (f"{exc.written} of its {exc.size} bytes were sent; the rest is being sent; "
+                    "this request is not cancelled")
+        call.finish(None, RequestTimeout(
+            f"{self._describe(call)}: could not be sent within {call.timeout:g} s because "
+            f"server {self.name!r} is not reading its input; {note}",
             timeout=call.timeout, server=self.name, method=call.method))
 
     def _abandon(self, call: Call, reason: str) -> None:
