@@ -37,6 +37,7 @@ from mcpsync._callbacks import (
     SamplingCallback,
     SamplingRequest,
 )
+from mcpsync._finalizer import watch, weak_method
 from mcpsync._future import CallFuture
 from mcpsync._handshake import HandshakeParams, Negotiated, forget_era, negotiate
 from mcpsync._http_connect import HttpSettings, http_settings, open_http_transport
@@ -141,11 +142,16 @@ class Client:
         self._tools: dict[str, Tool] = {}
         self._schemas: dict[str, Any] = {}       # tool name -> outputSchema (validation on)
         self._validators: dict[str, Any] = {}    # tool name -> compiled jsonschema validator
+        # The subscription thread and the session reach this client only weakly, so that a
+        # client nobody holds is collected and its server stopped (see _finalizer).
+        me = weakref.ref(self)
         self._subs = Subscriptions(
             name=self._name, thread_name=f"mcpsync-listen-{self._safe_name}",
-            request=lambda method, params: self._request(method, params),
-            submit_listen=self._submit_listen, era=lambda: self._era,
-            capabilities=lambda: self._capabilities, ack_timeout=lambda: self._opts.timeout)
+            request=weak_method(self._request, self._gone),
+            submit_listen=weak_method(self._submit_listen, self._gone),
+            era=lambda: _alive(me)._era, capabilities=lambda: _alive(me)._capabilities,
+            ack_timeout=lambda: options.timeout)
+        self._resources = _Resources(self._subs)
         self._state_lock = threading.Lock()      # close and the session swap
         self._restart_lock = threading.Lock()    # one restart at a time
         # The session an era re-detection replaced (at most one per client), weakly: set
@@ -174,8 +180,10 @@ class Client:
             protocol_version=options.protocol_version, memory_key=self._memory_key(),
             allow_probe_restart=http is None)   # an HTTP server cannot be restarted
         self._session = session
+        self._resources.session = session
         self._adopt(negotiated)
         _open_clients.add(self)
+        self._finalizer = watch(self, self._resources, self._name)
 
     # -- opening, handshake, restart -------------------------------------------------------
 
@@ -220,7 +228,8 @@ class Client:
             transport, name=self._name, default_timeout=self._opts.timeout,
             max_timeout=self._opts.max_timeout,
             reset_timeout_on_progress=self._opts.reset_timeout_on_progress,
-            on_notification=self._on_notification, on_request=self._on_request,
+            on_notification=weak_method(self._on_notification, _nothing),
+            on_request=weak_method(self._on_request, self._gone),
             observe_progress=self._opts.notification_observer is not None,
             on_lost=self._opts.on_connection_lost)
         try:
@@ -295,6 +304,7 @@ class Client:
                 raise ClosedError(f"client for server {self._name!r} is closed",
                                   server=self._name)
             self._session = session
+            self._resources.session = session
             self._adopt(negotiated)
         self._cache.clear()
 
@@ -307,6 +317,10 @@ class Client:
                 stderr_tail=lost.stderr_tail, server=self._name)
         return ConnectionLost(f"the connection to server {self._name!r} was lost earlier "
                               f"({lost}){suffix}; connect again", server=self._name)
+
+    @staticmethod
+    def _gone() -> Any:
+        raise ClosedError("the client was garbage-collected")
 
     def _live(self) -> Session:
         """The current session, restarting a dead modern server first (rules §8)."""
@@ -983,12 +997,14 @@ class Client:
             # A forked child: never signal the parent's processes or write its pipes.
             self._closed = True
             _open_clients.discard(self)
+            self._finalizer.detach()
             return
         with self._state_lock:
             if self._closed:
                 return
             self._closed = True
         _open_clients.discard(self)
+        self._finalizer.detach()
         self._subs.close()
         self._session.close()
         with self._state_lock:
@@ -1011,6 +1027,37 @@ class Client:
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"{self._era} {self._protocol_version}"
         return f"<mcpsync.Client {self._name!r} {state}>"
+
+
+class _Resources:
+    """What the finalizer of an unreachable client closes (it must not refer to the client):
+    the subscriptions and the current session, which the client updates when it swaps it."""
+
+    def __init__(self, subs: Subscriptions) -> None:
+        self.subs = subs
+        self.session: Session | None = None
+        self.pid = os.getpid()
+
+    def close(self) -> None:
+        session = self.session
+        if os.getpid() != self.pid:
+            if session is not None:
+                session.close()   # forked child: drops references only, takes no lock
+            return
+        self.subs.close()
+        if session is not None:
+            session.close("the client was garbage-collected without close()")
+
+
+def _alive(ref: weakref.ref[Client]) -> Client:
+    client = ref()
+    if client is None:
+        raise ClosedError("the client was garbage-collected")
+    return client
+
+
+def _nothing() -> None:
+    return None
 
 
 def _era_contradicted(exc: RemoteError, method: str, *, modern: bool) -> bool:
