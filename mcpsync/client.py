@@ -179,6 +179,7 @@ class Client:
             self._open_session, self._handshake_params(), era=era,
             protocol_version=options.protocol_version, memory_key=self._memory_key(),
             allow_probe_restart=http is None)   # an HTTP server cannot be restarted
+        session.handshake_done()
         self._session = session
         self._resources.session = session
         self._adopt(negotiated)
@@ -232,6 +233,8 @@ class Client:
             on_request=weak_method(self._on_request, self._gone),
             observe_progress=self._opts.notification_observer is not None,
             on_lost=self._opts.on_connection_lost)
+        if self._http is None:
+            session.watch_handshake()   # until answered: is this an MCP server at all?
         try:
             session.start()
         except BaseException:
@@ -303,6 +306,7 @@ class Client:
                 session.close()
                 raise ClosedError(f"client for server {self._name!r} is closed",
                                   server=self._name)
+            session.handshake_done()
             self._session = session
             self._resources.session = session
             self._adopt(negotiated)
@@ -1210,8 +1214,10 @@ def connect(target: ServerConfig | Sequence[str] | str, *,
 
     Raises :class:`~mcpsync.errors.ConfigError` for a bad option or a command that cannot be
     found, :class:`~mcpsync.errors.UnsupportedProtocolVersion` when no revision is shared,
-    :class:`~mcpsync.errors.RequestTimeout` when ``initialize`` times out, and
-    :class:`~mcpsync.errors.ServerExited` when the server dies during the handshake.
+    :class:`~mcpsync.errors.RequestTimeout` when ``initialize`` times out,
+    :class:`~mcpsync.errors.ServerExited` when the server dies during the handshake, and
+    :class:`~mcpsync.errors.ProtocolError` when a stdio program writes 10 lines that are not
+    JSON-RPC before any answer (it is probably not an MCP server; the message quotes them).
     """
     config, options = make_options(
         target, name=name, timeout=timeout, max_timeout=max_timeout,

@@ -213,6 +213,7 @@ class StdioTransport:
         self._stderr: StderrDrain | None = None
         self._holds_spawner = False
         self._finisher: FrameFinisher | None = None
+        self._stdin_grace = STDIN_GRACE
 
     # ------------------------------------------------------------------ properties
 
@@ -659,7 +660,7 @@ class StdioTransport:
         # process (the server)" - unless a writer is stuck in a full pipe; then the signals
         # below will break its write.
         stdin_closed = self._close_stdin(timeout=0.2)
-        exited = self._wait_exited(left(STDIN_GRACE)) if stdin_closed else False
+        exited = self._wait_exited(left(self._stdin_grace)) if stdin_closed else False
         # "wait for the server to exit, or send SIGTERM if the server does not exit within a
         # reasonable time"
         if not exited:
@@ -703,6 +704,11 @@ class StdioTransport:
         elif self._holds_spawner:
             self._holds_spawner = False
             _spawner.release()
+
+    def hurry(self) -> None:
+        """Make :meth:`close` send SIGTERM right after closing stdin (no 2 s grace): for a
+        program that never answered the handshake, which has no MCP shutdown to honour."""
+        self._stdin_grace = min(self._stdin_grace, 0.05)
 
     def _close_raw(self, attr: str) -> None:
         fd = getattr(self, attr)
