@@ -23,6 +23,7 @@ import math
 import os
 import threading
 import time
+import unicodedata
 import weakref
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import replace
@@ -183,6 +184,7 @@ class Client:
         self._session = session
         self._resources.session = session
         self._adopt(negotiated)
+        self._take_server_name(session)
         _open_clients.add(self)
         self._finalizer = watch(self, self._resources, self._name)
 
@@ -255,6 +257,24 @@ class Client:
         self._has_tools = "tools" in negotiated.capabilities
         self._rebuild_meta()
 
+    def _take_server_name(self, session: Session) -> None:
+        """Name a stdio server by what it calls itself (``serverInfo.name``) in errors and
+        reprs, rather than by its program (``node``, ``npx``, ``python``), unless the caller
+        named it (``name=``, or a config's ``name``/``id``). Thread and logger names keep the
+        name they started with."""
+        config = self._config
+        if config.name or config.id or config.command is None:
+            return
+        own = _clean_server_name(self._server_info.name)
+        if not own or own == self._name:
+            return
+        self._name = own
+        session.name = own
+        self._subs.rename(own)
+        transport = self._transport
+        if isinstance(transport, StdioTransport):
+            transport.name = own
+
     def _rebuild_meta(self) -> None:
         """The modern ``_meta`` shared by every request (replaced whole, never mutated)."""
         if self._modern:
@@ -310,6 +330,7 @@ class Client:
             self._session = session
             self._resources.session = session
             self._adopt(negotiated)
+            self._take_server_name(session)
         self._cache.clear()
 
     def _dead_error(self, lost: ConnectionLost, suffix: str) -> ConnectionLost:
@@ -948,7 +969,10 @@ class Client:
 
     @property
     def name(self) -> str:
-        """The display name used in errors, thread names and logger names."""
+        """The display name used in errors and reprs: the name you gave (``name=``, or the
+        config's ``name``/``id``); else, once connected, the name the server gives itself
+        (``serverInfo.name``, without control characters, at most 64 characters); else the
+        program's base name. Thread and logger names keep the name known at start."""
         return self._name
 
     @property
@@ -1031,6 +1055,16 @@ class Client:
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"{self._era} {self._protocol_version}"
         return f"<mcpsync.Client {self._name!r} {state}>"
+
+
+_SERVER_NAME_MAX = 64
+
+
+def _clean_server_name(name: str) -> str:
+    """A server's self-reported name, safe to show: control and other unprintable characters
+    removed, surrounding space stripped, cut to 64 characters."""
+    text = "".join(c for c in name if unicodedata.category(c)[0] != "C" or c == " ")
+    return text.strip()[:_SERVER_NAME_MAX].strip()
 
 
 class _Resources:
