@@ -383,6 +383,10 @@ class StdioTransport:
         handed = False
         try:
             try:
+                if not _USE_POLL:  # pragma: no cover - Windows: stdin blocks, as it always did
+                    while written < len(data):
+                        written += os.write(fd, view[written:])
+                    return
                 written = pour(fd, view, written, deadline, lambda: self._closing)
             except OSError as exc:
                 raise self._broken(exc) from exc
