@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import open_fds
 
 import mcpsync
 from mcpsync.errors import ConnectionLost, RequestTimeout
@@ -137,11 +138,14 @@ def test_a_frame_still_unfinished_after_the_grace_tears_the_connection_down(
         client.close()
 
 
-def test_a_blocked_notification_does_not_hold_close(no_leaks: None) -> None:
+def test_close_ends_a_frame_still_being_finished(no_leaks: None) -> None:
+    fds = open_fds()
     client = _connect()
     client.call_tool("deaf", {"seconds": -1})
     with pytest.raises(RequestTimeout):
         client.call_tool("big", {"payload": BIG}, timeout=0.3)
+    assert any(t.name == "mcpsync-stdio-writer-deaf" for t in threading.enumerate())
     start = time.monotonic()
     client.close()   # the writer thread is still finishing the frame: close ends it
     assert time.monotonic() - start < 5
+    assert open_fds() <= fds   # no pipe left behind
