@@ -140,15 +140,18 @@ class Dispatcher:
                 self._calls[message.id.key] = call
         return call
 
-    def cancel_notice(self, params: Any) -> None:
-        """``notifications/cancelled``: set the request's event; unknown ids are ignored."""
+    def cancel_notice(self, params: Any) -> bool:
+        """``notifications/cancelled``: set the request's event; unknown ids are ignored.
+        True when it named a tracked request."""
         key = request_key(params.get("requestId")) if isinstance(params, dict) else None
         if key is None:
-            return
+            return False
         with self._lock:
             call = self._calls.get(key)
-        if call is not None:
-            call.cancel()
+        if call is None:
+            return False
+        call.cancel()
+        return True
 
     def cancel_all(self) -> None:
         """Used when ``serve()`` returns: every handler sees its event set."""

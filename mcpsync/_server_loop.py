@@ -2,11 +2,13 @@
 
 Theory of operation:
 
-- The reader thread (``mcpsync-server-reader``) reads frames and puts them on an unbounded
-  queue, so a busy worker never blocks it. It handles ``notifications/cancelled`` itself: a
-  cancel must reach a handler that is running, and a request still queued, which the workers
-  cannot do while they are busy. It is a daemon and is never joined, because a thread blocked
-  in a pipe read can be neither interrupted nor joined.
+- The reader thread (``mcpsync-server-reader``) reads lines and hands them to the bounded
+  intake (``_server_intake``): at most ``max_queued`` requests (default 2 x concurrency) and
+  ``max_queued_bytes`` (4 MiB) of lines wait for a worker, and as much again is read ahead
+  undecoded; beyond that the reader stops reading and the pipe pushes back on the client. A
+  cancellation for a running or queued request is applied by the reader as soon as it is read,
+  even while the queue is full (see ``_server_intake``). The reader is a daemon and is never
+  joined, because a thread blocked in a pipe read can be neither interrupted nor joined.
 - Workers (``mcpsync-server-worker-<k>``) take frames from the queue and answer them. One
   worker (the default) answers in arrival order; N answer up to N at once, and responses may
   then leave out of order. Handlers always run on a worker, never on the thread that called
@@ -25,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import queue
 import sys
 import threading
 import time
@@ -33,9 +34,10 @@ import traceback
 from collections.abc import Callable, Iterator
 from typing import IO
 
-from mcpsync._server_context import _Call, _stderr
+from mcpsync._server_context import _stderr
 from mcpsync._server_dispatch import Dispatcher
-from mcpsync.jsonrpc import Batch, FrameReader, FrameWriter, Message, ParseError, StreamError
+from mcpsync._server_intake import Intake
+from mcpsync.jsonrpc import FrameReader, FrameWriter, Message, StreamError
 
 __all__ = ["DRAIN_SECONDS", "POLL_SECONDS", "run"]
 
@@ -44,7 +46,6 @@ POLL_SECONDS = 0.05
 DRAIN_SECONDS = 2.0
 """How long running handlers get to finish when ``serve()`` returns."""
 
-_Item = tuple[Message | Batch | ParseError, list[_Call | None]]
 DispatcherFactory = Callable[[Callable[[Message], None], Callable[[list[Message]], None]],
                              Dispatcher]
 
@@ -97,6 +98,10 @@ class _State:
         self.fatal: StreamError | None = None
         self.stopping = threading.Event()
 
+    def add_work(self, delta: int) -> None:
+        """Under ``cond``: frames needing an answer entered (+) or left without one (-)."""
+        self.pending += delta
+
     def set_fatal(self, exc: StreamError) -> None:
         with self.cond:
             if self.fatal is None:
@@ -138,15 +143,16 @@ def _protected_stdout(stdout: IO[bytes] | None) -> Iterator[IO[bytes]]:
 
 def run(make_dispatcher: DispatcherFactory, *, stdin: IO[bytes] | None,
         stdout: IO[bytes] | None, stop: threading.Event | None, concurrency: int,
-        max_frame_bytes: int) -> None:
+        max_frame_bytes: int, max_queued: int, max_queued_bytes: int) -> None:
     """Serve until end of input, ``stop``, or a fatal stream error (raised)."""
     in_stream: IO[bytes] = stdin if stdin is not None else sys.stdin.buffer
     state = _State()
-    work: queue.SimpleQueue[_Item] = queue.SimpleQueue()
     with _protected_stdout(stdout) as out_stream:
         gate = _WriteGate(FrameWriter(out_stream), state.set_fatal)
         dispatcher = make_dispatcher(gate.write, gate.write_batch)
         reader = FrameReader(in_stream, max_frame_bytes=max_frame_bytes, allow_batch=True)
+        work = Intake(dispatcher, state.cond, max_queued=max_queued,
+                      max_queued_bytes=max_queued_bytes, on_work=state.add_work)
         workers = [
             threading.Thread(target=_work_loop, args=(dispatcher, work, state),
                              name=f"mcpsync-server-worker-{k}", daemon=True)
@@ -155,7 +161,7 @@ def run(make_dispatcher: DispatcherFactory, *, stdin: IO[bytes] | None,
         for worker in workers:
             worker.start()
         # The reader starts last, so that no frame is answered before every worker exists.
-        threading.Thread(target=_read_loop, args=(reader, dispatcher, work, state),
+        threading.Thread(target=_read_loop, args=(reader, work, state),
                          name="mcpsync-server-reader", daemon=True).start()
         try:
             _supervise(state, stop)
@@ -193,40 +199,14 @@ def _supervise(state: _State, stop: threading.Event | None) -> None:
             state.cond.wait(POLL_SECONDS)
 
 
-def _read_loop(reader: FrameReader, dispatcher: Dispatcher, work: queue.SimpleQueue[_Item],
-               state: _State) -> None:
-    """The reader thread: frames to the queue, cancel notices straight to the dispatcher."""
-
-    def put(item: _Item) -> None:
-        with state.cond:
-            state.pending += 1
-        work.put(item)
-
+def _read_loop(reader: FrameReader, work: Intake, state: _State) -> None:
+    """The reader thread: lines to the intake, which decodes them and applies cancels."""
     try:
         while not state.stopping.is_set():
-            try:
-                frame = reader.read()
-            except ParseError as exc:
-                put((exc, []))
-                continue
-            if frame is None or state.stopping.is_set():
+            line = reader.read_line()
+            if line is None or state.stopping.is_set():
                 break
-            if isinstance(frame, Batch):
-                calls: list[_Call | None] = []
-                for element in frame:
-                    if isinstance(element, Message) and _is_cancel(element):
-                        dispatcher.cancel_notice(element.params)
-                        calls.append(None)
-                    elif isinstance(element, Message):
-                        calls.append(dispatcher.track(element))
-                    else:
-                        calls.append(None)
-                put((frame, calls))
-            elif _is_cancel(frame):
-                dispatcher.cancel_notice(frame.params)
-            elif frame.is_request:
-                put((frame, [dispatcher.track(frame)]))
-            # other notifications and stray responses need no answer: not even queued
+            work.offer(line, state.stopping, POLL_SECONDS)
     except StreamError as exc:
         state.set_fatal(exc)
     except Exception as exc:  # a bug of ours; surface it as the fatal stream error it becomes
@@ -240,17 +220,13 @@ def _read_loop(reader: FrameReader, dispatcher: Dispatcher, work: queue.SimpleQu
             state.cond.notify_all()
 
 
-def _is_cancel(message: Message) -> bool:
-    return message.is_notification and message.method == "notifications/cancelled"
-
-
-def _work_loop(dispatcher: Dispatcher, work: queue.SimpleQueue[_Item], state: _State) -> None:
+def _work_loop(dispatcher: Dispatcher, work: Intake, state: _State) -> None:
     """A worker: answer frames until ``serve()`` stops."""
     while not state.stopping.is_set():
-        try:
-            item, calls = work.get(timeout=POLL_SECONDS)
-        except queue.Empty:
+        got = work.take(POLL_SECONDS)
+        if got is None:
             continue
+        item, calls = got
         try:
             dispatcher.handle(item, calls)
         except Exception as exc:  # dispatch guards requests itself; this is a last resort

@@ -107,6 +107,10 @@ class Subscriptions:
         self._listens: list[_Listen] = []    # every listen not yet finished
         self._closed = False
 
+    def rename(self, name: str) -> None:
+        """The server's display name changed (it named itself in the handshake)."""
+        self._name = name
+
     # -- public operations (called by Client) --------------------------------------------
 
     def subscribe(self, uri: str, callback: Callable[[str], Any]) -> Subscription:

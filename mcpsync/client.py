@@ -23,6 +23,7 @@ import math
 import os
 import threading
 import time
+import unicodedata
 import weakref
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import replace
@@ -37,6 +38,7 @@ from mcpsync._callbacks import (
     SamplingCallback,
     SamplingRequest,
 )
+from mcpsync._finalizer import watch, weak_method
 from mcpsync._future import CallFuture
 from mcpsync._handshake import HandshakeParams, Negotiated, forget_era, negotiate
 from mcpsync._http_connect import HttpSettings, http_settings, open_http_transport
@@ -141,11 +143,16 @@ class Client:
         self._tools: dict[str, Tool] = {}
         self._schemas: dict[str, Any] = {}       # tool name -> outputSchema (validation on)
         self._validators: dict[str, Any] = {}    # tool name -> compiled jsonschema validator
+        # The subscription thread and the session reach this client only weakly, so that a
+        # client nobody holds is collected and its server stopped (see _finalizer).
+        me = weakref.ref(self)
         self._subs = Subscriptions(
             name=self._name, thread_name=f"mcpsync-listen-{self._safe_name}",
-            request=lambda method, params: self._request(method, params),
-            submit_listen=self._submit_listen, era=lambda: self._era,
-            capabilities=lambda: self._capabilities, ack_timeout=lambda: self._opts.timeout)
+            request=weak_method(self._request, self._gone),
+            submit_listen=weak_method(self._submit_listen, self._gone),
+            era=lambda: _alive(me)._era, capabilities=lambda: _alive(me)._capabilities,
+            ack_timeout=lambda: options.timeout)
+        self._resources = _Resources(self._subs)
         self._state_lock = threading.Lock()      # close and the session swap
         self._restart_lock = threading.Lock()    # one restart at a time
         # The session an era re-detection replaced (at most one per client), weakly: set
@@ -173,9 +180,13 @@ class Client:
             self._open_session, self._handshake_params(), era=era,
             protocol_version=options.protocol_version, memory_key=self._memory_key(),
             allow_probe_restart=http is None)   # an HTTP server cannot be restarted
+        session.handshake_done()
         self._session = session
+        self._resources.session = session
         self._adopt(negotiated)
+        self._take_server_name(session)
         _open_clients.add(self)
+        self._finalizer = watch(self, self._resources, self._name)
 
     # -- opening, handshake, restart -------------------------------------------------------
 
@@ -220,9 +231,12 @@ class Client:
             transport, name=self._name, default_timeout=self._opts.timeout,
             max_timeout=self._opts.max_timeout,
             reset_timeout_on_progress=self._opts.reset_timeout_on_progress,
-            on_notification=self._on_notification, on_request=self._on_request,
+            on_notification=weak_method(self._on_notification, _nothing),
+            on_request=weak_method(self._on_request, self._gone),
             observe_progress=self._opts.notification_observer is not None,
             on_lost=self._opts.on_connection_lost)
+        if self._http is None:
+            session.watch_handshake()   # until answered: is this an MCP server at all?
         try:
             session.start()
         except BaseException:
@@ -242,6 +256,24 @@ class Client:
         self._handshake_result = negotiated.result
         self._has_tools = "tools" in negotiated.capabilities
         self._rebuild_meta()
+
+    def _take_server_name(self, session: Session) -> None:
+        """Name a stdio server by what it calls itself (``serverInfo.name``) in errors and
+        reprs, rather than by its program (``node``, ``npx``, ``python``), unless the caller
+        named it (``name=``, or a config's ``name``/``id``). Thread and logger names keep the
+        name they started with."""
+        config = self._config
+        if config.name or config.id or config.command is None:
+            return
+        own = _clean_server_name(self._server_info.name)
+        if not own or own == self._name:
+            return
+        self._name = own
+        session.name = own
+        self._subs.rename(own)
+        transport = self._transport
+        if isinstance(transport, StdioTransport):
+            transport.name = own
 
     def _rebuild_meta(self) -> None:
         """The modern ``_meta`` shared by every request (replaced whole, never mutated)."""
@@ -294,8 +326,11 @@ class Client:
                 session.close()
                 raise ClosedError(f"client for server {self._name!r} is closed",
                                   server=self._name)
+            session.handshake_done()
             self._session = session
+            self._resources.session = session
             self._adopt(negotiated)
+            self._take_server_name(session)
         self._cache.clear()
 
     def _dead_error(self, lost: ConnectionLost, suffix: str) -> ConnectionLost:
@@ -307,6 +342,10 @@ class Client:
                 stderr_tail=lost.stderr_tail, server=self._name)
         return ConnectionLost(f"the connection to server {self._name!r} was lost earlier "
                               f"({lost}){suffix}; connect again", server=self._name)
+
+    @staticmethod
+    def _gone() -> Any:
+        raise ClosedError("the client was garbage-collected")
 
     def _live(self) -> Session:
         """The current session, restarting a dead modern server first (see docs/client.md)."""
@@ -930,7 +969,10 @@ class Client:
 
     @property
     def name(self) -> str:
-        """The display name used in errors, thread names and logger names."""
+        """The display name used in errors and reprs: the name you gave (``name=``, or the
+        config's ``name``/``id``); else, once connected, the name the server gives itself
+        (``serverInfo.name``, without control characters, at most 64 characters); else the
+        program's base name. Thread and logger names keep the name known at start."""
         return self._name
 
     @property
@@ -983,12 +1025,14 @@ class Client:
             # A forked child: never signal the parent's processes or write its pipes.
             self._closed = True
             _open_clients.discard(self)
+            self._finalizer.detach()
             return
         with self._state_lock:
             if self._closed:
                 return
             self._closed = True
         _open_clients.discard(self)
+        self._finalizer.detach()
         self._subs.close()
         self._session.close()
         with self._state_lock:
@@ -1011,6 +1055,47 @@ class Client:
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"{self._era} {self._protocol_version}"
         return f"<mcpsync.Client {self._name!r} {state}>"
+
+
+_SERVER_NAME_MAX = 64
+
+
+def _clean_server_name(name: str) -> str:
+    """A server's self-reported name, safe to show: control and other unprintable characters
+    removed, surrounding space stripped, cut to 64 characters."""
+    text = "".join(c for c in name if unicodedata.category(c)[0] != "C" or c == " ")
+    return text.strip()[:_SERVER_NAME_MAX].strip()
+
+
+class _Resources:
+    """What the finalizer of an unreachable client closes (it must not refer to the client):
+    the subscriptions and the current session, which the client updates when it swaps it."""
+
+    def __init__(self, subs: Subscriptions) -> None:
+        self.subs = subs
+        self.session: Session | None = None
+        self.pid = os.getpid()
+
+    def close(self) -> None:
+        session = self.session
+        if os.getpid() != self.pid:
+            if session is not None:
+                session.close()   # forked child: drops references only, takes no lock
+            return
+        self.subs.close()
+        if session is not None:
+            session.close("the client was garbage-collected without close()")
+
+
+def _alive(ref: weakref.ref[Client]) -> Client:
+    client = ref()
+    if client is None:
+        raise ClosedError("the client was garbage-collected")
+    return client
+
+
+def _nothing() -> None:
+    return None
 
 
 def _era_contradicted(exc: RemoteError, method: str, *, modern: bool) -> bool:
@@ -1164,8 +1249,10 @@ def connect(target: ServerConfig | Sequence[str] | str, *,
 
     Raises :class:`~mcpsync.errors.ConfigError` for a bad option or a command that cannot be
     found, :class:`~mcpsync.errors.UnsupportedProtocolVersion` when no revision is shared,
-    :class:`~mcpsync.errors.RequestTimeout` when ``initialize`` times out, and
-    :class:`~mcpsync.errors.ServerExited` when the server dies during the handshake.
+    :class:`~mcpsync.errors.RequestTimeout` when ``initialize`` times out,
+    :class:`~mcpsync.errors.ServerExited` when the server dies during the handshake, and
+    :class:`~mcpsync.errors.ProtocolError` when a stdio program writes 10 lines that are not
+    JSON-RPC before any answer (it is probably not an MCP server; the message quotes them).
     """
     config, options = make_options(
         target, name=name, timeout=timeout, max_timeout=max_timeout,

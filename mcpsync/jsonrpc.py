@@ -888,6 +888,13 @@ class FrameReader:
 
     def read(self) -> Message | Batch | None:
         """The next message or batch, ``None`` at end of input."""
+        line = self.read_line()
+        return None if line is None else parse(line, allow_batch=self._decoder.allow_batch)
+
+    def read_line(self) -> bytes | None:
+        """The next line, undecoded (``parse`` it later), or ``None`` at end of input: for a
+        reader that holds lines before decoding them. Raises like :meth:`read`, except that a
+        bad line is returned (it is ``parse`` that raises :class:`ParseError`)."""
         pending = self._pending
         decoder = self._decoder
         while not pending:
@@ -911,7 +918,7 @@ class FrameReader:
                 decoder._split(chunk, pending.append)
             except StreamError as exc:
                 self._error = exc
-        return parse(pending.popleft(), allow_batch=decoder.allow_batch)
+        return pending.popleft()
 
     def __iter__(self) -> Iterator[Message | Batch]:
         return self

@@ -29,6 +29,7 @@ from typing import IO, Any, TypeVar, overload
 
 from mcpsync._server_context import Context
 from mcpsync._server_dispatch import Dispatcher, ServerIdentity, ToolEntry
+from mcpsync._server_intake import DEFAULT_MAX_QUEUED_BYTES
 from mcpsync._server_loop import run
 from mcpsync._server_schema import ToolSignature, describe, signature_of
 from mcpsync.jsonrpc import MAX_FRAME_BYTES, Message
@@ -48,23 +49,30 @@ class Server:
 
     ``concurrency`` is how many handlers may run at once (1: answered in arrival order).
     ``max_frame_bytes`` bounds one incoming line; a longer one ends ``serve()`` with
-    ``StreamError``, because the stream cannot be resynchronised after it.
+    ``StreamError``, because the stream cannot be resynchronised after it. ``max_queued``
+    (default ``2 * concurrency``) requests and ``max_queued_bytes`` (4 MiB) of their lines wait
+    for a handler, and as many bytes again are read ahead; beyond that the server stops reading
+    and a client that floods it is held back by the pipe (``docs/server.md``).
     """
 
     def __init__(self, name: str, version: str, *, title: str | None = None,
                  instructions: str | None = None, concurrency: int = 1,
-                 max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
-        if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
-            raise ValueError(f"concurrency must be a positive integer, got {concurrency!r}")
-        if (not isinstance(max_frame_bytes, int) or isinstance(max_frame_bytes, bool)
-                or max_frame_bytes < 1):
-            raise ValueError(f"max_frame_bytes must be a positive integer, got {max_frame_bytes!r}")
+                 max_frame_bytes: int = MAX_FRAME_BYTES, max_queued: int | None = None,
+                 max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES) -> None:
+        _check_positive("concurrency", concurrency)
+        _check_positive("max_frame_bytes", max_frame_bytes)
+        if max_queued is None:
+            max_queued = 2 * concurrency
+        _check_positive("max_queued", max_queued)
+        _check_positive("max_queued_bytes", max_queued_bytes)
         self.name = name
         self.version = version
         self.title = title
         self.instructions = instructions
         self.concurrency = concurrency
         self.max_frame_bytes = max_frame_bytes
+        self.max_queued = max_queued
+        self.max_queued_bytes = max_queued_bytes
         self._tools: dict[str, ToolEntry] = {}
         self._lock = threading.Lock()
         self._started = False
@@ -184,7 +192,13 @@ class Server:
             return Dispatcher(identity, tools, send, send_batch)
 
         run(make_dispatcher, stdin=stdin, stdout=stdout, stop=stop,
-            concurrency=self.concurrency, max_frame_bytes=self.max_frame_bytes)
+            concurrency=self.concurrency, max_frame_bytes=self.max_frame_bytes,
+            max_queued=self.max_queued, max_queued_bytes=self.max_queued_bytes)
+
+
+def _check_positive(field: str, value: object) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{field} must be a positive integer, got {value!r}")
 
 
 def _tool_to_wire(tool: Tool) -> dict[str, Any]:

@@ -65,6 +65,7 @@ from mcpsync.errors import (
 from mcpsync.jsonrpc import Batch, Message, ParseError, StreamError
 from mcpsync.protocol import describe_call, remote_error
 from mcpsync.transport._failed import CallFailed
+from mcpsync.transport._writer import WriteTimedOut
 
 __all__ = ["DEFAULT_MAX_TIMEOUT", "RequestFuture", "Session", "SessionTransport"]
 
@@ -75,6 +76,9 @@ DEFAULT_MAX_TIMEOUT: Final = 600.0
 MAIN_THREAD_SLICE: Final = 0.1
 #: Garbage stdout lines logged at WARNING per connection; later ones go to DEBUG.
 GARBAGE_WARNINGS: Final = 10
+#: During the handshake, this many stdout lines that are not JSON-RPC (and no answer) mean
+#: the program is not an MCP server: the connection fails at once instead of timing out.
+HANDSHAKE_GARBAGE: Final = 10
 #: How long connection-loss handling waits for the server's exit status after stdout EOF.
 EXIT_WAIT: Final = 1.0
 JOIN_TIMEOUT: Final = 1.0
@@ -215,11 +219,24 @@ class Session:
         self.closed = False
         # Connection loss: set once.
         self._lost: ConnectionLost | None = None
+        self._loss_settled = threading.Event()   # set once _lost holds its final error
         self._lost_cause: BaseException | None = None
         self._torn_down = False
         self._garbage = 0
+        # Handshake watch (see watch_handshake): the first stdout line that was not JSON-RPC.
+        self._watching = False
+        self._first_garbage: str | None = None
         self._dispatcher = Dispatcher(self._safe, logger)
         self._pool = CallbackPool(self._safe, logger)
+        # A request is written by its deadline where the transport can (stdio): a server that
+        # stops reading must not hold a caller past its timeout (see _write_timed_out).
+        send_until = getattr(transport, "send_bytes_until", None)
+        if send_until is None:
+            send_bytes = transport.send_bytes
+
+            def send_until(frame: bytes, deadline: float) -> None:
+                send_bytes(frame)
+        self._send_until: Callable[[bytes, float], None] = send_until
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -236,6 +253,17 @@ class Session:
     def lost(self) -> ConnectionLost | None:
         """The error that ended the connection, or ``None`` while it is alive."""
         return self._lost
+
+    def watch_handshake(self) -> None:
+        """Until :meth:`handshake_done`, treat a program that does not talk JSON-RPC as what
+        it probably is, not an MCP server: its 10th stdout line that is not JSON-RPC fails
+        every pending call with :class:`ProtocolError` at once, and the errors of an exit or
+        a timeout before any answer quote its first stdout line and say so."""
+        self._watching = True
+
+    def handshake_done(self) -> None:
+        """The handshake has been answered: stdout lines are judged one at a time again."""
+        self._watching = False
 
     def start(self) -> None:
         """Start the background reader (the transport must already be started)."""
@@ -284,6 +312,11 @@ class Session:
                 self._stopping = True
                 self._want = None
                 self._unpark_locked()
+            if self._watching:
+                # It never answered: no MCP shutdown to wait for (stdin EOF, then 2 s).
+                hurry = getattr(self._transport, "hurry", None)
+                if hurry is not None:
+                    hurry()
             self._transport.wake()
             me = threading.current_thread()
             bg = self._bg_thread
@@ -425,7 +458,12 @@ class Session:
                     self._sending = call
                     claimed = True
         try:
-            self._transport.send_bytes(frame)
+            self._send_until(frame, call.deadline)
+        except WriteTimedOut as exc:
+            self._sending = None
+            self._release_role(call)
+            self._write_timed_out(call, exc)
+            return call
         except ConnectionLost as exc:
             self._sending = None
             self._lose(exc, exited=True)  # fails this call too (it is pending)
@@ -587,8 +625,32 @@ class Session:
             note = "the request was cancelled"
         else:
             note = "this request is not cancelled"
+        if self._watching:
+            note += "; " + self._not_mcp_note()
         call.finish(None, RequestTimeout(
             f"{self._describe(call)}: no answer within {call.timeout:g} s; {note}",
+            timeout=call.timeout, server=self.name, method=call.method))
+
+    def _write_timed_out(self, call: Call, exc: WriteTimedOut) -> None:
+        """The deadline passed while the request was being written (the server does not read
+        its input). Nothing written: the server never saw it, so there is nothing to cancel.
+        Partly written: the transport finishes the frame on its own thread, and the
+        cancellation is queued behind it on the callback pool."""
+        if self._pending.pop(call.key, None) is None:
+            return
+        self._unattended.discard(call)
+        if not exc.written:
+            note = "nothing of it was sent"
+        elif call.cancellable:
+            note = (f"{exc.written} of its {exc.size} bytes were sent; the rest is being sent, "
+                    "followed by its cancellation")
+            self._cancel_later(call)
+        else:
+            note = (f"{exc.written} of its {exc.size} bytes were sent; the rest is being sent; "
+                    "this request is not cancelled")
+        call.finish(None, RequestTimeout(
+            f"{self._describe(call)}: could not be sent within {call.timeout:g} s because "
+            f"server {self.name!r} is not reading its input; {note}",
             timeout=call.timeout, server=self.name, method=call.method))
 
     def _abandon(self, call: Call, reason: str) -> None:
@@ -739,6 +801,10 @@ class Session:
         if lost is None or self.closed or self._torn_down:
             return
         self._torn_down = True
+        if self._watching:
+            hurry = getattr(self._transport, "hurry", None)
+            if hurry is not None:
+                hurry()
         try:
             self._transport.close()
         except Exception:
@@ -808,6 +874,7 @@ class Session:
             call.finish(None, item.error)
 
     def _remote_error(self, call: Call, error: dict[str, Any]) -> RemoteError:
+        self._watching = False   # a JSON-RPC answer: whatever it is, this is an MCP server
         return remote_error(error.get("code"), error.get("message"), error.get("data"),
                             server=self.name, method=call.method, prefix=self._describe(call))
 
@@ -861,6 +928,11 @@ class Session:
                    self.name, error)
         rid = error.id
         if rid is None:
+            if self._watching:
+                if self._first_garbage is None:
+                    self._first_garbage = error.excerpt
+                if self._garbage >= HANDSHAKE_GARBAGE:
+                    self._not_an_mcp_server()
             return
         call = self._pending.pop(rid.key, None)
         if call is None:
@@ -944,7 +1016,40 @@ class Session:
             self._lost = ConnectionLost(f"the connection to server {self.name!r} was lost: "
                                         f"{cause}", server=self.name)
         self._lost.__cause__ = cause
+        self._loss_settled.set()
         self._fail_all(lambda call: self._loss_error(call, code, cause, exited))
+        with self._lock:
+            self._want = None
+            self._unpark_locked()
+        self._transport.wake()
+
+    def _not_mcp_note(self, subject: str | None = None) -> str:
+        """Why the program may not be an MCP server, quoting its stdout (and stderr)."""
+        first = self._first_garbage
+        if first is None:
+            seen = "it wrote nothing on stdout"
+        else:
+            count = f" (and {self._garbage - 1} more such lines)" if self._garbage > 1 else ""
+            seen = f"its first line on stdout was {first!r}{count}, which is not JSON-RPC"
+        if subject is None:
+            subject = f"server {self.name!r}"
+        note = (f"{subject} may not be an MCP server: {seen}; check that the command starts "
+                "an MCP server that speaks JSON-RPC on stdin/stdout")
+        excerpt = self._transport.stderr_excerpt()
+        return note + ("; its stderr ends with:\n" + excerpt if excerpt
+                       else " (it wrote nothing to stderr)")
+
+    def _not_an_mcp_server(self) -> None:
+        """The handshake got only lines that are not JSON-RPC: fail every pending call with
+        ``ProtocolError`` now (the background reader then tears the connection down)."""
+        with self._lock:
+            if self._lost is not None or self.closed:
+                return
+            note = self._not_mcp_note()
+            self._lost = ConnectionLost(note, server=self.name)
+        self._loss_settled.set()
+        self._fail_all(lambda call: ProtocolError(
+            f"{self._describe(call)}: {note}", server=self.name, method=call.method))
         with self._lock:
             self._want = None
             self._unpark_locked()
@@ -952,6 +1057,11 @@ class Session:
 
     def _exited_error(self, prefix: str, code: int | None, method: str | None,
                       maybe_executed: bool = False) -> ServerExited:
+        if self._watching:   # it never answered: say what it did write
+            text = (f"{prefix}: server {self.name!r} {_exit_text(code)} before answering, "
+                    + self._not_mcp_note("so it"))
+            return ServerExited(text, exit_code=code, stderr_tail=self._transport.stderr_tail(),
+                                maybe_executed=maybe_executed, server=self.name, method=method)
         excerpt = self._transport.stderr_excerpt()
         text = f"{prefix}: server {self.name!r} {_exit_text(code)}"
         if excerpt:
@@ -975,6 +1085,9 @@ class Session:
 
     def _after_loss(self, method: str | None, params: Any) -> ConnectionLost:
         """The error for a call made after the connection died."""
+        # Another thread may still be building the error (it waits up to EXIT_WAIT for the
+        # exit status): wait for it rather than quote the placeholder.
+        self._loss_settled.wait(EXIT_WAIT + JOIN_TIMEOUT)
         lost = self._lost
         prefix = self._what(method, params)
         if isinstance(lost, ServerExited):

@@ -197,7 +197,7 @@ def test_reader_keeps_reading_while_the_dispatcher_is_busy() -> None:
         ps.initialize()
         ps.send({"jsonrpc": "2.0", "id": "b", "method": "tools/call",
                  "params": {"name": "block"}})
-        for i in range(200):  # far more than a pipe buffer's worth would block a bounded reader
+        for i in range(200):  # beyond a pipe buffer: held in the look-ahead, not in the pipe
             ps.send({"jsonrpc": "2.0", "id": i, "method": "ping", "params": {"pad": "x" * 512}})
         release.set()
         first = ps.recv()

@@ -8,7 +8,8 @@ pipes cannot be polled, on Windows: see ``_pump``). What it does own:
 - spawning, on the single ``mcpsync-spawner`` thread (see ``_spawner``), with a safe
   environment and a resolved command (see ``_env``);
 - the stderr drain thread ``mcpsync-stdio-stderr-<name>`` (see ``_stderr``);
-- locked writes, one frame per write;
+- locked writes, one frame per write, each by a deadline (see ``_writer``: stdin is
+  non-blocking, so a server that stops reading cannot hold a caller past its timeout);
 - event-driven exit detection (``pidfd`` + ``poll`` where the OS has it);
 - the shutdown sequence of the MCP stdio transport, bounded in time.
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import re
 import select
@@ -45,8 +47,9 @@ from . import _spawner
 from ._env import build_env, resolve_argv
 from ._pump import StdoutPump
 from ._stderr import StderrDrain, excerpt
+from ._writer import FINISH_GRACE, FrameFinisher, WriteTimedOut, pour
 
-__all__ = ["StdioTransport", "TransportClosed", "safe_name"]
+__all__ = ["StdioTransport", "TransportClosed", "WriteTimedOut", "safe_name"]
 
 # Grace periods of the shutdown sequence. Module constants so that tests may patch them.
 STDIN_GRACE = 2.0
@@ -209,6 +212,8 @@ class StdioTransport:
         self._pump: StdoutPump | None = None
         self._stderr: StderrDrain | None = None
         self._holds_spawner = False
+        self._finisher: FrameFinisher | None = None
+        self._stdin_grace = STDIN_GRACE
 
     # ------------------------------------------------------------------ properties
 
@@ -290,6 +295,7 @@ class StdioTransport:
                 self._pidfd = -1
         if _USE_POLL:
             os.set_blocking(self._stdout_fd, False)  # receive() reads before it polls
+            os.set_blocking(self._stdin_fd, False)  # a full pipe must not block a write
             self._wake_r, self._wake_w = os.pipe()
             os.set_blocking(self._wake_r, False)
             os.set_blocking(self._wake_w, False)
@@ -318,27 +324,115 @@ class StdioTransport:
         self.send_bytes(_serialize(message))
 
     def send_bytes(self, frame: bytes) -> None:
-        """Write one pre-serialised frame (without its newline) under the write lock.
+        """Write one pre-serialised frame (without its newline), waiting as long as it takes
+        (until :meth:`close`). See :meth:`send_bytes_until`."""
+        self.send_bytes_until(frame, math.inf)
 
-        The whole frame goes out before the lock is released (short writes are finished), so
-        frames from different threads never interleave.
+    def send_bytes_until(self, frame: bytes, deadline: float) -> None:
+        """Write one pre-serialised frame (without its newline) under the write lock, by
+        ``deadline`` (a ``time.monotonic()`` value; ``math.inf``: no limit).
+
+        The whole frame goes out before the lock is released, so frames from different
+        threads never interleave. The usual case is one ``os.write``. When the server does
+        not read its stdin and the pipe is full, raises ``WriteTimedOut`` at the deadline:
+        with ``written == 0`` when nothing of the frame went out (still waiting for the lock,
+        or for room in the pipe); otherwise a finisher thread writes the rest of the frame and
+        tears the connection down if that is not done ``FINISH_GRACE`` seconds later (see
+        ``_writer``). Raises :class:`TransportClosed` when the pipe is closed or broken.
         """
         data = frame + b"\n"
-        with self._write_lock:
+        lock = self._write_lock
+        if not lock.acquire(False) and not self._acquire_until(lock, deadline):
+            raise WriteTimedOut(0, len(data))
+        try:
             fd = self._stdin_fd
             if fd < 0 or self._closing:
                 raise TransportClosed(f"writing to server {self.name!r}: the transport is closed",
                                       server=self.name)
             try:
                 written = os.write(fd, data)
-                if written != len(data):
-                    view = memoryview(data)
+            except BlockingIOError:  # the pipe is full: the server is not reading
+                written = 0
+        except OSError as exc:  # BrokenPipeError: the server is gone
+            lock.release()
+            raise self._broken(exc) from exc
+        except BaseException:
+            lock.release()
+            raise
+        if written == len(data):
+            lock.release()
+            return
+        self._write_rest(fd, data, written, deadline)
+
+    @staticmethod
+    def _acquire_until(lock: threading.Lock, deadline: float) -> bool:
+        """Wait for the write lock until ``deadline``; False when it passed first."""
+        if deadline == math.inf:
+            return lock.acquire()
+        remaining = deadline - time.monotonic()
+        return remaining > 0 and lock.acquire(timeout=min(remaining, threading.TIMEOUT_MAX))
+
+    def _broken(self, exc: OSError) -> TransportClosed:
+        return TransportClosed(f"writing to server {self.name!r}: the pipe is closed ({exc})",
+                               server=self.name)
+
+    def _write_rest(self, fd: int, data: bytes, written: int, deadline: float) -> None:
+        """The slow path of a write (the pipe was full), entered holding the write lock: wait
+        for room until ``deadline``; then release the lock, or hand it to a finisher."""
+        view = memoryview(data)
+        handed = False
+        try:
+            try:
+                if not _USE_POLL:  # pragma: no cover - Windows: stdin blocks, as it always did
                     while written < len(data):
                         written += os.write(fd, view[written:])
-            except OSError as exc:  # BrokenPipeError: the server is gone
-                raise TransportClosed(
-                    f"writing to server {self.name!r}: the pipe is closed ({exc})",
-                    server=self.name) from exc
+                    return
+                written = pour(fd, view, written, deadline, lambda: self._closing)
+            except OSError as exc:
+                raise self._broken(exc) from exc
+            if written == len(data):
+                return
+            if self._closing:
+                raise TransportClosed(f"writing to server {self.name!r}: the transport was "
+                                      "closed during the write", server=self.name)
+            if written:
+                self._finish_later(fd, view, written, deadline)
+                handed = True
+            raise WriteTimedOut(written, len(data))
+        except (TransportClosed, WriteTimedOut):
+            raise
+        except BaseException:
+            # Ctrl-C (say) in the middle of a frame: the rest must still go out, or the
+            # server would read the next frame glued to this half of it.
+            if not handed and 0 < written < len(data):
+                self._finish_later(fd, view, written, deadline)
+                handed = True
+            raise
+        finally:
+            if not handed:
+                self._write_lock.release()
+
+    def _finish_later(self, fd: int, view: memoryview, written: int, deadline: float) -> None:
+        grace = time.monotonic() + FINISH_GRACE
+        finisher = FrameFinisher(
+            name=self._safe, fd=fd, view=view, written=written,
+            until=grace if deadline == math.inf else max(deadline + FINISH_GRACE, grace),
+            lock=self._write_lock, stop=lambda: self._closing, on_stuck=self._write_stuck)
+        self._finisher = finisher
+        finisher.start()
+
+    def _write_stuck(self, why: str) -> None:
+        """Finisher thread, write lock held: a frame cannot be finished. The stream is lost:
+        stdin is closed (later writes fail at once) and the reader raises the error next."""
+        error = StreamError(f"writing to server {self.name!r}: a request could not be "
+                            f"finished ({why}); the server is not reading its input, so the "
+                            "connection is closed", server=self.name)
+        self._logger.warning("%s", error)
+        proc = self._proc
+        self._close_fd("_stdin_fd", proc.stdin if proc is not None else None)
+        self._rx_error = error
+        self._rx_done = True
+        self.wake()
 
     # ------------------------------------------------------------------ reading
 
@@ -570,7 +664,7 @@ class StdioTransport:
         # process (the server)" - unless a writer is stuck in a full pipe; then the signals
         # below will break its write.
         stdin_closed = self._close_stdin(timeout=0.2)
-        exited = self._wait_exited(left(STDIN_GRACE)) if stdin_closed else False
+        exited = self._wait_exited(left(self._stdin_grace)) if stdin_closed else False
         # "wait for the server to exit, or send SIGTERM if the server does not exit within a
         # reasonable time"
         if not exited:
@@ -587,6 +681,9 @@ class StdioTransport:
             proc.poll()
         if not stdin_closed:
             self._close_stdin(timeout=left(JOIN_TIMEOUT))
+        finisher = self._finisher
+        if finisher is not None:  # it sees _closing within a WRITE_SLICE
+            finisher.join(left(JOIN_TIMEOUT) or 0.05)
         if self._stderr is not None:
             self._stderr.stop(timeout=left(JOIN_TIMEOUT) or 0.05)  # closes the stderr pipe
         else:
@@ -611,6 +708,11 @@ class StdioTransport:
         elif self._holds_spawner:
             self._holds_spawner = False
             _spawner.release()
+
+    def hurry(self) -> None:
+        """Make :meth:`close` send SIGTERM right after closing stdin (no 2 s grace): for a
+        program that never answered the handshake, which has no MCP shutdown to honour."""
+        self._stdin_grace = min(self._stdin_grace, 0.05)
 
     def _close_raw(self, attr: str) -> None:
         fd = getattr(self, attr)
