@@ -84,6 +84,34 @@ def test_two_argument_on_unauthorized_learns_the_refused_value(
     assert len(calls) == 1
 
 
+def test_the_refused_value_goes_only_to_a_hook_that_asks_for_it(
+        fault_server: FaultServer) -> None:
+    """An optional second parameter meant for something else never receives the token."""
+    fault_server.faults.require_authorization = "Bearer fresh"
+    current = ["Bearer stale"]
+    seen: list[tuple[str, object]] = []
+
+    def with_log(www_authenticate: str, log: object = None) -> None:
+        seen.append(("log", log))
+        current[0] = "Bearer fresh"
+
+    def named_refused(www_authenticate: str, refused: str | None = None) -> None:
+        seen.append(("refused", refused))
+        current[0] = "Bearer fresh"
+
+    def star_args(*args: object) -> None:
+        seen.append(("args", args[1:]))
+        current[0] = "Bearer fresh"
+
+    for hook in (with_log, named_refused, star_args):
+        current[0] = "Bearer stale"
+        config = ServerConfig(id="s", url=fault_server.url, authorization=lambda: current[0],
+                              on_unauthorized=hook)
+        with mcpsync.connect(config, timeout=5) as client:
+            assert client.call_tool("echo", {"text": "ok"}).text == "ok"
+    assert seen == [("log", None), ("refused", "Bearer stale"), ("args", ())]
+
+
 def _entry(**entry: Any) -> dict[str, Any]:
     return {"mcpServers": {"srv": {"url": "https://mcp.example.com/mcp", **entry}}}
 
