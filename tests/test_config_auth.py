@@ -10,6 +10,8 @@ loopback fault server, which rotates nothing: the hook does).
 from __future__ import annotations
 
 import logging
+import os
+import sys
 from typing import Any
 
 import pytest
@@ -178,3 +180,35 @@ def test_loopback_metadata_over_http_is_accepted() -> None:
     [config] = load_config(_entry(oauth={"authServerMetadataUrl": "http://127.0.0.1:8/m"}))
     assert isinstance(config.auth, ConfigOAuth)
     assert config.auth.metadata_url == "http://127.0.0.1:8/m"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX modes")
+def test_an_unreadable_default_store_warns_and_only_fails_a_server_that_needs_oauth(
+        fault_server: FaultServer, tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A tokens.json in a group-writable directory: the store refuses it (rightly), but a
+    server that never answers 401 must still work; the refusal shows only where OAuth is
+    needed."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    store_dir = tmp_path / "mcpauth"
+    store_dir.mkdir(mode=0o700)
+    (store_dir / "tokens.json").write_text('{"version": 1, "entries": {}}', encoding="utf-8")
+    os.chmod(store_dir / "tokens.json", 0o600)
+    os.chmod(store_dir, 0o770)   # group-writable: FileTokenStore refuses to use it
+    [config] = load_config({"mcpServers": {"open": {"url": fault_server.url}}})
+    assert isinstance(config.auth, ConfigOAuth)
+    with caplog.at_level(logging.WARNING, logger="mcpsync.auth"), \
+            mcpsync.connect(config, timeout=5) as client:
+        assert client.call_tool("echo", {"text": "ok"}).text == "ok"
+        assert client.call_tool("echo", {"text": "again"}).text == "again"
+    [warning] = [r for r in caplog.records if r.name == "mcpsync.auth"]
+    text = warning.getMessage()
+    assert str(store_dir) in text and f"chmod 700 {store_dir}" in text
+    assert fault_server.url.split("?")[0] in text
+    # A server that does need OAuth gets the store's error from its 401.
+    fault_server.faults.require_authorization = "Bearer needed"
+    [config] = load_config({"mcpServers": {"closed": {"url": fault_server.url}}})
+    with pytest.raises(mcpsync.AuthHookError) as info, \
+            mcpsync.connect(config, timeout=5) as client:
+        client.call_tool("echo", {"text": "x"})
+    assert f"chmod 700 {store_dir}" in str(info.value)
