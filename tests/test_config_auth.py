@@ -212,3 +212,52 @@ def test_an_unreadable_default_store_warns_and_only_fails_a_server_that_needs_oa
             mcpsync.connect(config, timeout=5) as client:
         client.call_tool("echo", {"text": "x"})
     assert f"chmod 700 {store_dir}" in str(info.value)
+
+
+@pytest.mark.parametrize("url", [
+    "http://localhost:8/m", "http://LOCALHOST.:8/m", "http://127.0.0.1:8/m",
+    "http://127.45.6.7/m", "http://[::1]:8/m", "http://[::ffff:127.0.0.1]:8/m",
+    "https://as.example.com/m",
+])
+def test_metadata_url_loopback_means_the_address_not_the_spelling(url: str) -> None:
+    [config] = load_config(_entry(oauth={"authServerMetadataUrl": url}))
+    assert isinstance(config.auth, ConfigOAuth) and config.auth.metadata_url == url
+
+
+@pytest.mark.parametrize(("url", "says"), [
+    ("http://127.evil.example/m", "got http to 127.evil.example"),
+    ("http://127.0.0.1.evil.example/m", "got http to 127.0.0.1.evil.example"),
+    ("http://localhost.evil.example/m", "got http to localhost.evil.example"),
+    ("http://[::2]/m", "got http to [::2]"),
+    ("http://10.0.0.1/m", "got http to 10.0.0.1"),
+    ("HTTP://as.example.com/m", "got http to as.example.com"),
+    ("http://127.0.0.1:9\\@as.example.com/m", "backslash"),
+    ("https://u:p@as.example.com/m", "user info"),
+    ("http://127.0.0.1\t.evil.example/m", "U+0009"),
+    ("ftp://as.example.com/m", "not an http:// or https:// URL"),
+    ("https:///m", "not"),
+])
+def test_metadata_url_that_would_leave_the_machine_in_cleartext_is_refused(
+        tmp_path: Any, url: str, says: str) -> None:
+    import json
+
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps(_entry(oauth={"authServerMetadataUrl": url})),
+                    encoding="utf-8")
+    with pytest.raises(mcpsync.ConfigError) as info:
+        load_config(path)
+    text = str(info.value)
+    assert text.startswith(f"{path}: mcpServers.srv.oauth.authServerMetadataUrl: "), text
+    assert says in text
+    assert "u:p" not in text
+
+
+def test_mcpsyncs_loopback_rule_is_mcpauths() -> None:
+    from mcpauth._http import is_loopback_host as mcpauth_rule
+    from mcpsync.transport._origin import is_loopback_host
+
+    hosts = ["localhost", "LOCALHOST.", "127.0.0.1", "127.255.0.9", "[::1]", "::1",
+             "[::ffff:127.0.0.1]", "127.evil.example", "localhost.evil", "[::2]", "10.0.0.1",
+             "0.0.0.0", "", "128.0.0.1"]
+    assert [is_loopback_host(h) for h in hosts] == [mcpauth_rule(h) for h in hosts]
+    assert sum(is_loopback_host(h) for h in hosts) == 7
