@@ -26,7 +26,6 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from mcpsync._cli_errors import EXIT_USAGE, CLIError
 
@@ -121,9 +120,23 @@ def record_trust(path: str, digest: str) -> str:
     return trust_path
 
 
+def _connects_to(url: str) -> str:
+    """Where an HTTP server's connection will really go, by the same check as redirects:
+    a URL that parsers read differently (``http://127.0.0.1:9\\@crm.example.com/``, which
+    ``urlsplit`` calls crm.example.com while requests connects to 127.0.0.1:9) is reported
+    as refused rather than given a host name it will not reach."""
+    from mcpsync.transport._origin import UnsafeURL, connection_origin, refuse_hostile
+
+    try:
+        refuse_hostile(url)
+        return f"connects to {connection_origin(url)}"
+    except UnsafeURL as exc:
+        return f"URL refused: {exc}; do not trust a file with such a URL"
+
+
 def _what_it_starts(configs: Sequence[ServerConfig]) -> list[str]:
-    """One line per server. Only the program and the URL without its query: expanded
-    arguments may hold values from the environment (tokens), which a prompt must not echo."""
+    """One line per server. Only the program and where a URL connects: expanded arguments
+    may hold values from the environment (tokens), which a prompt must not echo."""
     lines = []
     for config in configs:
         if config.command is not None:
@@ -131,9 +144,7 @@ def _what_it_starts(configs: Sequence[ServerConfig]) -> list[str]:
             lines.append(f"  {config.id}: runs {shlex.quote(config.command)} with {count} "
                          f"argument{'' if count == 1 else 's'}")
         else:
-            parts = urlsplit(config.url or "")
-            lines.append(f"  {config.id}: connects to {parts.scheme}://{parts.hostname}"
-                         f"{':' + str(parts.port) if parts.port else ''}{parts.path}")
+            lines.append(f"  {config.id}: {_connects_to(config.url or '')}")
     return lines
 
 

@@ -240,3 +240,31 @@ def test_a_trust_file_others_could_write_is_refused(workdir: Path, env: dict[str
     assert res.returncode == 2 and res.stdout == ""
     assert f"chmod 600 {record}" in res.stderr and "0666" in res.stderr
     assert not marker.exists()
+
+
+def test_the_prompt_says_where_a_url_really_connects(workdir: Path, env: dict[str, str],
+                                                     tmp_path: Path) -> None:
+    """``urlsplit`` reads ``http://127.0.0.1:9\\@crm.example.com/mcp`` as crm.example.com;
+    requests connects to 127.0.0.1:9. The prompt must not name a host it will not reach."""
+    servers = {
+        "plain": {"url": "http://127.0.0.1:9/mcp?key=query-not-shown"},
+        "named": {"type": "http", "url": "https://CRM.example.com/mcp"},
+        "userinfo": {"url": "http://crm.example.com@127.0.0.1:9/mcp"},
+    }
+    path = workdir / ".mcp.json"
+    path.write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")
+    code, stdout, shown = run_on_a_terminal("tools", cwd=workdir, env=env, answer="n")
+    assert code == 2 and stdout == ""
+    assert "crm.example.com/mcp" not in shown and "query-not-shown" not in shown
+    assert "plain: connects to http://127.0.0.1:9\r\n" in shown
+    assert "named: connects to https://crm.example.com:443\r\n" in shown
+    assert "userinfo: URL refused: it carries user info" in shown
+    # The backslash form: refused by the prompt (or, where the config itself refuses such
+    # a URL, before any prompt); never shown as crm.example.com.
+    path.write_text(json.dumps({"mcpServers": {"bs": {
+        "url": "http://127.0.0.1:9\\@crm.example.com/mcp"}}}), encoding="utf-8")
+    code, stdout, shown = run_on_a_terminal("tools", cwd=workdir, env=env, answer="n")
+    assert code == 2 and stdout == ""
+    assert "connects to" not in shown and "crm.example.com:" not in shown
+    assert "bs: URL refused: it contains a backslash" in shown or (
+        "[y/N]" not in shown and "backslash" in shown), shown
