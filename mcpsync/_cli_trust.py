@@ -120,39 +120,15 @@ def record_trust(path: str, digest: str) -> str:
     return trust_path
 
 
-def _connects_to(url: str) -> str:
-    """Where an HTTP server's connection will really go, by the same check as redirects:
-    a URL that parsers read differently (``http://127.0.0.1:9\\@crm.example.com/``, which
-    ``urlsplit`` calls crm.example.com while requests connects to 127.0.0.1:9) is reported
-    as refused rather than given a host name it will not reach."""
-    from mcpsync.transport._origin import UnsafeURL, connection_origin, refuse_hostile
+def _ask(path: str, digest: str, changed: bool, configs: Sequence[ServerConfig]) -> bool:
+    """Ask on stderr, read the answer from stdin (both are a terminal). What is shown of
+    the file is escaped and unexpanded (see :mod:`mcpsync._cli_trust_show`)."""
+    from mcpsync._cli_trust_show import printable, read_raw, what_it_starts
 
-    try:
-        refuse_hostile(url)
-        return f"connects to {connection_origin(url)}"
-    except UnsafeURL as exc:
-        return f"URL refused: {exc}; do not trust a file with such a URL"
-
-
-def _what_it_starts(configs: Sequence[ServerConfig]) -> list[str]:
-    """One line per server. Only the program and where a URL connects: expanded arguments
-    may hold values from the environment (tokens), which a prompt must not echo."""
-    lines = []
-    for config in configs:
-        if config.command is not None:
-            count = len(config.args)
-            lines.append(f"  {config.id}: runs {shlex.quote(config.command)} with {count} "
-                         f"argument{'' if count == 1 else 's'}")
-        else:
-            lines.append(f"  {config.id}: {_connects_to(config.url or '')}")
-    return lines
-
-
-def _ask(path: str, changed: bool, configs: Sequence[ServerConfig]) -> bool:
-    """Ask on stderr, read the answer from stdin (both are a terminal)."""
     why = ("has changed since you trusted it" if changed
            else "was found in the current directory and is not trusted yet")
-    text = "\n".join([f"mcpsync: {path} {why}. It would start:", *_what_it_starts(configs),
+    lines = what_it_starts(read_raw(path, digest), configs)
+    text = "\n".join([f"mcpsync: {printable(path, 4096)} {why}. It would start:", *lines,
                       "mcpsync: a project config can run any program; trust this file and "
                       "run it? [y/N] "])
     sys.stderr.write(text)
@@ -180,7 +156,7 @@ def require_trust(path: str, digest: str, configs: Sequence[ServerConfig]) -> No
         return
     changed = trusted is not None
     if _interactive():
-        if _ask(path, changed, configs):
+        if _ask(path, digest, changed, configs):
             record_trust(path, digest)
             return
         raise CLIError(f"not running the servers of {path}: you did not trust it",
