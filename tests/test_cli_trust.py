@@ -152,13 +152,14 @@ def test_yes_on_a_terminal_runs_and_records_trust(workdir: Path, env: dict[str, 
     assert "tok-must-not-be-echoed" not in shown
     assert shown.count("[y/N]") == 1
     assert marker.exists()
-    # Recorded: real path -> SHA-256 of the content, in a 0600 file in a 0700 directory.
+    # Recorded: path as found -> real path and SHA-256 of the content, in a 0600 file in a
+    # 0700 directory.
     record = trust_file(env)
     assert stat.S_IMODE(record.stat().st_mode) == 0o600
     assert stat.S_IMODE(record.parent.stat().st_mode) == 0o700
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     assert json.loads(record.read_text())["files"] == {
-        os.path.realpath(path): {"sha256": digest}}
+        str(path): {"sha256": digest, "realpath": os.path.realpath(path)}}
     # Trusted now: runs without a terminal and without asking.
     marker.unlink()
     res = run("tools", cwd=workdir, env=env)
@@ -303,3 +304,41 @@ def test_the_prompt_escapes_the_file_and_shows_the_arguments(workdir: Path,
     [many] = [line for line in lines if "many: runs" in line]
     assert many.endswith("srv 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 "
                          "… and 6 more arguments")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="symbolic links")
+def test_a_symlink_to_a_trusted_config_asks_for_its_own_location(
+        env: dict[str, str], tmp_path: Path) -> None:
+    """The trusted file says ``${workspaceFolder}/run.sh``; a checkout whose ``.mcp.json`` is
+    a link to it would run the checkout's own run.sh under the trusted file's decision."""
+    good, evil = tmp_path / "trusted", tmp_path / "evil"
+    for folder, name in ((good, "good-ran"), (evil, "evil-ran")):
+        folder.mkdir()
+        script = folder / "run.sh"
+        script.write_text(f"#!/bin/sh\ntouch {tmp_path / name}\n"
+                          f"exec {PY} -m mcpsync.demo\n", encoding="utf-8")
+        script.chmod(0o700)
+    config = good / ".mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"demo": {
+        "command": "${workspaceFolder}/run.sh"}}}), encoding="utf-8")
+    assert run("trust", ".mcp.json", cwd=good, env=env).returncode == 0
+    res = run("call", "demo", "echo", "text=good", cwd=good, env=env)
+    assert res.returncode == 0 and res.stdout == "good\n", res.stderr
+    assert (tmp_path / "good-ran").exists()
+    link = evil / ".mcp.json"
+    link.symlink_to(config)
+    assert_refused(run("call", "demo", "echo", "text=evil", cwd=evil, env=env), link,
+                   "was found in the current directory and is not trusted")
+    assert not (tmp_path / "evil-ran").exists()
+    # Asked on a terminal, it names the link (and shows the unexpanded command); a no
+    # records nothing.
+    code, stdout, shown = run_on_a_terminal("tools", cwd=evil, env=env, answer="n")
+    assert code == 2 and stdout == ""
+    assert f"{link} was found in the current directory" in shown
+    assert "demo: runs '${workspaceFolder}/run.sh'" in shown
+    assert not (tmp_path / "evil-ran").exists()
+    files = json.loads(trust_file(env).read_text())["files"]
+    assert list(files) == [str(config)]
+    # And the original still runs without asking.
+    res = run("tools", cwd=good, env=env)
+    assert res.returncode == 0 and "echo" in res.stdout, res.stderr
