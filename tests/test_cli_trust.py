@@ -342,3 +342,26 @@ def test_a_symlink_to_a_trusted_config_asks_for_its_own_location(
     # And the original still runs without asking.
     res = run("tools", cwd=good, env=env)
     assert res.returncode == 0 and "echo" in res.stdout, res.stderr
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="symbolic links")
+def test_an_entry_of_the_older_format_still_trusts_an_unlinked_file(
+        workdir: Path, env: dict[str, str], tmp_path: Path) -> None:
+    """Entries once held only the SHA-256, keyed by real path: still good where the file is
+    reached without a link, never through one."""
+    marker = tmp_path / "started"
+    path = write_config(workdir / ".mcp.json", marker)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    record = trust_file(env)
+    record.parent.mkdir(mode=0o700, parents=True)
+    record.write_text(json.dumps({"version": 1, "files": {
+        os.path.realpath(path): {"sha256": digest}}}), encoding="utf-8")
+    os.chmod(record, 0o600)
+    res = run("tools", cwd=workdir, env=env)
+    assert res.returncode == 0 and "echo" in res.stdout, res.stderr
+    assert marker.exists()
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / ".mcp.json").symlink_to(path)
+    assert_refused(run("tools", cwd=other, env=env), other / ".mcp.json",
+                   "was found in the current directory and is not trusted")
