@@ -9,8 +9,13 @@ and says how to trust the file. A file named with ``--config`` or ``$MCPSYNC_CON
 every library call, is the caller's explicit choice and is not asked about.
 
 Decisions are kept in ``$XDG_CONFIG_HOME/mcpsync/trusted.json`` (mode 0600, in a 0700
-directory), keyed by the file's real path and holding the SHA-256 of the content that was
-trusted: any change to the file, one byte or a new server, asks again.
+directory), keyed by the path where the file was found (absolute, links not resolved) and
+holding its real path and the SHA-256 of the content that was trusted: any change to the
+file, one byte or a new server, asks again. The found path matters as much as the content:
+``${workspaceFolder}`` and a relative command are resolved from where the file was found,
+so a ``./.mcp.json`` that is a symbolic link to a trusted file elsewhere would run *this*
+directory's ``run.sh`` with the other file's trust. Such a link is asked about for its own
+location.
 """
 
 from __future__ import annotations
@@ -26,7 +31,6 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from mcpsync._cli_errors import EXIT_USAGE, CLIError
 
@@ -112,36 +116,38 @@ def _save(trust_path: str, files: dict[str, Any]) -> None:
                        EXIT_USAGE) from None
 
 
+def _is_trusted(recorded: object, path: str, digest: str) -> bool | None:
+    """``True`` if ``recorded`` (the trust file's entry for ``path``) trusts this file at
+    this location with this content, ``False`` if it trusted something else there, ``None``
+    if nothing was recorded."""
+    if not isinstance(recorded, dict):
+        return None
+    found = os.path.abspath(path)
+    # Entries written before the real path was recorded were keyed by it: they match only
+    # a file reached without any link.
+    real = recorded.get("realpath", found)
+    return recorded.get("sha256") == digest and real == os.path.realpath(path)
+
+
 def record_trust(path: str, digest: str) -> str:
-    """Trust ``path`` with content ``digest``; returns the trust file's path."""
+    """Trust ``path`` (where it was found, and its real path) with content ``digest``;
+    returns the trust file's path."""
     trust_path = trust_file_path()
     files = _load(trust_path)
-    files[os.path.realpath(path)] = {"sha256": digest}
+    files[os.path.abspath(path)] = {"sha256": digest, "realpath": os.path.realpath(path)}
     _save(trust_path, files)
     return trust_path
 
 
-def _what_it_starts(configs: Sequence[ServerConfig]) -> list[str]:
-    """One line per server. Only the program and the URL without its query: expanded
-    arguments may hold values from the environment (tokens), which a prompt must not echo."""
-    lines = []
-    for config in configs:
-        if config.command is not None:
-            count = len(config.args)
-            lines.append(f"  {config.id}: runs {shlex.quote(config.command)} with {count} "
-                         f"argument{'' if count == 1 else 's'}")
-        else:
-            parts = urlsplit(config.url or "")
-            lines.append(f"  {config.id}: connects to {parts.scheme}://{parts.hostname}"
-                         f"{':' + str(parts.port) if parts.port else ''}{parts.path}")
-    return lines
+def _ask(path: str, digest: str, changed: bool, configs: Sequence[ServerConfig]) -> bool:
+    """Ask on stderr, read the answer from stdin (both are a terminal). What is shown of
+    the file is escaped and unexpanded (see :mod:`mcpsync._cli_trust_show`)."""
+    from mcpsync._cli_trust_show import printable, read_raw, what_it_starts
 
-
-def _ask(path: str, changed: bool, configs: Sequence[ServerConfig]) -> bool:
-    """Ask on stderr, read the answer from stdin (both are a terminal)."""
     why = ("has changed since you trusted it" if changed
            else "was found in the current directory and is not trusted yet")
-    text = "\n".join([f"mcpsync: {path} {why}. It would start:", *_what_it_starts(configs),
+    lines = what_it_starts(read_raw(path, digest), configs)
+    text = "\n".join([f"mcpsync: {printable(path, 4096)} {why}. It would start:", *lines,
                       "mcpsync: a project config can run any program; trust this file and "
                       "run it? [y/N] "])
     sys.stderr.write(text)
@@ -163,13 +169,12 @@ def require_trust(path: str, digest: str, configs: Sequence[ServerConfig]) -> No
     """Return if the project config ``path`` (content ``digest``) may run; else ask on a
     terminal (recording a yes), or raise :class:`CLIError` (exit 2) saying what to do."""
     trust_path = trust_file_path()
-    recorded = _load(trust_path).get(os.path.realpath(path))
-    trusted = recorded.get("sha256") if isinstance(recorded, dict) else None
-    if trusted == digest:
+    trusted = _is_trusted(_load(trust_path).get(os.path.abspath(path)), path, digest)
+    if trusted:
         return
     changed = trusted is not None
     if _interactive():
-        if _ask(path, changed, configs):
+        if _ask(path, digest, changed, configs):
             record_trust(path, digest)
             return
         raise CLIError(f"not running the servers of {path}: you did not trust it",
@@ -203,7 +208,8 @@ def _cmd_trust(args: argparse.Namespace, ctx: _Context) -> _Outcome:
     trust_path = record_trust(path, digest)
     ids = ", ".join(c.id for c in configs) or "none"
     if ctx.json:
-        return _Outcome(_json_doc({"path": os.path.realpath(path), "sha256": digest,
+        return _Outcome(_json_doc({"path": os.path.abspath(path),
+                                   "realpath": os.path.realpath(path), "sha256": digest,
                                    "servers": [c.id for c in configs],
                                    "trust_file": trust_path}))
     return _Outcome(f"trusted {path} (servers: {ids}) until it changes\n")

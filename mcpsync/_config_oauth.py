@@ -11,6 +11,7 @@ never answers 401 runs exactly as without it, and ``import mcpsync`` stays light
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Mapping, Sequence
@@ -20,6 +21,8 @@ from mcpsync._mcpauth_import import import_mcpauth
 from mcpsync.auth_hooks import HttpChallenge
 
 __all__ = ["ConfigOAuth"]
+
+_log = logging.getLogger("mcpsync.auth")
 
 
 class ConfigOAuth:
@@ -96,20 +99,33 @@ class ConfigOAuth:
 
     def _peek(self) -> Any:
         """Once: if the store already holds a login for this server, make the provider now,
-        so the stored token goes with the first request. Otherwise wait for a 401."""
+        so the stored token goes with the first request. Otherwise wait for a 401.
+
+        A store that cannot be read (say its directory became group-writable) must not break
+        a server that never asks for OAuth: the peek logs one warning naming the store and
+        goes on without a stored login. The same error is raised, by the provider, only if a
+        401 really needs the store.
+        """
         with self._lock:
             if self._peeked or self._provider is not None:
                 return self._provider
             self._peeked = True
             tokens = import_mcpauth("mcpauth.tokens")
             store = self._store
-            if store is None:
-                if not os.path.exists(tokens.default_token_path()):
+            try:
+                if store is None:
+                    if not os.path.exists(tokens.default_token_path()):
+                        return None
+                    store = tokens.FileTokenStore()
+                discovery = import_mcpauth("mcpauth.discovery")
+                key = tokens.resource_index_key(discovery.canonical_resource(self.url))
+                if store.get(key) is None:
                     return None
-                store = tokens.FileTokenStore()
-            discovery = import_mcpauth("mcpauth.discovery")
-            key = tokens.resource_index_key(discovery.canonical_resource(self.url))
-            if store.get(key) is None:
+            except import_mcpauth("mcpauth.errors").TokenStoreError as exc:
+                where = getattr(store, "path", None) or tokens.default_token_path()
+                _log.warning("%s: cannot read the stored logins in %s, going on without one "
+                             "(OAuth will fail the same way if this server asks for it): %s",
+                             self._shown_url(), where, exc)
                 return None
             self._provider = self._make(store)
             return self._provider
@@ -126,12 +142,20 @@ class ConfigOAuth:
             options["authorization_server_metadata_url"] = self.metadata_url
         return provider_module.OAuthProvider(self.url, **options)
 
-    def __repr__(self) -> str:
+    def _shown_url(self) -> str:
+        """The URL without user info, query or fragment: what messages and repr show."""
         from urllib.parse import urlsplit
 
-        parts = urlsplit(self.url)
+        try:
+            parts = urlsplit(self.url)
+            port = parts.port
+        except ValueError:
+            return "<invalid URL>"
         shown = f"{parts.scheme}://{parts.hostname or ''}"
-        if parts.port is not None:
-            shown += f":{parts.port}"
-        return (f"ConfigOAuth({shown + parts.path!r}, interactive={self.interactive!r}, "
+        if port is not None:
+            shown += f":{port}"
+        return shown + parts.path
+
+    def __repr__(self) -> str:
+        return (f"ConfigOAuth({self._shown_url()!r}, interactive={self.interactive!r}, "
                 f"started={self._provider is not None})")

@@ -182,26 +182,29 @@ class BearerToken:
 
 
 def _takes_refused(callback: Callable[..., Any]) -> bool:
-    """Whether ``on_unauthorized`` accepts a second positional argument (the refused value).
+    """Whether ``on_unauthorized`` asked for a second argument, the refused ``Authorization``.
 
-    Decided once, from the signature: ``def hook(www_authenticate)`` keeps the one-argument
-    call, ``def hook(www_authenticate, refused)`` (or ``*args``) gets both. A callable whose
-    signature cannot be read is called the one-argument way.
+    Decided once, from the signature, and only on a clear request: the second positional
+    parameter has no default (``def hook(www_authenticate, refused)``) or is named
+    ``refused`` (``def hook(www, refused=None)``). A hook written for the one-argument call
+    may well have an optional second parameter for something else (``def hook(www,
+    log=None)``); handing it the refused token would put a credential where its author never
+    expected one, so it, ``*args`` and a callable whose signature cannot be read keep the
+    one-argument call.
     """
     import inspect
 
     try:
-        params = inspect.signature(callback).parameters.values()
+        params = list(inspect.signature(callback).parameters.values())
     except (TypeError, ValueError):
         return False
-    positional = 0
-    for param in params:
-        if param.kind is inspect.Parameter.VAR_POSITIONAL:
-            return True
-        if param.kind in (inspect.Parameter.POSITIONAL_ONLY,
-                          inspect.Parameter.POSITIONAL_OR_KEYWORD):
-            positional += 1
-    return positional >= 2
+    positional = [p for p in params
+                  if p.kind in (inspect.Parameter.POSITIONAL_ONLY,
+                                inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    if len(positional) < 2:
+        return False
+    second = positional[1]
+    return second.default is inspect.Parameter.empty or second.name == "refused"
 
 
 class _CallableAuth:
@@ -209,11 +212,12 @@ class _CallableAuth:
     value) and ``on_unauthorized(www_authenticate: str[, refused: str | None])``.
 
     ``None`` or ``""`` from ``authorization`` sends no header. The second callable gets every
-    ``WWW-Authenticate`` value joined by ``", "``; declared with a second parameter it also
-    gets the ``Authorization`` value the server refused (``None`` if none was sent), which
-    is what a refresh needs to tell "my token was refused" from "another thread already
-    replaced it". Without it the adapter is static: a 401 re-reads ``authorization()``
-    (another thread may have refreshed) and otherwise raises :class:`mcpsync.Unauthorized`.
+    ``WWW-Authenticate`` value joined by ``", "``; declared with a second parameter that has
+    no default or is named ``refused``, it also gets the ``Authorization`` value the server
+    refused (``None`` if none was sent), which is what a refresh needs to tell "my token was
+    refused" from "another thread already replaced it". Without ``on_unauthorized`` the
+    adapter is static: a 401 re-reads ``authorization()`` (another thread may have
+    refreshed) and otherwise raises :class:`mcpsync.Unauthorized`.
     """
 
     __slots__ = ("_authorization", "_mcpsync_static", "_on_unauthorized", "_pass_refused")
@@ -258,7 +262,8 @@ def make_auth(auth: AuthHooks | BearerToken | str | None = None,
     - an :class:`AuthHooks` object is used as given;
     - a str or :class:`BearerToken` is a static ``Authorization: Bearer <token>``;
     - the plain callables (``ServerConfig.authorization`` / ``.on_unauthorized``) get an
-      adapter; ``on_unauthorized`` may take a second parameter, the refused ``Authorization``.
+      adapter; ``on_unauthorized`` may ask for a second argument, the refused
+      ``Authorization``, by a second parameter without a default or named ``refused``.
 
     Giving ``auth`` together with either plain callable raises :class:`ConfigError`.
     """

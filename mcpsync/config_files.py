@@ -21,7 +21,6 @@ import os
 import re
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlsplit
 
 from mcpsync._config_oauth import ConfigOAuth
 from mcpsync.config import ServerConfig
@@ -39,7 +38,6 @@ _KNOWN = frozenset({
 })
 # Keys of an entry's "oauth" object (VS Code, Claude Code), and what each becomes.
 _OAUTH_KEYS = ("clientId", "callbackPort", "scopes", "authServerMetadataUrl")
-_LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 _TYPES = {"stdio": "stdio", "http": "http", "streamable-http": "http", "sse": "sse"}
 _EXPANSION = re.compile(r"\$\{([^}]*)\}")
 _VAR = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -336,23 +334,32 @@ class _Entry:
 
     def _metadata_url(self, value: object, where: str) -> str:
         """``authServerMetadataUrl``: https only (loopback http excepted), like every URL
-        mcpauth fetches; checked here so the file, not a later 401, gets the blame."""
+        mcpauth fetches; checked here so the file, not a later 401, gets the blame.
+
+        Judged by the origin the connection will really use (the same check as redirects),
+        so a URL that one parser reads as loopback and requests would send elsewhere is
+        refused rather than fetched in cleartext.
+        """
+        from mcpsync.transport._origin import (
+            UnsafeURL,
+            connection_origin,
+            is_loopback_host,
+            refuse_hostile,
+        )
+
         if not isinstance(value, str):
             raise self.error(where, f"expected an https URL, got {_type_name(value)}")
         text = self.expand(value, where)
         try:
-            parts = urlsplit(text)
-            host = (parts.hostname or "").rstrip(".")
-        except ValueError:
-            raise self.error(where, "not a valid URL") from None
-        if not host or any(c in text for c in "\\ \t\r\n") or "@" in parts.netloc:
-            raise self.error(where, "not a valid URL (no host, or a backslash, whitespace or "
-                                    "user info in it)")
-        loopback = host in _LOOPBACK_HOSTS or host.startswith("127.")
-        if parts.scheme != "https" and not (parts.scheme == "http" and loopback):
-            raise self.error(where, f"must be an https:// URL (http only for loopback), got "
-                                    f"{parts.scheme or 'no'} scheme; authorization metadata "
-                                    f"over cleartext could be forged")
+            refuse_hostile(text)
+            origin = connection_origin(text)
+        except UnsafeURL as exc:
+            raise self.error(where, f"not a valid URL: {exc}; write a plain "
+                                    f"https://host/path URL") from None
+        if origin.scheme != "https" and not is_loopback_host(origin.host):
+            raise self.error(where, f"must be an https:// URL (http only for localhost, "
+                                    f"127.0.0.0/8 or [::1]), got http to {origin.host}; "
+                                    f"authorization metadata over cleartext could be forged")
         return text
 
     def build(self, server_id: str, unknown: list[str], *, token_store: Any = None,

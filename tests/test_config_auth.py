@@ -10,6 +10,8 @@ loopback fault server, which rotates nothing: the hook does).
 from __future__ import annotations
 
 import logging
+import os
+import sys
 from typing import Any
 
 import pytest
@@ -84,6 +86,34 @@ def test_two_argument_on_unauthorized_learns_the_refused_value(
     assert len(calls) == 1
 
 
+def test_the_refused_value_goes_only_to_a_hook_that_asks_for_it(
+        fault_server: FaultServer) -> None:
+    """An optional second parameter meant for something else never receives the token."""
+    fault_server.faults.require_authorization = "Bearer fresh"
+    current = ["Bearer stale"]
+    seen: list[tuple[str, object]] = []
+
+    def with_log(www_authenticate: str, log: object = None) -> None:
+        seen.append(("log", log))
+        current[0] = "Bearer fresh"
+
+    def named_refused(www_authenticate: str, refused: str | None = None) -> None:
+        seen.append(("refused", refused))
+        current[0] = "Bearer fresh"
+
+    def star_args(*args: object) -> None:
+        seen.append(("args", args[1:]))
+        current[0] = "Bearer fresh"
+
+    for hook in (with_log, named_refused, star_args):
+        current[0] = "Bearer stale"
+        config = ServerConfig(id="s", url=fault_server.url, authorization=lambda: current[0],
+                              on_unauthorized=hook)
+        with mcpsync.connect(config, timeout=5) as client:
+            assert client.call_tool("echo", {"text": "ok"}).text == "ok"
+    assert seen == [("log", None), ("refused", "Bearer stale"), ("args", ())]
+
+
 def _entry(**entry: Any) -> dict[str, Any]:
     return {"mcpServers": {"srv": {"url": "https://mcp.example.com/mcp", **entry}}}
 
@@ -150,3 +180,84 @@ def test_loopback_metadata_over_http_is_accepted() -> None:
     [config] = load_config(_entry(oauth={"authServerMetadataUrl": "http://127.0.0.1:8/m"}))
     assert isinstance(config.auth, ConfigOAuth)
     assert config.auth.metadata_url == "http://127.0.0.1:8/m"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX modes")
+def test_an_unreadable_default_store_warns_and_only_fails_a_server_that_needs_oauth(
+        fault_server: FaultServer, tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A tokens.json in a group-writable directory: the store refuses it (rightly), but a
+    server that never answers 401 must still work; the refusal shows only where OAuth is
+    needed."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    store_dir = tmp_path / "mcpauth"
+    store_dir.mkdir(mode=0o700)
+    (store_dir / "tokens.json").write_text('{"version": 1, "entries": {}}', encoding="utf-8")
+    os.chmod(store_dir / "tokens.json", 0o600)
+    os.chmod(store_dir, 0o770)   # group-writable: FileTokenStore refuses to use it
+    [config] = load_config({"mcpServers": {"open": {"url": fault_server.url}}})
+    assert isinstance(config.auth, ConfigOAuth)
+    with caplog.at_level(logging.WARNING, logger="mcpsync.auth"), \
+            mcpsync.connect(config, timeout=5) as client:
+        assert client.call_tool("echo", {"text": "ok"}).text == "ok"
+        assert client.call_tool("echo", {"text": "again"}).text == "again"
+    [warning] = [r for r in caplog.records if r.name == "mcpsync.auth"]
+    text = warning.getMessage()
+    assert str(store_dir) in text and f"chmod 700 {store_dir}" in text
+    assert fault_server.url.split("?")[0] in text
+    # A server that does need OAuth gets the store's error from its 401.
+    fault_server.faults.require_authorization = "Bearer needed"
+    [config] = load_config({"mcpServers": {"closed": {"url": fault_server.url}}})
+    with pytest.raises(mcpsync.AuthHookError) as info, \
+            mcpsync.connect(config, timeout=5) as client:
+        client.call_tool("echo", {"text": "x"})
+    assert f"chmod 700 {store_dir}" in str(info.value)
+
+
+@pytest.mark.parametrize("url", [
+    "http://localhost:8/m", "http://LOCALHOST.:8/m", "http://127.0.0.1:8/m",
+    "http://127.45.6.7/m", "http://[::1]:8/m", "http://[::ffff:127.0.0.1]:8/m",
+    "https://as.example.com/m",
+])
+def test_metadata_url_loopback_means_the_address_not_the_spelling(url: str) -> None:
+    [config] = load_config(_entry(oauth={"authServerMetadataUrl": url}))
+    assert isinstance(config.auth, ConfigOAuth) and config.auth.metadata_url == url
+
+
+@pytest.mark.parametrize(("url", "says"), [
+    ("http://127.evil.example/m", "got http to 127.evil.example"),
+    ("http://127.0.0.1.evil.example/m", "got http to 127.0.0.1.evil.example"),
+    ("http://localhost.evil.example/m", "got http to localhost.evil.example"),
+    ("http://[::2]/m", "got http to [::2]"),
+    ("http://10.0.0.1/m", "got http to 10.0.0.1"),
+    ("HTTP://as.example.com/m", "got http to as.example.com"),
+    ("http://127.0.0.1:9\\@as.example.com/m", "backslash"),
+    ("https://u:p@as.example.com/m", "user info"),
+    ("http://127.0.0.1\t.evil.example/m", "U+0009"),
+    ("ftp://as.example.com/m", "not an http:// or https:// URL"),
+    ("https:///m", "not"),
+])
+def test_metadata_url_that_would_leave_the_machine_in_cleartext_is_refused(
+        tmp_path: Any, url: str, says: str) -> None:
+    import json
+
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps(_entry(oauth={"authServerMetadataUrl": url})),
+                    encoding="utf-8")
+    with pytest.raises(mcpsync.ConfigError) as info:
+        load_config(path)
+    text = str(info.value)
+    assert text.startswith(f"{path}: mcpServers.srv.oauth.authServerMetadataUrl: "), text
+    assert says in text
+    assert "u:p" not in text
+
+
+def test_mcpsyncs_loopback_rule_is_mcpauths() -> None:
+    from mcpauth._http import is_loopback_host as mcpauth_rule
+    from mcpsync.transport._origin import is_loopback_host
+
+    hosts = ["localhost", "LOCALHOST.", "127.0.0.1", "127.255.0.9", "[::1]", "::1",
+             "[::ffff:127.0.0.1]", "127.evil.example", "localhost.evil", "[::2]", "10.0.0.1",
+             "0.0.0.0", "", "128.0.0.1"]
+    assert [is_loopback_host(h) for h in hosts] == [mcpauth_rule(h) for h in hosts]
+    assert sum(is_loopback_host(h) for h in hosts) == 7

@@ -24,11 +24,13 @@ endpoint use.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import unicodedata
 from typing import NamedTuple
 
-__all__ = ["Origin", "UnsafeURL", "check_same_origin", "connection_origin", "refuse_hostile"]
+__all__ = ["Origin", "UnsafeURL", "check_same_origin", "connection_origin", "is_loopback_host",
+           "refuse_hostile"]
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 # Cc: control characters (C0, DEL, C1); Cf: format characters (zero-width, bidi marks, soft
@@ -95,6 +97,27 @@ def connection_origin(url: str) -> Origin:
     if scheme not in _DEFAULT_PORTS or not host:
         raise UnsafeURL("it is not an http:// or https:// URL with a host")
     return Origin(scheme, host, parsed.port or _DEFAULT_PORTS[scheme])
+
+
+def is_loopback_host(host: str) -> bool:
+    """True for ``localhost``, an address in ``127.0.0.0/8`` and ``::1`` (brackets allowed,
+    IPv4-mapped forms included): the only hosts where cleartext http never leaves the
+    machine. A name that merely starts with ``127.`` (``127.evil.example``) is not one.
+
+    The same rule as mcpauth's, kept here so that ``import mcpsync`` need not load mcpauth.
+    """
+    name = host.strip().lower().rstrip(".")
+    if name.startswith("[") and name.endswith("]"):
+        name = name[1:-1]
+    if name == "localhost":
+        return True
+    try:
+        ip = ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback
 
 
 def check_same_origin(url: str, base: str) -> Origin:
