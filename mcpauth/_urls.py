@@ -34,8 +34,8 @@ from urllib3.util import parse_url
 
 from .errors import InsecureURL
 
-__all__ = ["Origin", "UnsafeURL", "connection_origin", "refuse_hostile", "same_origin", "screen",
-           "screen_reference"]
+__all__ = ["Origin", "UnsafeURL", "connection_origin", "connection_target", "refuse_hostile",
+           "same_origin", "screen", "screen_reference"]
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 # Cc: controls (C0, DEL, C1); Cf: format characters, which IDNA may silently drop; Zs, Zl,
@@ -86,6 +86,13 @@ def connection_origin(url: str) -> Origin:
     """The origin the connection for ``url`` will use, from urllib3's reading of the URL as
     requests prepares it. :class:`UnsafeURL` when it cannot be parsed or is not http(s)
     with a host."""
+    return connection_target(url)[0]
+
+
+def connection_target(url: str) -> tuple[Origin, str]:
+    """The origin and the path the request for ``url`` will reach: requests' preparation
+    unquotes ``%2e`` to ``.``, and dot segments are resolved as the server will resolve them
+    (``/mcp/%2e%2e/admin`` reaches ``/admin``)."""
     prepared = requests.PreparedRequest()
     try:
         prepared.prepare_url(url, None)
@@ -96,7 +103,7 @@ def connection_origin(url: str) -> Origin:
     host = (parsed.host or "").lower()
     if scheme not in _DEFAULT_PORTS or not host:
         raise UnsafeURL("it is not an http:// or https:// URL with a host")
-    return Origin(scheme, host, parsed.port or _DEFAULT_PORTS[scheme])
+    return Origin(scheme, host, parsed.port or _DEFAULT_PORTS[scheme]), parsed.path or "/"
 
 
 def screen(url: str, *, what: str, step: str, shown: str) -> Origin:

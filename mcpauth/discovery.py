@@ -21,7 +21,13 @@ import requests
 from authlib.oauth2.rfc8414 import get_well_known_url
 
 from ._http import HttpPolicy, check_url, display_url, request
-from ._urls import UnsafeURL, connection_origin, refuse_hostile, screen_reference
+from ._urls import (
+    UnsafeURL,
+    connection_origin,
+    connection_target,
+    refuse_hostile,
+    screen_reference,
+)
 from .errors import (
     AuthError,
     DiscoveryError,
@@ -123,12 +129,15 @@ def resource_covers(resource: str, server_url: str) -> bool:
     try:
         refuse_hostile(resource)
         refuse_hostile(server_url)
-        if connection_origin(resource) != connection_origin(server_url):
-            return False
-        rpath = urlsplit(resource).path.rstrip("/")
-        spath = urlsplit(server_url).path.rstrip("/")
-    except ValueError:  # UnsafeURL included
+        r_origin, rpath = connection_target(resource)
+        s_origin, spath = connection_target(server_url)
+    except UnsafeURL:
         return False
+    if r_origin != s_origin:
+        return False
+    # Paths as the server will see them (dot segments resolved), so /mcp/../admin and
+    # /mcp/%2e%2e/admin are /admin, outside /mcp.
+    rpath, spath = rpath.rstrip("/"), spath.rstrip("/")
     return rpath == "" or spath == rpath or spath.startswith(rpath + "/")
 
 

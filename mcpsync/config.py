@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from mcpsync._urls import bad_character
 from mcpsync.auth_hooks import AuthHooks, BearerToken, make_auth
 from mcpsync.errors import ConfigError
 
@@ -253,6 +254,13 @@ class ServerConfig:
         if command is not None and not command.strip():
             raise _fail("command", "must not be empty")
         if url is not None:
+            # Before parsing: a backslash or a control or space character makes urllib.parse
+            # and urllib3 (which connects) disagree about the host.
+            reason = bad_character(url)
+            if reason is not None:
+                who = id or name or "?"
+                raise _fail("url", f"server {who!r}: the URL is refused because {reason}; "
+                                   "write it without that character")
             parts = urlsplit(url)
             if parts.scheme not in ("http", "https") or not parts.netloc:
                 raise _fail("url", f"expected an http:// or https:// URL, got {url!r}")

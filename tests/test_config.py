@@ -285,3 +285,17 @@ def test_pickles() -> None:
 ])
 def test_logger_name_part(name: str, expected: str) -> None:
     assert logger_name_part(name) == expected
+
+
+@pytest.mark.parametrize("url", [
+    "http://localhost:8001\\@127.0.0.1:8000/mcp",
+    "http://127.0.0.1:8000/mcp\t",
+    "http://127.0.0.1:80\n00/mcp",
+    "http://127.0.0.1:8000/\u200bmcp",
+    "http://127.0.0.1:8000/m cp",
+])
+def test_url_with_a_character_parsers_disagree_on_is_refused(url: str) -> None:
+    with pytest.raises(ConfigError, match="server 'svc': the URL is refused because it "
+                                          "contains") as info:
+        ServerConfig(id="svc", url=url)
+    assert "8000" not in str(info.value)  # the URL itself is not echoed (it may hold a token)

@@ -43,3 +43,24 @@ def test_doc_example_runs(where: str, code: str, tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                           timeout=60, cwd=tmp_path)
     assert proc.returncode == 0, f"{where} failed:\n{proc.stdout}\n{proc.stderr}"
+
+
+def _block_under(name: str, heading: str) -> str:
+    """The first Python block after ``heading`` in ``docs/<name>`` (for pages whose other
+    blocks need a live server)."""
+    text = (DOCS / name).read_text(encoding="utf-8")
+    start = text.index(heading)
+    match = _BLOCK.search(text, start)
+    assert match is not None, f"no Python block under {heading!r} in {name}"
+    return match.group(1)
+
+
+@pytest.mark.parametrize(("name", "heading"), [
+    ("http.md", "### Credentials belong to one server"),
+])
+def test_doc_example_under_a_heading_runs(name: str, heading: str, tmp_path: Path) -> None:
+    script = tmp_path / "example.py"
+    script.write_text(_block_under(name, heading), encoding="utf-8")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=60, cwd=tmp_path)
+    assert proc.returncode == 0, f"{name} {heading} failed:\n{proc.stdout}\n{proc.stderr}"

@@ -25,20 +25,14 @@ endpoint use.
 from __future__ import annotations
 
 import ipaddress
-import re
-import unicodedata
 from typing import NamedTuple
+
+from mcpsync._urls import bad_character, has_userinfo
 
 __all__ = ["Origin", "UnsafeURL", "check_same_origin", "connection_origin", "is_loopback_host",
            "refuse_hostile"]
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
-# Cc: control characters (C0, DEL, C1); Cf: format characters (zero-width, bidi marks, soft
-# hyphen), which IDNA may silently drop; Zs/Zl/Zp: every kind of space and line break.
-_REFUSED_CATEGORIES = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp"})
-# The authority of an absolute or scheme-relative URL (RFC 3986 §3.2): after "//", up to the
-# first "/", "?" or "#".
-_AUTHORITY = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.\-]*:)?//([^/?#]*)")
 
 
 class UnsafeURL(ValueError):
@@ -65,15 +59,11 @@ def refuse_hostile(url: str) -> None:
     tab, CR and LF; WHATWG turns ``\\`` into ``/``; urllib3 ends the authority at it), and a
     server that means no harm never sends them.
     """
-    for ch in url:
-        if ch == "\\":
-            raise UnsafeURL("it contains a backslash")
-        if ch.isspace() or unicodedata.category(ch) in _REFUSED_CATEGORIES:
-            raise UnsafeURL(f"it contains the character U+{ord(ch):04X}")
-    match = _AUTHORITY.match(url)
-    authority = match.group(1) if match else ""
-    if "@" in authority or "%40" in authority.lower():
-        raise UnsafeURL("it carries user info (an '@' before the host)")
+    reason = bad_character(url)
+    if reason is None and has_userinfo(url):
+        reason = "it carries user info (an '@' before the host)"
+    if reason is not None:
+        raise UnsafeURL(reason)
 
 
 def connection_origin(url: str) -> Origin:

@@ -182,3 +182,15 @@ def test_the_backslash_form_is_judged_by_the_host_before_it() -> None:
 def test_resource_check_refuses_hostile_resources(resource: str) -> None:
     assert not resource_covers(resource, "http://127.0.0.1:8000/mcp")
     assert not resource_covers("http://127.0.0.1:8000/mcp", resource)
+
+
+@pytest.mark.parametrize("url", [
+    "http://127.0.0.1:8000/mcp/../admin",
+    "http://127.0.0.1:8000/mcp/%2e%2e/admin",
+    "http://127.0.0.1:8000/mcp/%2E%2E/admin",
+    "http://127.0.0.1:8000/mcp/./../admin",
+])
+def test_dot_segments_are_resolved_before_the_resource_check(url: str) -> None:
+    # The request reaches /admin, outside the resource /mcp: no token for it.
+    assert not resource_covers("http://127.0.0.1:8000/mcp", url)
+    assert resource_covers("http://127.0.0.1:8000/mcp", "http://127.0.0.1:8000/mcp/./x")
