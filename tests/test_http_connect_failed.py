@@ -78,3 +78,14 @@ def test_a_server_gone_mid_run_fails_calls_with_connect_failed() -> None:
             assert caught.value.maybe_executed is True
         with pytest.raises(ConnectFailed, match="connection refused"):
             client.call_tool("echo", {"text": "still down"})
+
+
+def test_a_forced_http_sse_transport_says_connect_failed_too() -> None:
+    url = f"http://127.0.0.1:{_free_port()}/sse"
+    with pytest.raises(ConnectFailed) as caught:
+        mcpsync.connect(url, transport="sse", timeout=5)
+    message = str(caught.value)
+    assert "(connection refused); is the server running there?" in message, message
+    for leak in ("_Tracked", "Max retries", "NewConnectionError", "urllib3"):
+        assert leak not in message, message
+    assert caught.value.url == url and caught.value.maybe_executed is False

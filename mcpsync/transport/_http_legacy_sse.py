@@ -19,8 +19,9 @@ from urllib.parse import urljoin
 import requests
 import urllib3.exceptions
 
-from mcpsync.errors import MCPError, TransportError
-from mcpsync.transport._http_conn import Abortable, iter_chunks, media_type
+from mcpsync.errors import ConnectFailed, MCPError, TransportError
+from mcpsync.transport._http_auth import redact_url
+from mcpsync.transport._http_conn import Abortable, connect_failure, iter_chunks, media_type
 from mcpsync.transport._http_watchdog import Watchdog
 from mcpsync.transport._origin import UnsafeURL, check_same_origin, refuse_hostile
 from mcpsync.transport.sse import SSEDecoder, SSEEvent
@@ -148,8 +149,14 @@ class SseChannel:
             self._on_message(event.data)
 
     def _fail_open(self, exc: BaseException) -> None:
+        reason = connect_failure(exc)
         if isinstance(exc, MCPError):
             self._error = exc
+        elif reason is not None:
+            # Nothing was sent: say so plainly, as the Streamable HTTP path does.
+            url = redact_url(self.url)
+            self._error = ConnectFailed(f"GET {url}: could not connect to {url} ({reason}); "
+                                        "is the server running there?", url=url)
         else:
             error = TransportError(f"GET {self.url}: {exc}")
             error.__cause__ = exc
