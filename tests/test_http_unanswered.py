@@ -3,12 +3,14 @@
 Against the real fault server on loopback: a ``200 application/json`` reply whose body is
 empty, not JSON, an array, or the response to another id cannot answer the call any more,
 so the call fails with a ``ProtocolError`` naming what the server sent, long before its
-timeout; and a reply carrying another pending call's id is never handed to that call.
+timeout; and a reply carrying another pending call's id is never handed to that call, on a
+JSON body or on the POST's own event stream alike.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import threading
 import time
@@ -19,7 +21,7 @@ from http_peers.fault_server import FaultServer, RecordedRequest, Scripted
 from http_peers.fixtures import fault_server_factory_fixture, fault_server_fixture  # noqa: F401
 
 import mcpsync
-from mcpsync.errors import ProtocolError, TransportError
+from mcpsync.errors import ConnectionLost, ProtocolError, TransportError
 from mcpsync.transport import http as http_transport
 
 pytestmark = pytest.mark.timeout(30)
@@ -89,6 +91,77 @@ def test_a_crossed_answer_reaches_neither_call(fault_server: FaultServer, era: s
     assert "meant for echo" not in result.text
     assert result.text == "slept 1.0", result.text
     assert echo_failed < 0.9, f"the crossed reply took {echo_failed:.2f} s to fail its call"
+
+
+def _event(message: dict[str, Any]) -> str:
+    return "data: " + json.dumps(message) + "\n\n"
+
+
+def _text_result(rid: Any, text: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rid,
+            "result": {"content": [{"type": "text", "text": text}], "isError": False}}
+
+
+def _start_slow_call(fault_server: FaultServer, client: mcpsync.Client) -> tuple[Any, Any]:
+    """A pending ``slow`` call (1 s) and the id the server saw for it."""
+    slow = client.submit_tool("slow", {"seconds": 1.0})
+    first, = fault_server.wait_for_requests(
+        lambda r: r.rpc_method == "tools/call" and (r.json or {}).get("params", {})
+        .get("name") == "slow")
+    return slow, first.rpc_id
+
+
+def _strays(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.name == "mcpsync.transport.http"
+            and "response to another request" in r.getMessage()]
+
+
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+def test_a_crossed_answer_on_an_sse_reply_reaches_neither_call(
+        fault_server: FaultServer, era: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Call A is running; the event stream answering call B first carries a response with A's
+    id (and one with an id nobody asked), then B's own. A gets its own answer, B gets its
+    own, and the strays are reported once, at WARNING."""
+    fault_server.faults.era = era  # type: ignore[assignment]
+    caplog.set_level(logging.DEBUG, logger="mcpsync.transport.http")
+    with mcpsync.connect(fault_server.url, timeout=20) as client:
+        slow, slow_id = _start_slow_call(fault_server, client)
+
+        def events(req: RecordedRequest) -> list[str]:
+            return [_event(_text_result(slow_id, "meant for echo")),
+                    _event(_text_result(424242, "meant for nobody")),
+                    _event(_text_result(req.rpc_id, "echo's own"))]
+        fault_server.faults.script.append(Scripted(
+            200, [], None, "text/event-stream", match="tools/call", sse_events=events))
+        echo = client.call_tool("echo", {"text": "hi"}, timeout=5)
+        result = slow.result(timeout=10)
+    assert echo.text == "echo's own"
+    assert result.text == "slept 1.0", result.text
+    warnings = [r for r in _strays(caplog) if r.levelno == logging.WARNING]
+    assert len(warnings) == 1, [r.getMessage() for r in _strays(caplog)]
+    said = warnings[0].getMessage()
+    assert f"the response to another request (id {slow_id}, not " in said, said
+    assert "calling tool 'echo'" in said and "meant for" not in said, said
+
+
+def test_an_sse_reply_that_ends_with_only_a_crossed_answer_fails_its_call_at_once(
+        fault_server: FaultServer, caplog: pytest.LogCaptureFixture) -> None:
+    """The stream answering B carries only A's response and ends: B fails at once (a legacy
+    stream without an event id cannot be resumed), and A still gets its own answer."""
+    fault_server.faults.era = "legacy"
+    with mcpsync.connect(fault_server.url, timeout=20) as client:
+        slow, slow_id = _start_slow_call(fault_server, client)
+        fault_server.faults.script.append(Scripted(
+            200, [], None, "text/event-stream", match="tools/call",
+            sse_events=[_event(_text_result(slow_id, "meant for echo"))]))
+        start = time.monotonic()
+        with pytest.raises(ConnectionLost, match="event stream ended before the response"):
+            client.call_tool("echo", {"text": "hi"}, timeout=5)
+        echo_failed = time.monotonic() - start
+        result = slow.result(timeout=10)
+    assert result.text == "slept 1.0", result.text
+    assert echo_failed < 0.9, f"the call took {echo_failed:.2f} s to fail"
+    assert len(_strays(caplog)) == 1
 
 
 def test_a_broken_reply_to_the_probe_reads_as_legacy(fault_server: FaultServer) -> None:

@@ -115,7 +115,7 @@ class _Exchange(Abortable):
 
     __slots__ = ("answered", "cancelled", "decoder", "frame", "id", "internal", "key",
                  "message", "method", "modern", "reissued", "result", "retried_session",
-                 "session_id", "settled", "wire_id")
+                 "session_id", "settled", "strays", "wire_id")
 
     def __init__(self, message: Message, frame: bytes, *, internal: bool = False) -> None:
         super().__init__()
@@ -134,6 +134,7 @@ class _Exchange(Abortable):
         self.settled = False          # its response (or failure) was delivered
         self.reissued = False
         self.retried_session = False
+        self.strays = 0               # responses to other requests on this POST's stream
         self.session_id: str | None = None
         self.decoder: SSEDecoder | None = None
         self.result: Message | None = None   # internal exchanges keep their answer here
@@ -792,7 +793,14 @@ class HttpTransport:
                            server=self.name, method=ex.method)
 
     def _deliver(self, ex: _Exchange, item: Message | ParseError) -> bool:
-        """Queue one decoded item; True when it was ``ex``'s response."""
+        """Queue one item that came back on ``ex``'s own POST (its body or its event stream);
+        True when it was ``ex``'s response.
+
+        What answers the POST of request N answers N only: a response carrying any other id
+        is delivered to no one (see :meth:`_stray_response`). Requests the server makes of
+        us and notifications are queued; the legacy GET stream, where any id may arrive,
+        does not come through here.
+        """
         if isinstance(item, Message) and item.method is None and item.id is not None \
                 and item.id.key == ex.wire_id.key:
             if ex.cancelled:
@@ -814,8 +822,24 @@ class HttpTransport:
             else:
                 self._rx.put(item)
             return True
+        if isinstance(item, Message) and item.method is None and item.id is not None:
+            self._stray_response(ex, item)
+            return False
         self._rx.put(item)
         return False
+
+    def _stray_response(self, ex: _Exchange, item: Message) -> None:
+        """A response to another request on ``ex``'s stream: handing it to that request's
+        waiter would give it an answer the server sent elsewhere (a crossed answer), so it
+        is dropped. ``ex`` keeps waiting for its own response on the stream (and fails as
+        usual if the stream ends without it). Reported at WARNING once per request."""
+        assert item.id is not None
+        ex.strays += 1
+        level = logging.WARNING if ex.strays == 1 else logging.DEBUG
+        kind = "an error" if item.error is not None else "a result"
+        logger.log(level, "%s: the server's event stream sent the response to another "
+                   "request (id %s, not %s: %s); it is delivered to no one",
+                   self._describe(ex), item.id.raw, ex.wire_id.raw, kind)
 
     def _header_retry(self, ex: _Exchange) -> bool:
         """-32020 on a modern ``tools/call``: re-fetch ``tools/list`` and send it again once."""

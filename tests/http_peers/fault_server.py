@@ -134,7 +134,8 @@ class Scripted:
     any request. ``headers`` is a list so a header may repeat (several ``WWW-Authenticate``).
     ``body`` is bytes or a function of the request (to echo its id). ``delay`` holds the
     status line back; ``oversize`` pads a JSON result (or one SSE event) to that many bytes
-    and streams it. ``sse_events`` sends those raw SSE event texts instead of a body.
+    and streams it. ``sse_events`` sends those raw SSE event texts instead of a body (or a
+    function of the request returning them, to answer or not answer its id).
     """
 
     status: int = 200
@@ -144,7 +145,7 @@ class Scripted:
     match: str | None = None
     delay: float = 0.0
     oversize: int = 0
-    sse_events: list[str] | None = None
+    sse_events: list[str] | Callable[[RecordedRequest], list[str]] | None = None
     hangup: bool = False  # close the connection without any reply (a connection error)
 
 
@@ -590,7 +591,8 @@ class _Handler(BaseHTTPRequestHandler):
         body = item.body(req) if callable(item.body) else (item.body or b"")
         if item.sse_events is not None:
             self._start(item.status, item.headers, item.content_type or "text/event-stream")
-            for event in item.sse_events:
+            events = item.sse_events(req) if callable(item.sse_events) else item.sse_events
+            for event in events:
                 self._chunk(event.encode())
             self._end_chunks()
             return
