@@ -224,3 +224,29 @@ def test_a_202_never_answered_on_the_get_stream_is_bounded(
         assert caught.value.status == 202
         assert client.call_tool("echo", {"text": "still usable"}).text == "still usable"
     assert 0.4 < elapsed < 2.0, f"the call took {elapsed:.2f} s to fail"
+
+
+def test_an_answer_on_the_get_stream_before_the_202_completes_the_call(
+        fault_server: FaultServer, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The server writes the answer on its GET stream, and only then answers the POST 202.
+    The call is answered, and the wait after the 202 ends at once: no failure of the
+    already answered call is posted when the 202 bound (shortened to 1 s here) runs out."""
+    monkeypatch.setattr(http_transport, "ACCEPTED_WAIT", 1.0)
+    caplog.set_level(logging.DEBUG, logger="mcpsync")
+    fault_server.faults.era = "legacy"
+    with mcpsync.connect(fault_server.url, era="legacy", timeout=math.inf) as client:
+        fault_server.wait_for_requests(lambda r: r.method == "GET")
+        fault_server.faults.answer_on_get_first = "tools/call"
+        start = time.monotonic()
+        assert client.call_tool("echo", {"text": "early"}, timeout=10).text == "early"
+        elapsed = time.monotonic() - start
+        fault_server.faults.answer_on_get_first = None
+        posts = fault_server.rpc_requests("tools/call")
+        time.sleep(1.5)   # past the bound: a worker still waiting would now fail the call
+        assert client.call_tool("echo", {"text": "later"}).text == "later"
+    stale = [r.getMessage() for r in caplog.records
+             if "did not come on its GET stream" in r.getMessage()]
+    assert not stale, stale
+    assert len(posts) == 1, "the early-answered call was sent once"
+    assert elapsed < 0.9 + 0.3, f"the call took {elapsed:.2f} s"

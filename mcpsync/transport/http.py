@@ -253,8 +253,6 @@ class HttpTransport:
         self._get_cond = threading.Condition()
         self._get_kick = threading.Event()   # wakes the GET loop's back-off (restart, close)
         self._listen_threads: list[threading.Thread] = []
-        # Legacy requests answered 202, whose response may still come on the GET stream.
-        self._accepted: dict[tuple[str, int | str], _Exchange] = {}
         # Modern state.
         self._modern_version: str | None = None
         # The 2024-11-05 HTTP+SSE fallback (docs/http.md, "The 2024-11-05 HTTP+SSE transport").
@@ -715,12 +713,10 @@ class HttpTransport:
                 "it has no GET stream the response could come on", status=202, url=self.url,
                 server=self.name, method=ex.method))
             return
-        self._accepted[ex.wire_id.key] = ex
-        try:
-            if ex.answered.wait(ACCEPTED_WAIT) or ex.cancelled or self._closing.is_set():
-                return
-        finally:
-            self._accepted.pop(ex.wire_id.key, None)
+        # An answer the GET stream carried before the 202 was read has set ``answered``
+        # already (see _note_get_answer): the wait then ends at once.
+        if ex.answered.wait(ACCEPTED_WAIT) or ex.cancelled or self._closing.is_set():
+            return
         self._fail(ex, TransportError(
             f"{self._describe(ex)}: the server answered HTTP 202 without a response, and the "
             f"response did not come on its GET stream within {ACCEPTED_WAIT:g} s", status=202,
@@ -908,7 +904,7 @@ class HttpTransport:
                             final = self._deliver(ex, item) or final
                         else:
                             self._rx.put(item)
-                            self._note_accepted_answer(item)
+                            self._note_get_answer(item)
                     if final:
                         response.close()
                         return True
@@ -923,13 +919,17 @@ class HttpTransport:
                         "dropped", self.name, watch.limit())
         return False
 
-    def _note_accepted_answer(self, item: Message | ParseError) -> None:
-        """A message on the GET stream: when it answers a request the server accepted with
-        202, that request's wait ends (the session has the answer)."""
-        if self._accepted and isinstance(item, Message) and item.method is None \
-                and item.id is not None:
-            ex = self._accepted.pop(item.id.key, None)
-            if ex is not None:
+    def _note_get_answer(self, item: Message | ParseError) -> None:
+        """A message on the GET stream: when it answers a request still in flight, that
+        request is settled (the session has the answer) and a wait after a 202 ends.
+
+        Why every request in flight, not only those already answered 202: a server that
+        replies 202 may write the answer on the GET stream before the 202 itself reaches
+        us; were the request registered only once the 202 is read, that answer would find
+        no one, and the wait would run its whole bound and then fail an answered call."""
+        if isinstance(item, Message) and item.method is None and item.id is not None:
+            ex = self._inflight.get(item.id.key)
+            if ex is not None and not ex.modern and ex.wire_id.key == item.id.key:
                 ex.settled = True
                 ex.answered.set()
 

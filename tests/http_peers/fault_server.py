@@ -79,6 +79,7 @@ TOOLS: list[dict[str, Any]] = [
 ]
 
 Body = bytes | Callable[["RecordedRequest"], bytes] | None
+ANSWER_FIRST_HOLD = 0.3  # answer_on_get_first: the 202 follows the GET event this much later
 
 
 @dataclass(frozen=True)
@@ -184,6 +185,9 @@ class Faults:
     drop_style: Literal["abort", "eof"] = "abort"  # socket closed mid-body, or a clean end
     resume_fail_times: int = 0  # GETs with Last-Event-ID answered 503 before one succeeds
     drop_get_after: int | None = None  # a GET stream drops after N pushed messages (once)
+    # Legacy: a request of this method is answered on the GET stream first and, once that
+    # event is written (and ANSWER_FIRST_HOLD later), its POST gets a bare 202.
+    answer_on_get_first: str | None = None
     # Auth: when set, every request must carry exactly this Authorization value.
     require_authorization: str | None = None
     www_authenticate: list[str] = field(default_factory=lambda: [
@@ -302,6 +306,7 @@ class FaultServer:
         self._stream_count = 0
         self._push: deque[bytes] = deque()
         self._push_cond = threading.Condition(self._lock)
+        self._pushes_written = 0  # pushed messages written on a GET stream so far
         self._sse2024: dict[str, deque[bytes]] = {}
         self.cancelled: list[Any] = []  # modern request ids whose stream the client closed
         self.disconnected: list[RecordedRequest] = []  # closed by the client during a delay
@@ -368,6 +373,21 @@ class FaultServer:
             else:
                 self._push.append(_dumps(message))
             self._push_cond.notify_all()
+
+    def push_written(self, message: dict[str, Any], timeout: float = 5.0) -> bool:
+        """:meth:`push` on the legacy GET stream and wait until a GET stream has written it
+        (False when none did within ``timeout``)."""
+        deadline = time.monotonic() + timeout
+        with self._push_cond:
+            self._push.append(_dumps(message))
+            target = self._pushes_written + len(self._push)
+            self._push_cond.notify_all()
+            while self._pushes_written < target:
+                left = deadline - time.monotonic()
+                if left <= 0 or self._closing.is_set():
+                    return False
+                self._push_cond.wait(left)
+        return True
 
     def close(self) -> None:
         """Stop serving, drop every open connection and join every thread."""
@@ -730,6 +750,12 @@ class _Handler(BaseHTTPRequestHandler):
             with self.owner._lock:
                 self.owner._sessions[sid] = 0
             extra.append(("Mcp-Session-Id", sid))
+        if method == self.faults.answer_on_get_first:
+            reply, _ = self._legacy_reply(req, message, None)
+            self.owner.push_written(reply)
+            self.owner._wait(ANSWER_FIRST_HOLD)
+            self._send(202, b"", None, extra)
+            return
         if self._drop_due(method):
             self._legacy_drop(req, message)
             return
@@ -936,6 +962,9 @@ class _Handler(BaseHTTPRequestHandler):
                     stream.events.append((event_id, data))
                 self._chunk(_sse_event(data, event_id))
                 delivered += 1
+                with owner._push_cond:
+                    owner._pushes_written += 1
+                    owner._push_cond.notify_all()
                 with owner._lock:
                     drop = self.faults.drop_get_after == delivered
                     if drop:
