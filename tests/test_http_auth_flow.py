@@ -28,7 +28,7 @@ from mcpsync.auth_hooks import (
     make_auth,
 )
 from mcpsync.errors import AuthHookError, ConfigError, TransportError, Unauthorized
-from mcpsync.transport._http_auth import AuthFlow
+from mcpsync.transport.http._auth import AuthFlow
 
 SECRET = "s3cr3t-token-value"
 
