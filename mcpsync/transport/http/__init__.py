@@ -5,10 +5,20 @@ auth, headers, redirects, watchdog and HTTP+SSE pieces in their own private modu
 """
 from __future__ import annotations
 
-from mcpsync.transport.http._transport import (
-    HttpTransport as HttpTransport,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mcpsync.transport.http._transport import HttpTransport as HttpTransport
 
 __all__ = [
     "HttpTransport",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Load the transport (and ``requests``) on first use, so that importing one of this
+    package's light helpers (headers, auth, redirects) stays cheap (PEP 562)."""
+    if name == "HttpTransport":
+        return importlib.import_module("mcpsync.transport.http._transport").HttpTransport
+    raise AttributeError(f"module 'mcpsync.transport.http' has no attribute {name!r}")
