@@ -25,7 +25,6 @@ from mcpsync._version import __version__
 logging.getLogger("mcpsync").addHandler(logging.NullHandler())
 
 if TYPE_CHECKING:
-    from mcpsync._future import CallFuture as CallFuture, RequestFuture as RequestFuture
     from mcpsync.auth_hooks import (
         AuthHooks as AuthHooks,
         BearerToken as BearerToken,
@@ -39,6 +38,7 @@ if TYPE_CHECKING:
         Subscription as Subscription,
         connect as connect,
     )
+    from mcpsync.client._future import CallFuture as CallFuture
     from mcpsync.config import DEFAULT_TIMEOUT as DEFAULT_TIMEOUT, ServerConfig as ServerConfig
     from mcpsync.config_files import load_config as load_config
     from mcpsync.errors import (
@@ -85,6 +85,7 @@ if TYPE_CHECKING:
     from mcpsync.policy import Policy as Policy
     from mcpsync.secrets import SecretResolver as SecretResolver, render_secret as render_secret
     from mcpsync.server import Context as Context, Server as Server
+    from mcpsync.session._future import RequestFuture as RequestFuture
     from mcpsync.types import (
         AudioContent as AudioContent,
         CallToolResult as CallToolResult,
@@ -135,8 +136,8 @@ _LAZY: dict[str, str] = {
     "ElicitationRequest": "mcpsync.client",
     "SamplingRequest": "mcpsync.client",
     "Subscription": "mcpsync.client",
-    "CallFuture": "mcpsync._future",
-    "RequestFuture": "mcpsync._future",
+    "CallFuture": "mcpsync.client._future",
+    "RequestFuture": "mcpsync.session._future",
     "DEFAULT_TIMEOUT": "mcpsync.config",
     "ServerConfig": "mcpsync.config",
     "Server": "mcpsync.server",

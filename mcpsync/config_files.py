@@ -340,7 +340,7 @@ class _Entry:
         so a URL that one parser reads as loopback and requests would send elsewhere is
         refused rather than fetched in cleartext.
         """
-        from mcpsync.transport._origin import (
+        from mcpsync._origin import (
             UnsafeURL,
             connection_origin,
             is_loopback_host,

@@ -792,7 +792,7 @@ def test_json_errors_leave_stdout_empty(workdir: Path, env: dict[str, str]) -> N
 
 def test_a_shadowed_mcpauth_is_reported_not_silently_ignored(
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    from mcpsync._cli_login import _stored_login
+    from mcpsync.cli._login import _stored_login
     from mcpsync.config import ServerConfig
 
     monkeypatch.setitem(sys.modules, "mcpauth", None)     # import mcpauth -> ImportError

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import mcpsync
-from mcpsync import client as client_mod
+from mcpsync.client import _client as client_mod
 from mcpsync.protocol import LEGACY_VERSIONS
 
 pytestmark = pytest.mark.timeout(60)

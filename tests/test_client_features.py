@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 import mcpsync
-from mcpsync._cache import ListCache
-from mcpsync._callbacks import Callbacks, apply_schema_defaults
+from mcpsync.client._cache import ListCache
+from mcpsync.client._callbacks import Callbacks, apply_schema_defaults
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -292,7 +292,7 @@ def test_error_messages_say_what_we_were_doing() -> None:
 
 
 def test_input_rounds_unit_driven_by_a_list() -> None:
-    from mcpsync._input_required import run_input_rounds
+    from mcpsync.client._input_required import run_input_rounds
 
     answers = [
         {"resultType": "input_required", "requestState": {"opaque": [1, 2]}},   # no requests

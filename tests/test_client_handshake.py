@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import mcpsync
-from mcpsync import _handshake
+from mcpsync.client import _handshake
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -254,7 +254,7 @@ def test_metadata_url_that_would_leave_the_machine_in_cleartext_is_refused(
 
 def test_mcpsyncs_loopback_rule_is_mcpauths() -> None:
     from mcpauth._http import is_loopback_host as mcpauth_rule
-    from mcpsync.transport._origin import is_loopback_host
+    from mcpsync._origin import is_loopback_host
 
     hosts = ["localhost", "LOCALHOST.", "127.0.0.1", "127.255.0.9", "[::1]", "::1",
              "[::ffff:127.0.0.1]", "127.evil.example", "localhost.evil", "[::2]", "10.0.0.1",

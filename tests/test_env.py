@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mcpsync.errors import ConfigError
-from mcpsync.transport._env import build_env, resolve_argv, resolve_windows, windows_argv
+from mcpsync.transport.stdio._env import build_env, resolve_argv, resolve_windows, windows_argv
 
 POSIX_ENV = {
     "HOME": "/home/u", "LOGNAME": "u", "PATH": "/usr/bin", "SHELL": "/bin/sh", "TERM": "xterm",

@@ -21,7 +21,7 @@ import pytest
 from conftest import require_peer
 
 import mcpsync
-from mcpsync import _handshake
+from mcpsync.client import _handshake
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -17,14 +17,14 @@ from http_peers.fault_server import FaultServer, redirect
 from http_peers.fixtures import fault_server_factory_fixture  # noqa: F401
 
 import mcpsync
-from mcpsync.errors import MCPError, TransportError
-from mcpsync.transport._origin import (
+from mcpsync._origin import (
     Origin,
     UnsafeURL,
     check_same_origin,
     connection_origin,
     refuse_hostile,
 )
+from mcpsync.errors import MCPError, TransportError
 
 TOKEN = "tok-a-secret-7f3e"
 # What a refusal says: the origin check's verdict, or requests' own refusal to parse the

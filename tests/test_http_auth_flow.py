@@ -28,7 +28,7 @@ from mcpsync.auth_hooks import (
     make_auth,
 )
 from mcpsync.errors import AuthHookError, ConfigError, TransportError, Unauthorized
-from mcpsync.transport._http_auth import AuthFlow
+from mcpsync.transport.http._auth import AuthFlow
 
 SECRET = "s3cr3t-token-value"
 
@@ -705,8 +705,8 @@ def test_building_blocks_do_not_import_requests() -> None:
     import sys
 
     code = ("import sys, mcpsync.auth_hooks, mcpsync.transport.sse, "
-            "mcpsync.transport._http_headers, mcpsync.transport._http_auth, "
-            "mcpsync.transport._redirects; print('requests' in sys.modules)")
+            "mcpsync.transport.http._headers, mcpsync.transport.http._auth, "
+            "mcpsync.transport.http._redirects; print('requests' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, check=True).stdout.strip()
     assert out == "False"

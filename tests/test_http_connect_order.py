@@ -16,9 +16,9 @@ from http_peers.fault_server import FaultServer, RecordedRequest, Scripted, resu
 from http_peers.fixtures import fault_server_factory_fixture, fault_server_fixture  # noqa: F401
 
 import mcpsync
-from mcpsync._handshake import HandshakeParams, _discover
+from mcpsync.client._handshake import HandshakeParams, _discover
 from mcpsync.errors import HeaderMismatch, MissingCapability, RemoteError
-from mcpsync.transport.http import GET_OPEN_WAIT
+from mcpsync.transport.http._transport import GET_OPEN_WAIT
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from mcpsync.transport import _http_conn
+from mcpsync.transport.http import _conn as _http_conn
 
 pytestmark = pytest.mark.timeout(20)
 

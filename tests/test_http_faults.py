@@ -518,7 +518,7 @@ def test_dropped_get_stream_resumes_with_last_event_id(fault_server: FaultServer
 
 
 def test_the_era_is_remembered_per_url(fault_server: FaultServer) -> None:
-    from mcpsync._handshake import forget_era
+    from mcpsync.client._handshake import forget_era
 
     server = _legacy(fault_server)
     forget_era(("url", server.url))

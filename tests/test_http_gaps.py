@@ -23,7 +23,7 @@ from http_peers.fixtures import fault_server_factory_fixture, fault_server_fixtu
 import mcpsync
 from mcpsync.config import ServerConfig
 from mcpsync.errors import ConfigError, ConnectionLost, MCPError, RemoteError, TransportError
-from mcpsync.transport import _http_watchdog
+from mcpsync.transport.http import _watchdog as _http_watchdog
 
 pytestmark = pytest.mark.timeout(30)
 

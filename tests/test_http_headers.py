@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import given, strategies as st
 
-from mcpsync.transport._http_headers import (
+from mcpsync.transport.http._headers import (
     MAX_SAFE_INTEGER,
     encode_header_value,
     header_annotations,

@@ -18,7 +18,7 @@ from http_peers.fixtures import fault_server_factory_fixture, fault_server_fixtu
 
 import mcpsync
 from mcpsync.errors import RemoteError, SessionExpired
-from mcpsync.transport._http_session_lost import says_session_lost
+from mcpsync.transport.http._session_lost import says_session_lost
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -7,9 +7,9 @@ from http_peers.fault_server import FaultServer
 from http_peers.fixtures import fault_server_factory_fixture, fault_server_fixture  # noqa: F401
 
 import mcpsync
-from mcpsync.transport import _http_watchdog
-from mcpsync.transport._http_conn import Abortable
-from mcpsync.transport._http_watchdog import StreamWatch
+from mcpsync.transport.http import _watchdog as _http_watchdog
+from mcpsync.transport.http._conn import Abortable
+from mcpsync.transport.http._watchdog import StreamWatch
 
 pytestmark = pytest.mark.timeout(30)
 

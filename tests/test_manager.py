@@ -608,7 +608,7 @@ def test_close_with_a_server_ignoring_sigterm_stays_in_bound(
 def test_close_names_stragglers_in_a_warning(helper: list[str], monkeypatch: pytest.MonkeyPatch,
                                              caplog: pytest.LogCaptureFixture,
                                              no_leaks: None) -> None:
-    import mcpsync.manager as manager_module
+    import mcpsync.manager._manager as manager_module
 
     monkeypatch.setattr(manager_module, "CLOSE_TIMEOUT", 0.5)   # the server needs ~4 s
     m = Manager()

@@ -46,7 +46,7 @@ def _child(manager: Manager) -> int:
     except BaseException:
         return CLOSE_RAISED
     try:
-        import mcpsync.manager as module
+        import mcpsync.manager._manager as module
 
         module._close_at_exit()   # the atexit hook: nothing in a child
     except BaseException:

@@ -14,10 +14,10 @@ import pytest
 import requests
 import responses
 
+from mcpsync._origin import connection_origin
 from mcpsync.errors import TransportError
-from mcpsync.transport._http_auth import AuthFlow
-from mcpsync.transport._origin import connection_origin
-from mcpsync.transport._redirects import follow
+from mcpsync.transport.http._auth import AuthFlow
+from mcpsync.transport.http._redirects import follow
 
 Seen = tuple[str, str, dict[str, str], bytes]
 Route = Callable[[str], tuple[int, dict[str, str]]]

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from mcpsync._server_results import to_call_tool_result
+from mcpsync.server._results import to_call_tool_result
 from mcpsync.types import CallToolResult, TextContent
 
 

@@ -289,7 +289,7 @@ def test_broken_output_pipe_is_fatal() -> None:
 @pytest.mark.timeout(10)
 def test_end_of_input_waits_for_running_work_then_cancels_it(
         monkeypatch: pytest.MonkeyPatch, no_leaks: None) -> None:
-    from mcpsync import _server_loop
+    from mcpsync.server import _loop as _server_loop
 
     monkeypatch.setattr(_server_loop, "DRAIN_SECONDS", 0.3)
     server = Server("t", "1")

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from mcpsync import _server_validate
-from mcpsync._server_validate import validate_arguments
+from mcpsync.server import _validate as _server_validate
+from mcpsync.server._validate import validate_arguments
 
 SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from test_session_helpers import open_session, peer_session
 
-from mcpsync._dispatch import BACKLOG_WARNING, Dispatcher
 from mcpsync.errors import Rejected, RemoteError
 from mcpsync.jsonrpc import Message
 from mcpsync.session import Session
+from mcpsync.session._delivery import BACKLOG_WARNING, Dispatcher
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 
 from mcpsync import jsonrpc
-from mcpsync.transport import _spawner
-from mcpsync.transport.stdio import StdioTransport
+from mcpsync.transport.stdio import StdioTransport, _spawner
 
 PY = sys.executable
 ECHO = [PY, "-c", "import sys\nfor l in sys.stdin.buffer:\n"

@@ -19,7 +19,7 @@ from conftest import open_fds
 
 import mcpsync
 from mcpsync.errors import ConnectionLost, RequestTimeout
-from mcpsync.transport import stdio
+from mcpsync.transport.stdio import _transport as stdio
 
 DEAF = [sys.executable, str(Path(__file__).parent / "peers" / "deaf_server.py")]
 BIG = "x" * (1 << 20)   # far beyond a pipe buffer (64 KiB on Linux)

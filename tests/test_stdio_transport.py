@@ -20,9 +20,8 @@ from conftest import mcpsync_threads, open_fds
 from mcpsync import jsonrpc
 from mcpsync.errors import ConfigError, ConnectionLost
 from mcpsync.jsonrpc import StreamError
-from mcpsync.transport import stdio
-from mcpsync.transport._stderr import excerpt
-from mcpsync.transport.stdio import StdioTransport, TransportClosed, safe_name
+from mcpsync.transport.stdio import StdioTransport, TransportClosed, _transport as stdio, safe_name
+from mcpsync.transport.stdio._stderr import excerpt
 
 PY = sys.executable
 

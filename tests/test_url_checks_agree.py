@@ -1,7 +1,7 @@
 """mcpsync and mcpauth judge URLs the same way.
 
 mcpauth never imports mcpsync, so the character screen and the connection origin exist
-twice (``mcpsync/_urls.py`` with ``mcpsync/transport/_origin.py``, and ``mcpauth/_urls.py``).
+twice (``mcpsync/_urls.py`` with ``mcpsync/_origin.py``, and ``mcpauth/_urls.py``).
 This test holds the two copies to one verdict on every hostile and ordinary form the two
 hostile-URL tables use, plus a few ordinary ones.
 """
@@ -13,7 +13,7 @@ from auth.test_hostile_urls import HOSTILE as AUTH_FORMS
 from test_hostile_urls import HOSTILE, SAME_ORIGIN, UNSENDABLE
 
 from mcpauth import _urls as auth_urls
-from mcpsync.transport import _origin as client_urls
+from mcpsync import _origin as client_urls
 
 ORDINARY = [
     "https://mcp.example/mcp",

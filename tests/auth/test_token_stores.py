@@ -579,6 +579,6 @@ def test_locks_held_by_a_thread_at_fork_are_fresh_in_the_child(tmp_path: Path,
 
 def test_the_lock_wait_is_30_seconds_by_default(store_path: str) -> None:
     """The token-store lock wait (docs/auth.md, "Where tokens live")."""
-    from mcpauth.tokens import LOCK_TIMEOUT
+    from mcpauth.tokens._tokens import LOCK_TIMEOUT
 
     assert LOCK_TIMEOUT == 30 and FileTokenStore(store_path).lock_timeout == 30

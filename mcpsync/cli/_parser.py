@@ -1,0 +1,140 @@
+"""The ``mcpsync`` command line: the argparse parser, its global options and parsing.
+
+Kept apart from the commands so that ``mcpsync --help`` and a usage error need nothing but
+``argparse``: at load time this module imports only the exit codes from the rest of mcpsync.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any, NoReturn
+
+from mcpsync.cli._errors import EXIT_USAGE, CLIError
+
+__all__ = ["DEFAULT_CLI_TIMEOUT", "build_parser"]
+
+
+# --timeout when neither it nor the config gives one (URL and command SERVERs).
+DEFAULT_CLI_TIMEOUT = 30.0
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose errors become one ``mcpsync: error:`` line (exit 2).
+
+    argparse's own ``error()`` prints the usage block first and calls ``sys.exit``; raising
+    lets ``main()`` keep the one-line rule and return instead of exiting (tests call it
+    in-process).
+    """
+
+    def error(self, message: str) -> NoReturn:
+        raise CLIError(f"{message} (see 'mcpsync --help')", EXIT_USAGE)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be finite and > 0, got {text!r}")
+    return value
+
+
+def _add_global_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
+    """The options every command takes, before or after the command name.
+
+    On the subcommand parsers the defaults are ``SUPPRESS``, so an option given before the
+    command is not overwritten by the subcommand's default.
+    """
+    def default(value: Any) -> Any:
+        return argparse.SUPPRESS if suppress else value
+
+    group = parser.add_argument_group("global options")
+    group.add_argument("--config", metavar="PATH", default=default(None),
+                       help="config file (default: $MCPSYNC_CONFIG, else ./.mcp.json, else "
+                            "./.vscode/mcp.json)")
+    group.add_argument("--timeout", metavar="SECONDS", type=_seconds, default=default(None),
+                       help=f"per-request timeout (default {DEFAULT_CLI_TIMEOUT:g}, or the "
+                            "config's)")
+    group.add_argument("--json", action="store_true", default=default(False),
+                       help="print exactly one JSON document on stdout")
+    group.add_argument("--verbose", "-v", action="store_true", default=default(False),
+                       help="log mcpsync at DEBUG to stderr")
+    group.add_argument("--trust-project-config", action="store_true", default=default(False),
+                       help="run the servers of ./.mcp.json or ./.vscode/mcp.json this once "
+                            "without asking (see 'mcpsync trust')")
+
+
+_SERVER_HELP = ("a server id from the config, an http(s):// URL, or a command string "
+                "(split like a shell would)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full ``mcpsync`` argument parser (used by :func:`main` and the docs)."""
+    parser = _Parser(
+        prog="mcpsync",
+        description="Talk to MCP servers from the shell: list and call tools, read resources, "
+                    "list prompts, log in with OAuth.",
+        epilog="exit codes: 0 ok, 1 tool error or JSON-RPC error, 2 usage or config, "
+               "3 could not connect or server died, 4 unauthorized, 5 timeout, 130 Ctrl-C")
+    _add_global_options(parser, suppress=False)
+    from mcpsync._version import __version__
+
+    parser.add_argument("--version", action="version", version=f"mcpsync {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True,
+                                parser_class=_Parser)
+
+    def command(name: str, help: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help, description=help)
+        _add_global_options(p, suppress=True)
+        return p
+
+    p = command("tools", "list tools (of SERVER, or of every enabled server in the config)")
+    p.add_argument("server", nargs="?", metavar="SERVER", help=_SERVER_HELP)
+
+    p = command("call", "call a tool")
+    p.add_argument("server", metavar="SERVER", help=_SERVER_HELP)
+    p.add_argument("tool", metavar="TOOL")
+    p.add_argument("items", nargs="*", metavar="key=value",
+                   help="an argument, converted by the tool's input schema")
+    p.add_argument("--args", metavar="JSON", dest="args_json",
+                   help="the whole arguments object as JSON ('-' reads it from stdin); "
+                        "not together with key=value")
+
+    p = command("resources", "list resources (of SERVER, or of every enabled server)")
+    p.add_argument("server", nargs="?", metavar="SERVER", help=_SERVER_HELP)
+
+    p = command("read", "read a resource")
+    p.add_argument("server", metavar="SERVER", help=_SERVER_HELP)
+    p.add_argument("uri", metavar="URI")
+
+    p = command("prompts", "list prompts (of SERVER, or of every enabled server)")
+    p.add_argument("server", nargs="?", metavar="SERVER", help=_SERVER_HELP)
+
+    p = command("trust", "trust a project config file (./.mcp.json) to start its servers "
+                         "until it changes")
+    p.add_argument("path", metavar="PATH")
+
+    p = command("login", "log in to an HTTP server with OAuth and store the token")
+    p.add_argument("url", metavar="URL")
+    p.add_argument("--scope", action="append", metavar="S",
+                   help="scope(s) to ask for, space separated; may be repeated")
+    p.add_argument("--device", action="store_true",
+                   help="use the device-code flow (no browser on this machine)")
+    return parser
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    """Parse the command line; ``key=value`` items may come after options too.
+
+    argparse fills ``call``'s ``nargs="*"`` items once, before the first option, so in
+    ``call S T --json a=1`` the ``a=1`` comes back unrecognised: it is an item all the same.
+    """
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.command == "call" and not any(e.startswith("-") for e in extra):
+        args.items = [*args.items, *extra]
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args

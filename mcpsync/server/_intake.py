@@ -1,0 +1,159 @@
+"""The bounded hand-off between the server's reader and its workers (back-pressure).
+
+A client that pipelines requests faster than the handlers answer them must not grow the server
+without bound: parsed requests cost many times their size in memory. So what the reader holds
+is bounded twice:
+
+- the *queue*: parsed, tracked requests waiting for a worker, at most ``max_queued`` of them
+  and ``max_queued_bytes`` of their lines (one is always accepted, however large);
+- the *look-ahead*: lines read while the queue is full, kept undecoded, at most
+  ``max_queued_bytes`` more. When it is full too, the reader stops reading, the pipe fills,
+  and the client's writes wait: the flood is pushed back to where it comes from.
+
+The look-ahead is what keeps cancellation working under a full queue. Each line read into it
+that is a small ``notifications/cancelled`` naming a request already tracked (running, or in
+the queue) is applied at once, so a running handler sees its cancellation even while the queue
+is full and it is the one everybody waits for. A cancellation naming a request that is still in
+the look-ahead stays in its place and is applied in order. Only a cancellation that arrives
+when the look-ahead is full waits for room; by then ``max_queued_bytes`` of work lies before it.
+
+Workers move look-ahead lines into the queue (decoding and tracking them, in order) as they
+take work, so no line ever waits for the reader to come back from a blocking read.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from mcpsync.jsonrpc import Batch, Message, ParseError, parse
+from mcpsync.server._context import _Call
+from mcpsync.server._router import Dispatcher
+
+__all__ = ["DEFAULT_MAX_QUEUED_BYTES", "Intake", "Item"]
+
+DEFAULT_MAX_QUEUED_BYTES = 4 * 1024 * 1024
+#: Look-ahead lines up to this size are decoded on arrival to spot a cancellation.
+_PEEK_BYTES = 4096
+_CANCEL = b"notifications/cancelled"
+
+Item = tuple[Message | Batch | ParseError, list[_Call | None]]
+
+
+class Intake:
+    """Queue and look-ahead, under ``cond`` (the serve loop's shared condition).
+
+    ``on_work(delta)`` is called under ``cond`` as frames that need an answer enter (+1) and
+    as lines that turn out to need none leave (-1), so that the supervisor's count of
+    unanswered frames includes both halves.
+    """
+
+    def __init__(self, dispatcher: Dispatcher, cond: threading.Condition, *, max_queued: int,
+                 max_queued_bytes: int, on_work: Callable[[int], None]) -> None:
+        self._dispatcher = dispatcher
+        self._cond = cond
+        self._max_queued = max_queued
+        self._max_bytes = max_queued_bytes
+        self._on_work = on_work
+        self._queue: collections.deque[tuple[Item, int]] = collections.deque()
+        self._queued_bytes = 0
+        self._ahead: collections.deque[bytes] = collections.deque()
+        self._ahead_bytes = 0
+
+    # -- the reader ----------------------------------------------------------------------
+
+    def offer(self, line: bytes, stopping: threading.Event, poll: float) -> None:
+        """Reader: take one line; wait (in ``poll`` slices, until ``stopping``) while the
+        look-ahead is full."""
+        with self._cond:
+            if not self._ahead and self._has_room(len(line)):
+                self._admit(line)
+                return
+            if len(line) <= _PEEK_BYTES and _CANCEL in line and self._cancel_early(line):
+                return
+            self._on_work(1)
+            self._ahead.append(line)
+            self._ahead_bytes += len(line)
+            while self._ahead_bytes >= self._max_bytes and not stopping.is_set():
+                self._cond.wait(poll)
+
+    def _cancel_early(self, line: bytes) -> bool:
+        """Apply a cancellation read into the look-ahead now, if it names a tracked request."""
+        try:
+            message = parse(line)
+        except ParseError:
+            return False
+        if not (isinstance(message, Message) and message.is_notification
+                and message.method == "notifications/cancelled"):
+            return False
+        return self._dispatcher.cancel_notice(message.params)
+
+    # -- the workers ---------------------------------------------------------------------
+
+    def take(self, timeout: float) -> Item | None:
+        """Worker: the next frame to answer, or ``None`` after ``timeout`` with none."""
+        with self._cond:
+            if not self._queue and not self._ahead:
+                self._cond.wait(timeout)
+            self._refill()
+            if not self._queue:
+                return None
+            item, size = self._queue.popleft()
+            self._queued_bytes -= size
+            self._refill()
+            self._cond.notify_all()  # the reader may be waiting for room
+            return item
+
+    def _refill(self) -> None:
+        ahead = self._ahead
+        while ahead and self._has_room(len(ahead[0])):
+            line = ahead.popleft()
+            self._ahead_bytes -= len(line)
+            self._on_work(-1)
+            self._admit(line)
+
+    # -- shared, under cond --------------------------------------------------------------
+
+    def _has_room(self, size: int) -> bool:
+        queue = self._queue
+        return not queue or (len(queue) < self._max_queued
+                             and self._queued_bytes + size <= self._max_bytes)
+
+    def _admit(self, line: bytes) -> None:
+        """Decode one line in stream order: a cancel is applied, a request is tracked and
+        queued, anything else that needs no answer is dropped."""
+        dispatcher = self._dispatcher
+        item: Item
+        try:
+            frame = parse(line, allow_batch=True)
+        except ParseError as exc:
+            item = (exc, [])
+        else:
+            if isinstance(frame, Batch):
+                calls: list[_Call | None] = []
+                for element in frame:
+                    if isinstance(element, Message) and _is_cancel(element):
+                        dispatcher.cancel_notice(element.params)
+                        calls.append(None)
+                    elif isinstance(element, Message):
+                        calls.append(dispatcher.track(element))
+                    else:
+                        calls.append(None)
+                item = (frame, calls)
+            elif _is_cancel(frame):
+                dispatcher.cancel_notice(frame.params)
+                return
+            elif frame.is_request:
+                item = (frame, [dispatcher.track(frame)])
+            else:  # other notifications and stray responses need no answer
+                return
+        self._on_work(1)
+        self._queue.append((item, len(line)))
+        self._queued_bytes += len(line)
+        self._cond.notify_all()
+
+
+def _is_cancel(message: Any) -> bool:
+    return bool(message.is_notification and message.method == "notifications/cancelled")

@@ -1,0 +1,1115 @@
+"""The session engine: correlation, timeouts, cancellation, progress, notifications and
+server->client requests over a pull transport (``receive``/``wake``/``send``).
+
+Theory of operation (the *reader role*; ``docs/performance.md`` has the long version):
+
+- Exactly one thread at a time reads the transport: it holds the *reader role*
+  (``self._reader``, changed only under ``self._lock``). The holder is the background reader
+  thread ``mcpsync-<kind>-reader-<name>`` (``_BG``; ``<kind>`` is the transport's ``kind``,
+  ``stdio`` or ``http``), or a caller (its :class:`Call`).
+- Leader/follower: a caller whose request is the only one in flight reads its own response
+  (it *leads*): no hand-off between threads, which is the one hop per call a plain reader
+  thread costs. Every other caller *follows*: it sleeps on its call's lock until the current
+  reader completes it.
+- A caller claims a free role before writing its request (``_sending`` marks the write; a
+  write that blocks is rescued by the background reader taking the role over), or asks the
+  background reader for it (``_want`` + ``transport.wake()``) when its call is the only one
+  pending; the background reader grants it and sleeps. A leader reads with bounded polls (its
+  deadline; 0.1 s slices on the main thread, so a simulated Ctrl-C is seen), completes other
+  callers' responses and feeds the dispatcher exactly as the background reader would, then
+  gives the role back. It wakes the background reader at once when calls are still pending;
+  otherwise the background reader resumes within HANDOFF_GRACE by itself (no thread switch
+  per sequential call).
+- Nothing user-supplied runs on a reader: notifications and progress go to the dispatcher,
+  server->client requests and deferred cancellations to the callback pool. A leader writes
+  a cancellation only after giving the role up.
+- A call is completed exactly once, by the thread that pops it from ``self._pending``. A
+  call with a progress callback is the one exception to "the reader settles it": the reader
+  pops it, marks it answered and queues the settling on the dispatcher behind the progress
+  callbacks queued before it, so its caller never returns before its progress has run. Calls
+  without one (the hot path) take no extra hop.
+- When the connection dies, every pending call fails at once; the background reader then
+  tears the transport down and calls ``on_lost``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import math
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any, Final, Protocol
+
+from mcpsync import jsonrpc
+from mcpsync.config import DEFAULT_TIMEOUT
+from mcpsync.errors import (
+    Cancelled,
+    ClosedError,
+    ConfigError,
+    ConnectionLost,
+    ProtocolError,
+    Rejected,
+    RemoteError,
+    RequestTimeout,
+    ServerExited,
+    UsedAfterFork,
+)
+from mcpsync.jsonrpc import Batch, Message, ParseError, StreamError
+from mcpsync.protocol import describe_call, remote_error
+from mcpsync.session._call import Call, ProgressCallback
+from mcpsync.session._delivery import CallbackPool, Dispatcher
+from mcpsync.session._future import RequestFuture
+from mcpsync.transport.base import CallFailed, WriteTimedOut
+
+__all__ = ["DEFAULT_MAX_TIMEOUT", "RequestFuture", "Session", "SessionTransport"]
+
+DEFAULT_MAX_TIMEOUT: Final = 600.0
+#: Poll slice of a reading caller on the main thread: bounds how late a simulated Ctrl-C
+#: (``_thread.interrupt_main``, which interrupts no system call) is noticed. A real SIGINT
+#: interrupts the poll at once.
+MAIN_THREAD_SLICE: Final = 0.1
+#: Garbage stdout lines logged at WARNING per connection; later ones go to DEBUG.
+GARBAGE_WARNINGS: Final = 10
+#: During the handshake, this many stdout lines that are not JSON-RPC (and no answer) mean
+#: the program is not an MCP server: the connection fails at once instead of timing out.
+HANDSHAKE_GARBAGE: Final = 10
+#: How long connection-loss handling waits for the server's exit status after stdout EOF.
+EXIT_WAIT: Final = 1.0
+JOIN_TIMEOUT: Final = 1.0
+#: Longest time the background reader sleeps before it looks at a role given back with no
+#: call pending (and before it rescues a caller whose request write is blocked).
+HANDOFF_GRACE: Final = 0.005
+#: True: giving the role back always wakes the background reader at once (the strict reading
+#: of "the background reader reads whenever no caller holds the role"), at a cost of one
+#: thread switch per sequential call (about 11 us on one CPU). False: see _release_role.
+EAGER_HANDBACK = False
+#: Longest sleep of the background reader while one call keeps the role (it doubles from
+#: HANDOFF_GRACE); giving the role back after such a sleep wakes it at once.
+MAX_PARK: Final = 1.0
+
+_BG: Final = object()  # the background reader, as holder of the reader role
+_USER_REJECTED: Final = -1
+_PROGRESS: Final = "notifications/progress"
+
+logger = logging.getLogger("mcpsync.session")
+
+# The pid of this process, refreshed in a forked child. Comparing it with the session's pid
+# costs an attribute load instead of a getpid() system call on every request.
+_current_pid = os.getpid()
+# The main thread's ident, refreshed in a forked child (threading's own at-fork hook, which
+# runs before ours, makes the forking thread the main thread): a leader compares it with
+# get_ident() instead of calling current_thread() and main_thread() on every call.
+_main_ident = threading.main_thread().ident
+_get_ident = threading.get_ident
+
+
+def _after_fork_in_child() -> None:
+    global _current_pid, _main_ident
+    _current_pid = os.getpid()
+    _main_ident = threading.main_thread().ident
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+NotificationHandler = Callable[[Message], None]
+RequestHandler = Callable[[Message], Any]
+LostHandler = Callable[[ConnectionLost], None]
+
+
+class SessionTransport(Protocol):
+    """What the session needs from a pull transport (``StdioTransport`` has it all)."""
+
+    allow_batch: bool
+
+    def send(self, message: Message) -> None: ...
+    def send_bytes(self, frame: bytes) -> None: ...
+    def receive(self, timeout: float | None) -> list[Message | Batch | ParseError] | None: ...
+    def wake(self) -> None: ...
+    def returncode(self) -> int | None: ...
+    def wait_exit(self, timeout: float) -> int | None: ...
+    def stderr_tail(self) -> str: ...
+    def stderr_excerpt(self) -> str: ...
+    def close(self) -> None: ...
+
+
+def _safe_name(name: str) -> str:
+    return "".join(c if c.isascii() and (c.isalnum() or c in "_-") else "_" for c in name) \
+        or "server"
+
+
+def _with_token(params: Any, token: int) -> dict[str, Any]:
+    """A copy of ``params`` with ``_meta.progressToken`` set; the caller's dicts are untouched."""
+    out = dict(params) if isinstance(params, dict) else {}
+    meta = out.get("_meta")
+    meta = dict(meta) if isinstance(meta, dict) else {}
+    meta["progressToken"] = token
+    out["_meta"] = meta
+    return out
+
+
+def _exit_text(code: int | None) -> str:
+    if code is None:
+        return "closed its output"
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+class Session:
+    """One JSON-RPC connection: blocking and future-based requests, safe from any thread.
+
+    Thread contract: :meth:`request`, :meth:`submit` and :meth:`notify` may be called from
+    any number of threads at once; :meth:`close` is idempotent and thread-safe. Callbacks run
+    on the dispatcher (notifications, progress, future done-callbacks, in arrival order) or
+    the callback pool (server->client requests), never on a thread that reads.
+    """
+
+    def __init__(self, transport: SessionTransport, *, name: str,
+                 default_timeout: float = DEFAULT_TIMEOUT,
+                 max_timeout: float = DEFAULT_MAX_TIMEOUT,
+                 reset_timeout_on_progress: bool = False,
+                 on_notification: NotificationHandler | None = None,
+                 on_request: RequestHandler | None = None,
+                 on_lost: LostHandler | None = None,
+                 observe_progress: bool = False) -> None:
+        _check_timeout("default_timeout", default_timeout)
+        _check_timeout("max_timeout", max_timeout)
+        self.name = name
+        self._safe = _safe_name(name)
+        self._transport = transport
+        self._default_timeout = float(default_timeout)
+        self._max_timeout = float(max_timeout)
+        self._reset_on_progress = reset_timeout_on_progress
+        self._on_notification = on_notification
+        self._on_request = on_request
+        self._on_lost = on_lost
+        # Also hand progress notifications to on_notification (after the call's own
+        # callback), for an observer of every notification such as the Manager's.
+        self._observe_progress = observe_progress
+        self._pid = os.getpid()
+        self._ids = itertools.count(1)
+        self._pending: dict[tuple[str, int | str], Call] = {}
+        self._unattended: set[Call] = set()
+        self._answered: set[Call] = set()  # popped, waiting for the dispatcher to settle them
+        self._lock = threading.Lock()
+        self._close_lock = threading.Lock()
+        # Reader role. Invariant: while the role is free, the background reader is awake, or
+        # asleep for at most HANDOFF_GRACE (see _release_role and _bg_run). The gate is a lock
+        # used as a binary semaphore: released only when _bg_parked is true, under _lock.
+        self._reader: object = None
+        self._want: Call | None = None
+        self._bg_parked = False
+        self._bg_long_park = True
+        self._sending: Call | None = None
+        self._gate = threading.Lock()
+        self._gate.acquire()
+        self._bg_thread: threading.Thread | None = None
+        self._stopping = False
+        self._started = False
+        self.closed = False
+        # Connection loss: set once.
+        self._lost: ConnectionLost | None = None
+        self._loss_settled = threading.Event()   # set once _lost holds its final error
+        self._lost_cause: BaseException | None = None
+        self._torn_down = False
+        self._garbage = 0
+        # Handshake watch (see watch_handshake): the first stdout line that was not JSON-RPC.
+        self._watching = False
+        self._first_garbage: str | None = None
+        self._dispatcher = Dispatcher(self._safe, logger)
+        self._pool = CallbackPool(self._safe, logger)
+        # A request is written by its deadline where the transport can (stdio): a server that
+        # stops reading must not hold a caller past its timeout (see _write_timed_out).
+        send_until = getattr(transport, "send_bytes_until", None)
+        if send_until is None:
+            send_bytes = transport.send_bytes
+
+            def send_until(frame: bytes, deadline: float) -> None:
+                send_bytes(frame)
+        self._send_until: Callable[[bytes, float], None] = send_until
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def allow_batch(self) -> bool:
+        """Whether the transport accepts JSON arrays as frames (2025-03-26 only)."""
+        return bool(self._transport.allow_batch)
+
+    @allow_batch.setter
+    def allow_batch(self, value: bool) -> None:
+        self._transport.allow_batch = value
+
+    @property
+    def lost(self) -> ConnectionLost | None:
+        """The error that ended the connection, or ``None`` while it is alive."""
+        return self._lost
+
+    def watch_handshake(self) -> None:
+        """Until :meth:`handshake_done`, treat a program that does not talk JSON-RPC as what
+        it probably is, not an MCP server: its 10th stdout line that is not JSON-RPC fails
+        every pending call with :class:`ProtocolError` at once, and the errors of an exit or
+        a timeout before any answer quote its first stdout line and say so."""
+        self._watching = True
+
+    def handshake_done(self) -> None:
+        """The handshake has been answered: stdout lines are judged one at a time again."""
+        self._watching = False
+
+    def start(self) -> None:
+        """Start the background reader (the transport must already be started)."""
+        self._check_usable(None, None)
+        with self._lock:
+            if self._started:
+                return
+            self._started = True
+            self._reader = _BG
+        # Named after the transport (``mcpsync-http-reader-<name>`` on HTTP), so a thread dump
+        # tells which kind of connection a reader serves; a transport without ``kind`` is stdio.
+        kind = getattr(self._transport, "kind", "stdio")
+        thread = threading.Thread(target=self._bg_run, name=f"mcpsync-{kind}-reader-{self._safe}",
+                                  daemon=True)
+        self._bg_thread = thread
+        thread.start()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self, reason: str = "client closed") -> None:
+        """Close the session: refuse new calls (:class:`ClosedError`), fail pending calls with
+        ``ConnectionLost(reason)``, stop the reader, close the transport, join every thread
+        (1 s each). Idempotent and thread-safe; in a forked child it only drops references.
+        """
+        if os.getpid() != self._pid:
+            # Forked child: our threads do not exist here and our locks may be held forever.
+            self.closed = True
+            self._pending = {}
+            self._unattended = set()
+            with contextlib.suppress(OSError):
+                self._transport.close()  # drops the child's copies of the descriptors only
+            self._on_lost = self._on_request = self._on_notification = None
+            return
+        with self._close_lock:
+            if self.closed:
+                return
+            self.closed = True
+            self._fail_all(lambda call: ConnectionLost(
+                f"{self._describe(call)}: {reason}", maybe_executed=True, server=self.name,
+                method=call.method))
+            with self._lock:
+                self._stopping = True
+                self._want = None
+                self._unpark_locked()
+            if self._watching:
+                # It never answered: no MCP shutdown to wait for (stdin EOF, then 2 s).
+                hurry = getattr(self._transport, "hurry", None)
+                if hurry is not None:
+                    hurry()
+            self._transport.wake()
+            me = threading.current_thread()
+            bg = self._bg_thread
+            if bg is not None and bg is not me:
+                bg.join(JOIN_TIMEOUT)
+            self._transport.close()
+            self._dispatcher.stop(JOIN_TIMEOUT)
+            self._settle_answered()
+            self._pool.stop(JOIN_TIMEOUT)
+
+    # ------------------------------------------------------------------ sending
+
+    def request(self, method: str, params: dict[str, Any] | None = None, *,
+                timeout: float | None = None, progress: ProgressCallback | None = None,
+                reset_timeout_on_progress: bool | None = None,
+                cancellable: bool = True) -> Any:
+        """Send a request and block until its result (returned) or an error (raised).
+
+        Raises :class:`RemoteError` (the subclass follows the code), :class:`RequestTimeout`
+        (the request is cancelled unless ``cancellable=False``), :class:`ConnectionLost` /
+        :class:`ServerExited`, :class:`ClosedError`, :class:`UsedAfterFork` or
+        :class:`ProtocolError`. A ``KeyboardInterrupt`` while waiting cancels the request on
+        the wire and is re-raised; the session stays usable.
+        """
+        call = self._open(method, params, timeout, progress, reset_timeout_on_progress,
+                          cancellable, attended=True)
+        # From here until the call is settled, any exception (Ctrl-C above all) abandons it.
+        try:
+            while not call.done:
+                if self._reader is call:
+                    self._lead(call)
+                else:
+                    self._follow(call)
+                if call.done:
+                    break
+                if call.answered:  # ordered: settled on the dispatcher after its progress
+                    self._await_settled(call)
+                    break
+                if time.monotonic() >= call.deadline:
+                    self._expire(call)
+        except KeyboardInterrupt:
+            self._abandon(call, "interrupted by the user (KeyboardInterrupt)")
+            raise
+        except BaseException as exc:  # never leave the call pending or the role held
+            self._abandon(call, f"abandoned after {type(exc).__name__}")
+            raise
+        error = call.error
+        if error is not None:
+            raise error
+        return call.result
+
+    def submit(self, method: str, params: dict[str, Any] | None = None, *,
+               timeout: float | None = None, progress: ProgressCallback | None = None,
+               reset_timeout_on_progress: bool | None = None,
+               cancellable: bool = True) -> RequestFuture:
+        """Send a request and return at once with a :class:`RequestFuture` for its result.
+
+        The timeout still applies (the future fails with :class:`RequestTimeout` and the
+        request is cancelled); ``future.cancel()`` cancels on the wire. With a ``progress``
+        callback the future is settled on the dispatcher, after every progress callback for
+        a notification that arrived before the response.
+        """
+        call = self._open(method, params, timeout, progress, reset_timeout_on_progress,
+                          cancellable, attended=False)
+        return call.future  # type: ignore[return-value]  # set by _open for unattended calls
+
+    def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
+        """Send a notification (no answer). Raises like :meth:`request` when unusable."""
+        self._check_usable(method, params)
+        try:
+            self._transport.send(jsonrpc.notification(method, params))
+        except ConnectionLost as exc:
+            self._lose(exc, exited=True)
+            self._check_usable(method, params)  # raises ClosedError or the loss
+            raise
+
+    def _open(self, method: str, params: Any, timeout: float | None,
+              progress: ProgressCallback | None, reset: bool | None, cancellable: bool, *,
+              attended: bool) -> Call:
+        """Register and send one request; for an attended call, take the reader role if it
+        is free (or ask the background reader for it when this is the only call)."""
+        if self._pid != _current_pid or self.closed or self._lost is not None:
+            self._check_usable(method, params)
+        if not self._started:
+            self.start()
+        if timeout is None:
+            timeout = self._default_timeout
+        elif not timeout > 0:
+            raise ConfigError(f"{describe_call(method, params, self.name)}: timeout must be "
+                              f"> 0 seconds (math.inf for none), not {timeout!r}",
+                              server=self.name, method=method)
+        if reset is None:
+            reset = self._reset_on_progress
+        rid = next(self._ids)
+        if progress is not None or reset:
+            params = _with_token(params, rid)
+        if type(method) is str and (params is None or type(params) is dict):
+            # The common case, encoded without building a Message (hot path).
+            frame = jsonrpc.serialize_request(rid, method, params)
+        else:  # checks, raises TypeError
+            frame = jsonrpc.serialize(jsonrpc.request(rid, method, params))
+        # Settle through the dispatcher (after the progress callbacks) unless this thread is
+        # the dispatcher: a callback there waiting on its own queue would never return.
+        ordered = progress is not None and not self._dispatcher.on_thread()
+        call = Call(rid, method, params, timeout, progress, reset, cancellable,
+                    time.monotonic(), self._max_timeout, attended, ordered)
+        pending = self._pending
+        pending[call.key] = call
+        if not attended:
+            call.future = RequestFuture(lambda reason: self._cancel_future(call, reason),
+                                        self._dispatcher.post, rid)
+            self._unattended.add(call)
+        if self.closed or self._lost is not None:  # close()/loss may have swept before we
+            if pending.pop(call.key, None) is not None:  # registered: never leave a call behind
+                self._unattended.discard(call)
+                self._check_usable(method, params)
+            return call  # the sweep settled it
+        try:
+            return self._send(call, frame, attended)
+        except BaseException:  # Ctrl-C in the write, say: never leave the call or the role
+            self._sending = None
+            self._release_role(call)
+            if pending.pop(call.key, None) is not None:
+                self._unattended.discard(call)
+            raise
+
+    def _send(self, call: Call, frame: bytes, attended: bool) -> Call:
+        pending = self._pending
+        claimed = False
+        if attended:
+            # Claim a free role *before* writing, so the background reader (woken by a thread
+            # switch inside our write) finds it taken instead of grabbing it. While we write,
+            # ``_sending`` says so: should the write block (a server that stopped reading
+            # while its stdout is full), the background reader takes the role over after
+            # HANDOFF_GRACE and drains stdout, so the write can finish.
+            with self._lock:
+                if self._reader is None and not self._stopping:
+                    self._reader = call
+                    self._sending = call
+                    claimed = True
+        try:
+            self._send_until(frame, call.deadline)
+        except WriteTimedOut as exc:
+            self._sending = None
+            self._release_role(call)
+            self._write_timed_out(call, exc)
+            return call
+        except ConnectionLost as exc:
+            self._sending = None
+            self._lose(exc, exited=True)  # fails this call too (it is pending)
+            self._release_role(call)
+            return call
+        if claimed:
+            self._sending = None
+            if self._reader is call:
+                return call
+        if attended:
+            with self._lock:
+                if not call.done and not self._stopping:
+                    if self._reader is None:
+                        self._reader = call
+                    elif self._reader is _BG and len(pending) == 1:
+                        self._want = call
+            if self._want is call:
+                self._transport.wake()
+        elif self._reader is not None:
+            self._transport.wake()  # let the reader include this deadline in its poll
+        return call
+
+    def _check_usable(self, method: str | None, params: Any) -> None:
+        if os.getpid() != self._pid:  # the slow, sure check (not the at-fork hook)
+            raise UsedAfterFork(
+                f"{self._what(method, params)}: this session was created in process "
+                f"{self._pid} and cannot be used in the forked process {os.getpid()}; "
+                f"create a new client in the child", server=self.name, method=method)
+        if self.closed:
+            raise ClosedError(f"{self._what(method, params)}: the client is closed; "
+                              f"open a new one", server=self.name, method=method)
+        if self._lost is not None:
+            raise self._after_loss(method, params)
+
+    def _what(self, method: str | None, params: Any) -> str:
+        if method is None:
+            return f"using server {self.name!r}"
+        return describe_call(method, params, self.name)
+
+    def _describe(self, call: Call) -> str:
+        return describe_call(call.method, call.params, self.name)
+
+    # ------------------------------------------------------------------ waiting
+
+    def _lead(self, call: Call) -> None:
+        """Read frames as the holder of the reader role until ``call`` is settled or its
+        deadline passes; then give the role back (see _release_role)."""
+        transport = self._transport
+        main = _get_ident() == _main_ident
+        monotonic = time.monotonic
+        try:
+            while not call.done and not call.answered:
+                if self._stopping or self._lost is not None:
+                    break
+                now = monotonic()
+                remaining = call.deadline - now
+                if self._unattended:
+                    remaining = min(remaining, self._expire_unattended(now) - now)
+                if remaining <= 0:
+                    if call.deadline <= now:
+                        break
+                    continue
+                if main and remaining > MAIN_THREAD_SLICE:
+                    remaining = MAIN_THREAD_SLICE
+                items = transport.receive(None if remaining == math.inf else remaining)
+                if items:
+                    rest = iter(items)
+                    try:
+                        self._feed(rest)
+                    except KeyboardInterrupt:
+                        # Ctrl-C lands between two bytecodes, maybe mid-batch: route what
+                        # is left of it (other callers' answers) before giving up the role.
+                        self._feed(rest)
+                        raise
+                elif items is None:
+                    self._on_eof()
+        except StreamError as exc:
+            self._lose(exc)
+        except Exception as exc:  # a bug in reading: the connection cannot be trusted
+            logger.error("server %r: reading failed", self.name, exc_info=True)
+            self._lose(ConnectionLost(f"reading from server {self.name!r} failed: {exc!r}",
+                                      server=self.name))
+        finally:
+            self._release_role(call)
+
+    def _follow(self, call: Call) -> None:
+        """Sleep until ``call`` is settled, granted the reader role, or its deadline passes."""
+        main = threading.current_thread() is threading.main_thread()
+        acquire = call.lock.acquire
+        while not call.done and self._reader is not call:
+            remaining = call.deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            if main and remaining > MAIN_THREAD_SLICE:
+                remaining = MAIN_THREAD_SLICE
+            if remaining == math.inf:
+                acquire()
+            else:
+                acquire(timeout=remaining)
+
+    def _await_settled(self, call: Call) -> None:
+        """``call``'s response arrived; wait for the dispatcher to settle it (after the
+        progress callbacks queued before it). No deadline: the answer is in hand."""
+        self._release_role(call)  # it may have been granted the role after its answer came
+        slice_ = MAIN_THREAD_SLICE if threading.current_thread() is threading.main_thread() \
+            else JOIN_TIMEOUT
+        acquire = call.lock.acquire
+        while not call.done:
+            acquire(timeout=slice_)
+
+    def _settle_later(self, call: Call, result: Any, error: BaseException | None) -> None:
+        """Reader: ``call`` (popped, ordered) got its response; settle it on the dispatcher."""
+        call.result = result
+        call.error = error
+        call.answered = True
+        self._answered.add(call)
+        self._dispatcher.post_essential(lambda: self._settle(call))
+
+    def _settle(self, call: Call) -> None:
+        self._answered.discard(call)
+        if not call.done:
+            call.finish(call.result, call.error)
+
+    def _settle_answered(self) -> None:
+        """On close: settle answered calls whose settling the dispatcher did not run."""
+        for call in list(self._answered):
+            self._settle(call)
+
+    def _release_role(self, call: Call) -> None:
+        """Give the reader role back (if ``call`` holds it).
+
+        The background reader is woken at once when calls are still pending (it must read
+        their responses) or when it is in a long sleep. Otherwise - the sequential case - it
+        is left in its short sleep (at most HANDOFF_GRACE): waking it on every call costs a
+        thread switch per call, and most often the same caller claims the role again for its
+        next call before that sleep ends. See docs/performance.md.
+        """
+        with self._lock:
+            if self._want is call:
+                self._want = None
+            if self._reader is call:
+                self._reader = None
+                if EAGER_HANDBACK or self._pending or self._bg_long_park or self._stopping:
+                    self._unpark_locked()
+
+    def _unpark_locked(self) -> None:
+        if self._bg_parked:
+            self._bg_parked = False
+            self._gate.release()
+
+    def _expire(self, call: Call) -> None:
+        """The deadline passed: cancel on the wire (if allowed) and fail with RequestTimeout."""
+        self._release_role(call)
+        if self._pending.pop(call.key, None) is None:
+            return  # settled meanwhile
+        self._unattended.discard(call)
+        if call.cancellable:
+            self._send_cancel(call, f"timed out after {call.timeout:g} s")
+            note = "the request was cancelled"
+        else:
+            note = "this request is not cancelled"
+        if self._watching:
+            note += "; " + self._not_mcp_note()
+        call.finish(None, RequestTimeout(
+            f"{self._describe(call)}: no answer within {call.timeout:g} s; {note}",
+            timeout=call.timeout, server=self.name, method=call.method))
+
+    def _write_timed_out(self, call: Call, exc: WriteTimedOut) -> None:
+        """The deadline passed while the request was being written (the server does not read
+        its input). Nothing written: the server never saw it, so there is nothing to cancel.
+        Partly written: the transport finishes the frame on its own thread, and the
+        cancellation is queued behind it on the callback pool."""
+        if self._pending.pop(call.key, None) is None:
+            return
+        self._unattended.discard(call)
+        if not exc.written:
+            note = "nothing of it was sent"
+        elif call.cancellable:
+            note = (f"{exc.written} of its {exc.size} bytes were sent; the rest is being sent, "
+                    "followed by its cancellation")
+            self._cancel_later(call)
+        else:
+            note = (f"{exc.written} of its {exc.size} bytes were sent; the rest is being sent; "
+                    "this request is not cancelled")
+        call.finish(None, RequestTimeout(
+            f"{self._describe(call)}: could not be sent within {call.timeout:g} s because "
+            f"server {self.name!r} is not reading its input; {note}",
+            timeout=call.timeout, server=self.name, method=call.method))
+
+    def _abandon(self, call: Call, reason: str) -> None:
+        """Ctrl-C (or another exception) while waiting: cancel ``call`` and settle it."""
+        self._release_role(call)
+        if self._pending.pop(call.key, None) is None:
+            return
+        self._unattended.discard(call)
+        if call.cancellable:
+            self._send_cancel(call, reason)
+        call.finish(None, Cancelled(f"{self._describe(call)}: {reason}", server=self.name,
+                                    method=call.method))
+
+    def _cancel_future(self, call: Call, reason: str) -> Cancelled | None:
+        """``RequestFuture.cancel()``: cancel on the wire unless already settled."""
+        if self._pending.pop(call.key, None) is None:
+            return None
+        self._unattended.discard(call)
+        if call.cancellable:
+            self._send_cancel(call, reason)
+        error = Cancelled(f"{self._describe(call)}: {reason}", server=self.name,
+                          method=call.method)
+        call.finish(None, error, deliver=False)
+        return error
+
+    def _send_cancel(self, call: Call, reason: str) -> None:
+        message = jsonrpc.notification("notifications/cancelled",
+                                       {"requestId": call.id, "reason": reason})
+        try:
+            self._transport.send(message)
+        except ConnectionLost:
+            logger.debug("server %r: could not send the cancellation of request %d (the "
+                         "connection is gone)", self.name, call.id)
+
+    def _expire_unattended(self, now: float) -> float:
+        """Time out submitted calls past their deadline (nobody waits on them); return the
+        earliest deadline left. Their cancellations are written from the pool, never here."""
+        earliest = math.inf
+        for call in list(self._unattended):
+            if call.deadline <= now:
+                if self._pending.pop(call.key, None) is None:
+                    self._unattended.discard(call)
+                    continue
+                self._unattended.discard(call)
+                call.finish(None, RequestTimeout(
+                    f"{self._describe(call)}: no answer within {call.timeout:g} s"
+                    + ("; the request was cancelled" if call.cancellable else ""),
+                    timeout=call.timeout, server=self.name, method=call.method))
+                if call.cancellable:
+                    self._cancel_later(call)
+            elif call.deadline < earliest:
+                earliest = call.deadline
+        return earliest
+
+    def _cancel_later(self, call: Call) -> None:
+        reason = f"timed out after {call.timeout:g} s"
+        self._pool.submit(lambda: self._send_cancel(call, reason))
+
+    # ------------------------------------------------------------------ the background reader
+
+    def _bg_run(self) -> None:
+        """Thread ``mcpsync-<kind>-reader-<name>``: read whenever no caller holds the role.
+
+        While a caller holds it, sleep on the gate: HANDOFF_GRACE when the holder changed
+        since the last look (calls are flowing; a role given back with nothing pending is
+        picked up within that time), doubling up to MAX_PARK while the same call keeps it.
+        A holder still writing its request after a whole sleep has a blocked write: take
+        the role over so that stdout is drained (the caller then waits as a follower).
+        """
+        transport = self._transport
+        gate = self._gate
+        last_holder: object = None
+        seen_sending: Call | None = None
+        park_for = HANDOFF_GRACE
+        while True:
+            with self._lock:
+                if self._stopping or self._lost is not None:
+                    if self._reader is _BG:
+                        self._reader = None
+                    break
+                holder = self._reader
+                if holder is None or holder is _BG or (
+                        holder is seen_sending and self._sending is holder):
+                    self._reader = _BG
+                    park = False
+                else:
+                    park = True
+                    park_for = min(park_for * 2, MAX_PARK) if holder is last_holder \
+                        else HANDOFF_GRACE
+                    last_holder = holder
+                    seen_sending = holder if self._sending is holder else None
+                    self._bg_long_park = park_for > HANDOFF_GRACE
+                    self._bg_parked = True
+            if park:
+                if not gate.acquire(timeout=park_for):
+                    with self._lock:  # timed out: leave the gate locked and ourselves awake
+                        if self._bg_parked:
+                            self._bg_parked = False
+                        else:  # released after our timeout: consume that wake-up
+                            gate.acquire(False)
+                continue
+            last_holder = seen_sending = None
+            self._bg_long_park = True
+            try:
+                self._bg_read(transport)
+            except StreamError as exc:
+                with self._lock:
+                    self._reader = None
+                self._lose(exc)
+            except Exception as exc:  # a bug; never let the reader die silently
+                logger.error("server %r: the reader failed", self.name, exc_info=True)
+                with self._lock:
+                    self._reader = None
+                self._lose(ConnectionLost(f"the reader of server {self.name!r} failed: "
+                                          f"{exc!r}", server=self.name))
+        self._teardown_after_loss()
+
+    def _bg_read(self, transport: SessionTransport) -> None:
+        """Hold the role and read until told to stop or a caller asks for the role."""
+        monotonic = time.monotonic
+        while True:
+            timeout: float | None = None
+            if self._unattended:
+                now = monotonic()
+                earliest = self._expire_unattended(now)
+                if earliest != math.inf:
+                    timeout = max(0.0, earliest - now)
+            items = transport.receive(timeout)
+            if items:
+                self._feed(items)
+            elif items is None:
+                self._on_eof()
+            with self._lock:
+                if self._stopping or self._lost is not None:
+                    return
+                want = self._want
+                if want is not None:
+                    self._want = None
+                    if not want.done and not want.answered:
+                        # Grant the role to the caller whose call is the only one in flight.
+                        self._reader = want
+                        want.signal()
+                        return
+
+    def _teardown_after_loss(self) -> None:
+        """After a connection loss (not a close): tear the transport down, then ``on_lost``."""
+        lost = self._lost
+        if lost is None or self.closed or self._torn_down:
+            return
+        self._torn_down = True
+        if self._watching:
+            hurry = getattr(self._transport, "hurry", None)
+            if hurry is not None:
+                hurry()
+        try:
+            self._transport.close()
+        except Exception:
+            logger.warning("server %r: closing the transport after the connection was lost "
+                           "failed", self.name, exc_info=True)
+        on_lost = self._on_lost
+        if on_lost is not None:
+            try:
+                on_lost(lost)
+            except Exception:
+                logger.warning("server %r: the on_lost callback raised", self.name,
+                               exc_info=True)
+
+    # ------------------------------------------------------------------ incoming frames
+
+    def _feed(self, items: Iterable[Message | Batch | ParseError]) -> None:
+        """Route every decoded item; runs on whichever thread holds the reader role."""
+        pending = self._pending
+        for item in items:
+            if type(item) is Message:
+                if item.method is None:
+                    rid = item.id
+                    if rid is None:
+                        self._uncorrelated(item)
+                        continue
+                    call = pending.pop(rid.key, None)
+                    if call is None:
+                        logger.debug("server %r: dropped a response to unknown or cancelled "
+                                     "request %s", self.name, rid.raw)
+                        continue
+                    if call.attended is False:
+                        self._unattended.discard(call)
+                    error = item.error
+                    if call.ordered:
+                        self._settle_later(call, item.result if error is None else None,
+                                           None if error is None
+                                           else self._remote_error(call, error))
+                    elif error is None:
+                        call.finish(item.result, None)
+                    else:
+                        call.finish(None, self._remote_error(call, error))
+                else:
+                    self._incoming(item)
+            elif isinstance(item, ParseError):
+                self._garbage_line(item)
+            elif isinstance(item, list):  # a Batch (2025-03-26)
+                self._feed(item)
+            elif isinstance(item, CallFailed):  # HTTP: an exchange failed without a reply
+                self._call_failed(item)
+            else:  # a Message subclass: route it the slow way
+                self._feed([Message(item.id, item.method, item.params, item.result,
+                                    item.error, item.extra)])
+
+    def _call_failed(self, item: CallFailed) -> None:
+        """The transport could not complete a call (an HTTP status, an expired session, an
+        auth failure): fail it with the transport's error."""
+        call = self._pending.pop(item.id.key, None)
+        if call is None:
+            logger.debug("server %r: dropped a failure of unknown or cancelled request %s: %s",
+                         self.name, item.id.raw, item.error)
+            return
+        if call.attended is False:
+            self._unattended.discard(call)
+        if call.ordered:
+            self._settle_later(call, None, item.error)
+        else:
+            call.finish(None, item.error)
+
+    def _remote_error(self, call: Call, error: dict[str, Any]) -> RemoteError:
+        self._watching = False   # a JSON-RPC answer: whatever it is, this is an MCP server
+        return remote_error(error.get("code"), error.get("message"), error.get("data"),
+                            server=self.name, method=call.method, prefix=self._describe(call))
+
+    def _incoming(self, message: Message) -> None:
+        """A request or notification from the server."""
+        if message.id is not None:
+            if not self._pool.submit(lambda: self._answer(message)):
+                logger.debug("server %r: request %r arrived while closing; not answered",
+                             self.name, message.method)
+            return
+        if message.method == _PROGRESS:
+            self._progress(message.params)
+            if not self._observe_progress:
+                return
+        handler = self._on_notification
+        if handler is not None:
+            self._dispatcher.post(lambda: handler(message))
+
+    def _progress(self, params: Any) -> None:
+        if not isinstance(params, dict):
+            return
+        token = params.get("progressToken")
+        if type(token) is not int:
+            logger.debug("server %r: progress for unknown token %r", self.name, token)
+            return
+        call = self._pending.get(("int", token))
+        if call is None:
+            logger.debug("server %r: progress for a finished or unknown request %r",
+                         self.name, token)
+            return
+        call.progressed(time.monotonic())
+        callback = call.progress
+        if callback is None:
+            return
+        progress = params.get("progress")
+        if isinstance(progress, bool) or not isinstance(progress, (int, float)):
+            logger.debug("server %r: progress without a number: %r", self.name, params)
+            return
+        total = params.get("total")
+        message = params.get("message")
+        self._dispatcher.post(lambda: callback(progress, total, message))
+
+    def _uncorrelated(self, message: Message) -> None:
+        logger.warning("server %r answered an error that names no request: %r", self.name,
+                       message.error)
+
+    def _garbage_line(self, error: ParseError) -> None:
+        self._garbage += 1
+        level = logging.WARNING if self._garbage <= GARBAGE_WARNINGS else logging.DEBUG
+        logger.log(level, "server %r wrote a line that is not JSON-RPC; skipped: %s",
+                   self.name, error)
+        rid = error.id
+        if rid is None:
+            if self._watching:
+                if self._first_garbage is None:
+                    self._first_garbage = error.excerpt
+                if self._garbage >= HANDSHAKE_GARBAGE:
+                    self._not_an_mcp_server()
+            return
+        call = self._pending.pop(rid.key, None)
+        if call is None:
+            return
+        self._unattended.discard(call)
+        failure = ProtocolError(f"{self._describe(call)}: the server answered with an invalid "
+                                f"message: {error}", server=self.name, method=call.method)
+        failure.__cause__ = error
+        call.finish(None, failure)
+
+    # ------------------------------------------------------------------ server->client requests
+
+    def _answer(self, message: Message) -> None:
+        """Pool thread: run ``on_request`` and write its answer."""
+        method = message.method or ""
+        rid = message.id
+        assert rid is not None
+        handler = self._on_request
+        reply: Message
+        try:
+            if handler is None:
+                if method != "ping":
+                    raise RemoteError("method not found", code=jsonrpc.METHOD_NOT_FOUND,
+                                      remote_message=f"method not found: {method}")
+                result: Any = {}
+            else:
+                result = handler(message)
+            reply = jsonrpc.result(rid, result)
+        except RemoteError as exc:
+            if method == "ping" and exc.code == jsonrpc.METHOD_NOT_FOUND:
+                reply = jsonrpc.result(rid, {})
+            else:
+                data = exc.data if exc.data is not None else jsonrpc.MISSING
+                reply = jsonrpc.error(rid, exc.code, exc.remote_message or exc.message, data)
+        except Rejected:
+            reply = jsonrpc.error(rid, _USER_REJECTED, "rejected by user")
+        except Exception as exc:
+            logger.warning("server %r: the callback for %r raised", self.name, method,
+                           exc_info=True)
+            reply = jsonrpc.error(rid, jsonrpc.INTERNAL_ERROR, str(exc) or type(exc).__name__)
+        try:
+            frame = jsonrpc.serialize(reply)
+        except (ValueError, TypeError) as exc:
+            frame = jsonrpc.serialize(jsonrpc.error(
+                rid, jsonrpc.INTERNAL_ERROR, f"the client's answer cannot be encoded: {exc}"))
+        try:
+            self._transport.send_bytes(frame)
+        except ConnectionLost:
+            logger.debug("server %r: could not answer %r (the connection is gone)",
+                         self.name, method)
+
+    # ------------------------------------------------------------------ connection loss
+
+    def _on_eof(self) -> None:
+        if self.closed or self._stopping:
+            return
+        self._lose(None, exited=True)
+
+    def _lose(self, cause: BaseException | None, *, exited: bool = False) -> None:
+        """The connection is dead: fail every pending call at once, then let the background
+        reader tear the transport down.
+
+        ``exited``: stdout reached EOF or a write found the pipe broken, so the server is
+        (about to be) gone: the calls fail with :class:`ServerExited` carrying its exit
+        status (waited for, event-driven, up to EXIT_WAIT) and stderr. Otherwise (a
+        ``StreamError`` such as an oversized frame) they fail with :class:`ConnectionLost`
+        chained to ``cause``.
+        """
+        with self._lock:
+            if self._lost is not None or self.closed:
+                return
+            # Placeholder so a concurrent _lose returns; replaced below.
+            self._lost = ConnectionLost("connection lost", server=self.name)
+        code: int | None = None
+        if exited:
+            code = self._transport.wait_exit(EXIT_WAIT)
+        self._lost_cause = cause
+        if exited:
+            self._lost = self._exited_error(f"server {self.name!r}", code, None)
+        else:
+            self._lost = ConnectionLost(f"the connection to server {self.name!r} was lost: "
+                                        f"{cause}", server=self.name)
+        self._lost.__cause__ = cause
+        self._loss_settled.set()
+        self._fail_all(lambda call: self._loss_error(call, code, cause, exited))
+        with self._lock:
+            self._want = None
+            self._unpark_locked()
+        self._transport.wake()
+
+    def _not_mcp_note(self, subject: str | None = None) -> str:
+        """Why the program may not be an MCP server, quoting its stdout (and stderr)."""
+        first = self._first_garbage
+        if first is None:
+            seen = "it wrote nothing on stdout"
+        else:
+            count = f" (and {self._garbage - 1} more such lines)" if self._garbage > 1 else ""
+            seen = f"its first line on stdout was {first!r}{count}, which is not JSON-RPC"
+        if subject is None:
+            subject = f"server {self.name!r}"
+        note = (f"{subject} may not be an MCP server: {seen}; check that the command starts "
+                "an MCP server that speaks JSON-RPC on stdin/stdout")
+        excerpt = self._transport.stderr_excerpt()
+        return note + ("; its stderr ends with:\n" + excerpt if excerpt
+                       else " (it wrote nothing to stderr)")
+
+    def _not_an_mcp_server(self) -> None:
+        """The handshake got only lines that are not JSON-RPC: fail every pending call with
+        ``ProtocolError`` now (the background reader then tears the connection down)."""
+        with self._lock:
+            if self._lost is not None or self.closed:
+                return
+            note = self._not_mcp_note()
+            self._lost = ConnectionLost(note, server=self.name)
+        self._loss_settled.set()
+        self._fail_all(lambda call: ProtocolError(
+            f"{self._describe(call)}: {note}", server=self.name, method=call.method))
+        with self._lock:
+            self._want = None
+            self._unpark_locked()
+        self._transport.wake()
+
+    def _exited_error(self, prefix: str, code: int | None, method: str | None,
+                      maybe_executed: bool = False) -> ServerExited:
+        if self._watching:   # it never answered: say what it did write
+            text = (f"{prefix}: server {self.name!r} {_exit_text(code)} before answering, "
+                    + self._not_mcp_note("so it"))
+            return ServerExited(text, exit_code=code, stderr_tail=self._transport.stderr_tail(),
+                                maybe_executed=maybe_executed, server=self.name, method=method)
+        excerpt = self._transport.stderr_excerpt()
+        text = f"{prefix}: server {self.name!r} {_exit_text(code)}"
+        if excerpt:
+            text += "; its stderr ends with:\n" + excerpt
+        else:
+            text += " (it wrote nothing to stderr)"
+        return ServerExited(text, exit_code=code, stderr_tail=self._transport.stderr_tail(),
+                            maybe_executed=maybe_executed, server=self.name, method=method)
+
+    def _loss_error(self, call: Call, code: int | None, cause: BaseException | None,
+                    exited: bool) -> ConnectionLost:
+        prefix = self._describe(call)
+        error: ConnectionLost
+        if exited:
+            error = self._exited_error(prefix, code, call.method, maybe_executed=True)
+        else:
+            error = ConnectionLost(f"{prefix}: the connection was lost: {cause}",
+                                   maybe_executed=True, server=self.name, method=call.method)
+        error.__cause__ = cause
+        return error
+
+    def _after_loss(self, method: str | None, params: Any) -> ConnectionLost:
+        """The error for a call made after the connection died."""
+        # Another thread may still be building the error (it waits up to EXIT_WAIT for the
+        # exit status): wait for it rather than quote the placeholder.
+        self._loss_settled.wait(EXIT_WAIT + JOIN_TIMEOUT)
+        lost = self._lost
+        prefix = self._what(method, params)
+        if isinstance(lost, ServerExited):
+            error: ConnectionLost = self._exited_error(prefix, lost.exit_code, method)
+        else:
+            error = ConnectionLost(f"{prefix}: {lost}", server=self.name, method=method)
+        error.__cause__ = self._lost_cause
+        return error
+
+    def _fail_all(self, make: Callable[[Call], BaseException]) -> None:
+        pending = self._pending
+        for key in list(pending):
+            call = pending.pop(key, None)
+            if call is not None:
+                self._unattended.discard(call)
+                call.finish(None, make(call))
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else ("lost" if self._lost else "open")
+        return f"<Session {self.name!r} {state} pending={len(self._pending)}>"
+
+
+def _check_timeout(field: str, value: float) -> None:
+    if not value > 0:
+        raise ConfigError(f"{field} must be > 0 seconds (math.inf for none), not {value!r}")
+

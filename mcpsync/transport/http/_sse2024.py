@@ -1,0 +1,174 @@
+"""The 2024-11-05 HTTP+SSE transport's event stream (see docs/http.md).
+
+The server has two endpoints: the client GETs the SSE URL and the first event, ``endpoint``,
+names where to POST every message; every server message then arrives as a ``message`` event
+on that one GET stream (POSTs are answered 202 with a body we ignore). :class:`SseChannel`
+owns the GET stream on the thread ``mcpsync-http-sse-<name>``; the HTTP transport POSTs to
+:attr:`SseChannel.endpoint` and routes what :meth:`SseChannel` hands to ``on_message``.
+"""
+
+from __future__ import annotations
+
+import http.client
+import logging
+import threading
+from collections.abc import Callable
+from typing import Final
+from urllib.parse import urljoin
+
+import requests
+import urllib3.exceptions
+
+from mcpsync._origin import UnsafeURL, check_same_origin, refuse_hostile
+from mcpsync.errors import ConnectFailed, MCPError, TransportError
+from mcpsync.transport.http._auth import redact_url
+from mcpsync.transport.http._conn import Abortable, connect_failure, iter_chunks, media_type
+from mcpsync.transport.http._watchdog import Watchdog
+from mcpsync.transport.sse import SSEDecoder, SSEEvent
+
+__all__ = ["ENDPOINT_TIMEOUT", "SseChannel"]
+
+ENDPOINT_TIMEOUT: Final = 10.0
+
+logger = logging.getLogger("mcpsync.transport.http")
+
+_ERRORS: Final = (MCPError, requests.RequestException, urllib3.exceptions.HTTPError, OSError,
+                  http.client.HTTPException)
+
+Opener = Callable[[Abortable], requests.Response]
+
+
+class SseChannel:
+    """One HTTP+SSE connection: the GET stream and the endpoint it announced.
+
+    ``open_get(target)`` sends the GET (through the transport's auth and redirect rules);
+    ``on_message(data)`` receives each ``message`` event's data on the stream thread;
+    ``on_drop()`` is called once when the stream ends while the channel is open. ``watchdog``
+    (``_http_watchdog``) ends the GET stream when it goes silent, which counts as a drop.
+    """
+
+    def __init__(self, url: str, *, safe: str, max_event_bytes: int, open_get: Opener,
+                 on_message: Callable[[str], None], on_drop: Callable[[], None],
+                 watchdog: Watchdog | None = None) -> None:
+        self.url = url
+        self._watchdog = watchdog
+        self.endpoint: str | None = None
+        self._safe = safe
+        self._max = max_event_bytes
+        self._open_get = open_get
+        self._on_message = on_message
+        self._on_drop = on_drop
+        self._target = Abortable()
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._closed = False
+        self._thread: threading.Thread | None = None
+
+    def open(self, timeout: float = ENDPOINT_TIMEOUT) -> str:
+        """Start the stream; return the endpoint once announced (TransportError after
+        ``timeout`` seconds without one, or when it points to another origin)."""
+        thread = threading.Thread(target=self._run, name=f"mcpsync-http-sse-{self._safe}",
+                                  daemon=True)
+        self._thread = thread
+        thread.start()
+        if not self._ready.wait(timeout):
+            self.close()
+            raise TransportError(f"GET {self.url}: no 'endpoint' event within {timeout:g} s "
+                                 "(the server does not speak the 2024-11-05 HTTP+SSE "
+                                 "transport either)")
+        if self._error is not None:
+            self.close()
+            raise self._error
+        assert self.endpoint is not None
+        return self.endpoint
+
+    @property
+    def alive(self) -> bool:
+        thread = self._thread
+        return thread is not None and thread.is_alive() and not self._closed
+
+    def _run(self) -> None:
+        try:
+            response = self._open_get(self._target)
+        except _ERRORS as exc:
+            self._fail_open(exc)
+            return
+        try:
+            if response.status_code != 200 or media_type(response) != "text/event-stream":
+                self._fail_open(TransportError(
+                    f"GET {self.url}: HTTP {response.status_code} "
+                    f"({media_type(response) or 'no Content-Type'}), not an event stream; "
+                    "the server speaks neither Streamable HTTP nor HTTP+SSE"))
+                return
+            decoder = SSEDecoder(max_event_bytes=self._max)
+            watchdog = self._watchdog
+            watch = watchdog.watch(self._target) if watchdog is not None else None
+            try:
+                for chunk in iter_chunks(response):
+                    if watch is not None:
+                        watch.seen(decoder.comments)
+                    for event in decoder.feed(chunk):
+                        self._event(event)
+            finally:
+                if watchdog is not None and watch is not None:
+                    watchdog.unwatch(watch)
+            if watch is not None and watch.ended:
+                logger.info("HTTP+SSE stream %s was silent too long; it counts as dropped",
+                            self.url)
+        except _ERRORS as exc:
+            if not self._ready.is_set():
+                self._fail_open(exc)
+                return
+            logger.debug("HTTP+SSE stream %s ended: %s", self.url, exc)
+        finally:
+            response.close()
+        if not self._ready.is_set():
+            self._fail_open(TransportError(f"GET {self.url}: the stream ended before the "
+                                           "'endpoint' event"))
+            return
+        if not self._closed:
+            self._on_drop()
+
+    def _event(self, event: SSEEvent) -> None:
+        if event.type == "endpoint" and self.endpoint is None:
+            data = event.data.strip(" \t")
+            endpoint = urljoin(self.url, data)
+            try:
+                refuse_hostile(data)
+                check_same_origin(endpoint, self.url)
+            except UnsafeURL as exc:
+                self._error = TransportError(
+                    f"GET {self.url}: the 'endpoint' event ({data!r}) is refused because "
+                    f"{exc}; messages are sent only to the origin of the server URL")
+                self._ready.set()
+                self._target.abort()
+                return
+            self.endpoint = endpoint
+            self._ready.set()
+        elif event.type == "message" and event.data and self.endpoint is not None:
+            self._on_message(event.data)
+
+    def _fail_open(self, exc: BaseException) -> None:
+        reason = connect_failure(exc)
+        if isinstance(exc, MCPError):
+            self._error = exc
+        elif reason is not None:
+            # Nothing was sent: say so plainly, as the Streamable HTTP path does.
+            url = redact_url(self.url)
+            self._error = ConnectFailed(f"GET {url}: could not connect to {url} ({reason}); "
+                                        "is the server running there?", url=url)
+        else:
+            error = TransportError(f"GET {self.url}: {exc}")
+            error.__cause__ = exc
+            self._error = error
+        self._ready.set()
+
+    def close(self, join: float = 1.0) -> None:
+        self._closed = True
+        self._target.abort()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(join)
+
+    def __repr__(self) -> str:
+        return f"<SseChannel {self.url} endpoint={self.endpoint!r}>"

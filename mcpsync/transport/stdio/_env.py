@@ -1,0 +1,182 @@
+"""The child's environment and the resolution of its command.
+
+A server should see a small, predictable environment rather than everything the parent
+happens to hold (tokens, proxies, virtualenv variables); the config's ``env`` goes on top.
+The command is resolved against the *child's* ``PATH``, so the program that runs is the one
+the user's env describes, and a missing program is reported before anything is spawned.
+
+The Windows helpers (``PATHEXT`` lookup, ``.cmd``/``.bat`` through ``cmd.exe /c``) are plain
+functions of their inputs, so they are unit-tested on Linux.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Mapping, Sequence
+
+from ...errors import ConfigError
+
+__all__ = [
+    "POSIX_SAFE_KEYS",
+    "WINDOWS_SAFE_KEYS",
+    "build_env",
+    "resolve_argv",
+    "resolve_windows",
+    "windows_argv",
+]
+
+POSIX_SAFE_KEYS = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "TMPDIR")
+WINDOWS_SAFE_KEYS = (
+    "APPDATA", "HOMEDRIVE", "HOMEPATH", "LOCALAPPDATA", "PATH", "PATHEXT",
+    "PROCESSOR_ARCHITECTURE", "SYSTEMDRIVE", "SYSTEMROOT", "TEMP", "USERNAME", "USERPROFILE",
+)
+_DEFAULT_PATHEXT = ".COM;.EXE;.BAT;.CMD"
+
+
+def _safe_value(value: str) -> bool:
+    """Exported bash functions (``BASH_FUNC_x%%=() { ...``) are skipped: they are code."""
+    return not value.startswith("()")
+
+
+def build_env(
+    env: Mapping[str, str | None] | None,
+    *,
+    inherit_env: bool = False,
+    environ: Mapping[str, str] | None = None,
+    windows: bool | None = None,
+) -> dict[str, str]:
+    """Return the child's environment: the safe default set (or everything with
+    ``inherit_env``), then ``env`` on top, where a ``None`` value removes the key.
+
+    ``environ`` and ``windows`` default to this process; tests pass their own.
+    """
+    source = os.environ if environ is None else environ
+    is_windows = (os.name == "nt") if windows is None else windows
+    result: dict[str, str] = {}
+    if inherit_env:
+        result.update(source)
+    elif is_windows:
+        upper = {k.upper(): (k, v) for k, v in source.items()}
+        for key in WINDOWS_SAFE_KEYS:
+            if key in upper and _safe_value(upper[key][1]):
+                result[upper[key][0]] = upper[key][1]
+    else:
+        for key, value in source.items():
+            if (key in POSIX_SAFE_KEYS or key.startswith("LC_")) and _safe_value(value):
+                result[key] = value
+    for key, override in (env or {}).items():
+        if is_windows:
+            # Windows variable names are case-insensitive: replace whatever spelling is there.
+            for existing in [k for k in result if k.upper() == key.upper()]:
+                del result[existing]
+        if override is None:
+            result.pop(key, None)
+        else:
+            result[key] = override
+    return result
+
+
+def _env_get(env: Mapping[str, str], key: str, windows: bool) -> str | None:
+    if not windows:
+        return env.get(key)
+    for k, v in env.items():
+        if k.upper() == key.upper():
+            return v
+    return None
+
+
+def resolve_windows(
+    command: str,
+    path: str,
+    *,
+    pathext: str | None = None,
+    cwd: str | None = None,
+    isfile: Callable[[str], bool] = os.path.isfile,
+) -> str | None:
+    """Find ``command`` the way ``CreateProcess`` users expect: each ``PATH`` directory in
+    order, trying the name as given when it already has a ``PATHEXT`` extension, otherwise
+    each extension of ``PATHEXT``. A command with a path separator is only tried there
+    (relative to ``cwd``). Returns the file found, or ``None``.
+    """
+    exts = [e for e in (pathext or _DEFAULT_PATHEXT).split(";") if e]
+    lower_exts = [e.lower() for e in exts]
+    has_ext = os.path.splitext(command)[1].lower() in lower_exts
+
+    def candidates(base: str) -> list[str]:
+        names = [base] if has_ext else []
+        return names + [base + e for e in exts]
+
+    if "/" in command or "\\" in command:
+        base = command if cwd is None or _is_abs_windows(command) else _join(cwd, command)
+        dirs_names = candidates(base)
+    else:
+        dirs_names = []
+        for directory in (d.strip('"') for d in path.split(";") if d.strip('"')):
+            dirs_names.extend(candidates(_join(directory, command)))
+    for candidate in dirs_names:
+        if isfile(candidate):
+            return candidate
+    return None
+
+
+def _is_abs_windows(p: str) -> bool:
+    return p.startswith(("\\", "/")) or (len(p) > 1 and p[1] == ":")
+
+
+def _join(directory: str, name: str) -> str:
+    return directory if not directory else directory.rstrip("\\/") + "\\" + name
+
+
+def windows_argv(resolved: str, args: Sequence[str], *, comspec: str = "cmd.exe") -> list[str]:
+    """Batch files cannot be executed directly by ``CreateProcess``; run them through
+    ``cmd.exe /c`` (which is how ``npx.cmd`` and friends start). Best-effort: cmd.exe's
+    quoting rules are not those of ``subprocess.list2cmdline``.
+    """
+    if os.path.splitext(resolved)[1].lower() in (".cmd", ".bat"):
+        return [comspec, "/c", resolved, *args]
+    return [resolved, *args]
+
+
+def _not_found(command: str, path: str) -> str:
+    return f'starting {command!r}: command not found (PATH searched: "{path}")'
+
+
+def resolve_argv(
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    *,
+    cwd: str | None = None,
+    windows: bool | None = None,
+) -> list[str]:
+    """Return ``argv`` with its command resolved for spawning.
+
+    A command with a path separator is used as given (relative to ``cwd``, as the OS does);
+    otherwise it is looked up on the child's ``PATH``. Raises :class:`ConfigError` naming the
+    command and the ``PATH`` searched when it is not found or ``cwd`` does not exist.
+    """
+    is_windows = (os.name == "nt") if windows is None else windows
+    if not argv or not argv[0]:
+        raise ConfigError("starting a stdio server: the command is empty")
+    command, args = argv[0], list(argv[1:])
+    path = _env_get(env, "PATH", is_windows) or ""
+    if cwd is not None and not os.path.isdir(cwd):
+        raise ConfigError(f"starting {command!r}: the working directory cwd={cwd!r} does not "
+                          f'exist (PATH: "{path}")')
+    seps = ("/", "\\") if is_windows else ("/",)
+    if is_windows:
+        pathext = _env_get(env, "PATHEXT", True)
+        found = resolve_windows(command, path, pathext=pathext, cwd=cwd)
+        if found is None:
+            raise ConfigError(_not_found(command, path))
+        return windows_argv(found, args, comspec=_env_get(env, "COMSPEC", True) or "cmd.exe")
+    if any(s in command for s in seps):
+        full = command if cwd is None else os.path.join(cwd, command)
+        if not os.path.exists(full):
+            raise ConfigError(f"starting {command!r}: no such file {full!r} (a command with a "
+                              f'path separator is not searched on PATH: "{path}")')
+        return [command, *args]
+    found_posix = shutil.which(command, path=path)
+    if found_posix is None:
+        raise ConfigError(_not_found(command, path))
+    return [os.path.abspath(found_posix), *args]
