@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from typing import IO, Any, TypeVar, overload
 
 from mcpsync._server_context import Context
-from mcpsync._server_dispatch import Dispatcher, ServerIdentity, ToolEntry
+from mcpsync._server_dispatch import Dispatcher, Send, ServerIdentity, ToolEntry
 from mcpsync._server_intake import DEFAULT_MAX_QUEUED_BYTES
 from mcpsync._server_loop import run
 from mcpsync._server_schema import ToolSignature, describe, signature_of
@@ -187,7 +187,7 @@ class Server:
             tools = dict(self._tools)
         identity = ServerIdentity(self.name, self.version, self.title, self.instructions)
 
-        def make_dispatcher(send: Callable[[Message], None],
+        def make_dispatcher(send: Send,
                             send_batch: Callable[[list[Message]], None]) -> Dispatcher:
             return Dispatcher(identity, tools, send, send_batch)
 
