@@ -864,6 +864,9 @@ class Session:
         for item in items:
             if type(item) is Message:
                 if item.method is None:
+                    # An answer, result or error: whatever it says, this speaks JSON-RPC,
+                    # so it is no longer suspected of not being an MCP server.
+                    self._watching = False
                     rid = item.id
                     if rid is None:
                         self._uncorrelated(item)
@@ -912,7 +915,6 @@ class Session:
             call.finish(None, item.error)
 
     def _remote_error(self, call: Call, error: dict[str, Any]) -> RemoteError:
-        self._watching = False   # a JSON-RPC answer: whatever it is, this is an MCP server
         return remote_error(error.get("code"), error.get("message"), error.get("data"),
                             server=self.name, method=call.method, prefix=self._describe(call))
 
