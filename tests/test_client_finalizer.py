@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import gc
 import os
+import subprocess
 import sys
+import textwrap
 import time
 import warnings
 import weakref
@@ -120,3 +122,49 @@ def test_in_a_forked_child_the_finalizer_only_drops_references(no_leaks: None) -
         assert client.call_tool("echo", {"text": "still here"}).text == "still here"
     finally:
         client.close()
+
+
+_REENTRY = textwrap.dedent("""
+    import gc, os, warnings
+    from mcpsync import _finalizer
+
+    warnings.simplefilter("ignore", ResourceWarning)
+    closed, finalized, busy = [], [0], []
+
+    class Resources:
+        def close(self):
+            closed.append(1)
+
+    def collector_finalizes_a_client(phase, info):
+        # What a collection does when it frees an abandoned client: run its finalizer, right
+        # where the collection happens to start -- possibly inside the reaper's own submit.
+        if phase == "start" and not busy and finalized[0] < 200:
+            busy.append(1)
+            try:
+                finalized[0] += 1
+                _finalizer._abandoned(Resources(), "nested", os.getpid())
+            finally:
+                busy.clear()
+
+    gc.callbacks.append(collector_finalizes_a_client)
+    threshold = gc.get_threshold()
+    gc.set_threshold(1)  # collect at nearly every allocation, the reaper's thread object's too
+    try:
+        for _ in range(20):
+            _finalizer._abandoned(Resources(), "outer", os.getpid())
+            _finalizer._reaper.drain(5)
+    finally:
+        gc.set_threshold(*threshold)
+        gc.callbacks.remove(collector_finalizes_a_client)
+    _finalizer._reaper.drain(5)
+    print(len(closed), 20 + finalized[0])
+""")
+
+
+def test_a_finalizer_run_by_a_collection_inside_the_reaper_does_not_deadlock() -> None:
+    proc = subprocess.run([sys.executable, "-c", _REENTRY], capture_output=True, text=True,
+                          timeout=15, check=False)
+    assert proc.returncode == 0, proc.stderr
+    closed, expected = map(int, proc.stdout.split())
+    assert expected > 20, "no collection ran inside the finalizer path: the test proves nothing"
+    assert closed == expected  # every abandoned client's teardown ran, nested ones too

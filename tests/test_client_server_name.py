@@ -77,3 +77,19 @@ def test_the_servers_name_is_cleaned_and_cut(no_leaks: None) -> None:
 def test_an_empty_server_name_keeps_the_programs(no_leaks: None) -> None:
     with mcpsync.connect(_named(" \x00 "), era="legacy") as client:
         assert client.name.startswith("python")
+
+
+def test_unicode_line_breaks_and_format_characters_are_removed(no_leaks: None) -> None:
+    # Line and paragraph separators (Zl, Zp), NEL and VT (Cc), zero-width space, BOM and a
+    # right-to-left override (Cf): each could split or disguise a log line or an error.
+    breaks = "\u2028\u2029\u0085\u000b\u200b\ufeff\u202e"
+    hostile = "fake" + breaks + "\u2028ERROR: server 'x'\u2029 done"
+    with mcpsync.connect(_named(hostile), era="legacy") as client:
+        name = client.name
+        assert name == "fakeERROR: server 'x' done"
+        with pytest.raises(mcpsync.CapabilityNotSupported) as info:
+            client.list_prompts()
+        shown = str(info.value) + repr(client)
+    for c in breaks:
+        assert c not in shown, f"U+{ord(c):04X} left in {shown!r}"
+    assert len(str(info.value).splitlines()) == 1

@@ -10,6 +10,7 @@ line and the stderr tail and says the program may not be an MCP server.
 from __future__ import annotations
 
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -85,3 +86,37 @@ def test_a_server_with_a_short_banner_on_stdout_still_connects(no_leaks: None) -
               "import runpy; runpy.run_module('mcpsync.demo', run_name='__main__')")
     with mcpsync.connect([sys.executable, "-c", banner], timeout=10) as client:
         assert client.call_tool("echo", {"text": "ok"}).text == "ok"
+
+
+# Answers server/discover with a result that is not modern (so the client falls back to
+# initialize), then never answers initialize; on end of input it notes how it was stopped.
+_STALLS_ON_INITIALIZE = textwrap.dedent("""
+    import json, signal, sys
+    marker = sys.argv[1]
+
+    def stopped(how):
+        with open(marker, "w") as f:
+            f.write(how)
+        sys.exit(0)
+
+    signal.signal(signal.SIGTERM, lambda *_: stopped("SIGTERM"))
+    for line in sys.stdin:
+        message = json.loads(line)
+        if message.get("method") == "server/discover":
+            print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": {}}), flush=True)
+    stopped("end of input")
+""")
+
+
+def test_a_server_that_answered_the_probe_is_not_called_no_mcp_server(
+        tmp_path: Path, no_leaks: None) -> None:
+    marker = tmp_path / "stopped"
+    elapsed, error = _connect_fails([sys.executable, "-c", _STALLS_ON_INITIALIZE, str(marker)])
+    print(f"answers the probe, stalls on initialize: {type(error).__name__} after "
+          f"{elapsed:.2f} s")
+    assert isinstance(error, mcpsync.RequestTimeout)
+    text = str(error)
+    assert "initialize" in text
+    assert "may not be an MCP server" not in text and "wrote nothing" not in text, text
+    # It speaks JSON-RPC, so it gets the MCP shutdown: end of input, then time to exit.
+    assert marker.read_text() == "end of input"

@@ -19,6 +19,7 @@ from conftest import open_fds
 
 import mcpsync
 from mcpsync.errors import ConnectionLost, RequestTimeout
+from mcpsync.session import Session
 from mcpsync.transport.stdio import _transport as stdio
 
 DEAF = [sys.executable, str(Path(__file__).parent / "peers" / "deaf_server.py")]
@@ -149,3 +150,85 @@ def test_close_ends_a_frame_still_being_finished(no_leaks: None) -> None:
     client.close()   # the writer thread is still finishing the frame: close ends it
     assert time.monotonic() - start < 5
     assert open_fds() <= fds   # no pipe left behind
+
+
+# -- frames that are not requests: notifications, cancellations, answers to the server ------
+
+def test_a_notification_to_a_server_that_stopped_reading_ends_at_the_client_timeout(
+        monkeypatch: pytest.MonkeyPatch, no_leaks: None) -> None:
+    monkeypatch.setattr(stdio, "FINISH_GRACE", 1.0)
+    transport = stdio.StdioTransport(DEAF, name="deaf")
+    transport.start()
+    session = Session(transport, name="deaf", default_timeout=1.0)
+    session.start()
+    try:
+        session.request("tools/call", {"name": "deaf", "arguments": {"seconds": -1}})
+        outcome: list[BaseException | None] = []
+
+        def notify() -> None:
+            try:
+                session.notify("notifications/message", {"level": "info", "data": BIG})
+                outcome.append(None)
+            except BaseException as exc:
+                outcome.append(exc)
+
+        start = time.monotonic()
+        thread = threading.Thread(target=notify)
+        thread.start()
+        thread.join(1 + 1)
+        assert outcome, "notify() was still blocked 1 s past the client's timeout"
+        error = outcome[0]
+        assert isinstance(error, RequestTimeout), error
+        assert "could not be sent within 1 s" in str(error)
+        assert "the rest is being sent" in str(error)
+        # Half a frame cannot stay in the pipe: the same grace as for requests, then teardown.
+        with pytest.raises(ConnectionLost, match="is not reading its input"):
+            session.request("tools/call", {"name": "small", "arguments": {}}, timeout=5)
+        assert time.monotonic() - start < 1 + 1.0 + 1
+    finally:
+        session.close()
+
+
+def test_set_roots_waiting_behind_a_blocked_frame_ends_at_the_client_timeout(
+        no_leaks: None) -> None:
+    client = mcpsync.connect(DEAF, era="legacy", name="deaf", roots=[], timeout=1)
+    try:
+        client.call_tool("deaf", {"seconds": -1})
+        with pytest.raises(RequestTimeout, match="the rest is being sent"):
+            client.call_tool("big", {"payload": BIG})  # its rest holds the pipe for 5 s
+        start = time.monotonic()
+        with pytest.raises(RequestTimeout, match="nothing of it was sent") as info:
+            client.set_roots(["file:///a"])
+        assert time.monotonic() - start < 1 + 1
+        assert info.value.method == "notifications/roots/list_changed"
+    finally:
+        client.close()
+
+
+def test_a_cancellation_behind_a_blocked_frame_does_not_hold_the_caller(
+        no_leaks: None) -> None:
+    client = _connect()
+    try:
+        client.call_tool("deaf", {"seconds": -1})
+        outcome: list[tuple[float, BaseException | None]] = []
+
+        def slow() -> None:   # written whole, never answered: cancelled at its deadline
+            start = time.monotonic()
+            try:
+                client.call_tool("slow", {}, timeout=1.5)
+                outcome.append((time.monotonic() - start, None))
+            except BaseException as exc:
+                outcome.append((time.monotonic() - start, exc))
+
+        thread = threading.Thread(target=slow)
+        thread.start()
+        time.sleep(0.3)
+        with pytest.raises(RequestTimeout, match="the rest is being sent"):
+            client.call_tool("big", {"payload": BIG}, timeout=0.5)  # holds the pipe 5 s
+        thread.join(5)
+        assert outcome, "the cancelled caller was still blocked"
+        elapsed, error = outcome[0]
+        assert isinstance(error, RequestTimeout) and "was cancelled" in str(error), error
+        assert elapsed < 1.5 + 1, f"the caller waited {elapsed:.2f} s to send its cancel"
+    finally:
+        client.close()

@@ -1060,10 +1060,19 @@ class Client:
 _SERVER_NAME_MAX = 64
 
 
+#: Removed from a server's name: every "other" category (Cc controls, Cf format characters
+#: such as zero-width and bidi marks, unassigned, private use, surrogates) and the Unicode
+#: line and paragraph separators (Zl U+2028, Zp U+2029), which split a log line as "\n" does.
+_NAME_DROPPED_CATEGORIES = frozenset({"Zl", "Zp"})
+
+
 def _clean_server_name(name: str) -> str:
-    """A server's self-reported name, safe to show: control and other unprintable characters
-    removed, surrounding space stripped, cut to 64 characters."""
-    text = "".join(c for c in name if unicodedata.category(c)[0] != "C" or c == " ")
+    """A server's self-reported name, safe to show in one line: control, format and other
+    unprintable characters and line breaks removed, surrounding space stripped, cut to 64
+    characters."""
+    text = "".join(c for c in name
+                   if not ((cat := unicodedata.category(c))[0] == "C"
+                           or cat in _NAME_DROPPED_CATEGORIES))
     return text.strip()[:_SERVER_NAME_MAX].strip()
 
 

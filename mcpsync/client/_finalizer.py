@@ -44,26 +44,43 @@ class Closable(Protocol):
 
 
 class _Reaper:
-    """One short-lived daemon thread that closes abandoned clients, one after the other."""
+    """One short-lived daemon thread that closes abandoned clients, one after the other.
+
+    :meth:`submit` runs inside the garbage collector, which can run again at any allocation,
+    on the same thread. So nothing under the (non-reentrant) lock allocates: a collection
+    started there would finalize another client, re-enter ``submit`` and wait for the lock
+    its own thread holds. The thread object is built after the lock is released; a nested
+    ``submit`` meanwhile only queues its teardown, which the thread being started runs.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._queue: collections.deque[Callable[[], None]] = collections.deque()
+        self._running = False  # a thread is running, or being started, for the queue
         self._thread: threading.Thread | None = None
 
     def submit(self, close: Callable[[], None]) -> None:
         with self._lock:
             self._queue.append(close)
-            if self._thread is not None:
+            if self._running:
                 return
+            self._running = True
+        try:
             thread = threading.Thread(target=self._run, name="mcpsync-reaper", daemon=True)
-            self._thread = thread
-        thread.start()
+            with self._lock:
+                self._thread = thread
+            thread.start()
+        except BaseException:
+            with self._lock:
+                self._running = False
+                self._thread = None
+            raise
 
     def _run(self) -> None:
         while True:
             with self._lock:
                 if not self._queue:
+                    self._running = False
                     self._thread = None
                     return
                 close = self._queue.popleft()
@@ -83,6 +100,7 @@ class _Reaper:
         # The parent's reaper thread does not exist in the child; its lock may be held.
         self._lock = threading.Lock()
         self._queue = collections.deque()
+        self._running = False
         self._thread = None
 
 

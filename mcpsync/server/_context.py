@@ -2,9 +2,17 @@
 
 One rule drives this module: once a request is cancelled, or once its response is written,
 nothing more is written for it (no response, no progress, no log). Every write for a request
-therefore goes through :meth:`_Call.emit` or :meth:`_Call.finish`, which check and write under
-the request's own lock, and the reader thread sets the cancellation under that same lock. A
-check outside the lock would let a progress notification slip out after the cancel.
+therefore goes through :meth:`_Call.emit` or :meth:`_Call.finish`, which check ``done`` under
+the request's own lock, and hand the frame to the write gate together with the request's
+cancellation event; the gate checks that event again under its own lock, immediately before
+the first byte goes out. So a frame whose write has not begun when the cancel is set is never
+written, while a frame already being written is finished (a half-written line would corrupt
+the stream).
+
+Setting the cancellation takes no lock at all. It is done by the reader and by the supervisor
+while they hold the serve loop's shared condition, and a write can block for as long as the
+client does not read its stdout: waiting there for a lock the writer holds would deadlock the
+server as soon as that write failed and had to report it under the same condition.
 """
 
 from __future__ import annotations
@@ -13,14 +21,20 @@ import math
 import sys
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from mcpsync.jsonrpc import INTERNAL_ERROR, Message, RequestId, error, notification
 from mcpsync.protocol import LOG_LEVELS
 
 __all__ = ["Context"]
 
-_Send = Callable[[Message], None]
+
+
+class _Send(Protocol):
+    """Writes one frame, unless ``cancelled`` is set by the time its write would begin."""
+
+    def __call__(self, message: Message, cancelled: threading.Event | None = None, /) -> None:
+        ...
 
 
 def _stderr(text: str) -> None:
@@ -45,16 +59,19 @@ class _Call:
         self.done = False
 
     def cancel(self) -> None:
-        """Mark cancelled; after this returns no write for the request can start."""
-        with self.lock:
-            self.cancelled.set()
+        """Mark cancelled; after this returns no write for the request can begin.
+
+        Lock-free on purpose (see the module docstring): a frame already being written is
+        finished, every later one is dropped by the write gate's own check.
+        """
+        self.cancelled.set()
 
     def emit(self, message: Message, send: _Send) -> bool:
         """Write a notification for this request unless it is cancelled or answered."""
         with self.lock:
             if self.done or self.cancelled.is_set():
                 return False
-            send(message)
+            send(message, self.cancelled)
             return True
 
     def finish(self, message: Message | None, send: _Send) -> bool:
@@ -69,11 +86,12 @@ class _Call:
             if already or message is None:
                 return False
             try:
-                send(message)
+                send(message, self.cancelled)
             except (TypeError, ValueError) as exc:
                 _stderr(f"the result of {self.method!r} could not be serialised: {exc}")
                 send(error(self.id, INTERNAL_ERROR,
-                           f"internal error: the result of {self.method!r} is not valid JSON"))
+                           f"internal error: the result of {self.method!r} is not valid JSON"),
+                     self.cancelled)
             return True
 
 

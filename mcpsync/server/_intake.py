@@ -19,6 +19,16 @@ when the look-ahead is full waits for room; by then ``max_queued_bytes`` of work
 
 Workers move look-ahead lines into the queue (decoding and tracking them, in order) as they
 take work, so no line ever waits for the reader to come back from a blocking read.
+
+Locking. Everything here shares the serve loop's one lock, so the common case keeps its work
+outside it: while nothing waits in the look-ahead and the queue has room, the reader decodes,
+tracks and (for a cancellation) applies a line before taking the lock, and then only appends
+it. That is safe because only the reader makes the queue fuller or adds look-ahead lines, so
+room it saw without the lock is still there when it takes it. Look-ahead lines are decoded
+under the lock, by the worker that moves them, because their order in the stream must hold
+among several workers; that happens only under a flood. Cancelling never waits for anything
+(see ``_server_context``), so doing it under the lock cannot deadlock. Each queued frame wakes
+one idle worker and each frame taken wakes the reader only, not every thread that waits.
 """
 
 from __future__ import annotations
@@ -43,17 +53,19 @@ Item = tuple[Message | Batch | ParseError, list[_Call | None]]
 
 
 class Intake:
-    """Queue and look-ahead, under ``cond`` (the serve loop's shared condition).
+    """Queue and look-ahead, under ``lock`` (the serve loop's shared lock).
 
-    ``on_work(delta)`` is called under ``cond`` as frames that need an answer enter (+1) and
+    ``on_work(delta)`` is called under ``lock`` as frames that need an answer enter (+1) and
     as lines that turn out to need none leave (-1), so that the supervisor's count of
     unanswered frames includes both halves.
     """
 
-    def __init__(self, dispatcher: Dispatcher, cond: threading.Condition, *, max_queued: int,
+    def __init__(self, dispatcher: Dispatcher, lock: threading.Lock, *, max_queued: int,
                  max_queued_bytes: int, on_work: Callable[[int], None]) -> None:
         self._dispatcher = dispatcher
-        self._cond = cond
+        self._lock = lock
+        self._ready = threading.Condition(lock)  # workers wait here for a frame
+        self._room = threading.Condition(lock)  # the reader waits here for look-ahead room
         self._max_queued = max_queued
         self._max_bytes = max_queued_bytes
         self._on_work = on_work
@@ -67,17 +79,22 @@ class Intake:
     def offer(self, line: bytes, stopping: threading.Event, poll: float) -> None:
         """Reader: take one line; wait (in ``poll`` slices, until ``stopping``) while the
         look-ahead is full."""
-        with self._cond:
-            if not self._ahead and self._has_room(len(line)):
-                self._admit(line)
-                return
+        # Read without the lock: only this thread makes the queue fuller or the look-ahead
+        # longer, so if there is room now there is still room once the lock is taken.
+        if not self._ahead and self._has_room(len(line)):
+            item = self._decode(line)
+            if item is not None:
+                with self._lock:
+                    self._enqueue(item, len(line))
+            return
+        with self._lock:
             if len(line) <= _PEEK_BYTES and _CANCEL in line and self._cancel_early(line):
                 return
             self._on_work(1)
             self._ahead.append(line)
             self._ahead_bytes += len(line)
             while self._ahead_bytes >= self._max_bytes and not stopping.is_set():
-                self._cond.wait(poll)
+                self._room.wait(poll)
 
     def _cancel_early(self, line: bytes) -> bool:
         """Apply a cancellation read into the look-ahead now, if it names a tracked request."""
@@ -94,16 +111,16 @@ class Intake:
 
     def take(self, timeout: float) -> Item | None:
         """Worker: the next frame to answer, or ``None`` after ``timeout`` with none."""
-        with self._cond:
+        with self._lock:
             if not self._queue and not self._ahead:
-                self._cond.wait(timeout)
+                self._ready.wait(timeout)
             self._refill()
             if not self._queue:
                 return None
             item, size = self._queue.popleft()
             self._queued_bytes -= size
             self._refill()
-            self._cond.notify_all()  # the reader may be waiting for room
+            self._room.notify()  # the reader may be waiting for room
             return item
 
     def _refill(self) -> None:
@@ -112,47 +129,49 @@ class Intake:
             line = ahead.popleft()
             self._ahead_bytes -= len(line)
             self._on_work(-1)
-            self._admit(line)
+            item = self._decode(line)
+            if item is not None:
+                self._enqueue(item, len(line))
 
-    # -- shared, under cond --------------------------------------------------------------
+    # -- shared --------------------------------------------------------------------------
 
     def _has_room(self, size: int) -> bool:
         queue = self._queue
         return not queue or (len(queue) < self._max_queued
                              and self._queued_bytes + size <= self._max_bytes)
 
-    def _admit(self, line: bytes) -> None:
-        """Decode one line in stream order: a cancel is applied, a request is tracked and
-        queued, anything else that needs no answer is dropped."""
+    def _decode(self, line: bytes) -> Item | None:
+        """Decode one line, in stream order: a cancel is applied, a request is tracked, and
+        the frame to queue is returned; ``None`` for anything that needs no answer."""
         dispatcher = self._dispatcher
-        item: Item
         try:
             frame = parse(line, allow_batch=True)
         except ParseError as exc:
-            item = (exc, [])
-        else:
-            if isinstance(frame, Batch):
-                calls: list[_Call | None] = []
-                for element in frame:
-                    if isinstance(element, Message) and _is_cancel(element):
-                        dispatcher.cancel_notice(element.params)
-                        calls.append(None)
-                    elif isinstance(element, Message):
-                        calls.append(dispatcher.track(element))
-                    else:
-                        calls.append(None)
-                item = (frame, calls)
-            elif _is_cancel(frame):
-                dispatcher.cancel_notice(frame.params)
-                return
-            elif frame.is_request:
-                item = (frame, [dispatcher.track(frame)])
-            else:  # other notifications and stray responses need no answer
-                return
+            return (exc, [])
+        if isinstance(frame, Batch):
+            calls: list[_Call | None] = []
+            for element in frame:
+                if isinstance(element, Message) and _is_cancel(element):
+                    dispatcher.cancel_notice(element.params)
+                    calls.append(None)
+                elif isinstance(element, Message):
+                    calls.append(dispatcher.track(element))
+                else:
+                    calls.append(None)
+            return (frame, calls)
+        if _is_cancel(frame):
+            dispatcher.cancel_notice(frame.params)
+            return None
+        if frame.is_request:
+            return (frame, [dispatcher.track(frame)])
+        return None  # other notifications and stray responses need no answer
+
+    def _enqueue(self, item: Item, size: int) -> None:
+        """Under the lock: queue a decoded frame and wake one idle worker for it."""
         self._on_work(1)
-        self._queue.append((item, len(line)))
-        self._queued_bytes += len(line)
-        self._cond.notify_all()
+        self._queue.append((item, size))
+        self._queued_bytes += size
+        self._ready.notify()
 
 
 def _is_cancel(message: Any) -> bool:

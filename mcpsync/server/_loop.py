@@ -37,7 +37,7 @@ from typing import IO
 from mcpsync.jsonrpc import FrameReader, FrameWriter, Message, StreamError
 from mcpsync.server._context import _stderr
 from mcpsync.server._intake import Intake
-from mcpsync.server._router import Dispatcher
+from mcpsync.server._router import Dispatcher, Send
 
 __all__ = ["DRAIN_SECONDS", "POLL_SECONDS", "run"]
 
@@ -46,17 +46,18 @@ POLL_SECONDS = 0.05
 DRAIN_SECONDS = 2.0
 """How long running handlers get to finish when ``serve()`` returns."""
 
-DispatcherFactory = Callable[[Callable[[Message], None], Callable[[list[Message]], None]],
-                             Dispatcher]
+DispatcherFactory = Callable[[Send, Callable[[list[Message]], None]], Dispatcher]
 
 
 class _WriteGate:
     """The only path to the output stream; closed once ``serve()`` is done.
 
     The check and the write happen under one lock, so once :meth:`close` returns no frame can
-    start. A ``StreamError`` (the client went away) is recorded for the supervisor and
-    swallowed here, so a handler's ``ctx.progress`` does not blow up in its face; the
-    supervisor then ends ``serve()`` with that error.
+    start; a request's frame is also dropped here when its cancellation event is set by the
+    time its turn comes (a cancel never waits for this lock, see ``_server_context``). A
+    ``StreamError`` (the client went away) is recorded for the supervisor and swallowed here,
+    so a handler's ``ctx.progress`` does not blow up in its face; the supervisor then ends
+    ``serve()`` with that error.
     """
 
     def __init__(self, writer: FrameWriter, on_fatal: Callable[[StreamError], None]) -> None:
@@ -65,9 +66,9 @@ class _WriteGate:
         self._lock = threading.Lock()
         self._closed = False
 
-    def write(self, message: Message) -> None:
+    def write(self, message: Message, cancelled: threading.Event | None = None, /) -> None:
         with self._lock:
-            if self._closed:
+            if self._closed or (cancelled is not None and cancelled.is_set()):
                 return
             try:
                 self._writer.write(message)
@@ -89,18 +90,27 @@ class _WriteGate:
 
 
 class _State:
-    """What the reader, the workers and the supervisor share, under one condition."""
+    """What the reader, the workers and the supervisor share, under one lock.
+
+    Three conditions share that lock so that each event wakes only who it concerns: ``cond``
+    the supervisor (fatal error, end of input, the last unanswered frame answered); the
+    intake's own conditions wake one idle worker per queued frame and the reader when room
+    frees up. Nothing that can block (a write, a handler) runs while the lock is held.
+    """
 
     def __init__(self) -> None:
-        self.cond = threading.Condition()
+        self.lock = threading.Lock()
+        self.cond = threading.Condition(self.lock)
         self.pending = 0  # frames queued or being answered
         self.eof = False
         self.fatal: StreamError | None = None
         self.stopping = threading.Event()
 
     def add_work(self, delta: int) -> None:
-        """Under ``cond``: frames needing an answer entered (+) or left without one (-)."""
+        """Under ``lock``: frames needing an answer entered (+) or left without one (-)."""
         self.pending += delta
+        if self.pending == 0:
+            self.cond.notify_all()  # the supervisor may be draining at end of input
 
     def set_fatal(self, exc: StreamError) -> None:
         with self.cond:
@@ -151,7 +161,7 @@ def run(make_dispatcher: DispatcherFactory, *, stdin: IO[bytes] | None,
         gate = _WriteGate(FrameWriter(out_stream), state.set_fatal)
         dispatcher = make_dispatcher(gate.write, gate.write_batch)
         reader = FrameReader(in_stream, max_frame_bytes=max_frame_bytes, allow_batch=True)
-        work = Intake(dispatcher, state.cond, max_queued=max_queued,
+        work = Intake(dispatcher, state.lock, max_queued=max_queued,
                       max_queued_bytes=max_queued_bytes, on_work=state.add_work)
         workers = [
             threading.Thread(target=_work_loop, args=(dispatcher, work, state),
@@ -232,7 +242,6 @@ def _work_loop(dispatcher: Dispatcher, work: Intake, state: _State) -> None:
         except Exception as exc:  # dispatch guards requests itself; this is a last resort
             _stderr("a worker failed:\n" + "".join(traceback.format_exception(exc)).rstrip())
         finally:
-            with state.cond:
-                state.pending -= 1
-                state.cond.notify_all()
+            with state.lock:
+                state.add_work(-1)
 

@@ -45,7 +45,7 @@ from mcpsync.protocol import (
     MODERN_VERSIONS,
     SUPPORTED_VERSIONS,
 )
-from mcpsync.server._context import Context, _Call, _stderr
+from mcpsync.server._context import Context, _Call, _Send, _stderr
 from mcpsync.server._results import error_result, to_call_tool_result
 from mcpsync.server._validate import validate_arguments
 
@@ -59,7 +59,7 @@ _ARGS_ARE_PROTOCOL_ERRORS = frozenset({"2024-11-05", "2025-03-26", "2025-06-18"}
 _BATCH_VERSION = "2025-03-26"
 
 Handler = Callable[[dict[str, Any], Context], Any]
-Send = Callable[[Message], None]
+Send = _Send
 
 
 @dataclass(frozen=True)
@@ -205,7 +205,7 @@ class Dispatcher:
             else:
                 reply = self._respond_guarded(element, call)
             collected: list[Message] = []
-            call.finish(reply, collected.append)
+            call.finish(reply, _collect_into(collected))
             self._forget(call)
             replies.extend(_serialisable(m) for m in collected)
         if replies:
@@ -383,6 +383,13 @@ class Dispatcher:
         except BaseException as exc:  # SystemExit from a tool too: it must not kill a worker
             return error_result(f"{type(exc).__name__}: {exc}")
         return to_call_tool_result(value, structured=entry.structured, version=version)
+
+
+def _collect_into(out: list[Message]) -> Send:
+    """A ``send`` that keeps the frame: a batch's replies are written as one line, later."""
+    def collect(message: Message, _cancelled: threading.Event | None = None, /) -> None:
+        out.append(message)
+    return collect
 
 
 def _parse_error_reply(exc: ParseError) -> Message:

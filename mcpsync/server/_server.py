@@ -31,7 +31,7 @@ from mcpsync.jsonrpc import MAX_FRAME_BYTES, Message
 from mcpsync.server._context import Context
 from mcpsync.server._intake import DEFAULT_MAX_QUEUED_BYTES
 from mcpsync.server._loop import run
-from mcpsync.server._router import Dispatcher, ServerIdentity, ToolEntry
+from mcpsync.server._router import Dispatcher, Send, ServerIdentity, ToolEntry
 from mcpsync.server._schema import ToolSignature, describe, signature_of
 from mcpsync.types import Tool
 
@@ -187,7 +187,7 @@ class Server:
             tools = dict(self._tools)
         identity = ServerIdentity(self.name, self.version, self.title, self.instructions)
 
-        def make_dispatcher(send: Callable[[Message], None],
+        def make_dispatcher(send: Send,
                             send_batch: Callable[[list[Message]], None]) -> Dispatcher:
             return Dispatcher(identity, tools, send, send_batch)
 

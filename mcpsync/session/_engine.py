@@ -88,6 +88,11 @@ HANDOFF_GRACE: Final = 0.005
 #: of "the background reader reads whenever no caller holds the role"), at a cost of one
 #: thread switch per sequential call (about 11 us on one CPU). False: see _release_role.
 EAGER_HANDBACK = False
+#: Longest wait to write a frame that is not a request (a notification, a cancellation, an
+#: answer to a server's request) to a server that does not read its stdin; the client's
+#: default timeout when that is shorter. A frame partly written by then is finished by the
+#: transport, which tears the connection down if it is still unfinished 5 s later.
+NOTICE_WRITE_BOUND = 30.0
 #: Longest sleep of the background reader while one call keeps the role (it doubles from
 #: HANDOFF_GRACE); giving the role back after such a sleep wakes it at once.
 MAX_PARK: Final = 1.0
@@ -187,6 +192,7 @@ class Session:
         self._safe = _safe_name(name)
         self._transport = transport
         self._default_timeout = float(default_timeout)
+        self._notice_bound = min(self._default_timeout, NOTICE_WRITE_BOUND)
         self._max_timeout = float(max_timeout)
         self._reset_on_progress = reset_timeout_on_progress
         self._on_notification = on_notification
@@ -386,7 +392,16 @@ class Session:
         """Send a notification (no answer). Raises like :meth:`request` when unusable."""
         self._check_usable(method, params)
         try:
-            self._transport.send(jsonrpc.notification(method, params))
+            self._send_notice(jsonrpc.notification(method, params), self._notice_bound)
+        except WriteTimedOut as exc:
+            bound = self._notice_bound
+            raise RequestTimeout(
+                f"{describe_call(method, params, self.name)}: could not be sent within "
+                f"{bound:g} s because server {self.name!r} is not reading its input; "
+                + ("nothing of it was sent" if not exc.written else
+                   f"{exc.written} of its {exc.size} bytes were sent and the rest is being "
+                   "sent (the connection is closed if that takes 5 s more)"),
+                timeout=bound, server=self.name, method=method) from None
         except ConnectionLost as exc:
             self._lose(exc, exited=True)
             self._check_usable(method, params)  # raises ClosedError or the loss
@@ -675,11 +690,34 @@ class Session:
         call.finish(None, error, deliver=False)
         return error
 
-    def _send_cancel(self, call: Call, reason: str) -> None:
+    def _send_notice(self, message: Message, bound: float) -> None:
+        """Write a frame that is not a request, waiting at most ``bound`` s for a server that
+        does not read its stdin (``WriteTimedOut`` then; a partly written frame is finished,
+        or the connection torn down, by the transport). Transports without deadlines (HTTP)
+        never block on the server's reading and send as they always did."""
+        send_until = getattr(self._transport, "send_bytes_until", None)
+        if send_until is None:
+            self._transport.send(message)
+        else:
+            send_until(jsonrpc.serialize(message), time.monotonic() + bound)
+
+    def _send_cancel(self, call: Call, reason: str, *, wait: bool = False) -> None:
+        """Write ``notifications/cancelled`` for ``call``. On a caller's thread (``wait``
+        false) only if the pipe takes it now: otherwise it is handed to the callback pool,
+        which waits for the write up to the notice bound, so the caller keeps its deadline."""
         message = jsonrpc.notification("notifications/cancelled",
                                        {"requestId": call.id, "reason": reason})
         try:
-            self._transport.send(message)
+            self._send_notice(message, self._notice_bound if wait else 0.0)
+        except WriteTimedOut as exc:
+            if exc.written:
+                return  # the transport finishes the frame (or tears the connection down)
+            if not wait:
+                self._pool.submit(lambda: self._send_cancel(call, reason, wait=True))
+                return
+            logger.warning("server %r: the cancellation of request %d was not sent: the "
+                           "server has not read its input for %g s", self.name, call.id,
+                           self._notice_bound)
         except ConnectionLost:
             logger.debug("server %r: could not send the cancellation of request %d (the "
                          "connection is gone)", self.name, call.id)
@@ -706,7 +744,7 @@ class Session:
 
     def _cancel_later(self, call: Call) -> None:
         reason = f"timed out after {call.timeout:g} s"
-        self._pool.submit(lambda: self._send_cancel(call, reason))
+        self._pool.submit(lambda: self._send_cancel(call, reason, wait=True))
 
     # ------------------------------------------------------------------ the background reader
 
@@ -825,6 +863,9 @@ class Session:
         for item in items:
             if type(item) is Message:
                 if item.method is None:
+                    # An answer, result or error: whatever it says, this speaks JSON-RPC,
+                    # so it is no longer suspected of not being an MCP server.
+                    self._watching = False
                     rid = item.id
                     if rid is None:
                         self._uncorrelated(item)
@@ -873,7 +914,6 @@ class Session:
             call.finish(None, item.error)
 
     def _remote_error(self, call: Call, error: dict[str, Any]) -> RemoteError:
-        self._watching = False   # a JSON-RPC answer: whatever it is, this is an MCP server
         return remote_error(error.get("code"), error.get("message"), error.get("data"),
                             server=self.name, method=call.method, prefix=self._describe(call))
 
@@ -978,7 +1018,12 @@ class Session:
             frame = jsonrpc.serialize(jsonrpc.error(
                 rid, jsonrpc.INTERNAL_ERROR, f"the client's answer cannot be encoded: {exc}"))
         try:
-            self._transport.send_bytes(frame)
+            self._send_until(frame, time.monotonic() + self._notice_bound)
+        except WriteTimedOut as exc:
+            if not exc.written:
+                logger.warning("server %r: the answer to %r was not sent: the server has not "
+                               "read its input for %g s", self.name, method,
+                               self._notice_bound)
         except ConnectionLost:
             logger.debug("server %r: could not answer %r (the connection is gone)",
                          self.name, method)
