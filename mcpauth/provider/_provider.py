@@ -13,9 +13,9 @@ credential key (the store's ``locked(key)`` makes that hold across processes too
 interactive login runs at a time in the process.
 
 This module keeps the decisions (when to refresh, step up, migrate or authorize, and the
-locking that makes them safe); three private collaborators do the rest: ``_provider_token``
-(the current token and DPoP key, in memory and in the store), ``_provider_registrations``
-(which client the provider is at each authorization server) and ``_provider_grants`` (how
+locking that makes them safe); three private collaborators do the rest: ``_token``
+(the current token and DPoP key, in memory and in the store), ``_registrations``
+(which client the provider is at each authorization server) and ``_grants`` (how
 each grant runs).
 """
 

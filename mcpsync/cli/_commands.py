@@ -1,9 +1,9 @@
 """The ``mcpsync`` commands that ask servers something: ``tools``, ``resources``,
 ``prompts``, ``call`` and ``read``, and the table from command name to function.
 
-Each command starts its server(s) through :mod:`mcpsync._cli_servers`, asks one thing and
-returns an :class:`~mcpsync._cli_output._Outcome`; ``login`` lives in
-:mod:`mcpsync._cli_login` with the rest of the OAuth handling.
+Each command starts its server(s) through :mod:`mcpsync.cli._servers`, asks one thing and
+returns an :class:`~mcpsync.cli._output._Outcome`; ``login`` lives in
+:mod:`mcpsync.cli._login` with the rest of the OAuth handling.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from mcpsync.manager import Manager
 
 # The CLI's modules all log as "mcpsync.cli": --verbose and the quiet warning filter
-# (_cli_logging) are set up for that one name.
+# (cli/_logging.py) are set up for that one name.
 _log = logging.getLogger("mcpsync.cli")
 
 

@@ -14,17 +14,17 @@ failure leaves stdout empty and stderr holds exactly one ``mcpsync: error: ...``
 This module is the entry point (:func:`main`) and the public names; the work is split into
 private modules, each importing only the standard library at load time:
 
-- ``_cli_parser``: the argparse parser and the global options;
-- ``_cli_args``: ``key=value`` conversion by a tool's ``inputSchema``, and ``--args``;
-- ``_cli_errors``: the exit codes and which exception ends in which;
-- ``_cli_context``: the parsed global options and the config file they point at;
-- ``_cli_servers``: SERVER resolved, checked and started through a Manager;
-- ``_cli_login``: the ``login`` command and the use of a stored login;
-- ``_cli_trust``: asking before a project config found in the current directory runs, and
+- ``_parser``: the argparse parser and the global options;
+- ``_args``: ``key=value`` conversion by a tool's ``inputSchema``, and ``--args``;
+- ``_errors``: the exit codes and which exception ends in which;
+- ``_context``: the parsed global options and the config file they point at;
+- ``_servers``: SERVER resolved, checked and started through a Manager;
+- ``_login``: the ``login`` command and the use of a stored login;
+- ``_trust``: asking before a project config found in the current directory runs, and
   the ``trust`` command;
-- ``_cli_commands``: the other commands;
-- ``_cli_output``: tables, ``--json`` documents and rendered results;
-- ``_cli_logging``: the stderr log handler of one command.
+- ``_commands``: the other commands;
+- ``_output``: tables, ``--json`` documents and rendered results;
+- ``_logging``: the stderr log handler of one command.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from mcpsync.manager import Manager
 
 # The CLI's modules all log as "mcpsync.cli": --verbose and the quiet warning filter
-# (_cli_logging) are set up for that one name.
+# (cli/_logging.py) are set up for that one name.
 _log = logging.getLogger("mcpsync.cli")
 
 

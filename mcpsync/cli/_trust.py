@@ -141,7 +141,7 @@ def record_trust(path: str, digest: str) -> str:
 
 def _ask(path: str, digest: str, changed: bool, configs: Sequence[ServerConfig]) -> bool:
     """Ask on stderr, read the answer from stdin (both are a terminal). What is shown of
-    the file is escaped and unexpanded (see :mod:`mcpsync._cli_trust_show`)."""
+    the file is escaped and unexpanded (see :mod:`mcpsync.cli._trust_show`)."""
     from mcpsync.cli._trust_show import printable, read_raw, what_it_starts
 
     why = ("has changed since you trusted it" if changed
