@@ -126,7 +126,7 @@ def test_in_a_forked_child_the_finalizer_only_drops_references(no_leaks: None) -
 
 _REENTRY = textwrap.dedent("""
     import gc, os, warnings
-    from mcpsync import _finalizer
+    from mcpsync.client import _finalizer
 
     warnings.simplefilter("ignore", ResourceWarning)
     closed, finalized, busy = [], [0], []

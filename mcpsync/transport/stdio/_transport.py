@@ -413,9 +413,11 @@ class StdioTransport:
                             f"finished ({why}); the server is not reading its input, so the "
                             "connection is closed", server=self.name)
         self._logger.warning("%s", error)
+        # The error first: closing stdin makes the server exit, and a reader that then meets
+        # EOF must report why the connection ended, not "the server closed its output".
+        self._rx_error = error
         proc = self._proc
         self._close_fd("_stdin_fd", proc.stdin if proc is not None else None)
-        self._rx_error = error
         self._rx_done = True
         self.wake()
 
@@ -475,8 +477,7 @@ class StdioTransport:
                 if exited:
                     # The server is gone and everything it wrote has been read; stdout is not
                     # at EOF only because an escaped grandchild holds it. That is the end.
-                    self._rx_done = True
-                    return self._decoder.finish() or None
+                    return self._end()
                 return []
             try:
                 n = os.readv(self._stdout_fd, self._rx_bufs)
@@ -492,10 +493,17 @@ class StdioTransport:
         try:
             if n:
                 return self._decoder.feed(self._rx_view[:n].tobytes())
-            self._rx_done = True
-            return self._decoder.finish() or None
+            return self._end()
         except StreamError as exc:
             self._fail_rx(exc, None)
+
+    def _end(self) -> list[Message | Batch | ParseError] | None:
+        """EOF on stdout. Under ``_rx_lock``. A write that could not be finished closed the
+        stream on purpose: its error is the reason, so it is raised rather than a plain EOF."""
+        self._rx_done = True
+        if self._rx_error is not None:
+            raise self._rx_error
+        return self._decoder.finish() or None
 
     def _receive_pumped(self, timeout: float | None
                         ) -> list[Message | Batch | ParseError] | None:
@@ -518,8 +526,7 @@ class StdioTransport:
                                               server=self.name), item)
                 if item:
                     return self._decoder.feed(item)
-                self._rx_done = True
-                return self._decoder.finish() or None
+                return self._end()
             except StreamError as exc:
                 self._fail_rx(exc, None)
 
