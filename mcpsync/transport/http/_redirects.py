@@ -9,7 +9,7 @@ Our rule is narrow on purpose: a 307 or 308 to the *same origin* (scheme, host, 
 followed, at most 5 hops, with the same method, body and headers. Anything else that redirects
 raises :class:`~mcpsync.errors.TransportError` naming both URLs, so no header ever reaches
 another origin and the user sees where the server wanted to send them. "Same origin" is
-judged by :mod:`mcpsync.transport._origin`: by where the connection will really go.
+judged by :mod:`mcpsync._origin`: by where the connection will really go.
 """
 
 from __future__ import annotations

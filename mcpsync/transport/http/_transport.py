@@ -9,7 +9,7 @@ timeouts, cancellation, progress and Ctrl-C work as on stdio:
   (a JSON body, or each SSE ``message`` event) is decoded with :func:`mcpsync.jsonrpc.parse`
   and queued for ``receive()``;
 - an exchange that ends in an error no JSON-RPC message expresses (a 5xx, an expired
-  session, an auth failure) queues a :class:`~mcpsync.transport._failed.CallFailed`;
+  session, an auth failure) queues a :class:`~mcpsync.transport.base.CallFailed`;
 - the transport watches the traffic it carries, so the session needs no HTTP knowledge: the
   ``initialize`` answer gives the session id and version, ``logging/setLevel`` and
   ``resources/subscribe`` are remembered for a session re-created after a 404, ``tools/list``
