@@ -29,6 +29,12 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from mcpsync._codes import (
+    INVALID_PARAMS as _INVALID_PARAMS,
+    METHOD_NOT_FOUND as _METHOD_NOT_FOUND,
+    MODERN_ONLY_CODES as _MODERN_ONLY_CODES,
+    UNSUPPORTED_PROTOCOL_VERSION as _UNSUPPORTED_PROTOCOL_VERSION,
+)
 from mcpsync._version import __version__
 from mcpsync.client._cache import ListCache
 from mcpsync.client._callbacks import (
@@ -91,11 +97,6 @@ _log = logging.getLogger("mcpsync.client")
 
 ProgressCallback = Callable[[float, "float | None", "str | None"], Any]
 
-_UNSUPPORTED_PROTOCOL_VERSION = -32022
-_INVALID_PARAMS = -32602
-# Modern-only error codes: on a legacy HTTP session they mean the era was detected wrongly.
-_MODERN_ONLY_CODES = frozenset({-32022, -32021, -32020})
-_METHOD_NOT_FOUND = -32601
 _RESTART_LIMIT = 3          # modern stdio restarts ...
 _RESTART_WINDOW = 60.0      # ... within this many seconds
 _LIST_METHODS = {"tools": ("tools/list",), "prompts": ("prompts/list",),

@@ -1,0 +1,89 @@
+"""Single sources: each of these facts is written in one module, and a check keeps it so.
+
+The error codes live in ``mcpsync._codes``; threads are started through ``mcpsync._threads``.
+The walks read the source with ``tokenize``/``ast``, so comments and docstrings that mention
+a code (``-32602``) are fine, while a numeric literal in code is not.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import itertools
+import tokenize
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+PACKAGE = ROOT / "mcpsync"
+
+
+def _sources() -> Iterator[Path]:
+    yield from sorted(PACKAGE.rglob("*.py"))
+
+
+def _is_error_code(value: int) -> bool:
+    """The JSON-RPC reserved range (-32768..-32000) and MCP's codes inside it."""
+    return 32000 <= value <= 32768
+
+
+def _code_literals(path: Path) -> Iterator[tuple[int, str]]:
+    tokens = [t for t in tokenize.generate_tokens(io.StringIO(path.read_text()).readline)
+              if t.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT)]
+    for before, tok in itertools.pairwise(tokens):
+        if tok.type == tokenize.NUMBER and before.type == tokenize.OP and before.string == "-":
+            try:
+                value = int(tok.string, 0)
+            except ValueError:
+                continue
+            if _is_error_code(value):
+                yield tok.start[0], f"-{tok.string}"
+
+
+def test_error_codes_are_written_only_in_the_code_table() -> None:
+    found = [f"{path.relative_to(ROOT)}:{line}: {text}"
+             for path in _sources() if path.name != "_codes.py" or path.parent != PACKAGE
+             for line, text in _code_literals(path)]
+    assert found == [], "use the names of mcpsync._codes instead of:\n" + "\n".join(found)
+
+
+def test_the_literal_check_sees_a_code_in_code_but_not_in_prose(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text('"""-32602 in a docstring."""\n# -32601 in a comment\nX = -32022\n'
+                      "Y = (1, -32700)\nZ = -1\n")
+    assert list(_code_literals(sample)) == [(3, "-32022"), (4, "-32700")]
+
+
+def test_the_code_table_imports_nothing() -> None:
+    tree = ast.parse((PACKAGE / "_codes.py").read_text())
+    imported = [node for node in ast.walk(tree) if isinstance(node, ast.Import | ast.ImportFrom)
+                and not (isinstance(node, ast.ImportFrom) and node.module in ("__future__",
+                                                                               "typing"))]
+    assert imported == []
+
+
+def test_jsonrpc_reexports_the_table_unchanged() -> None:
+    from mcpsync import _codes, jsonrpc
+    names = [n for n in jsonrpc.__all__ if n.isupper() and hasattr(_codes, n)]
+    assert len(names) >= 13
+    for name in names:
+        assert getattr(jsonrpc, name) is getattr(_codes, name), name
+
+
+# --- names --------------------------------------------------------------------------------
+
+def test_one_name_rule_behind_every_public_alias() -> None:
+    from mcpsync import _names, config
+    from mcpsync.transport import base, stdio
+    assert config.logger_name_part is _names.safe
+    assert base.safe_name is _names.safe
+    assert stdio.safe_name is _names.safe
+
+
+def test_safe_replaces_everything_outside_ascii_word_characters() -> None:
+    from mcpsync._names import safe
+    assert safe("ok-Name_9") == "ok-Name_9"
+    assert safe("my.server") == "my_server"
+    assert safe("Café ☕") == "Caf___"
+    assert safe("١٢") == "__"  # non-ASCII digits are not kept either
+    assert safe("") == "_"
