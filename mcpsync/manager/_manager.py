@@ -23,6 +23,7 @@ from dataclasses import replace
 from typing import Any
 
 from mcpsync._secret_dirs import sweep as sweep_secret_dirs
+from mcpsync._threads import run_parallel, spawn
 from mcpsync.client._client import Client, ProgressCallback, connect
 from mcpsync.config import ServerConfig
 from mcpsync.errors import (
@@ -33,7 +34,6 @@ from mcpsync.errors import (
     UnknownServer,
     UsedAfterFork,
 )
-from mcpsync.manager._run import run_parallel
 from mcpsync.manager._types import (
     SEP,
     ManagedTool,
@@ -445,11 +445,8 @@ class Manager:
                 return
             entry.discovering = True
             entry.rediscover = False
-            thread = threading.Thread(target=self._discovery_loop, args=(entry,),
-                                      name=f"mcpsync-discover-{entry.server_id}",
-                                      daemon=True)
-            entry.discover_thread = thread
-            thread.start()
+            entry.discover_thread = spawn(f"mcpsync-discover-{entry.server_id}",
+                                          self._discovery_loop, entry)
 
     def _discovery_loop(self, entry: ServerEntry) -> None:
         """Discover until no list_changed came during the last ``tools/list``."""

@@ -48,6 +48,7 @@ from typing import Any, Final, Protocol
 from mcpsync import jsonrpc
 from mcpsync._codes import USER_REJECTED as _USER_REJECTED
 from mcpsync._names import safe
+from mcpsync._threads import new_thread
 from mcpsync.config import DEFAULT_TIMEOUT
 from mcpsync.errors import (
     Cancelled,
@@ -277,10 +278,8 @@ class Session:
         # Named after the transport (``mcpsync-http-reader-<name>`` on HTTP), so a thread dump
         # tells which kind of connection a reader serves; a transport without ``kind`` is stdio.
         kind = getattr(self._transport, "kind", "stdio")
-        thread = threading.Thread(target=self._bg_run, name=f"mcpsync-{kind}-reader-{self._safe}",
-                                  daemon=True)
-        self._bg_thread = thread
-        thread.start()
+        self._bg_thread = new_thread(f"mcpsync-{kind}-reader-{self._safe}", self._bg_run)
+        self._bg_thread.start()
 
     def __enter__(self) -> Session:
         return self

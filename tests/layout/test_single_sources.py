@@ -87,3 +87,53 @@ def test_safe_replaces_everything_outside_ascii_word_characters() -> None:
     assert safe("Café ☕") == "Caf___"
     assert safe("١٢") == "__"  # non-ASCII digits are not kept either
     assert safe("") == "_"
+
+
+# --- threads ------------------------------------------------------------------------------
+
+#: Modules that still start threads by hand. They belong to work being merged at the same
+#: time as the thread toolkit (the HTTP transport's split, the client's call pipeline); remove
+#: each entry once its module uses mcpsync._threads.
+THREAD_EXCEPTIONS = {
+    "mcpsync/client/_client.py",
+    "mcpsync/transport/http/_transport.py",
+    "mcpsync/transport/http/_sse2024.py",
+    "mcpsync/transport/http/_watchdog.py",
+}
+
+
+def _thread_constructions(path: Path) -> Iterator[int]:
+    """Lines that call ``threading.Thread(...)`` or a bare ``Thread(...)``."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if (isinstance(func, ast.Attribute) and func.attr == "Thread"
+                and isinstance(func.value, ast.Name) and func.value.id == "threading") \
+                or (isinstance(func, ast.Name) and func.id == "Thread"):
+            yield node.lineno
+
+
+def test_threads_are_started_only_through_the_toolkit() -> None:
+    found = [f"{rel}:{line}"
+             for path in _sources()
+             if (rel := path.relative_to(ROOT).as_posix()) not in THREAD_EXCEPTIONS
+             and rel != "mcpsync/_threads.py"
+             for line in _thread_constructions(path)]
+    assert found == [], "start threads with mcpsync._threads.spawn/new_thread:\n" + \
+        "\n".join(found)
+
+
+def test_the_thread_exceptions_are_still_needed() -> None:
+    """An entry whose module no longer builds threads by hand is stale: delete it."""
+    stale = [rel for rel in sorted(THREAD_EXCEPTIONS)
+             if (ROOT / rel).exists() and not list(_thread_constructions(ROOT / rel))]
+    assert stale == []
+
+
+def test_the_thread_check_sees_both_spellings(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text("import threading\nfrom threading import Thread\n"
+                      "a = threading.Thread(target=print)\nb = Thread(target=print)\n"
+                      "c = threading.Event()\n")
+    assert list(_thread_constructions(sample)) == [3, 4]
