@@ -137,3 +137,38 @@ def test_the_thread_check_sees_both_spellings(tmp_path: Path) -> None:
                       "a = threading.Thread(target=print)\nb = Thread(target=print)\n"
                       "c = threading.Event()\n")
     assert list(_thread_constructions(sample)) == [3, 4]
+
+
+# --- the package's public names -------------------------------------------------------------
+
+def _type_checking_imports() -> dict[str, str]:
+    """name -> module of every ``from m import X as X`` under ``if TYPE_CHECKING:``."""
+    tree = ast.parse((PACKAGE / "__init__.py").read_text())
+    found: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) \
+                and node.test.id == "TYPE_CHECKING":
+            for stmt in node.body:
+                assert isinstance(stmt, ast.ImportFrom) and stmt.module, ast.dump(stmt)
+                for alias in stmt.names:
+                    assert alias.asname == alias.name, f"{alias.name} must be re-exported as itself"
+                    assert alias.name not in found, f"{alias.name} is imported twice"
+                    found[alias.name] = stmt.module
+    return found
+
+
+def test_the_type_checking_block_matches_the_public_dict() -> None:
+    import mcpsync
+    public: dict[str, str] = mcpsync._PUBLIC  # type: ignore[attr-defined]
+    assert _type_checking_imports() == public
+    assert mcpsync.__all__ == ["__version__", *sorted(public)]
+    assert set(public) <= set(dir(mcpsync))
+
+
+def test_every_public_name_loads_from_its_module() -> None:
+    import importlib
+
+    import mcpsync
+    public: dict[str, str] = mcpsync._PUBLIC  # type: ignore[attr-defined]
+    for name, module in public.items():
+        assert getattr(mcpsync, name) is getattr(importlib.import_module(module), name), name
