@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     )
     from mcpsync.client import (
         Client as Client,
+        ClientOptions as ClientOptions,
         ElicitationRequest as ElicitationRequest,
         SamplingRequest as SamplingRequest,
         Subscription as Subscription,
@@ -108,54 +109,54 @@ if TYPE_CHECKING:
         Tool as Tool,
     )
 
-_ERRORS = (
-    "AuthHookError", "Cancelled", "CapabilityNotSupported", "ClosedError", "ConfigError",
-    "ConnectFailed", "ConnectionLost", "HeaderMismatch", "InputRoundsExceeded", "MCPError",
-    "MissingCapability",
-    "OutputValidationError", "ProtocolError", "Rejected", "RemoteError", "RequestTimeout",
-    "ResourceNotFound", "ServerExited", "SessionExpired", "ToolError", "TooManyPages",
-    "TransportError", "Unauthorized", "UnsupportedInThisEra", "UnsupportedProtocolVersion",
-    "URLElicitationRequired", "UsedAfterFork", "UnknownServer", "SecretError", "PolicyRefused",
-    "PolicyDenied", "ApprovalRejected", "BudgetExceeded",
-)
-_TYPES = (
-    "AudioContent", "CallToolResult", "CompleteResult", "ContentBlock", "EmbeddedResource",
-    "GetPromptResult", "ImageContent", "Prompt", "PromptArgument", "PromptMessage",
-    "ReadResourceResult", "Resource", "ResourceContents", "ResourceLink", "ResourceTemplate",
-    "Root", "ServerInfo", "TextContent", "Tool",
-)
-
-# public name -> module that defines it
-_LAZY: dict[str, str] = {
+# The public names, each once: name -> module that defines it. ``__all__``, ``__dir__`` and
+# the lazy loader below are made from this dict; tests/layout checks that the TYPE_CHECKING
+# block above imports exactly these names from these modules.
+_PUBLIC: dict[str, str] = {
     "AuthHooks": "mcpsync.auth_hooks",
     "BearerToken": "mcpsync.auth_hooks",
     "HttpChallenge": "mcpsync.auth_hooks",
     "make_auth": "mcpsync.auth_hooks",
     "Client": "mcpsync.client",
-    "connect": "mcpsync.client",
+    "ClientOptions": "mcpsync.client",
     "ElicitationRequest": "mcpsync.client",
     "SamplingRequest": "mcpsync.client",
     "Subscription": "mcpsync.client",
+    "connect": "mcpsync.client",
     "CallFuture": "mcpsync.client._future",
-    "RequestFuture": "mcpsync.session._future",
     "DEFAULT_TIMEOUT": "mcpsync.config",
     "ServerConfig": "mcpsync.config",
-    "Server": "mcpsync.server",
-    "Context": "mcpsync.server",
+    "load_config": "mcpsync.config_files",
+    **dict.fromkeys((
+        "ApprovalRejected", "AuthHookError", "BudgetExceeded", "Cancelled",
+        "CapabilityNotSupported", "ClosedError", "ConfigError", "ConnectFailed",
+        "ConnectionLost", "HeaderMismatch", "InputRoundsExceeded", "MCPError",
+        "MissingCapability", "OutputValidationError", "PolicyDenied", "PolicyRefused",
+        "ProtocolError", "Rejected", "RemoteError", "RequestTimeout", "ResourceNotFound",
+        "SecretError", "ServerExited", "SessionExpired", "ToolError", "TooManyPages",
+        "TransportError", "Unauthorized", "UnknownServer", "UnsupportedInThisEra",
+        "UnsupportedProtocolVersion", "URLElicitationRequired", "UsedAfterFork",
+    ), "mcpsync.errors"),
     "ParseError": "mcpsync.jsonrpc",
-    "Manager": "mcpsync.manager",
+    "StreamError": "mcpsync.jsonrpc",
     "ManagedTool": "mcpsync.manager",
+    "Manager": "mcpsync.manager",
     "Notification": "mcpsync.manager",
     "Policy": "mcpsync.policy",
     "SecretResolver": "mcpsync.secrets",
     "render_secret": "mcpsync.secrets",
-    "load_config": "mcpsync.config_files",
-    "StreamError": "mcpsync.jsonrpc",
-    **{name: "mcpsync.errors" for name in _ERRORS},
-    **{name: "mcpsync.types" for name in _TYPES},
+    "Context": "mcpsync.server",
+    "Server": "mcpsync.server",
+    "RequestFuture": "mcpsync.session._future",
+    **dict.fromkeys((
+        "AudioContent", "CallToolResult", "CompleteResult", "ContentBlock", "EmbeddedResource",
+        "GetPromptResult", "ImageContent", "Prompt", "PromptArgument", "PromptMessage",
+        "ReadResourceResult", "Resource", "ResourceContents", "ResourceLink",
+        "ResourceTemplate", "Root", "ServerInfo", "TextContent", "Tool",
+    ), "mcpsync.types"),
 }
 
-__all__ = ["__version__", *sorted(_LAZY)]
+__all__ = ["__version__", *sorted(_PUBLIC)]
 
 
 # submodules reachable as attributes without an explicit import (``mcpsync.jsonrpc``)
@@ -167,7 +168,7 @@ def __getattr__(name: str) -> Any:
     """Import the module that defines a public name on first access (PEP 562)."""
     if name in _SUBMODULES:
         return importlib.import_module(f"mcpsync.{name}")
-    module = _LAZY.get(name)
+    module = _PUBLIC.get(name)
     if module is None:
         raise AttributeError(f"module 'mcpsync' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)
@@ -176,4 +177,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_PUBLIC))

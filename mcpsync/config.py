@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from mcpsync._names import safe
 from mcpsync._urls import bad_character
 from mcpsync.auth_hooks import AuthHooks, BearerToken, make_auth
 from mcpsync.errors import ConfigError
@@ -36,16 +37,10 @@ _SCOPES = ("", "project", "thread")
 _SECRET_FORMATS = ("env", "properties", "json")
 _TRANSPORTS = ("", "streamable-http", "sse")  # ServerConfig.transport
 _SECRET_FILE = "{{secret_file}}"   # the placeholder mcpsync.secrets fills in args and env
-_LOGGER_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 
-def logger_name_part(display_name: str) -> str:
-    """Make a display name safe as one component of a logger or thread name.
-
-    Logger names are dotted paths, so a server called ``my.server`` must not create a
-    ``my`` child logger; every character outside ``[A-Za-z0-9_-]`` becomes ``_``.
-    """
-    return _LOGGER_UNSAFE.sub("_", display_name) or "_"
+#: The thread- and logger-safe form of a display name (one rule for the package, in _names).
+logger_name_part = safe
 
 
 def _fail(field_name: str, problem: str) -> ConfigError:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import concurrent.futures
 from typing import Any
 
+from mcpsync import _codes
+
 __all__ = [
     "ApprovalRejected",
     "AuthHookError",
@@ -352,16 +354,16 @@ class PolicyRefused(MCPError):
 class PolicyDenied(PolicyRefused):
     """The policy's ``allow`` rule refused the call (gateway code -32010)."""
 
-    gateway_code = -32010
+    gateway_code = _codes.DENIED_BY_POLICY
 
 
 class ApprovalRejected(PolicyRefused):
     """The ``approve`` callback (a human in the loop) said no (gateway code -32011)."""
 
-    gateway_code = -32011
+    gateway_code = _codes.APPROVAL_REJECTED
 
 
 class BudgetExceeded(PolicyRefused):
     """The call budget of the server or tool is spent (gateway code -32012)."""
 
-    gateway_code = -32012
+    gateway_code = _codes.BUDGET_EXCEEDED

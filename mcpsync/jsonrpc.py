@@ -19,9 +19,26 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
+from mcpsync._codes import (
+    APPROVAL_REJECTED as APPROVAL_REJECTED,
+    BUDGET_EXCEEDED as BUDGET_EXCEEDED,
+    DENIED_BY_POLICY as DENIED_BY_POLICY,
+    HEADER_MISMATCH as HEADER_MISMATCH,
+    INTERNAL_ERROR as INTERNAL_ERROR,
+    INVALID_PARAMS as INVALID_PARAMS,
+    INVALID_REQUEST as INVALID_REQUEST,
+    METHOD_NOT_FOUND as METHOD_NOT_FOUND,
+    MISSING_CLIENT_CAPABILITY as MISSING_CLIENT_CAPABILITY,
+    PARSE_ERROR as PARSE_ERROR,
+    RESOURCE_NOT_FOUND as RESOURCE_NOT_FOUND,
+    UNSUPPORTED_PROTOCOL_VERSION as UNSUPPORTED_PROTOCOL_VERSION,
+    URL_ELICITATION_REQUIRED as URL_ELICITATION_REQUIRED,
+)
 from mcpsync._jsonscan import SURROGATE_RE, element_spans, has_lone_surrogate, raw_member
 from mcpsync.errors import MCPError
 
+# The error codes are defined in mcpsync._codes (so that ``errors`` can use them too) and are
+# public here.
 __all__ = [
     "APPROVAL_REJECTED",
     "BUDGET_EXCEEDED",
@@ -54,31 +71,6 @@ __all__ = [
     "serialize",
     "serialize_request",
 ]
-
-# --- error codes ------------------------------------------------------------------------
-
-#: JSON-RPC 2.0: the text is not JSON (or not UTF-8, or holds NaN / a lone surrogate).
-PARSE_ERROR: Final = -32700
-#: JSON-RPC 2.0: valid JSON that is not a valid JSON-RPC message.
-INVALID_REQUEST: Final = -32600
-METHOD_NOT_FOUND: Final = -32601
-INVALID_PARAMS: Final = -32602
-INTERNAL_ERROR: Final = -32603
-#: MCP: no resource at that URI.
-RESOURCE_NOT_FOUND: Final = -32002
-#: MCP 2025-11-25: the user must visit a URL first.
-URL_ELICITATION_REQUIRED: Final = -32042
-#: MCP 2026-07-28: an HTTP header disagrees with the body.
-HEADER_MISMATCH: Final = -32020
-#: MCP 2026-07-28: the server needs a client capability that was not declared.
-MISSING_CLIENT_CAPABILITY: Final = -32021
-#: MCP 2026-07-28: the requested protocol version is not served.
-UNSUPPORTED_PROTOCOL_VERSION: Final = -32022
-# The gateway codes. -32000..-32019 is JSON-RPC's implementation-defined range, so these
-# are names for sending only: nothing gives them a meaning on receipt.
-DENIED_BY_POLICY: Final = -32010
-APPROVAL_REJECTED: Final = -32011
-BUDGET_EXCEEDED: Final = -32012
 
 #: The largest line the frame reader accepts, excluding the newline (32 MiB).
 MAX_FRAME_BYTES: Final = 32 * 1024 * 1024

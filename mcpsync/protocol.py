@@ -24,6 +24,17 @@ import logging
 from collections.abc import Container, Mapping
 from typing import Any, Final, Literal
 
+from mcpsync._codes import (
+    HEADER_MISMATCH as _HEADER_MISMATCH,
+    INTERNAL_ERROR as _INTERNAL_ERROR,
+    INVALID_PARAMS as _INVALID_PARAMS,
+    METHOD_NOT_FOUND as _METHOD_NOT_FOUND,
+    MISSING_CLIENT_CAPABILITY as _MISSING_CLIENT_CAPABILITY,
+    RESOURCE_NOT_FOUND as _RESOURCE_NOT_FOUND,
+    UNSUPPORTED_PROTOCOL_VERSION as _UNSUPPORTED_PROTOCOL_VERSION,
+    URL_ELICITATION_REQUIRED as _URL_ELICITATION_REQUIRED,
+    USER_REJECTED as _USER_REJECTED,
+)
 from mcpsync.errors import (
     HeaderMismatch,
     MissingCapability,
@@ -83,17 +94,6 @@ LOG_LEVELS: Final = ("debug", "info", "notice", "warning", "error", "critical", 
                      "emergency")
 """RFC 5424 levels as MCP spells them, least severe first."""
 
-# JSON-RPC codes this module maps. jsonrpc.py owns the public constants; these private
-# copies keep this module free of an import it does not otherwise need.
-_METHOD_NOT_FOUND = -32601
-_INVALID_PARAMS = -32602
-_INTERNAL_ERROR = -32603
-_RESOURCE_NOT_FOUND = -32002
-_HEADER_MISMATCH = -32020
-_MISSING_CLIENT_CAPABILITY = -32021
-_UNSUPPORTED_PROTOCOL_VERSION = -32022
-_URL_ELICITATION_REQUIRED = -32042
-_USER_REJECTED = -1
 
 Era = Literal["legacy", "modern"]
 DiscoverVerdict = tuple[Literal["modern"], str] | tuple[Literal["legacy"], None]

@@ -11,11 +11,13 @@ from mcpsync.client._client import (
     ElicitationRequest as ElicitationRequest,
     SamplingRequest as SamplingRequest,
     Subscription as Subscription,
-    connect as connect,
 )
+from mcpsync.client._connect import connect as connect
+from mcpsync.client._options import ClientOptions as ClientOptions
 
 __all__ = [
     "Client",
+    "ClientOptions",
     "ElicitationRequest",
     "SamplingRequest",
     "Subscription",

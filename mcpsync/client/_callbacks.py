@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mcpsync._codes import INVALID_PARAMS, METHOD_NOT_FOUND
 from mcpsync.errors import ProtocolError, RemoteError
 from mcpsync.protocol import client_capabilities
 
@@ -36,8 +37,6 @@ __all__ = [
 
 _log = logging.getLogger("mcpsync.client")
 
-METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
 
 
 @dataclass(frozen=True)

@@ -25,10 +25,16 @@ import threading
 import time
 import unicodedata
 import weakref
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from mcpsync._codes import (
+    INVALID_PARAMS as _INVALID_PARAMS,
+    METHOD_NOT_FOUND as _METHOD_NOT_FOUND,
+    MODERN_ONLY_CODES as _MODERN_ONLY_CODES,
+    UNSUPPORTED_PROTOCOL_VERSION as _UNSUPPORTED_PROTOCOL_VERSION,
+)
 from mcpsync._version import __version__
 from mcpsync.client._cache import ListCache
 from mcpsync.client._callbacks import (
@@ -39,12 +45,12 @@ from mcpsync.client._callbacks import (
     SamplingCallback,
     SamplingRequest,
 )
-from mcpsync.client._connect_http import HttpSettings, http_settings, open_http_transport
+from mcpsync.client._connect_http import HttpSettings, open_http_transport
 from mcpsync.client._finalizer import watch, weak_method
 from mcpsync.client._future import CallFuture
 from mcpsync.client._handshake import HandshakeParams, Negotiated, forget_era, negotiate
 from mcpsync.client._input_required import check_result_type, next_round_params, run_input_rounds
-from mcpsync.client._options import Options, make_options
+from mcpsync.client._options import ClientOptions
 from mcpsync.client._subscriptions import KINDS, Subscription, Subscriptions
 from mcpsync.config import ServerConfig, logger_name_part
 from mcpsync.errors import (
@@ -60,7 +66,6 @@ from mcpsync.errors import (
     UnsupportedInThisEra,
     UsedAfterFork,
 )
-from mcpsync.jsonrpc import MAX_FRAME_BYTES
 from mcpsync.protocol import (
     LOG_LEVELS,
     build_meta,
@@ -85,17 +90,12 @@ from mcpsync.types import (
 if TYPE_CHECKING:
     from mcpsync.transport.http import HttpTransport  # imports requests: only when used
 
-__all__ = ["Client", "ElicitationRequest", "SamplingRequest", "Subscription", "connect"]
+__all__ = ["Client", "ElicitationRequest", "SamplingRequest", "Subscription"]
 
 _log = logging.getLogger("mcpsync.client")
 
 ProgressCallback = Callable[[float, "float | None", "str | None"], Any]
 
-_UNSUPPORTED_PROTOCOL_VERSION = -32022
-_INVALID_PARAMS = -32602
-# Modern-only error codes: on a legacy HTTP session they mean the era was detected wrongly.
-_MODERN_ONLY_CODES = frozenset({-32022, -32021, -32020})
-_METHOD_NOT_FOUND = -32601
 _RESTART_LIMIT = 3          # modern stdio restarts ...
 _RESTART_WINDOW = 60.0      # ... within this many seconds
 _LIST_METHODS = {"tools": ("tools/list",), "prompts": ("prompts/list",),
@@ -126,7 +126,7 @@ class Client:
     closed by an ``atexit`` hook.
     """
 
-    def __init__(self, config: ServerConfig, options: Options, *,
+    def __init__(self, config: ServerConfig, options: ClientOptions, *,
                  sampling: SamplingCallback | None = None,
                  elicitation: ElicitationCallback | None = None,
                  roots: RootsInput | None = None,
@@ -134,8 +134,9 @@ class Client:
         self._config = config
         self._http = http              # set for a URL target: the HTTP transport's settings
         self._opts = options
-        self._name = options.name
-        self._safe_name = logger_name_part(options.name)
+        self._client_info = options.client_info_sent()
+        self._name = config.display_name
+        self._safe_name = logger_name_part(self._name)
         self._server_log = logging.getLogger(f"mcpsync.server.{self._safe_name}")
         self._pid = os.getpid()
         self._callbacks = Callbacks(sampling=sampling, elicitation=elicitation, roots=roots)
@@ -151,7 +152,7 @@ class Client:
             request=weak_method(self._request, self._gone),
             submit_listen=weak_method(self._submit_listen, self._gone),
             era=lambda: _alive(me)._era, capabilities=lambda: _alive(me)._capabilities,
-            ack_timeout=lambda: options.timeout)
+            ack_timeout=lambda: config.timeout)
         self._resources = _Resources(self._subs)
         self._state_lock = threading.Lock()      # close and the session swap
         self._restart_lock = threading.Lock()    # one restart at a time
@@ -201,11 +202,11 @@ class Client:
 
     def _handshake_params(self) -> HandshakeParams:
         return HandshakeParams(
-            name=self._name, timeout=self._opts.timeout, probe_timeout=self._opts.probe_timeout,
+            name=self._name, timeout=self._config.timeout, probe_timeout=self._opts.probe_timeout,
             legacy_capabilities=self._callbacks.capabilities(modern=False),
-            client_info=self._opts.client_info or {"name": "mcpsync", "version": __version__},
+            client_info=self._client_info or {"name": "mcpsync", "version": __version__},
             modern_meta=lambda version: build_meta(
-                version, self._callbacks.capabilities(modern=True), self._opts.client_info),
+                version, self._callbacks.capabilities(modern=True), self._client_info),
             http=self._config.is_http)
 
     def _open_session(self) -> Session:
@@ -228,7 +229,7 @@ class Client:
                 transport.close()
                 raise
         session = Session(
-            transport, name=self._name, default_timeout=self._opts.timeout,
+            transport, name=self._name, default_timeout=self._config.timeout,
             max_timeout=self._opts.max_timeout,
             reset_timeout_on_progress=self._opts.reset_timeout_on_progress,
             on_notification=weak_method(self._on_notification, _nothing),
@@ -280,7 +281,7 @@ class Client:
         if self._modern:
             self._meta = build_meta(self._protocol_version,
                                     self._callbacks.capabilities(modern=True),
-                                    self._opts.client_info, self._log_level)
+                                    self._client_info, self._log_level)
 
     def _revive(self) -> Session:
         """Called when the session is gone: restart a modern server, or say why we cannot.
@@ -1194,88 +1195,3 @@ def _jsonschema_available() -> bool:
 
         _jsonschema = importlib.util.find_spec("jsonschema") is not None
     return _jsonschema
-
-
-def connect(target: ServerConfig | Sequence[str] | str, *,
-            name: str | None = None,
-            timeout: float | None = None,
-            max_timeout: float = 600.0,
-            reset_timeout_on_progress: bool = False,
-            era: str = "auto",
-            protocol_version: str | None = None,
-            probe_timeout: float = 5.0,
-            max_frame_bytes: int = MAX_FRAME_BYTES,
-            env: Mapping[str, str | None] | Sequence[str] | None = None,
-            inherit_env: bool = False,
-            cwd: str | os.PathLike[str] | None = None,
-            stderr_bytes: int = 64 * 1024,
-            on_stderr: Callable[[str], None] | None = None,
-            die_with_parent: bool = True,
-            restart: str | None = "on_demand",
-            sampling: SamplingCallback | None = None,
-            elicitation: ElicitationCallback | None = None,
-            roots: RootsInput | None = None,
-            on_log: Callable[[str, str | None, Any], Any] | None = None,
-            on_notification: Callable[[str, Any], Any] | None = None,
-            notification_observer: Callable[[str, Any], Any] | None = None,
-            on_connection_lost: Callable[[ConnectionLost], Any] | None = None,
-            log_level: str | None = None,
-            client_info: Mapping[str, Any] | bool | None = True,
-            max_pages: int = 100,
-            max_input_rounds: int = 10,
-            validate_output: bool = True,
-            headers: Mapping[str, str] | None = None,
-            auth: Any = None,
-            session: Any = None,
-            authorization: Callable[[], str | None] | None = None,
-            on_unauthorized: Callable[..., Any] | None = None,
-            transport: str | None = None) -> Client:
-    """Start an MCP server and connect to it; return a ready :class:`Client`.
-
-    ``target`` is an argv list (``[sys.executable, "server.py"]``), a command string (split
-    with :func:`shlex.split`; pass a list to avoid that, as Windows users should), or a
-    :class:`~mcpsync.config.ServerConfig`. ``name``, ``env``, ``cwd`` and ``timeout`` given
-    here override the config's. See ``docs/client.md`` for every option; in short:
-
-    - ``era``: ``"auto"`` (probe with ``server/discover``, fall back to ``initialize``),
-      ``"legacy"`` or ``"modern"``; ``protocol_version`` pins one exact revision.
-    - ``sampling``, ``elicitation``, ``roots``: callbacks that serve both eras; only the
-      capabilities with a callback are declared.
-    - ``restart``: ``"on_demand"`` restarts a modern server on the next call after it died
-      (at most 3 times in 60 s); ``None`` turns that off. Legacy servers are never restarted.
-    - ``client_info``: ``True`` sends ``{"name": "mcpsync", "version": ...}``; a dict sends
-      that; ``None`` sends none in modern requests.
-    - ``on_connection_lost(error)``: called once per connection, on a client thread, as soon
-      as the server exits or the connection is lost (never on ``close()``); ``error`` is the
-      ``ServerExited`` / ``ConnectionLost`` pending calls fail with. Keep it short and do not
-      call the client from it.
-    - HTTP only (a URL target, see ``docs/http.md``): ``headers`` (static headers), ``auth``
-      (auth hooks, or a bearer token str; replaces ``ServerConfig.auth``),
-      ``authorization``/``on_unauthorized`` (the plain callables, instead of ``auth``),
-      ``session`` (your own ``requests.Session``, used as given and never closed by mcpsync),
-      ``transport`` (``"sse"`` forces the 2024-11-05 HTTP+SSE transport without detection;
-      ``"streamable-http"`` never falls back to it).
-
-    Raises :class:`~mcpsync.errors.ConfigError` for a bad option or a command that cannot be
-    found, :class:`~mcpsync.errors.UnsupportedProtocolVersion` when no revision is shared,
-    :class:`~mcpsync.errors.RequestTimeout` when ``initialize`` times out,
-    :class:`~mcpsync.errors.ServerExited` when the server dies during the handshake, and
-    :class:`~mcpsync.errors.ProtocolError` when a stdio program writes 10 lines that are not
-    JSON-RPC before any answer (it is probably not an MCP server; the message quotes them).
-    """
-    config, options = make_options(
-        target, name=name, timeout=timeout, max_timeout=max_timeout,
-        reset_timeout_on_progress=reset_timeout_on_progress, era=era,
-        protocol_version=protocol_version, probe_timeout=probe_timeout,
-        max_frame_bytes=max_frame_bytes, env=env, inherit_env=inherit_env, cwd=cwd,
-        stderr_bytes=stderr_bytes, on_stderr=on_stderr, die_with_parent=die_with_parent,
-        restart=restart, on_log=on_log, on_notification=on_notification, log_level=log_level,
-        client_info=client_info, max_pages=max_pages, max_input_rounds=max_input_rounds,
-        validate_output=validate_output, notification_observer=notification_observer,
-        on_connection_lost=on_connection_lost)
-    config, http = http_settings(config, headers=headers, auth=auth, session=session,
-                                 authorization=authorization, on_unauthorized=on_unauthorized,
-                                 transport=transport)
-    return Client(config, options, sampling=sampling, elicitation=elicitation, roots=roots,
-                  http=http)
-

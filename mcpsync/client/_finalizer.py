@@ -32,6 +32,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from mcpsync._threads import new_thread
+
 __all__ = ["Closable", "watch", "weak_method"]
 
 _log = logging.getLogger("mcpsync.client")
@@ -66,10 +68,10 @@ class _Reaper:
                 return
             self._running = True
         try:
-            thread = threading.Thread(target=self._run, name="mcpsync-reaper", daemon=True)
+            reaper = new_thread("mcpsync-reaper", self._run)
             with self._lock:
-                self._thread = thread
-            thread.start()
+                self._thread = reaper
+            reaper.start()
         except BaseException:
             with self._lock:
                 self._running = False

@@ -1,7 +1,15 @@
-"""Checking ``connect()``'s target and options, so ``client.py`` holds only behaviour.
+"""``ClientOptions``: how a client behaves, defined once and checked when built.
 
-Every check raises :class:`~mcpsync.errors.ConfigError` naming the option, before anything is
-spawned: a typo fails at the call site, not in a half-started connection.
+``connect()`` takes these as keywords, a ``ClientOptions`` value, or both (the keywords win);
+a ``Manager`` gives one set to every server it starts. The values are checked in the
+constructor and raise :class:`~mcpsync.errors.ConfigError` naming the option, before anything
+is spawned: a typo fails at the call site, not in a half-started connection. The dataclass is
+frozen, so restarts and many servers share one value safely.
+
+What identifies or authenticates one server is not here: the name, environment, working
+directory and transport belong to its :class:`~mcpsync.config.ServerConfig`, and credentials
+(``auth``, ``headers``, ``session``, ``authorization``, ``on_unauthorized``) only ever go to
+the server they were given for, so a value shared by a Manager's servers cannot leak them.
 """
 
 from __future__ import annotations
@@ -14,41 +22,88 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from mcpsync._version import __version__
+from mcpsync.client._callbacks import ElicitationCallback, RootsInput, SamplingCallback
 from mcpsync.config import ServerConfig
 from mcpsync.errors import ConfigError, ConnectionLost
+from mcpsync.jsonrpc import MAX_FRAME_BYTES
 from mcpsync.protocol import LEGACY_VERSIONS, LOG_LEVELS, SUPPORTED_VERSIONS
 
-__all__ = ["Options", "config_of", "make_options"]
+__all__ = ["ClientOptions", "config_of", "with_overrides"]
 
 _ERAS = ("auto", "legacy", "modern")
 
 
 @dataclass(frozen=True)
-class Options:
-    """Every ``connect()`` option after checking; frozen so restarts reuse them safely."""
+class ClientOptions:
+    """How a client behaves; every field has ``connect()``'s default (``docs/client.md``).
 
-    name: str
-    timeout: float
-    max_timeout: float
-    reset_timeout_on_progress: bool
-    era: str
-    protocol_version: str | None
-    probe_timeout: float
-    max_frame_bytes: int
-    inherit_env: bool
-    stderr_bytes: int
-    on_stderr: Callable[[str], None] | None
-    die_with_parent: bool
-    restart: str | None
-    on_log: Callable[[str, str | None, Any], Any] | None
-    on_notification: Callable[[str, Any], Any] | None
-    notification_observer: Callable[[str, Any], Any] | None
-    on_connection_lost: Callable[[ConnectionLost], Any] | None
-    log_level: str | None
-    client_info: dict[str, Any] | None
-    max_pages: int
-    max_input_rounds: int
-    validate_output: bool
+    ``timeout`` (seconds per request; ``None`` keeps the server config's) and ``max_timeout``
+    (the cap a per-call timeout may ask for); ``era`` (``"auto"``, ``"legacy"`` or
+    ``"modern"``) and ``protocol_version`` (one exact revision); ``restart`` (``"on_demand"``
+    or ``None``); ``sampling``, ``elicitation``, ``roots`` (the callbacks that serve the
+    server's requests); ``client_info`` (``True`` for mcpsync's own, a dict, or ``None``).
+    """
+
+    timeout: float | None = None
+    max_timeout: float = 600.0
+    reset_timeout_on_progress: bool = False
+    era: str = "auto"
+    protocol_version: str | None = None
+    probe_timeout: float = 5.0
+    max_frame_bytes: int = MAX_FRAME_BYTES
+    inherit_env: bool = False
+    stderr_bytes: int = 64 * 1024
+    on_stderr: Callable[[str], None] | None = None
+    die_with_parent: bool = True
+    restart: str | None = "on_demand"
+    sampling: SamplingCallback | None = None
+    elicitation: ElicitationCallback | None = None
+    roots: RootsInput | None = None
+    on_log: Callable[[str, str | None, Any], Any] | None = None
+    on_notification: Callable[[str, Any], Any] | None = None
+    notification_observer: Callable[[str, Any], Any] | None = None
+    on_connection_lost: Callable[[ConnectionLost], Any] | None = None
+    log_level: str | None = None
+    client_info: Mapping[str, Any] | bool | None = True
+    max_pages: int = 100
+    max_input_rounds: int = 10
+    validate_output: bool = True
+
+    def __post_init__(self) -> None:
+        if self.timeout is not None:
+            _positive("timeout", self.timeout, allow_inf=True)
+        _positive("max_timeout", self.max_timeout, allow_inf=True)
+        _positive("probe_timeout", self.probe_timeout)
+        for name in ("max_frame_bytes", "stderr_bytes", "max_pages", "max_input_rounds"):
+            _count(name, getattr(self, name))
+        era, version = self.era, self.protocol_version
+        if era not in _ERAS:
+            raise ConfigError(f"invalid option: era: must be 'auto', 'legacy' or 'modern', "
+                              f"got {era!r}")
+        if version is not None and version not in SUPPORTED_VERSIONS:
+            raise ConfigError(f"invalid option: protocol_version: mcpsync speaks "
+                              f"{', '.join(SUPPORTED_VERSIONS)}, got {version!r}")
+        if version is not None and era != "auto" and (
+                (version in LEGACY_VERSIONS) != (era == "legacy")):
+            raise ConfigError(f"invalid option: protocol_version {version!r} is not of "
+                              f"era {era!r}")
+        if self.restart not in ("on_demand", None):
+            raise ConfigError(f"invalid option: restart: must be 'on_demand' or None, "
+                              f"got {self.restart!r}")
+        if self.log_level is not None and self.log_level not in LOG_LEVELS:
+            raise ConfigError(f"invalid option: log_level: must be one of "
+                              f"{', '.join(LOG_LEVELS)}, got {self.log_level!r}")
+        if not isinstance(self.client_info, (bool, Mapping)) and self.client_info is not None:
+            raise ConfigError("invalid option: client_info: expected a dict, True or None")
+
+    def client_info_sent(self) -> dict[str, Any] | None:
+        """The ``clientInfo`` this client sends: mcpsync's own for ``True``, none for
+        ``None``/``False``, else a copy of the dict given."""
+        if self.client_info is True:
+            return {"name": "mcpsync", "version": __version__}
+        if isinstance(self.client_info, Mapping):
+            return dict(self.client_info)
+        return None
 
 
 def _positive(name: str, value: Any, *, allow_inf: bool = False) -> float:
@@ -86,21 +141,11 @@ def config_of(target: Any) -> ServerConfig:
     return config
 
 
-def make_options(target: Any, *, name: str | None, timeout: float | None, max_timeout: float,
-                 reset_timeout_on_progress: bool, era: str, protocol_version: str | None,
-                 probe_timeout: float, max_frame_bytes: int,
-                 env: Mapping[str, str | None] | Sequence[str] | None, inherit_env: bool,
-                 cwd: str | os.PathLike[str] | None, stderr_bytes: int,
-                 on_stderr: Callable[[str], None] | None, die_with_parent: bool,
-                 restart: str | None, on_log: Callable[[str, str | None, Any], Any] | None,
-                 on_notification: Callable[[str, Any], Any] | None, log_level: str | None,
-                 client_info: Mapping[str, Any] | bool | None, max_pages: int,
-                 max_input_rounds: int, validate_output: bool,
-                 notification_observer: Callable[[str, Any], Any] | None = None,
-                 on_connection_lost: Callable[[ConnectionLost], Any] | None = None,
-                 ) -> tuple[ServerConfig, Options]:
-    """The server config (with ``connect()``'s overrides applied) and the checked options."""
-    config = config_of(target)
+def with_overrides(config: ServerConfig, *, name: str | None, timeout: float | None,
+                   env: Mapping[str, str | None] | Sequence[str] | None,
+                   cwd: str | os.PathLike[str] | None) -> ServerConfig:
+    """``config`` with ``connect()``'s per-server keywords applied: ``name``, ``cwd`` and
+    ``timeout`` replace the config's, ``env`` is merged on top of it."""
     overrides: dict[str, Any] = {}
     if name is not None:
         overrides["name"] = name
@@ -112,45 +157,4 @@ def make_options(target: Any, *, name: str | None, timeout: float | None, max_ti
         overrides["cwd"] = cwd
     if timeout is not None:
         overrides["timeout"] = _positive("timeout", timeout, allow_inf=True)
-    if overrides:
-        config = replace(config, **overrides)
-    if era not in _ERAS:
-        raise ConfigError(f"invalid option: era: must be 'auto', 'legacy' or 'modern', "
-                          f"got {era!r}")
-    if protocol_version is not None and protocol_version not in SUPPORTED_VERSIONS:
-        raise ConfigError(f"invalid option: protocol_version: mcpsync speaks "
-                          f"{', '.join(SUPPORTED_VERSIONS)}, got {protocol_version!r}")
-    if protocol_version is not None and era != "auto" and (
-            (protocol_version in LEGACY_VERSIONS) != (era == "legacy")):
-        raise ConfigError(f"invalid option: protocol_version {protocol_version!r} is not of "
-                          f"era {era!r}")
-    if restart not in ("on_demand", None):
-        raise ConfigError(f"invalid option: restart: must be 'on_demand' or None, "
-                          f"got {restart!r}")
-    if log_level is not None and log_level not in LOG_LEVELS:
-        raise ConfigError(f"invalid option: log_level: must be one of "
-                          f"{', '.join(LOG_LEVELS)}, got {log_level!r}")
-    if client_info is True:
-        info: dict[str, Any] | None = {"name": "mcpsync", "version": __version__}
-    elif client_info is None or client_info is False:
-        info = None
-    elif isinstance(client_info, Mapping):
-        info = dict(client_info)
-    else:
-        raise ConfigError("invalid option: client_info: expected a dict, True or None")
-    options = Options(
-        name=config.display_name, timeout=config.timeout,
-        max_timeout=_positive("max_timeout", max_timeout, allow_inf=True),
-        reset_timeout_on_progress=bool(reset_timeout_on_progress), era=era,
-        protocol_version=protocol_version,
-        probe_timeout=_positive("probe_timeout", probe_timeout),
-        max_frame_bytes=_count("max_frame_bytes", max_frame_bytes),
-        inherit_env=bool(inherit_env), stderr_bytes=_count("stderr_bytes", stderr_bytes),
-        on_stderr=on_stderr, die_with_parent=bool(die_with_parent), restart=restart,
-        on_log=on_log, on_notification=on_notification,
-        notification_observer=notification_observer,
-        on_connection_lost=on_connection_lost, log_level=log_level,
-        client_info=info, max_pages=_count("max_pages", max_pages),
-        max_input_rounds=_count("max_input_rounds", max_input_rounds),
-        validate_output=bool(validate_output))
-    return config, options
+    return replace(config, **overrides) if overrides else config

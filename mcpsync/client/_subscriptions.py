@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from mcpsync._threads import new_thread
 from mcpsync.errors import CapabilityNotSupported, ClosedError, MCPError, ProtocolError
 from mcpsync.protocol import META_SUBSCRIPTION_ID
 
@@ -334,10 +335,8 @@ class Subscriptions:
             self._forget(listen)
             raise
         listen.request_key = _id_key(listen.future.request_id)
-        thread = threading.Thread(target=self._watch, args=(listen,), daemon=True,
-                                  name=self._thread_name)
-        listen.thread = thread
-        thread.start()
+        listen.thread = new_thread(self._thread_name, self._watch, listen)
+        listen.thread.start()
         timeout = self._ack_timeout()
         acked = listen.acked.wait(None if math.isinf(timeout) else timeout)
         if not acked or listen.ack is None:

@@ -23,7 +23,10 @@ from dataclasses import replace
 from typing import Any
 
 from mcpsync._secret_dirs import sweep as sweep_secret_dirs
-from mcpsync.client._client import Client, ProgressCallback, connect
+from mcpsync._threads import run_parallel, spawn
+from mcpsync.client._client import Client, ProgressCallback
+from mcpsync.client._connect import CREDENTIALS, connect
+from mcpsync.client._options import ClientOptions
 from mcpsync.config import ServerConfig
 from mcpsync.errors import (
     ClosedError,
@@ -33,7 +36,6 @@ from mcpsync.errors import (
     UnknownServer,
     UsedAfterFork,
 )
-from mcpsync.manager._run import run_parallel
 from mcpsync.manager._types import (
     SEP,
     ManagedTool,
@@ -71,8 +73,6 @@ _SEP = SEP
 
 NotificationHandler = Callable[[Notification], Any]
 
-# connect() options that carry credentials or another server's HTTP state: per server only.
-_PER_SERVER = ("auth", "headers", "session", "authorization", "on_unauthorized")
 
 
 # -- fork and exit handling ----------------------------------------------------------------
@@ -109,8 +109,9 @@ class Manager:
     ``secret_resolver`` resolves ``ServerConfig.secret_ref`` for each spawn, ``policy`` is
     checked before every :meth:`call_tool`, ``max_parallel_starts`` bounds
     :meth:`start_all`, ``configs`` are what :meth:`start_all` starts, and
-    ``connect_options`` are extra keyword arguments for :func:`mcpsync.connect` given to
-    every server (``era=``, callbacks...); credentials are per server
+    ``connect_options`` (a :class:`~mcpsync.ClientOptions`, or a mapping of
+    :func:`mcpsync.connect` keywords) apply to every server (``era=``, callbacks...);
+    credentials are per server
     (``ServerConfig(auth=...)``), so ``auth``, ``headers``, ``session`` and the plain auth
     callables there raise :class:`ConfigError`. A Manager is a context manager;
     :meth:`close` stops everything.
@@ -119,7 +120,7 @@ class Manager:
     def __init__(self, secret_resolver: SecretResolver | None = None, *,
                  policy: Policy | None = None, max_parallel_starts: int = MAX_PARALLEL_STARTS,
                  configs: Iterable[ServerConfig] = (),
-                 connect_options: Mapping[str, Any] | None = None) -> None:
+                 connect_options: ClientOptions | Mapping[str, Any] | None = None) -> None:
         if isinstance(max_parallel_starts, bool) or not isinstance(max_parallel_starts, int) \
                 or max_parallel_starts < 1:
             raise ValueError(f"max_parallel_starts must be an int >= 1, "
@@ -139,8 +140,19 @@ class Manager:
                 raise ConfigError(f"invalid server config: id: {config.id!r} is given twice")
             seen.add(config.id)
             stored.append(config)
-        options = dict(connect_options or {})
-        credentials = [key for key in _PER_SERVER if key in options]
+        if isinstance(connect_options, ClientOptions):
+            # A ClientOptions carries no credentials by construction.
+            base: ClientOptions | None = connect_options
+            options: dict[str, Any] = {}
+            if connect_options.notification_observer is not None:
+                raise ValueError("connect_options cannot set notification_observer: use "
+                                 "set_notification_handler()")
+        elif connect_options is None or isinstance(connect_options, Mapping):
+            base, options = None, dict(connect_options or {})
+        else:
+            raise TypeError(f"connect_options must be a ClientOptions or a mapping of "
+                            f"connect() keywords, got {type(connect_options).__name__}")
+        credentials = [key for key in CREDENTIALS if key in options]
         if credentials:
             raise ConfigError(f"connect_options: {', '.join(credentials)} would apply to every "
                               "server of the Manager, sending one server's credentials to the "
@@ -158,6 +170,7 @@ class Manager:
         self._max_starts = max_parallel_starts
         self._configs = stored
         self._options = options
+        self._base_options = base
         self._handler: NotificationHandler | None = None
         self._entries: dict[str, ServerEntry] = {}
         self._start_errors: dict[str, BaseException] = {}
@@ -391,7 +404,7 @@ class Manager:
             # The observer sees every notification (progress, logs, list changes included)
             # after the client's own handling, with params as sent.
             client = connect(
-                actual,
+                actual, self._base_options,
                 notification_observer=lambda method, params: self._deliver(
                     server_id, method, params),
                 on_connection_lost=lost,
@@ -445,11 +458,8 @@ class Manager:
                 return
             entry.discovering = True
             entry.rediscover = False
-            thread = threading.Thread(target=self._discovery_loop, args=(entry,),
-                                      name=f"mcpsync-discover-{entry.server_id}",
-                                      daemon=True)
-            entry.discover_thread = thread
-            thread.start()
+            entry.discover_thread = spawn(f"mcpsync-discover-{entry.server_id}",
+                                          self._discovery_loop, entry)
 
     def _discovery_loop(self, entry: ServerEntry) -> None:
         """Discover until no list_changed came during the last ``tools/list``."""

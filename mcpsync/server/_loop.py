@@ -34,6 +34,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from typing import IO
 
+from mcpsync._threads import join_all, spawn
 from mcpsync.jsonrpc import FrameReader, FrameWriter, Message, StreamError
 from mcpsync.server._context import _stderr
 from mcpsync.server._intake import Intake
@@ -163,26 +164,18 @@ def run(make_dispatcher: DispatcherFactory, *, stdin: IO[bytes] | None,
         reader = FrameReader(in_stream, max_frame_bytes=max_frame_bytes, allow_batch=True)
         work = Intake(dispatcher, state.lock, max_queued=max_queued,
                       max_queued_bytes=max_queued_bytes, on_work=state.add_work)
-        workers = [
-            threading.Thread(target=_work_loop, args=(dispatcher, work, state),
-                             name=f"mcpsync-server-worker-{k}", daemon=True)
-            for k in range(1, concurrency + 1)
-        ]
-        for worker in workers:
-            worker.start()
+        workers = [spawn(f"mcpsync-server-worker-{k}", _work_loop, dispatcher, work, state)
+                   for k in range(1, concurrency + 1)]
         # The reader starts last, so that no frame is answered before every worker exists.
-        threading.Thread(target=_read_loop, args=(reader, work, state),
-                         name="mcpsync-server-reader", daemon=True).start()
+        spawn("mcpsync-server-reader", _read_loop, reader, work, state)
         try:
             _supervise(state, stop)
         finally:
             state.stopping.set()
             dispatcher.cancel_all()
-            deadline = time.monotonic() + DRAIN_SECONDS
-            for worker in workers:
-                worker.join(max(0.0, deadline - time.monotonic()))
+            alive = join_all(workers, time.monotonic() + DRAIN_SECONDS)
             gate.close()
-            stuck = [w.name for w in workers if w.is_alive()]
+            stuck = [w.name for w in alive]
             if stuck:
                 _stderr(f"{', '.join(stuck)} still running a handler {DRAIN_SECONDS:g} s after "
                         "cancellation; its output is discarded")

@@ -5,7 +5,8 @@
   on purpose: dropping would break ordering, and blocking would stall the reader (and with it
   every response). A backlog past :data:`BACKLOG_WARNING` is logged once.
 - :class:`CallbackPool`: up to four threads, ``mcpsync-callback-<name>-<k>``, created on first
-  use, for server->client requests (sampling, elicitation, roots, ``ping``). They answer by
+  use (a :class:`mcpsync._threads.LazyPool`), for server->client requests (sampling,
+  elicitation, roots, ``ping``). They answer by
   writing to the server, which must never happen on the reader (a full stdin pipe would
   deadlock against a server blocked on its full stdout), and a callback may call back into
   the client, which must never happen on the dispatcher (it would wait behind itself).
@@ -20,9 +21,10 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-import time
 from collections.abc import Callable
 from typing import Any, Final
+
+from mcpsync._threads import LazyPool, spawn
 
 __all__ = ["BACKLOG_WARNING", "POOL_SIZE", "CallbackPool", "Dispatcher"]
 
@@ -78,10 +80,7 @@ class Dispatcher:
     def _start_locked(self) -> None:
         if self._thread is not None or self._stopped:
             return
-        thread = threading.Thread(target=self._run, name=f"mcpsync-dispatch-{self._name}",
-                                  daemon=True)
-        thread.start()
-        self._thread = thread
+        self._thread = spawn(f"mcpsync-dispatch-{self._name}", self._run)
 
     def _run(self) -> None:
         get = self._queue.get
@@ -134,63 +133,12 @@ class _Essential:
         return self._job()
 
 
-class CallbackPool:
-    """At most :data:`POOL_SIZE` daemon threads, started only when a job finds none idle."""
+class CallbackPool(LazyPool):
+    """At most :data:`POOL_SIZE` threads ``mcpsync-callback-<name>-<k>``, started only when a
+    job finds none idle; a raising callback is logged with the server's name."""
 
     def __init__(self, name: str, logger: logging.Logger, size: int = POOL_SIZE) -> None:
-        self._name = name
-        self._logger = logger
-        self._size = size
-        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._threads: list[threading.Thread] = []
-        self._idle = 0
-        self._lock = threading.Lock()
-        self._stopped = False
+        def report(exc: Exception) -> None:
+            logger.warning("server %r: a server-request callback raised", name, exc_info=exc)
 
-    def submit(self, job: Job) -> bool:
-        """Run ``job`` on a pool thread; ``False`` if the pool is stopped."""
-        with self._lock:
-            if self._stopped:
-                return False
-            self._queue.put(job)
-            if self._idle == 0 and len(self._threads) < self._size:
-                k = len(self._threads) + 1
-                thread = threading.Thread(target=self._run,
-                                          name=f"mcpsync-callback-{self._name}-{k}", daemon=True)
-                self._threads.append(thread)
-                thread.start()
-            else:
-                self._idle -= 1  # that idle worker takes this job
-        return True
-
-    def _run(self) -> None:
-        get = self._queue.get
-        while True:
-            job = get()
-            if job is _STOP:
-                return
-            try:
-                job()
-            except Exception:
-                self._logger.warning("server %r: a server-request callback raised",
-                                     self._name, exc_info=True)
-            with self._lock:
-                self._idle += 1
-
-    @property
-    def threads(self) -> list[threading.Thread]:
-        return list(self._threads)
-
-    def stop(self, timeout: float = 1.0) -> None:
-        """End every pool thread after its current job, waiting up to ``timeout`` in all (a
-        callback stuck in user code must not stretch ``close()`` by a second per thread)."""
-        with self._lock:
-            self._stopped = True
-            threads = list(self._threads)
-        for _ in threads:
-            self._queue.put(_STOP)
-        me = threading.current_thread()
-        deadline = time.monotonic() + timeout
-        for thread in threads:
-            if thread is not me:
-                thread.join(max(0.0, deadline - time.monotonic()))
+        super().__init__(f"mcpsync-callback-{name}", size, on_error=report)

@@ -46,6 +46,9 @@ from collections.abc import Callable, Iterable
 from typing import Any, Final, Protocol
 
 from mcpsync import jsonrpc
+from mcpsync._codes import USER_REJECTED as _USER_REJECTED
+from mcpsync._names import safe
+from mcpsync._threads import new_thread
 from mcpsync.config import DEFAULT_TIMEOUT
 from mcpsync.errors import (
     Cancelled,
@@ -98,7 +101,6 @@ NOTICE_WRITE_BOUND = 30.0
 MAX_PARK: Final = 1.0
 
 _BG: Final = object()  # the background reader, as holder of the reader role
-_USER_REJECTED: Final = -1
 _PROGRESS: Final = "notifications/progress"
 
 logger = logging.getLogger("mcpsync.session")
@@ -143,11 +145,6 @@ class SessionTransport(Protocol):
     def close(self) -> None: ...
 
 
-def _safe_name(name: str) -> str:
-    return "".join(c if c.isascii() and (c.isalnum() or c in "_-") else "_" for c in name) \
-        or "server"
-
-
 def _with_token(params: Any, token: int) -> dict[str, Any]:
     """A copy of ``params`` with ``_meta.progressToken`` set; the caller's dicts are untouched."""
     out = dict(params) if isinstance(params, dict) else {}
@@ -189,7 +186,7 @@ class Session:
         _check_timeout("default_timeout", default_timeout)
         _check_timeout("max_timeout", max_timeout)
         self.name = name
-        self._safe = _safe_name(name)
+        self._safe = safe(name)
         self._transport = transport
         self._default_timeout = float(default_timeout)
         self._notice_bound = min(self._default_timeout, NOTICE_WRITE_BOUND)
@@ -281,10 +278,8 @@ class Session:
         # Named after the transport (``mcpsync-http-reader-<name>`` on HTTP), so a thread dump
         # tells which kind of connection a reader serves; a transport without ``kind`` is stdio.
         kind = getattr(self._transport, "kind", "stdio")
-        thread = threading.Thread(target=self._bg_run, name=f"mcpsync-{kind}-reader-{self._safe}",
-                                  daemon=True)
-        self._bg_thread = thread
-        thread.start()
+        self._bg_thread = new_thread(f"mcpsync-{kind}-reader-{self._safe}", self._bg_run)
+        self._bg_thread.start()
 
     def __enter__(self) -> Session:
         return self

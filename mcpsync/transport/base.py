@@ -14,20 +14,15 @@ and the session fails the call with that id by raising ``error`` (with the usual
 
 from __future__ import annotations
 
-import re
-
+from mcpsync._names import safe
 from mcpsync.errors import ConnectionLost
 from mcpsync.jsonrpc import RequestId
 
 __all__ = ["CallFailed", "TransportClosed", "WriteTimedOut", "safe_name"]
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
-
-
-def safe_name(name: str) -> str:
-    """``name`` with every character outside ``[A-Za-z0-9_-]`` replaced by ``_`` (for thread
-    and logger names)."""
-    return _UNSAFE.sub("_", name) or "server"
+#: The thread- and logger-safe form of a display name; public here since the stdio transport
+#: exported it first.
+safe_name = safe
 
 
 class TransportClosed(ConnectionLost):

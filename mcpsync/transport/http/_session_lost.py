@@ -18,11 +18,13 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
+from mcpsync._codes import INVALID_REQUEST, TS_BAD_REQUEST, TS_SESSION_NOT_FOUND
+
 __all__ = ["says_session_lost"]
 
 # -32000: the TypeScript SDK's "Bad Request" errors; -32001: its "Session not found";
 # -32600: Invalid Request, which other servers use for the same answer.
-_CODES: Final = frozenset({-32000, -32001, -32600})
+_CODES: Final = frozenset({TS_BAD_REQUEST, TS_SESSION_NOT_FOUND, INVALID_REQUEST})
 _WORDING: Final = re.compile(
     r"no valid session|session (id )?(not found|unknown|is invalid|expired|has expired)"
     r"|(unknown|invalid|expired) session|server not initiali[sz]ed", re.IGNORECASE)

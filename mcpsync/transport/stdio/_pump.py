@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 import queue
-import threading
+
+from mcpsync._threads import new_thread
 
 __all__ = ["StdoutPump"]
 
@@ -26,8 +27,7 @@ class StdoutPump:
         self._fd = fd
         self._read_size = read_size
         self._queue: queue.SimpleQueue[bytes | OSError] = queue.SimpleQueue()
-        self.thread = threading.Thread(target=self._run, name=f"mcpsync-stdio-pump-{name}",
-                                       daemon=True)
+        self.thread = new_thread(f"mcpsync-stdio-pump-{name}", self._run)
 
     def start(self) -> None:
         self.thread.start()

@@ -30,6 +30,8 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from mcpsync._threads import new_thread
+
 __all__ = [
     "EXEC_WRAPPER",
     "JOIN_TIMEOUT",
@@ -136,7 +138,7 @@ class _Worker:
         self.cond = cond
         self.jobs: collections.deque[_Job] = collections.deque()
         self.stopping = False
-        self.thread = threading.Thread(target=self._run, name="mcpsync-spawner", daemon=True)
+        self.thread = new_thread("mcpsync-spawner", self._run)
 
     def _run(self) -> None:
         while True:

@@ -18,6 +18,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from mcpsync._threads import new_thread
+
 __all__ = ["EXCERPT_BYTES", "EXCERPT_LINES", "StderrDrain", "excerpt"]
 
 EXCERPT_LINES = 20
@@ -68,8 +70,7 @@ class StderrDrain:
         self._exit_lock = threading.Lock()
         self._exited = False
         self._close_at_exit = False
-        self._thread = threading.Thread(
-            target=self._run, name=f"mcpsync-stdio-stderr-{name}", daemon=True)
+        self._thread = new_thread(f"mcpsync-stdio-stderr-{name}", self._run)
 
     @property
     def thread(self) -> threading.Thread:

@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from mcpsync._threads import new_thread
 from mcpsync.transport.base import WriteTimedOut
 
 __all__ = ["FINISH_GRACE", "WRITE_SLICE", "FrameFinisher", "WriteTimedOut", "poll_ms"]
@@ -85,8 +86,7 @@ class FrameFinisher:
         self._lock = lock
         self._stop = stop
         self._on_stuck = on_stuck
-        self.thread = threading.Thread(target=self._run, name=f"mcpsync-stdio-writer-{name}",
-                                       daemon=True)
+        self.thread = new_thread(f"mcpsync-stdio-writer-{name}", self._run)
 
     def start(self) -> None:
         self.thread.start()

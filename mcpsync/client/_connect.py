@@ -1,0 +1,135 @@
+"""``connect()``: from a target and options to a ready :class:`~mcpsync.client.Client`.
+
+The options are defined once, in :class:`~mcpsync.client._options.ClientOptions`; this module
+only merges them. A caller may pass a ``ClientOptions`` value, keywords, or both (keywords
+replace the value's fields), and the per-server keywords (name, env, cwd, timeout, transport
+and the HTTP credentials) go into the server's config. The keywords are typed for a type
+checker through ``Unpack`` of :class:`ConnectKeywords`, so there is no second list of
+parameters with their own defaults to keep in step.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import fields, replace
+from typing import TYPE_CHECKING, Any, TypedDict
+
+from mcpsync.client._callbacks import ElicitationCallback, RootsInput, SamplingCallback
+from mcpsync.client._client import Client
+from mcpsync.client._connect_http import http_settings
+from mcpsync.client._options import ClientOptions, config_of, with_overrides
+from mcpsync.config import ServerConfig
+from mcpsync.errors import ConnectionLost
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+__all__ = ["PER_SERVER", "ConnectKeywords", "connect"]
+
+#: ``connect()`` keywords that describe one server (its identity, transport and credentials)
+#: rather than how the client behaves; they are never part of a ``ClientOptions``.
+PER_SERVER = ("name", "timeout", "env", "cwd", "transport", "headers", "auth", "session",
+              "authorization", "on_unauthorized")
+#: Of those, the ones that carry credentials or another server's HTTP state.
+CREDENTIALS = ("auth", "headers", "session", "authorization", "on_unauthorized")
+
+_DEFAULT = ClientOptions()
+_OPTION_NAMES = frozenset(f.name for f in fields(ClientOptions))
+
+
+class ConnectKeywords(TypedDict, total=False):
+    """Every keyword ``connect()`` takes: the fields of ``ClientOptions`` and the per-server
+    ones (a test checks that the two lists agree)."""
+
+    # ClientOptions
+    timeout: float | None
+    max_timeout: float
+    reset_timeout_on_progress: bool
+    era: str
+    protocol_version: str | None
+    probe_timeout: float
+    max_frame_bytes: int
+    inherit_env: bool
+    stderr_bytes: int
+    on_stderr: Callable[[str], None] | None
+    die_with_parent: bool
+    restart: str | None
+    sampling: SamplingCallback | None
+    elicitation: ElicitationCallback | None
+    roots: RootsInput | None
+    on_log: Callable[[str, str | None, Any], Any] | None
+    on_notification: Callable[[str, Any], Any] | None
+    notification_observer: Callable[[str, Any], Any] | None
+    on_connection_lost: Callable[[ConnectionLost], Any] | None
+    log_level: str | None
+    client_info: Mapping[str, Any] | bool | None
+    max_pages: int
+    max_input_rounds: int
+    validate_output: bool
+    # per server
+    name: str | None
+    env: Mapping[str, str | None] | Sequence[str] | None
+    cwd: str | os.PathLike[str] | None
+    transport: str | None
+    headers: Mapping[str, str] | None
+    auth: Any
+    session: Any
+    authorization: Callable[[], str | None] | None
+    on_unauthorized: Callable[..., Any] | None
+
+
+def connect(target: ServerConfig | Sequence[str] | str, options: ClientOptions | None = None,
+            **overrides: Unpack[ConnectKeywords]) -> Client:
+    """Start an MCP server and connect to it; return a ready :class:`Client`.
+
+    ``target`` is an argv list (``[sys.executable, "server.py"]``), a command string (split
+    with :func:`shlex.split`; pass a list to avoid that, as Windows users should), a URL, or
+    a :class:`~mcpsync.config.ServerConfig`. ``options`` is a :class:`ClientOptions`; any
+    keyword replaces the field of that name. ``name``, ``env``, ``cwd`` and ``timeout`` given
+    here override the config's. See ``docs/client.md`` for every option; in short:
+
+    - ``era``: ``"auto"`` (probe with ``server/discover``, fall back to ``initialize``),
+      ``"legacy"`` or ``"modern"``; ``protocol_version`` pins one exact revision.
+    - ``sampling``, ``elicitation``, ``roots``: callbacks that serve both eras; only the
+      capabilities with a callback are declared.
+    - ``restart``: ``"on_demand"`` restarts a modern server on the next call after it died
+      (at most 3 times in 60 s); ``None`` turns that off. Legacy servers are never restarted.
+    - ``client_info``: ``True`` sends ``{"name": "mcpsync", "version": ...}``; a dict sends
+      that; ``None`` sends none in modern requests.
+    - ``on_connection_lost(error)``: called once per connection, on a client thread, as soon
+      as the server exits or the connection is lost (never on ``close()``); ``error`` is the
+      ``ServerExited`` / ``ConnectionLost`` pending calls fail with. Keep it short and do not
+      call the client from it.
+    - HTTP only (a URL target, see ``docs/http.md``): ``headers`` (static headers), ``auth``
+      (auth hooks, or a bearer token str; replaces ``ServerConfig.auth``),
+      ``authorization``/``on_unauthorized`` (the plain callables, instead of ``auth``),
+      ``session`` (your own ``requests.Session``, used as given and never closed by mcpsync),
+      ``transport`` (``"sse"`` forces the 2024-11-05 HTTP+SSE transport without detection;
+      ``"streamable-http"`` never falls back to it).
+
+    Raises :class:`~mcpsync.errors.ConfigError` for a bad option or a command that cannot be
+    found, :class:`~mcpsync.errors.UnsupportedProtocolVersion` when no revision is shared,
+    :class:`~mcpsync.errors.RequestTimeout` when ``initialize`` times out,
+    :class:`~mcpsync.errors.ServerExited` when the server dies during the handshake, and
+    :class:`~mcpsync.errors.ProtocolError` when a stdio program writes 10 lines that are not
+    JSON-RPC before any answer (it is probably not an MCP server; the message quotes them).
+    """
+    given: dict[str, Any] = dict(overrides)
+    unknown = sorted(set(given) - _OPTION_NAMES - set(PER_SERVER))
+    if unknown:
+        raise TypeError(f"connect() got an unexpected keyword argument {unknown[0]!r}")
+    if options is not None and not isinstance(options, ClientOptions):
+        raise TypeError(f"connect(): options must be a ClientOptions, got "
+                        f"{type(options).__name__} (pass single options as keywords)")
+    base = options if options is not None else _DEFAULT
+    changed = {key: value for key, value in given.items() if key in _OPTION_NAMES}
+    opts = replace(base, **changed) if changed else base
+    config = with_overrides(config_of(target), name=given.get("name"), timeout=opts.timeout,
+                            env=given.get("env"), cwd=given.get("cwd"))
+    config, http = http_settings(
+        config, headers=given.get("headers"), auth=given.get("auth"),
+        session=given.get("session"), authorization=given.get("authorization"),
+        on_unauthorized=given.get("on_unauthorized"), transport=given.get("transport"))
+    return Client(config, opts, sampling=opts.sampling, elicitation=opts.elicitation,
+                  roots=opts.roots, http=http)
