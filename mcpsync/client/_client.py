@@ -27,7 +27,7 @@ import unicodedata
 import weakref
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mcpsync._version import __version__
 from mcpsync.client._cache import ListCache
@@ -44,6 +44,7 @@ from mcpsync.client._finalizer import watch, weak_method
 from mcpsync.client._future import CallFuture
 from mcpsync.client._handshake import HandshakeParams, Negotiated, forget_era, negotiate
 from mcpsync.client._input_required import check_result_type, next_round_params, run_input_rounds
+from mcpsync.client._memory import InProcessServer, in_process_target
 from mcpsync.client._options import Options, make_options
 from mcpsync.client._subscriptions import KINDS, Subscription, Subscriptions
 from mcpsync.config import ServerConfig, logger_name_part
@@ -69,6 +70,8 @@ from mcpsync.protocol import (
     retry_version_from_error,
 )
 from mcpsync.session import RequestFuture, Session
+from mcpsync.transport.base import Transport
+from mcpsync.transport.memory import MemoryTransport
 from mcpsync.transport.stdio import StdioTransport
 from mcpsync.types import (
     CallToolResult,
@@ -81,9 +84,6 @@ from mcpsync.types import (
     ServerInfo,
     Tool,
 )
-
-if TYPE_CHECKING:
-    from mcpsync.transport.http import HttpTransport  # imports requests: only when used
 
 __all__ = ["Client", "ElicitationRequest", "SamplingRequest", "Subscription", "connect"]
 
@@ -130,8 +130,10 @@ class Client:
                  sampling: SamplingCallback | None = None,
                  elicitation: ElicitationCallback | None = None,
                  roots: RootsInput | None = None,
-                 http: HttpSettings | None = None) -> None:
+                 http: HttpSettings | None = None,
+                 in_process: Callable[[str], MemoryTransport] | None = None) -> None:
         self._config = config
+        self._in_process = in_process  # set for an in-process server: opens its transport
         self._http = http              # set for a URL target: the HTTP transport's settings
         self._opts = options
         self._name = options.name
@@ -163,7 +165,7 @@ class Client:
         self._workers: set[threading.Thread] = set()   # submitted calls between rounds
         self._log_level = options.log_level
         self._session: Session
-        self._transport: StdioTransport | HttpTransport | None = None
+        self._transport: Transport | None = None
         # Set by _adopt(); declared here for the type checker.
         self._era = "legacy"
         self._modern = False
@@ -193,7 +195,7 @@ class Client:
     def _memory_key(self) -> Hashable | None:
         """Per-process memory of the era for ``(command, args, cwd)``; only for ``auto``."""
         if (self._opts.era != "auto" or self._opts.protocol_version is not None
-                or self._config.transport == "sse"):
+                or self._config.transport == "sse" or self._in_process is not None):
             return None
         if self._config.is_http:
             return ("url", self._config.url)
@@ -211,22 +213,25 @@ class Client:
     def _open_session(self) -> Session:
         """Spawn the server (or open the HTTP transport) and start a session on it (the
         handshake comes after)."""
-        transport: StdioTransport | HttpTransport
-        if self._http is not None:
+        transport: Transport
+        if self._in_process is not None:
+            transport = self._in_process(self._name)
+        elif self._http is not None:
             transport = open_http_transport(self._config, self._http, name=self._name,
                                             max_frame_bytes=self._opts.max_frame_bytes)
         else:
-            transport = StdioTransport(
+            stdio = StdioTransport(
                 self._config.argv, name=self._name, env=self._config.env,
                 inherit_env=self._opts.inherit_env, cwd=self._config.cwd,
                 max_frame_bytes=self._opts.max_frame_bytes,
                 stderr_bytes=self._opts.stderr_bytes, on_stderr=self._opts.on_stderr,
                 die_with_parent=self._opts.die_with_parent)
             try:
-                transport.start()
+                stdio.start()
             except BaseException:
-                transport.close()
+                stdio.close()
                 raise
+            transport = stdio
         session = Session(
             transport, name=self._name, default_timeout=self._opts.timeout,
             max_timeout=self._opts.max_timeout,
@@ -235,7 +240,7 @@ class Client:
             on_request=weak_method(self._on_request, self._gone),
             observe_progress=self._opts.notification_observer is not None,
             on_lost=self._opts.on_connection_lost)
-        if self._http is None:
+        if transport.kind == "stdio":
             session.watch_handshake()   # until answered: is this an MCP server at all?
         try:
             session.start()
@@ -1011,7 +1016,7 @@ class Client:
     def pid(self) -> int | None:
         """The server process id (changes after a modern restart)."""
         transport = self._transport
-        return transport.pid if transport is not None else None
+        return transport.pid if isinstance(transport, StdioTransport) else None
 
     # -- closing ---------------------------------------------------------------------------
 
@@ -1196,7 +1201,7 @@ def _jsonschema_available() -> bool:
     return _jsonschema
 
 
-def connect(target: ServerConfig | Sequence[str] | str, *,
+def connect(target: ServerConfig | Sequence[str] | str | InProcessServer, *,
             name: str | None = None,
             timeout: float | None = None,
             max_timeout: float = 600.0,
@@ -1234,8 +1239,10 @@ def connect(target: ServerConfig | Sequence[str] | str, *,
 
     ``target`` is an argv list (``[sys.executable, "server.py"]``), a command string (split
     with :func:`shlex.split`; pass a list to avoid that, as Windows users should), or a
-    :class:`~mcpsync.config.ServerConfig`. ``name``, ``env``, ``cwd`` and ``timeout`` given
-    here override the config's. See ``docs/client.md`` for every option; in short:
+    :class:`~mcpsync.config.ServerConfig`, or a :class:`mcpsync.Server` object, which is then
+    served in this process (no subprocess, no stdout redirection; see ``docs/client.md``).
+    ``name``, ``env``, ``cwd`` and ``timeout`` given here override the config's. See
+    ``docs/client.md`` for every option; in short:
 
     - ``era``: ``"auto"`` (probe with ``server/discover``, fall back to ``initialize``),
       ``"legacy"`` or ``"modern"``; ``protocol_version`` pins one exact revision.
@@ -1263,6 +1270,9 @@ def connect(target: ServerConfig | Sequence[str] | str, *,
     :class:`~mcpsync.errors.ProtocolError` when a stdio program writes 10 lines that are not
     JSON-RPC before any answer (it is probably not an MCP server; the message quotes them).
     """
+    in_process = None
+    if isinstance(target, InProcessServer):   # a mcpsync.Server: served in this process
+        target, in_process = in_process_target(target)
     config, options = make_options(
         target, name=name, timeout=timeout, max_timeout=max_timeout,
         reset_timeout_on_progress=reset_timeout_on_progress, era=era,
@@ -1277,5 +1287,5 @@ def connect(target: ServerConfig | Sequence[str] | str, *,
                                  authorization=authorization, on_unauthorized=on_unauthorized,
                                  transport=transport)
     return Client(config, options, sampling=sampling, elicitation=elicitation, roots=roots,
-                  http=http)
+                  http=http, in_process=in_process)
 

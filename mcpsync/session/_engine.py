@@ -43,7 +43,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 from mcpsync import jsonrpc
 from mcpsync.config import DEFAULT_TIMEOUT
@@ -64,9 +64,12 @@ from mcpsync.protocol import describe_call, remote_error
 from mcpsync.session._call import Call, ProgressCallback
 from mcpsync.session._delivery import CallbackPool, Dispatcher
 from mcpsync.session._future import RequestFuture
-from mcpsync.transport.base import CallFailed, WriteTimedOut
+from mcpsync.transport.base import CallFailed, Transport, WriteTimedOut, safe_name
 
 __all__ = ["DEFAULT_MAX_TIMEOUT", "RequestFuture", "Session", "SessionTransport"]
+
+#: The old name of :class:`~mcpsync.transport.base.Transport`, kept for its importers.
+SessionTransport = Transport
 
 DEFAULT_MAX_TIMEOUT: Final = 600.0
 #: Poll slice of a reading caller on the main thread: bounds how late a simulated Ctrl-C
@@ -127,27 +130,6 @@ RequestHandler = Callable[[Message], Any]
 LostHandler = Callable[[ConnectionLost], None]
 
 
-class SessionTransport(Protocol):
-    """What the session needs from a pull transport (``StdioTransport`` has it all)."""
-
-    allow_batch: bool
-
-    def send(self, message: Message) -> None: ...
-    def send_bytes(self, frame: bytes) -> None: ...
-    def receive(self, timeout: float | None) -> list[Message | Batch | ParseError] | None: ...
-    def wake(self) -> None: ...
-    def returncode(self) -> int | None: ...
-    def wait_exit(self, timeout: float) -> int | None: ...
-    def stderr_tail(self) -> str: ...
-    def stderr_excerpt(self) -> str: ...
-    def close(self) -> None: ...
-
-
-def _safe_name(name: str) -> str:
-    return "".join(c if c.isascii() and (c.isalnum() or c in "_-") else "_" for c in name) \
-        or "server"
-
-
 def _with_token(params: Any, token: int) -> dict[str, Any]:
     """A copy of ``params`` with ``_meta.progressToken`` set; the caller's dicts are untouched."""
     out = dict(params) if isinstance(params, dict) else {}
@@ -178,7 +160,7 @@ class Session:
     the callback pool (server->client requests), never on a thread that reads.
     """
 
-    def __init__(self, transport: SessionTransport, *, name: str,
+    def __init__(self, transport: Transport, *, name: str,
                  default_timeout: float = DEFAULT_TIMEOUT,
                  max_timeout: float = DEFAULT_MAX_TIMEOUT,
                  reset_timeout_on_progress: bool = False,
@@ -189,7 +171,7 @@ class Session:
         _check_timeout("default_timeout", default_timeout)
         _check_timeout("max_timeout", max_timeout)
         self.name = name
-        self._safe = _safe_name(name)
+        self._safe = safe_name(name)
         self._transport = transport
         self._default_timeout = float(default_timeout)
         self._notice_bound = min(self._default_timeout, NOTICE_WRITE_BOUND)
@@ -279,8 +261,8 @@ class Session:
             self._started = True
             self._reader = _BG
         # Named after the transport (``mcpsync-http-reader-<name>`` on HTTP), so a thread dump
-        # tells which kind of connection a reader serves; a transport without ``kind`` is stdio.
-        kind = getattr(self._transport, "kind", "stdio")
+        # tells which kind of connection a reader serves.
+        kind = self._transport.kind
         thread = threading.Thread(target=self._bg_run, name=f"mcpsync-{kind}-reader-{self._safe}",
                                   daemon=True)
         self._bg_thread = thread
@@ -805,7 +787,7 @@ class Session:
                                           f"{exc!r}", server=self.name))
         self._teardown_after_loss()
 
-    def _bg_read(self, transport: SessionTransport) -> None:
+    def _bg_read(self, transport: Transport) -> None:
         """Hold the role and read until told to stop or a caller asks for the role."""
         monotonic = time.monotonic
         while True:
@@ -857,7 +839,7 @@ class Session:
 
     # ------------------------------------------------------------------ incoming frames
 
-    def _feed(self, items: Iterable[Message | Batch | ParseError]) -> None:
+    def _feed(self, items: Iterable[Message | Batch | ParseError | CallFailed]) -> None:
         """Route every decoded item; runs on whichever thread holds the reader role."""
         pending = self._pending
         for item in items:
