@@ -36,34 +36,41 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import logging
 import math
 import os
-import signal
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, Final
+from typing import Any
 
 from mcpsync import jsonrpc
 from mcpsync.config import DEFAULT_TIMEOUT
 from mcpsync.errors import (
-    Cancelled,
     ClosedError,
     ConfigError,
     ConnectionLost,
-    ProtocolError,
-    Rejected,
-    RemoteError,
     RequestTimeout,
-    ServerExited,
     UsedAfterFork,
 )
 from mcpsync.jsonrpc import Batch, Message, ParseError, StreamError
-from mcpsync.protocol import describe_call, remote_error
+from mcpsync.protocol import describe_call
+from mcpsync.session._base import (
+    _BG,
+    DEFAULT_MAX_TIMEOUT,
+    EAGER_HANDBACK,
+    HANDOFF_GRACE,
+    JOIN_TIMEOUT,
+    MAIN_THREAD_SLICE,
+    MAX_PARK,
+    NOTICE_WRITE_BOUND,
+    logger,
+)
 from mcpsync.session._call import Call, ProgressCallback
+from mcpsync.session._cancel import Cancelling
 from mcpsync.session._delivery import CallbackPool, Dispatcher
 from mcpsync.session._future import RequestFuture
+from mcpsync.session._incoming import Incoming
+from mcpsync.session._loss import LossHandling
 from mcpsync.transport.base import CallFailed, Transport, WriteTimedOut, safe_name
 
 __all__ = ["DEFAULT_MAX_TIMEOUT", "RequestFuture", "Session", "SessionTransport"]
@@ -71,40 +78,6 @@ __all__ = ["DEFAULT_MAX_TIMEOUT", "RequestFuture", "Session", "SessionTransport"
 #: The old name of :class:`~mcpsync.transport.base.Transport`, kept for its importers.
 SessionTransport = Transport
 
-DEFAULT_MAX_TIMEOUT: Final = 600.0
-#: Poll slice of a reading caller on the main thread: bounds how late a simulated Ctrl-C
-#: (``_thread.interrupt_main``, which interrupts no system call) is noticed. A real SIGINT
-#: interrupts the poll at once.
-MAIN_THREAD_SLICE: Final = 0.1
-#: Garbage stdout lines logged at WARNING per connection; later ones go to DEBUG.
-GARBAGE_WARNINGS: Final = 10
-#: During the handshake, this many stdout lines that are not JSON-RPC (and no answer) mean
-#: the program is not an MCP server: the connection fails at once instead of timing out.
-HANDSHAKE_GARBAGE: Final = 10
-#: How long connection-loss handling waits for the server's exit status after stdout EOF.
-EXIT_WAIT: Final = 1.0
-JOIN_TIMEOUT: Final = 1.0
-#: Longest time the background reader sleeps before it looks at a role given back with no
-#: call pending (and before it rescues a caller whose request write is blocked).
-HANDOFF_GRACE: Final = 0.005
-#: True: giving the role back always wakes the background reader at once (the strict reading
-#: of "the background reader reads whenever no caller holds the role"), at a cost of one
-#: thread switch per sequential call (about 11 us on one CPU). False: see _release_role.
-EAGER_HANDBACK = False
-#: Longest wait to write a frame that is not a request (a notification, a cancellation, an
-#: answer to a server's request) to a server that does not read its stdin; the client's
-#: default timeout when that is shorter. A frame partly written by then is finished by the
-#: transport, which tears the connection down if it is still unfinished 5 s later.
-NOTICE_WRITE_BOUND = 30.0
-#: Longest sleep of the background reader while one call keeps the role (it doubles from
-#: HANDOFF_GRACE); giving the role back after such a sleep wakes it at once.
-MAX_PARK: Final = 1.0
-
-_BG: Final = object()  # the background reader, as holder of the reader role
-_USER_REJECTED: Final = -1
-_PROGRESS: Final = "notifications/progress"
-
-logger = logging.getLogger("mcpsync.session")
 
 # The pid of this process, refreshed in a forked child. Comparing it with the session's pid
 # costs an attribute load instead of a getpid() system call on every request.
@@ -140,18 +113,7 @@ def _with_token(params: Any, token: int) -> dict[str, Any]:
     return out
 
 
-def _exit_text(code: int | None) -> str:
-    if code is None:
-        return "closed its output"
-    if code < 0:
-        try:
-            return f"was killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"was killed by signal {-code}"
-    return f"exited with code {code}"
-
-
-class Session:
+class Session(Incoming, Cancelling, LossHandling):
     """One JSON-RPC connection: blocking and future-based requests, safe from any thread.
 
     Thread contract: :meth:`request`, :meth:`submit` and :meth:`notify` may be called from
@@ -610,124 +572,6 @@ class Session:
             self._bg_parked = False
             self._gate.release()
 
-    def _expire(self, call: Call) -> None:
-        """The deadline passed: cancel on the wire (if allowed) and fail with RequestTimeout."""
-        self._release_role(call)
-        if self._pending.pop(call.key, None) is None:
-            return  # settled meanwhile
-        self._unattended.discard(call)
-        if call.cancellable:
-            self._send_cancel(call, f"timed out after {call.timeout:g} s")
-            note = "the request was cancelled"
-        else:
-            note = "this request is not cancelled"
-        if self._watching:
-            note += "; " + self._not_mcp_note()
-        call.finish(None, RequestTimeout(
-            f"{self._describe(call)}: no answer within {call.timeout:g} s; {note}",
-            timeout=call.timeout, server=self.name, method=call.method))
-
-    def _write_timed_out(self, call: Call, exc: WriteTimedOut) -> None:
-        """The deadline passed while the request was being written (the server does not read
-        its input). Nothing written: the server never saw it, so there is nothing to cancel.
-        Partly written: the transport finishes the frame on its own thread, and the
-        cancellation is queued behind it on the callback pool."""
-        if self._pending.pop(call.key, None) is None:
-            return
-        self._unattended.discard(call)
-        if not exc.written:
-            note = "nothing of it was sent"
-        elif call.cancellable:
-            note = (f"{exc.written} of its {exc.size} bytes were sent; the rest is being sent, "
-                    "followed by its cancellation")
-            self._cancel_later(call)
-        else:
-            note = (f"{exc.written} of its {exc.size} bytes were sent; the rest is being sent; "
-                    "this request is not cancelled")
-        call.finish(None, RequestTimeout(
-            f"{self._describe(call)}: could not be sent within {call.timeout:g} s because "
-            f"server {self.name!r} is not reading its input; {note}",
-            timeout=call.timeout, server=self.name, method=call.method))
-
-    def _abandon(self, call: Call, reason: str) -> None:
-        """Ctrl-C (or another exception) while waiting: cancel ``call`` and settle it."""
-        self._release_role(call)
-        if self._pending.pop(call.key, None) is None:
-            return
-        self._unattended.discard(call)
-        if call.cancellable:
-            self._send_cancel(call, reason)
-        call.finish(None, Cancelled(f"{self._describe(call)}: {reason}", server=self.name,
-                                    method=call.method))
-
-    def _cancel_future(self, call: Call, reason: str) -> Cancelled | None:
-        """``RequestFuture.cancel()``: cancel on the wire unless already settled."""
-        if self._pending.pop(call.key, None) is None:
-            return None
-        self._unattended.discard(call)
-        if call.cancellable:
-            self._send_cancel(call, reason)
-        error = Cancelled(f"{self._describe(call)}: {reason}", server=self.name,
-                          method=call.method)
-        call.finish(None, error, deliver=False)
-        return error
-
-    def _send_notice(self, message: Message, bound: float) -> None:
-        """Write a frame that is not a request, waiting at most ``bound`` s for a server that
-        does not read its stdin (``WriteTimedOut`` then; a partly written frame is finished,
-        or the connection torn down, by the transport). Transports without deadlines (HTTP)
-        never block on the server's reading and send as they always did."""
-        send_until = getattr(self._transport, "send_bytes_until", None)
-        if send_until is None:
-            self._transport.send(message)
-        else:
-            send_until(jsonrpc.serialize(message), time.monotonic() + bound)
-
-    def _send_cancel(self, call: Call, reason: str, *, wait: bool = False) -> None:
-        """Write ``notifications/cancelled`` for ``call``. On a caller's thread (``wait``
-        false) only if the pipe takes it now: otherwise it is handed to the callback pool,
-        which waits for the write up to the notice bound, so the caller keeps its deadline."""
-        message = jsonrpc.notification("notifications/cancelled",
-                                       {"requestId": call.id, "reason": reason})
-        try:
-            self._send_notice(message, self._notice_bound if wait else 0.0)
-        except WriteTimedOut as exc:
-            if exc.written:
-                return  # the transport finishes the frame (or tears the connection down)
-            if not wait:
-                self._pool.submit(lambda: self._send_cancel(call, reason, wait=True))
-                return
-            logger.warning("server %r: the cancellation of request %d was not sent: the "
-                           "server has not read its input for %g s", self.name, call.id,
-                           self._notice_bound)
-        except ConnectionLost:
-            logger.debug("server %r: could not send the cancellation of request %d (the "
-                         "connection is gone)", self.name, call.id)
-
-    def _expire_unattended(self, now: float) -> float:
-        """Time out submitted calls past their deadline (nobody waits on them); return the
-        earliest deadline left. Their cancellations are written from the pool, never here."""
-        earliest = math.inf
-        for call in list(self._unattended):
-            if call.deadline <= now:
-                if self._pending.pop(call.key, None) is None:
-                    self._unattended.discard(call)
-                    continue
-                self._unattended.discard(call)
-                call.finish(None, RequestTimeout(
-                    f"{self._describe(call)}: no answer within {call.timeout:g} s"
-                    + ("; the request was cancelled" if call.cancellable else ""),
-                    timeout=call.timeout, server=self.name, method=call.method))
-                if call.cancellable:
-                    self._cancel_later(call)
-            elif call.deadline < earliest:
-                earliest = call.deadline
-        return earliest
-
-    def _cancel_later(self, call: Call) -> None:
-        reason = f"timed out after {call.timeout:g} s"
-        self._pool.submit(lambda: self._send_cancel(call, reason, wait=True))
-
     # ------------------------------------------------------------------ the background reader
 
     def _bg_run(self) -> None:
@@ -814,29 +658,6 @@ class Session:
                         want.signal()
                         return
 
-    def _teardown_after_loss(self) -> None:
-        """After a connection loss (not a close): tear the transport down, then ``on_lost``."""
-        lost = self._lost
-        if lost is None or self.closed or self._torn_down:
-            return
-        self._torn_down = True
-        if self._watching:
-            hurry = getattr(self._transport, "hurry", None)
-            if hurry is not None:
-                hurry()
-        try:
-            self._transport.close()
-        except Exception:
-            logger.warning("server %r: closing the transport after the connection was lost "
-                           "failed", self.name, exc_info=True)
-        on_lost = self._on_lost
-        if on_lost is not None:
-            try:
-                on_lost(lost)
-            except Exception:
-                logger.warning("server %r: the on_lost callback raised", self.name,
-                               exc_info=True)
-
     # ------------------------------------------------------------------ incoming frames
 
     def _feed(self, items: Iterable[Message | Batch | ParseError | CallFailed]) -> None:
@@ -879,257 +700,6 @@ class Session:
             else:  # a Message subclass: route it the slow way
                 self._feed([Message(item.id, item.method, item.params, item.result,
                                     item.error, item.extra)])
-
-    def _call_failed(self, item: CallFailed) -> None:
-        """The transport could not complete a call (an HTTP status, an expired session, an
-        auth failure): fail it with the transport's error."""
-        call = self._pending.pop(item.id.key, None)
-        if call is None:
-            logger.debug("server %r: dropped a failure of unknown or cancelled request %s: %s",
-                         self.name, item.id.raw, item.error)
-            return
-        if call.attended is False:
-            self._unattended.discard(call)
-        if call.ordered:
-            self._settle_later(call, None, item.error)
-        else:
-            call.finish(None, item.error)
-
-    def _remote_error(self, call: Call, error: dict[str, Any]) -> RemoteError:
-        return remote_error(error.get("code"), error.get("message"), error.get("data"),
-                            server=self.name, method=call.method, prefix=self._describe(call))
-
-    def _incoming(self, message: Message) -> None:
-        """A request or notification from the server."""
-        if message.id is not None:
-            if not self._pool.submit(lambda: self._answer(message)):
-                logger.debug("server %r: request %r arrived while closing; not answered",
-                             self.name, message.method)
-            return
-        if message.method == _PROGRESS:
-            self._progress(message.params)
-            if not self._observe_progress:
-                return
-        handler = self._on_notification
-        if handler is not None:
-            self._dispatcher.post(lambda: handler(message))
-
-    def _progress(self, params: Any) -> None:
-        if not isinstance(params, dict):
-            return
-        token = params.get("progressToken")
-        if type(token) is not int:
-            logger.debug("server %r: progress for unknown token %r", self.name, token)
-            return
-        call = self._pending.get(("int", token))
-        if call is None:
-            logger.debug("server %r: progress for a finished or unknown request %r",
-                         self.name, token)
-            return
-        call.progressed(time.monotonic())
-        callback = call.progress
-        if callback is None:
-            return
-        progress = params.get("progress")
-        if isinstance(progress, bool) or not isinstance(progress, (int, float)):
-            logger.debug("server %r: progress without a number: %r", self.name, params)
-            return
-        total = params.get("total")
-        message = params.get("message")
-        self._dispatcher.post(lambda: callback(progress, total, message))
-
-    def _uncorrelated(self, message: Message) -> None:
-        logger.warning("server %r answered an error that names no request: %r", self.name,
-                       message.error)
-
-    def _garbage_line(self, error: ParseError) -> None:
-        self._garbage += 1
-        level = logging.WARNING if self._garbage <= GARBAGE_WARNINGS else logging.DEBUG
-        logger.log(level, "server %r wrote a line that is not JSON-RPC; skipped: %s",
-                   self.name, error)
-        rid = error.id
-        if rid is None:
-            if self._watching:
-                if self._first_garbage is None:
-                    self._first_garbage = error.excerpt
-                if self._garbage >= HANDSHAKE_GARBAGE:
-                    self._not_an_mcp_server()
-            return
-        call = self._pending.pop(rid.key, None)
-        if call is None:
-            return
-        self._unattended.discard(call)
-        failure = ProtocolError(f"{self._describe(call)}: the server answered with an invalid "
-                                f"message: {error}", server=self.name, method=call.method)
-        failure.__cause__ = error
-        call.finish(None, failure)
-
-    # ------------------------------------------------------------------ server->client requests
-
-    def _answer(self, message: Message) -> None:
-        """Pool thread: run ``on_request`` and write its answer."""
-        method = message.method or ""
-        rid = message.id
-        assert rid is not None
-        handler = self._on_request
-        reply: Message
-        try:
-            if handler is None:
-                if method != "ping":
-                    raise RemoteError("method not found", code=jsonrpc.METHOD_NOT_FOUND,
-                                      remote_message=f"method not found: {method}")
-                result: Any = {}
-            else:
-                result = handler(message)
-            reply = jsonrpc.result(rid, result)
-        except RemoteError as exc:
-            if method == "ping" and exc.code == jsonrpc.METHOD_NOT_FOUND:
-                reply = jsonrpc.result(rid, {})
-            else:
-                data = exc.data if exc.data is not None else jsonrpc.MISSING
-                reply = jsonrpc.error(rid, exc.code, exc.remote_message or exc.message, data)
-        except Rejected:
-            reply = jsonrpc.error(rid, _USER_REJECTED, "rejected by user")
-        except Exception as exc:
-            logger.warning("server %r: the callback for %r raised", self.name, method,
-                           exc_info=True)
-            reply = jsonrpc.error(rid, jsonrpc.INTERNAL_ERROR, str(exc) or type(exc).__name__)
-        try:
-            frame = jsonrpc.serialize(reply)
-        except (ValueError, TypeError) as exc:
-            frame = jsonrpc.serialize(jsonrpc.error(
-                rid, jsonrpc.INTERNAL_ERROR, f"the client's answer cannot be encoded: {exc}"))
-        try:
-            self._send_until(frame, time.monotonic() + self._notice_bound)
-        except WriteTimedOut as exc:
-            if not exc.written:
-                logger.warning("server %r: the answer to %r was not sent: the server has not "
-                               "read its input for %g s", self.name, method,
-                               self._notice_bound)
-        except ConnectionLost:
-            logger.debug("server %r: could not answer %r (the connection is gone)",
-                         self.name, method)
-
-    # ------------------------------------------------------------------ connection loss
-
-    def _on_eof(self) -> None:
-        if self.closed or self._stopping:
-            return
-        self._lose(None, exited=True)
-
-    def _lose(self, cause: BaseException | None, *, exited: bool = False) -> None:
-        """The connection is dead: fail every pending call at once, then let the background
-        reader tear the transport down.
-
-        ``exited``: stdout reached EOF or a write found the pipe broken, so the server is
-        (about to be) gone: the calls fail with :class:`ServerExited` carrying its exit
-        status (waited for, event-driven, up to EXIT_WAIT) and stderr. Otherwise (a
-        ``StreamError`` such as an oversized frame) they fail with :class:`ConnectionLost`
-        chained to ``cause``.
-        """
-        with self._lock:
-            if self._lost is not None or self.closed:
-                return
-            # Placeholder so a concurrent _lose returns; replaced below.
-            self._lost = ConnectionLost("connection lost", server=self.name)
-        code: int | None = None
-        if exited:
-            code = self._transport.wait_exit(EXIT_WAIT)
-        self._lost_cause = cause
-        if exited:
-            self._lost = self._exited_error(f"server {self.name!r}", code, None)
-        else:
-            self._lost = ConnectionLost(f"the connection to server {self.name!r} was lost: "
-                                        f"{cause}", server=self.name)
-        self._lost.__cause__ = cause
-        self._loss_settled.set()
-        self._fail_all(lambda call: self._loss_error(call, code, cause, exited))
-        with self._lock:
-            self._want = None
-            self._unpark_locked()
-        self._transport.wake()
-
-    def _not_mcp_note(self, subject: str | None = None) -> str:
-        """Why the program may not be an MCP server, quoting its stdout (and stderr)."""
-        first = self._first_garbage
-        if first is None:
-            seen = "it wrote nothing on stdout"
-        else:
-            count = f" (and {self._garbage - 1} more such lines)" if self._garbage > 1 else ""
-            seen = f"its first line on stdout was {first!r}{count}, which is not JSON-RPC"
-        if subject is None:
-            subject = f"server {self.name!r}"
-        note = (f"{subject} may not be an MCP server: {seen}; check that the command starts "
-                "an MCP server that speaks JSON-RPC on stdin/stdout")
-        excerpt = self._transport.stderr_excerpt()
-        return note + ("; its stderr ends with:\n" + excerpt if excerpt
-                       else " (it wrote nothing to stderr)")
-
-    def _not_an_mcp_server(self) -> None:
-        """The handshake got only lines that are not JSON-RPC: fail every pending call with
-        ``ProtocolError`` now (the background reader then tears the connection down)."""
-        with self._lock:
-            if self._lost is not None or self.closed:
-                return
-            note = self._not_mcp_note()
-            self._lost = ConnectionLost(note, server=self.name)
-        self._loss_settled.set()
-        self._fail_all(lambda call: ProtocolError(
-            f"{self._describe(call)}: {note}", server=self.name, method=call.method))
-        with self._lock:
-            self._want = None
-            self._unpark_locked()
-        self._transport.wake()
-
-    def _exited_error(self, prefix: str, code: int | None, method: str | None,
-                      maybe_executed: bool = False) -> ServerExited:
-        if self._watching:   # it never answered: say what it did write
-            text = (f"{prefix}: server {self.name!r} {_exit_text(code)} before answering, "
-                    + self._not_mcp_note("so it"))
-            return ServerExited(text, exit_code=code, stderr_tail=self._transport.stderr_tail(),
-                                maybe_executed=maybe_executed, server=self.name, method=method)
-        excerpt = self._transport.stderr_excerpt()
-        text = f"{prefix}: server {self.name!r} {_exit_text(code)}"
-        if excerpt:
-            text += "; its stderr ends with:\n" + excerpt
-        else:
-            text += " (it wrote nothing to stderr)"
-        return ServerExited(text, exit_code=code, stderr_tail=self._transport.stderr_tail(),
-                            maybe_executed=maybe_executed, server=self.name, method=method)
-
-    def _loss_error(self, call: Call, code: int | None, cause: BaseException | None,
-                    exited: bool) -> ConnectionLost:
-        prefix = self._describe(call)
-        error: ConnectionLost
-        if exited:
-            error = self._exited_error(prefix, code, call.method, maybe_executed=True)
-        else:
-            error = ConnectionLost(f"{prefix}: the connection was lost: {cause}",
-                                   maybe_executed=True, server=self.name, method=call.method)
-        error.__cause__ = cause
-        return error
-
-    def _after_loss(self, method: str | None, params: Any) -> ConnectionLost:
-        """The error for a call made after the connection died."""
-        # Another thread may still be building the error (it waits up to EXIT_WAIT for the
-        # exit status): wait for it rather than quote the placeholder.
-        self._loss_settled.wait(EXIT_WAIT + JOIN_TIMEOUT)
-        lost = self._lost
-        prefix = self._what(method, params)
-        if isinstance(lost, ServerExited):
-            error: ConnectionLost = self._exited_error(prefix, lost.exit_code, method)
-        else:
-            error = ConnectionLost(f"{prefix}: {lost}", server=self.name, method=method)
-        error.__cause__ = self._lost_cause
-        return error
-
-    def _fail_all(self, make: Callable[[Call], BaseException]) -> None:
-        pending = self._pending
-        for key in list(pending):
-            call = pending.pop(key, None)
-            if call is not None:
-                self._unattended.discard(call)
-                call.finish(None, make(call))
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else ("lost" if self._lost else "open")
