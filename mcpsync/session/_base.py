@@ -2,7 +2,8 @@
 the state every part reads, declared once for the type checker.
 
 The session is one object built from parts, each in its own module: ``_engine`` (the
-reader role, sending and waiting: the hot path), ``_incoming`` (frames and requests from the
+reader role's use, sending and waiting: the hot path), ``_role`` (the role itself),
+``_background`` (the background reader), ``_incoming`` (frames and requests from the
 server), ``_cancel`` (deadlines and cancellations) and ``_loss`` (connection loss and the
 errors that describe it). They are mixins over :class:`SessionBase`, which only declares.
 """
@@ -11,16 +12,17 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Final
 
 from mcpsync.errors import (
     ConnectionLost,
 )
-from mcpsync.jsonrpc import Message
+from mcpsync.jsonrpc import Batch, Message, ParseError
 from mcpsync.session._call import Call
 from mcpsync.session._delivery import CallbackPool, Dispatcher
-from mcpsync.transport.base import Transport
+from mcpsync.session._role import Role
+from mcpsync.transport.base import CallFailed, Transport
 
 __all__ = ["SessionBase"]
 
@@ -53,7 +55,6 @@ NOTICE_WRITE_BOUND = 30.0
 #: HANDOFF_GRACE); giving the role back after such a sleep wakes it at once.
 MAX_PARK: Final = 1.0
 
-_BG: Final = object()  # the background reader, as holder of the reader role
 _USER_REJECTED: Final = -1
 _PROGRESS: Final = "notifications/progress"
 
@@ -71,8 +72,7 @@ class SessionBase:
     _pending: dict[tuple[str, int | str], Call]
     _unattended: set[Call]
     _answered: set[Call]
-    _reader: object
-    _want: Call | None
+    _role: Role
     _stopping: bool
     _lost: ConnectionLost | None
     _loss_settled: threading.Event
@@ -94,7 +94,6 @@ class SessionBase:
         def _describe(self, call: Call) -> str: ...
         def _what(self, method: str | None, params: Any) -> str: ...
         def _release_role(self, call: Call) -> None: ...
-        def _unpark_locked(self) -> None: ...
         def _settle_later(self, call: Call, result: Any,
                           error: BaseException | None) -> None: ...
         def _lose(self, cause: BaseException | None, *, exited: bool = False) -> None: ...
@@ -102,3 +101,7 @@ class SessionBase:
         def _not_mcp_note(self, subject: str | None = None) -> str: ...
         def _not_an_mcp_server(self) -> None: ...
         def _fail_all(self, make: Callable[[Call], BaseException]) -> None: ...
+        def _feed(self, items: Iterable[Message | Batch | ParseError | CallFailed]) -> None: ...
+        def _expire_unattended(self, now: float) -> float: ...
+        def _on_eof(self) -> None: ...
+        def _teardown_after_loss(self) -> None: ...

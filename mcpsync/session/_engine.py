@@ -4,16 +4,17 @@ server->client requests over a pull transport (``receive``/``wake``/``send``).
 Theory of operation (the *reader role*; ``docs/performance.md`` has the long version):
 
 - Exactly one thread at a time reads the transport: it holds the *reader role*
-  (``self._reader``, changed only under ``self._lock``). The holder is the background reader
-  thread ``mcpsync-<kind>-reader-<name>`` (``_BG``; ``<kind>`` is the transport's ``kind``,
-  ``stdio`` or ``http``), or a caller (its :class:`Call`).
+  (``self._role``, a :class:`~mcpsync.session._role.Role` changed only under ``self._lock``).
+  The holder is the background reader thread ``mcpsync-<kind>-reader-<name>`` (``_BG``;
+  ``<kind>`` is the transport's ``kind``: ``stdio``, ``http``, ``memory``), or a caller (its
+  :class:`Call`).
 - Leader/follower: a caller whose request is the only one in flight reads its own response
   (it *leads*): no hand-off between threads, which is the one hop per call a plain reader
   thread costs. Every other caller *follows*: it sleeps on its call's lock until the current
   reader completes it.
-- A caller claims a free role before writing its request (``_sending`` marks the write; a
+- A caller claims a free role before writing its request (``sending`` marks the write; a
   write that blocks is rescued by the background reader taking the role over), or asks the
-  background reader for it (``_want`` + ``transport.wake()``) when its call is the only one
+  background reader for it (``want`` + ``transport.wake()``) when its call is the only one
   pending; the background reader grants it and sleeps. A leader reads with bounded polls (its
   deadline; 0.1 s slices on the main thread, so a simulated Ctrl-C is seen), completes other
   callers' responses and feeds the dispatcher exactly as the background reader would, then
@@ -54,14 +55,12 @@ from mcpsync.errors import (
 )
 from mcpsync.jsonrpc import Batch, Message, ParseError, StreamError
 from mcpsync.protocol import describe_call
+from mcpsync.session._background import BackgroundReader
 from mcpsync.session._base import (
-    _BG,
     DEFAULT_MAX_TIMEOUT,
     EAGER_HANDBACK,
-    HANDOFF_GRACE,
     JOIN_TIMEOUT,
     MAIN_THREAD_SLICE,
-    MAX_PARK,
     NOTICE_WRITE_BOUND,
     logger,
 )
@@ -71,6 +70,7 @@ from mcpsync.session._delivery import CallbackPool, Dispatcher
 from mcpsync.session._future import RequestFuture
 from mcpsync.session._incoming import Incoming
 from mcpsync.session._loss import LossHandling
+from mcpsync.session._role import BG as _BG, Role
 from mcpsync.transport.base import CallFailed, Transport, WriteTimedOut, safe_name
 
 __all__ = ["DEFAULT_MAX_TIMEOUT", "RequestFuture", "Session", "SessionTransport"]
@@ -113,7 +113,7 @@ def _with_token(params: Any, token: int) -> dict[str, Any]:
     return out
 
 
-class Session(Incoming, Cancelling, LossHandling):
+class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
     """One JSON-RPC connection: blocking and future-based requests, safe from any thread.
 
     Thread contract: :meth:`request`, :meth:`submit` and :meth:`notify` may be called from
@@ -153,15 +153,8 @@ class Session(Incoming, Cancelling, LossHandling):
         self._lock = threading.Lock()
         self._close_lock = threading.Lock()
         # Reader role. Invariant: while the role is free, the background reader is awake, or
-        # asleep for at most HANDOFF_GRACE (see _release_role and _bg_run). The gate is a lock
-        # used as a binary semaphore: released only when _bg_parked is true, under _lock.
-        self._reader: object = None
-        self._want: Call | None = None
-        self._bg_parked = False
-        self._bg_long_park = True
-        self._sending: Call | None = None
-        self._gate = threading.Lock()
-        self._gate.acquire()
+        # asleep for at most HANDOFF_GRACE (see _release_role and _bg_run).
+        self._role = Role()
         self._bg_thread: threading.Thread | None = None
         self._stopping = False
         self._started = False
@@ -221,7 +214,7 @@ class Session(Incoming, Cancelling, LossHandling):
             if self._started:
                 return
             self._started = True
-            self._reader = _BG
+            self._role.holder = _BG
         # Named after the transport (``mcpsync-http-reader-<name>`` on HTTP), so a thread dump
         # tells which kind of connection a reader serves.
         kind = self._transport.kind
@@ -259,8 +252,8 @@ class Session(Incoming, Cancelling, LossHandling):
                 method=call.method))
             with self._lock:
                 self._stopping = True
-                self._want = None
-                self._unpark_locked()
+                self._role.want = None
+                self._role.unpark()
             if self._watching:
                 # It never answered: no MCP shutdown to wait for (stdin EOF, then 2 s).
                 hurry = getattr(self._transport, "hurry", None)
@@ -295,7 +288,7 @@ class Session(Incoming, Cancelling, LossHandling):
         # From here until the call is settled, any exception (Ctrl-C above all) abandons it.
         try:
             while not call.done:
-                if self._reader is call:
+                if self._role.holder is call:
                     self._lead(call)
                 else:
                     self._follow(call)
@@ -395,7 +388,7 @@ class Session(Incoming, Cancelling, LossHandling):
         try:
             return self._send(call, frame, attended)
         except BaseException:  # Ctrl-C in the write, say: never leave the call or the role
-            self._sending = None
+            self._role.sending = None
             self._release_role(call)
             if pending.pop(call.key, None) is not None:
                 self._unattended.discard(call)
@@ -407,40 +400,38 @@ class Session(Incoming, Cancelling, LossHandling):
         if attended:
             # Claim a free role *before* writing, so the background reader (woken by a thread
             # switch inside our write) finds it taken instead of grabbing it. While we write,
-            # ``_sending`` says so: should the write block (a server that stopped reading
+            # ``sending`` says so: should the write block (a server that stopped reading
             # while its stdout is full), the background reader takes the role over after
             # HANDOFF_GRACE and drains stdout, so the write can finish.
             with self._lock:
-                if self._reader is None and not self._stopping:
-                    self._reader = call
-                    self._sending = call
-                    claimed = True
+                if not self._stopping:
+                    claimed = self._role.claim(call)
         try:
             self._send_until(frame, call.deadline)
         except WriteTimedOut as exc:
-            self._sending = None
+            self._role.sending = None
             self._release_role(call)
             self._write_timed_out(call, exc)
             return call
         except ConnectionLost as exc:
-            self._sending = None
+            self._role.sending = None
             self._lose(exc, exited=True)  # fails this call too (it is pending)
             self._release_role(call)
             return call
         if claimed:
-            self._sending = None
-            if self._reader is call:
+            self._role.sending = None
+            if self._role.holder is call:
                 return call
         if attended:
             with self._lock:
                 if not call.done and not self._stopping:
-                    if self._reader is None:
-                        self._reader = call
-                    elif self._reader is _BG and len(pending) == 1:
-                        self._want = call
-            if self._want is call:
+                    if self._role.holder is None:
+                        self._role.holder = call
+                    elif self._role.holder is _BG and len(pending) == 1:
+                        self._role.want = call
+            if self._role.want is call:
                 self._transport.wake()
-        elif self._reader is not None:
+        elif self._role.holder is not None:
             self._transport.wake()  # let the reader include this deadline in its poll
         return call
 
@@ -511,7 +502,7 @@ class Session(Incoming, Cancelling, LossHandling):
         """Sleep until ``call`` is settled, granted the reader role, or its deadline passes."""
         main = threading.current_thread() is threading.main_thread()
         acquire = call.lock.acquire
-        while not call.done and self._reader is not call:
+        while not call.done and self._role.holder is not call:
             remaining = call.deadline - time.monotonic()
             if remaining <= 0:
                 break
@@ -560,103 +551,7 @@ class Session(Incoming, Cancelling, LossHandling):
         next call before that sleep ends. See docs/performance.md.
         """
         with self._lock:
-            if self._want is call:
-                self._want = None
-            if self._reader is call:
-                self._reader = None
-                if EAGER_HANDBACK or self._pending or self._bg_long_park or self._stopping:
-                    self._unpark_locked()
-
-    def _unpark_locked(self) -> None:
-        if self._bg_parked:
-            self._bg_parked = False
-            self._gate.release()
-
-    # ------------------------------------------------------------------ the background reader
-
-    def _bg_run(self) -> None:
-        """Thread ``mcpsync-<kind>-reader-<name>``: read whenever no caller holds the role.
-
-        While a caller holds it, sleep on the gate: HANDOFF_GRACE when the holder changed
-        since the last look (calls are flowing; a role given back with nothing pending is
-        picked up within that time), doubling up to MAX_PARK while the same call keeps it.
-        A holder still writing its request after a whole sleep has a blocked write: take
-        the role over so that stdout is drained (the caller then waits as a follower).
-        """
-        transport = self._transport
-        gate = self._gate
-        last_holder: object = None
-        seen_sending: Call | None = None
-        park_for = HANDOFF_GRACE
-        while True:
-            with self._lock:
-                if self._stopping or self._lost is not None:
-                    if self._reader is _BG:
-                        self._reader = None
-                    break
-                holder = self._reader
-                if holder is None or holder is _BG or (
-                        holder is seen_sending and self._sending is holder):
-                    self._reader = _BG
-                    park = False
-                else:
-                    park = True
-                    park_for = min(park_for * 2, MAX_PARK) if holder is last_holder \
-                        else HANDOFF_GRACE
-                    last_holder = holder
-                    seen_sending = holder if self._sending is holder else None
-                    self._bg_long_park = park_for > HANDOFF_GRACE
-                    self._bg_parked = True
-            if park:
-                if not gate.acquire(timeout=park_for):
-                    with self._lock:  # timed out: leave the gate locked and ourselves awake
-                        if self._bg_parked:
-                            self._bg_parked = False
-                        else:  # released after our timeout: consume that wake-up
-                            gate.acquire(False)
-                continue
-            last_holder = seen_sending = None
-            self._bg_long_park = True
-            try:
-                self._bg_read(transport)
-            except StreamError as exc:
-                with self._lock:
-                    self._reader = None
-                self._lose(exc)
-            except Exception as exc:  # a bug; never let the reader die silently
-                logger.error("server %r: the reader failed", self.name, exc_info=True)
-                with self._lock:
-                    self._reader = None
-                self._lose(ConnectionLost(f"the reader of server {self.name!r} failed: "
-                                          f"{exc!r}", server=self.name))
-        self._teardown_after_loss()
-
-    def _bg_read(self, transport: Transport) -> None:
-        """Hold the role and read until told to stop or a caller asks for the role."""
-        monotonic = time.monotonic
-        while True:
-            timeout: float | None = None
-            if self._unattended:
-                now = monotonic()
-                earliest = self._expire_unattended(now)
-                if earliest != math.inf:
-                    timeout = max(0.0, earliest - now)
-            items = transport.receive(timeout)
-            if items:
-                self._feed(items)
-            elif items is None:
-                self._on_eof()
-            with self._lock:
-                if self._stopping or self._lost is not None:
-                    return
-                want = self._want
-                if want is not None:
-                    self._want = None
-                    if not want.done and not want.answered:
-                        # Grant the role to the caller whose call is the only one in flight.
-                        self._reader = want
-                        want.signal()
-                        return
+            self._role.release(call, EAGER_HANDBACK or bool(self._pending) or self._stopping)
 
     # ------------------------------------------------------------------ incoming frames
 
