@@ -11,7 +11,7 @@ import time
 
 from mcpsync.errors import ConnectionLost
 from mcpsync.jsonrpc import StreamError
-from mcpsync.session._base import HANDOFF_GRACE, MAX_PARK, SessionBase, logger
+from mcpsync.session._base import HANDOFF_GRACE, MAX_PARK, Phase, SessionBase, logger
 from mcpsync.session._call import Call
 from mcpsync.session._role import BG as _BG
 from mcpsync.transport.base import Transport
@@ -38,7 +38,7 @@ class BackgroundReader(SessionBase):
         park_for = HANDOFF_GRACE
         while True:
             with self._lock:
-                if self._stopping or self._lost is not None:
+                if self._phase is not Phase.OPEN:
                     if self._role.holder is _BG:
                         self._role.holder = None
                     break
@@ -95,7 +95,7 @@ class BackgroundReader(SessionBase):
             elif items is None:
                 self._on_eof()
             with self._lock:
-                if self._stopping or self._lost is not None:
+                if self._phase is not Phase.OPEN:
                     return
                 want = self._role.want
                 if want is not None:

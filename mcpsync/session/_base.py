@@ -10,6 +10,7 @@ errors that describe it). They are mixins over :class:`SessionBase`, which only 
 
 from __future__ import annotations
 
+import enum
 import logging
 import threading
 from collections.abc import Callable, Iterable
@@ -24,7 +25,7 @@ from mcpsync.session._delivery import CallbackPool, Dispatcher
 from mcpsync.session._role import Role
 from mcpsync.transport.base import CallFailed, Transport
 
-__all__ = ["SessionBase"]
+__all__ = ["Phase", "SessionBase"]
 
 DEFAULT_MAX_TIMEOUT: Final = 600.0
 #: Poll slice of a reading caller on the main thread: bounds how late a simulated Ctrl-C
@@ -61,11 +62,30 @@ _PROGRESS: Final = "notifications/progress"
 logger = logging.getLogger("mcpsync.session")
 
 
+class Phase(enum.IntEnum):
+    """Where a session is in its life; it only moves forward (a close may follow a loss).
+
+    ``LOSING``: a loss was seen and its error is being built (waiting up to EXIT_WAIT for the
+    exit status); new calls wait for it (``_loss_settled``) rather than quote a placeholder.
+    ``LOST``: the error is final; ``TORN_DOWN``: the background reader closed the transport
+    after the loss. ``CLOSING``: ``close()`` began (new calls get ``ClosedError``);
+    ``CLOSED``: the reader is being stopped.
+    """
+
+    NEW = 0
+    OPEN = 1
+    LOSING = 2
+    LOST = 3
+    TORN_DOWN = 4
+    CLOSING = 5
+    CLOSED = 6
+
+
 class SessionBase:
     """The attributes (set by ``Session.__init__``) and cross-part methods of a session."""
 
     name: str
-    closed: bool
+    _phase: Phase
     _safe: str
     _transport: Transport
     _lock: threading.Lock
@@ -73,11 +93,9 @@ class SessionBase:
     _unattended: set[Call]
     _answered: set[Call]
     _role: Role
-    _stopping: bool
     _lost: ConnectionLost | None
     _loss_settled: threading.Event
     _lost_cause: BaseException | None
-    _torn_down: bool
     _garbage: int
     _watching: bool
     _first_garbage: str | None

@@ -31,6 +31,19 @@ Theory of operation (the *reader role*; ``docs/performance.md`` has the long ver
   without one (the hot path) take no extra hop.
 - When the connection dies, every pending call fails at once; the background reader then
   tears the transport down and calls ``on_lost``.
+- State: the reader role is one ``Role`` (``_role``) and the session's life one ``Phase``
+  (``_phase``: new, open, losing, lost, torn down, closing, closed), both changed only under
+  ``self._lock``; the hot path reads them without it and acts only on "the role is mine" or
+  "the phase is open", which no other thread can take away from it unseen.
+
+Free-threaded CPython (3.13t and later) is not supported yet: the engine relies on single
+dict operations on ``_pending`` (insert, ``pop``) being atomic and on plain attribute reads
+seeing a recent value, both true under the GIL and promised by the free-threaded build too,
+but the suite has not been run on one; until it has, use a GIL build.
+
+The session is built from parts (see ``_base``): this module holds the hot path (claiming
+the role, writing, leading and following, routing answers); the background reader, the
+server's other frames, deadlines and connection loss live beside it.
 """
 
 from __future__ import annotations
@@ -42,7 +55,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Final
 
 from mcpsync import jsonrpc
 from mcpsync.config import DEFAULT_TIMEOUT
@@ -59,9 +72,11 @@ from mcpsync.session._background import BackgroundReader
 from mcpsync.session._base import (
     DEFAULT_MAX_TIMEOUT,
     EAGER_HANDBACK,
+    EXIT_WAIT,
     JOIN_TIMEOUT,
     MAIN_THREAD_SLICE,
     NOTICE_WRITE_BOUND,
+    Phase,
     logger,
 )
 from mcpsync.session._call import Call, ProgressCallback
@@ -77,6 +92,9 @@ __all__ = ["DEFAULT_MAX_TIMEOUT", "RequestFuture", "Session", "SessionTransport"
 
 #: The old name of :class:`~mcpsync.transport.base.Transport`, kept for its importers.
 SessionTransport = Transport
+
+_OPEN: Final = Phase.OPEN      # module globals: the hot path compares phases by identity
+_CLOSED: Final = Phase.CLOSED
 
 
 # The pid of this process, refreshed in a forked child. Comparing it with the session's pid
@@ -156,14 +174,11 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
         # asleep for at most HANDOFF_GRACE (see _release_role and _bg_run).
         self._role = Role()
         self._bg_thread: threading.Thread | None = None
-        self._stopping = False
-        self._started = False
-        self.closed = False
+        self._phase = Phase.NEW
         # Connection loss: set once.
         self._lost: ConnectionLost | None = None
         self._loss_settled = threading.Event()   # set once _lost holds its final error
         self._lost_cause: BaseException | None = None
-        self._torn_down = False
         self._garbage = 0
         # Handshake watch (see watch_handshake): the first stdout line that was not JSON-RPC.
         self._watching = False
@@ -193,8 +208,16 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
 
     @property
     def lost(self) -> ConnectionLost | None:
-        """The error that ended the connection, or ``None`` while it is alive."""
+        """The error that ended the connection, or ``None`` while it is alive (while the
+        error is being built, this waits for it: up to EXIT_WAIT for the exit status)."""
+        if self._lost is None and Phase.LOSING <= self._phase <= Phase.TORN_DOWN:
+            self._loss_settled.wait(EXIT_WAIT + JOIN_TIMEOUT)
         return self._lost
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` has been called."""
+        return self._phase >= Phase.CLOSING
 
     def watch_handshake(self) -> None:
         """Until :meth:`handshake_done`, treat a program that does not talk JSON-RPC as what
@@ -211,9 +234,9 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
         """Start the background reader (the transport must already be started)."""
         self._check_usable(None, None)
         with self._lock:
-            if self._started:
+            if self._phase is not Phase.NEW:
                 return
-            self._started = True
+            self._phase = Phase.OPEN
             self._role.holder = _BG
         # Named after the transport (``mcpsync-http-reader-<name>`` on HTTP), so a thread dump
         # tells which kind of connection a reader serves.
@@ -236,7 +259,7 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
         """
         if os.getpid() != self._pid:
             # Forked child: our threads do not exist here and our locks may be held forever.
-            self.closed = True
+            self._phase = Phase.CLOSED
             self._pending = {}
             self._unattended = set()
             with contextlib.suppress(OSError):
@@ -244,14 +267,14 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
             self._on_lost = self._on_request = self._on_notification = None
             return
         with self._close_lock:
-            if self.closed:
+            if self._phase >= Phase.CLOSING:
                 return
-            self.closed = True
+            self._phase = Phase.CLOSING
             self._fail_all(lambda call: ConnectionLost(
                 f"{self._describe(call)}: {reason}", maybe_executed=True, server=self.name,
                 method=call.method))
             with self._lock:
-                self._stopping = True
+                self._phase = Phase.CLOSED
                 self._role.want = None
                 self._role.unpark()
             if self._watching:
@@ -349,10 +372,10 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
               attended: bool) -> Call:
         """Register and send one request; for an attended call, take the reader role if it
         is free (or ask the background reader for it when this is the only call)."""
-        if self._pid != _current_pid or self.closed or self._lost is not None:
-            self._check_usable(method, params)
-        if not self._started:
-            self.start()
+        if self._phase is not _OPEN or self._pid != _current_pid:
+            self._check_usable(method, params)   # raises unless the session is new
+            if self._phase is Phase.NEW:
+                self.start()
         if timeout is None:
             timeout = self._default_timeout
         elif not timeout > 0:
@@ -380,7 +403,7 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
             call.future = RequestFuture(lambda reason: self._cancel_future(call, reason),
                                         self._dispatcher.post, rid)
             self._unattended.add(call)
-        if self.closed or self._lost is not None:  # close()/loss may have swept before we
+        if self._phase is not _OPEN:  # close()/loss may have swept before we
             if pending.pop(call.key, None) is not None:  # registered: never leave a call behind
                 self._unattended.discard(call)
                 self._check_usable(method, params)
@@ -404,7 +427,7 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
             # while its stdout is full), the background reader takes the role over after
             # HANDOFF_GRACE and drains stdout, so the write can finish.
             with self._lock:
-                if not self._stopping:
+                if self._phase is not _CLOSED:
                     claimed = self._role.claim(call)
         try:
             self._send_until(frame, call.deadline)
@@ -424,7 +447,7 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
                 return call
         if attended:
             with self._lock:
-                if not call.done and not self._stopping:
+                if not call.done and self._phase is not _CLOSED:
                     if self._role.holder is None:
                         self._role.holder = call
                     elif self._role.holder is _BG and len(pending) == 1:
@@ -441,10 +464,11 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
                 f"{self._what(method, params)}: this session was created in process "
                 f"{self._pid} and cannot be used in the forked process {os.getpid()}; "
                 f"create a new client in the child", server=self.name, method=method)
-        if self.closed:
+        phase = self._phase
+        if phase >= Phase.CLOSING:
             raise ClosedError(f"{self._what(method, params)}: the client is closed; "
                               f"open a new one", server=self.name, method=method)
-        if self._lost is not None:
+        if phase >= Phase.LOSING:
             raise self._after_loss(method, params)
 
     def _what(self, method: str | None, params: Any) -> str:
@@ -465,7 +489,7 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
         monotonic = time.monotonic
         try:
             while not call.done and not call.answered:
-                if self._stopping or self._lost is not None:
+                if self._phase is not _OPEN:
                     break
                 now = monotonic()
                 remaining = call.deadline - now
@@ -551,7 +575,8 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
         next call before that sleep ends. See docs/performance.md.
         """
         with self._lock:
-            self._role.release(call, EAGER_HANDBACK or bool(self._pending) or self._stopping)
+            self._role.release(call, EAGER_HANDBACK or bool(self._pending)
+                              or self._phase is _CLOSED)
 
     # ------------------------------------------------------------------ incoming frames
 
@@ -597,7 +622,9 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
                                     item.error, item.extra)])
 
     def __repr__(self) -> str:
-        state = "closed" if self.closed else ("lost" if self._lost else "open")
+        phase = self._phase
+        state = "closed" if phase >= Phase.CLOSING else ("lost" if phase >= Phase.LOSING
+                                                        else "open")
         return f"<Session {self.name!r} {state} pending={len(self._pending)}>"
 
 

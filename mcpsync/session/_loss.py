@@ -17,6 +17,7 @@ from mcpsync.errors import (
 from mcpsync.session._base import (
     EXIT_WAIT,
     JOIN_TIMEOUT,
+    Phase,
     SessionBase,
     logger,
 )
@@ -41,10 +42,14 @@ class LossHandling(SessionBase):
 
     def _teardown_after_loss(self) -> None:
         """After a connection loss (not a close): tear the transport down, then ``on_lost``."""
+        with self._lock:
+            if not Phase.LOSING <= self._phase <= Phase.LOST:
+                return   # alive, already torn down, or closed (close() tears down itself)
+            self._phase = Phase.TORN_DOWN
+        self._loss_settled.wait(EXIT_WAIT + JOIN_TIMEOUT)   # the error on_lost receives
         lost = self._lost
-        if lost is None or self.closed or self._torn_down:
+        if lost is None:
             return
-        self._torn_down = True
         if self._watching:
             hurry = getattr(self._transport, "hurry", None)
             if hurry is not None:
@@ -63,7 +68,7 @@ class LossHandling(SessionBase):
                                exc_info=True)
 
     def _on_eof(self) -> None:
-        if self.closed or self._stopping:
+        if self._phase >= Phase.CLOSING:
             return
         self._lose(None, exited=True)
 
@@ -78,20 +83,24 @@ class LossHandling(SessionBase):
         chained to ``cause``.
         """
         with self._lock:
-            if self._lost is not None or self.closed:
-                return
-            # Placeholder so a concurrent _lose returns; replaced below.
-            self._lost = ConnectionLost("connection lost", server=self.name)
+            if self._phase > Phase.OPEN:
+                return   # another loss is being handled, or the session is closing
+            self._phase = Phase.LOSING   # new calls wait for the error built below
         code: int | None = None
         if exited:
             code = self._transport.wait_exit(EXIT_WAIT)
         self._lost_cause = cause
+        lost: ConnectionLost
         if exited:
-            self._lost = self._exited_error(f"server {self.name!r}", code, None)
+            lost = self._exited_error(f"server {self.name!r}", code, None)
         else:
-            self._lost = ConnectionLost(f"the connection to server {self.name!r} was lost: "
-                                        f"{cause}", server=self.name)
-        self._lost.__cause__ = cause
+            lost = ConnectionLost(f"the connection to server {self.name!r} was lost: "
+                                  f"{cause}", server=self.name)
+        lost.__cause__ = cause
+        with self._lock:
+            self._lost = lost
+            if self._phase is Phase.LOSING:
+                self._phase = Phase.LOST
         self._loss_settled.set()
         self._fail_all(lambda call: self._loss_error(call, code, cause, exited))
         with self._lock:
@@ -119,10 +128,11 @@ class LossHandling(SessionBase):
         """The handshake got only lines that are not JSON-RPC: fail every pending call with
         ``ProtocolError`` now (the background reader then tears the connection down)."""
         with self._lock:
-            if self._lost is not None or self.closed:
+            if self._phase > Phase.OPEN:
                 return
             note = self._not_mcp_note()
             self._lost = ConnectionLost(note, server=self.name)
+            self._phase = Phase.LOST
         self._loss_settled.set()
         self._fail_all(lambda call: ProtocolError(
             f"{self._describe(call)}: {note}", server=self.name, method=call.method))
@@ -162,12 +172,16 @@ class LossHandling(SessionBase):
     def _after_loss(self, method: str | None, params: Any) -> ConnectionLost:
         """The error for a call made after the connection died."""
         # Another thread may still be building the error (it waits up to EXIT_WAIT for the
-        # exit status): wait for it rather than quote the placeholder.
+        # exit status): wait for it.
         self._loss_settled.wait(EXIT_WAIT + JOIN_TIMEOUT)
         lost = self._lost
         prefix = self._what(method, params)
-        if isinstance(lost, ServerExited):
-            error: ConnectionLost = self._exited_error(prefix, lost.exit_code, method)
+        error: ConnectionLost
+        if lost is None:   # still being built after that wait: say what is known
+            error = ConnectionLost(f"{prefix}: the connection to server {self.name!r} was "
+                                   "lost", server=self.name, method=method)
+        elif isinstance(lost, ServerExited):
+            error = self._exited_error(prefix, lost.exit_code, method)
         else:
             error = ConnectionLost(f"{prefix}: {lost}", server=self.name, method=method)
         error.__cause__ = self._lost_cause
