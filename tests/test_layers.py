@@ -9,7 +9,7 @@ one. Imports inside functions count too (a lazy import is still a dependency), e
     2  protocol
     3  transport.base (the contract every transport fills, which the session relies on)
     4  session
-    5  transport.stdio, transport.http, transport.sse
+    5  transport.stdio, transport.http, transport.sse, transport.memory
     6  client
     7  manager, server, cli, demo, __main__
 
@@ -35,7 +35,8 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
     (2, ("mcpsync.protocol",)),
     (3, ("mcpsync.transport.base", "mcpsync.transport")),
     (4, ("mcpsync.session",)),
-    (5, ("mcpsync.transport.stdio", "mcpsync.transport.http", "mcpsync.transport.sse")),
+    (5, ("mcpsync.transport.stdio", "mcpsync.transport.http", "mcpsync.transport.sse",
+         "mcpsync.transport.memory")),
     (6, ("mcpsync.client",)),
     (7, ("mcpsync.manager", "mcpsync.server", "mcpsync.cli", "mcpsync.demo",
          "mcpsync.__main__", "mcpsync.gateway")),
@@ -47,7 +48,7 @@ MCPAUTH_USERS = ("mcpsync._mcpauth_import", "mcpsync._config_oauth", "mcpsync.cl
 #: Known breaks of the order, each with the reason it is still there. Keep this empty.
 EXCEPTIONS: set[tuple[str, str]] = set()
 
-TRANSPORTS = ("mcpsync.transport.stdio", "mcpsync.transport.http")
+TRANSPORTS = ("mcpsync.transport.stdio", "mcpsync.transport.http", "mcpsync.transport.memory")
 
 
 def _module_name(path: Path) -> str:

@@ -1,56 +1,53 @@
-"""Session engine invariants against an in-process fake pull transport: exactly one reader at
-any moment, and the rescue of a caller whose request write blocks while it holds the role."""
+"""Session engine invariants over the in-memory transport with an echoing peer: exactly one
+reader at any moment, and the rescue of a caller whose request write blocks while it holds the
+role."""
 
 from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from mcpsync import jsonrpc
-from mcpsync.jsonrpc import Message
+from mcpsync.jsonrpc import Batch, Message, ParseError
 from mcpsync.session import Session
+from mcpsync.transport.base import CallFailed
+from mcpsync.transport.memory import MemoryTransport
 
 pytestmark = pytest.mark.timeout(30)
 
 
-class FakeTransport:
-    """Answers every request with its params; checks that receive() is never re-entered."""
+class EchoPeer:
+    """Answers every request with its params, after ``delay`` s; request number
+    ``block_request`` is taken only once the client has read something since (a server that
+    reads its stdin only after its stdout was drained)."""
 
-    allow_batch = False
-
-    def __init__(self, *, block_request: int = 0, delay: float = 0.0) -> None:
+    def __init__(self, deliver: Callable[[bytes | None], None], *, block_request: int = 0,
+                 delay: float = 0.0) -> None:
+        self._deliver = deliver
         self._delay = delay
-        self._cond = threading.Condition()
-        self._inbox: list[Message] = []
-        self._woken = False
-        self.readers = 0
-        self.max_readers = 0
-        self.reader_threads: set[str] = set()
-        self.sent: list[dict[str, Any]] = []
         self._block_request = block_request
         self._requests = 0
+        self.sent: list[dict[str, Any]] = []
         self.blocked_writer: str | None = None
-        self._read_since_block = threading.Event()
-        self.closed = False
+        self.read_since_block = threading.Event()
+        self._timers: list[threading.Timer] = []
 
-    def send_bytes(self, frame: bytes) -> None:
+    def write(self, frame: bytes) -> None:
         obj = json.loads(frame)
         if "id" in obj:
             self._requests += 1
         if "id" in obj and self._requests == self._block_request:
-            # A server that reads its stdin only after its stdout was drained.
             self.blocked_writer = threading.current_thread().name
-            self._read_since_block.clear()
-            with self._cond:
-                self._inbox.append(jsonrpc.notification("test/flood", {}))
-                self._cond.notify_all()
-            assert self._read_since_block.wait(10), "nobody read while the write was blocked"
+            self.read_since_block.clear()
+            self._deliver(jsonrpc.serialize(jsonrpc.notification("test/flood", {})))
+            assert self.read_since_block.wait(10), "nobody read while the write was blocked"
         self.sent.append(obj)
         if "id" in obj:
-            answer = jsonrpc.result(obj["id"], obj.get("params"))
+            answer = jsonrpc.serialize(jsonrpc.result(obj["id"], obj.get("params")))
             if self._delay:
                 timer = threading.Timer(self._delay, self._deliver, args=(answer,))
                 timer.daemon = True
@@ -58,53 +55,47 @@ class FakeTransport:
             else:
                 self._deliver(answer)
 
-    def _deliver(self, message: Message) -> None:
-        with self._cond:
-            self._inbox.append(message)
-            self._cond.notify_all()
+    def close(self) -> None:
+        pass
 
-    def send(self, message: Message) -> None:
-        self.send_bytes(jsonrpc.serialize(message))
 
-    def receive(self, timeout: float | None) -> list[Any] | None:
-        with self._cond:
+class FakeTransport(MemoryTransport):
+    """The in-memory transport to an :class:`EchoPeer`, checking that ``receive()`` is never
+    re-entered and recording which threads read."""
+
+    def __init__(self, *, block_request: int = 0, delay: float = 0.0) -> None:
+        self.peer: EchoPeer | None = None
+
+        def open_peer(deliver: Callable[[bytes | None], None]) -> EchoPeer:
+            self.peer = EchoPeer(deliver, block_request=block_request, delay=delay)
+            return self.peer
+
+        super().__init__(open_peer, name="fake")
+        self._count_lock = threading.Lock()
+        self.readers = 0
+        self.max_readers = 0
+        self.reader_threads: set[str] = set()
+        self.start()
+
+    @property
+    def blocked_writer(self) -> str | None:
+        assert self.peer is not None
+        return self.peer.blocked_writer
+
+    def receive(self, timeout: float | None
+                ) -> list[Message | Batch | ParseError | CallFailed] | None:
+        with self._count_lock:
             self.readers += 1
             self.max_readers = max(self.max_readers, self.readers)
             self.reader_threads.add(threading.current_thread().name)
-            try:
-                if not self._inbox and not self._woken and not self.closed:
-                    self._cond.wait(timeout)
-                self._woken = False
-                if self.closed:
-                    return None
-                items, self._inbox = self._inbox, []
-                if items:
-                    self._read_since_block.set()
-                return items
-            finally:
+        try:
+            items = super().receive(timeout)
+            if items and self.peer is not None:
+                self.peer.read_since_block.set()
+            return items
+        finally:
+            with self._count_lock:
                 self.readers -= 1
-
-    def wake(self) -> None:
-        with self._cond:
-            self._woken = True
-            self._cond.notify_all()
-
-    def returncode(self) -> int | None:
-        return None
-
-    def wait_exit(self, timeout: float) -> int | None:
-        return None
-
-    def stderr_tail(self) -> str:
-        return ""
-
-    def stderr_excerpt(self) -> str:
-        return ""
-
-    def close(self) -> None:
-        with self._cond:
-            self.closed = True
-            self._cond.notify_all()
 
 
 def test_exactly_one_reader_at_any_moment(no_leaks: None) -> None:
@@ -132,7 +123,7 @@ def test_exactly_one_reader_at_any_moment(no_leaks: None) -> None:
     assert not errors
     assert transport.max_readers == 1
     assert "MainThread" in transport.reader_threads  # the leader read its own response
-    assert "mcpsync-stdio-reader-fake" in transport.reader_threads
+    assert "mcpsync-memory-reader-fake" in transport.reader_threads
 
 
 def test_sole_caller_takes_the_role_from_the_background_reader(no_leaks: None) -> None:

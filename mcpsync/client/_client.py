@@ -27,7 +27,7 @@ import unicodedata
 import weakref
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mcpsync._codes import (
     INVALID_PARAMS as _INVALID_PARAMS,
@@ -74,6 +74,8 @@ from mcpsync.protocol import (
     retry_version_from_error,
 )
 from mcpsync.session import RequestFuture, Session
+from mcpsync.transport.base import Transport
+from mcpsync.transport.memory import MemoryTransport
 from mcpsync.transport.stdio import StdioTransport
 from mcpsync.types import (
     CallToolResult,
@@ -86,9 +88,6 @@ from mcpsync.types import (
     ServerInfo,
     Tool,
 )
-
-if TYPE_CHECKING:
-    from mcpsync.transport.http import HttpTransport  # imports requests: only when used
 
 __all__ = ["Client", "ElicitationRequest", "SamplingRequest", "Subscription"]
 
@@ -130,8 +129,10 @@ class Client:
                  sampling: SamplingCallback | None = None,
                  elicitation: ElicitationCallback | None = None,
                  roots: RootsInput | None = None,
-                 http: HttpSettings | None = None) -> None:
+                 http: HttpSettings | None = None,
+                 in_process: Callable[[str], MemoryTransport] | None = None) -> None:
         self._config = config
+        self._in_process = in_process  # set for an in-process server: opens its transport
         self._http = http              # set for a URL target: the HTTP transport's settings
         self._opts = options
         self._client_info = options.client_info_sent()
@@ -164,7 +165,7 @@ class Client:
         self._workers: set[threading.Thread] = set()   # submitted calls between rounds
         self._log_level = options.log_level
         self._session: Session
-        self._transport: StdioTransport | HttpTransport | None = None
+        self._transport: Transport | None = None
         # Set by _adopt(); declared here for the type checker.
         self._era = "legacy"
         self._modern = False
@@ -194,7 +195,7 @@ class Client:
     def _memory_key(self) -> Hashable | None:
         """Per-process memory of the era for ``(command, args, cwd)``; only for ``auto``."""
         if (self._opts.era != "auto" or self._opts.protocol_version is not None
-                or self._config.transport == "sse"):
+                or self._config.transport == "sse" or self._in_process is not None):
             return None
         if self._config.is_http:
             return ("url", self._config.url)
@@ -212,22 +213,25 @@ class Client:
     def _open_session(self) -> Session:
         """Spawn the server (or open the HTTP transport) and start a session on it (the
         handshake comes after)."""
-        transport: StdioTransport | HttpTransport
-        if self._http is not None:
+        transport: Transport
+        if self._in_process is not None:
+            transport = self._in_process(self._name)
+        elif self._http is not None:
             transport = open_http_transport(self._config, self._http, name=self._name,
                                             max_frame_bytes=self._opts.max_frame_bytes)
         else:
-            transport = StdioTransport(
+            stdio = StdioTransport(
                 self._config.argv, name=self._name, env=self._config.env,
                 inherit_env=self._opts.inherit_env, cwd=self._config.cwd,
                 max_frame_bytes=self._opts.max_frame_bytes,
                 stderr_bytes=self._opts.stderr_bytes, on_stderr=self._opts.on_stderr,
                 die_with_parent=self._opts.die_with_parent)
             try:
-                transport.start()
+                stdio.start()
             except BaseException:
-                transport.close()
+                stdio.close()
                 raise
+            transport = stdio
         session = Session(
             transport, name=self._name, default_timeout=self._config.timeout,
             max_timeout=self._opts.max_timeout,
@@ -236,7 +240,7 @@ class Client:
             on_request=weak_method(self._on_request, self._gone),
             observe_progress=self._opts.notification_observer is not None,
             on_lost=self._opts.on_connection_lost)
-        if self._http is None:
+        if transport.kind == "stdio":
             session.watch_handshake()   # until answered: is this an MCP server at all?
         try:
             session.start()
@@ -1012,7 +1016,7 @@ class Client:
     def pid(self) -> int | None:
         """The server process id (changes after a modern restart)."""
         transport = self._transport
-        return transport.pid if transport is not None else None
+        return transport.pid if isinstance(transport, StdioTransport) else None
 
     # -- closing ---------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from mcpsync.client._callbacks import ElicitationCallback, RootsInput, SamplingCallback
 from mcpsync.client._client import Client
 from mcpsync.client._connect_http import http_settings
+from mcpsync.client._memory import InProcessServer, in_process_target
 from mcpsync.client._options import ClientOptions, config_of, with_overrides
 from mcpsync.config import ServerConfig
 from mcpsync.errors import ConnectionLost
@@ -79,13 +80,16 @@ class ConnectKeywords(TypedDict, total=False):
     on_unauthorized: Callable[..., Any] | None
 
 
-def connect(target: ServerConfig | Sequence[str] | str, options: ClientOptions | None = None,
+def connect(target: ServerConfig | Sequence[str] | str | InProcessServer,
+            options: ClientOptions | None = None,
             **overrides: Unpack[ConnectKeywords]) -> Client:
     """Start an MCP server and connect to it; return a ready :class:`Client`.
 
     ``target`` is an argv list (``[sys.executable, "server.py"]``), a command string (split
     with :func:`shlex.split`; pass a list to avoid that, as Windows users should), a URL, or
-    a :class:`~mcpsync.config.ServerConfig`. ``options`` is a :class:`ClientOptions`; any
+    a :class:`~mcpsync.config.ServerConfig`, or a :class:`mcpsync.Server` object, which is
+    then served in this process (no subprocess, no stdout redirection; see
+    ``docs/client.md``, "A server in this process"). ``options`` is a :class:`ClientOptions`; any
     keyword replaces the field of that name. ``name``, ``env``, ``cwd`` and ``timeout`` given
     here override the config's. See ``docs/client.md`` for every option; in short:
 
@@ -125,6 +129,9 @@ def connect(target: ServerConfig | Sequence[str] | str, options: ClientOptions |
     base = options if options is not None else _DEFAULT
     changed = {key: value for key, value in given.items() if key in _OPTION_NAMES}
     opts = replace(base, **changed) if changed else base
+    in_process = None
+    if isinstance(target, InProcessServer):   # a mcpsync.Server: served in this process
+        target, in_process = in_process_target(target)
     config = with_overrides(config_of(target), name=given.get("name"), timeout=opts.timeout,
                             env=given.get("env"), cwd=given.get("cwd"))
     config, http = http_settings(
@@ -132,4 +139,4 @@ def connect(target: ServerConfig | Sequence[str] | str, options: ClientOptions |
         session=given.get("session"), authorization=given.get("authorization"),
         on_unauthorized=given.get("on_unauthorized"), transport=given.get("transport"))
     return Client(config, opts, sampling=opts.sampling, elicitation=opts.elicitation,
-                  roots=opts.roots, http=http)
+                  roots=opts.roots, http=http, in_process=in_process)

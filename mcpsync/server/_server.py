@@ -31,6 +31,7 @@ from mcpsync.jsonrpc import MAX_FRAME_BYTES, Message
 from mcpsync.server._context import Context
 from mcpsync.server._intake import DEFAULT_MAX_QUEUED_BYTES
 from mcpsync.server._loop import run
+from mcpsync.server._memory import MemoryPeer
 from mcpsync.server._router import Dispatcher, Send, ServerIdentity, ToolEntry
 from mcpsync.server._schema import ToolSignature, describe, signature_of
 from mcpsync.types import Tool
@@ -184,6 +185,24 @@ class Server:
             if self._started:
                 raise RuntimeError("serve() may be called only once per Server")
             self._started = True
+        run(self._dispatcher_factory(), stdin=stdin, stdout=stdout, stop=stop,
+            concurrency=self.concurrency, max_frame_bytes=self.max_frame_bytes,
+            max_queued=self.max_queued, max_queued_bytes=self.max_queued_bytes)
+
+    def _open_memory(self, deliver: Callable[[bytes | None], None]) -> MemoryPeer:
+        """Answer an in-process client (``mcpsync.connect(server)``): see ``_memory``.
+
+        The tools registered so far are served; this neither freezes the registry nor counts
+        as ``serve()``, which may still be called afterwards.
+        """
+        return MemoryPeer(self._dispatcher_factory(), deliver, name=self.name,
+                          concurrency=self.concurrency, max_queued=self.max_queued,
+                          max_queued_bytes=self.max_queued_bytes)
+
+    def _dispatcher_factory(self) -> Callable[[Send, Callable[[list[Message]], None]],
+                                              Dispatcher]:
+        """A maker of routers over the tools registered now, for one connection."""
+        with self._lock:
             tools = dict(self._tools)
         identity = ServerIdentity(self.name, self.version, self.title, self.instructions)
 
@@ -191,9 +210,7 @@ class Server:
                             send_batch: Callable[[list[Message]], None]) -> Dispatcher:
             return Dispatcher(identity, tools, send, send_batch)
 
-        run(make_dispatcher, stdin=stdin, stdout=stdout, stop=stop,
-            concurrency=self.concurrency, max_frame_bytes=self.max_frame_bytes,
-            max_queued=self.max_queued, max_queued_bytes=self.max_queued_bytes)
+        return make_dispatcher
 
 
 def _check_positive(field: str, value: object) -> None:

@@ -4,16 +4,17 @@ server->client requests over a pull transport (``receive``/``wake``/``send``).
 Theory of operation (the *reader role*; ``docs/performance.md`` has the long version):
 
 - Exactly one thread at a time reads the transport: it holds the *reader role*
-  (``self._reader``, changed only under ``self._lock``). The holder is the background reader
-  thread ``mcpsync-<kind>-reader-<name>`` (``_BG``; ``<kind>`` is the transport's ``kind``,
-  ``stdio`` or ``http``), or a caller (its :class:`Call`).
+  (``self._role``, a :class:`~mcpsync.session._role.Role` changed only under ``self._lock``).
+  The holder is the background reader thread ``mcpsync-<kind>-reader-<name>`` (``_BG``;
+  ``<kind>`` is the transport's ``kind``: ``stdio``, ``http``, ``memory``), or a caller (its
+  :class:`Call`).
 - Leader/follower: a caller whose request is the only one in flight reads its own response
   (it *leads*): no hand-off between threads, which is the one hop per call a plain reader
   thread costs. Every other caller *follows*: it sleeps on its call's lock until the current
   reader completes it.
-- A caller claims a free role before writing its request (``_sending`` marks the write; a
+- A caller claims a free role before writing its request (``sending`` marks the write; a
   write that blocks is rescued by the background reader taking the role over), or asks the
-  background reader for it (``_want`` + ``transport.wake()``) when its call is the only one
+  background reader for it (``want`` + ``transport.wake()``) when its call is the only one
   pending; the background reader grants it and sleeps. A leader reads with bounded polls (its
   deadline; 0.1 s slices on the main thread, so a simulated Ctrl-C is seen), completes other
   callers' responses and feeds the dispatcher exactly as the background reader would, then
@@ -30,80 +31,73 @@ Theory of operation (the *reader role*; ``docs/performance.md`` has the long ver
   without one (the hot path) take no extra hop.
 - When the connection dies, every pending call fails at once; the background reader then
   tears the transport down and calls ``on_lost``.
+- State: the reader role is one ``Role`` (``_role``) and the session's life one ``Phase``
+  (``_phase``: new, open, losing, lost, torn down, closing, closed), both changed only under
+  ``self._lock``; the hot path reads them without it and acts only on "the role is mine" or
+  "the phase is open", which no other thread can take away from it unseen.
+
+Free-threaded CPython (3.13t and later) is not supported yet: the engine relies on single
+dict operations on ``_pending`` (insert, ``pop``) being atomic and on plain attribute reads
+seeing a recent value, both true under the GIL and promised by the free-threaded build too,
+but the suite has not been run on one; until it has, use a GIL build.
+
+The session is built from parts (see ``_base``): this module holds the hot path (claiming
+the role, writing, leading and following, routing answers); the background reader, the
+server's other frames, deadlines and connection loss live beside it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
-import logging
 import math
 import os
-import signal
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 from mcpsync import jsonrpc
-from mcpsync._codes import USER_REJECTED as _USER_REJECTED
 from mcpsync._names import safe
 from mcpsync._threads import new_thread
 from mcpsync.config import DEFAULT_TIMEOUT
 from mcpsync.errors import (
-    Cancelled,
     ClosedError,
     ConfigError,
     ConnectionLost,
-    ProtocolError,
-    Rejected,
-    RemoteError,
     RequestTimeout,
-    ServerExited,
     UsedAfterFork,
 )
 from mcpsync.jsonrpc import Batch, Message, ParseError, StreamError
-from mcpsync.protocol import describe_call, remote_error
+from mcpsync.protocol import describe_call
+from mcpsync.session._background import BackgroundReader
+from mcpsync.session._base import (
+    DEFAULT_MAX_TIMEOUT,
+    EAGER_HANDBACK,
+    EXIT_WAIT,
+    JOIN_TIMEOUT,
+    MAIN_THREAD_SLICE,
+    NOTICE_WRITE_BOUND,
+    Phase,
+    logger,
+)
 from mcpsync.session._call import Call, ProgressCallback
+from mcpsync.session._cancel import Cancelling
 from mcpsync.session._delivery import CallbackPool, Dispatcher
 from mcpsync.session._future import RequestFuture
-from mcpsync.transport.base import CallFailed, WriteTimedOut
+from mcpsync.session._incoming import Incoming
+from mcpsync.session._loss import LossHandling
+from mcpsync.session._role import BG as _BG, Role
+from mcpsync.transport.base import CallFailed, Transport, WriteTimedOut
 
 __all__ = ["DEFAULT_MAX_TIMEOUT", "RequestFuture", "Session", "SessionTransport"]
 
-DEFAULT_MAX_TIMEOUT: Final = 600.0
-#: Poll slice of a reading caller on the main thread: bounds how late a simulated Ctrl-C
-#: (``_thread.interrupt_main``, which interrupts no system call) is noticed. A real SIGINT
-#: interrupts the poll at once.
-MAIN_THREAD_SLICE: Final = 0.1
-#: Garbage stdout lines logged at WARNING per connection; later ones go to DEBUG.
-GARBAGE_WARNINGS: Final = 10
-#: During the handshake, this many stdout lines that are not JSON-RPC (and no answer) mean
-#: the program is not an MCP server: the connection fails at once instead of timing out.
-HANDSHAKE_GARBAGE: Final = 10
-#: How long connection-loss handling waits for the server's exit status after stdout EOF.
-EXIT_WAIT: Final = 1.0
-JOIN_TIMEOUT: Final = 1.0
-#: Longest time the background reader sleeps before it looks at a role given back with no
-#: call pending (and before it rescues a caller whose request write is blocked).
-HANDOFF_GRACE: Final = 0.005
-#: True: giving the role back always wakes the background reader at once (the strict reading
-#: of "the background reader reads whenever no caller holds the role"), at a cost of one
-#: thread switch per sequential call (about 11 us on one CPU). False: see _release_role.
-EAGER_HANDBACK = False
-#: Longest wait to write a frame that is not a request (a notification, a cancellation, an
-#: answer to a server's request) to a server that does not read its stdin; the client's
-#: default timeout when that is shorter. A frame partly written by then is finished by the
-#: transport, which tears the connection down if it is still unfinished 5 s later.
-NOTICE_WRITE_BOUND = 30.0
-#: Longest sleep of the background reader while one call keeps the role (it doubles from
-#: HANDOFF_GRACE); giving the role back after such a sleep wakes it at once.
-MAX_PARK: Final = 1.0
+#: The old name of :class:`~mcpsync.transport.base.Transport`, kept for its importers.
+SessionTransport = Transport
 
-_BG: Final = object()  # the background reader, as holder of the reader role
-_PROGRESS: Final = "notifications/progress"
+_OPEN: Final = Phase.OPEN      # module globals: the hot path compares phases by identity
+_CLOSED: Final = Phase.CLOSED
 
-logger = logging.getLogger("mcpsync.session")
 
 # The pid of this process, refreshed in a forked child. Comparing it with the session's pid
 # costs an attribute load instead of a getpid() system call on every request.
@@ -129,22 +123,6 @@ RequestHandler = Callable[[Message], Any]
 LostHandler = Callable[[ConnectionLost], None]
 
 
-class SessionTransport(Protocol):
-    """What the session needs from a pull transport (``StdioTransport`` has it all)."""
-
-    allow_batch: bool
-
-    def send(self, message: Message) -> None: ...
-    def send_bytes(self, frame: bytes) -> None: ...
-    def receive(self, timeout: float | None) -> list[Message | Batch | ParseError] | None: ...
-    def wake(self) -> None: ...
-    def returncode(self) -> int | None: ...
-    def wait_exit(self, timeout: float) -> int | None: ...
-    def stderr_tail(self) -> str: ...
-    def stderr_excerpt(self) -> str: ...
-    def close(self) -> None: ...
-
-
 def _with_token(params: Any, token: int) -> dict[str, Any]:
     """A copy of ``params`` with ``_meta.progressToken`` set; the caller's dicts are untouched."""
     out = dict(params) if isinstance(params, dict) else {}
@@ -155,18 +133,7 @@ def _with_token(params: Any, token: int) -> dict[str, Any]:
     return out
 
 
-def _exit_text(code: int | None) -> str:
-    if code is None:
-        return "closed its output"
-    if code < 0:
-        try:
-            return f"was killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"was killed by signal {-code}"
-    return f"exited with code {code}"
-
-
-class Session:
+class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
     """One JSON-RPC connection: blocking and future-based requests, safe from any thread.
 
     Thread contract: :meth:`request`, :meth:`submit` and :meth:`notify` may be called from
@@ -175,7 +142,7 @@ class Session:
     the callback pool (server->client requests), never on a thread that reads.
     """
 
-    def __init__(self, transport: SessionTransport, *, name: str,
+    def __init__(self, transport: Transport, *, name: str,
                  default_timeout: float = DEFAULT_TIMEOUT,
                  max_timeout: float = DEFAULT_MAX_TIMEOUT,
                  reset_timeout_on_progress: bool = False,
@@ -206,24 +173,14 @@ class Session:
         self._lock = threading.Lock()
         self._close_lock = threading.Lock()
         # Reader role. Invariant: while the role is free, the background reader is awake, or
-        # asleep for at most HANDOFF_GRACE (see _release_role and _bg_run). The gate is a lock
-        # used as a binary semaphore: released only when _bg_parked is true, under _lock.
-        self._reader: object = None
-        self._want: Call | None = None
-        self._bg_parked = False
-        self._bg_long_park = True
-        self._sending: Call | None = None
-        self._gate = threading.Lock()
-        self._gate.acquire()
+        # asleep for at most HANDOFF_GRACE (see _release_role and _bg_run).
+        self._role = Role()
         self._bg_thread: threading.Thread | None = None
-        self._stopping = False
-        self._started = False
-        self.closed = False
+        self._phase = Phase.NEW
         # Connection loss: set once.
         self._lost: ConnectionLost | None = None
         self._loss_settled = threading.Event()   # set once _lost holds its final error
         self._lost_cause: BaseException | None = None
-        self._torn_down = False
         self._garbage = 0
         # Handshake watch (see watch_handshake): the first stdout line that was not JSON-RPC.
         self._watching = False
@@ -253,8 +210,16 @@ class Session:
 
     @property
     def lost(self) -> ConnectionLost | None:
-        """The error that ended the connection, or ``None`` while it is alive."""
+        """The error that ended the connection, or ``None`` while it is alive (while the
+        error is being built, this waits for it: up to EXIT_WAIT for the exit status)."""
+        if self._lost is None and Phase.LOSING <= self._phase <= Phase.TORN_DOWN:
+            self._loss_settled.wait(EXIT_WAIT + JOIN_TIMEOUT)
         return self._lost
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` has been called."""
+        return self._phase >= Phase.CLOSING
 
     def watch_handshake(self) -> None:
         """Until :meth:`handshake_done`, treat a program that does not talk JSON-RPC as what
@@ -271,13 +236,13 @@ class Session:
         """Start the background reader (the transport must already be started)."""
         self._check_usable(None, None)
         with self._lock:
-            if self._started:
+            if self._phase is not Phase.NEW:
                 return
-            self._started = True
-            self._reader = _BG
+            self._phase = Phase.OPEN
+            self._role.holder = _BG
         # Named after the transport (``mcpsync-http-reader-<name>`` on HTTP), so a thread dump
-        # tells which kind of connection a reader serves; a transport without ``kind`` is stdio.
-        kind = getattr(self._transport, "kind", "stdio")
+        # tells which kind of connection a reader serves.
+        kind = self._transport.kind
         self._bg_thread = new_thread(f"mcpsync-{kind}-reader-{self._safe}", self._bg_run)
         self._bg_thread.start()
 
@@ -294,7 +259,7 @@ class Session:
         """
         if os.getpid() != self._pid:
             # Forked child: our threads do not exist here and our locks may be held forever.
-            self.closed = True
+            self._phase = Phase.CLOSED
             self._pending = {}
             self._unattended = set()
             with contextlib.suppress(OSError):
@@ -302,16 +267,16 @@ class Session:
             self._on_lost = self._on_request = self._on_notification = None
             return
         with self._close_lock:
-            if self.closed:
+            if self._phase >= Phase.CLOSING:
                 return
-            self.closed = True
+            self._phase = Phase.CLOSING
             self._fail_all(lambda call: ConnectionLost(
                 f"{self._describe(call)}: {reason}", maybe_executed=True, server=self.name,
                 method=call.method))
             with self._lock:
-                self._stopping = True
-                self._want = None
-                self._unpark_locked()
+                self._phase = Phase.CLOSED
+                self._role.want = None
+                self._role.unpark()
             if self._watching:
                 # It never answered: no MCP shutdown to wait for (stdin EOF, then 2 s).
                 hurry = getattr(self._transport, "hurry", None)
@@ -346,7 +311,7 @@ class Session:
         # From here until the call is settled, any exception (Ctrl-C above all) abandons it.
         try:
             while not call.done:
-                if self._reader is call:
+                if self._role.holder is call:
                     self._lead(call)
                 else:
                     self._follow(call)
@@ -407,10 +372,10 @@ class Session:
               attended: bool) -> Call:
         """Register and send one request; for an attended call, take the reader role if it
         is free (or ask the background reader for it when this is the only call)."""
-        if self._pid != _current_pid or self.closed or self._lost is not None:
-            self._check_usable(method, params)
-        if not self._started:
-            self.start()
+        if self._phase is not _OPEN or self._pid != _current_pid:
+            self._check_usable(method, params)   # raises unless the session is new
+            if self._phase is Phase.NEW:
+                self.start()
         if timeout is None:
             timeout = self._default_timeout
         elif not timeout > 0:
@@ -438,7 +403,7 @@ class Session:
             call.future = RequestFuture(lambda reason: self._cancel_future(call, reason),
                                         self._dispatcher.post, rid)
             self._unattended.add(call)
-        if self.closed or self._lost is not None:  # close()/loss may have swept before we
+        if self._phase is not _OPEN:  # close()/loss may have swept before we
             if pending.pop(call.key, None) is not None:  # registered: never leave a call behind
                 self._unattended.discard(call)
                 self._check_usable(method, params)
@@ -446,7 +411,7 @@ class Session:
         try:
             return self._send(call, frame, attended)
         except BaseException:  # Ctrl-C in the write, say: never leave the call or the role
-            self._sending = None
+            self._role.sending = None
             self._release_role(call)
             if pending.pop(call.key, None) is not None:
                 self._unattended.discard(call)
@@ -458,40 +423,38 @@ class Session:
         if attended:
             # Claim a free role *before* writing, so the background reader (woken by a thread
             # switch inside our write) finds it taken instead of grabbing it. While we write,
-            # ``_sending`` says so: should the write block (a server that stopped reading
+            # ``sending`` says so: should the write block (a server that stopped reading
             # while its stdout is full), the background reader takes the role over after
             # HANDOFF_GRACE and drains stdout, so the write can finish.
             with self._lock:
-                if self._reader is None and not self._stopping:
-                    self._reader = call
-                    self._sending = call
-                    claimed = True
+                if self._phase is not _CLOSED:
+                    claimed = self._role.claim(call)
         try:
             self._send_until(frame, call.deadline)
         except WriteTimedOut as exc:
-            self._sending = None
+            self._role.sending = None
             self._release_role(call)
             self._write_timed_out(call, exc)
             return call
         except ConnectionLost as exc:
-            self._sending = None
+            self._role.sending = None
             self._lose(exc, exited=True)  # fails this call too (it is pending)
             self._release_role(call)
             return call
         if claimed:
-            self._sending = None
-            if self._reader is call:
+            self._role.sending = None
+            if self._role.holder is call:
                 return call
         if attended:
             with self._lock:
-                if not call.done and not self._stopping:
-                    if self._reader is None:
-                        self._reader = call
-                    elif self._reader is _BG and len(pending) == 1:
-                        self._want = call
-            if self._want is call:
+                if not call.done and self._phase is not _CLOSED:
+                    if self._role.holder is None:
+                        self._role.holder = call
+                    elif self._role.holder is _BG and len(pending) == 1:
+                        self._role.want = call
+            if self._role.want is call:
                 self._transport.wake()
-        elif self._reader is not None:
+        elif self._role.holder is not None:
             self._transport.wake()  # let the reader include this deadline in its poll
         return call
 
@@ -501,10 +464,11 @@ class Session:
                 f"{self._what(method, params)}: this session was created in process "
                 f"{self._pid} and cannot be used in the forked process {os.getpid()}; "
                 f"create a new client in the child", server=self.name, method=method)
-        if self.closed:
+        phase = self._phase
+        if phase >= Phase.CLOSING:
             raise ClosedError(f"{self._what(method, params)}: the client is closed; "
                               f"open a new one", server=self.name, method=method)
-        if self._lost is not None:
+        if phase >= Phase.LOSING:
             raise self._after_loss(method, params)
 
     def _what(self, method: str | None, params: Any) -> str:
@@ -525,7 +489,7 @@ class Session:
         monotonic = time.monotonic
         try:
             while not call.done and not call.answered:
-                if self._stopping or self._lost is not None:
+                if self._phase is not _OPEN:
                     break
                 now = monotonic()
                 remaining = call.deadline - now
@@ -562,7 +526,7 @@ class Session:
         """Sleep until ``call`` is settled, granted the reader role, or its deadline passes."""
         main = threading.current_thread() is threading.main_thread()
         acquire = call.lock.acquire
-        while not call.done and self._reader is not call:
+        while not call.done and self._role.holder is not call:
             remaining = call.deadline - time.monotonic()
             if remaining <= 0:
                 break
@@ -611,248 +575,12 @@ class Session:
         next call before that sleep ends. See docs/performance.md.
         """
         with self._lock:
-            if self._want is call:
-                self._want = None
-            if self._reader is call:
-                self._reader = None
-                if EAGER_HANDBACK or self._pending or self._bg_long_park or self._stopping:
-                    self._unpark_locked()
-
-    def _unpark_locked(self) -> None:
-        if self._bg_parked:
-            self._bg_parked = False
-            self._gate.release()
-
-    def _expire(self, call: Call) -> None:
-        """The deadline passed: cancel on the wire (if allowed) and fail with RequestTimeout."""
-        self._release_role(call)
-        if self._pending.pop(call.key, None) is None:
-            return  # settled meanwhile
-        self._unattended.discard(call)
-        if call.cancellable:
-            self._send_cancel(call, f"timed out after {call.timeout:g} s")
-            note = "the request was cancelled"
-        else:
-            note = "this request is not cancelled"
-        if self._watching:
-            note += "; " + self._not_mcp_note()
-        call.finish(None, RequestTimeout(
-            f"{self._describe(call)}: no answer within {call.timeout:g} s; {note}",
-            timeout=call.timeout, server=self.name, method=call.method))
-
-    def _write_timed_out(self, call: Call, exc: WriteTimedOut) -> None:
-        """The deadline passed while the request was being written (the server does not read
-        its input). Nothing written: the server never saw it, so there is nothing to cancel.
-        Partly written: the transport finishes the frame on its own thread, and the
-        cancellation is queued behind it on the callback pool."""
-        if self._pending.pop(call.key, None) is None:
-            return
-        self._unattended.discard(call)
-        if not exc.written:
-            note = "nothing of it was sent"
-        elif call.cancellable:
-            note = (f"{exc.written} of its {exc.size} bytes were sent; the rest is being sent, "
-                    "followed by its cancellation")
-            self._cancel_later(call)
-        else:
-            note = (f"{exc.written} of its {exc.size} bytes were sent; the rest is being sent; "
-                    "this request is not cancelled")
-        call.finish(None, RequestTimeout(
-            f"{self._describe(call)}: could not be sent within {call.timeout:g} s because "
-            f"server {self.name!r} is not reading its input; {note}",
-            timeout=call.timeout, server=self.name, method=call.method))
-
-    def _abandon(self, call: Call, reason: str) -> None:
-        """Ctrl-C (or another exception) while waiting: cancel ``call`` and settle it."""
-        self._release_role(call)
-        if self._pending.pop(call.key, None) is None:
-            return
-        self._unattended.discard(call)
-        if call.cancellable:
-            self._send_cancel(call, reason)
-        call.finish(None, Cancelled(f"{self._describe(call)}: {reason}", server=self.name,
-                                    method=call.method))
-
-    def _cancel_future(self, call: Call, reason: str) -> Cancelled | None:
-        """``RequestFuture.cancel()``: cancel on the wire unless already settled."""
-        if self._pending.pop(call.key, None) is None:
-            return None
-        self._unattended.discard(call)
-        if call.cancellable:
-            self._send_cancel(call, reason)
-        error = Cancelled(f"{self._describe(call)}: {reason}", server=self.name,
-                          method=call.method)
-        call.finish(None, error, deliver=False)
-        return error
-
-    def _send_notice(self, message: Message, bound: float) -> None:
-        """Write a frame that is not a request, waiting at most ``bound`` s for a server that
-        does not read its stdin (``WriteTimedOut`` then; a partly written frame is finished,
-        or the connection torn down, by the transport). Transports without deadlines (HTTP)
-        never block on the server's reading and send as they always did."""
-        send_until = getattr(self._transport, "send_bytes_until", None)
-        if send_until is None:
-            self._transport.send(message)
-        else:
-            send_until(jsonrpc.serialize(message), time.monotonic() + bound)
-
-    def _send_cancel(self, call: Call, reason: str, *, wait: bool = False) -> None:
-        """Write ``notifications/cancelled`` for ``call``. On a caller's thread (``wait``
-        false) only if the pipe takes it now: otherwise it is handed to the callback pool,
-        which waits for the write up to the notice bound, so the caller keeps its deadline."""
-        message = jsonrpc.notification("notifications/cancelled",
-                                       {"requestId": call.id, "reason": reason})
-        try:
-            self._send_notice(message, self._notice_bound if wait else 0.0)
-        except WriteTimedOut as exc:
-            if exc.written:
-                return  # the transport finishes the frame (or tears the connection down)
-            if not wait:
-                self._pool.submit(lambda: self._send_cancel(call, reason, wait=True))
-                return
-            logger.warning("server %r: the cancellation of request %d was not sent: the "
-                           "server has not read its input for %g s", self.name, call.id,
-                           self._notice_bound)
-        except ConnectionLost:
-            logger.debug("server %r: could not send the cancellation of request %d (the "
-                         "connection is gone)", self.name, call.id)
-
-    def _expire_unattended(self, now: float) -> float:
-        """Time out submitted calls past their deadline (nobody waits on them); return the
-        earliest deadline left. Their cancellations are written from the pool, never here."""
-        earliest = math.inf
-        for call in list(self._unattended):
-            if call.deadline <= now:
-                if self._pending.pop(call.key, None) is None:
-                    self._unattended.discard(call)
-                    continue
-                self._unattended.discard(call)
-                call.finish(None, RequestTimeout(
-                    f"{self._describe(call)}: no answer within {call.timeout:g} s"
-                    + ("; the request was cancelled" if call.cancellable else ""),
-                    timeout=call.timeout, server=self.name, method=call.method))
-                if call.cancellable:
-                    self._cancel_later(call)
-            elif call.deadline < earliest:
-                earliest = call.deadline
-        return earliest
-
-    def _cancel_later(self, call: Call) -> None:
-        reason = f"timed out after {call.timeout:g} s"
-        self._pool.submit(lambda: self._send_cancel(call, reason, wait=True))
-
-    # ------------------------------------------------------------------ the background reader
-
-    def _bg_run(self) -> None:
-        """Thread ``mcpsync-<kind>-reader-<name>``: read whenever no caller holds the role.
-
-        While a caller holds it, sleep on the gate: HANDOFF_GRACE when the holder changed
-        since the last look (calls are flowing; a role given back with nothing pending is
-        picked up within that time), doubling up to MAX_PARK while the same call keeps it.
-        A holder still writing its request after a whole sleep has a blocked write: take
-        the role over so that stdout is drained (the caller then waits as a follower).
-        """
-        transport = self._transport
-        gate = self._gate
-        last_holder: object = None
-        seen_sending: Call | None = None
-        park_for = HANDOFF_GRACE
-        while True:
-            with self._lock:
-                if self._stopping or self._lost is not None:
-                    if self._reader is _BG:
-                        self._reader = None
-                    break
-                holder = self._reader
-                if holder is None or holder is _BG or (
-                        holder is seen_sending and self._sending is holder):
-                    self._reader = _BG
-                    park = False
-                else:
-                    park = True
-                    park_for = min(park_for * 2, MAX_PARK) if holder is last_holder \
-                        else HANDOFF_GRACE
-                    last_holder = holder
-                    seen_sending = holder if self._sending is holder else None
-                    self._bg_long_park = park_for > HANDOFF_GRACE
-                    self._bg_parked = True
-            if park:
-                if not gate.acquire(timeout=park_for):
-                    with self._lock:  # timed out: leave the gate locked and ourselves awake
-                        if self._bg_parked:
-                            self._bg_parked = False
-                        else:  # released after our timeout: consume that wake-up
-                            gate.acquire(False)
-                continue
-            last_holder = seen_sending = None
-            self._bg_long_park = True
-            try:
-                self._bg_read(transport)
-            except StreamError as exc:
-                with self._lock:
-                    self._reader = None
-                self._lose(exc)
-            except Exception as exc:  # a bug; never let the reader die silently
-                logger.error("server %r: the reader failed", self.name, exc_info=True)
-                with self._lock:
-                    self._reader = None
-                self._lose(ConnectionLost(f"the reader of server {self.name!r} failed: "
-                                          f"{exc!r}", server=self.name))
-        self._teardown_after_loss()
-
-    def _bg_read(self, transport: SessionTransport) -> None:
-        """Hold the role and read until told to stop or a caller asks for the role."""
-        monotonic = time.monotonic
-        while True:
-            timeout: float | None = None
-            if self._unattended:
-                now = monotonic()
-                earliest = self._expire_unattended(now)
-                if earliest != math.inf:
-                    timeout = max(0.0, earliest - now)
-            items = transport.receive(timeout)
-            if items:
-                self._feed(items)
-            elif items is None:
-                self._on_eof()
-            with self._lock:
-                if self._stopping or self._lost is not None:
-                    return
-                want = self._want
-                if want is not None:
-                    self._want = None
-                    if not want.done and not want.answered:
-                        # Grant the role to the caller whose call is the only one in flight.
-                        self._reader = want
-                        want.signal()
-                        return
-
-    def _teardown_after_loss(self) -> None:
-        """After a connection loss (not a close): tear the transport down, then ``on_lost``."""
-        lost = self._lost
-        if lost is None or self.closed or self._torn_down:
-            return
-        self._torn_down = True
-        if self._watching:
-            hurry = getattr(self._transport, "hurry", None)
-            if hurry is not None:
-                hurry()
-        try:
-            self._transport.close()
-        except Exception:
-            logger.warning("server %r: closing the transport after the connection was lost "
-                           "failed", self.name, exc_info=True)
-        on_lost = self._on_lost
-        if on_lost is not None:
-            try:
-                on_lost(lost)
-            except Exception:
-                logger.warning("server %r: the on_lost callback raised", self.name,
-                               exc_info=True)
+            self._role.release(call, EAGER_HANDBACK or bool(self._pending)
+                              or self._phase is _CLOSED)
 
     # ------------------------------------------------------------------ incoming frames
 
-    def _feed(self, items: Iterable[Message | Batch | ParseError]) -> None:
+    def _feed(self, items: Iterable[Message | Batch | ParseError | CallFailed]) -> None:
         """Route every decoded item; runs on whichever thread holds the reader role."""
         pending = self._pending
         for item in items:
@@ -893,259 +621,10 @@ class Session:
                 self._feed([Message(item.id, item.method, item.params, item.result,
                                     item.error, item.extra)])
 
-    def _call_failed(self, item: CallFailed) -> None:
-        """The transport could not complete a call (an HTTP status, an expired session, an
-        auth failure): fail it with the transport's error."""
-        call = self._pending.pop(item.id.key, None)
-        if call is None:
-            logger.debug("server %r: dropped a failure of unknown or cancelled request %s: %s",
-                         self.name, item.id.raw, item.error)
-            return
-        if call.attended is False:
-            self._unattended.discard(call)
-        if call.ordered:
-            self._settle_later(call, None, item.error)
-        else:
-            call.finish(None, item.error)
-
-    def _remote_error(self, call: Call, error: dict[str, Any]) -> RemoteError:
-        return remote_error(error.get("code"), error.get("message"), error.get("data"),
-                            server=self.name, method=call.method, prefix=self._describe(call))
-
-    def _incoming(self, message: Message) -> None:
-        """A request or notification from the server."""
-        if message.id is not None:
-            if not self._pool.submit(lambda: self._answer(message)):
-                logger.debug("server %r: request %r arrived while closing; not answered",
-                             self.name, message.method)
-            return
-        if message.method == _PROGRESS:
-            self._progress(message.params)
-            if not self._observe_progress:
-                return
-        handler = self._on_notification
-        if handler is not None:
-            self._dispatcher.post(lambda: handler(message))
-
-    def _progress(self, params: Any) -> None:
-        if not isinstance(params, dict):
-            return
-        token = params.get("progressToken")
-        if type(token) is not int:
-            logger.debug("server %r: progress for unknown token %r", self.name, token)
-            return
-        call = self._pending.get(("int", token))
-        if call is None:
-            logger.debug("server %r: progress for a finished or unknown request %r",
-                         self.name, token)
-            return
-        call.progressed(time.monotonic())
-        callback = call.progress
-        if callback is None:
-            return
-        progress = params.get("progress")
-        if isinstance(progress, bool) or not isinstance(progress, (int, float)):
-            logger.debug("server %r: progress without a number: %r", self.name, params)
-            return
-        total = params.get("total")
-        message = params.get("message")
-        self._dispatcher.post(lambda: callback(progress, total, message))
-
-    def _uncorrelated(self, message: Message) -> None:
-        logger.warning("server %r answered an error that names no request: %r", self.name,
-                       message.error)
-
-    def _garbage_line(self, error: ParseError) -> None:
-        self._garbage += 1
-        level = logging.WARNING if self._garbage <= GARBAGE_WARNINGS else logging.DEBUG
-        logger.log(level, "server %r wrote a line that is not JSON-RPC; skipped: %s",
-                   self.name, error)
-        rid = error.id
-        if rid is None:
-            if self._watching:
-                if self._first_garbage is None:
-                    self._first_garbage = error.excerpt
-                if self._garbage >= HANDSHAKE_GARBAGE:
-                    self._not_an_mcp_server()
-            return
-        call = self._pending.pop(rid.key, None)
-        if call is None:
-            return
-        self._unattended.discard(call)
-        failure = ProtocolError(f"{self._describe(call)}: the server answered with an invalid "
-                                f"message: {error}", server=self.name, method=call.method)
-        failure.__cause__ = error
-        call.finish(None, failure)
-
-    # ------------------------------------------------------------------ server->client requests
-
-    def _answer(self, message: Message) -> None:
-        """Pool thread: run ``on_request`` and write its answer."""
-        method = message.method or ""
-        rid = message.id
-        assert rid is not None
-        handler = self._on_request
-        reply: Message
-        try:
-            if handler is None:
-                if method != "ping":
-                    raise RemoteError("method not found", code=jsonrpc.METHOD_NOT_FOUND,
-                                      remote_message=f"method not found: {method}")
-                result: Any = {}
-            else:
-                result = handler(message)
-            reply = jsonrpc.result(rid, result)
-        except RemoteError as exc:
-            if method == "ping" and exc.code == jsonrpc.METHOD_NOT_FOUND:
-                reply = jsonrpc.result(rid, {})
-            else:
-                data = exc.data if exc.data is not None else jsonrpc.MISSING
-                reply = jsonrpc.error(rid, exc.code, exc.remote_message or exc.message, data)
-        except Rejected:
-            reply = jsonrpc.error(rid, _USER_REJECTED, "rejected by user")
-        except Exception as exc:
-            logger.warning("server %r: the callback for %r raised", self.name, method,
-                           exc_info=True)
-            reply = jsonrpc.error(rid, jsonrpc.INTERNAL_ERROR, str(exc) or type(exc).__name__)
-        try:
-            frame = jsonrpc.serialize(reply)
-        except (ValueError, TypeError) as exc:
-            frame = jsonrpc.serialize(jsonrpc.error(
-                rid, jsonrpc.INTERNAL_ERROR, f"the client's answer cannot be encoded: {exc}"))
-        try:
-            self._send_until(frame, time.monotonic() + self._notice_bound)
-        except WriteTimedOut as exc:
-            if not exc.written:
-                logger.warning("server %r: the answer to %r was not sent: the server has not "
-                               "read its input for %g s", self.name, method,
-                               self._notice_bound)
-        except ConnectionLost:
-            logger.debug("server %r: could not answer %r (the connection is gone)",
-                         self.name, method)
-
-    # ------------------------------------------------------------------ connection loss
-
-    def _on_eof(self) -> None:
-        if self.closed or self._stopping:
-            return
-        self._lose(None, exited=True)
-
-    def _lose(self, cause: BaseException | None, *, exited: bool = False) -> None:
-        """The connection is dead: fail every pending call at once, then let the background
-        reader tear the transport down.
-
-        ``exited``: stdout reached EOF or a write found the pipe broken, so the server is
-        (about to be) gone: the calls fail with :class:`ServerExited` carrying its exit
-        status (waited for, event-driven, up to EXIT_WAIT) and stderr. Otherwise (a
-        ``StreamError`` such as an oversized frame) they fail with :class:`ConnectionLost`
-        chained to ``cause``.
-        """
-        with self._lock:
-            if self._lost is not None or self.closed:
-                return
-            # Placeholder so a concurrent _lose returns; replaced below.
-            self._lost = ConnectionLost("connection lost", server=self.name)
-        code: int | None = None
-        if exited:
-            code = self._transport.wait_exit(EXIT_WAIT)
-        self._lost_cause = cause
-        if exited:
-            self._lost = self._exited_error(f"server {self.name!r}", code, None)
-        else:
-            self._lost = ConnectionLost(f"the connection to server {self.name!r} was lost: "
-                                        f"{cause}", server=self.name)
-        self._lost.__cause__ = cause
-        self._loss_settled.set()
-        self._fail_all(lambda call: self._loss_error(call, code, cause, exited))
-        with self._lock:
-            self._want = None
-            self._unpark_locked()
-        self._transport.wake()
-
-    def _not_mcp_note(self, subject: str | None = None) -> str:
-        """Why the program may not be an MCP server, quoting its stdout (and stderr)."""
-        first = self._first_garbage
-        if first is None:
-            seen = "it wrote nothing on stdout"
-        else:
-            count = f" (and {self._garbage - 1} more such lines)" if self._garbage > 1 else ""
-            seen = f"its first line on stdout was {first!r}{count}, which is not JSON-RPC"
-        if subject is None:
-            subject = f"server {self.name!r}"
-        note = (f"{subject} may not be an MCP server: {seen}; check that the command starts "
-                "an MCP server that speaks JSON-RPC on stdin/stdout")
-        excerpt = self._transport.stderr_excerpt()
-        return note + ("; its stderr ends with:\n" + excerpt if excerpt
-                       else " (it wrote nothing to stderr)")
-
-    def _not_an_mcp_server(self) -> None:
-        """The handshake got only lines that are not JSON-RPC: fail every pending call with
-        ``ProtocolError`` now (the background reader then tears the connection down)."""
-        with self._lock:
-            if self._lost is not None or self.closed:
-                return
-            note = self._not_mcp_note()
-            self._lost = ConnectionLost(note, server=self.name)
-        self._loss_settled.set()
-        self._fail_all(lambda call: ProtocolError(
-            f"{self._describe(call)}: {note}", server=self.name, method=call.method))
-        with self._lock:
-            self._want = None
-            self._unpark_locked()
-        self._transport.wake()
-
-    def _exited_error(self, prefix: str, code: int | None, method: str | None,
-                      maybe_executed: bool = False) -> ServerExited:
-        if self._watching:   # it never answered: say what it did write
-            text = (f"{prefix}: server {self.name!r} {_exit_text(code)} before answering, "
-                    + self._not_mcp_note("so it"))
-            return ServerExited(text, exit_code=code, stderr_tail=self._transport.stderr_tail(),
-                                maybe_executed=maybe_executed, server=self.name, method=method)
-        excerpt = self._transport.stderr_excerpt()
-        text = f"{prefix}: server {self.name!r} {_exit_text(code)}"
-        if excerpt:
-            text += "; its stderr ends with:\n" + excerpt
-        else:
-            text += " (it wrote nothing to stderr)"
-        return ServerExited(text, exit_code=code, stderr_tail=self._transport.stderr_tail(),
-                            maybe_executed=maybe_executed, server=self.name, method=method)
-
-    def _loss_error(self, call: Call, code: int | None, cause: BaseException | None,
-                    exited: bool) -> ConnectionLost:
-        prefix = self._describe(call)
-        error: ConnectionLost
-        if exited:
-            error = self._exited_error(prefix, code, call.method, maybe_executed=True)
-        else:
-            error = ConnectionLost(f"{prefix}: the connection was lost: {cause}",
-                                   maybe_executed=True, server=self.name, method=call.method)
-        error.__cause__ = cause
-        return error
-
-    def _after_loss(self, method: str | None, params: Any) -> ConnectionLost:
-        """The error for a call made after the connection died."""
-        # Another thread may still be building the error (it waits up to EXIT_WAIT for the
-        # exit status): wait for it rather than quote the placeholder.
-        self._loss_settled.wait(EXIT_WAIT + JOIN_TIMEOUT)
-        lost = self._lost
-        prefix = self._what(method, params)
-        if isinstance(lost, ServerExited):
-            error: ConnectionLost = self._exited_error(prefix, lost.exit_code, method)
-        else:
-            error = ConnectionLost(f"{prefix}: {lost}", server=self.name, method=method)
-        error.__cause__ = self._lost_cause
-        return error
-
-    def _fail_all(self, make: Callable[[Call], BaseException]) -> None:
-        pending = self._pending
-        for key in list(pending):
-            call = pending.pop(key, None)
-            if call is not None:
-                self._unattended.discard(call)
-                call.finish(None, make(call))
-
     def __repr__(self) -> str:
-        state = "closed" if self.closed else ("lost" if self._lost else "open")
+        phase = self._phase
+        state = "closed" if phase >= Phase.CLOSING else ("lost" if phase >= Phase.LOSING
+                                                        else "open")
         return f"<Session {self.name!r} {state} pending={len(self._pending)}>"
 
 

@@ -1,7 +1,31 @@
-"""What every transport shares with the session: the items and errors that cross between them.
+"""The transport contract: what every transport gives the session, and what crosses between them.
 
 Lives below the session and beside no particular transport, so that the session and each
 transport can use these without importing one another's private modules.
+
+:class:`Transport` is the contract. A transport is a *pull* transport: the session asks it
+for what arrived (``receive``) rather than being called back, because the thread that reads
+is chosen by the session (a caller waiting for its only answer reads it itself; otherwise the
+background reader does). Its thread rules:
+
+- ``receive`` is called by one thread at a time (whoever holds the session's reader role),
+  never concurrently with itself; it may be called from different threads in turn.
+- ``wake`` may be called from any thread at any time, also while another thread is inside
+  ``receive``: it makes that ``receive`` (or the next one) return soon, with what it has or
+  an empty list. A spurious wake-up is harmless.
+- ``send`` and ``send_bytes`` may be called from many threads at once; each frame goes out
+  whole (frames never interleave). They raise :class:`TransportClosed` (a
+  ``ConnectionLost``) once the connection is gone.
+- ``close`` is idempotent and may be called from any thread, also while another thread is
+  inside ``receive`` or ``send``; after it, ``receive`` returns ``None`` (end of input).
+- ``returncode``/``wait_exit``/``stderr_tail``/``stderr_excerpt`` say how a server process
+  ended and what it said on stderr; a transport without a process takes them from
+  :class:`NoProcess`.
+
+Optional extras, looked for by the session: ``send_bytes_until(frame, deadline)`` (a write
+bounded by a deadline, raising :class:`WriteTimedOut`; stdio has it, because a server that
+stops reading its stdin can block a write forever) and ``hurry()`` (shorten the shutdown
+grace of a program that never answered).
 
 ``CallFailed``: how a push transport fails one pending call with a specific error.
 
@@ -14,11 +38,15 @@ and the session fails the call with that id by raising ``error`` (with the usual
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Protocol
+
 from mcpsync._names import safe
 from mcpsync.errors import ConnectionLost
-from mcpsync.jsonrpc import RequestId
+from mcpsync.jsonrpc import Batch, Message, ParseError, RequestId
 
-__all__ = ["CallFailed", "TransportClosed", "WriteTimedOut", "safe_name"]
+__all__ = ["CallFailed", "NoProcess", "Transport", "TransportClosed",
+           "WriteTimedOut", "safe_name"]
 
 #: The thread- and logger-safe form of a display name; public here since the stdio transport
 #: exported it first.
@@ -56,3 +84,52 @@ class WriteTimedOut(Exception):
         super().__init__(f"{written} of {size} bytes written")
         self.written = written
         self.size = size
+
+
+class Transport(Protocol):
+    """What the session needs from a transport; the thread rules are in the module docstring.
+
+    ``kind`` names the transport in thread names (``mcpsync-<kind>-reader-<server>``):
+    ``"stdio"``, ``"http"``, ``"memory"``. ``allow_batch`` says whether a JSON array is
+    accepted as a frame (2025-03-26 only); the client sets it after the handshake.
+    ``receive(timeout)`` returns the decoded items in arrival order (with ``CallFailed``
+    from a transport that can fail one call without a reply, such as HTTP), ``[]`` when
+    woken or timed out with nothing, and ``None`` at end of input (the server is gone).
+    """
+
+    kind: str
+    allow_batch: bool
+
+    def send(self, message: Message) -> None: ...
+    def send_bytes(self, frame: bytes) -> None: ...
+    def receive(self, timeout: float | None
+                ) -> Sequence[Message | Batch | ParseError | CallFailed] | None: ...
+    def wake(self) -> None: ...
+    def close(self) -> None: ...
+    def returncode(self) -> int | None: ...
+    def wait_exit(self, timeout: float) -> int | None: ...
+    def stderr_tail(self) -> str: ...
+    def stderr_excerpt(self) -> str: ...
+
+
+class NoProcess:
+    """Mixin for a transport with no server process: no exit status and no stderr.
+
+    The session's messages then read "server 'x' closed its output" with no stderr excerpt.
+    """
+
+    def returncode(self) -> int | None:
+        """Always ``None``: there is no process to have exited."""
+        return None
+
+    def wait_exit(self, timeout: float) -> int | None:
+        """Returns ``None`` at once: there is no process to wait for."""
+        return None
+
+    def stderr_tail(self) -> str:
+        """Always empty: there is no stderr."""
+        return ""
+
+    def stderr_excerpt(self) -> str:
+        """Always empty: there is no stderr."""
+        return ""

@@ -137,6 +137,8 @@ class StdioTransport:
     does it), and is the only way the spawner thread's reference is released.
     """
 
+    kind = "stdio"   # the session names its reader thread after it: mcpsync-stdio-reader-<name>
+
     def __init__(
         self,
         argv: Sequence[str],

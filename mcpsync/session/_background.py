@@ -1,0 +1,106 @@
+"""The background reader of a session (``mcpsync-<kind>-reader-<name>``): it reads whenever
+no caller holds the reader role, and sleeps on the role's gate while one does. It is the
+slow half of the hot path: a caller that leads never waits for it, and a caller that follows
+is woken by whoever reads its answer. See ``_engine`` for the theory of operation.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+from mcpsync.errors import ConnectionLost
+from mcpsync.jsonrpc import StreamError
+from mcpsync.session._base import HANDOFF_GRACE, MAX_PARK, Phase, SessionBase, logger
+from mcpsync.session._call import Call
+from mcpsync.session._role import BG as _BG
+from mcpsync.transport.base import Transport
+
+__all__ = ["BackgroundReader"]
+
+
+class BackgroundReader(SessionBase):
+    """The loop of the background reader thread."""
+
+    def _bg_run(self) -> None:
+        """Thread ``mcpsync-<kind>-reader-<name>``: read whenever no caller holds the role.
+
+        While a caller holds it, sleep on the gate: HANDOFF_GRACE when the holder changed
+        since the last look (calls are flowing; a role given back with nothing pending is
+        picked up within that time), doubling up to MAX_PARK while the same call keeps it.
+        A holder still writing its request after a whole sleep has a blocked write: take
+        the role over so that stdout is drained (the caller then waits as a follower).
+        """
+        transport = self._transport
+        gate = self._role.gate
+        last_holder: object = None
+        seen_sending: Call | None = None
+        park_for = HANDOFF_GRACE
+        while True:
+            with self._lock:
+                if self._phase is not Phase.OPEN:
+                    if self._role.holder is _BG:
+                        self._role.holder = None
+                    break
+                holder = self._role.holder
+                if holder is None or holder is _BG or (
+                        holder is seen_sending and self._role.sending is holder):
+                    self._role.holder = _BG
+                    park = False
+                else:
+                    park = True
+                    park_for = min(park_for * 2, MAX_PARK) if holder is last_holder \
+                        else HANDOFF_GRACE
+                    last_holder = holder
+                    seen_sending = holder if self._role.sending is holder else None
+                    self._role.long_park = park_for > HANDOFF_GRACE
+                    self._role.parked = True
+            if park:
+                if not gate.acquire(timeout=park_for):
+                    with self._lock:  # timed out: leave the gate locked and ourselves awake
+                        if self._role.parked:
+                            self._role.parked = False
+                        else:  # released after our timeout: consume that wake-up
+                            gate.acquire(False)
+                continue
+            last_holder = seen_sending = None
+            self._role.long_park = True
+            try:
+                self._bg_read(transport)
+            except StreamError as exc:
+                with self._lock:
+                    self._role.holder = None
+                self._lose(exc)
+            except Exception as exc:  # a bug; never let the reader die silently
+                logger.error("server %r: the reader failed", self.name, exc_info=True)
+                with self._lock:
+                    self._role.holder = None
+                self._lose(ConnectionLost(f"the reader of server {self.name!r} failed: "
+                                          f"{exc!r}", server=self.name))
+        self._teardown_after_loss()
+
+    def _bg_read(self, transport: Transport) -> None:
+        """Hold the role and read until told to stop or a caller asks for the role."""
+        monotonic = time.monotonic
+        while True:
+            timeout: float | None = None
+            if self._unattended:
+                now = monotonic()
+                earliest = self._expire_unattended(now)
+                if earliest != math.inf:
+                    timeout = max(0.0, earliest - now)
+            items = transport.receive(timeout)
+            if items:
+                self._feed(items)
+            elif items is None:
+                self._on_eof()
+            with self._lock:
+                if self._phase is not Phase.OPEN:
+                    return
+                want = self._role.want
+                if want is not None:
+                    self._role.want = None
+                    if not want.done and not want.answered:
+                        # Grant the role to the caller whose call is the only one in flight.
+                        self._role.grant(want)
+                        return

@@ -1,0 +1,73 @@
+"""The reader role of a session: which thread reads the transport now.
+
+Exactly one thread at a time reads: the background reader (:data:`BG` as holder) or a caller
+(its :class:`~mcpsync.session._call.Call`). Every field changes only under the session's
+``_lock`` (the callers of these methods hold it); the hot path reads ``holder`` without the
+lock, which is safe because a thread only ever acts on "the holder is me", and only the
+holder (or, under the lock, a granter) changes that.
+
+- ``holder``: who reads (``None``: nobody; the background reader takes it within
+  HANDOFF_GRACE).
+- ``want``: the caller that asked the background reader for the role (its call is the only
+  one in flight); the background reader grants it after its current ``receive``.
+- ``sending``: the holder is still writing its request; a write that blocks (a server that
+  stopped reading) is rescued by the background reader taking the role over.
+- ``parked``/``long_park``/``gate``: the background reader sleeps on ``gate`` (a lock used as
+  a binary semaphore, released only while ``parked`` is true); ``long_park`` says whether the
+  sleep is longer than HANDOFF_GRACE, so a role given back must wake it at once.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Final
+
+from mcpsync.session._call import Call
+
+__all__ = ["BG", "Role"]
+
+BG: Final = object()  # the background reader, as holder of the reader role
+
+
+class Role:
+    """Holder, want, sending and parked, changed under the session's lock."""
+
+    __slots__ = ("gate", "holder", "long_park", "parked", "sending", "want")
+
+    def __init__(self) -> None:
+        self.holder: object = None
+        self.want: Call | None = None
+        self.sending: Call | None = None
+        self.parked = False
+        self.long_park = True
+        self.gate = threading.Lock()
+        self.gate.acquire()
+
+    def claim(self, call: Call) -> bool:
+        """Under the lock: take the role for ``call`` if it is free, marking it as writing."""
+        if self.holder is None:
+            self.holder = call
+            self.sending = call
+            return True
+        return False
+
+    def release(self, call: Call, wake: bool) -> None:
+        """Under the lock: ``call`` gives the role (and any request for it) back; the
+        background reader is woken when ``wake`` says it must read or it sleeps long."""
+        if self.want is call:
+            self.want = None
+        if self.holder is call:
+            self.holder = None
+            if wake or self.long_park:
+                self.unpark()
+
+    def grant(self, call: Call) -> None:
+        """Under the lock, by the background reader: hand the role to ``call`` and wake it."""
+        self.holder = call
+        call.signal()
+
+    def unpark(self) -> None:
+        """Under the lock: wake the background reader if it sleeps on the gate."""
+        if self.parked:
+            self.parked = False
+            self.gate.release()
