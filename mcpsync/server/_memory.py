@@ -16,6 +16,7 @@ import time
 import traceback
 from collections.abc import Callable
 
+from mcpsync._threads import spawn
 from mcpsync.jsonrpc import Message, serialize
 from mcpsync.server._context import _stderr
 from mcpsync.server._intake import Intake
@@ -43,13 +44,8 @@ class MemoryPeer:
         self._intake = Intake(self._dispatcher, self._lock, max_queued=max_queued,
                               max_queued_bytes=max_queued_bytes, on_work=_ignore)
         safe = safe_name(name)
-        self._workers = [
-            threading.Thread(target=self._work, name=f"mcpsync-memory-worker-{safe}-{k}",
-                             daemon=True)
-            for k in range(1, concurrency + 1)
-        ]
-        for worker in self._workers:
-            worker.start()
+        self._workers = [spawn(f"mcpsync-memory-worker-{safe}-{k}", self._work)
+                         for k in range(1, concurrency + 1)]
 
     def write(self, frame: bytes) -> None:
         """The client wrote ``frame``: queue it (waiting while the server is flooded)."""
