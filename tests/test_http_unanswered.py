@@ -22,7 +22,7 @@ from http_peers.fixtures import fault_server_factory_fixture, fault_server_fixtu
 
 import mcpsync
 from mcpsync.errors import ConnectionLost, ProtocolError, TransportError
-from mcpsync.transport.http import _transport as http_transport
+from mcpsync.transport.http import _legacy as http_transport
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -208,7 +208,15 @@ class Client:
             client_info=self._client_info or {"name": "mcpsync", "version": __version__},
             modern_meta=lambda version: build_meta(
                 version, self._callbacks.capabilities(modern=True), self._client_info),
-            http=self._config.is_http)
+            http=self._config.is_http,
+            on_legacy=self._tell_transport_legacy if self._config.is_http else None)
+
+    def _tell_transport_legacy(self, version: str, params: dict[str, Any]) -> None:
+        """The HTTP transport learns the legacy era from us, not from the frames."""
+        from mcpsync.transport.http._transport import HttpTransport, SessionState
+        transport = self._transport
+        if isinstance(transport, HttpTransport):
+            transport.session_updated(SessionState("legacy", version, params))
 
     def _open_session(self) -> Session:
         """Spawn the server (or open the HTTP transport) and start a session on it (the
@@ -261,6 +269,11 @@ class Client:
         self._handshake_result = negotiated.result
         self._has_tools = "tools" in negotiated.capabilities
         self._rebuild_meta()
+        transport = self._transport
+        if self._modern and self._config.is_http:
+            from mcpsync.transport.http._transport import HttpTransport, SessionState
+            if isinstance(transport, HttpTransport):
+                transport.session_updated(SessionState("modern", negotiated.protocol_version))
 
     def _take_server_name(self, session: Session) -> None:
         """Name a stdio server by what it calls itself (``serverInfo.name``) in errors and

@@ -138,6 +138,9 @@ class HandshakeParams:
     client_info: dict[str, Any]
     modern_meta: Callable[[str], dict[str, Any]]   # version -> request _meta
     http: bool = False     # the probe runs over HTTP (more codes mean modern)
+    # Told (version, initialize params) once a legacy handshake is answered, before
+    # ``notifications/initialized``: the HTTP transport's headers need the version.
+    on_legacy: Callable[[str, dict[str, Any]], None] | None = None
 
     @property
     def bound(self) -> float:
@@ -219,6 +222,8 @@ def _initialize(session: _Requester, hp: HandshakeParams, version: str,
         assert isinstance(result, dict)
         # Arrays are legal only once 2025-03-26 is negotiated.
         session.allow_batch = answered == "2025-03-26"
+        if hp.on_legacy is not None:
+            hp.on_legacy(answered, params)
         session.notify("notifications/initialized")
         instructions = result.get("instructions")
         caps = result.get("capabilities")

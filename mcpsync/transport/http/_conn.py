@@ -13,11 +13,12 @@ never remounted: there a request is aborted once its headers arrive (documented)
 from __future__ import annotations
 
 import contextlib
+import http.client
 import socket
 import threading
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import requests
 import urllib3.exceptions
@@ -25,17 +26,24 @@ from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
-from mcpsync.errors import TransportError
+from mcpsync.errors import ConnectFailed, ConnectionLost, MCPError, TransportError
+from mcpsync.transport.http._auth import redact_url
 
 if TYPE_CHECKING:
     from requests.sessions import _Settings
 
-__all__ = ["Abortable", "abort_socket", "close_session", "connect_failure", "iter_chunks",
+__all__ = ["NETWORK_ERRORS", "Abortable", "Described", "abort_socket", "close_session",
+           "connect_failure", "from_network", "iter_chunks", "map_network_errors",
            "media_type", "new_session", "read_body", "tracking"]
 
 POOL_MAXSIZE = 64
 READ1_SIZE = 65536
 ENV_TTL = 1.0   # seconds between two reads of the environment's proxy/CA settings
+
+# What ``requests``, urllib3 and the socket layer raise when the network fails; only
+# :func:`map_network_errors` catches these, and turns them into mcpsync errors.
+NETWORK_ERRORS: Final = (requests.RequestException, urllib3.exceptions.HTTPError, OSError,
+                         http.client.HTTPException)
 
 _tls = threading.local()
 
@@ -288,3 +296,48 @@ def read_body(response: requests.Response, limit: int, what: str) -> bytes:
         raise TransportError(f"{what}: the reply body is {len(data)} bytes, over the "
                              f"{limit}-byte limit (max_frame_bytes)")
     return data
+
+
+class Described(Protocol):
+    """What :func:`map_network_errors` needs to say which call failed, and where."""
+
+    @property
+    def method(self) -> str | None: ...
+    @property
+    def server(self) -> str: ...
+    @property
+    def url(self) -> str: ...
+    def describe(self) -> str: ...
+
+
+@contextlib.contextmanager
+def map_network_errors(call: Described) -> Iterator[None]:
+    """The one place a raw network failure becomes an mcpsync error.
+
+    ``ConnectFailed`` when no connection was made (nothing was sent, so the chain, which
+    speaks of our private pool and connection classes, is dropped); otherwise
+    ``ConnectionLost`` with ``maybe_executed`` (the server may have acted), chained ``from``
+    the network error. mcpsync errors pass through untouched. The URL shown has no credentials.
+    """
+    try:
+        yield
+    except MCPError:
+        raise   # ours already (ConnectionLost is an OSError too)
+    except NETWORK_ERRORS as exc:
+        reason = connect_failure(exc)
+        if reason is not None:
+            url = redact_url(call.url)
+            raise ConnectFailed(f"{call.describe()}: could not connect to {url} ({reason}); "
+                                "is the server running there?", url=url, server=call.server,
+                                method=call.method) from None
+        raise ConnectionLost(f"{call.describe()}: the HTTP request failed: {exc}",
+                             maybe_executed=True, server=call.server,
+                             method=call.method) from exc
+
+
+def from_network(exc: BaseException) -> bool:
+    """Whether ``exc`` is what :func:`map_network_errors` made of a network failure (as
+    opposed to an mcpsync error that passed through it): a retry is for those only."""
+    cause = exc.__context__
+    return isinstance(exc, ConnectionLost) and isinstance(cause, NETWORK_ERRORS) \
+        and not isinstance(cause, MCPError)

@@ -9,31 +9,50 @@ owns the GET stream on the thread ``mcpsync-http-sse-<name>``; the HTTP transpor
 
 from __future__ import annotations
 
-import http.client
 import logging
 import threading
 from collections.abc import Callable
-from typing import Final
+from typing import TYPE_CHECKING, Final
 from urllib.parse import urljoin
 
 import requests
-import urllib3.exceptions
 
+from mcpsync import jsonrpc
 from mcpsync._origin import UnsafeURL, check_same_origin, refuse_hostile
-from mcpsync.errors import ConnectFailed, MCPError, TransportError
-from mcpsync.transport.http._auth import redact_url
-from mcpsync.transport.http._conn import Abortable, connect_failure, iter_chunks, media_type
+from mcpsync.errors import ConnectFailed, ConnectionLost, MCPError, TransportError
+from mcpsync.jsonrpc import Batch, Message, ParseError
+from mcpsync.transport.http._auth import redact_url, status_error
+from mcpsync.transport.http._conn import (
+    NETWORK_ERRORS,
+    Abortable,
+    connect_failure,
+    iter_chunks,
+    media_type,
+)
+from mcpsync.transport.http._exchange import (
+    ACCEPT_POST,
+    CONNECT_TIMEOUT,
+    INTERNAL_TIMEOUT,
+    JSON,
+    Exchange,
+    Link,
+)
 from mcpsync.transport.http._watchdog import Watchdog
 from mcpsync.transport.sse import SSEDecoder, SSEEvent
 
-__all__ = ["ENDPOINT_TIMEOUT", "SseChannel"]
+if TYPE_CHECKING:
+    from mcpsync.transport.http._exchange import Exchanger
+    from mcpsync.transport.http._legacy import LegacySession
+
+__all__ = ["ENDPOINT_TIMEOUT", "SseChannel", "SseRoute"]
+
+_EVENTS: Final = "text/event-stream"
 
 ENDPOINT_TIMEOUT: Final = 10.0
 
 logger = logging.getLogger("mcpsync.transport.http")
 
-_ERRORS: Final = (MCPError, requests.RequestException, urllib3.exceptions.HTTPError, OSError,
-                  http.client.HTTPException)
+_ERRORS: Final = (MCPError, *NETWORK_ERRORS)
 
 Opener = Callable[[Abortable], requests.Response]
 
@@ -172,3 +191,111 @@ class SseChannel:
 
     def __repr__(self) -> str:
         return f"<SseChannel {self.url} endpoint={self.endpoint!r}>"
+
+
+class SseRoute:
+    """The transport's requests over an HTTP+SSE connection (a :class:`Route` of
+    ``_exchange``): POSTs to the announced endpoint, answers matched on the GET stream.
+
+    Taken when ``initialize`` is refused with 400/404/405 (or forced by
+    ``transport="sse"``); a dropped stream fails the calls waiting on it, and the next
+    call opens a new stream and a new session, its state restored as after a 404.
+    """
+
+    def __init__(self, link: Link, exchanger: Exchanger, legacy: LegacySession) -> None:
+        self._link = link
+        self._ex = exchanger
+        self._legacy = legacy
+        self._waiting: dict[tuple[str, int | str], Exchange] = {}
+        self._broken = False
+        self.channel = self._open()
+
+    def _open(self) -> SseChannel:
+        link = self._link
+        channel = SseChannel(link.url, safe=link.safe, max_event_bytes=link.max,
+                             open_get=self._get, on_message=self._message,
+                             on_drop=self._dropped, watchdog=link.watchdog)
+        channel.open()
+        self._broken = False
+        return channel
+
+    def _get(self, target: Abortable) -> requests.Response:
+        return self._link.request("GET", self._link.url,
+                                  {"Accept": _EVENTS, "Accept-Encoding": "identity"},
+                                  body=None, timeout=(CONNECT_TIMEOUT, None), target=target,
+                                  rpc_method=None)
+
+    def oneway_url(self, headers: dict[str, str]) -> str:
+        return self.channel.endpoint or self._link.url
+
+    def await_internal(self, ex: Exchange) -> None:
+        ex.answered.wait(INTERNAL_TIMEOUT)
+
+    def post(self, ex: Exchange) -> requests.Response:
+        """POST to the announced endpoint; the answer will come on the GET stream."""
+        if self._broken and not ex.internal:
+            self._reopen()
+        channel = self.channel
+        assert channel.endpoint is not None
+        self._waiting[ex.wire_id.key] = ex   # before the POST: the answer may be quick
+        headers = {"Accept": ACCEPT_POST, "Content-Type": JSON}
+        try:
+            return self._link.request("POST", channel.endpoint, headers, body=ex.frame,
+                                      timeout=(CONNECT_TIMEOUT, CONNECT_TIMEOUT), target=ex,
+                                      rpc_method=ex.method, stream=False)
+        except BaseException:
+            self._waiting.pop(ex.wire_id.key, None)
+            raise
+
+    def reply(self, ex: Exchange, response: requests.Response) -> None:
+        status = response.status_code
+        response.close()
+        if 200 <= status < 300:
+            return
+        self._waiting.pop(ex.wire_id.key, None)
+        raise status_error(f"{ex.describe()}: the HTTP+SSE endpoint answered HTTP "
+                           f"{status}", status=status, url=self._link.url,
+                           server=self._link.name, method=ex.method)
+
+    def _message(self, data: str) -> None:
+        """Stream thread: one ``message`` event."""
+        rx = self._link.rx
+        try:
+            parsed = jsonrpc.parse(data, allow_batch=self._link.allow_batch)
+        except ParseError as exc:
+            rx.put(exc)
+            return
+        for item in parsed if isinstance(parsed, Batch) else [parsed]:
+            if isinstance(item, Message) and item.method is None and item.id is not None:
+                ex = self._waiting.pop(item.id.key, None)
+                if ex is not None:
+                    self._ex.deliver(ex, item)
+                    ex.answered.set()
+                    continue
+            rx.put(item)
+
+    def _dropped(self) -> None:
+        """The GET stream ended: pending calls fail; the next call reconnects."""
+        self._broken = True
+        waiting = list(self._waiting.values())
+        self._waiting.clear()
+        for ex in waiting:
+            ex.answered.set()
+            if not ex.internal:
+                self._ex.fail(ex, ConnectionLost(
+                    f"{ex.describe()}: the server's HTTP+SSE stream ended",
+                    maybe_executed=True, server=self._link.name, method=ex.method))
+
+    def _reopen(self) -> None:
+        """A new GET stream and a new ``initialize``, state restored as after a 404."""
+        with self._legacy.reinit_lock:
+            if not self._broken:
+                return
+            logger.warning("server %r: the HTTP+SSE stream ended; reconnecting",
+                           self._link.name)
+            self.channel.close(join=0)
+            self.channel = self._open()
+            self._legacy.new_session()
+
+    def close(self, join: float) -> None:
+        self.channel.close(join=join)
