@@ -96,9 +96,6 @@ def test_safe_replaces_everything_outside_ascii_word_characters() -> None:
 #: each entry once its module uses mcpsync._threads.
 THREAD_EXCEPTIONS = {
     "mcpsync/client/_client.py",
-    "mcpsync/transport/http/_transport.py",
-    "mcpsync/transport/http/_sse2024.py",
-    "mcpsync/transport/http/_watchdog.py",
 }
 
 

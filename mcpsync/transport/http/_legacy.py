@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Final
 import requests
 
 from mcpsync import jsonrpc
+from mcpsync._threads import new_thread
 from mcpsync.errors import MCPError, ProtocolError, SessionExpired, TransportError
 from mcpsync.jsonrpc import Message, ParseError
 from mcpsync.transport.http._conn import Abortable, map_network_errors, media_type, read_body
@@ -233,8 +234,7 @@ class LegacySession:
         self._get_wanted = True
         if self.get_thread is not None or self._link.closing.is_set():
             return
-        thread = threading.Thread(target=self._get_loop,
-                                  name=f"mcpsync-http-get-{self._link.safe}", daemon=True)
+        thread = new_thread(f"mcpsync-http-get-{self._link.safe}", self._get_loop)
         self.get_thread = thread
         thread.start()
 

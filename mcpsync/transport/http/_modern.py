@@ -14,6 +14,7 @@ import logging
 import threading
 from typing import TYPE_CHECKING, Any, Final
 
+from mcpsync._threads import new_thread
 from mcpsync.errors import ConnectionLost, MCPError
 from mcpsync.jsonrpc import Message, RequestId
 from mcpsync.protocol import META_PROTOCOL_VERSION
@@ -167,8 +168,7 @@ class ModernExchange:
 
     def start_listen(self, ex: Exchange) -> None:
         """Open ``ex`` on its own thread (the caller holds the transport's close lock)."""
-        thread = threading.Thread(target=self._listen_loop, args=(ex,),
-                                  name=f"mcpsync-http-listen-{self._link.safe}", daemon=True)
+        thread = new_thread(f"mcpsync-http-listen-{self._link.safe}", self._listen_loop, ex)
         with self._threads_lock:
             self._listen_threads = [t for t in self._listen_threads if t.is_alive()]
             self._listen_threads.append(thread)

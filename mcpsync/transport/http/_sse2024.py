@@ -19,6 +19,7 @@ import requests
 
 from mcpsync import jsonrpc
 from mcpsync._origin import UnsafeURL, check_same_origin, refuse_hostile
+from mcpsync._threads import new_thread
 from mcpsync.errors import ConnectFailed, ConnectionLost, MCPError, TransportError
 from mcpsync.jsonrpc import Batch, Message, ParseError
 from mcpsync.transport.http._auth import redact_url, status_error
@@ -86,8 +87,7 @@ class SseChannel:
     def open(self, timeout: float = ENDPOINT_TIMEOUT) -> str:
         """Start the stream; return the endpoint once announced (TransportError after
         ``timeout`` seconds without one, or when it points to another origin)."""
-        thread = threading.Thread(target=self._run, name=f"mcpsync-http-sse-{self._safe}",
-                                  daemon=True)
+        thread = new_thread(f"mcpsync-http-sse-{self._safe}", self._run)
         self._thread = thread
         thread.start()
         if not self._ready.wait(timeout):

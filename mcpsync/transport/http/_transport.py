@@ -40,6 +40,7 @@ from typing import Any, Final
 import requests
 
 from mcpsync import jsonrpc
+from mcpsync._threads import new_thread
 from mcpsync.auth_hooks import AuthHooks
 from mcpsync.jsonrpc import MAX_FRAME_BYTES, Message, RequestId, StreamError
 from mcpsync.transport.base import TransportClosed, safe_name
@@ -90,9 +91,8 @@ class _Workers:
                 return False
             self._busy += 1
             if self._busy > len(self._threads) and len(self._threads) < MAX_WORKERS:
-                thread = threading.Thread(
-                    target=self._run, name=f"mcpsync-http-{self._safe}-{len(self._threads)}",
-                    daemon=True)
+                thread = new_thread(f"mcpsync-http-{self._safe}-{len(self._threads)}",
+                                    self._run)
                 self._threads.append(thread)
                 thread.start()
         self._jobs.put(job)

@@ -17,6 +17,7 @@ import threading
 import time
 from typing import Final
 
+from mcpsync._threads import new_thread
 from mcpsync.transport.http._conn import Abortable
 
 __all__ = ["StreamWatch", "Watchdog"]
@@ -76,8 +77,7 @@ class Watchdog:
         with self._lock:
             self._watches.add(watch)
             if self._thread is None and not self._stopped:
-                self._thread = threading.Thread(
-                    target=self._run, name=f"mcpsync-http-watchdog-{self._safe}", daemon=True)
+                self._thread = new_thread(f"mcpsync-http-watchdog-{self._safe}", self._run)
                 self._thread.start()
         return watch
 
