@@ -22,7 +22,7 @@ request after ``initialize``, the GET stream on ``mcpsync-http-get-<name>`` (ans
 the session once (shared by concurrent 404s) and retries transparently, dropped streams resume
 with ``Last-Event-ID``, ``DELETE`` on close. Modern (2026-07-28): stateless POSTs with the
 ``Mcp-*`` headers, cancellation by closing the stream, a broken stream re-issued once with a
-new id when that is safe. Behaviour: ``docs/http.md`` and ``docs/design.md``.
+new id when that is safe. Behaviour: ``docs/http.md`` and ``docs/architecture.md``.
 
 Thread contract: ``send``/``send_bytes``/``wake``/``close`` are safe from any thread;
 ``receive`` is called by one thread at a time; ``close`` is idempotent and bounded.
