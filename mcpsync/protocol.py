@@ -4,7 +4,7 @@ Nothing here does I/O, starts a thread or reads a clock. The session engine and 
 ask these functions what to do with an answer (h11's way: the protocol's rules in one
 place, every branch a unit test), then do it.
 
-Theory of operation for era detection on stdio (docs/design.md, "Era detection"):
+Theory of operation for era detection on stdio (docs/architecture.md, "Era detection"):
 
 1. Send ``server/discover`` with :func:`build_meta` for :data:`LATEST_MODERN`.
 2. A result goes to :func:`classify_discover_result`: ``("modern", version)`` when it is a

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
-CHECKED = ("client.md", "processes.md", "performance.md", "auth.md", "design.md")
+CHECKED = ("client.md", "processes.md", "performance.md", "auth.md", "architecture.md",
+           "errors.md", "index.md", "rough-edges.md")
 _BLOCK = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
 
 

@@ -1,7 +1,7 @@
 """The project explains itself: no code, page or test points at documents it does not ship.
 
-Design notes and behaviour contracts live in ``docs/`` (``docs/design.md`` and the user
-pages). A citation of a rule file, a section number of one, a relative path out of the
+Design notes and behaviour contracts live in ``docs/`` (``docs/architecture.md`` and the
+user pages). A citation of a rule file, a section number of one, a relative path out of the
 repository or a nickname for a planning document would send a reader somewhere they cannot
 follow, so this test keeps them out of the packages, ``docs/``, ``examples/``, the README and
 the docstrings of the tests. "The issue" is ordinary English in prose, so it is refused only in

@@ -6,7 +6,7 @@ callback pool), while a modern server returns ``resultType: "input_required"`` a
 same requests in ``inputRequests`` (answered by the input-required loop). Both paths end in
 :meth:`Callbacks.answer`, so application code never cares which era it talks to.
 
-Capabilities are advertised only for callbacks that were given (docs/design.md, "Callbacks and
+Capabilities are advertised only for callbacks that were given (docs/architecture.md, "Callbacks and
 input required"). Two optional attributes on a callback object extend what is advertised:
 
 - a sampling callback with ``supports_tools = True`` declares ``sampling.tools``;

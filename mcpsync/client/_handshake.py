@@ -1,4 +1,4 @@
-"""Era detection and the opening handshake on stdio (docs/design.md, "Era detection").
+"""Era detection and the opening handshake on stdio (docs/architecture.md, "Era detection").
 
 With ``era="auto"`` the client first sends ``server/discover`` carrying the modern ``_meta``.
 A valid ``DiscoverResult`` (or a -32022 naming a modern version we speak) means modern; any
@@ -53,7 +53,7 @@ _log = logging.getLogger("mcpsync.client")
 HANDSHAKE_BOUND = 30.0
 
 # Over HTTP, a server/discover answered with these codes (at any status) means a modern
-# server, as -32022 does; on stdio only -32022 counts (docs/design.md, "Era detection").
+# server, as -32022 does; on stdio only -32022 counts (docs/architecture.md, "Era detection").
 _HTTP_MODERN_PROBE_ERRORS = frozenset({HEADER_MISMATCH, MISSING_CLIENT_CAPABILITY})
 
 

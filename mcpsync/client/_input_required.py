@@ -1,4 +1,6 @@
-"""The multi-round-trip loop of the modern era (docs/design.md, "Callbacks and input required").
+"""The multi-round-trip loop of the modern era.
+
+See docs/architecture.md, "Callbacks and input required".
 
 A modern server never sends requests; when ``tools/call``, ``prompts/get`` or
 ``resources/read`` needs the client (sampling, elicitation, roots) it answers

@@ -68,7 +68,7 @@ __all__ = ["ManagedTool", "Manager", "Notification", "split_thread_server_id",
 _log = logging.getLogger("mcpsync.manager")
 
 CLOSE_TIMEOUT = 10.0          # close() of a Manager, all servers in parallel
-MAX_PARALLEL_STARTS = 16      # start_all (docs/design.md, "Limits")
+MAX_PARALLEL_STARTS = 16      # start_all (docs/architecture.md, "Limits")
 _SEP = SEP
 
 NotificationHandler = Callable[[Notification], Any]

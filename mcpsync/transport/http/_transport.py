@@ -20,7 +20,7 @@ closing. The parts, each in its own module: ``_exchange`` (one request: POST, JS
 reply, resumption, re-issue), ``_legacy`` (the ``Mcp-Session-Id`` session, its GET stream,
 expiry and DELETE), ``_modern`` (``Mcp-Param-*`` headers, -32020, ``subscriptions/listen``)
 and ``_sse2024`` (the 2024-11-05 HTTP+SSE fallback). Behaviour: ``docs/http.md`` and
-``docs/design.md``.
+``docs/architecture.md``.
 
 Thread contract: ``send``/``send_bytes``/``wake``/``close`` are safe from any thread;
 ``receive`` is called by one thread at a time; ``close`` is idempotent and bounded.
