@@ -15,13 +15,11 @@ calls block the calling thread; nothing here touches asyncio). ``close()`` is id
 from __future__ import annotations
 
 import atexit
-import collections
 import copy
 import logging
 import math
 import os
 import threading
-import time
 import unicodedata
 import weakref
 from collections.abc import Callable, Hashable, Mapping, Sequence
@@ -40,12 +38,22 @@ from mcpsync.client._callbacks import (
 )
 from mcpsync.client._connect_http import HttpSettings, http_settings, open_http_transport
 from mcpsync.client._finalizer import watch, weak_method
-from mcpsync.client._flow import Call, FutureFlow, Round, RoundWorkers, call_flow, run, with_meta
+from mcpsync.client._flow import (
+    Call,
+    FutureFlow,
+    Round,
+    RoundWorkers,
+    call_flow,
+    era_contradicted,
+    run,
+    with_meta,
+)
 from mcpsync.client._future import CallFuture
 from mcpsync.client._handshake import HandshakeParams, Negotiated, forget_era, negotiate
 from mcpsync.client._lists import list_all
 from mcpsync.client._notifications import Notifications
 from mcpsync.client._options import Options, make_options
+from mcpsync.client._restart import RESTART_LIMIT, RESTART_WINDOW, RestartBudget, dead_error
 from mcpsync.client._subscriptions import Subscription, Subscriptions
 from mcpsync.client._tools import ToolSchemas
 from mcpsync.config import ServerConfig, logger_name_part
@@ -55,7 +63,6 @@ from mcpsync.errors import (
     ConnectionLost,
     ProtocolError,
     RemoteError,
-    ServerExited,
     UnsupportedInThisEra,
     UsedAfterFork,
 )
@@ -84,11 +91,6 @@ _log = logging.getLogger("mcpsync.client")
 
 ProgressCallback = Callable[[float, "float | None", "str | None"], Any]
 
-# Modern-only error codes: on a legacy HTTP session they mean the era was detected wrongly.
-_MODERN_ONLY_CODES = frozenset({-32022, -32021, -32020})
-_METHOD_NOT_FOUND = -32601
-_RESTART_LIMIT = 3          # modern stdio restarts ...
-_RESTART_WINDOW = 60.0      # ... within this many seconds
 
 # Clients left open at interpreter exit are closed, so no server outlives the script.
 _open_clients: weakref.WeakSet[Client] = weakref.WeakSet()
@@ -149,7 +151,7 @@ class Client:
         # means "re-detected"; futures compare their round's session with it.
         self._redetected_from: weakref.ref[Session] | None = None
         self._closed = False
-        self._restarts: collections.deque[float] = collections.deque()
+        self._restarts = RestartBudget()
         self._workers = RoundWorkers(self._safe_name)   # submitted calls between rounds
         self._log_level = options.log_level
         self._session: Session
@@ -288,15 +290,11 @@ class Client:
                 if lost is None:
                     return old
                 if not self._modern or self._opts.restart is None:
-                    raise self._dead_error(lost, "")
-                now = time.monotonic()
-                while self._restarts and now - self._restarts[0] > _RESTART_WINDOW:
-                    self._restarts.popleft()
-                if len(self._restarts) >= _RESTART_LIMIT:
-                    raise self._dead_error(
-                        lost, f"; it was already restarted {_RESTART_LIMIT} times within "
-                              f"{_RESTART_WINDOW:.0f} s, so it is not restarted again")
-                self._restarts.append(now)
+                    raise dead_error(lost, self._name)
+                if not self._restarts.take():
+                    raise dead_error(
+                        lost, self._name, f"; it was already restarted {RESTART_LIMIT} times "
+                        f"within {RESTART_WINDOW:.0f} s, so it is not restarted again")
             old.close("server exited; restarting")
             _log.warning("server %r exited (%s); restarting it", self._name, lost)
             # The era is kept for the client's lifetime: rediscover as modern only.
@@ -322,16 +320,6 @@ class Client:
             self._adopt(negotiated)
             self._take_server_name(session)
         self._cache.clear()
-
-    def _dead_error(self, lost: ConnectionLost, suffix: str) -> ConnectionLost:
-        """A fresh error for a call made after the server died (nothing was sent)."""
-        if isinstance(lost, ServerExited):
-            return ServerExited(
-                f"server {self._name!r} exited earlier (exit code {lost.exit_code}){suffix}; "
-                f"connect again to start it anew", exit_code=lost.exit_code,
-                stderr_tail=lost.stderr_tail, server=self._name)
-        return ConnectionLost(f"the connection to server {self._name!r} was lost earlier "
-                              f"({lost}){suffix}; connect again", server=self._name)
 
     @staticmethod
     def _gone() -> Any:
@@ -397,9 +385,7 @@ class Client:
         replaced = self._redetected_from
         if replaced is not None and session is not replaced():
             return False
-        if modern:
-            return exc.code == _METHOD_NOT_FOUND and method == "tools/list"
-        return exc.code in _MODERN_ONLY_CODES
+        return era_contradicted(exc, method, modern=modern)
 
     def _redetect(self, used: Session, exc: RemoteError) -> None:
         """Detect the era anew on a fresh transport and adopt it; threads that meet the

@@ -48,10 +48,13 @@ if TYPE_CHECKING:
     from mcpsync.client._options import Options
     from mcpsync.session import Session
 
-__all__ = ["Call", "FutureFlow", "Host", "Round", "RoundWorkers", "call_flow", "run",
-           "with_meta"]
+__all__ = ["Call", "FutureFlow", "Host", "Round", "RoundWorkers", "call_flow",
+           "era_contradicted", "run", "with_meta"]
 
 _UNSUPPORTED_PROTOCOL_VERSION = -32022
+_METHOD_NOT_FOUND = -32601
+# Modern-only error codes: on a legacy HTTP session they mean the era was detected wrongly.
+_MODERN_ONLY_CODES = frozenset({-32022, -32021, -32020})
 
 #: What the generator yields: a round to send, or ``None`` (go on off the dispatcher thread).
 Flow = Generator["Round | None", Any, Any]
@@ -166,6 +169,14 @@ def call_flow(host: Host, call: Call, *, sent: Round | None = None) -> Flow:
                                            server=host._name)
             first = False
             this = Round(host._live(), params, host._modern)
+
+
+def era_contradicted(exc: RemoteError, method: str, *, modern: bool) -> bool:
+    """Whether an error says the era a request was sent in is wrong: -32601 for
+    ``tools/list`` on a modern session, a modern-only code on a legacy one."""
+    if modern:
+        return exc.code == _METHOD_NOT_FOUND and method == "tools/list"
+    return exc.code in _MODERN_ONLY_CODES
 
 
 def _remeta(params: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
