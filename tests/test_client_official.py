@@ -142,10 +142,10 @@ def test_legacy_subscribe_not_offered_by_official_peer() -> None:
 def test_output_validation() -> None:
     with _connect("auto") as client:
         client.list_tools()
-        assert client._schemas.get("add")   # cached from the listing
+        assert client._toolset.schemas.get("add")   # cached from the listing
     with _connect("auto", validate_output=False) as client:
         client.list_tools()
-        assert not client._schemas
+        assert not client._toolset.schemas
 
 
 def test_listen_is_reopened_after_a_modern_restart(no_leaks: None) -> None:

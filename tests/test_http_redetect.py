@@ -31,6 +31,7 @@ from http_peers.fault_server import (
 from http_peers.fixtures import fault_server_factory_fixture, fault_server_fixture  # noqa: F401
 
 import mcpsync
+from mcpsync.client._flow import FutureFlow
 from mcpsync.errors import RemoteError
 
 pytestmark = pytest.mark.timeout(30)
@@ -169,6 +170,7 @@ def test_a_pinned_era_future_is_never_redetected(fault_server: FaultServer) -> N
 @pytest.mark.parametrize("second_seen", ["before", "after"])
 def test_futures_contradicted_together_share_one_detection(fault_server: FaultServer,
                                                            second_seen: str,
+                                                           monkeypatch: pytest.MonkeyPatch,
                                                            no_leaks: None) -> None:
     """Two futures meet the contradiction on the same session. The second one's answer is
     handled before the first one's re-detection began, or after it (the flag is set): either
@@ -189,21 +191,21 @@ def test_futures_contradicted_together_share_one_detection(fault_server: FaultSe
         assert entered.wait(10)
         server.faults.era = "modern"
         server.faults.script.extend([_unsupported_version(), _unsupported_version()])
-        first = client.submit_tool("echo", {"text": "one"})
-        second = client.submit_tool("echo", {"text": "two"})
         if second_seen == "after":
-            on_round = client._on_round
+            answered = FutureFlow.answered
             handled: list[Any] = []
 
-            def late(future: Any, chain: Any, wire: Any) -> None:
+            def late(flow: FutureFlow, wire: Any) -> None:
                 # The answers may arrive in either order: hold the one handled second on
                 # the dispatcher until the other's re-detection has set the flag.
-                handled.append(future)
+                handled.append(flow)
                 if len(handled) == 2:
                     assert _wait_for(lambda: client._redetected_from is not None)
-                on_round(future, chain, wire)
+                answered(flow, wire)
 
-            client._on_round = late  # type: ignore[method-assign]
+            monkeypatch.setattr(FutureFlow, "answered", late)
+        first = client.submit_tool("echo", {"text": "one"})
+        second = client.submit_tool("echo", {"text": "two"})
         # Both contradictions arrived and wait for the dispatcher; the first one's
         # re-detection then replaces the session while the second is still being handled.
         assert _wait_for(lambda: all(f._wire is not None and f._wire.done()

@@ -15,26 +15,17 @@ calls block the calling thread; nothing here touches asyncio). ``close()`` is id
 from __future__ import annotations
 
 import atexit
-import collections
-import concurrent.futures
 import copy
 import logging
 import math
 import os
 import threading
-import time
 import unicodedata
 import weakref
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from mcpsync._codes import (
-    INVALID_PARAMS as _INVALID_PARAMS,
-    METHOD_NOT_FOUND as _METHOD_NOT_FOUND,
-    MODERN_ONLY_CODES as _MODERN_ONLY_CODES,
-    UNSUPPORTED_PROTOCOL_VERSION as _UNSUPPORTED_PROTOCOL_VERSION,
-)
 from mcpsync._version import __version__
 from mcpsync.client._cache import ListCache
 from mcpsync.client._callbacks import (
@@ -47,22 +38,31 @@ from mcpsync.client._callbacks import (
 )
 from mcpsync.client._connect_http import HttpSettings, open_http_transport
 from mcpsync.client._finalizer import watch, weak_method
+from mcpsync.client._flow import (
+    Call,
+    FutureFlow,
+    Round,
+    RoundWorkers,
+    call_flow,
+    era_contradicted,
+    run,
+    with_meta,
+)
 from mcpsync.client._future import CallFuture
 from mcpsync.client._handshake import HandshakeParams, Negotiated, forget_era, negotiate
-from mcpsync.client._input_required import check_result_type, next_round_params, run_input_rounds
+from mcpsync.client._lists import list_all
+from mcpsync.client._notifications import Notifications
 from mcpsync.client._options import ClientOptions
-from mcpsync.client._subscriptions import KINDS, Subscription, Subscriptions
+from mcpsync.client._restart import RESTART_LIMIT, RESTART_WINDOW, RestartBudget, dead_error
+from mcpsync.client._subscriptions import Subscription, Subscriptions
+from mcpsync.client._tools import ToolSchemas
 from mcpsync.config import ServerConfig, logger_name_part
 from mcpsync.errors import (
     CapabilityNotSupported,
     ClosedError,
     ConnectionLost,
-    OutputValidationError,
     ProtocolError,
     RemoteError,
-    ServerExited,
-    ToolError,
-    TooManyPages,
     UnsupportedInThisEra,
     UsedAfterFork,
 )
@@ -70,7 +70,6 @@ from mcpsync.protocol import (
     LOG_LEVELS,
     build_meta,
     describe_call,
-    log_level_to_logging,
     retry_version_from_error,
 )
 from mcpsync.session import RequestFuture, Session
@@ -95,10 +94,6 @@ _log = logging.getLogger("mcpsync.client")
 
 ProgressCallback = Callable[[float, "float | None", "str | None"], Any]
 
-_RESTART_LIMIT = 3          # modern stdio restarts ...
-_RESTART_WINDOW = 60.0      # ... within this many seconds
-_LIST_METHODS = {"tools": ("tools/list",), "prompts": ("prompts/list",),
-                 "resources": ("resources/list", "resources/templates/list")}
 
 # Clients left open at interpreter exit are closed, so no server outlives the script.
 _open_clients: weakref.WeakSet[Client] = weakref.WeakSet()
@@ -142,9 +137,7 @@ class Client:
         self._pid = os.getpid()
         self._callbacks = Callbacks(sampling=sampling, elicitation=elicitation, roots=roots)
         self._cache = ListCache()
-        self._tools: dict[str, Tool] = {}
-        self._schemas: dict[str, Any] = {}       # tool name -> outputSchema (validation on)
-        self._validators: dict[str, Any] = {}    # tool name -> compiled jsonschema validator
+        self._toolset = ToolSchemas(validate=options.validate_output)
         # The subscription thread and the session reach this client only weakly, so that a
         # client nobody holds is collected and its server stopped (see _finalizer).
         me = weakref.ref(self)
@@ -155,14 +148,17 @@ class Client:
             era=lambda: _alive(me)._era, capabilities=lambda: _alive(me)._capabilities,
             ack_timeout=lambda: config.timeout)
         self._resources = _Resources(self._subs)
+        self._notes = Notifications(options, server_log=self._server_log, cache=self._cache,
+                                    tools=self._toolset, subs=self._subs,
+                                    callbacks=self._callbacks, name=lambda: _alive(me)._name)
         self._state_lock = threading.Lock()      # close and the session swap
         self._restart_lock = threading.Lock()    # one restart at a time
         # The session an era re-detection replaced (at most one per client), weakly: set
         # means "re-detected"; futures compare their round's session with it.
         self._redetected_from: weakref.ref[Session] | None = None
         self._closed = False
-        self._restarts: collections.deque[float] = collections.deque()
-        self._workers: set[threading.Thread] = set()   # submitted calls between rounds
+        self._restarts = RestartBudget()
+        self._workers = RoundWorkers(self._safe_name)   # submitted calls between rounds
         self._log_level = options.log_level
         self._session: Session
         self._transport: Transport | None = None
@@ -244,7 +240,7 @@ class Client:
             transport, name=self._name, default_timeout=self._config.timeout,
             max_timeout=self._opts.max_timeout,
             reset_timeout_on_progress=self._opts.reset_timeout_on_progress,
-            on_notification=weak_method(self._on_notification, _nothing),
+            on_notification=weak_method(self._notes.handle, _nothing),
             on_request=weak_method(self._on_request, self._gone),
             observe_progress=self._opts.notification_observer is not None,
             on_lost=self._opts.on_connection_lost)
@@ -316,15 +312,11 @@ class Client:
                 if lost is None:
                     return old
                 if not self._modern or self._opts.restart is None:
-                    raise self._dead_error(lost, "")
-                now = time.monotonic()
-                while self._restarts and now - self._restarts[0] > _RESTART_WINDOW:
-                    self._restarts.popleft()
-                if len(self._restarts) >= _RESTART_LIMIT:
-                    raise self._dead_error(
-                        lost, f"; it was already restarted {_RESTART_LIMIT} times within "
-                              f"{_RESTART_WINDOW:.0f} s, so it is not restarted again")
-                self._restarts.append(now)
+                    raise dead_error(lost, self._name)
+                if not self._restarts.take():
+                    raise dead_error(
+                        lost, self._name, f"; it was already restarted {RESTART_LIMIT} times "
+                        f"within {RESTART_WINDOW:.0f} s, so it is not restarted again")
             old.close("server exited; restarting")
             _log.warning("server %r exited (%s); restarting it", self._name, lost)
             # The era is kept for the client's lifetime: rediscover as modern only.
@@ -351,16 +343,6 @@ class Client:
             self._take_server_name(session)
         self._cache.clear()
 
-    def _dead_error(self, lost: ConnectionLost, suffix: str) -> ConnectionLost:
-        """A fresh error for a call made after the server died (nothing was sent)."""
-        if isinstance(lost, ServerExited):
-            return ServerExited(
-                f"server {self._name!r} exited earlier (exit code {lost.exit_code}){suffix}; "
-                f"connect again to start it anew", exit_code=lost.exit_code,
-                stderr_tail=lost.stderr_tail, server=self._name)
-        return ConnectionLost(f"the connection to server {self._name!r} was lost earlier "
-                              f"({lost}){suffix}; connect again", server=self._name)
-
     @staticmethod
     def _gone() -> Any:
         raise ClosedError("the client was garbage-collected")
@@ -376,130 +358,56 @@ class Client:
         """A legacy server→client request (callback pool thread)."""
         return self._callbacks.handle_request(message.method, message.params)
 
-    def _on_notification(self, message: Any) -> None:
-        """Route a notification (dispatcher thread, in arrival order), then show it to the
-        ``notification_observer``, which sees every notification after our own handling."""
-        observer = self._opts.notification_observer
-        if message.method != "notifications/progress":   # progress reaches us only when
-            self._route_notification(message)             # observed; the call has it already
-        if observer is not None:
-            try:
-                observer(message.method, message.params)
-            except Exception:
-                _log.exception("server %r: notification_observer raised on %s; delivery "
-                               "goes on", self._name, message.method)
-
-    def _route_notification(self, message: Any) -> None:
-        method = message.method
-        params = message.params
-        if method == "notifications/message":
-            self._server_message(params)
-        elif method.endswith("/list_changed") and method.startswith("notifications/"):
-            kind = method[len("notifications/"):-len("/list_changed")]
-            if kind in KINDS:
-                self._cache.invalidate(*_LIST_METHODS[kind])
-                if kind == "tools":
-                    self._tools = {}
-                    self._schemas = {}
-                    self._validators = {}
-                self._subs.deliver_list_changed(kind, params)
-            elif self._opts.on_notification is not None:
-                self._opts.on_notification(method, params)
-        elif method == "notifications/resources/updated":
-            self._subs.deliver_updated(params)
-        elif method == "notifications/subscriptions/acknowledged":
-            self._subs.acknowledged(params)
-        elif method == "notifications/elicitation/complete":
-            self._callbacks.elicitation_complete(params)
-        elif self._opts.on_notification is not None:
-            self._opts.on_notification(method, params)
-
-    def _server_message(self, params: Any) -> None:
-        """``notifications/message``: log it under ``mcpsync.server.<name>``, then ``on_log``."""
-        p = params if isinstance(params, Mapping) else {}
-        level = p.get("level")
-        logger = p.get("logger")
-        data = p.get("data")
-        self._server_log.log(log_level_to_logging(level if isinstance(level, str) else ""),
-                             "%s%s", f"[{logger}] " if logger else "", data)
-        if self._opts.on_log is not None:
-            self._opts.on_log(level if isinstance(level, str) else "info",
-                              logger if isinstance(logger, str) else None, data)
-
-    # -- the request path ------------------------------------------------------------------
-
-    def _params(self, params: Mapping[str, Any] | None,
-                meta: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
-        """Params with the modern ``_meta`` (ours win over the caller's protocol keys)."""
-        if self._modern:
-            out = dict(params) if params else {}
-            extra = out.get("_meta")
-            if meta:
-                extra = {**extra, **meta} if isinstance(extra, Mapping) else dict(meta)
-            out["_meta"] = self._meta if not extra else {**extra, **self._meta}
-            return out
-        if meta:
-            out = dict(params) if params else {}
-            out["_meta"] = dict(meta)
-            return out
-        return dict(params) if params is not None else None
+    # -- the request path (the retry policy itself is in _flow) ----------------------------
 
     def _request(self, method: str, params: Mapping[str, Any] | None = None, *,
                  timeout: float | None = None, progress: ProgressCallback | None = None,
                  reset_timeout_on_progress: bool | None = None,
                  meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """One call with everything but the result parsing: ``_meta``, version retry, MRTR."""
-        wire = self._params(params, meta)
-        opts = _Round(timeout, progress, reset_timeout_on_progress)
-        session = self._live()
-        try:
-            result = opts.send(session, method, wire)
-        except RemoteError as exc:
-            if self._contradicts(exc, method):
-                self._redetect(session, exc)
-                return self._request(method, params, timeout=timeout, progress=progress,
-                                     reset_timeout_on_progress=reset_timeout_on_progress,
-                                     meta=meta)
-            result = self._version_retry(exc, method, wire, opts)
-        if self._modern and check_result_type(method, result, params=params,
-                                              server=self._name) == "input_required":
-            assert wire is not None
-            result = self._input_rounds(method, wire, result, opts)
+        """One blocking call with everything but the result parsing (see ``_flow``)."""
+        call = self._call(method, params, meta, timeout, progress, reset_timeout_on_progress)
+        return self._dict_result(method, params, run(call_flow(self, call), call))
+
+    def _call(self, method: str, params: Mapping[str, Any] | None,
+              meta: Mapping[str, Any] | None, timeout: float | None,
+              progress: ProgressCallback | None, reset: bool | None) -> Call:
+        return Call(method, params,
+                    lambda: with_meta(params, meta, modern=self._modern, ours=self._meta),
+                    timeout=timeout, progress=progress, reset=reset)
+
+    def _dict_result(self, method: str, params: Any, result: Any) -> dict[str, Any]:
         if not isinstance(result, dict):
             raise ProtocolError(f"{describe_call(method, params, self._name)}: the result is "
                                 f"not an object: {result!r:.200}", server=self._name,
                                 method=method)
         return result
 
-    def _retry_params(self, exc: RemoteError, wire: dict[str, Any] | None) -> dict[str, Any]:
-        """A modern -32022 on a later request: switch to the newest shared version and return
-        the params to send again once; re-raise ``exc`` when that does not apply."""
-        if not (self._modern and exc.code == _UNSUPPORTED_PROTOCOL_VERSION and wire):
-            raise exc
+    def _adopt_version(self, exc: RemoteError) -> bool:
+        """A modern -32022 on a later request: switch to the newest shared version (the
+        flow sends the round again); ``False`` when the error names none we share."""
         version = retry_version_from_error(exc.data, "modern")
         if version is None:
-            raise exc
+            return False
         _log.info("server %r asked for protocol %s; retrying %s", self._name, version,
                   exc.method)
         self._protocol_version = version
         self._server_info = replace(self._server_info, protocol_version=version)
         self._rebuild_meta()
-        retry = dict(wire)
-        retry["_meta"] = {**wire.get("_meta", {}), **self._meta}
-        return retry
+        return True
 
-    def _version_retry(self, exc: RemoteError, method: str, wire: dict[str, Any] | None,
-                       opts: _Round) -> Any:
-        return opts.send(self._session, method, self._retry_params(exc, wire))
-
-    def _contradicts(self, exc: RemoteError, method: str) -> bool:
-        """Whether an HTTP reply says the detected era is wrong (docs/http.md): a modern-only
-        error code on a legacy session, or -32601 for ``tools/list`` on a modern one. Only
-        when the era was detected (no pin), and only once per client."""
-        if self._redetected_from is not None or not self._config.is_http \
-                or self._memory_key() is None:
+    def _contradicts(self, exc: RemoteError, method: str, session: Session, *,
+                     modern: bool) -> bool:
+        """Whether an HTTP reply says the era ``session`` was detected in is wrong
+        (docs/http.md): a modern-only error code on a legacy session, or -32601 for
+        ``tools/list`` on a modern one. Only when the era was detected (no pin), and once per
+        client: after a re-detection, only a reply from the session it replaced still counts
+        (that call is then sent again on the new session)."""
+        if not self._config.is_http or self._memory_key() is None:
             return False
-        return _era_contradicted(exc, method, modern=self._modern)
+        replaced = self._redetected_from
+        if replaced is not None and session is not replaced():
+            return False
+        return era_contradicted(exc, method, modern=modern)
 
     def _redetect(self, used: Session, exc: RemoteError) -> None:
         """Detect the era anew on a fresh transport and adopt it; threads that meet the
@@ -525,13 +433,6 @@ class Client:
                 protocol_version=None, memory_key=key, allow_probe_restart=False)
             self._install(session, negotiated)
         self._subs.reopen()   # a modern listen, or legacy resources/subscribe, on the new one
-
-    def _input_rounds(self, method: str, wire: dict[str, Any], result: dict[str, Any],
-                      opts: _Round) -> dict[str, Any]:
-        def send(params: dict[str, Any]) -> Any:
-            return opts.send(self._live(), method, params)
-        return run_input_rounds(method, wire, result, send=send, callbacks=self._callbacks,
-                                max_rounds=self._opts.max_input_rounds, server=self._name)
 
     def _require(self, capability: str, doing: str, method: str) -> None:
         """Raise ``CapabilityNotSupported`` (nothing sent) when the server did not offer it."""
@@ -568,15 +469,17 @@ class Client:
         rounds, but it waits in the calling thread (which may read its own answer, see
         ``docs/performance.md``) instead of building a future.
         """
-        # Hot path (benchmarked): build the params, one session.request, from_dict.
+        # Hot path (benchmarked): build the params, one session.request, from_dict. Any
+        # other outcome goes to the call flow, which takes over from this first round.
         if not self._has_tools:
             self._require("tools", f"calling tool {name!r}", "tools/call")
         session = self._session
         if session.lost is not None:
             session = self._revive()
+        modern = self._modern
         params: dict[str, Any] = {"name": name,
                                   "arguments": arguments if arguments is not None else {}}
-        if self._modern:
+        if modern:
             params["_meta"] = self._meta if meta is None else {**meta, **self._meta}
         elif meta is not None:
             params["_meta"] = dict(meta)
@@ -587,93 +490,47 @@ class Client:
                 result = session.request("tools/call", params, timeout=timeout,
                                          progress=progress,
                                          reset_timeout_on_progress=reset_timeout_on_progress)
-        except RemoteError as exc:
-            if self._contradicts(exc, "tools/call"):
-                self._redetect(session, exc)
-                return self.call_tool(name, arguments, timeout=timeout, progress=progress,
-                                      raise_on_error=raise_on_error,
-                                      retry_on_drop=retry_on_drop, meta=meta,
-                                      reset_timeout_on_progress=reset_timeout_on_progress)
-            result = self._version_retry(exc, "tools/call", params,
-                                         _Round(timeout, progress, reset_timeout_on_progress))
-        except ConnectionLost:
-            if not (retry_on_drop and self._modern and self._opts.restart is not None):
-                raise
-            result = self._live().request("tools/call", params, timeout=timeout,
-                                          progress=progress,
-                                          reset_timeout_on_progress=reset_timeout_on_progress)
-        if self._modern and type(result) is dict and result.get("resultType") is not None \
-                and check_result_type("tools/call", result, params=params,
-                                      server=self._name) == "input_required":
-            result = self._input_rounds("tools/call", params, result,
-                                        _Round(timeout, progress, reset_timeout_on_progress))
-        if type(result) is not dict or self._schemas or raise_on_error:
-            return self._tool_result(name, result, raise_on_error)
+        except (RemoteError, ConnectionLost) as exc:
+            call = self._tool_call(name, arguments, meta, timeout, progress,
+                                   reset_timeout_on_progress, retry_on_drop)
+            result = run(call_flow(self, call, sent=Round(session, params, modern)), call,
+                         error=exc)
+        else:
+            if modern and type(result) is dict and (kind := result.get("resultType")) \
+                    is not None and kind != "complete":
+                call = self._tool_call(name, arguments, meta, timeout, progress,
+                                       reset_timeout_on_progress, retry_on_drop)
+                result = run(call_flow(self, call, sent=Round(session, params, modern)),
+                             call, result=result)
+        if type(result) is not dict or self._toolset.schemas or raise_on_error:
+            return self._toolset.result(self._name, name, result, raise_on_error)
         return CallToolResult.from_dict(result)   # the common case, without the checks
 
-    def _tool_params(self, name: str, arguments: Mapping[str, Any] | None,
-                     meta: Mapping[str, Any] | None) -> dict[str, Any]:
-        """``tools/call`` params (``call_tool`` inlines the same, it is the hot path)."""
-        params: dict[str, Any] = {"name": name,
-                                  "arguments": arguments if arguments is not None else {}}
-        if self._modern:
-            params["_meta"] = self._meta if meta is None else {**meta, **self._meta}
-        elif meta is not None:
-            params["_meta"] = dict(meta)
-        return params
+    def _tool_call(self, name: str, arguments: Mapping[str, Any] | None,
+                   meta: Mapping[str, Any] | None, timeout: float | None,
+                   progress: ProgressCallback | None, reset: bool | None,
+                   retry_on_drop: bool) -> Call:
+        """A ``tools/call`` for the flow; its params are built anew for each era (the same
+        as ``call_tool`` inlines: that is the hot path)."""
+        def build() -> dict[str, Any]:
+            if not self._has_tools:   # again after a re-detection: the new era's server
+                self._require("tools", f"calling tool {name!r}", "tools/call")
+            params: dict[str, Any] = {"name": name,
+                                      "arguments": arguments if arguments is not None else {}}
+            if self._modern:
+                params["_meta"] = self._meta if meta is None else {**meta, **self._meta}
+            elif meta is not None:
+                params["_meta"] = dict(meta)
+            return params
 
-    def _tool_result(self, name: str, result: Any, raise_on_error: bool) -> CallToolResult:
-        """The final ``tools/call`` result as a dataclass: validated, and raised on request."""
-        if type(result) is not dict:
-            raise ProtocolError(f"calling tool {name!r} on server {self._name!r}: the result "
-                                f"is not an object: {result!r:.200}", server=self._name,
-                                method="tools/call")
-        out = CallToolResult.from_dict(result)
-        if self._schemas and name in self._schemas:
-            self._validate(name, out)
-        if raise_on_error and out.is_error:
-            raise ToolError(f"calling tool {name!r} on server {self._name!r}: the tool "
-                            f"reported an error: {out.text[:500] or '(no text)'}",
-                            result=out, server=self._name, method="tools/call")
-        return out
-
-    def _validate(self, name: str, result: CallToolResult) -> None:
-        """Check ``structuredContent`` against the cached ``outputSchema``."""
-        if result.is_error:
-            return
-        doing = f"calling tool {name!r} on server {self._name!r}"
-        if result.structured is None:
-            raise OutputValidationError(
-                f"{doing}: the tool has an outputSchema but returned no structuredContent; "
-                "pass validate_output=False to connect() to accept it", result=result,
-                server=self._name, method="tools/call")
-        validator = self._validators.get(name)
-        if validator is None:
-            import jsonschema  # checked at list_tools; imported lazily to keep import fast
-
-            schema = self._schemas[name]
-            cls = jsonschema.validators.validator_for(
-                schema, default=jsonschema.Draft202012Validator)
-            validator = cls(schema)
-            self._validators[name] = validator
-        error = next(iter(validator.iter_errors(result.structured)), None)
-        if error is not None:
-            where = "/".join(str(p) for p in error.absolute_path) or "(root)"
-            raise OutputValidationError(
-                f"{doing}: the structured result does not match the tool's outputSchema at "
-                f"{where}: {error.message}; pass validate_output=False to connect() to accept "
-                "it", result=result, server=self._name, method="tools/call")
+        return Call("tools/call", {"name": name}, build, timeout=timeout, progress=progress,
+                    reset=reset, retry_on_drop=retry_on_drop)
 
     def list_tools(self) -> list[Tool]:
         """Every tool (all pages). Remembers output schemas for :meth:`call_tool` validation."""
         self._require("tools", "listing tools", "tools/list")
         tools = [Tool.from_dict(t) for t in self._list_all("tools/list", "tools")]
-        self._tools = {t.name: t for t in tools}
-        schemas: dict[str, Any] = {}
-        if self._opts.validate_output and _jsonschema_available():
-            schemas = {t.name: t.output_schema for t in tools if t.output_schema is not None}
-        self._validators = {}
-        self._schemas = schemas
+        self._toolset.remember(tools)
         return tools
 
     def submit(self, method: str, params: Mapping[str, Any] | None = None, *,
@@ -689,12 +546,11 @@ class Client:
         progress callbacks run on the dispatcher thread; do not wait on the future *inside*
         such a callback (it would wait for itself).
         """
-        wire = self._params(params, meta)
+        call = self._call(method, params, meta, timeout, progress, reset_timeout_on_progress)
         future = CallFuture(describe_call(method, params, self._name), self._name, method)
-        self._submit_round(future, _Chain(method, wire, params,
-                                          _Round(timeout, progress, reset_timeout_on_progress),
-                                          _raw_result,
-                                          rebuild=lambda: self._params(params, meta)))
+        FutureFlow(call_flow(self, call), call, future,
+                   lambda result: self._dict_result(method, params, result),
+                   self._workers).start()
         return future
 
     def submit_tool(self, name: str, arguments: Mapping[str, Any] | None = None, *,
@@ -706,167 +562,27 @@ class Client:
         :class:`~mcpsync.types.CallToolResult` (or raises what ``call_tool`` would raise:
         ``ToolError`` with ``raise_on_error``, ``OutputValidationError``, ...).
         ``future.cancel()`` cancels on the wire."""
-        if not self._has_tools:
-            self._require("tools", f"calling tool {name!r}", "tools/call")
-        params = self._tool_params(name, arguments, meta)
+        call = self._tool_call(name, arguments, meta, timeout, progress,
+                               reset_timeout_on_progress, retry_on_drop)
         future = CallFuture(f"calling tool {name!r} on server {self._name!r}", self._name,
                             "tools/call")
-
-        def rebuild() -> dict[str, Any]:   # after a re-detection: the new era's params
-            if not self._has_tools:
-                self._require("tools", f"calling tool {name!r}", "tools/call")
-            return self._tool_params(name, arguments, meta)
-
-        self._submit_round(future, _Chain(
-            "tools/call", params, params, _Round(timeout, progress, reset_timeout_on_progress),
-            lambda result: self._tool_result(name, result, raise_on_error),
-            retry_on_drop=retry_on_drop, rebuild=rebuild))
+        FutureFlow(call_flow(self, call), call, future,
+                   lambda result: self._toolset.result(self._name, name, result,
+                                                       raise_on_error),
+                   self._workers).start()
         return future
 
-    def _submit_round(self, future: CallFuture, chain: _Chain) -> None:
-        """Send one wire round of ``future``'s call; its answer goes to :meth:`_on_round`."""
-        opts = chain.opts
-        session = self._live()
-        chain.session = session
-        chain.modern = self._modern
-        wire = session.submit(chain.method, chain.wire, timeout=opts.timeout,
-                              progress=opts.progress, reset_timeout_on_progress=opts.reset)
-        if future._attach(wire):
-            wire.add_done_callback(lambda done: self._on_round(future, chain, done))
-
-    def _on_round(self, future: CallFuture, chain: _Chain,
-                  wire: concurrent.futures.Future[Any]) -> None:
-        """A round of a submitted call ended (dispatcher thread): resolve the future, or
-        start the next round on a worker thread (it may run user callbacks or a restart)."""
-        if future.done() or wire.cancelled():
-            return
-        error = wire.exception()
-        try:
-            if error is None:
-                result = wire.result()
-                if self._modern and check_result_type(
-                        chain.method, result, params=chain.params,
-                        server=self._name) == "input_required":
-                    chain.rounds += 1
-                    self._continue(future, chain, lambda: next_round_params(
-                        chain.method, chain.wire or {}, result, callbacks=self._callbacks,
-                        round_number=chain.rounds, max_rounds=self._opts.max_input_rounds,
-                        server=self._name))
-                    return
-                future._resolve(chain.finish(result))
-            elif isinstance(error, RemoteError) and chain.first and \
-                    self._chain_contradicts(error, chain):
-                self._continue(future, chain, lambda: self._redetect_chain(chain, error))
-            elif isinstance(error, RemoteError) and self._modern and not \
-                    chain.version_retried and error.code == _UNSUPPORTED_PROTOCOL_VERSION:
-                chain.version_retried = True
-                self._continue(future, chain, lambda: self._retry_params(error, chain.wire))
-            elif isinstance(error, ConnectionLost) and chain.retry_on_drop and \
-                    self._modern and self._opts.restart is not None:
-                chain.retry_on_drop = False
-                self._continue(future, chain, lambda: chain.wire)
-            else:
-                future._fail(error)
-        except Exception as exc:  # the conversion's own errors (validation, protocol)
-            future._fail(exc)
-
-    def _continue(self, future: CallFuture, chain: _Chain,
-                  next_params: Callable[[], dict[str, Any] | None]) -> None:
-        """Run ``next_params`` and send the next round, on a ``mcpsync-input-<name>`` thread."""
-        chain.first = False
-        future._between_rounds()
-
-        def run() -> None:
-            try:
-                params = next_params()
-                if future.cancelled():
-                    return
-                chain.wire = params
-                self._submit_round(future, chain)
-            except BaseException as exc:  # the future carries every outcome
-                future._fail(exc)
-            finally:
-                with self._state_lock:
-                    self._workers.discard(threading.current_thread())
-
-        thread = threading.Thread(target=run, name=f"mcpsync-input-{self._safe_name}",
-                                  daemon=True)
-        with self._state_lock:
-            self._workers.add(thread)
-        thread.start()
-
-    def _chain_contradicts(self, exc: RemoteError, chain: _Chain) -> bool:
-        """:meth:`_contradicts` for a submitted call's first round (dispatcher thread). The
-        era is the one the round was sent in, and a contradiction that arrives after another
-        call re-detected still counts when it came from the session that re-detection
-        replaced: the call is then sent again on the new session, as a blocking call that met
-        it at the same time would be."""
-        if chain.rebuild is None or not self._config.is_http or self._memory_key() is None:
-            return False
-        replaced = self._redetected_from
-        if replaced is not None and chain.session is not replaced():
-            return False
-        return _era_contradicted(exc, chain.method, modern=chain.modern)
-
-    def _redetect_chain(self, chain: _Chain, exc: RemoteError) -> dict[str, Any] | None:
-        """Re-detect the era for a submitted call (on its worker thread, never the caller's)
-        and return its params rebuilt for the new era; the call then starts over."""
-        assert chain.session is not None and chain.rebuild is not None
-        self._redetect(chain.session, exc)
-        chain.rounds = 0
-        chain.version_retried = False
-        return chain.rebuild()
-
     def _submit_listen(self, params: dict[str, Any]) -> RequestFuture:
-        return self._live().submit("subscriptions/listen", self._params(params),
-                                   timeout=math.inf)
+        return self._live().submit("subscriptions/listen",
+                                   with_meta(params, None, modern=self._modern,
+                                             ours=self._meta), timeout=math.inf)
 
     # -- lists -----------------------------------------------------------------------------
 
-    def _page(self, method: str, cursor: str | None) -> tuple[dict[str, Any], bool]:
-        """One page, from the modern cache when fresh; ``(page, came_from_cache)``."""
-        if self._modern:
-            cached = self._cache.get(method, cursor)
-            if cached is not None:
-                return cached, True
-        params = {"cursor": cursor} if cursor is not None else None
-        page = self._request(method, params)
-        if self._modern:
-            self._cache.put(method, cursor, page)
-        return page, False
-
     def _list_all(self, method: str, key: str) -> list[Any]:
-        """Follow ``nextCursor`` to the end; only an absent or null cursor ends a list."""
-        for attempt in range(2):
-            items: list[Any] = []
-            cursor: str | None = None
-            pages = 0
-            used_cache = False
-            try:
-                while True:
-                    page, cached = self._page(method, cursor)
-                    used_cache = used_cache or cached
-                    got = page.get(key)
-                    if not isinstance(got, list):
-                        raise ProtocolError(
-                            f"{describe_call(method, None, self._name)}: the result has no "
-                            f"{key!r} list", server=self._name, method=method)
-                    items.extend(got)
-                    pages += 1
-                    cursor = page.get("nextCursor")
-                    if cursor is None:
-                        return items
-                    if pages >= self._opts.max_pages:
-                        raise TooManyPages(
-                            f"{describe_call(method, None, self._name)}: the list did not end "
-                            f"within {self._opts.max_pages} pages; raise max_pages if it is "
-                            "genuinely that long", server=self._name, method=method)
-            except RemoteError as exc:
-                # A cached cursor the server no longer honours: drop every page, start over.
-                if attempt or not used_cache or exc.code != _INVALID_PARAMS:
-                    raise
-                self._cache.invalidate(method)
-        raise AssertionError("unreachable")  # pragma: no cover
+        return list_all(method, key, request=self._request, cache=self._cache,
+                        modern=lambda: self._modern, max_pages=self._opts.max_pages,
+                        server=self._name)
 
     def list_resources(self) -> list[Resource]:
         """Every resource (all pages)."""
@@ -1053,13 +769,7 @@ class Client:
         self._finalizer.detach()
         self._subs.close()
         self._session.close()
-        with self._state_lock:
-            workers = list(self._workers)
-        me = threading.current_thread()
-        deadline = time.monotonic() + 1.0
-        for worker in workers:  # a worker stuck in a user callback must not stretch close()
-            if worker is not me:
-                worker.join(max(0.0, deadline - time.monotonic()))
+        self._workers.join(1.0)
 
     def __enter__(self) -> Client:
         if os.getpid() != self._pid:
@@ -1123,57 +833,6 @@ def _alive(ref: weakref.ref[Client]) -> Client:
 
 def _nothing() -> None:
     return None
-
-
-def _era_contradicted(exc: RemoteError, method: str, *, modern: bool) -> bool:
-    """Whether an error says the era a request was sent in is wrong (docs/http.md): -32601 for
-    ``tools/list`` on a modern session, a modern-only code on a legacy one."""
-    if modern:
-        return exc.code == _METHOD_NOT_FOUND and method == "tools/list"
-    return exc.code in _MODERN_ONLY_CODES
-
-
-def _raw_result(result: Any) -> dict[str, Any]:
-    if type(result) is not dict:
-        raise ProtocolError(f"the result is not an object: {result!r:.200}")
-    return result
-
-
-class _Round:
-    """The per-round options of one call (each wire round gets its own timeout)."""
-
-    __slots__ = ("progress", "reset", "timeout")
-
-    def __init__(self, timeout: float | None, progress: ProgressCallback | None,
-                 reset: bool | None) -> None:
-        self.timeout = timeout
-        self.progress = progress
-        self.reset = reset
-
-    def send(self, session: Session, method: str, params: dict[str, Any] | None) -> Any:
-        """One blocking round; the session returns only after its progress callbacks ran."""
-        return session.request(method, params, timeout=self.timeout, progress=self.progress,
-                               reset_timeout_on_progress=self.reset)
-
-
-class _Chain:
-    """The state of one submitted call across its wire rounds."""
-
-    def __init__(self, method: str, wire: dict[str, Any] | None, params: Any, opts: _Round,
-                 finish: Callable[[Any], Any], *, retry_on_drop: bool = False,
-                 rebuild: Callable[[], dict[str, Any] | None] | None = None) -> None:
-        self.method = method
-        self.wire = wire          # the params of the next round
-        self.params = params      # the caller's, for error messages
-        self.opts = opts
-        self.finish = finish
-        self.retry_on_drop = retry_on_drop
-        self.rebuild = rebuild    # the first round's params anew, after an era re-detection
-        self.version_retried = False
-        self.rounds = 0
-        self.first = True         # the round in flight is the call's first (re-detection)
-        self.session: Session | None = None   # the session of the round in flight
-        self.modern = False       # the era that round was sent in
 
 
 def _completion_ref(ref: Any) -> dict[str, Any]:
