@@ -39,6 +39,8 @@ import time
 from collections.abc import Callable, Generator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from mcpsync._codes import METHOD_NOT_FOUND, MODERN_ONLY_CODES, UNSUPPORTED_PROTOCOL_VERSION
+from mcpsync._threads import new_thread
 from mcpsync.client._input_required import check_result_type, next_round_params
 from mcpsync.errors import ConnectionLost, RemoteError
 
@@ -51,10 +53,11 @@ if TYPE_CHECKING:
 __all__ = ["Call", "FutureFlow", "Host", "Round", "RoundWorkers", "call_flow",
            "era_contradicted", "run", "with_meta"]
 
-_UNSUPPORTED_PROTOCOL_VERSION = -32022
-_METHOD_NOT_FOUND = -32601
-# Modern-only error codes: on a legacy HTTP session they mean the era was detected wrongly.
-_MODERN_ONLY_CODES = frozenset({-32022, -32021, -32020})
+# Modern-only error codes (MODERN_ONLY_CODES): on a legacy HTTP session they mean the era
+# was detected wrongly.
+_UNSUPPORTED_PROTOCOL_VERSION = UNSUPPORTED_PROTOCOL_VERSION
+_METHOD_NOT_FOUND = METHOD_NOT_FOUND
+_MODERN_ONLY_CODES = MODERN_ONLY_CODES
 
 #: What the generator yields: a round to send, or ``None`` (go on off the dispatcher thread).
 Flow = Generator["Round | None", Any, Any]
@@ -253,7 +256,7 @@ class RoundWorkers:
                 with self._lock:
                     self._threads.discard(threading.current_thread())
 
-        thread = threading.Thread(target=body, name=self._name, daemon=True)
+        thread = new_thread(self._name, body)
         with self._lock:
             self._threads.add(thread)
         thread.start()

@@ -12,13 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from mcpsync._codes import INVALID_PARAMS
 from mcpsync.client._cache import ListCache
 from mcpsync.errors import ProtocolError, RemoteError, TooManyPages
 from mcpsync.protocol import describe_call
 
 __all__ = ["list_all"]
 
-_INVALID_PARAMS = -32602
+_INVALID_PARAMS = INVALID_PARAMS
 
 
 def list_all(method: str, key: str, *, request: Callable[[str, Any], dict[str, Any]],

@@ -91,13 +91,6 @@ def test_safe_replaces_everything_outside_ascii_word_characters() -> None:
 
 # --- threads ------------------------------------------------------------------------------
 
-#: Modules that still start threads by hand. They belong to work being merged at the same
-#: time as the thread toolkit (the HTTP transport's split, the client's call pipeline); remove
-#: each entry once its module uses mcpsync._threads.
-THREAD_EXCEPTIONS = {
-    "mcpsync/client/_client.py",
-}
-
 
 def _thread_constructions(path: Path) -> Iterator[int]:
     """Lines that call ``threading.Thread(...)`` or a bare ``Thread(...)``."""
@@ -114,18 +107,10 @@ def _thread_constructions(path: Path) -> Iterator[int]:
 def test_threads_are_started_only_through_the_toolkit() -> None:
     found = [f"{rel}:{line}"
              for path in _sources()
-             if (rel := path.relative_to(ROOT).as_posix()) not in THREAD_EXCEPTIONS
-             and rel != "mcpsync/_threads.py"
+             if (rel := path.relative_to(ROOT).as_posix()) != "mcpsync/_threads.py"
              for line in _thread_constructions(path)]
     assert found == [], "start threads with mcpsync._threads.spawn/new_thread:\n" + \
         "\n".join(found)
-
-
-def test_the_thread_exceptions_are_still_needed() -> None:
-    """An entry whose module no longer builds threads by hand is stale: delete it."""
-    stale = [rel for rel in sorted(THREAD_EXCEPTIONS)
-             if (ROOT / rel).exists() and not list(_thread_constructions(ROOT / rel))]
-    assert stale == []
 
 
 def test_the_thread_check_sees_both_spellings(tmp_path: Path) -> None:
