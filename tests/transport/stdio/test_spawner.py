@@ -142,7 +142,7 @@ HOLDER = textwrap.dedent("""
     # The server outlives stdin EOF: only a signal can end it.
     server = "import sys, time; sys.stdin.read(); time.sleep(60)"
     if sys.argv[2] == "preexec":
-        from mcpsync.transport import _spawner
+        from mcpsync.transport.stdio import _spawner
         _spawner.EXEC_WRAPPER = False
     t = StdioTransport([sys.executable, "-c", server], name="held",
                        die_with_parent=sys.argv[1] == "1")
