@@ -1,76 +1,46 @@
-"""Shared test fixtures: leak checks and peer requirements.
+"""Fixtures for every test: the leak check, the demo command, and the peers' fixtures.
+
+The peer packages' fixtures are registered here through ``pytest_plugins``, so a test only
+names the fixture it wants (``fault_server``, ``authlib_server``, ...) and imports nothing.
+
+The leak check runs around every test: a test that leaves an ``mcpsync-...`` thread alive
+fails, naming it. A test that cannot meet that says so with ``@pytest.mark.leaves_threads(
+"why")``, which the check then skips.
 
 Peers (the official ``mcp`` SDK, Node for conformance) are skipped when missing on a
-developer's machine but are a hard failure under ``CI=true``: CI must never pass by skipping.
+developer's machine but are a hard failure under ``CI=true``: CI must never pass by skipping
+(see ``helpers.require_peer``).
 """
 
 from __future__ import annotations
 
-import importlib
-import os
-import signal
 import sys
-import threading
-import time
 from collections.abc import Iterator
-from types import ModuleType
 
 import pytest
+from helpers import mcpsync_threads, wait_no_threads
 
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-
-
-def require_peer(module: str) -> ModuleType:
-    """Import a test peer, failing under CI and skipping elsewhere when it is missing."""
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        if IN_CI:
-            pytest.fail(f"test peer {module!r} is missing in CI: {exc}")
-        pytest.skip(f"test peer {module!r} is not installed")
-        raise  # unreachable; keeps type checkers happy
+pytest_plugins = [
+    "http_peers.fixtures",
+    "http_peers.everything",
+    "auth_peers.fixtures",
+]
 
 
-def mcpsync_threads() -> list[threading.Thread]:
-    """Threads of ours that should be gone after close (a server's stdin reader excepted)."""
-    return [
-        t for t in threading.enumerate()
-        if t.name.startswith("mcpsync-") and not t.name.startswith("mcpsync-server-reader")
-    ]
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "leaves_threads(reason): the test may end with mcpsync threads alive; the leak check "
+        "is off for it",
+    )
 
 
-def wait_no_threads(before: set[threading.Thread], timeout: float = 5.0) -> list[str]:
-    """Wait until no mcpsync thread beyond ``before`` is alive; return the names left over."""
-    deadline = time.monotonic() + timeout
-    while True:
-        extra = [t for t in mcpsync_threads() if t not in before and t.is_alive()]
-        if not extra or time.monotonic() > deadline:
-            return [t.name for t in extra]
-        time.sleep(0.01)
-
-
-def wait_child(pid: int, what: str, timeout: float = 15.0) -> int:
-    """The exit code of forked child ``pid``; a child still running after ``timeout`` (hung
-    on a lock it inherited, say) is killed and the test fails, naming ``what``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return os.waitstatus_to_exitcode(status)
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            pytest.fail(f"the child hung on {what}")
-        time.sleep(0.02)
-
-
-def open_fds() -> set[int]:
-    return {int(fd) for fd in os.listdir("/proc/self/fd")} if sys.platform == "linux" else set()
-
-
-@pytest.fixture
-def no_leaks() -> Iterator[None]:
-    """Fail the test if it leaves an mcpsync thread behind."""
+@pytest.fixture(autouse=True)
+def no_leaks(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail the test if it leaves an mcpsync thread behind (unless marked ``leaves_threads``)."""
+    if request.node.get_closest_marker("leaves_threads") is not None:
+        yield
+        return
     before = set(mcpsync_threads())
     yield
     left = wait_no_threads(before)

@@ -13,10 +13,8 @@ mcpauth makes really goes over a socket, and both record what they receive:
   device endpoint and a token endpoint for every grant. The provider tests drive
   ``OAuthProvider`` against it the way mcpsync does.
 
-Import the fixtures into a test module to use them; the ``_fixture`` suffix with ``name=``
-keeps ruff's F811 quiet::
-
-    from ._servers import scripted_server_fixture, session_fixture  # noqa: F401
+Their fixtures (``server``, ``server2``, ``session``) are offered to the tests of this folder
+only, by ``tests/auth/conftest.py``: the names are too plain to hand to every test.
 """
 
 from __future__ import annotations

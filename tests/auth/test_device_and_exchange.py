@@ -23,12 +23,7 @@ from mcpauth.flows import (
 )
 from mcpauth.registration import ClientRegistration
 
-from ._servers import (  # noqa: F401 - registers the fixtures
-    Reply,
-    ScriptedServer,
-    scripted_server_fixture,
-    session_fixture,
-)
+from ._servers import Reply, ScriptedServer
 from .test_flows import ISSUER, RESOURCE, TOKEN, make_meta
 
 POLICY = HttpPolicy()

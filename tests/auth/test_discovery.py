@@ -31,12 +31,7 @@ from mcpauth.errors import (
     ResourceMismatch,
 )
 
-from ._servers import (  # noqa: F401 - registers the fixtures
-    Reply,
-    ScriptedServer,
-    scripted_server_fixture,
-    session_fixture,
-)
+from ._servers import Reply, ScriptedServer
 
 POLICY = HttpPolicy()
 PRM = "/.well-known/oauth-protected-resource"

@@ -31,14 +31,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import requests
 from auth_peers.authlib_server import DEVICE_GRANT, AuthlibServer, new_pkce_pair
-from auth_peers.fixtures import (  # noqa: F401 - registers the fixtures
-    ProtectedMCP,
-    authlib_server_factory_fixture,
-    authlib_server_fixture,
-    protect,
-    protected_mcp_factory_fixture,
-    protected_mcp_fixture,
-)
+from auth_peers.fixtures import ProtectedMCP, protect
 from authlib.integrations.requests_client import OAuth2Session, OAuthError
 
 import mcpauth

@@ -49,13 +49,7 @@ from mcpauth.flows import (
 )
 from mcpauth.registration import ClientRegistration
 
-from ._servers import (  # noqa: F401 - registers the fixtures
-    Recorded,
-    Reply,
-    ScriptedServer,
-    scripted_server_fixture,
-    session_fixture,
-)
+from ._servers import Recorded, Reply, ScriptedServer
 
 ISSUER = "https://as.example.com/tenant"
 RESOURCE = "https://mcp.example.com/mcp"

@@ -29,13 +29,7 @@ from mcpauth.errors import InsecureURL
 from mcpauth.flows import _check_browser_url
 from mcpauth.registration import client_metadata_document
 
-from ._servers import (  # noqa: F401 - registers the fixtures
-    Reply,
-    ScriptedServer,
-    scripted_server_fixture,
-    second_scripted_server_fixture,
-    session_fixture,
-)
+from ._servers import Reply, ScriptedServer
 
 # {PA}: A's port, {PB}: B's port. Each is refused at every entry point.
 HOSTILE = [

@@ -16,13 +16,7 @@ import responses
 from mcpauth._http import HttpPolicy, HttpResponse, check_url, is_loopback_host, request
 from mcpauth.errors import AuthError, InsecureURL
 
-from ._servers import (  # noqa: F401 - registers the fixtures
-    Reply,
-    ScriptedServer,
-    scripted_server_fixture,
-    second_scripted_server_fixture,
-    session_fixture,
-)
+from ._servers import Reply, ScriptedServer
 
 POLICY = HttpPolicy()
 

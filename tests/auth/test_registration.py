@@ -27,12 +27,7 @@ from mcpauth.registration import (
     register,
 )
 
-from ._servers import (  # noqa: F401 - registers the fixtures
-    Reply,
-    ScriptedServer,
-    scripted_server_fixture,
-    session_fixture,
-)
+from ._servers import Reply, ScriptedServer
 
 POLICY = HttpPolicy()
 REDIRECT = "http://127.0.0.1:4567/callback"

@@ -20,10 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import pytest
-from auth_peers.fixtures import (  # noqa: F401 - registers the fixtures
-    ProtectedMCP,
-    protected_mcp_factory_fixture,
-)
+from auth_peers.fixtures import ProtectedMCP
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 

@@ -1,11 +1,7 @@
 """Pytest fixtures: the authlib authorization server, alone or guarding the MCP test server.
 
-Import them into a test module (pytest finds a fixture imported into a module's namespace by
-its ``name=``; the ``_fixture`` suffix keeps ruff's F811 quiet)::
-
-    from auth_peers.fixtures import (  # noqa: F401 - registers the fixtures
-        authlib_server_factory_fixture, authlib_server_fixture, protected_mcp_factory_fixture,
-        protected_mcp_fixture)
+The root ``tests/conftest.py`` registers this module through ``pytest_plugins``: a test
+takes a fixture by naming it (``def test_x(protected_mcp: ProtectedMCP)``), with no import.
 
 - ``authlib_server``: a running :class:`AuthlibServer` with default options.
 - ``authlib_server_factory``: ``make(**options) -> AuthlibServer`` (``access_token_lifetime``,

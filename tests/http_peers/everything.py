@@ -5,7 +5,8 @@ after a restart it answers an old ``Mcp-Session-Id`` with HTTP 400 and ``-32000 
 Request: No valid session ID provided"`` rather than the spec's 404. Installed, pinned, by
 ``.ci/install-conformance.sh`` into ``$MCPSYNC_CONFORMANCE_DIR`` (default ``.conformance/``)
 and run with the Node 22 installed there, bound to 127.0.0.1 (``loopback.cjs``) on a free
-port. Missing, the fixture fails under ``CI=true`` and skips elsewhere.
+port. Missing, the fixture fails under ``CI=true`` and skips elsewhere. The fixture is
+registered for every test by ``pytest_plugins`` in the root ``tests/conftest.py``.
 """
 
 from __future__ import annotations

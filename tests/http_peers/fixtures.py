@@ -1,15 +1,12 @@
 """Pytest fixtures that start the HTTP test peers on loopback, on ephemeral ports.
 
-Import them into a test module; pytest finds a fixture imported into a module's namespace by
-its ``name=``, and the ``_fixture`` suffix keeps ruff's F811 quiet where a test takes the
-fixture as a parameter::
-
-    from http_peers.fixtures import fault_server_fixture  # noqa: F401 - registers fault_server
+The root ``tests/conftest.py`` registers this module through ``pytest_plugins``, so every
+test takes a fixture by naming it, with no import::
 
     def test_x(fault_server: FaultServer) -> None: ...
 
-(Alternatively ``pytest_plugins = ["http_peers.fixtures"]`` in the root ``tests/conftest.py``
-makes them available everywhere without imports.)
+(The functions carry a ``_fixture`` suffix and a ``name=`` so that a test module importing a
+helper from here never shadows a fixture parameter.)
 
 - ``fault_server``: a running ``FaultServer`` (``.url``, ``.requests``, ``.faults``), closed
   and its threads joined at teardown.

@@ -1,0 +1,1 @@
+"""Tests of the package layout: the import layers and the public names."""

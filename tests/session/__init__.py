@@ -1,0 +1,1 @@
+"""Tests of the session engine (mcpsync.session) against real peer processes."""

@@ -1,0 +1,1 @@
+"""Tests of the mcpsync command, run as a real subprocess."""

@@ -1,0 +1,78 @@
+"""Helpers shared by every test area: where things are, peers that may be missing, leak probes.
+
+Test modules import these by name (``from helpers import require_peer``); ``tests/`` is on
+``sys.path`` through pyproject's ``pythonpath``. Fixtures live in ``conftest.py`` and in the
+peer packages it registers, not here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+"""The ``tests/`` folder; test files sit at different depths below it, so paths start here."""
+ROOT = TESTS.parent
+"""The repository: ``docs/``, ``examples/`` and the packages."""
+DOCS = ROOT / "docs"
+PEERS = TESTS / "peers"
+"""The stdio peer scripts (``scripted_server.py``, ``official_stdio_server.py``, ...)."""
+
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def require_peer(module: str) -> ModuleType:
+    """Import a test peer, failing under CI and skipping elsewhere when it is missing."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        if IN_CI:
+            pytest.fail(f"test peer {module!r} is missing in CI: {exc}")
+        pytest.skip(f"test peer {module!r} is not installed")
+        raise  # unreachable; keeps type checkers happy
+
+
+def mcpsync_threads() -> list[threading.Thread]:
+    """Threads of ours that should be gone after close (a server's stdin reader excepted)."""
+    return [
+        t for t in threading.enumerate()
+        if t.name.startswith("mcpsync-") and not t.name.startswith("mcpsync-server-reader")
+    ]
+
+
+def wait_no_threads(before: set[threading.Thread], timeout: float = 5.0) -> list[str]:
+    """Wait until no mcpsync thread beyond ``before`` is alive; return the names left over."""
+    deadline = time.monotonic() + timeout
+    while True:
+        extra = [t for t in mcpsync_threads() if t not in before and t.is_alive()]
+        if not extra or time.monotonic() > deadline:
+            return [t.name for t in extra]
+        time.sleep(0.01)
+
+
+def wait_child(pid: int, what: str, timeout: float = 15.0) -> int:
+    """The exit code of forked child ``pid``; a child still running after ``timeout`` (hung
+    on a lock it inherited, say) is killed and the test fails, naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail(f"the child hung on {what}")
+        time.sleep(0.02)
+
+
+def open_fds() -> set[int]:
+    """The process's open file descriptors (empty off Linux, where /proc is missing)."""
+    return {int(fd) for fd in os.listdir("/proc/self/fd")} if sys.platform == "linux" else set()

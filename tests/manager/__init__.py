@@ -1,0 +1,1 @@
+"""Tests of the Manager, server configs, config files and the secrets handed to servers."""

@@ -1,0 +1,1 @@
+"""Tests of mcpsync.Server: registry, schemas, validation, both eras, serve() on real pipes."""

@@ -1,0 +1,114 @@
+"""Session engine: Ctrl-C while a call blocks, and use after fork."""
+
+from __future__ import annotations
+
+import _thread
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from mcpsync.errors import UsedAfterFork
+from mcpsync.session import Session
+
+from .helpers import peer_session
+
+pytestmark = pytest.mark.timeout(30)
+
+
+@pytest.fixture
+def peer(no_leaks: None) -> Iterator[Session]:
+    yield from peer_session()
+
+
+def _cancelled(session: Session) -> list[dict[str, object]]:
+    deadline = time.monotonic() + 5
+    while True:
+        got = session.request("cancelled")
+        if got or time.monotonic() > deadline:
+            return got  # type: ignore[no-any-return]
+        time.sleep(0.01)
+
+
+def test_keyboard_interrupt_while_reading_cancels_and_keeps_the_session(
+        peer: Session) -> None:
+    """The interrupted caller held the reader role (it was the only call in flight)."""
+    timer = threading.Timer(0.2, _thread.interrupt_main)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            peer.request("ignore", {}, timeout=20)
+    finally:
+        timer.cancel()
+    cancelled = _cancelled(peer)
+    assert cancelled == [{"requestId": 1,
+                          "reason": "interrupted by the user (KeyboardInterrupt)"}]
+    assert peer.request("echo", {"usable": True}) == {"usable": True}
+    assert not peer._pending
+
+
+def test_real_sigint_while_following_cancels(peer: Session) -> None:
+    """The interrupted caller was a follower (another call was in flight first)."""
+    other = threading.Thread(target=peer.request, args=("sleep", {"ms": 600}))
+    other.start()
+    while not peer._pending:
+        time.sleep(0.005)
+    timer = threading.Timer(0.2, os.kill, args=(os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            peer.request("ignore", {}, timeout=20)
+    finally:
+        timer.cancel()
+    other.join(5)
+    ids = [c["requestId"] for c in _cancelled(peer)]
+    assert ids == [2]
+    assert peer.request("echo", {"k": 1}) == {"k": 1}
+
+
+def test_keyboard_interrupt_while_waiting_on_a_future_cancels_it(peer: Session) -> None:
+    future = peer.submit("ignore", {}, timeout=20)
+    timer = threading.Timer(0.2, os.kill, args=(os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            future.result(10)
+    finally:
+        timer.cancel()
+    assert future.cancelled()
+    assert [c["requestId"] for c in _cancelled(peer)] == [1]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_use_after_fork_raises_and_close_only_drops_references(peer: Session) -> None:
+    assert peer.request("echo", {"before": 1}) == {"before": 1}
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        code = 1
+        try:
+            try:
+                peer.request("echo", {})
+            except UsedAfterFork as exc:
+                if "forked process" in str(exc):
+                    code = 0
+            try:
+                peer.notify("x")
+                code = 2
+            except UsedAfterFork:
+                pass
+            peer.close()
+        finally:
+            os.write(write_fd, bytes([code]))
+            os._exit(code)
+    os.close(write_fd)
+    _, status = os.waitpid(pid, 0)
+    result = os.read(read_fd, 1)
+    os.close(read_fd)
+    assert result == b"\x00" and os.waitstatus_to_exitcode(status) == 0
+    # The parent's session and server are untouched by the child's close().
+    assert peer.request("echo", {"after": 1}) == {"after": 1}
+

@@ -1,0 +1,1 @@
+"""Tests of the transports, one folder per transport."""
