@@ -1,7 +1,8 @@
 """``Manager``: many MCP servers behind one object.
 
-The public face of the room; the manager is in ``_manager``, its value types in ``_types``
-and the parallel runner in ``_run``.
+The public face of the room; the manager (its table of servers, routing and policy) is in
+``_manager``, one server's spawn, tool discovery and close in ``_lifecycle``, the checks of
+its constructor arguments in ``_settings`` and its value types in ``_types``.
 """
 from __future__ import annotations
 

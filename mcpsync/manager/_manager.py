@@ -23,19 +23,25 @@ from dataclasses import replace
 from typing import Any
 
 from mcpsync._secret_dirs import sweep as sweep_secret_dirs
-from mcpsync._threads import run_parallel, spawn
+from mcpsync._threads import run_parallel
 from mcpsync.client._client import Client, ProgressCallback
-from mcpsync.client._connect import CREDENTIALS, connect
 from mcpsync.client._options import ClientOptions
 from mcpsync.config import ServerConfig
 from mcpsync.errors import (
     ClosedError,
     ConfigError,
-    ConnectionLost,
     RemoteError,
     UnknownServer,
     UsedAfterFork,
 )
+from mcpsync.manager._lifecycle import (
+    begin_discovery,
+    close_config_auth,
+    close_entry,
+    spawn_entry,
+    watch_tool_list,
+)
+from mcpsync.manager._settings import checked_configs, split_connect_options
 from mcpsync.manager._types import (
     SEP,
     ManagedTool,
@@ -45,13 +51,7 @@ from mcpsync.manager._types import (
     thread_server_id,
 )
 from mcpsync.policy import BudgetCounter, Policy, check_call, gateway_refusal
-from mcpsync.secrets import (
-    SecretFile,
-    SecretResolver,
-    apply_placeholders,
-    check_secret_config,
-    write_secret_file,
-)
+from mcpsync.secrets import SecretResolver
 from mcpsync.types import (
     CallToolResult,
     GetPromptResult,
@@ -127,40 +127,8 @@ class Manager:
                              f"got {max_parallel_starts!r}")
         if policy is not None and not isinstance(policy, Policy):
             raise TypeError(f"policy must be a Policy, got {type(policy).__name__}")
-        stored: list[ServerConfig] = []
-        seen: set[str] = set()
-        for config in configs:
-            if not isinstance(config, ServerConfig):
-                raise TypeError(f"configs must be ServerConfig values, got "
-                                f"{type(config).__name__}")
-            if not config.id:
-                raise ConfigError(f"invalid server config: id: every config given to a "
-                                  f"Manager needs an id ({config!r})")
-            if config.id in seen:
-                raise ConfigError(f"invalid server config: id: {config.id!r} is given twice")
-            seen.add(config.id)
-            stored.append(config)
-        if isinstance(connect_options, ClientOptions):
-            # A ClientOptions carries no credentials by construction.
-            base: ClientOptions | None = connect_options
-            options: dict[str, Any] = {}
-            if connect_options.notification_observer is not None:
-                raise ValueError("connect_options cannot set notification_observer: use "
-                                 "set_notification_handler()")
-        elif connect_options is None or isinstance(connect_options, Mapping):
-            base, options = None, dict(connect_options or {})
-        else:
-            raise TypeError(f"connect_options must be a ClientOptions or a mapping of "
-                            f"connect() keywords, got {type(connect_options).__name__}")
-        credentials = [key for key in CREDENTIALS if key in options]
-        if credentials:
-            raise ConfigError(f"connect_options: {', '.join(credentials)} would apply to every "
-                              "server of the Manager, sending one server's credentials to the "
-                              "others; set credentials per server with ServerConfig(auth=...)")
-        for reserved in ("notification_observer",):
-            if reserved in options:
-                raise ValueError(f"connect_options cannot set {reserved}: use "
-                                 "set_notification_handler()")
+        stored = checked_configs(configs)
+        base, options = split_connect_options(connect_options)
         self._pid = os.getpid()
         self._forked = False
         self._lock = threading.RLock()
@@ -354,170 +322,30 @@ class Manager:
                 self._start_errors.pop(server_id, None)
                 resolver = self._resolver
             if old is not None:
-                self._close_entry(old)
+                close_entry(old)
             try:
-                entry = self._spawn(config, key, worktree_root, resolver)
+                entry = spawn_entry(
+                    config, key, worktree_root, resolver, self._base_options, self._options,
+                    lambda method, params: self._deliver(server_id, method, params))
             except BaseException as exc:
                 if key is None:
                     with self._lock:
                         self._start_errors[server_id] = exc
                 raise
-            self._watch_tool_list(entry)
+            watch_tool_list(entry)
             with self._lock:
                 closed = self._closed
                 if not closed:
                     # Registered and discovering in one step, so a close() that comes now
                     # finds the entry complete (its threads to join).
                     self._entries[server_id] = entry
-                    self._begin_discovery(entry)
+                    begin_discovery(entry)
             if closed:
-                self._close_entry(entry)
+                close_entry(entry)
                 raise ClosedError(f"the Manager was closed while server {server_id!r} "
                                   "started", server=server_id)
 
-    def _spawn(self, config: ServerConfig, key: tuple[str, str] | None,
-               worktree_root: str | None, resolver: SecretResolver | None) -> ServerEntry:
-        """Check the config, write its secret file, connect; clean up on any failure."""
-        server_id = config.id
-        check_secret_config(config, resolver)
-        secret: SecretFile | None = None
-        exited = threading.Event()
-
-        def lost(error: ConnectionLost) -> None:
-            # The client's reader saw the exit (its pidfd or stdout EOF) or the connection
-            # drop: the server is down for good (restart=None), so its secret goes now.
-            exited.set()
-            if secret is not None:
-                secret.remove()
-            _log.warning("server %r: %s; start it again with start_server()", server_id,
-                         error)
-        try:
-            if config.secret_ref:
-                assert resolver is not None   # check_secret_config refused it otherwise
-                secret = write_secret_file(config, resolver)
-            actual = apply_placeholders(config, secret_file=secret.path if secret else None,
-                                        worktree_root=worktree_root)
-            options = dict(self._options)
-            # The Manager owns the lifecycle: a crashed server stays down (and its secret
-            # file is deleted) until start_server() starts it anew with a new file.
-            options["restart"] = None
-            # The observer sees every notification (progress, logs, list changes included)
-            # after the client's own handling, with params as sent.
-            client = connect(
-                actual, self._base_options,
-                notification_observer=lambda method, params: self._deliver(
-                    server_id, method, params),
-                on_connection_lost=lost,
-                **options)
-        except BaseException:
-            if secret is not None:
-                secret.remove()
-            raise
-        return ServerEntry(server_id, config, client, secret, key, exited)
-
-    def _watch_tool_list(self, entry: ServerEntry) -> None:
-        """Hear a modern server's tool-list changes: open its ``subscriptions/listen``.
-
-        A legacy server sends ``notifications/tools/list_changed`` on the connection, and
-        the ``notification_observer`` (:meth:`_deliver`) already sees it. A modern
-        (2026-07-28) server sends it only on a listen stream the client asked for, so one
-        is opened here when the server announces ``tools.listChanged``. It is opened before
-        the first discovery begins, so a change made meanwhile is not missed (it only
-        folds into that discovery as a rerun). The callback runs on the client's
-        dispatcher thread and never blocks. A server that does not acknowledge the watch
-        still starts: its tools are discovered once, and a WARNING says so.
-        """
-        client = entry.client
-        tools = client.capabilities.get("tools")
-        if client.era != "modern" or not (isinstance(tools, Mapping)
-                                          and tools.get("listChanged") is True):
-            return
-        try:
-            entry.list_watch = client.on_list_changed(
-                "tools", lambda kind: self._begin_discovery(entry))
-        except Exception as exc:  # the server runs; only the refresh is lost
-            _log.warning("server %r: cannot watch its tool list (%s); its tools are "
-                         "discovered once, not after changes", entry.server_id, exc)
-        except BaseException:      # e.g. Ctrl-C while waiting for the acknowledgement
-            self._close_entry(entry)
-            raise
-
-    def _begin_discovery(self, entry: ServerEntry) -> None:
-        """Start the discovery thread, or fold this request into the one running.
-
-        Called for the first discovery and for every ``notifications/tools/list_changed``
-        (on the dispatcher thread, so it never blocks). One thread per server at a time: a
-        request while it runs only marks a rerun, so a burst costs at most one more
-        ``tools/list``. Never holds ``discover_lock`` while taking the Manager's lock.
-        """
-        with entry.discover_lock:
-            if entry.closing:
-                return
-            if entry.discovering:
-                entry.rediscover = True
-                return
-            entry.discovering = True
-            entry.rediscover = False
-            entry.discover_thread = spawn(f"mcpsync-discover-{entry.server_id}",
-                                          self._discovery_loop, entry)
-
-    def _discovery_loop(self, entry: ServerEntry) -> None:
-        """Discover until no list_changed came during the last ``tools/list``."""
-        while True:
-            self._discover(entry)
-            with entry.discover_lock:
-                if not entry.rediscover or entry.closing:
-                    entry.discovering = False
-                    return
-                entry.rediscover = False
-
-    def _discover(self, entry: ServerEntry) -> None:
-        """List every tool (all pages); record the outcome.
-
-        A failure before any list was known is the discovery error (the server is not
-        ready); a failure of a re-discovery keeps the old list and is kept as
-        ``refresh_error`` until a later discovery succeeds.
-        """
-        try:
-            client = entry.client
-            tools = client.list_tools() if "tools" in client.capabilities else []
-        except BaseException as exc:  # kept for server_ready_error(), never raised here
-            if entry.tools is None:
-                entry.discover_error = exc
-            else:
-                entry.refresh_error = exc
-            if not entry.client.closed and not entry.closing:
-                again = "re-" if entry.tools is not None else ""
-                _log.warning("tool %sdiscovery on server %r failed: %s", again,
-                             entry.server_id, exc)
-        else:
-            entry.tools = tools           # the list first, so ready never shows no list
-            entry.discover_error = None
-            entry.refresh_error = None
-        finally:
-            entry.discovered.set()
-
     # -- stopping --------------------------------------------------------------------------
-
-    def _close_entry(self, entry: ServerEntry) -> None:
-        """Stop the process and its threads, and delete its secret file."""
-        with entry.discover_lock:
-            entry.closing = True          # no re-discovery starts after this
-            thread = entry.discover_thread
-            watch, entry.list_watch = entry.list_watch, None
-        try:
-            if watch is not None:
-                # Ends the listen on the wire; client.close() then joins its thread.
-                try:
-                    watch.close()
-                except Exception as exc:  # a dead server: close() below cleans up
-                    _log.debug("server %r: closing the tool-list watch failed: %s",
-                               entry.server_id, exc)
-            entry.client.close()
-        finally:
-            if thread is not None and thread is not threading.current_thread():
-                thread.join(5.0)
-            entry.remove_secret()
 
     def stop_server(self, server_id: str) -> bool:
         """Stop a project or thread server; ``False`` when none was running (never raises
@@ -530,7 +358,7 @@ class Manager:
             if entry is None:
                 return False
             running = entry.alive
-            self._close_entry(entry)
+            close_entry(entry)
             return running
 
     def stop_thread_servers(self, thread_id: str) -> list[str]:
@@ -568,7 +396,7 @@ class Manager:
             self._start_errors.clear()
         _managers.discard(self)
         if entries:
-            _, unfinished = run_parallel(self._close_entry, entries, what="close",
+            _, unfinished = run_parallel(close_entry, entries, what="close",
                                          limit=len(entries), timeout=CLOSE_TIMEOUT)
             if unfinished:
                 for index in unfinished:   # the process is being killed: the file goes now
@@ -576,22 +404,7 @@ class Manager:
                 _log.warning("Manager.close(): servers still stopping after %.0f s: %s",
                              CLOSE_TIMEOUT,
                              ", ".join(repr(entries[i].server_id) for i in unfinished))
-        self._close_config_auth([*self._configs, *(e.config for e in entries)])
-
-    @staticmethod
-    def _close_config_auth(configs: Iterable[ServerConfig]) -> None:
-        """Close the OAuth providers mcpsync made for config-file entries (their HTTP
-        sessions to the authorization servers); a provider you passed is yours to close."""
-        seen: set[int] = set()
-        for config in configs:
-            hooks = config.auth
-            if hooks is None or id(hooks) in seen or not getattr(hooks, "_mcpsync_owned", False):
-                continue
-            seen.add(id(hooks))
-            try:
-                hooks.close()  # type: ignore[attr-defined]
-            except Exception as exc:  # one provider's teardown never stops the others
-                _log.debug("closing the OAuth provider of %s failed: %s", config.id, exc)
+        close_config_auth([*self._configs, *(e.config for e in entries)])
 
     def __enter__(self) -> Manager:
         self._check()
@@ -781,15 +594,15 @@ class Manager:
         ``notifications/tools/list_changed`` first starts a background re-discovery (it
         never blocks), then reaches the handler like any other notification; the handler
         still sees the old list in :meth:`tools`. A server with a tool-list watch (modern,
-        :meth:`_watch_tool_list`) is re-discovered by that watch's callback, which the
-        client runs just before this observer; starting one here too would cost a second
+        see ``_lifecycle.watch_tool_list``) is re-discovered by that watch's callback, which
+        the client runs just before this observer; starting one here too would cost a second
         ``tools/list`` for every change.
         """
         if method == "notifications/tools/list_changed":
             with self._lock:
                 entry = None if self._closed else self._entries.get(server_id)
             if entry is not None and entry.list_watch is None:
-                self._begin_discovery(entry)
+                begin_discovery(entry)
         handler = self._handler
         if handler is None:
             return
