@@ -1,8 +1,9 @@
 """The user-facing client: :func:`connect` and :class:`Client`.
 
-The public face of the room; the client body is in ``_client``, and each concern it
-delegates (handshake, input-required rounds, callbacks, subscriptions, list cache, options,
-finalizer) has its own private module next to it.
+The public face of the room; the client body is in ``_client``, how it opens, restarts and
+re-detects its session is in ``_lifecycle``, and each concern it delegates (handshake,
+input-required rounds, callbacks, subscriptions, list cache, options, finalizer) has its own
+private module next to it.
 """
 from __future__ import annotations
 
