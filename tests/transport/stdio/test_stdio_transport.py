@@ -20,7 +20,7 @@ from helpers import mcpsync_threads, open_fds
 from mcpsync import jsonrpc
 from mcpsync.errors import ConfigError, ConnectionLost
 from mcpsync.jsonrpc import StreamError
-from mcpsync.transport.stdio import StdioTransport, TransportClosed, _transport as stdio, safe_name
+from mcpsync.transport.stdio import StdioTransport, TransportClosed, _lifecycle as stdio, safe_name
 from mcpsync.transport.stdio._stderr import excerpt
 
 PY = sys.executable

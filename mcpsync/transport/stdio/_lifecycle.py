@@ -1,0 +1,457 @@
+"""The server process's life: start it, watch for its exit, shut it down, drop it after fork.
+
+This is the cold half of :class:`~mcpsync.transport.stdio.StdioTransport`, kept apart from
+the hot half (writing frames and reading stdout, in ``_transport``) so that each can be read
+on its own. It is a mixin rather than a collaborator object because both halves share the
+same state: the pipe descriptors, the locks that keep a descriptor from being closed under a
+write or a ``poll()``, and the ``_closing``/``_rx_done`` flags that the I/O paths check on
+every call. A collaborator would put one more attribute hop on those paths; a base class
+puts none (methods and attributes are looked up exactly as before).
+
+What lives here:
+
+- :meth:`~ProcessLifecycle.start`: resolve the command, spawn it on the single
+  ``mcpsync-spawner`` thread (see ``_spawner``) with a safe environment (see ``_env``), make
+  the pipes non-blocking and set up the ``poll()`` set (stdout, the wake-up pipe, and a
+  ``pidfd`` where the OS has one), start the stderr drain (see ``_stderr``);
+- exit watching: :meth:`~ProcessLifecycle.returncode`, :meth:`~ProcessLifecycle.wait_exit`,
+  waiting on the ``pidfd`` without reaping;
+- the stderr ring as error messages quote it;
+- :meth:`~ProcessLifecycle.close`: the shutdown sequence of the MCP stdio transport, bounded
+  in time, and its fork-safe variant.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import select
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from mcpsync.transport.stdio import _spawner
+
+from ...errors import ConfigError
+from ._env import build_env, resolve_argv
+from ._pump import StdoutPump
+from ._stderr import StderrDrain, excerpt
+from ._writer import FrameFinisher
+
+__all__ = ["ProcessLifecycle"]
+
+# Grace periods of the shutdown sequence. Module constants so that tests may patch them.
+STDIN_GRACE = 2.0
+TERM_GRACE = 2.0
+KILL_WAIT = 0.5
+JOIN_TIMEOUT = 1.0
+CLOSE_BOUND = 5.0
+#: How long stderr_tail() lets the drain catch up after the server exited.
+STDERR_SETTLE = 0.5
+
+_IS_WINDOWS = os.name == "nt"
+_HAS_PIDFD = hasattr(os, "pidfd_open")
+#: Wait on pipes with poll(); without it (Windows) a pump thread reads stdout (see _pump).
+_USE_POLL = hasattr(select, "poll") and not _IS_WINDOWS
+_MAX_POLL_MS = 2**31 - 1  # poll() takes a C int of milliseconds
+_MAX_POLL_S = _MAX_POLL_MS / 1000
+
+
+def _poll_ms(timeout: float) -> int:
+    """Seconds to poll() milliseconds, rounded up (so a wait never ends early), clamped."""
+    if timeout >= _MAX_POLL_S:
+        return _MAX_POLL_MS
+    return max(0, int(timeout * 1000 + 0.999))
+
+
+def _execs_directly(program: str, cwd: str | None) -> bool:
+    """True when ``execve(program)`` will succeed as is: an executable regular file that is
+    an ELF binary, or a ``#!`` script whose interpreter is executable.
+
+    Only then may an exec wrapper start it: anything else must fail (or not) exactly as
+    ``Popen`` does, with an ``OSError`` in this process (``setpriv`` would instead exit with
+    a message on stderr, and its ``execvp`` would run a script without ``#!`` through
+    ``/bin/sh``).
+    """
+    path = program if cwd is None else os.path.join(cwd, program)
+    try:
+        if not os.access(path, os.X_OK):
+            return False
+        with open(path, "rb") as f:
+            head = f.read(256)
+    except OSError:  # a directory, unreadable, gone
+        return False
+    if head[:4] == b"\x7fELF":
+        return True
+    if head[:2] != b"#!":
+        return False
+    words = head[2:].split(b"\n", 1)[0].split()
+    if not words or (len(head) == 256 and b"\n" not in head):  # no interpreter, or cut off
+        return False
+    interpreter = os.fsdecode(words[0])
+    return os.access(interpreter if cwd is None else os.path.join(cwd, interpreter), os.X_OK)
+
+
+def _discard(proc: subprocess.Popen[bytes]) -> None:
+    """Kill and reap a child that nobody will own (its start() was interrupted)."""
+    with contextlib.suppress(OSError):
+        if _IS_WINDOWS:  # pragma: no cover
+            proc.kill()
+        else:
+            os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
+
+
+class ProcessLifecycle:
+    """Mixin of :class:`StdioTransport`: starting, watching and stopping its server process.
+
+    It holds no state of its own; the attributes below are set by ``StdioTransport.__init__``
+    and declared here only for the type checker.
+    """
+
+    name: str
+    argv: list[str]
+    pid: int | None
+    _safe: str
+    _env: dict[str, str | None]
+    _inherit_env: bool
+    _cwd: str | None
+    _stderr_bytes: int
+    _on_stderr: Callable[[str], None] | None
+    _die_with_parent: bool
+    _logger: logging.Logger
+    _proc: subprocess.Popen[bytes] | None
+    _owner_pid: int
+    _started: bool
+    _closing: bool
+    _closed: bool
+    _rx_done: bool
+    _close_lock: threading.Lock
+    _write_lock: threading.Lock
+    _rx_lock: threading.Lock
+    _wake_lock: threading.Lock
+    _stdin_fd: int
+    _stdout_fd: int
+    _stderr_fd: int
+    _wake_r: int
+    _wake_w: int
+    _pidfd: int
+    _poller: Any
+    _rx_buf: bytearray
+    _pump: StdoutPump | None
+    _stderr: StderrDrain | None
+    _holds_spawner: bool
+    _finisher: FrameFinisher | None
+    _stdin_grace: float
+
+    if TYPE_CHECKING:
+        def wake(self) -> None:
+            """Defined by the transport: unblocks a pending ``receive()``."""
+
+    def forked(self) -> bool:
+        """True in a process forked from the one that started this transport."""
+        return os.getpid() != self._owner_pid
+
+    # ------------------------------------------------------------------ start
+
+    def start(self) -> None:
+        """Resolve the command, spawn the server on the spawner thread, start the stderr drain.
+
+        Raises :class:`ConfigError` naming the command (and the ``PATH`` searched) when it
+        cannot be found or executed, or when ``cwd`` does not exist.
+        """
+        if self._started:
+            raise RuntimeError(f"the stdio transport for {self.name!r} was already started")
+        self._started = True
+        child_env = build_env(self._env, inherit_env=self._inherit_env)
+        try:
+            argv = resolve_argv(self.argv, child_env, cwd=self._cwd)
+        except ConfigError as exc:
+            exc.server = self.name
+            raise
+        preexec = _spawner.die_with_parent_preexec() if self._die_with_parent else None
+        wrappable = preexec is not None and _execs_directly(argv[0], self._cwd)
+        kwargs: dict[str, Any] = {}
+        if _IS_WINDOWS:  # pragma: no cover - best-effort, untested on this CI
+            kwargs["creationflags"] = getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)
+        else:
+            kwargs["start_new_session"] = True
+
+        def _popen() -> subprocess.Popen[bytes]:
+            # On the spawner thread: the death signal follows the thread that forks.
+            full_argv, extra = argv, kwargs
+            if preexec is not None:
+                wrapper = _spawner.die_with_parent_wrapper() if wrappable else None
+                if wrapper is not None:  # vfork() path: setpriv sets it, then execs argv
+                    full_argv = [*wrapper, *argv]
+                else:
+                    extra = {**kwargs, "preexec_fn": preexec}
+            return subprocess.Popen(
+                full_argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, bufsize=0, close_fds=True, env=child_env,
+                cwd=self._cwd, **extra)
+
+        try:
+            proc = _spawner.spawn(_popen, discard=_discard)
+        except (OSError, subprocess.SubprocessError) as exc:
+            path = child_env.get("PATH", "")
+            raise ConfigError(
+                f"starting server {self.name!r}: cannot run {self.argv[0]!r} ({exc}); "
+                f'PATH searched: "{path}"', server=self.name) from exc
+        self._holds_spawner = True
+        self._proc = proc
+        self.pid = proc.pid
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        self._stdin_fd = proc.stdin.fileno()
+        self._stdout_fd = proc.stdout.fileno()
+        self._stderr_fd = proc.stderr.fileno()
+        if _HAS_PIDFD:
+            try:
+                self._pidfd = os.pidfd_open(proc.pid)
+            except OSError:
+                self._pidfd = -1
+        if _USE_POLL:
+            os.set_blocking(self._stdout_fd, False)  # receive() reads before it polls
+            os.set_blocking(self._stdin_fd, False)  # a full pipe must not block a write
+            self._wake_r, self._wake_w = os.pipe()
+            os.set_blocking(self._wake_r, False)
+            os.set_blocking(self._wake_w, False)
+            poller = select.poll()
+            poller.register(self._stdout_fd, select.POLLIN)
+            poller.register(self._wake_r, select.POLLIN)
+            if self._pidfd >= 0:
+                # "When stdout reaches EOF *or the process exits*": with a grandchild holding
+                # stdout open, only the pidfd says that the server is gone.
+                poller.register(self._pidfd, select.POLLIN)
+            self._poller = poller
+        else:
+            self._pump = StdoutPump(self._stdout_fd, name=self._safe,
+                                    read_size=len(self._rx_buf))  # as receive() reads
+            self._pump.start()
+        self._rx_done = False
+        self._stderr = StderrDrain(self._stderr_fd, name=self._safe, logger=self._logger,
+                                   ring_bytes=self._stderr_bytes, on_stderr=self._on_stderr,
+                                   use_poll=_USE_POLL,
+                                   closer=lambda: self._close_fd("_stderr_fd", proc.stderr))
+        self._stderr.start()
+
+    # ------------------------------------------------------------------ process state
+
+    def returncode(self) -> int | None:
+        """The exit status (negative: killed by that signal), or ``None``; never blocks."""
+        proc = self._proc
+        if proc is None or self.forked():
+            return None
+        return proc.poll()
+
+    def wait_exit(self, timeout: float) -> int | None:
+        """Wait up to ``timeout`` seconds for the server to exit; reap it and return its
+        status, or ``None`` if it is still running."""
+        proc = self._proc
+        if proc is None or self.forked():
+            return None
+        if proc.returncode is not None:
+            return proc.returncode
+        if self._wait_exited(timeout):
+            return proc.poll() if proc.returncode is None else proc.returncode
+        return proc.poll()
+
+    def _wait_exited(self, timeout: float) -> bool:
+        """Wait for exit *without reaping* where a pidfd allows it (so the pid, and with it
+        the process group id, cannot be reused while we still signal the group)."""
+        proc = self._proc
+        assert proc is not None
+        if proc.returncode is not None:
+            return True
+        pidfd = self._pidfd
+        if pidfd >= 0:
+            poller = select.poll()
+            poller.register(pidfd, select.POLLIN)
+            return bool(poller.poll(_poll_ms(timeout)))
+        try:
+            proc.wait(min(timeout, _MAX_POLL_S))
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
+    def stderr_tail(self) -> str:
+        """The whole stderr ring (newest ``stderr_bytes`` bytes), decoded with replacement.
+
+        Once the server has exited this first lets the drain catch up (briefly), so that
+        the last lines it wrote before dying are included.
+        """
+        drain = self._stderr
+        if drain is None:
+            return ""
+        proc = self._proc
+        if proc is not None and proc.returncode is not None:
+            drain.settle(STDERR_SETTLE)
+        return drain.tail()
+
+    def stderr_excerpt(self) -> str:
+        """The last 20 stderr lines, at most 4 KiB: what error messages quote."""
+        return excerpt(self.stderr_tail())
+
+    # ------------------------------------------------------------------ teardown
+
+    def close(self) -> None:
+        """Shut the server down and release everything; idempotent and thread-safe.
+
+        Follows the MCP stdio shutdown: close the server's stdin and wait (2 s); SIGTERM its
+        process group and wait (2 s); SIGKILL the group and reap. Then the stderr thread is
+        joined and every descriptor closed. The whole call is bounded by 5 s.
+
+        In a forked child it only drops this process's copies of the descriptors: it never
+        signals the parent's server or writes to its pipes.
+        """
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closing = True
+            self._rx_done = True
+            try:
+                if self._proc is None:
+                    return
+                if self.forked():
+                    self._drop_after_fork()
+                    return
+                self._shutdown()
+            finally:
+                self._closed = True
+
+    def _shutdown(self) -> None:
+        proc = self._proc
+        assert proc is not None
+        deadline = time.monotonic() + CLOSE_BOUND
+
+        def left(step: float) -> float:
+            return max(0.0, min(step, deadline - time.monotonic()))
+
+        # Unblock a receive() in progress; it returns None from now on. stdout stays open
+        # (unread) until the server is gone, so one that writes a last line while shutting
+        # down gets no EPIPE out of it.
+        self.wake()
+        # "the client SHOULD initiate shutdown by first closing the input stream to the child
+        # process (the server)" - unless a writer is stuck in a full pipe; then the signals
+        # below will break its write.
+        stdin_closed = self._close_stdin(timeout=0.2)
+        exited = self._wait_exited(left(self._stdin_grace)) if stdin_closed else False
+        # "wait for the server to exit, or send SIGTERM if the server does not exit within a
+        # reasonable time"
+        if not exited:
+            self._signal_group(kill=False)
+            exited = self._wait_exited(left(TERM_GRACE))
+        # "send SIGKILL if the server does not exit within a reasonable time after SIGTERM"
+        if not exited:
+            self._signal_group(kill=True)
+            exited = self._wait_exited(max(left(KILL_WAIT), 0.05))
+        # The leader is gone (and, with a pidfd, not yet reaped): anything left in its group
+        # is an orphan of the server, which must not outlive close().
+        self._signal_group(kill=True, leftovers_only=True)
+        if exited:
+            proc.poll()
+        if not stdin_closed:
+            self._close_stdin(timeout=left(JOIN_TIMEOUT))
+        finisher = self._finisher
+        if finisher is not None:  # it sees _closing within a WRITE_SLICE
+            finisher.join(left(JOIN_TIMEOUT) or 0.05)
+        if self._stderr is not None:
+            self._stderr.stop(timeout=left(JOIN_TIMEOUT) or 0.05)  # closes the stderr pipe
+        else:
+            self._close_fd("_stderr_fd", proc.stderr)
+        # stdout and the wake-up pipe are closed only when no receive() can be using them
+        # (a descriptor number closed under a poll() could be reused by then).
+        pump = self._pump
+        if pump is not None and not pump.join(left(JOIN_TIMEOUT) or 0.05):
+            pass  # an escaped grandchild holds stdout: the daemon pump keeps its descriptor
+        elif self._rx_lock.acquire(timeout=left(JOIN_TIMEOUT) or 0.05):
+            try:
+                self._close_fd("_stdout_fd", proc.stdout)
+                with self._wake_lock:
+                    self._close_raw("_wake_w")
+                self._close_raw("_wake_r")
+            finally:
+                self._rx_lock.release()
+        self._close_raw("_pidfd")
+        if proc.returncode is None:
+            self._logger.warning("server %r (pid %s) could not be reaped within %.0f s",
+                                 self.name, proc.pid, CLOSE_BOUND)
+        elif self._holds_spawner:
+            self._holds_spawner = False
+            _spawner.release()
+
+    def hurry(self) -> None:
+        """Make :meth:`close` send SIGTERM right after closing stdin (no 2 s grace): for a
+        program that never answered the handshake, which has no MCP shutdown to honour."""
+        self._stdin_grace = min(self._stdin_grace, 0.05)
+
+    def _close_raw(self, attr: str) -> None:
+        fd = getattr(self, attr)
+        if fd >= 0:
+            setattr(self, attr, -1)
+            os.close(fd)
+
+    def _close_stdin(self, timeout: float) -> bool:
+        if not self._write_lock.acquire(timeout=timeout):
+            return False
+        try:
+            proc = self._proc
+            self._close_fd("_stdin_fd", proc.stdin if proc is not None else None)
+        finally:
+            self._write_lock.release()
+        return True
+
+    def _close_fd(self, attr: str, fileobj: Any) -> None:
+        if getattr(self, attr) < 0:
+            return
+        setattr(self, attr, -1)
+        with contextlib.suppress(OSError):
+            fileobj.close()
+
+    def _signal_group(self, *, kill: bool, leftovers_only: bool = False) -> None:
+        """SIGTERM (or SIGKILL) the server's process group; with ``leftovers_only``, only if
+        the group still has members. Windows has no groups to signal: TerminateProcess."""
+        proc = self._proc
+        if proc is None:
+            return
+        if _IS_WINDOWS:  # pragma: no cover - best-effort, untested on this CI
+            if not leftovers_only and proc.returncode is None:
+                with contextlib.suppress(OSError):
+                    proc.kill()
+            return
+        sig = signal.SIGKILL if kill else signal.SIGTERM
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if leftovers_only:
+                os.killpg(proc.pid, 0)  # raises ProcessLookupError when the group is empty
+            os.killpg(proc.pid, sig)
+
+    def _drop_after_fork(self) -> None:
+        """Forked child: close our copies of the descriptors, signal nothing, write nothing."""
+        proc = self._proc
+        for attr, obj in (("_stdin_fd", proc.stdin if proc else None),
+                          ("_stdout_fd", proc.stdout if proc else None),
+                          ("_stderr_fd", proc.stderr if proc else None)):
+            if getattr(self, attr) >= 0:
+                setattr(self, attr, -1)
+                if obj is not None:
+                    with contextlib.suppress(OSError):
+                        obj.close()
+        for attr in ("_wake_r", "_pidfd"):
+            self._close_raw(attr)
+        with self._wake_lock:
+            self._close_raw("_wake_w")
+        if proc is not None:
+            # Keep Popen.__del__ from trying to reap a child that is not ours.
+            proc.returncode = 0 if proc.returncode is None else proc.returncode
+        if self._stderr is not None:
+            self._stderr.abandon()
+        self._proc = None
+        self._holds_spawner = False
+
