@@ -607,16 +607,3 @@ def _completion_argument(argument: Any) -> dict[str, Any]:
     if isinstance(argument, (tuple, list)) and len(argument) == 2:
         return {"name": argument[0], "value": argument[1]}
     raise TypeError("argument must be {'name': ..., 'value': ...} or a (name, value) pair")
-
-
-_jsonschema: bool | None = None
-
-
-def _jsonschema_available() -> bool:
-    """Whether the optional ``jsonschema`` extra is installed (checked once, lazily)."""
-    global _jsonschema
-    if _jsonschema is None:
-        import importlib.util
-
-        _jsonschema = importlib.util.find_spec("jsonschema") is not None
-    return _jsonschema

@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 import pytest
-from conftest import open_fds
+from helpers import open_fds
 
 import mcpsync
 from mcpsync.demo import build_server
