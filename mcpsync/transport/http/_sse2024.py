@@ -71,6 +71,7 @@ class SseChannel:
                  on_message: Callable[[str], None], on_drop: Callable[[], None],
                  watchdog: Watchdog | None = None) -> None:
         self.url = url
+        self._shown = redact_url(url)   # what messages and logs show: no user info, no query
         self._watchdog = watchdog
         self.endpoint: str | None = None
         self._safe = safe
@@ -92,7 +93,7 @@ class SseChannel:
         thread.start()
         if not self._ready.wait(timeout):
             self.close()
-            raise TransportError(f"GET {self.url}: no 'endpoint' event within {timeout:g} s "
+            raise TransportError(f"GET {self._shown}: no 'endpoint' event within {timeout:g} s "
                                  "(the server does not speak the 2024-11-05 HTTP+SSE "
                                  "transport either)")
         if self._error is not None:
@@ -115,7 +116,7 @@ class SseChannel:
         try:
             if response.status_code != 200 or media_type(response) != "text/event-stream":
                 self._fail_open(TransportError(
-                    f"GET {self.url}: HTTP {response.status_code} "
+                    f"GET {self._shown}: HTTP {response.status_code} "
                     f"({media_type(response) or 'no Content-Type'}), not an event stream; "
                     "the server speaks neither Streamable HTTP nor HTTP+SSE"))
                 return
@@ -133,16 +134,16 @@ class SseChannel:
                     watchdog.unwatch(watch)
             if watch is not None and watch.ended:
                 logger.info("HTTP+SSE stream %s was silent too long; it counts as dropped",
-                            self.url)
+                            self._shown)
         except _ERRORS as exc:
             if not self._ready.is_set():
                 self._fail_open(exc)
                 return
-            logger.debug("HTTP+SSE stream %s ended: %s", self.url, exc)
+            logger.debug("HTTP+SSE stream %s ended: %s", self._shown, exc)
         finally:
             response.close()
         if not self._ready.is_set():
-            self._fail_open(TransportError(f"GET {self.url}: the stream ended before the "
+            self._fail_open(TransportError(f"GET {self._shown}: the stream ended before the "
                                            "'endpoint' event"))
             return
         if not self._closed:
@@ -157,7 +158,7 @@ class SseChannel:
                 check_same_origin(endpoint, self.url)
             except UnsafeURL as exc:
                 self._error = TransportError(
-                    f"GET {self.url}: the 'endpoint' event ({data!r}) is refused because "
+                    f"GET {self._shown}: the 'endpoint' event ({data!r}) is refused because "
                     f"{exc}; messages are sent only to the origin of the server URL")
                 self._ready.set()
                 self._target.abort()
@@ -177,7 +178,7 @@ class SseChannel:
             self._error = ConnectFailed(f"GET {url}: could not connect to {url} ({reason}); "
                                         "is the server running there?", url=url)
         else:
-            error = TransportError(f"GET {self.url}: {exc}")
+            error = TransportError(f"GET {self._shown}: {exc}")
             error.__cause__ = exc
             self._error = error
         self._ready.set()
@@ -190,7 +191,8 @@ class SseChannel:
             thread.join(join)
 
     def __repr__(self) -> str:
-        return f"<SseChannel {self.url} endpoint={self.endpoint!r}>"
+        shown = redact_url(self.endpoint) if self.endpoint is not None else None
+        return f"<SseChannel {self._shown} endpoint={shown!r}>"
 
 
 class SseRoute:

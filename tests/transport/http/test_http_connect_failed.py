@@ -89,3 +89,15 @@ def test_a_forced_http_sse_transport_says_connect_failed_too() -> None:
     for leak in ("_Tracked", "Max retries", "NewConnectionError", "urllib3"):
         assert leak not in message, message
     assert caught.value.url == url and caught.value.maybe_executed is False
+
+
+def test_http_sse_errors_show_no_user_info_or_query(fault_server: FaultServer) -> None:
+    fault_server.faults.era = "legacy"
+    fault_server.faults.get_stream = False   # GET answered 405: not an event stream
+    port = fault_server.origin.rsplit(":", 1)[1]
+    url = f"http://user:pw-secret@127.0.0.1:{port}/mcp?token=tok-secret"
+    with pytest.raises(mcpsync.MCPError) as caught:
+        mcpsync.connect(url, transport="sse", timeout=5)
+    message = str(caught.value)
+    assert "GET http://127.0.0.1" in message, message
+    assert "pw-secret" not in message and "tok-secret" not in message, message
