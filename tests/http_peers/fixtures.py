@@ -36,6 +36,7 @@ from pathlib import Path
 import pytest
 
 from http_peers.fault_server import FaultServer
+from mcpsync.client._handshake import forget_era
 
 OFFICIAL_SERVER = Path(__file__).with_name("official_server.py")
 _IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -54,6 +55,9 @@ def fault_server_factory_fixture() -> Iterator[Callable[[], FaultServer]]:
 
     def make() -> FaultServer:
         server = FaultServer()
+        # A new server may get the port of one an earlier test used: the client's memory of
+        # that server's era must not skip this one's detection.
+        forget_era()
         servers.append(server)
         return server
 
