@@ -363,7 +363,7 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
                    "sent (the connection is closed if that takes 5 s more)"),
                 timeout=bound, server=self.name, method=method) from None
         except ConnectionLost as exc:
-            self._lose(exc, exited=True)
+            self._lose_on_write(exc)
             self._check_usable(method, params)  # raises ClosedError or the loss
             raise
 
@@ -438,7 +438,7 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
             return call
         except ConnectionLost as exc:
             self._role.sending = None
-            self._lose(exc, exited=True)  # fails this call too (it is pending)
+            self._lose_on_write(exc)  # fails this call too (it is pending)
             self._release_role(call)
             return call
         if claimed:

@@ -67,6 +67,15 @@ class LossHandling(SessionBase):
                 logger.warning("server %r: the on_lost callback raised", self.name,
                                exc_info=True)
 
+    def _lose_on_write(self, exc: ConnectionLost) -> None:
+        """A write found the pipe closed. Usually the server exited; but when the transport
+        closed it on purpose (a frame the server would not read) its reason is the loss."""
+        reason = getattr(exc, "reason", None)
+        if reason is not None:
+            self._lose(reason)
+        else:
+            self._lose(exc, exited=True)
+
     def _on_eof(self) -> None:
         if self._phase >= Phase.CLOSING:
             return

@@ -43,7 +43,7 @@ from typing import Protocol
 
 from mcpsync._names import safe
 from mcpsync.errors import ConnectionLost
-from mcpsync.jsonrpc import Batch, Message, ParseError, RequestId
+from mcpsync.jsonrpc import Batch, Message, ParseError, RequestId, StreamError
 
 __all__ = ["CallFailed", "NoProcess", "Transport", "TransportClosed",
            "WriteTimedOut", "safe_name"]
@@ -57,7 +57,11 @@ class TransportClosed(ConnectionLost):
     """The pipe to the server is gone (it exited, or the transport was closed).
 
     Internal: the session turns it into ``ServerExited`` or ``ConnectionLost`` with context.
+    ``reason`` is set when the transport closed the pipe itself because the stream broke (a
+    frame the server would not read): then that is why the connection ended, not an exit.
     """
+
+    reason: StreamError | None = None
 
 
 class CallFailed:

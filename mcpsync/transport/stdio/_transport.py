@@ -110,6 +110,7 @@ class StdioTransport(ProcessLifecycle):
         # the hot path to a single check.
         self._rx_done = True
         self._rx_error: StreamError | None = None
+        self._stuck: StreamError | None = None   # why _write_stuck closed stdin
         self._close_lock = threading.Lock()
         self._write_lock = threading.Lock()
         self._rx_lock = threading.Lock()
@@ -185,8 +186,7 @@ class StdioTransport(ProcessLifecycle):
         try:
             fd = self._stdin_fd
             if fd < 0 or self._closing:
-                raise TransportClosed(f"writing to server {self.name!r}: the transport is closed",
-                                      server=self.name)
+                raise self._closed_error()
             try:
                 written = os.write(fd, data)
             except BlockingIOError:  # the pipe is full: the server is not reading
@@ -210,9 +210,19 @@ class StdioTransport(ProcessLifecycle):
         remaining = deadline - time.monotonic()
         return remaining > 0 and lock.acquire(timeout=min(remaining, threading.TIMEOUT_MAX))
 
+    def _closed_error(self) -> TransportClosed:
+        closed = TransportClosed(f"writing to server {self.name!r}: the transport is closed",
+                                 server=self.name)
+        # A frame the server would not read made us close stdin: that is the reason, and the
+        # session must report it even if this write, not the reader, meets the closed pipe.
+        closed.reason = self._stuck
+        return closed
+
     def _broken(self, exc: OSError) -> TransportClosed:
-        return TransportClosed(f"writing to server {self.name!r}: the pipe is closed ({exc})",
-                               server=self.name)
+        broken = TransportClosed(f"writing to server {self.name!r}: the pipe is closed ({exc})",
+                                 server=self.name)
+        broken.reason = self._stuck
+        return broken
 
     def _write_rest(self, fd: int, data: bytes, written: int, deadline: float) -> None:
         """The slow path of a write (the pipe was full), entered holding the write lock: wait
@@ -269,6 +279,7 @@ class StdioTransport(ProcessLifecycle):
         # The error first: closing stdin makes the server exit, and a reader that then meets
         # EOF must report why the connection ended, not "the server closed its output".
         self._rx_error = error
+        self._stuck = error
         proc = self._proc
         self._close_fd("_stdin_fd", proc.stdin if proc is not None else None)
         self._rx_done = True

@@ -139,6 +139,30 @@ def test_a_frame_still_unfinished_after_the_grace_tears_the_connection_down(
         client.close()
 
 
+def test_a_write_after_the_teardown_reports_the_teardown_not_an_exit(
+        monkeypatch: pytest.MonkeyPatch, no_leaks: None) -> None:
+    # The next write may meet the closed stdin before any reader meets EOF: it must still
+    # say why the connection ended (the server does not read), not "closed its output".
+    monkeypatch.setattr(stdio, "FINISH_GRACE", 0.5)
+    transport = stdio.StdioTransport(DEAF, name="deaf")
+    transport.start()
+    session = Session(transport, name="deaf", default_timeout=1.0)
+    session.start()
+    try:
+        session.request("tools/call", {"name": "deaf", "arguments": {"seconds": -1}})
+        with pytest.raises(stdio.WriteTimedOut):
+            transport.send_bytes_until(b'{"jsonrpc":"2.0","method":"x","params":"'
+                                       + BIG.encode() + b'"}', time.monotonic() + 0.3)
+        assert _wait_for(lambda: transport._stdin_fd < 0, 5)   # torn down
+        with pytest.raises(ConnectionLost) as direct:
+            transport.send_bytes_until(b"{}", time.monotonic() + 1)
+        assert "is not reading its input" in str(getattr(direct.value, "reason", None))
+        with pytest.raises(ConnectionLost, match="is not reading its input"):
+            session.request("tools/call", {"name": "small", "arguments": {}}, timeout=5)
+    finally:
+        session.close()
+
+
 def test_close_ends_a_frame_still_being_finished(no_leaks: None) -> None:
     fds = open_fds()
     client = _connect()
