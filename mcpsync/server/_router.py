@@ -153,6 +153,11 @@ class Dispatcher:
         call.cancel()
         return True
 
+    def deliver_response(self, message: Message) -> None:
+        """The client answered a request *we* sent (a handler asking for input). Called by
+        the intake as soon as the frame is read, never queued: the handler waiting for it
+        holds a worker. An answer nobody waits for is dropped."""
+
     def cancel_all(self) -> None:
         """Used when ``serve()`` returns: every handler sees its event set."""
         with self._lock:
