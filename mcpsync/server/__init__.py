@@ -1,10 +1,14 @@
-"""A minimal MCP server with a tool registry, serving both protocol eras.
+"""The MCP server room: tools, resources, prompts and completion, in both protocol eras.
 
-The public face of the room; ``_server`` holds the registry, ``_router`` dispatches
-requests, ``_loop`` reads and writes the pipes, and the rest validate and shape results.
+The public face of the room. ``_server`` holds the :class:`Server` API, ``_registry`` the live
+tables, ``_router`` picks the era and the feature (``_tools``, ``_resources``, ``_prompts``,
+``_listen``), ``_asking`` / ``_rounds`` / ``_state`` let a handler ask the client for input,
+``_loop`` (stdio) and ``_memory`` (in process) carry the frames.
 """
 from __future__ import annotations
 
+from mcpsync.server._asking import ElicitResult as ElicitResult, SampleResult as SampleResult
+from mcpsync.server._request import Refusal as Refusal
 from mcpsync.server._server import (
     Context as Context,
     Server as Server,
@@ -13,6 +17,9 @@ from mcpsync.server._server import (
 
 __all__ = [
     "Context",
+    "ElicitResult",
+    "Refusal",
+    "SampleResult",
     "Server",
     "ToolHandler",
 ]

@@ -20,14 +20,22 @@ from __future__ import annotations
 import math
 import sys
 import threading
-from collections.abc import Callable, Mapping
+import uuid
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from mcpsync.jsonrpc import INTERNAL_ERROR, Message, RequestId, error, notification
-from mcpsync.protocol import LOG_LEVELS
+from mcpsync.protocol import LEGACY_VERSIONS, LOG_LEVELS
 
 __all__ = ["Context"]
 
+_LEGACY = frozenset(LEGACY_VERSIONS)
+
+
+class _Asker(Protocol):
+    """How a handler's asks reach the client in its era (see ``_asking``)."""
+
+    def ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]: ...
 
 
 class _Send(Protocol):
@@ -96,7 +104,8 @@ class _Call:
 
 
 class Context:
-    """What a tool handler can do besides returning: notice cancellation, report progress, log.
+    """What a handler can do besides returning: notice cancellation, report progress, log,
+    and ask the client for input (``elicit``, ``sample``, ``list_roots``).
 
     A handler receives it through a parameter annotated ``Context`` or named ``ctx``.
 
@@ -108,15 +117,97 @@ class Context:
     """
 
     def __init__(self, call: _Call, *, protocol_version: str, meta: Mapping[str, Any],
-                 send: _Send, log_threshold: Callable[[], str | None]) -> None:
+                 send: _Send, log_threshold: Callable[[], str | None],
+                 asker: _Asker | None = None,
+                 client_capabilities: Mapping[str, Any] | None = None) -> None:
         self._call = call
         self._send = send
         self._log_threshold = log_threshold
+        self._asker = asker
         self._last_progress: float | None = None
         self.cancelled: threading.Event = call.cancelled
         self.request_id: RequestId = call.id
         self.protocol_version = protocol_version
         self.meta: dict[str, Any] = dict(meta)
+        self.client_capabilities: dict[str, Any] = dict(client_capabilities or {})
+
+    @property
+    def modern(self) -> bool:
+        """True when this request is served under 2026-07-28 rules (asks become rounds)."""
+        return self.protocol_version not in _LEGACY
+
+    # -- asking the client (see ``_asking``) ---------------------------------------------
+
+    def _ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if self._asker is None:
+            raise RuntimeError(f"{method}: this handler cannot ask the client for input")
+        return self._asker.ask(method, params)
+
+    def elicit(self, message: str, schema: Mapping[str, Any] | None = None, *,
+               url: str | None = None) -> Any:
+        """Ask the user, through the client, to fill a form (``schema``: a flat JSON object
+        schema) or to visit ``url``. Returns an ``ElicitResult`` (``action``, ``content``).
+
+        Legacy: an ``elicitation/create`` request; this call blocks until the user answers.
+        2026-07-28: the request ends with ``input_required`` and this handler runs again when
+        the client retries with the answer (everything before this line runs again: keep it
+        cheap and free of side effects). A client that did not declare elicitation (or URL
+        mode): ``CapabilityNotSupported`` (legacy) or the -32021 answer (modern).
+        """
+        from mcpsync.server._asking import ElicitResult
+
+        params: dict[str, Any] = {"message": message}
+        if url is not None:
+            if schema is not None:
+                raise ValueError("elicit() takes a schema (form mode) or a url, not both")
+            params["mode"] = "url"
+            params["url"] = url
+            if not self.modern:   # legacy URL mode names the elicitation
+                params["elicitationId"] = uuid.uuid4().hex
+        else:
+            params["requestedSchema"] = dict(schema) if schema is not None else {
+                "type": "object", "properties": {}}
+        return ElicitResult.from_dict(self._ask("elicitation/create", params))
+
+    def sample(self, messages: str | Sequence[Mapping[str, Any]], *, max_tokens: int,
+               system_prompt: str | None = None, temperature: float | None = None,
+               stop_sequences: Sequence[str] | None = None,
+               model_preferences: Mapping[str, Any] | None = None,
+               include_context: str | None = None, metadata: Mapping[str, Any] | None = None,
+               tools: Sequence[Mapping[str, Any]] | None = None,
+               tool_choice: Mapping[str, Any] | None = None) -> Any:
+        """Ask the client's LLM for a message (``sampling/createMessage``); returns a
+        ``SampleResult`` (``role``, ``content``, ``model``, ``stop_reason``, ``text``).
+
+        ``messages`` is a string (one user message) or a list of ``{"role", "content"}``
+        where content is a string or a content block dict. Same era rules as :meth:`elicit`.
+        """
+        from mcpsync.server._asking import SampleResult
+
+        if isinstance(messages, str):
+            messages = [{"role": "user", "content": messages}]
+        wire: list[dict[str, Any]] = []
+        for item in messages:
+            content = item.get("content")
+            if isinstance(content, str):
+                content = {"type": "text", "text": content}
+            wire.append({"role": item.get("role", "user"), "content": content})
+        params: dict[str, Any] = {"messages": wire, "maxTokens": int(max_tokens)}
+        for key, value in (("systemPrompt", system_prompt), ("temperature", temperature),
+                           ("stopSequences", list(stop_sequences) if stop_sequences else None),
+                           ("modelPreferences", model_preferences),
+                           ("includeContext", include_context), ("metadata", metadata),
+                           ("tools", list(tools) if tools else None),
+                           ("toolChoice", tool_choice)):
+            if value is not None:
+                params[key] = value
+        return SampleResult.from_dict(self._ask("sampling/createMessage", params))
+
+    def list_roots(self) -> list[Any]:
+        """The client's roots (``roots/list``), as ``mcpsync.types.Root`` objects."""
+        from mcpsync.server._asking import root_list
+
+        return root_list(self._ask("roots/list", {}))
 
     def progress(self, progress: float, total: float | None = None,
                  message: str | None = None) -> None:

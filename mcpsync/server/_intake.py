@@ -164,7 +164,9 @@ class Intake:
             return None
         if frame.is_request:
             return (frame, [dispatcher.track(frame)])
-        return None  # other notifications and stray responses need no answer
+        if frame.is_response:   # the client answers a handler's ask: it is waiting now
+            dispatcher.deliver_response(frame)
+        return None  # other notifications need no answer
 
     def _enqueue(self, item: Item, size: int) -> None:
         """Under the lock: queue a decoded frame and wake one idle worker for it."""

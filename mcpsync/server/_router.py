@@ -1,7 +1,9 @@
-"""What the server answers to each message: eras, methods, the tools/call error table, batches.
+"""What the server answers to each message: eras, the method table, batches, refusals.
 
-This module decides; it does no reading and starts no thread (``_server_loop`` does that). Its
-rules, in the order they are applied to a request:
+This module decides which era and which feature answers a request; the features live in
+``_tools``, ``_resources``, ``_prompts`` (with completion) and ``_listen``; asks for input in
+``_asking`` and ``_rounds``. It does no reading and starts no thread (``_loop`` and
+``_memory`` do that). Era rules, in the order they are applied to a request:
 
 1. ``params._meta`` carrying ``io.modelcontextprotocol/protocolVersion`` → modern rules
    (2026-07-28), at any time, whatever happened before on the connection.
@@ -9,15 +11,15 @@ rules, in the order they are applied to a request:
 3. Otherwise (before ``initialize``): ``initialize`` itself, ``ping`` → ``{}``, and -32602
    ("missing _meta") for anything else.
 
-Failures of our own code answer -32603 with a short message; the traceback goes to stderr.
+A :class:`Refusal` raised anywhere below answers its JSON-RPC error. Failures of our own code
+answer -32603 with a short message; the traceback goes to stderr.
 """
 
 from __future__ import annotations
 
 import threading
 import traceback
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 from mcpsync.jsonrpc import (
@@ -25,12 +27,14 @@ from mcpsync.jsonrpc import (
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
+    RESOURCE_NOT_FOUND,
     UNSUPPORTED_PROTOCOL_VERSION,
     Batch,
     Message,
     ParseError,
     RequestId,
     error,
+    notification,
     result,
     serialize,
 )
@@ -45,59 +49,32 @@ from mcpsync.protocol import (
     MODERN_VERSIONS,
     SUPPORTED_VERSIONS,
 )
-from mcpsync.server._context import Context, _Call, _Send, _stderr
-from mcpsync.server._results import error_result, to_call_tool_result
-from mcpsync.server._validate import validate_arguments
+from mcpsync.server import _prompts, _resources, _tools
+from mcpsync.server._asking import Outbox
+from mcpsync.server._context import _Call, _Send, _stderr
+from mcpsync.server._listen import Listens
+from mcpsync.server._request import DEFERRED, Refusal, Request
+from mcpsync.server._services import ServerIdentity, ServerSettings, Services
 
-__all__ = ["Dispatcher", "ToolEntry"]
+__all__ = ["Dispatcher", "Send", "ServerIdentity", "ServerSettings"]
 
-CACHE_TTL_MS = 60_000
-CACHE_SCOPE = "public"
-# Revisions where a tools/call argument that fails the schema is a protocol error (-32602);
-# from 2025-11-25 on it is a tool execution error the model should see (isError).
-_ARGS_ARE_PROTOCOL_ERRORS = frozenset({"2024-11-05", "2025-03-26", "2025-06-18"})
 _BATCH_VERSION = "2025-03-26"
 
-Handler = Callable[[dict[str, Any], Context], Any]
 Send = _Send
+Feature = Callable[[Services, Request], Any]
 
-
-@dataclass(frozen=True)
-class ToolEntry:
-    """A registered tool: its wire description and the callable behind it."""
-
-    wire: dict[str, Any]
-    handler: Handler
-
-    @property
-    def structured(self) -> bool:
-        return "outputSchema" in self.wire
-
-
-@dataclass(frozen=True)
-class ServerIdentity:
-    """Name, version, title and instructions: what every era tells the client about us."""
-
-    name: str
-    version: str
-    title: str | None
-    instructions: str | None
-
-    def info(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name, "version": self.version}
-        if self.title is not None:
-            out["title"] = self.title
-        return out
-
-
-class _Reply(Exception):
-    """Raised inside request handling to answer a JSON-RPC error; keeps the code paths flat."""
-
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.text = message
-        self.data = data
+#: Methods served in both eras.
+_SHARED: dict[str, Feature] = {
+    "tools/list": _tools.list_tools,
+    "tools/call": _tools.call_tool,
+    "resources/list": _resources.list_resources,
+    "resources/templates/list": _resources.list_templates,
+    "resources/read": _resources.read_resource,
+    "prompts/list": _prompts.list_prompts,
+    "prompts/get": _prompts.get_prompt,
+    "completion/complete": _prompts.complete,
+}
+#: Results that carry the 2026-07-28 caching hints are given them by their feature.
 
 
 def request_key(value: Any) -> tuple[str, int | str] | None:
@@ -112,18 +89,28 @@ def request_key(value: Any) -> tuple[str, int | str] | None:
 
 
 class Dispatcher:
-    """Answers messages for one ``serve()`` run. Safe to call from several worker threads."""
+    """Answers the messages of one connection. Safe to call from several worker threads.
 
-    def __init__(self, identity: ServerIdentity, tools: Mapping[str, ToolEntry],
-                 send: Send, send_batch: Callable[[list[Message]], None]) -> None:
-        self._identity = identity
-        self._tools = dict(tools)
+    It is also the connection's listener on the server's registry: list changes and resource
+    updates reach the client in the era it uses. :meth:`cancel_all` ends the connection.
+    """
+
+    def __init__(self, settings: ServerSettings, send: Send,
+                 send_batch: Callable[[list[Message]], None]) -> None:
+        self._settings = settings
+        self._identity = settings.identity
         self._send = send
         self._send_batch = send_batch
+        self._outbox = Outbox(send)
+        self._svc = Services(settings, send, send_batch, self._outbox)
         self._lock = threading.Lock()
         self._legacy_version: str | None = None  # set by a successful initialize
+        self._legacy_caps: dict[str, Any] = {}
         self._log_level = "info"
         self._calls: dict[tuple[str, int | str], _Call] = {}
+        self._listens = Listens(send, self._forget)
+        self._ended = False
+        settings.registry.listen(self)
 
     # -- the in-flight table (used by the reader thread and the workers) --------------------
 
@@ -151,17 +138,24 @@ class Dispatcher:
         if call is None:
             return False
         call.cancel()
+        self._listens.cancelled(call)   # an open listen: nothing else would forget it
         return True
 
     def deliver_response(self, message: Message) -> None:
         """The client answered a request *we* sent (a handler asking for input). Called by
         the intake as soon as the frame is read, never queued: the handler waiting for it
         holds a worker. An answer nobody waits for is dropped."""
+        self._outbox.deliver(message)
 
     def cancel_all(self) -> None:
-        """Used when ``serve()`` returns: every handler sees its event set."""
+        """The connection ends: every handler sees its event set, every ask fails, and the
+        registry stops telling this connection about changes."""
         with self._lock:
+            self._ended = True
             calls = list(self._calls.values())
+        self._settings.registry.unlisten(self)
+        self._outbox.close()
+        self._listens.close()
         for call in calls:
             call.cancel()
 
@@ -169,6 +163,29 @@ class Dispatcher:
         with self._lock:
             if self._calls.get(call.id.key) is call:
                 del self._calls[call.id.key]
+
+    # -- registry events (any thread) --------------------------------------------------------
+
+    def list_changed(self, kind: str) -> None:
+        """A list changed: legacy clients hear it at once, modern ones on their listens."""
+        with self._lock:
+            legacy = self._legacy_version is not None and not self._ended
+        if legacy:
+            self._notify(f"notifications/{kind}/list_changed", None)
+        self._listens.list_changed(kind)
+
+    def resource_updated(self, uri: str) -> None:
+        with self._lock:
+            legacy = self._legacy_version is not None and not self._ended
+        if legacy and uri in self._listens.subscribed:
+            self._notify("notifications/resources/updated", {"uri": uri})
+        self._listens.resource_updated(uri)
+
+    def _notify(self, method: str, params: Any) -> None:
+        try:
+            self._send(notification(method, params))
+        except Exception as exc:  # a notification nobody can read: never the caller's problem
+            _stderr(f"could not send {method}: {type(exc).__name__}: {exc}")
 
     # -- entry points --------------------------------------------------------------------
 
@@ -182,6 +199,8 @@ class Dispatcher:
             call = calls[0] if calls else None
             if call is not None:
                 reply = self._respond_guarded(item, call)
+                if reply is DEFERRED:   # an open listen: it stays tracked until cancelled
+                    return
                 call.finish(reply, self._send)
                 self._forget(call)
             # notifications (cancel was handled by the reader) and stray responses: silence
@@ -208,7 +227,8 @@ class Dispatcher:
                 reply: Message | None = error(
                     element.id, INVALID_REQUEST, "initialize must not be sent in a batch")
             else:
-                reply = self._respond_guarded(element, call)
+                answered = self._respond_guarded(element, call)
+                reply = None if answered is DEFERRED else answered
             collected: list[Message] = []
             call.finish(reply, _collect_into(collected))
             self._forget(call)
@@ -216,15 +236,16 @@ class Dispatcher:
         if replies:
             self._send_batch(replies)
 
-    def _respond_guarded(self, message: Message, call: _Call) -> Message | None:
-        """The response to a request, or ``None`` for none; our own bugs become -32603."""
+    def _respond_guarded(self, message: Message, call: _Call) -> Any:
+        """The response to a request, ``None`` for none, or ``DEFERRED``; our own bugs and
+        a handler's unexpected exceptions become -32603."""
         if call.cancelled.is_set():
             return None  # cancelled while queued: dropped without a response
         try:
             return self._respond(message, call)
-        except _Reply as reply:
-            return error(message.id, reply.code, reply.text,
-                         *(() if reply.data is None else (reply.data,)))
+        except Refusal as refusal:
+            return error(message.id, refusal.code, refusal.message,
+                         *(() if refusal.data is None else (refusal.data,)))
         except Exception as exc:
             _stderr(f"internal error while answering {message.method!r}:\n"
                     + "".join(traceback.format_exception(exc)).rstrip())
@@ -234,7 +255,7 @@ class Dispatcher:
 
     # -- era selection -------------------------------------------------------------------
 
-    def _respond(self, message: Message, call: _Call) -> Message:
+    def _respond(self, message: Message, call: _Call) -> Any:
         assert message.id is not None and message.method is not None
         params = message.params
         meta = params.get("_meta") if isinstance(params, dict) else None
@@ -248,38 +269,50 @@ class Dispatcher:
             return self._initialize(message)
         if message.method == "ping":
             return result(message.id, {})
-        raise _Reply(INVALID_PARAMS,
-                     f"missing _meta: a {message.method!r} request before initialize must carry "
-                     f"params._meta[{META_PROTOCOL_VERSION!r}] (modern, 2026-07-28), or the "
-                     "client must send initialize first (legacy)")
+        raise Refusal(INVALID_PARAMS,
+                      f"missing _meta: a {message.method!r} request before initialize must "
+                      f"carry params._meta[{META_PROTOCOL_VERSION!r}] (modern, 2026-07-28), "
+                      "or the client must send initialize first (legacy)")
+
+    @staticmethod
+    def _capabilities(version: str) -> dict[str, Any]:
+        """Everything is offered (the registry is live, so an empty list may fill later);
+        ``completions`` exists as a capability from 2025-03-26 on."""
+        out: dict[str, Any] = {"tools": {"listChanged": True},
+                               "resources": {"subscribe": True, "listChanged": True},
+                               "prompts": {"listChanged": True}}
+        if version != "2024-11-05":
+            out["completions"] = {}
+        out["logging"] = {}
+        return out
 
     # -- legacy (2024-11-05 ... 2025-11-25) ----------------------------------------------
-
-    def _capabilities(self) -> dict[str, Any]:
-        return {"tools": {"listChanged": False}, "logging": {}}
 
     def _initialize(self, message: Message) -> Message:
         assert message.id is not None
         params = message.params
         if not isinstance(params, dict):
-            raise _Reply(INVALID_PARAMS, "initialize needs params with protocolVersion, "
-                                         "capabilities and clientInfo")
+            raise Refusal(INVALID_PARAMS, "initialize needs params with protocolVersion, "
+                                          "capabilities and clientInfo")
         requested = params.get("protocolVersion")
         if not isinstance(requested, str):
-            raise _Reply(INVALID_PARAMS, "initialize: protocolVersion must be a string")
-        if not isinstance(params.get("capabilities"), dict):
-            raise _Reply(INVALID_PARAMS, "initialize: capabilities must be an object")
+            raise Refusal(INVALID_PARAMS, "initialize: protocolVersion must be a string")
+        capabilities = params.get("capabilities")
+        if not isinstance(capabilities, dict):
+            raise Refusal(INVALID_PARAMS, "initialize: capabilities must be an object")
         client_info = params.get("clientInfo")
         if not isinstance(client_info, dict) or not isinstance(client_info.get("name"), str):
-            raise _Reply(INVALID_PARAMS, "initialize: clientInfo must be an object with a name")
+            raise Refusal(INVALID_PARAMS, "initialize: clientInfo must be an object with a "
+                                          "name")
         version = requested if requested in LEGACY_VERSIONS else LATEST_LEGACY
         with self._lock:
             if self._legacy_version is not None:
-                raise _Reply(INVALID_REQUEST, "already initialized")
+                raise Refusal(INVALID_REQUEST, "already initialized")
             self._legacy_version = version
+            self._legacy_caps = dict(capabilities)
         out: dict[str, Any] = {
             "protocolVersion": version,
-            "capabilities": self._capabilities(),
+            "capabilities": self._capabilities(version),
             "serverInfo": self._identity.info(),
         }
         if self._identity.instructions is not None:
@@ -287,29 +320,39 @@ class Dispatcher:
         return result(message.id, out)
 
     def _legacy(self, message: Message, call: _Call, version: str) -> Message:
-        assert message.id is not None
+        assert message.id is not None and message.method is not None
         method = message.method
-        params = message.params
+        params = message.params if isinstance(message.params, dict) else {}
         if method == "initialize":
-            raise _Reply(INVALID_REQUEST, "already initialized")
+            raise Refusal(INVALID_REQUEST, "already initialized")
         if method == "ping":
             return result(message.id, {})
         if method == "logging/setLevel":
-            level = params.get("level") if isinstance(params, dict) else None
+            level = params.get("level")
             if level not in LOG_LEVELS:
-                raise _Reply(INVALID_PARAMS, f"logging/setLevel: unknown level {level!r}; "
-                                             f"use one of {', '.join(LOG_LEVELS)}")
+                raise Refusal(INVALID_PARAMS, f"logging/setLevel: unknown level {level!r}; "
+                                              f"use one of {', '.join(LOG_LEVELS)}")
             with self._lock:
                 self._log_level = level
             return result(message.id, {})
-        if method == "tools/list":
-            return result(message.id, {"tools": self._tool_list()})
-        if method == "tools/call":
-            meta = params.get("_meta") if isinstance(params, dict) else None
-            out = self._call_tool(params, call, version, meta if isinstance(meta, dict) else {},
-                                  self._legacy_threshold)
-            return result(message.id, out)
-        raise _Reply(METHOD_NOT_FOUND, f"method not found: {method!r}")
+        if method in ("resources/subscribe", "resources/unsubscribe"):
+            uri = _resources.uri_of(self._request(message, call, params, version, False, {},
+                                                  {}, self._legacy_threshold))
+            if method == "resources/unsubscribe":
+                self._listens.unsubscribe(uri)
+            elif _resources.find(self._svc, uri) is None:
+                raise Refusal(RESOURCE_NOT_FOUND, f"resource not found: {uri!r}", {"uri": uri})
+            else:
+                self._listens.subscribe(uri)
+            return result(message.id, {})
+        feature = _SHARED.get(method)
+        if feature is None:
+            raise Refusal(METHOD_NOT_FOUND, f"method not found: {method!r}")
+        meta = params.get("_meta")
+        req = self._request(message, call, params, version, False,
+                            meta if isinstance(meta, dict) else {}, self._legacy_caps,
+                            self._legacy_threshold)
+        return result(message.id, feature(self._svc, req))
 
     def _legacy_threshold(self) -> str | None:
         with self._lock:
@@ -317,77 +360,59 @@ class Dispatcher:
 
     # -- modern (2026-07-28) -------------------------------------------------------------
 
-    def _modern(self, message: Message, call: _Call, meta: dict[str, Any]) -> Message:
-        assert message.id is not None
+    def _modern(self, message: Message, call: _Call, meta: dict[str, Any]) -> Any:
+        assert message.id is not None and message.method is not None
         requested = meta[META_PROTOCOL_VERSION]
         if not isinstance(requested, str):
-            raise _Reply(INVALID_PARAMS, f"_meta[{META_PROTOCOL_VERSION!r}] must be a string")
+            raise Refusal(INVALID_PARAMS, f"_meta[{META_PROTOCOL_VERSION!r}] must be a string")
         if requested not in MODERN_VERSIONS:
-            raise _Reply(UNSUPPORTED_PROTOCOL_VERSION,
-                         f"unsupported protocol version {requested!r}; this server supports "
-                         f"{', '.join(SUPPORTED_VERSIONS)}",
-                         {"supported": list(SUPPORTED_VERSIONS), "requested": requested})
-        if not isinstance(meta.get(META_CLIENT_CAPABILITIES), dict):
-            raise _Reply(INVALID_PARAMS,
-                         f"missing _meta[{META_CLIENT_CAPABILITIES!r}]: every 2026-07-28 "
-                         "request must carry the client's capabilities (an object)")
+            raise Refusal(UNSUPPORTED_PROTOCOL_VERSION,
+                          f"unsupported protocol version {requested!r}; this server supports "
+                          f"{', '.join(SUPPORTED_VERSIONS)}",
+                          {"supported": list(SUPPORTED_VERSIONS), "requested": requested})
+        capabilities = meta.get(META_CLIENT_CAPABILITIES)
+        if not isinstance(capabilities, dict):
+            raise Refusal(INVALID_PARAMS,
+                          f"missing _meta[{META_CLIENT_CAPABILITIES!r}]: every 2026-07-28 "
+                          "request must carry the client's capabilities (an object)")
         log_level = meta.get(META_LOG_LEVEL)
         if log_level is not None and log_level not in LOG_LEVELS:
-            raise _Reply(INVALID_PARAMS, f"_meta[{META_LOG_LEVEL!r}]: unknown level "
-                                         f"{log_level!r}; use one of {', '.join(LOG_LEVELS)}")
+            raise Refusal(INVALID_PARAMS, f"_meta[{META_LOG_LEVEL!r}]: unknown level "
+                                          f"{log_level!r}; use one of {', '.join(LOG_LEVELS)}")
         method = message.method
-        params = message.params
+        params = message.params if isinstance(message.params, dict) else {}
+        level = log_level if isinstance(log_level, str) else None
+        req = self._request(message, call, params, requested, True, meta, capabilities,
+                            lambda: level)
         if method == "server/discover":
             out: dict[str, Any] = {
                 "supportedVersions": list(SUPPORTED_VERSIONS),
-                "capabilities": self._capabilities(),
+                "capabilities": self._capabilities(requested),
             }
             if self._identity.instructions is not None:
                 out["instructions"] = self._identity.instructions
-            out.update(ttlMs=CACHE_TTL_MS, cacheScope=CACHE_SCOPE)
-        elif method == "tools/list":
-            out = {"tools": self._tool_list(), "ttlMs": CACHE_TTL_MS, "cacheScope": CACHE_SCOPE}
-        elif method == "tools/call":
-            out = self._call_tool(params, call, requested, meta,
-                                  lambda: log_level if isinstance(log_level, str) else None)
+            self._svc.cache(out, req)
+        elif method == "subscriptions/listen":
+            self._listens.open(req)
+            return DEFERRED
         else:
-            raise _Reply(METHOD_NOT_FOUND, f"method not found: {method!r} (2026-07-28)")
-        out["resultType"] = "complete"
+            feature = _SHARED.get(method)
+            if feature is None:
+                raise Refusal(METHOD_NOT_FOUND, f"method not found: {method!r} (2026-07-28)")
+            out = feature(self._svc, req)
+        out.setdefault("resultType", "complete")
         result_meta = out.get("_meta")
         out["_meta"] = {**(result_meta if isinstance(result_meta, dict) else {}),
                         META_SERVER_INFO: self._identity.info()}
         return result(message.id, out)
 
-    # -- tools ---------------------------------------------------------------------------
-
-    def _tool_list(self) -> list[dict[str, Any]]:
-        return [entry.wire for entry in self._tools.values()]
-
-    def _call_tool(self, params: Any, call: _Call, version: str, meta: Mapping[str, Any],
-                   threshold: Callable[[], str | None]) -> dict[str, Any]:
-        """Run a tool and build its result, following the per-revision error table."""
-        if not isinstance(params, dict) or not isinstance(params.get("name"), str):
-            raise _Reply(INVALID_PARAMS, "tools/call needs params with a string 'name'")
-        name = params["name"]
-        arguments = params.get("arguments", {})
-        if not isinstance(arguments, dict):
-            raise _Reply(INVALID_PARAMS, "tools/call: 'arguments' must be an object")
-        entry = self._tools.get(name)
-        if entry is None:
-            raise _Reply(INVALID_PARAMS, f"unknown tool {name!r}")
-        problem = validate_arguments(entry.wire["inputSchema"], arguments)
-        if problem is not None:
-            text = f"invalid arguments for tool {name!r}: {problem}"
-            if version in _ARGS_ARE_PROTOCOL_ERRORS:
-                raise _Reply(INVALID_PARAMS, text)
-            return error_result(text)
-        ctx = Context(call, protocol_version=version, meta=meta, send=self._send,
-                      log_threshold=threshold)
-        try:
-            value = entry.handler(arguments, ctx)
-        except BaseException as exc:  # SystemExit from a tool too: it must not kill a worker
-            return error_result(f"{type(exc).__name__}: {exc}")
-        return to_call_tool_result(value, structured=entry.structured, version=version)
+    @staticmethod
+    def _request(message: Message, call: _Call, params: dict[str, Any], version: str,
+                 modern: bool, meta: dict[str, Any], capabilities: dict[str, Any],
+                 threshold: Callable[[], str | None]) -> Request:
+        assert message.id is not None and message.method is not None
+        return Request(message.id, message.method, params, version, modern, meta,
+                       capabilities, call, threshold)
 
 
 def _collect_into(out: list[Message]) -> Send:

@@ -1,7 +1,7 @@
-"""A minimal stdio MCP server with a tool registry, serving both protocol eras.
+"""An MCP server serving both protocol eras: tools, resources, prompts, completion.
 
-Enough server to test a client against, to wrap a few Python functions as MCP tools, and to
-run the demo (``python -m mcpsync.demo``)::
+Wrap Python functions as MCP tools, resources and prompts and serve them over stdio, in
+process (``mcpsync.connect(server)``), or (with ``run()``) from the command line::
 
     from mcpsync.server import Context, Server
 
@@ -16,15 +16,19 @@ run the demo (``python -m mcpsync.demo``)::
 
 Each request is served under the era it asks for: a request whose ``params._meta`` carries
 ``io.modelcontextprotocol/protocolVersion`` gets 2026-07-28 rules, and a successful
-``initialize`` selects legacy rules for the requests without it. Resources, prompts and
-completion are not offered. How each message is answered lives in ``_server_dispatch``, the
-threads in ``_server_loop``, the handler context in ``_server_context``.
+``initialize`` selects legacy rules for the requests without it. The registry is live
+(``_registry``): ``add_tool`` / ``remove_tool`` and friends change it while serving and tell
+every connection. How each message is answered lives in ``_router``, the threads in ``_loop``
+(stdio) and ``_memory`` (in process), the handler context in ``_context``.
 """
 
 from __future__ import annotations
 
+import argparse
+import inspect
+import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Any, TypeVar, overload
 
 from mcpsync.jsonrpc import MAX_FRAME_BYTES, Message
@@ -32,8 +36,18 @@ from mcpsync.server._context import Context
 from mcpsync.server._intake import DEFAULT_MAX_QUEUED_BYTES
 from mcpsync.server._loop import run
 from mcpsync.server._memory import MemoryPeer
-from mcpsync.server._router import Dispatcher, Send, ServerIdentity, ToolEntry
+from mcpsync.server._registry import (
+    CompletionEntry,
+    PromptEntry,
+    Registry,
+    ResourceEntry,
+    TemplateEntry,
+    ToolEntry,
+)
+from mcpsync.server._router import Dispatcher, Send
 from mcpsync.server._schema import ToolSignature, describe, signature_of
+from mcpsync.server._services import CACHE_SCOPES, ServerIdentity, ServerSettings
+from mcpsync.server._uritemplate import UriTemplate
 from mcpsync.types import Tool
 
 __all__ = ["Context", "Server", "ToolHandler"]
@@ -46,7 +60,7 @@ _WIRE_ORDER = ("name", "title", "description", "inputSchema", "outputSchema", "a
 
 
 class Server:
-    """A stdio MCP server: register tools, then call :meth:`serve` once.
+    """An MCP server: register tools, resources and prompts, then serve.
 
     ``concurrency`` is how many handlers may run at once (1: answered in arrival order).
     ``max_frame_bytes`` bounds one incoming line; a longer one ends ``serve()`` with
@@ -54,18 +68,31 @@ class Server:
     (default ``2 * concurrency``) requests and ``max_queued_bytes`` (4 MiB) of their lines wait
     for a handler, and as many bytes again are read ahead; beyond that the server stops reading
     and a client that floods it is held back by the pipe (``docs/server.md``).
+
+    ``state_keys`` seal the 2026-07-28 ``requestState`` of handlers that ask the client for
+    input (default: ``MCPSYNC_STATE_KEY`` from the environment, else a key for this process
+    only); give every worker process the same keys so that any of them can resume a round.
+    ``ask_timeout`` bounds how long a legacy handler waits for the client to answer an ask.
+    ``cache_ttl_ms`` / ``cache_scope`` are the 2026-07-28 caching hints of lists, discovery and
+    reads (a resource may override them).
     """
 
     def __init__(self, name: str, version: str, *, title: str | None = None,
                  instructions: str | None = None, concurrency: int = 1,
                  max_frame_bytes: int = MAX_FRAME_BYTES, max_queued: int | None = None,
-                 max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES) -> None:
+                 max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES,
+                 state_keys: Sequence[str | bytes] | None = None, ask_timeout: float = 300.0,
+                 cache_ttl_ms: int = 60_000, cache_scope: str = "public") -> None:
         _check_positive("concurrency", concurrency)
         _check_positive("max_frame_bytes", max_frame_bytes)
         if max_queued is None:
             max_queued = 2 * concurrency
         _check_positive("max_queued", max_queued)
         _check_positive("max_queued_bytes", max_queued_bytes)
+        if not (isinstance(ask_timeout, (int, float)) and ask_timeout > 0):
+            raise ValueError(f"ask_timeout must be a positive number of seconds, got "
+                             f"{ask_timeout!r}")
+        ttl, scope = _check_cache(cache_ttl_ms, cache_scope)
         self.name = name
         self.version = version
         self.title = title
@@ -74,15 +101,35 @@ class Server:
         self.max_frame_bytes = max_frame_bytes
         self.max_queued = max_queued
         self.max_queued_bytes = max_queued_bytes
-        self._tools: dict[str, ToolEntry] = {}
+        self._registry = Registry()
         self._lock = threading.Lock()
         self._started = False
+        self._state_keys = None if state_keys is None else list(state_keys)
+        self._sealer: Any = None
+        if self._state_keys is not None:
+            self._make_sealer()   # a bad key is a wiring mistake: say so now
+        self._settings = ServerSettings(
+            ServerIdentity(name, version, title, instructions), self._registry,
+            self._make_sealer, float(ask_timeout), 60_000 if ttl is None else ttl,
+            scope or "public")
+
+    def __repr__(self) -> str:
+        return f"<Server {self.name!r} {self.version!r}>"
+
+    def _make_sealer(self) -> Any:
+        with self._lock:
+            if self._sealer is None:
+                from mcpsync.server._state import StateSealer
+
+                self._sealer = StateSealer(self.name, self._state_keys)
+            return self._sealer
+
+    # -- tools -------------------------------------------------------------------------------
 
     @property
     def tools(self) -> list[dict[str, Any]]:
         """The registered tools as ``tools/list`` shows them, in registration order."""
-        with self._lock:
-            return [dict(entry.wire) for entry in self._tools.values()]
+        return [dict(wire) for wire in self._registry.tool_list]
 
     def register_tool(self, tool: Mapping[str, Any] | Tool, handler: ToolHandler) -> None:
         """Register a tool described in wire shape, handled by ``handler(arguments, ctx)``.
@@ -97,38 +144,43 @@ class Server:
         Raises ``ValueError`` for wiring mistakes, which are caught here rather than when a
         client first calls the tool: an empty name, a handler that is not callable, a
         duplicate name, an ``inputSchema`` that is not an object schema, or registering after
-        ``serve()`` has started.
+        ``serve()`` has started (the declared set is fixed then; :meth:`add_tool` is the way
+        to change tools while serving).
         """
-        if isinstance(tool, Tool):
-            tool = tool.raw or _tool_to_wire(tool)
-        if not isinstance(tool, Mapping):
-            raise ValueError(f"a tool must be a mapping in wire shape, got {type(tool).__name__}")
-        name = tool.get("name")
-        if not isinstance(name, str) or not name:
-            raise ValueError("a tool needs a non-empty string 'name'")
-        if handler is None or not callable(handler):
-            raise ValueError(f"the handler of tool {name!r} must be callable, got {handler!r}")
-        schema = tool.get("inputSchema", {"type": "object"})
-        if not isinstance(schema, Mapping) or schema.get("type") != "object":
-            raise ValueError(f"the inputSchema of tool {name!r} must be a JSON object schema "
-                             f'with "type": "object", got {schema!r}')
-        output_schema = tool.get("outputSchema")
-        if output_schema is not None and not isinstance(output_schema, Mapping):
-            raise ValueError(f"the outputSchema of tool {name!r} must be a JSON object schema")
-        wire: dict[str, Any] = {"name": name}
-        for key in _WIRE_ORDER[1:]:
-            if key == "inputSchema":
-                wire[key] = dict(schema)
-            elif tool.get(key) is not None:
-                wire[key] = tool[key]
-        wire.update((k, v) for k, v in tool.items() if k not in _WIRE_ORDER)
+        entry = _tool_entry(tool, handler)
         with self._lock:
             if self._started:
-                raise ValueError(f"cannot register tool {name!r}: serve() has already started "
-                                 "and the tool list is frozen")
-            if name in self._tools:
-                raise ValueError(f"a tool named {name!r} is already registered")
-            self._tools[name] = ToolEntry(wire, handler)
+                raise ValueError(f"cannot register tool {entry.wire['name']!r}: serve() has "
+                                 "already started; use add_tool() to add tools while serving")
+        self._registry.add_tool(entry)
+
+    def add_tool(self, tool: Mapping[str, Any] | Tool | Callable[..., Any],
+                 handler: ToolHandler | None = None, *, replace: bool = False,
+                 **options: Any) -> None:
+        """Add a tool to the live registry, at any time (also while serving), and tell every
+        connected client that the tool list changed.
+
+        Either a typed function (as ``@server.tool()`` takes it; ``options`` are that
+        decorator's ``name``, ``description``, ``output_schema``, ``annotations``) or a wire
+        description with its ``handler(arguments, ctx)`` (as :meth:`register_tool`).
+        ``replace=True`` replaces a tool of the same name instead of raising.
+        """
+        if handler is None:
+            if not callable(tool) or isinstance(tool, (Mapping, Tool)):
+                raise ValueError("add_tool() takes a function, or a tool description and its "
+                                 "handler")
+            wire, handler = _function_tool(tool, **options)
+            entry = _tool_entry(wire, handler)
+        else:
+            if options:
+                raise ValueError(f"add_tool() with a handler takes no options: {sorted(options)}")
+            entry = _tool_entry(tool, handler)  # type: ignore[arg-type]
+        self._registry.add_tool(entry, replace=replace)
+
+    def remove_tool(self, name: str) -> bool:
+        """Remove a tool from the live registry (False if there was none) and tell every
+        connected client. A call already running finishes."""
+        return self._registry.remove_tool(name)
 
     @overload
     def tool(self, name: _F, /) -> _F: ...
@@ -155,20 +207,166 @@ class Server:
             return self.tool()(name)
 
         def decorate(func: _F) -> _F:
-            signature = signature_of(func, Context)
-            wire: dict[str, Any] = {"name": name or func.__name__}
-            text = description if description is not None else describe(func)
-            if text is not None:
-                wire["description"] = text
-            wire["inputSchema"] = signature.input_schema
-            if output_schema is not None:
-                wire["outputSchema"] = dict(output_schema)
-            if annotations is not None:
-                wire["annotations"] = dict(annotations)
-            self.register_tool(wire, _call_with_kwargs(func, signature))
+            wire, handler = _function_tool(func, name=name, description=description,
+                                           output_schema=output_schema,
+                                           annotations=annotations)
+            self.register_tool(wire, handler)
             return func
 
         return decorate
+
+    # -- resources ---------------------------------------------------------------------------
+
+    def resource(self, uri: str, *, name: str | None = None, title: str | None = None,
+                 description: str | None = None, mime_type: str | None = None,
+                 size: int | None = None, annotations: Mapping[str, Any] | None = None,
+                 ttl_ms: int | None = None,
+                 cache_scope: str | None = None) -> Callable[[_F], _F]:
+        """Decorator: the function returns the contents of the resource at ``uri``.
+
+        It takes no arguments (or only the context) and returns ``str`` (text), ``bytes``
+        (a blob), ``ResourceContents`` or a list of them, or ``None`` for "not found".
+        ``ttl_ms`` / ``cache_scope`` override the server's caching hints for this resource.
+        Can be used while serving: the list change is announced.
+        """
+        def decorate(func: _F) -> _F:
+            self.add_resource(uri, func, name=name, title=title, description=description,
+                              mime_type=mime_type, size=size, annotations=annotations,
+                              ttl_ms=ttl_ms, cache_scope=cache_scope)
+            return func
+
+        return decorate
+
+    def add_resource(self, uri: str, func: Callable[..., Any], *, name: str | None = None,
+                     title: str | None = None, description: str | None = None,
+                     mime_type: str | None = None, size: int | None = None,
+                     annotations: Mapping[str, Any] | None = None, ttl_ms: int | None = None,
+                     cache_scope: str | None = None) -> None:
+        """The non-decorator form of :meth:`resource`."""
+        if not isinstance(uri, str) or not uri or any(c.isspace() for c in uri):
+            raise ValueError(f"a resource needs a URI without spaces, got {uri!r}")
+        params = _plain_params(func, "resource", uri)
+        if params.names:
+            raise ValueError(f"the function of resource {uri!r} takes {list(params.names)}; a "
+                             "fixed resource takes no arguments (use resource_template() for "
+                             "URIs with variables)")
+        ttl, scope = _check_cache(ttl_ms, cache_scope)
+        wire = _drop_none({"uri": uri, "name": name or func.__name__, "title": title,
+                           "description": description if description is not None
+                           else describe(func), "mimeType": mime_type, "size": size,
+                           "annotations": dict(annotations) if annotations else None})
+        self._registry.add_resource(ResourceEntry(wire, params.caller(func), ttl, scope))
+
+    def resource_template(self, uri_template: str, *, name: str | None = None,
+                          title: str | None = None, description: str | None = None,
+                          mime_type: str | None = None,
+                          annotations: Mapping[str, Any] | None = None,
+                          ttl_ms: int | None = None,
+                          cache_scope: str | None = None) -> Callable[[_F], _F]:
+        """Decorator: the function reads every resource whose URI matches ``uri_template``
+        (RFC 6570); the template's variables arrive as its keyword arguments (strings).
+        Its return value is as for :meth:`resource`."""
+        def decorate(func: _F) -> _F:
+            self.add_resource_template(uri_template, func, name=name, title=title,
+                                       description=description, mime_type=mime_type,
+                                       annotations=annotations, ttl_ms=ttl_ms,
+                                       cache_scope=cache_scope)
+            return func
+
+        return decorate
+
+    def add_resource_template(self, uri_template: str, func: Callable[..., Any], *,
+                              name: str | None = None, title: str | None = None,
+                              description: str | None = None, mime_type: str | None = None,
+                              annotations: Mapping[str, Any] | None = None,
+                              ttl_ms: int | None = None,
+                              cache_scope: str | None = None) -> None:
+        """The non-decorator form of :meth:`resource_template`."""
+        template = UriTemplate(uri_template)
+        params = _plain_params(func, "resource template", uri_template)
+        missing = [v for v in template.variables if v not in params.names]
+        extra = [p for p in params.names if p not in template.variables
+                 and p not in params.defaults]
+        if missing or extra:
+            raise ValueError(f"the function of resource template {uri_template!r} must take "
+                             f"the template's variables {list(template.variables)} as "
+                             f"parameters (missing: {missing}, not in the template: {extra})")
+        ttl, scope = _check_cache(ttl_ms, cache_scope)
+        wire = _drop_none({"uriTemplate": uri_template, "name": name or func.__name__,
+                           "title": title, "description": description if description
+                           is not None else describe(func), "mimeType": mime_type,
+                           "annotations": dict(annotations) if annotations else None})
+        self._registry.add_template(TemplateEntry(wire, template, params.caller(func), ttl,
+                                                  scope))
+
+    def remove_resource(self, uri: str) -> bool:
+        """Remove a fixed resource or a template (by its template text); announce the change."""
+        return self._registry.remove_resource(uri) or self._registry.remove_template(uri)
+
+    def notify_resource_updated(self, uri: str) -> None:
+        """Tell every client subscribed to ``uri`` that it changed (legacy
+        ``resources/subscribe``, or a 2026-07-28 listen naming it)."""
+        self._registry.resource_updated(uri)
+
+    # -- prompts and completion --------------------------------------------------------------
+
+    def prompt(self, name: str | None = None, *, title: str | None = None,
+               description: str | None = None) -> Callable[[_F], _F]:
+        """Decorator: a function building a prompt from string arguments.
+
+        Its parameters are the prompt's arguments (required unless they have a default); it
+        returns a string (one user message) or a list of messages (``(role, content)`` pairs,
+        ``{"role", "content"}`` dicts or ``PromptMessage``), content being a string or a
+        content block (text, image, audio, embedded resource, resource link).
+        """
+        def decorate(func: _F) -> _F:
+            self.add_prompt(func, name=name, title=title, description=description)
+            return func
+
+        return decorate
+
+    def add_prompt(self, func: Callable[..., Any], *, name: str | None = None,
+                   title: str | None = None, description: str | None = None) -> None:
+        """The non-decorator form of :meth:`prompt`; usable while serving."""
+        prompt_name = name or func.__name__
+        params = _plain_params(func, "prompt", prompt_name)
+        arguments = []
+        for pname in params.names:
+            arg: dict[str, Any] = {"name": pname}
+            if pname not in params.defaults:
+                arg["required"] = True
+            arguments.append(arg)
+        wire = _drop_none({"name": prompt_name, "title": title,
+                           "description": description if description is not None
+                           else describe(func)})
+        if arguments:
+            wire["arguments"] = arguments
+        self._registry.add_prompt(PromptEntry(wire, params.caller(func)))
+
+    def remove_prompt(self, name: str) -> bool:
+        """Remove a prompt from the live registry and announce the change."""
+        return self._registry.remove_prompt(name)
+
+    def completion(self, *, prompt: str | None = None,
+                   resource: str | None = None) -> Callable[[_F], _F]:
+        """Decorator: complete the arguments of a prompt (``prompt=name``) or the variables
+        of a resource template (``resource=template``).
+
+        The function is called as ``func(argument, value, context)``: the argument's name,
+        what the user typed so far, and the arguments already filled in. It returns a list of
+        strings (the first 100 are sent) or ``{"values": [...], "total": n, "hasMore": b}``.
+        """
+        if (prompt is None) == (resource is None):
+            raise ValueError("completion() takes exactly one of prompt= and resource=")
+        key = ("ref/prompt", prompt) if prompt is not None else ("ref/resource", resource)
+
+        def decorate(func: _F) -> _F:
+            self._registry.add_completion((key[0], str(key[1])), CompletionEntry(func))
+            return func
+
+        return decorate
+
+    # -- serving -----------------------------------------------------------------------------
 
     def serve(self, stdin: IO[bytes] | None = None, stdout: IO[bytes] | None = None,
               stop: threading.Event | None = None) -> None:
@@ -189,11 +387,27 @@ class Server:
             concurrency=self.concurrency, max_frame_bytes=self.max_frame_bytes,
             max_queued=self.max_queued, max_queued_bytes=self.max_queued_bytes)
 
+    def run(self, argv: Sequence[str] | None = None) -> None:
+        """The entry point of a server script: ``python server.py`` serves stdio.
+
+        ``--http HOST:PORT`` asks for Streamable HTTP, which this version cannot serve yet:
+        it exits with a message saying so rather than silently serving stdio.
+        """
+        parser = argparse.ArgumentParser(prog=self.name, description=f"MCP server {self.name}")
+        parser.add_argument("--http", metavar="HOST:PORT",
+                            help="serve Streamable HTTP on HOST:PORT instead of stdio")
+        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+        if args.http is not None:
+            parser.exit(2, f"{self.name}: --http {args.http}: serving over Streamable HTTP is "
+                           "not available in this version of mcpsync; run without --http "
+                           "to serve stdio\n")
+        self.serve()
+
     def _open_memory(self, deliver: Callable[[bytes | None], None]) -> MemoryPeer:
         """Answer an in-process client (``mcpsync.connect(server)``): see ``_memory``.
 
-        The tools registered so far are served; this neither freezes the registry nor counts
-        as ``serve()``, which may still be called afterwards.
+        This neither freezes the registry nor counts as ``serve()``, which may still be
+        called afterwards.
         """
         return MemoryPeer(self._dispatcher_factory(), deliver, name=self.name,
                           concurrency=self.concurrency, max_queued=self.max_queued,
@@ -201,14 +415,12 @@ class Server:
 
     def _dispatcher_factory(self) -> Callable[[Send, Callable[[list[Message]], None]],
                                               Dispatcher]:
-        """A maker of routers over the tools registered now, for one connection."""
-        with self._lock:
-            tools = dict(self._tools)
-        identity = ServerIdentity(self.name, self.version, self.title, self.instructions)
+        """A maker of routers over the live registry, one per connection."""
+        settings = self._settings
 
         def make_dispatcher(send: Send,
                             send_batch: Callable[[list[Message]], None]) -> Dispatcher:
-            return Dispatcher(identity, tools, send, send_batch)
+            return Dispatcher(settings, send, send_batch)
 
         return make_dispatcher
 
@@ -244,3 +456,113 @@ def _call_with_kwargs(func: Callable[..., Any], signature: ToolSignature) -> Too
         return func(**kwargs)
 
     return handler
+
+
+def _check_cache(ttl_ms: Any, scope: Any) -> tuple[int | None, str | None]:
+    if ttl_ms is not None and (not isinstance(ttl_ms, int) or isinstance(ttl_ms, bool)
+                               or ttl_ms < 0):
+        raise ValueError(f"ttl_ms must be a non-negative integer (milliseconds), got {ttl_ms!r}")
+    if scope is not None and scope not in CACHE_SCOPES:
+        raise ValueError(f"cache_scope must be one of {', '.join(CACHE_SCOPES)}, got {scope!r}")
+    return ttl_ms, scope
+
+
+def _drop_none(wire: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in wire.items() if value is not None}
+
+
+def _tool_entry(tool: Mapping[str, Any] | Tool, handler: ToolHandler) -> ToolEntry:
+    """Check a wire tool description and its handler (``ValueError`` for wiring mistakes)."""
+    if isinstance(tool, Tool):
+        tool = tool.raw or _tool_to_wire(tool)
+    if not isinstance(tool, Mapping):
+        raise ValueError(f"a tool must be a mapping in wire shape, got {type(tool).__name__}")
+    name = tool.get("name")
+    if not isinstance(name, str) or not name:
+        raise ValueError("a tool needs a non-empty string 'name'")
+    if handler is None or not callable(handler):
+        raise ValueError(f"the handler of tool {name!r} must be callable, got {handler!r}")
+    schema = tool.get("inputSchema", {"type": "object"})
+    if not isinstance(schema, Mapping) or schema.get("type") != "object":
+        raise ValueError(f"the inputSchema of tool {name!r} must be a JSON object schema "
+                         f'with "type": "object", got {schema!r}')
+    output_schema = tool.get("outputSchema")
+    if output_schema is not None and not isinstance(output_schema, Mapping):
+        raise ValueError(f"the outputSchema of tool {name!r} must be a JSON object schema")
+    wire: dict[str, Any] = {"name": name}
+    for key in _WIRE_ORDER[1:]:
+        if key == "inputSchema":
+            wire[key] = dict(schema)
+        elif tool.get(key) is not None:
+            wire[key] = tool[key]
+    wire.update((k, v) for k, v in tool.items() if k not in _WIRE_ORDER)
+    return ToolEntry(wire, handler)
+
+
+def _function_tool(func: Callable[..., Any], *, name: str | None = None,
+                   description: str | None = None,
+                   output_schema: Mapping[str, Any] | None = None,
+                   annotations: Mapping[str, Any] | None = None
+                   ) -> tuple[dict[str, Any], ToolHandler]:
+    """The wire description and handler of a typed function (what ``@tool`` registers)."""
+    signature = signature_of(func, Context)
+    wire: dict[str, Any] = {"name": name or func.__name__}
+    text = description if description is not None else describe(func)
+    if text is not None:
+        wire["description"] = text
+    wire["inputSchema"] = signature.input_schema
+    if output_schema is not None:
+        wire["outputSchema"] = dict(output_schema)
+    if annotations is not None:
+        wire["annotations"] = dict(annotations)
+    return wire, _call_with_kwargs(func, signature)
+
+
+class _PlainParams:
+    """The parameters of a prompt or resource function: names (strings on the wire), those
+    with defaults, and the one receiving the context."""
+
+    def __init__(self, names: tuple[str, ...], defaults: frozenset[str],
+                 context_param: str | None) -> None:
+        self.names = names
+        self.defaults = defaults
+        self.context_param = context_param
+
+    def caller(self, func: Callable[..., Any]) -> Callable[[dict[str, Any], Any], Any]:
+        names, context_param = self.names, self.context_param
+
+        def handler(arguments: dict[str, Any], ctx: Any) -> Any:
+            kwargs = {k: v for k, v in arguments.items() if k in names}
+            if context_param is not None:
+                kwargs[context_param] = ctx
+            return func(**kwargs)
+
+        return handler
+
+
+def _plain_params(func: Callable[..., Any], what: str, label: str) -> _PlainParams:
+    if not callable(func):
+        raise ValueError(f"the {what} {label!r} needs a callable, got {func!r}")
+    try:
+        sig = inspect.signature(func)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"cannot read the signature of the {what} function for {label!r}: "
+                         f"{exc}") from exc
+    names: list[str] = []
+    defaults: set[str] = set()
+    context_param: str | None = None
+    for pname, param in sig.parameters.items():
+        annotation = param.annotation
+        if annotation is Context or annotation == "Context" or (
+                pname == "ctx" and annotation is inspect.Parameter.empty):
+            context_param = pname
+            continue
+        if param.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD,
+                          inspect.Parameter.POSITIONAL_ONLY):
+            raise ValueError(f"parameter {pname!r} of the {what} function for {label!r}: "
+                             "only named parameters can receive arguments")
+        names.append(pname)
+        if param.default is not inspect.Parameter.empty:
+            defaults.add(pname)
+    return _PlainParams(tuple(names), frozenset(defaults), context_param)
+

@@ -29,7 +29,11 @@ def test_initialize_echoes_a_legacy_version(ps: PipeServer, version: str) -> Non
     reply = ps.initialize(version)
     assert reply["result"] == {
         "protocolVersion": version,
-        "capabilities": {"tools": {"listChanged": False}, "logging": {}},
+        "capabilities": {"tools": {"listChanged": True},
+                         "resources": {"subscribe": True, "listChanged": True},
+                         "prompts": {"listChanged": True},
+                         **({} if version == "2024-11-05" else {"completions": {}}),
+                         "logging": {}},
         "serverInfo": {"name": "legacy", "version": "2.0", "title": "Legacy"},
         "instructions": "be nice",
     }
@@ -77,9 +81,12 @@ def test_initialized_notification_is_silent_and_not_required(ps: PipeServer) -> 
 
 def test_tools_list_in_registration_order_without_pagination(ps: PipeServer) -> None:
     ps.initialize()
-    result = ps.request(1, "tools/list", {"cursor": "ignored"})["result"]
+    result = ps.request(1, "tools/list")["result"]
     assert list(result) == ["tools"]
     assert [t["name"] for t in result["tools"]] == ["first", "second", "third"]
+    # One page, so no cursor was ever issued: any cursor is invalid.
+    refused = ps.request(2, "tools/list", {"cursor": "x"})["error"]
+    assert refused["code"] == -32602 and "cursor" in refused["message"]
 
 
 def test_set_level(ps: PipeServer) -> None:
@@ -89,9 +96,7 @@ def test_set_level(ps: PipeServer) -> None:
     assert ps.request(3, "logging/setLevel")["error"]["code"] == -32602
 
 
-@pytest.mark.parametrize("method", ["resources/list", "resources/read", "prompts/list",
-                                    "prompts/get", "completion/complete", "server/discover",
-                                    "no/such"])
+@pytest.mark.parametrize("method", ["server/discover", "subscriptions/listen", "no/such"])
 def test_unknown_and_unoffered_methods_are_32601(ps: PipeServer, method: str) -> None:
     ps.initialize()
     assert ps.request(1, method, {})["error"]["code"] == -32601

@@ -26,7 +26,9 @@ def test_discover(ps: PipeServer) -> None:
     result = ps.request(1, "server/discover", {"_meta": modern_meta()})["result"]
     assert result == {
         "supportedVersions": SUPPORTED,
-        "capabilities": {"tools": {"listChanged": False}, "logging": {}},
+        "capabilities": {"tools": {"listChanged": True},
+                         "resources": {"subscribe": True, "listChanged": True},
+                         "prompts": {"listChanged": True}, "completions": {}, "logging": {}},
         "instructions": "hello",
         "ttlMs": 60000,
         "cacheScope": "public",
@@ -69,8 +71,7 @@ def test_unsupported_version_is_32022_with_data(ps: PipeServer, version: str) ->
 
 
 @pytest.mark.parametrize("method", ["ping", "initialize", "logging/setLevel",
-                                    "subscriptions/listen", "resources/list", "prompts/list",
-                                    "completion/complete", "no/such"])
+                                    "resources/subscribe", "no/such"])
 def test_unoffered_methods_are_32601(ps: PipeServer, method: str) -> None:
     reply = ps.request(1, method, {"_meta": modern_meta(), "level": "info"})
     assert reply["error"]["code"] == -32601

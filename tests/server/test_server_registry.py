@@ -56,21 +56,25 @@ def test_bad_options_raise(kwargs: dict[str, Any]) -> None:
         Server("t", "1", **kwargs)
 
 
-def test_registry_freezes_once_serve_starts_and_advertises_no_list_changes() -> None:
+def test_declared_tools_freeze_once_serve_starts_and_add_tool_is_the_live_path() -> None:
     server = Server("t", "1", title="T", instructions="use me")
     server.register_tool({"name": "x"}, handler)
     with PipeServer(server) as ps:
         init = ps.initialize()
-        with pytest.raises(ValueError, match="serve"):
+        with pytest.raises(ValueError, match="add_tool"):
             server.register_tool({"name": "late"}, handler)
-        with pytest.raises(ValueError, match="serve"):
+        with pytest.raises(ValueError, match="add_tool"):
             server.tool()(lambda: None)
         discover = ps.request(2, "server/discover", {"_meta": modern_meta()})
-    assert init["result"]["capabilities"]["tools"] == {"listChanged": False}
+        server.add_tool({"name": "late"}, handler)
+        assert ps.recv() == {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+        assert [t["name"] for t in ps.request(3, "tools/list")["result"]["tools"]] == [
+            "x", "late"]
+    assert init["result"]["capabilities"]["tools"] == {"listChanged": True}
     assert init["result"]["serverInfo"] == {"name": "t", "version": "1", "title": "T"}
     assert init["result"]["instructions"] == "use me"
-    assert discover["result"]["capabilities"]["tools"] == {"listChanged": False}
-    assert [t["name"] for t in server.tools] == ["x"]
+    assert discover["result"]["capabilities"]["tools"] == {"listChanged": True}
+    assert [t["name"] for t in server.tools] == ["x", "late"]
 
 
 def test_serve_twice_raises_runtime_error() -> None:

@@ -1,0 +1,119 @@
+"""What one connection has asked to hear about: legacy subscriptions and modern listens.
+
+Legacy: ``resources/subscribe`` adds a URI to the connection's set; list changes go to every
+initialized connection. Modern (2026-07-28): a ``subscriptions/listen`` request stays open (it
+holds no worker: its answer is deferred) and receives, tagged with its ``subscriptionId``, only
+the kinds its filter asked for. It ends when the client cancels it; each notification goes
+through the request's own write path, so nothing is written for it after the cancel.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from mcpsync.jsonrpc import INVALID_PARAMS, notification
+from mcpsync.protocol import META_SUBSCRIPTION_ID
+from mcpsync.server._context import _Call, _Send
+from mcpsync.server._request import Refusal, Request
+
+__all__ = ["Listens"]
+
+_FILTER = {"tools": "toolsListChanged", "prompts": "promptsListChanged",
+           "resources": "resourcesListChanged"}
+
+
+@dataclass
+class _Listen:
+    call: _Call
+    kinds: frozenset[str]
+    uris: frozenset[str]
+    subscription_id: Any
+
+
+class Listens:
+    """The open listens and legacy subscriptions of one connection."""
+
+    def __init__(self, send: _Send, forget: Callable[[_Call], None]) -> None:
+        self._send = send
+        self._forget = forget
+        self._lock = threading.Lock()
+        self._open: dict[tuple[str, int | str], _Listen] = {}
+        self.subscribed: frozenset[str] = frozenset()
+
+    # -- legacy -------------------------------------------------------------------------------
+
+    def subscribe(self, uri: str) -> None:
+        with self._lock:
+            self.subscribed = self.subscribed | {uri}
+
+    def unsubscribe(self, uri: str) -> None:
+        with self._lock:
+            self.subscribed = self.subscribed - {uri}
+
+    # -- modern -------------------------------------------------------------------------------
+
+    def open(self, req: Request) -> None:
+        """``subscriptions/listen``: acknowledge what will be honoured, then keep it open."""
+        wanted = req.params.get("notifications")
+        if not isinstance(wanted, dict):
+            raise Refusal(INVALID_PARAMS, "subscriptions/listen needs params.notifications, "
+                          "an object saying what to listen for")
+        kinds = frozenset(kind for kind, key in _FILTER.items() if wanted.get(key) is True)
+        uris_in = wanted.get("resourceSubscriptions", [])
+        if not isinstance(uris_in, list) or not all(isinstance(u, str) for u in uris_in):
+            raise Refusal(INVALID_PARAMS, "subscriptions/listen: resourceSubscriptions must "
+                          "be a list of URI strings")
+        uris = frozenset(uris_in)
+        honoured: dict[str, Any] = {_FILTER[kind]: True for kind in sorted(kinds)}
+        if uris_in:
+            honoured["resourceSubscriptions"] = list(dict.fromkeys(uris_in))
+        listen = _Listen(req.call, kinds, uris, req.id.value)
+        with self._lock:
+            self._open[req.id.key] = listen
+        ack = notification("notifications/subscriptions/acknowledged", {
+            "notifications": honoured, "_meta": {META_SUBSCRIPTION_ID: req.id.value}})
+        if not req.call.emit(ack, self._send):
+            self._drop(listen)
+
+    def list_changed(self, kind: str) -> None:
+        for listen in self._current():
+            if kind in listen.kinds:
+                self._tell(listen, f"notifications/{kind}/list_changed", {})
+
+    def resource_updated(self, uri: str) -> None:
+        for listen in self._current():
+            if uri in listen.uris:
+                self._tell(listen, "notifications/resources/updated", {"uri": uri})
+
+    def cancelled(self, call: _Call) -> None:
+        """The client cancelled request ``call``: if it is an open listen, it ends now."""
+        with self._lock:
+            listen = self._open.get(call.id.key)
+        if listen is not None and listen.call is call:
+            self._drop(listen)
+
+    def close(self) -> None:
+        with self._lock:
+            self._open.clear()
+
+    def _current(self) -> list[_Listen]:
+        with self._lock:
+            listens = list(self._open.values())
+        for listen in listens:
+            if listen.call.cancelled.is_set():
+                self._drop(listen)
+        return [listen for listen in listens if not listen.call.cancelled.is_set()]
+
+    def _tell(self, listen: _Listen, method: str, params: dict[str, Any]) -> None:
+        params["_meta"] = {META_SUBSCRIPTION_ID: listen.subscription_id}
+        if not listen.call.emit(notification(method, params), self._send):
+            self._drop(listen)
+
+    def _drop(self, listen: _Listen) -> None:
+        with self._lock:
+            if self._open.get(listen.call.id.key) is listen:
+                del self._open[listen.call.id.key]
+        self._forget(listen.call)

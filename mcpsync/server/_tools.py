@@ -1,0 +1,61 @@
+"""``tools/list`` and ``tools/call``, following the per-revision error table.
+
+Unknown tool and malformed params are protocol errors (-32602). Arguments that fail the input
+schema are -32602 up to 2025-06-18 and an ``isError`` result from 2025-11-25 on (the model
+should see them). A handler that raises answers an ``isError`` result with the exception's
+text; one that raises :class:`Refusal` answers that JSON-RPC error instead; asks for input
+follow ``_rounds``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcpsync.jsonrpc import INVALID_PARAMS
+from mcpsync.server._asking import InputNeeded, MissingCapability
+from mcpsync.server._context import Context
+from mcpsync.server._request import Refusal, Request
+from mcpsync.server._results import error_result, to_call_tool_result
+from mcpsync.server._rounds import run_rounds
+from mcpsync.server._services import Services, args_of, no_cursor
+from mcpsync.server._validate import validate_arguments
+
+__all__ = ["call_tool", "list_tools"]
+
+# Revisions where a tools/call argument that fails the schema is a protocol error (-32602);
+# from 2025-11-25 on it is a tool execution error the model should see (isError).
+_ARGS_ARE_PROTOCOL_ERRORS = frozenset({"2024-11-05", "2025-03-26", "2025-06-18"})
+_PASS_THROUGH = (InputNeeded, MissingCapability, Refusal)
+
+
+def list_tools(svc: Services, req: Request) -> dict[str, Any]:
+    no_cursor(req)
+    return svc.cache({"tools": svc.registry.tool_list}, req)
+
+
+def call_tool(svc: Services, req: Request) -> dict[str, Any]:
+    params = req.params
+    name = params.get("name")
+    if not isinstance(name, str):
+        raise Refusal(INVALID_PARAMS, "tools/call needs params with a string 'name'")
+    arguments = args_of(params, f"tools/call {name!r}")
+    entry = svc.registry.tools.get(name)
+    if entry is None:
+        raise Refusal(INVALID_PARAMS, f"unknown tool {name!r}", {"name": name})
+    problem = validate_arguments(entry.wire["inputSchema"], arguments)
+    if problem is not None:
+        text = f"invalid arguments for tool {name!r}: {problem}"
+        if req.version in _ARGS_ARE_PROTOCOL_ERRORS:
+            raise Refusal(INVALID_PARAMS, text)
+        return error_result(text)
+
+    def body(ctx: Context) -> dict[str, Any]:
+        try:
+            value = entry.handler(arguments, ctx)
+        except _PASS_THROUGH:
+            raise
+        except BaseException as exc:  # SystemExit from a tool too: it must not kill a worker
+            return error_result(f"{type(exc).__name__}: {exc}")
+        return to_call_tool_result(value, structured=entry.structured, version=req.version)
+
+    return run_rounds(svc, req, name, arguments, body)
