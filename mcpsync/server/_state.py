@@ -175,7 +175,8 @@ class StateSealer:
         if isinstance(keys, (str, bytes)):
             raise TypeError("keys must be a sequence of secrets, not one secret: "
                             "write keys=[secret]")
-        if not (isinstance(ttl, (int, float)) and math.isfinite(ttl) and ttl > 0):
+        number = isinstance(ttl, (int, float)) and not isinstance(ttl, bool)
+        if not (number and math.isfinite(ttl) and ttl > 0):
             raise ValueError(f"ttl must be a positive number of seconds, not {ttl!r}")
         if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) \
                 or max_bytes < _encoded_length(_MIN_RAW_BYTES):

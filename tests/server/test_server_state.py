@@ -14,6 +14,7 @@ import os
 import pickle
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -266,8 +267,9 @@ def test_keys_are_checked_and_never_echoed() -> None:
     assert KEY not in str(single.value)
     with pytest.raises(ValueError, match="keys is empty"):
         StateSealer("travel", [])
-    with pytest.raises(ValueError, match="ttl"):
-        StateSealer("travel", [KEY], ttl=0)
+    for ttl in (0, -1, float("inf"), float("nan"), True):
+        with pytest.raises(ValueError, match="ttl"):
+            StateSealer("travel", [KEY], ttl=ttl)
     with pytest.raises(ValueError, match="max_bytes"):
         StateSealer("travel", [KEY], max_bytes=10)
 
@@ -300,6 +302,24 @@ def test_repr_and_every_error_text_hold_no_key_and_no_payload() -> None:
     assert reasons == {"expired"}
     with pytest.raises(TypeError, match="cannot be pickled"):
         pickle.dumps(sealer)
+
+
+def test_one_sealer_serves_many_threads_at_once() -> None:
+    sealer = StateSealer("travel", [KEY])
+
+    def rounds(worker: int) -> int:
+        done = 0
+        for i in range(200):
+            args = {"worker": worker, "i": i}
+            token = sealer.seal({"w": worker, "i": i}, method="tools/call", target="t",
+                                arguments=args)
+            assert sealer.open(token, method="tools/call", target="t",
+                               arguments=args) == {"w": worker, "i": i}
+            done += 1
+        return done
+
+    with ThreadPoolExecutor(max_workers=8, thread_name_prefix="test-state") as pool:
+        assert sum(pool.map(rounds, range(8))) == 1600
 
 
 def test_a_refusal_survives_pickling_with_its_reason() -> None:
