@@ -63,8 +63,10 @@ def is_typed(value: object) -> bool:
 
 def is_block(value: object) -> bool:
     """A typed block, contents to embed, or a wire dict whose ``type`` is a known block."""
-    return isinstance(value, _TYPED) or (isinstance(value, Mapping)
-                                         and value.get("type") in _PARSERS)
+    if isinstance(value, _TYPED):
+        return True
+    kind = value.get("type") if isinstance(value, Mapping) else None
+    return isinstance(kind, str) and kind in _PARSERS
 
 
 def to_block(item: object, version: str, where: str) -> dict[str, Any]:
