@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import base64
 import builtins
+import mimetypes
+import os
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
@@ -105,6 +107,58 @@ def _excerpt(value: object, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
+# --- small writers: the wire form of a hand-built object (one built without from_dict) ------
+
+def _with_common(out: dict[str, Any], annotations: dict[str, Any] | None,
+                 meta: dict[str, Any] | None, extra: dict[str, Any]) -> dict[str, Any]:
+    """Add the members every block may carry, in wire order, then the unknown ones."""
+    if annotations is not None:
+        out["annotations"] = annotations
+    if meta is not None:
+        out["_meta"] = meta
+    out.update(extra)
+    return out
+
+
+def _b64(data: object, what: str) -> str:
+    """Base64 text of ``data``; anything but bytes is refused, since a ``str`` here is almost
+    always text that was meant for a text block (or data already encoded once)."""
+    if not isinstance(data, (builtins.bytes, bytearray, memoryview)):
+        raise TypeError(f"{what} takes bytes, got {type(data).__name__}"
+                        + (": use a text block for text" if isinstance(data, str) else ""))
+    return base64.b64encode(data).decode("ascii")
+
+
+def _mime(mime_type: object, what: str) -> str:
+    if not isinstance(mime_type, str) or "/" not in mime_type:
+        raise ValueError(f"{what} needs a MIME type such as 'image/png', got {mime_type!r}")
+    return mime_type
+
+
+def _uri(uri: object, what: str) -> str:
+    if not isinstance(uri, str) or not uri:
+        raise ValueError(f"{what} needs the resource's URI as a non-empty str, got {uri!r}")
+    return uri
+
+
+def _read_media(path: str | os.PathLike[str], mime_type: str | None, kind: str,
+                what: str) -> tuple[builtins.bytes, str]:
+    """The file's bytes and its MIME type: the one given, else the one its name suggests."""
+    name = os.fspath(path)
+    if mime_type is None:
+        guessed, _ = mimetypes.guess_type(name)
+        if guessed is None:
+            example = "image/png" if kind == "image" else "audio/wav"
+            raise ValueError(f"{what}: cannot tell the MIME type of {name!r} from its name; "
+                             f"pass mime_type=, for example {example!r}")
+        if not guessed.startswith(kind + "/"):
+            raise ValueError(f"{what}: {name!r} looks like {guessed}, not {kind}; pass "
+                             f"mime_type= if it really is {kind}")
+        mime_type = guessed
+    with open(name, "rb") as f:
+        return f.read(), _mime(mime_type, what)
+
+
 # --- content blocks ---------------------------------------------------------------------
 
 _TEXT_KNOWN = frozenset(("type", "text", "annotations", "_meta"))
@@ -138,7 +192,12 @@ class TextContent:
 
     def to_dict(self) -> dict[str, Any]:
         """The block as wire JSON (the original dict when there is one)."""
-        return self.raw or {"type": "text", "text": self.text}
+        if self.raw:
+            return self.raw
+        out: dict[str, Any] = {"type": "text", "text": self.text}
+        if self.annotations is None and self.meta is None and not self.extra:
+            return out
+        return _with_common(out, self.annotations, self.meta, self.extra)
 
 
 @dataclass(slots=True)
@@ -169,6 +228,32 @@ class ImageContent:
         """The same as :attr:`bytes` (the older spelling, kept)."""
         return base64.b64decode(self.data)
 
+    @classmethod
+    def from_bytes(cls, data: builtins.bytes, mime_type: str, *,
+                   annotations: dict[str, Any] | None = None,
+                   meta: dict[str, Any] | None = None) -> ImageContent:
+        """A block for a server to send: ``data`` is base64-encoded here, so a handler never
+        handles base64 itself (``mime_type`` such as ``'image/png'``)."""
+        what = "ImageContent.from_bytes()"
+        return cls(_b64(data, what), _mime(mime_type, what), annotations, meta)
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str], mime_type: str | None = None, *,
+                  annotations: dict[str, Any] | None = None,
+                  meta: dict[str, Any] | None = None) -> ImageContent:
+        """A block holding the file at ``path``; without ``mime_type`` it is guessed from the
+        file name (:mod:`mimetypes`), and a name that says nothing, or says it is not image,
+        raises ``ValueError`` naming the file."""
+        data, mime = _read_media(path, mime_type, "image", "ImageContent.from_file()")
+        return cls(_b64(data, "ImageContent.from_file()"), mime, annotations, meta)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The block as wire JSON (the original dict when there is one)."""
+        if self.raw:
+            return self.raw
+        return _with_common({"type": "image", "data": self.data, "mimeType": self.mime_type},
+                            self.annotations, self.meta, self.extra)
+
 
 @dataclass(slots=True)
 class AudioContent:
@@ -198,6 +283,32 @@ class AudioContent:
         """The same as :attr:`bytes` (the older spelling, kept)."""
         return base64.b64decode(self.data)
 
+    @classmethod
+    def from_bytes(cls, data: builtins.bytes, mime_type: str, *,
+                   annotations: dict[str, Any] | None = None,
+                   meta: dict[str, Any] | None = None) -> AudioContent:
+        """A block for a server to send: ``data`` is base64-encoded here, so a handler never
+        handles base64 itself (``mime_type`` such as ``'audio/wav'``)."""
+        what = "AudioContent.from_bytes()"
+        return cls(_b64(data, what), _mime(mime_type, what), annotations, meta)
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str], mime_type: str | None = None, *,
+                  annotations: dict[str, Any] | None = None,
+                  meta: dict[str, Any] | None = None) -> AudioContent:
+        """A block holding the file at ``path``; without ``mime_type`` it is guessed from the
+        file name (:mod:`mimetypes`), and a name that says nothing, or says it is not audio,
+        raises ``ValueError`` naming the file."""
+        data, mime = _read_media(path, mime_type, "audio", "AudioContent.from_file()")
+        return cls(_b64(data, "AudioContent.from_file()"), mime, annotations, meta)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The block as wire JSON (the original dict when there is one)."""
+        if self.raw:
+            return self.raw
+        return _with_common({"type": "audio", "data": self.data, "mimeType": self.mime_type},
+                            self.annotations, self.meta, self.extra)
+
 
 @dataclass(slots=True)
 class ResourceLink:
@@ -224,6 +335,19 @@ class ResourceLink:
                    _str(d, "title"), _str(d, "description"), _str(d, "mimeType"),
                    _int(d, "size"), _list(d, "icons"), _dict(d, "annotations"),
                    _dict(d, "_meta"), _extra(d, _LINK_KNOWN), d)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The block as wire JSON (the original dict when there is one); the optional fields
+        that are ``None`` are left out."""
+        if self.raw:
+            return self.raw
+        out: dict[str, Any] = {"type": "resource_link", "uri": self.uri, "name": self.name}
+        for key, value in (("title", self.title), ("description", self.description),
+                           ("mimeType", self.mime_type), ("size", self.size),
+                           ("icons", self.icons)):
+            if value is not None:
+                out[key] = value
+        return _with_common(out, self.annotations, self.meta, self.extra)
 
 
 _CONTENTS_KNOWN = frozenset(("uri", "mimeType", "text", "blob", "_meta"))
@@ -269,6 +393,46 @@ class ResourceContents:
         """The same as :attr:`bytes` (the older spelling, kept)."""
         return self.bytes
 
+    @classmethod
+    def from_text(cls, uri: str, text: str, mime_type: str | None = None, *,
+                  meta: dict[str, Any] | None = None) -> ResourceContents:
+        """Text contents for a server to send (a resource read, or an embedded resource)."""
+        if not isinstance(text, str):
+            raise TypeError(f"ResourceContents.from_text() for {uri!r} takes a str, got "
+                            f"{type(text).__name__}: use from_bytes() for bytes")
+        return cls(_uri(uri, "ResourceContents.from_text()"), mime_type, text, None, meta)
+
+    @classmethod
+    def from_bytes(cls, uri: str, data: builtins.bytes, mime_type: str | None = None, *,
+                   meta: dict[str, Any] | None = None) -> ResourceContents:
+        """Binary contents for a server to send: ``data`` goes out as a base64 ``blob``."""
+        what = "ResourceContents.from_bytes()"
+        return cls(_uri(uri, what), mime_type, None, _b64(data, what), meta)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The contents as wire JSON (the original dict when there is one).
+
+        Raises ``ValueError`` when not exactly one of ``text`` and ``blob`` is set: the peer
+        could not tell which one to read.
+        """
+        if self.raw:
+            return self.raw
+        if (self.text is None) == (self.blob is None):
+            raise ValueError(f"resource contents for {self.uri!r} need exactly one of 'text' "
+                             f"and 'blob' (build them with ResourceContents.from_text() or "
+                             f"from_bytes())")
+        out: dict[str, Any] = {"uri": self.uri}
+        if self.mime_type is not None:
+            out["mimeType"] = self.mime_type
+        if self.text is not None:
+            out["text"] = self.text
+        else:
+            out["blob"] = self.blob
+        if self.meta is not None:
+            out["_meta"] = self.meta
+        out.update(self.extra)
+        return out
+
 
 @dataclass(slots=True)
 class EmbeddedResource:
@@ -290,6 +454,27 @@ class EmbeddedResource:
         return cls(ResourceContents.from_dict(d["resource"]), _dict(d, "annotations"),
                    _dict(d, "_meta"), _extra(d, _EMBEDDED_KNOWN), d)
 
+    # No ``of(contents)``: ``EmbeddedResource(contents)`` already is that constructor. These
+    # two build the contents too, which is the step every caller would otherwise repeat.
+    @classmethod
+    def from_text(cls, uri: str, text: str, mime_type: str | None = None, *,
+                  annotations: dict[str, Any] | None = None) -> EmbeddedResource:
+        """A ``resource`` block carrying text contents (see ResourceContents.from_text)."""
+        return cls(ResourceContents.from_text(uri, text, mime_type), annotations)
+
+    @classmethod
+    def from_bytes(cls, uri: str, data: builtins.bytes, mime_type: str | None = None, *,
+                   annotations: dict[str, Any] | None = None) -> EmbeddedResource:
+        """A ``resource`` block carrying a base64 blob (see ResourceContents.from_bytes)."""
+        return cls(ResourceContents.from_bytes(uri, data, mime_type), annotations)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The block as wire JSON (the original dict when there is one)."""
+        if self.raw:
+            return self.raw
+        return _with_common({"type": "resource", "resource": self.resource.to_dict()},
+                            self.annotations, self.meta, self.extra)
+
 
 @dataclass(slots=True)
 class ContentBlock:
@@ -306,6 +491,10 @@ class ContentBlock:
         kind = d.get("type")
         return cls(kind if isinstance(kind, str) else "",
                    {k: v for k, v in d.items() if k != "type"}, d)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The block as wire JSON: the original dict, or ``type`` and the other members."""
+        return self.raw or {"type": self.type, **self.extra}
 
 
 Content: TypeAlias = (TextContent | ImageContent | AudioContent | ResourceLink

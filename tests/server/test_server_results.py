@@ -64,3 +64,33 @@ def test_structured_value_that_is_not_json_raises() -> None:
         convert({"x": object()}, structured=True)
     with pytest.raises(ValueError):
         convert({"x": float("nan")}, structured=True)
+
+
+def test_which_lists_are_content_and_which_are_data() -> None:
+    # data: no block in it, or an item that is neither a block nor a str
+    assert convert([{"a": 1}, "x"]) == {"content": [{"type": "text", "text": '[{"a":1},"x"]'}]}
+    assert convert([{"type": ["odd"]}]) == {"content": [{"type": "text",
+                                                        "text": '[{"type":["odd"]}]'}]}
+    assert convert([{"type": "text", "text": "a"}, 1])["content"][0]["text"] == (
+        '[{"type":"text","text":"a"},1]')
+    # content: a typed block anywhere makes every item a block, or an error naming it
+    assert convert((TextContent("a"), "b")) == {"content": [{"type": "text", "text": "a"},
+                                                            {"type": "text", "text": "b"}]}
+    with pytest.raises(ValueError, match=r"content\[1\] has type None; a content block's "
+                                         r"type is one of"):
+        convert([TextContent("a"), {"a": 1}])
+
+
+def test_a_block_dict_that_would_be_read_wrongly_is_refused() -> None:
+    # it looks like content, so it is checked as the client would parse it
+    with pytest.raises(ValueError, match=r"content\[0\]: a text content block has no 'text'"):
+        convert([{"type": "text", "value": 3}])
+
+
+def test_block_dicts_follow_the_revision_too() -> None:
+    audio = {"type": "audio", "data": "AAAA", "mimeType": "audio/ogg"}
+    out = convert([{"type": "text", "text": "a"}, audio], version="2024-11-05")
+    assert out["content"][1] == {
+        "type": "text", "text": "[audio (audio/ogg) omitted: protocol 2024-11-05 has no audio "
+                                "content]"}
+    assert convert([audio], version="2025-03-26") == {"content": [audio]}
