@@ -13,20 +13,20 @@ live). At most 100 values go out; ``hasMore`` says when there were more.
 from __future__ import annotations
 
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from mcpsync.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS
 from mcpsync.server._asking import InputNeeded, MissingCapability
 from mcpsync.server._context import Context, _stderr
 from mcpsync.server._request import Refusal, Request
+from mcpsync.server._results import to_prompt_messages
 from mcpsync.server._rounds import run_rounds
 from mcpsync.server._services import Services, args_of, no_cursor
 
-__all__ = ["complete", "get_prompt", "list_prompts", "prompt_messages"]
+__all__ = ["complete", "get_prompt", "list_prompts"]
 
 _PASS_THROUGH = (InputNeeded, MissingCapability, Refusal)
-_ROLES = ("user", "assistant")
 MAX_COMPLETIONS = 100
 
 
@@ -55,7 +55,7 @@ def get_prompt(svc: Services, req: Request) -> dict[str, Any]:
     def body(ctx: Context) -> dict[str, Any]:
         try:
             value = entry.handler(arguments, ctx)
-            messages = prompt_messages(value)
+            messages = to_prompt_messages(value, req.version)
         except _PASS_THROUGH:
             raise
         except Exception as exc:
@@ -69,45 +69,6 @@ def get_prompt(svc: Services, req: Request) -> dict[str, Any]:
         return out
 
     return run_rounds(svc, req, name, arguments, body)
-
-
-def _block(content: Any) -> dict[str, Any]:
-    if isinstance(content, str):
-        return {"type": "text", "text": content}
-    if isinstance(content, Mapping):
-        return dict(content)
-    to_dict = getattr(content, "to_dict", None)
-    if callable(to_dict):
-        return dict(to_dict())
-    raw = getattr(content, "raw", None)
-    if isinstance(raw, Mapping) and raw:
-        return dict(raw)
-    raise TypeError(f"a prompt message's content must be a str or a content block, got "
-                    f"{type(content).__name__}")
-
-
-def prompt_messages(value: Any) -> list[dict[str, Any]]:
-    """A prompt handler's return value as the wire ``messages`` list."""
-    if isinstance(value, str):
-        return [{"role": "user", "content": _block(value)}]
-    if not isinstance(value, Sequence) or isinstance(value, (bytes, bytearray)):
-        raise TypeError(f"a prompt handler must return a str or a list of messages, got "
-                        f"{type(value).__name__}")
-    out: list[dict[str, Any]] = []
-    for item in value:
-        if isinstance(item, tuple) and len(item) == 2:
-            role, content = item
-        elif isinstance(item, Mapping):
-            role, content = item.get("role"), item.get("content")
-        elif hasattr(item, "role") and hasattr(item, "content"):
-            role, content = item.role, item.content
-        else:
-            role, content = "user", item
-        if role not in _ROLES:
-            raise ValueError(f"a prompt message's role must be 'user' or 'assistant', got "
-                             f"{role!r}")
-        out.append({"role": role, "content": _block(content)})
-    return out
 
 
 def complete(svc: Services, req: Request) -> dict[str, Any]:

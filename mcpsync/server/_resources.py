@@ -10,15 +10,14 @@ with the exception's type (its traceback goes to stderr), since no ``isError`` e
 
 from __future__ import annotations
 
-import base64
 import traceback
-from collections.abc import Mapping
 from typing import Any
 
 from mcpsync.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND
 from mcpsync.server._asking import InputNeeded, MissingCapability
 from mcpsync.server._context import Context, _stderr
 from mcpsync.server._request import Refusal, Request
+from mcpsync.server._results import to_read_contents
 from mcpsync.server._rounds import run_rounds
 from mcpsync.server._services import Services, no_cursor
 
@@ -79,7 +78,7 @@ def read_resource(svc: Services, req: Request) -> dict[str, Any]:
             raise _failed(req, uri, exc) from None
         if value is None:
             raise not_found(req, uri)
-        return {"contents": contents(value, uri, mime_type)}
+        return {"contents": to_read_contents(value, uri, mime_type, req.version)}
 
     out = run_rounds(svc, req, uri, {}, body)
     if out.get("resultType") == "input_required":
@@ -93,42 +92,3 @@ def _failed(req: Request, uri: str, exc: BaseException) -> Refusal:
     return Refusal(INTERNAL_ERROR, f"reading resource {uri!r} failed: {type(exc).__name__}",
                    {"uri": uri})
 
-
-def contents(value: Any, uri: str, mime_type: Any) -> list[dict[str, Any]]:
-    """A handler's return value as ``contents``: str (text), bytes (blob), a contents dict or
-    ``ResourceContents``, or a list of them."""
-    items = value if isinstance(value, list) else [value]
-    if not items:
-        raise ValueError(f"the handler of resource {uri!r} returned an empty list; return None "
-                         "for a resource that does not exist")
-    out: list[dict[str, Any]] = []
-    for item in items:
-        if isinstance(item, str):
-            block: dict[str, Any] = {"uri": uri, "text": item}
-        elif isinstance(item, (bytes, bytearray, memoryview)):
-            block = {"uri": uri, "blob": base64.b64encode(bytes(item)).decode("ascii")}
-        elif isinstance(item, Mapping):
-            block = dict(item)
-            block.setdefault("uri", uri)
-        elif hasattr(item, "to_dict"):
-            block = dict(item.to_dict())
-        elif hasattr(item, "raw") and isinstance(item.raw, Mapping) and item.raw:
-            block = dict(item.raw)
-        elif hasattr(item, "uri") and (getattr(item, "text", None) is not None
-                                       or getattr(item, "blob", None) is not None):
-            block = {"uri": item.uri}
-            if item.text is not None:
-                block["text"] = item.text
-            else:
-                block["blob"] = item.blob
-            if getattr(item, "mime_type", None):
-                block["mimeType"] = item.mime_type
-        else:
-            raise TypeError(f"the handler of resource {uri!r} returned {type(item).__name__}; "
-                            "return str, bytes, ResourceContents or a list of them")
-        if isinstance(mime_type, str) and "mimeType" not in block:
-            block["mimeType"] = mime_type
-        if "text" not in block and "blob" not in block:
-            raise ValueError(f"resource contents for {uri!r} need 'text' or 'blob'")
-        out.append(block)
-    return out
