@@ -27,7 +27,14 @@ How a URI is split (the RFC leaves this open):
 * ``{;x,y}``, ``{?x,y}`` and ``{&x,y}`` take their variables by name, in any order; any of
   them may be missing (it is then absent from the result) and a value may be empty
   (``?x=`` or ``;x``). A name the template does not list, or one given twice, is no match.
-* When a URI could be split more than one way, the earlier variable takes the longer part.
+* A value also stops where an expression that follows it directly begins (``{/a}{;b}``:
+  ``a`` has no ``;``), since that expression may be optional.
+* A value takes the longest part that still has the template's next literal after it, and
+  keeps it: matching never goes back to try a shorter one. So ``{+dir}/{name}.txt`` splits
+  ``a/b/c.txt`` as ``a/b`` and ``c``, but ``{+a}/{b}/{+c}`` cannot match ``p/q/r/s`` (``a``
+  keeps ``p/q/r``). This is what keeps a read linear in the URI's length: with free
+  backtracking a client could send a URI that makes the server try every split (seconds
+  for a few hundred characters with three ``{+var}``).
 * ``{var:3}`` matches at most three characters of the decoded value.
 * Values come back percent-decoded; one that is not valid UTF-8 once decoded means no match.
   A decoded value can therefore contain ``/`` or ``..``: a handler that turns a value into a
@@ -342,7 +349,14 @@ class UriTemplate:
                     section = "query"
             else:
                 self._check_matchable(part, previous)
-                pieces.append(self._expression_pattern(part, section, self._stops(index)))
+                after = self._parts[index + 1] if index + 1 < len(self._parts) else None
+                follow = _literal_pattern(after.text) if isinstance(after, _Literal) else ""
+                pattern = self._expression_pattern(part, section, self._stops(index))
+                # Atomic (a lookahead, then a backreference to what it captured): the value
+                # takes the longest part the literal after it allows and keeps it, so a URI
+                # that does not match fails at once instead of trying every split.
+                atomic = f"_a{index}"
+                pieces.append(f"(?=(?P<{atomic}>{pattern}){follow})(?P={atomic})")
                 if part.operator.char == "#":
                     section = "fragment"
                 elif part.operator.char in "?&" and section == "path":
@@ -388,7 +402,7 @@ class UriTemplate:
             sep = re.escape(op.sep)
             group = f"_e{len(self._named)}"
             self._named.append((group, expr))
-            return f"(?P<{group}>{re.escape(op.first)}{item}(?:{sep}{item})*)?"
+            return f"(?:(?P<{group}>{re.escape(op.first)}{item}(?:{sep}{item})*)?)"
         if op.char == "+":
             excluded = {"path": "?#", "query": "#", "fragment": ""}[section]
         elif op.char == "#":

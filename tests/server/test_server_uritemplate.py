@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 
 import pytest
@@ -216,6 +217,7 @@ MATCHES = [
     ("db://{table}/rows/{id}", "db://users/rows/42", {"table": "users", "id": "42"}),
     ("file:///{+path}", "file:///a/b/c.txt", {"path": "a/b/c.txt"}),
     ("file:///{+path}.{ext}", "file:///a.d/b.tar.gz", {"path": "a.d/b.tar", "ext": "gz"}),
+    ("file:///{+dir}/{name}.txt", "file:///a/b/c.d.txt", {"dir": "a/b", "name": "c.d"}),
     ("file:///{+path}{?q,limit}", "file:///a/b?q=x&limit=3",
      {"path": "a/b", "q": "x", "limit": "3"}),
     ("file:///{+path}{?q,limit}", "file:///a/b?limit=3&q=x",
@@ -262,7 +264,23 @@ NON_MATCHES = [
     ("x://h/{x,y}", "x://h/1"),                         # a positional variable missing
     ("x://h{/a,b}", "x://h/1"),
     ("x://h{.fmt}", "x://h"),
+    # A value keeps the longest part the literal after it allows, and matching does not go
+    # back to try a shorter one: 'a' takes "p/q/r", and 's' then has no '/' after it.
+    ("x://h/{+a}/{b}/{+c}", "x://h/p/q/r/s"),
 ]
+
+
+@pytest.mark.parametrize("template", ["x://h/{+a}/{+b}/{+c}/end", "x://h/{a}-{b}-{c}-{d}.txt",
+                                      "x://h{/a,b}{;c,d}{?e}{&f}"])
+def test_a_uri_built_to_make_matching_backtrack_fails_fast(template: str) -> None:
+    # Full backtracking would try every way to split these (cubic or worse in the length:
+    # about 7 s for 800 characters with the first template); a client sends the URI.
+    t = UriTemplate(template)
+    for filler in ("/", "-", ";c", "&f=1", "a"):
+        uri = "x://h/" + filler * 20_000 + "!"
+        started = time.perf_counter()
+        assert t.match(uri) is None
+        assert time.perf_counter() - started < 1.0, (template, filler)
 
 
 @pytest.mark.parametrize(("template", "uri"), NON_MATCHES)
