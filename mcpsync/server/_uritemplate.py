@@ -359,7 +359,7 @@ class UriTemplate:
                 pieces.append(f"(?=(?P<{atomic}>{pattern}){follow})(?P={atomic})")
                 if part.operator.char == "#":
                     section = "fragment"
-                elif part.operator.char in "?&" and section == "path":
+                elif part.operator.char in ("?", "&") and section == "path":
                     section = "query"
             previous = part
         return "".join(pieces)

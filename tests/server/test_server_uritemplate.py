@@ -258,6 +258,7 @@ NON_MATCHES = [
     ("file:///logs/{name}", "file:///logs/%C0%AF"),      # overlong '/'
     ("file:///logs/{name}.txt", "file:///logs/a.md"),
     ("db://{table}/rows/{id}", "db://users/rows"),
+    ("x://{host}/{+path}", "x://h/a?b"),                # '+' stops at a query in the path
     ("file:///{+path}{?q}", "file:///a?other=1"),        # a parameter it does not name
     ("file:///{+path}{?q}", "file:///a?q=1&q=2"),        # one given twice
     ("x://h/{x:3}", "x://h/abcd"),                      # longer than the prefix
