@@ -182,6 +182,22 @@ class Client(SessionLifecycle):
         self._take_server_name(session)
         _open_clients.add(self)
         self._finalizer = watch(self, self._resources, self._name)
+        self._ask_for_logs()
+
+    def _ask_for_logs(self) -> None:
+        """``log_level=`` on a legacy server: send ``logging/setLevel`` once connected (a
+        modern server gets the level in every request's ``_meta`` instead). A server that
+        refuses it is not worth failing the connection for: a warning says so."""
+        level = self._log_level
+        if self._modern or level is None or "logging" not in self._capabilities:
+            return
+        try:
+            self._request("logging/setLevel", {"level": level})
+        except RemoteError as exc:
+            _log.warning("server %r refused logging/setLevel %r: %s", self._name, level, exc)
+        except BaseException:
+            self.close()
+            raise
 
     def _live(self) -> Session:
         """The current session, restarting a dead modern server first (see docs/client.md)."""

@@ -604,8 +604,8 @@ class Manager:
             if entry is not None and entry.list_watch is None:
                 begin_discovery(entry)
         handler = self._handler
-        if handler is None:
-            return
+        if handler is None or method == "notifications/subscriptions/acknowledged":
+            return   # the acknowledgement of the tool-list watch is our plumbing, not news
         try:
             handler(Notification(server_id, method, params))
         except Exception:

@@ -106,7 +106,7 @@ class Dispatcher:
         self._lock = threading.Lock()
         self._legacy_version: str | None = None  # set by a successful initialize
         self._legacy_caps: dict[str, Any] = {}
-        self._log_level = "info"
+        self._log_level: str | None = None   # no logs until logging/setLevel asks
         self._calls: dict[tuple[str, int | str], _Call] = {}
         self._listens = Listens(send, self._forget)
         self._ended = False
@@ -274,14 +274,20 @@ class Dispatcher:
                       f"carry params._meta[{META_PROTOCOL_VERSION!r}] (modern, 2026-07-28), "
                       "or the client must send initialize first (legacy)")
 
-    @staticmethod
-    def _capabilities(version: str) -> dict[str, Any]:
-        """Everything is offered (the registry is live, so an empty list may fill later);
+    def _capabilities(self, version: str) -> dict[str, Any]:
+        """What this server offers now: tools always; resources, prompts and completion once
+        something of the kind is registered, or when the server declared it up front
+        (``Server(advertise=...)``) because it adds its first one while serving.
         ``completions`` exists as a capability from 2025-03-26 on."""
-        out: dict[str, Any] = {"tools": {"listChanged": True},
-                               "resources": {"subscribe": True, "listChanged": True},
-                               "prompts": {"listChanged": True}}
-        if version != "2024-11-05":
+        registry = self._settings.registry
+        declared = self._settings.advertise
+        out: dict[str, Any] = {"tools": {"listChanged": True}}
+        if registry.resources or registry.templates or "resources" in declared:
+            out["resources"] = {"subscribe": True, "listChanged": True}
+        if registry.prompts or "prompts" in declared:
+            out["prompts"] = {"listChanged": True}
+        if version != "2024-11-05" and (registry.prompts or registry.templates
+                                        or "completions" in declared):
             out["completions"] = {}
         out["logging"] = {}
         return out

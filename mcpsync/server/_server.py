@@ -56,6 +56,7 @@ ToolHandler = Callable[[dict[str, Any], Context], Any]
 """What ``register_tool`` takes: called as ``handler(arguments, ctx)``."""
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+_ADVERTISABLE = ("resources", "prompts", "completions")
 _WIRE_ORDER = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
 
 
@@ -74,7 +75,9 @@ class Server:
     only); give every worker process the same keys so that any of them can resume a round.
     ``ask_timeout`` bounds how long a legacy handler waits for the client to answer an ask.
     ``cache_ttl_ms`` / ``cache_scope`` are the 2026-07-28 caching hints of lists, discovery and
-    reads (a resource may override them).
+    reads (a resource may override them). Capabilities follow what is registered (tools
+    always; resources, prompts, completions once one exists); ``advertise`` names the kinds
+    to offer from the start when the first one is added while serving.
     """
 
     def __init__(self, name: str, version: str, *, title: str | None = None,
@@ -82,7 +85,8 @@ class Server:
                  max_frame_bytes: int = MAX_FRAME_BYTES, max_queued: int | None = None,
                  max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES,
                  state_keys: Sequence[str | bytes] | None = None, ask_timeout: float = 300.0,
-                 cache_ttl_ms: int = 60_000, cache_scope: str = "public") -> None:
+                 cache_ttl_ms: int = 60_000, cache_scope: str = "public",
+                 advertise: Sequence[str] = ()) -> None:
         _check_positive("concurrency", concurrency)
         _check_positive("max_frame_bytes", max_frame_bytes)
         if max_queued is None:
@@ -93,6 +97,10 @@ class Server:
             raise ValueError(f"ask_timeout must be a positive number of seconds, got "
                              f"{ask_timeout!r}")
         ttl, scope = _check_cache(cache_ttl_ms, cache_scope)
+        unknown = sorted(set(advertise) - set(_ADVERTISABLE))
+        if unknown or isinstance(advertise, str):
+            raise ValueError(f"advertise takes a list of {', '.join(_ADVERTISABLE)}, got "
+                             f"{advertise!r}")
         self.name = name
         self.version = version
         self.title = title
@@ -111,7 +119,7 @@ class Server:
         self._settings = ServerSettings(
             ServerIdentity(name, version, title, instructions), self._registry,
             self._make_sealer, float(ask_timeout), 60_000 if ttl is None else ttl,
-            scope or "public")
+            scope or "public", frozenset(advertise))
 
     def __repr__(self) -> str:
         return f"<Server {self.name!r} {self.version!r}>"

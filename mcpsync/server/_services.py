@@ -44,6 +44,7 @@ class ServerSettings:
     ask_timeout: float = 300.0
     cache_ttl_ms: int = 60_000
     cache_scope: str = "public"
+    advertise: frozenset[str] = frozenset()
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 

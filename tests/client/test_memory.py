@@ -182,12 +182,12 @@ def test_the_same_server_still_serves_afterwards(no_leaks: None) -> None:
                                                                "later"]
 
 
-def test_a_connection_serves_the_tools_registered_when_it_opened(no_leaks: None) -> None:
+def test_every_connection_serves_the_live_registry(no_leaks: None) -> None:
     server = Server("growing", "1")
     server.register_tool({"name": "one"}, lambda arguments, ctx: "1")
     with mcpsync.connect(server, name="first") as first:
         server.register_tool({"name": "two"}, lambda arguments, ctx: "2")
         with mcpsync.connect(server, name="second") as second:
-            assert [t.name for t in first.list_tools()] == ["one"]
+            assert [t.name for t in first.list_tools()] == ["one", "two"]
             assert [t.name for t in second.list_tools()] == ["one", "two"]
             assert "mcpsync-memory-reader-second" in _memory_threads()

@@ -27,11 +27,13 @@ async def drive(mode: str) -> dict[str, Any]:
         logs.append(params)
 
     params = StdioServerParameters(command=sys.executable, args=["-m", "mcpsync.demo"])
-    # log_level opts in to notifications/message on modern requests; legacy sends at "info"
-    # by default, so the legacy run needs no logging/setLevel.
+    # log_level opts in to notifications/message on modern requests; legacy sends nothing
+    # until the client asks for a level with logging/setLevel.
     options: dict[str, Any] = {"log_level": "info"} if mode == "auto" else {}
     async with Client(params, mode=mode, logging_callback=on_log, read_timeout_seconds=20,
                       **options) as client:
+        if mode == "legacy":
+            await client.set_logging_level("info")
         listed = await client.list_tools()
         return {
             "version": client.protocol_version,

@@ -197,9 +197,12 @@ def logged(ps: PipeServer) -> list[tuple[str, Any]]:
             if n.get("method") == "notifications/message"]
 
 
-def test_legacy_threshold_defaults_to_info_and_follows_set_level(tools: Tools) -> None:
+def test_legacy_logs_nothing_until_asked_then_follows_set_level(tools: Tools) -> None:
     with PipeServer(tools.server) as ps:
         ps.initialize()
+        ps.call(0, "shout", {"level": "emergency"})
+        assert logged(ps) == []   # no level asked for: no log message at all
+        ps.request("lv", "logging/setLevel", {"level": "info"})
         ps.call(1, "shout", {"level": "notice"})
         assert logged(ps) == [("info", {"at": "info"}), ("warning", {"at": "warning"}),
                               ("error", {"at": "error"}), ("notice", "custom")]

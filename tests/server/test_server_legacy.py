@@ -29,11 +29,7 @@ def test_initialize_echoes_a_legacy_version(ps: PipeServer, version: str) -> Non
     reply = ps.initialize(version)
     assert reply["result"] == {
         "protocolVersion": version,
-        "capabilities": {"tools": {"listChanged": True},
-                         "resources": {"subscribe": True, "listChanged": True},
-                         "prompts": {"listChanged": True},
-                         **({} if version == "2024-11-05" else {"completions": {}}),
-                         "logging": {}},
+        "capabilities": {"tools": {"listChanged": True}, "logging": {}},
         "serverInfo": {"name": "legacy", "version": "2.0", "title": "Legacy"},
         "instructions": "be nice",
     }

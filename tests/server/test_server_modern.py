@@ -26,9 +26,7 @@ def test_discover(ps: PipeServer) -> None:
     result = ps.request(1, "server/discover", {"_meta": modern_meta()})["result"]
     assert result == {
         "supportedVersions": SUPPORTED,
-        "capabilities": {"tools": {"listChanged": True},
-                         "resources": {"subscribe": True, "listChanged": True},
-                         "prompts": {"listChanged": True}, "completions": {}, "logging": {}},
+        "capabilities": {"tools": {"listChanged": True}, "logging": {}},
         "instructions": "hello",
         "ttlMs": 60000,
         "cacheScope": "public",

@@ -63,7 +63,9 @@ def test_print_and_child_output_cannot_corrupt_the_real_stdout() -> None:
 
 @pytest.mark.timeout(30)
 def test_demo_answers_at_end_of_input_and_exits_zero(demo_argv: list[str]) -> None:
-    lines = [init_msg(), call_msg(1, "echo", {"text": "hi"}), call_msg(2, "add", {"a": 1, "b": 2}),
+    lines = [init_msg(), {"jsonrpc": "2.0", "id": "lv", "method": "logging/setLevel",
+                          "params": {"level": "info"}},
+             call_msg(1, "echo", {"text": "hi"}), call_msg(2, "add", {"a": 1, "b": 2}),
              call_msg(3, "fail"), call_msg(4, "slow", {"seconds": 0.01, "steps": 2},
                                            meta={"progressToken": "p"})]
     data = b"".join(json.dumps(m).encode() + b"\n" for m in lines)
