@@ -14,15 +14,17 @@ Theory of operation:
   the one named ``mcpsync-server-reader``.
 - Answering on the reader (``concurrency=1`` only). Handing each request to a worker costs two
   thread switches per call (wake the worker, then wait for the next line), most of a small
-  call's time. So when the line just read is a request, nothing else is queued or buffered
-  and no handler runs, the holder answers it itself. Cancellations must still be read while
-  that handler runs, so the idle worker watches: it looks every ``WATCH_SECONDS`` while calls
-  are being answered this way, and a handler still running at two looks in a row has the
-  reading role taken from it; the two threads swap names. A handler that sends the client a
-  request (and waits for the answer) gives the role away at once. The common, short call thus
-  has no wake-up at all on its path; a long one has its cancellation read within
-  ``2 x WATCH_SECONDS``. With ``concurrency > 1`` the reader never answers: the next request
-  must be read while the first runs.
+  call's time. So when the line just read is a request, nothing is queued and no handler
+  runs, the holder answers it itself, in stream order; pipelined lines it has already read
+  wait in the reader's 64 KiB buffer meanwhile, not in the queue. Cancellations must still be
+  read while that handler runs, so the idle worker watches: it looks every ``WATCH_SECONDS``
+  while calls are being answered this way, and a handler still running at two looks in a row
+  has the reading role taken from it (the taker first places the buffered lines, applying
+  their cancellations); the two threads swap names. A handler that sends the client a request
+  (and waits for the answer) gives the role away at once. The common, short call thus has no
+  wake-up at all on its path, sequential or pipelined; a long one has its cancellation read
+  within ``2 x WATCH_SECONDS``. With ``concurrency > 1`` the reader never answers: the next
+  request must be read while the first runs.
 - Workers (``mcpsync-server-worker-<k>``) take frames from the queue and answer them. One
   worker (the default) answers in arrival order; N answer up to N at once, and responses may
   then leave out of order. Handlers never run on the thread that called ``serve()``, so that
@@ -329,7 +331,7 @@ class _Loop:
             if line is None or state.stopping.is_set():
                 self._end_of_input()
                 return False
-            if self._inline and not reader.buffered_lines and work.idle():
+            if self._inline and work.idle():  # the lone request: answered here
                 item = work.claim(line)
                 if item is not None:
                     self._answer_here(me, item)
