@@ -169,3 +169,30 @@ def test_a_handler_that_asks_the_client_gives_the_reading_role_away_at_once(
     # The other thread read the answer while the handler waited for it.
     assert made[0].delivering_ident not in (0, made[0].handler_ident)
     assert not serving.is_alive()
+
+
+def test_a_cancel_read_in_the_same_chunk_as_its_request_still_reaches_the_handler(
+        no_leaks: None) -> None:
+    # The request and its cancellation arrive in one write: the reader has both in its
+    # buffer when it starts the handler, so only the take-over can apply the cancel.
+    started = threading.Event()
+    outcome: dict[str, Any] = {}
+    server = Server("t", "1")
+
+    @server.tool()
+    def slow(ctx: Context) -> str:
+        started.set()
+        outcome["cancelled"] = ctx.cancelled.wait(10)
+        return "too late"
+
+    with PipeServer(server) as ps:
+        ps.initialize()
+        ps.send_raw(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                "params": {"name": "slow"}}).encode() + b"\n"
+                    + json.dumps({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                                  "params": {"requestId": 1}}).encode() + b"\n")
+        assert started.wait(5)
+        reply = ps.request(2, "ping")
+        assert reply["result"] == {}
+        assert [m for m in ps.seen if isinstance(m, dict) and m.get("id") == 1] == []
+    assert outcome["cancelled"] is True
