@@ -14,8 +14,9 @@ The look-ahead is what keeps cancellation working under a full queue. Each line 
 that is a small ``notifications/cancelled`` naming a request already tracked (running, or in
 the queue) is applied at once, so a running handler sees its cancellation even while the queue
 is full and it is the one everybody waits for. A cancellation naming a request that is still in
-the look-ahead stays in its place and is applied in order. Only a cancellation that arrives
-when the look-ahead is full waits for room; by then ``max_queued_bytes`` of work lies before it.
+the look-ahead stays in its place and is applied in order. Only a cancellation (or a response,
+below) that arrives when the look-ahead is full waits for room, since the reader has stopped
+reading; by then ``max_queued_bytes`` of work lies before it.
 
 A response from the client (an answer to a request a handler sent it) is never queued at all:
 it goes to ``dispatcher.deliver_response`` as soon as it is read, because the handler waiting
