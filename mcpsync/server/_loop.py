@@ -122,18 +122,17 @@ class _WriteGate:
     """
 
     def __init__(self, writer: _FdWriter | _StreamWriter,
-                 on_fatal: Callable[[StreamError], None],
-                 on_request: Callable[[], None]) -> None:
+                 on_fatal: Callable[[StreamError], None]) -> None:
         self._put = writer.write_frame
         self._on_fatal = on_fatal
-        self._on_request = on_request
+        self.on_request: Callable[[], None] = _nothing
         self._lock = threading.Lock()
         self._closed = False
 
     def write(self, message: Message, cancelled: threading.Event | None = None, /) -> None:
         data = serialize(message) + b"\n"
         if message.method is not None and message.id is not None:
-            self._on_request()
+            self.on_request()
         with self._lock:
             if self._closed or (cancelled is not None and cancelled.is_set()):
                 return
@@ -157,6 +156,10 @@ class _WriteGate:
     def close(self) -> None:
         with self._lock:
             self._closed = True
+
+
+def _nothing() -> None:
+    """The write gate's ``on_request`` until the loop is built."""
 
 
 class _State:
@@ -237,14 +240,13 @@ def run(make_dispatcher: DispatcherFactory, *, stdin: IO[bytes] | None,
     state = _State()
     inline = concurrency == 1
     with _protected_stdout(stdout) as out:
-        loop_box: list[_Loop] = []
-        gate = _WriteGate(out, state.set_fatal, lambda: loop_box[0].handoff_now())
+        gate = _WriteGate(out, state.set_fatal)
         dispatcher = make_dispatcher(gate.write, gate.write_batch)
         reader = FrameReader(in_stream, max_frame_bytes=max_frame_bytes, allow_batch=True)
         work = Intake(dispatcher, state.lock, max_queued=max_queued,
                       max_queued_bytes=max_queued_bytes, on_work=state.add_work)
         loop = _Loop(dispatcher, work, state, reader, inline=inline)
-        loop_box.append(loop)
+        gate.on_request = loop.handoff_now
         threads = [new_thread(f"mcpsync-server-worker-{k}", loop.thread_main)
                    for k in range(1, concurrency + 1)]
         first_reader = new_thread("mcpsync-server-reader", loop.thread_main)
