@@ -878,6 +878,12 @@ class FrameReader:
     def max_frame_bytes(self) -> int:
         return self._decoder.max_frame_bytes
 
+    @property
+    def buffered_lines(self) -> int:
+        """Complete lines already read from the stream and not yet handed out: a reader that
+        answers a line itself checks that nothing is waiting behind it first."""
+        return len(self._pending)
+
     def read(self) -> Message | Batch | None:
         """The next message or batch, ``None`` at end of input."""
         line = self.read_line()

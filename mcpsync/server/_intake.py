@@ -14,8 +14,16 @@ The look-ahead is what keeps cancellation working under a full queue. Each line 
 that is a small ``notifications/cancelled`` naming a request already tracked (running, or in
 the queue) is applied at once, so a running handler sees its cancellation even while the queue
 is full and it is the one everybody waits for. A cancellation naming a request that is still in
-the look-ahead stays in its place and is applied in order. Only a cancellation that arrives
-when the look-ahead is full waits for room; by then ``max_queued_bytes`` of work lies before it.
+the look-ahead stays in its place and is applied in order. Only a cancellation (or a response,
+below) that arrives when the look-ahead is full waits for room, since the reader has stopped
+reading; by then ``max_queued_bytes`` of work lies before it.
+
+A response from the client (an answer to a request a handler sent it) is never queued at all:
+it goes to ``dispatcher.deliver_response`` as soon as it is read, because the handler waiting
+for it holds a worker and the requests queued behind it may be waiting for that worker. That
+holds in the look-ahead too: a line there that does not plainly start like a request (a
+top-level ``"method":`` member before any nested value) is decoded on arrival, and delivered
+at once if it is a response. An answer inside a batch is delivered when its batch is decoded.
 
 Workers move look-ahead lines into the queue (decoding and tracking them, in order) as they
 take work, so no line ever waits for the reader to come back from a blocking read.
@@ -29,6 +37,10 @@ under the lock, by the worker that moves them, because their order in the stream
 among several workers; that happens only under a flood. Cancelling never waits for anything
 (see ``_server_context``), so doing it under the lock cannot deadlock. Each queued frame wakes
 one idle worker and each frame taken wakes the reader only, not every thread that waits.
+
+``busy`` counts frames taken and not yet :meth:`Intake.finished`, so the serve loop can tell
+that nothing is queued and no handler runs (:meth:`Intake.idle`): then the reader may answer
+a request itself (:meth:`Intake.claim`) instead of waking a worker for it.
 """
 
 from __future__ import annotations
@@ -48,6 +60,7 @@ DEFAULT_MAX_QUEUED_BYTES = 4 * 1024 * 1024
 #: Look-ahead lines up to this size are decoded on arrival to spot a cancellation.
 _PEEK_BYTES = 4096
 _CANCEL = b"notifications/cancelled"
+_METHOD_KEY = b'"method":'
 
 Item = tuple[Message | Batch | ParseError, list[_Call | None]]
 
@@ -73,6 +86,7 @@ class Intake:
         self._queued_bytes = 0
         self._ahead: collections.deque[bytes] = collections.deque()
         self._ahead_bytes = 0
+        self.busy = 0  # frames taken (or claimed) and not yet finished
 
     # -- the reader ----------------------------------------------------------------------
 
@@ -87,6 +101,8 @@ class Intake:
                 with self._lock:
                     self._enqueue(item, len(line))
             return
+        if not _plainly_a_call(line) and self._deliver_early(line):
+            return
         with self._lock:
             if len(line) <= _PEEK_BYTES and _CANCEL in line and self._cancel_early(line):
                 return
@@ -95,6 +111,50 @@ class Intake:
             self._ahead_bytes += len(line)
             while self._ahead_bytes >= self._max_bytes and not stopping.is_set():
                 self._room.wait(poll)
+
+    def claim(self, line: bytes) -> Item | None:
+        """Reader, when :meth:`idle`: decode ``line`` for the reader to answer itself.
+
+        Returns the frame to answer (counted as taken: call :meth:`begin` under the lock, then
+        :meth:`finished`), or ``None`` when the line needed no answer (a cancellation, a
+        response, another notification), which has then been applied.
+        """
+        return self._decode(line)
+
+    def begin(self) -> None:
+        """Under the lock: a frame from :meth:`claim` is being answered."""
+        self.busy += 1
+        self._on_work(1)
+
+    def idle(self) -> bool:
+        """Nothing queued, nothing read ahead, no frame being answered. Exact when called by
+        the reader without the lock: only the reader adds work."""
+        return self.busy == 0 and not self._queue and not self._ahead
+
+    def finished(self) -> None:
+        """Under the lock: a frame taken or claimed has been answered."""
+        self.busy -= 1
+        self._on_work(-1)
+
+    def wake_idle(self) -> None:
+        """Under the lock: wake one worker waiting in :meth:`take` (it returns ``None``)."""
+        self._ready.notify()
+
+    def wake_all(self) -> None:
+        """Under the lock: wake every worker waiting in :meth:`take` (``serve()`` ends)."""
+        self._ready.notify_all()
+
+    def _deliver_early(self, line: bytes) -> bool:
+        """Deliver a look-ahead line at once if it is a response; True when it was one."""
+        try:
+            message = parse(line)
+        except ParseError:
+            return False
+        if not (isinstance(message, Message) and message.method is None
+                and message.id is not None):
+            return False
+        self._dispatcher.deliver_response(message)
+        return True
 
     def _cancel_early(self, line: bytes) -> bool:
         """Apply a cancellation read into the look-ahead now, if it names a tracked request."""
@@ -119,6 +179,7 @@ class Intake:
                 return None
             item, size = self._queue.popleft()
             self._queued_bytes -= size
+            self.busy += 1
             self._refill()
             self._room.notify()  # the reader may be waiting for room
             return item
@@ -154,6 +215,9 @@ class Intake:
                 if isinstance(element, Message) and _is_cancel(element):
                     dispatcher.cancel_notice(element.params)
                     calls.append(None)
+                elif isinstance(element, Message) and _is_answer(element):
+                    dispatcher.deliver_response(element)
+                    calls.append(None)
                 elif isinstance(element, Message):
                     calls.append(dispatcher.track(element))
                 else:
@@ -164,7 +228,7 @@ class Intake:
             return None
         if frame.is_request:
             return (frame, [dispatcher.track(frame)])
-        if frame.is_response:   # the client answers a handler's ask: it is waiting now
+        if _is_answer(frame):
             dispatcher.deliver_response(frame)
         return None  # other notifications need no answer
 
@@ -178,3 +242,23 @@ class Intake:
 
 def _is_cancel(message: Any) -> bool:
     return bool(message.is_notification and message.method == "notifications/cancelled")
+
+
+def _is_answer(message: Message) -> bool:
+    """A response to one of our requests: no method, and an id to correlate it by (an error
+    with ``"id": null`` answers nothing we could find, and is dropped with the strays)."""
+    return message.method is None and message.id is not None
+
+
+def _plainly_a_call(line: bytes) -> bool:
+    """Whether ``line`` visibly is a request or notification, without decoding it: its first
+    ``"method":`` comes before any nested object or array, so it is a top-level key (a quote
+    inside a string is escaped, so ``d":`` ends a key there; only a key such as ``"a\\"method"``
+    would fool it, and such a response merely waits its turn). A line that fails this cheap
+    test is decoded to see whether it is a response; a call spelled unusually (spaces,
+    escapes) only costs that decode."""
+    at = line.find(_METHOD_KEY)
+    if at <= 0 or line[0] != 0x7B:
+        return False
+    head = line[1:at]
+    return b"{" not in head and b"[" not in head

@@ -92,6 +92,9 @@ class MemoryPeer:
             except Exception as exc:  # the router guards requests itself; a last resort
                 _stderr("a worker failed:\n"
                         + "".join(traceback.format_exception(exc)).rstrip())
+            finally:
+                with self._lock:
+                    intake.finished()
 
 
 def _ignore(delta: int) -> None:
