@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shlex
 import subprocess
 import sys
 from collections.abc import Callable
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import IN_CI, PEERS, ROOT
+from helpers import DOCS, IN_CI, PEERS, ROOT
 from peers.feature_server import PNG
 
 VERSION = "2.12.0"     # the version .ci/install-conformance.sh pins
@@ -37,9 +38,31 @@ SERVER = [sys.executable, str(PEERS / "feature_server.py")]
 SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 ERAS = ["legacy", "modern"]
 
-pytestmark = [pytest.mark.timeout(60), pytest.mark.parametrize("era", ERAS)]
+pytestmark = pytest.mark.timeout(60)
 
 Inspect = Callable[..., tuple[int, dict[str, Any]]]
+
+
+def require_inspector() -> None:
+    """Fail under CI, skip elsewhere, when Node 22 or the pinned Inspector is missing."""
+    if not (NODE.is_file() and ENTRY.is_file()):  # pragma: no cover - environment
+        why = (f"MCP Inspector {VERSION} is not installed in {CONFORMANCE_DIR} "
+               "(run .ci/install-conformance.sh)")
+        if IN_CI:
+            pytest.fail(why)
+        pytest.skip(why)
+
+
+def inspector_env(home: Path) -> dict[str, str]:
+    """An empty ``home`` for the Inspector's catalog, client config and secret store."""
+    return {**os.environ, "HOME": str(home), "MCP_CATALOG_PATH": str(home / "mcp.json"),
+            "MCP_CLIENT_CONFIG_PATH": str(home / "client.json")}
+
+
+@pytest.fixture(name="era", params=ERAS)
+def era_fixture(request: pytest.FixtureRequest) -> str:
+    era: str = request.param
+    return era
 
 
 @pytest.fixture(name="inspect")
@@ -48,15 +71,8 @@ def inspect_fixture(tmp_path: Path, era: str) -> Inspect:
 
     The JSON is stdout's ``{"result": ...}`` on success, stderr's ``{"error": ...}`` otherwise.
     """
-    if not (NODE.is_file() and ENTRY.is_file()):  # pragma: no cover - environment
-        why = (f"MCP Inspector {VERSION} is not installed in {CONFORMANCE_DIR} "
-               "(run .ci/install-conformance.sh)")
-        if IN_CI:
-            pytest.fail(why)
-        pytest.skip(why)
-    env = {**os.environ, "HOME": str(tmp_path),
-           "MCP_CATALOG_PATH": str(tmp_path / "mcp.json"),
-           "MCP_CLIENT_CONFIG_PATH": str(tmp_path / "client.json")}
+    require_inspector()
+    env = inspector_env(tmp_path)
 
     def inspect(method: str, *options: str) -> tuple[int, dict[str, Any]]:
         argv = [str(NODE), str(ENTRY), "--cli", "--format", "json", "--protocol-era", era,
@@ -188,3 +204,24 @@ def test_prompts_list_and_get_with_arguments(inspect: Inspect, era: str) -> None
                                                "text": "long story"}
     assert image["role"] == "assistant"
     assert base64.b64decode(image["content"]["data"]) == PNG
+
+
+# -- the example in docs/server.md ---------------------------------------------------------
+
+def test_the_inspector_example_in_docs_server_md_runs(tmp_path: Path) -> None:
+    require_inspector()
+    doc = (DOCS / "server.md").read_text(encoding="utf-8")
+    calc = doc.split("```python\n# calc_server.py\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "calc_server.py").write_text(calc, encoding="utf-8")
+    shown = doc.split("## Tested with", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    argv = shlex.split(shown.replace("\\\n", " "))
+    # npx would fetch the package: run the pinned copy with Node 22 instead, and this Python.
+    assert argv[:2] == ["npx", f"@modelcontextprotocol/inspector@{VERSION}"]
+    assert argv[-2:] == ["python", "calc_server.py"]
+    argv = [str(NODE), str(ENTRY), *argv[2:-2], sys.executable, "calc_server.py"]
+    done = subprocess.run(argv, cwd=tmp_path, env=inspector_env(tmp_path),
+                          capture_output=True, text=True, timeout=45, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)["result"]
+    assert got["structuredContent"] == {"sum": 3}
+    assert got["_meta"][SERVER_INFO] == {"name": "calc", "version": "1.0"}   # 2026-07-28
