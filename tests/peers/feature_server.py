@@ -111,6 +111,19 @@ def build(**options: Any) -> Server:
             ctx.log(level, f"a {level} message")
         return "logged"
 
+    @server.tool()
+    def count_up(steps: int, ctx: Context) -> str:
+        """Report progress ``steps`` times (1..steps of steps), then answer."""
+        for i in range(1, steps + 1):
+            ctx.progress(i, steps, f"step {i}/{steps}")
+        return f"counted to {steps}"
+
+    @server.tool()
+    def handler_runs() -> dict[str, int]:
+        """How often each counted handler has run in this process (a client over stdio cannot
+        read ``server.runs``)."""
+        return dict(runs)
+
     @server.resource("memo://greeting", mime_type="text/plain", description="a greeting")
     def greeting() -> str:
         return "hi there"
