@@ -212,3 +212,24 @@ def test_resource_subscriptions_get_updates(client: mcpsync.Client) -> None:
         client.call_tool("touch", {"uri": "memo://greeting"})
         assert got.wait(5), "no resources/updated"
     assert seen == ["memo://greeting"]
+
+
+# -- run() -------------------------------------------------------------------------------
+
+def test_run_serves_stdio_and_refuses_http_plainly() -> None:
+    import json
+    import subprocess
+
+    script = str(PEERS / "feature_server.py")
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"}}}
+    served = subprocess.run([sys.executable, script], input=json.dumps(init).encode() + b"\n",
+                            capture_output=True, timeout=20, check=False)
+    assert served.returncode == 0, served.stderr
+    assert json.loads(served.stdout)["result"]["serverInfo"]["name"] == "features"
+    http = subprocess.run([sys.executable, script, "--http", "127.0.0.1:8000"],
+                          capture_output=True, timeout=20, check=False)
+    assert http.returncode == 2
+    assert b"--http 127.0.0.1:8000" in http.stderr and b"without --http" in http.stderr
+    assert http.stdout == b""

@@ -1,0 +1,96 @@
+"""Subscriptions and caching hints on the wire, in both eras.
+
+Modern: ``subscriptions/listen`` is acknowledged with the filter honoured and the listen's id as
+``subscriptionId``; only the kinds asked for arrive, each tagged with that id; a cancel ends it,
+and it is never answered. Legacy: ``resources/subscribe`` for a URI nobody serves is -32002;
+list changes go to every initialized connection. 2026-07-28 results carry ``ttlMs`` and
+``cacheScope`` (a resource may override them); legacy results never do.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from peers import feature_server
+
+from mcpsync.protocol import META_SUBSCRIPTION_ID
+from server.helpers import PipeServer, modern_meta
+
+
+def notes(ps: PipeServer) -> list[Any]:
+    return [m for m in ps.seen if "method" in m]
+
+
+def test_a_listen_hears_only_what_it_asked_for_until_cancelled() -> None:
+    with PipeServer(feature_server.build()) as ps:
+        ps.send({"jsonrpc": "2.0", "id": "L", "method": "subscriptions/listen", "params": {
+            "_meta": modern_meta(), "notifications": {
+                "toolsListChanged": True, "resourceSubscriptions": ["memo://greeting"]}}})
+        ack = ps.recv()
+        assert ack == {"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+                       "params": {"notifications": {"toolsListChanged": True,
+                                                    "resourceSubscriptions": ["memo://greeting"]},
+                                  "_meta": {META_SUBSCRIPTION_ID: "L"}}}
+        seen: list[Any] = []
+        for n, (tool, args) in enumerate([("add_extra", {"name": "x1"}),
+                                          ("touch", {"uri": "memo://logo"}),
+                                          ("touch", {"uri": "memo://greeting"})]):
+            ps.call(n, tool, args, meta=modern_meta())
+            seen += notes(ps)
+        assert {"jsonrpc": "2.0", "method": "notifications/tools/list_changed",
+                "params": {"_meta": {META_SUBSCRIPTION_ID: "L"}}} in seen
+        updates = [m["params"] for m in seen if m["method"] == "notifications/resources/updated"]
+        assert updates == [{"uri": "memo://greeting", "_meta": {META_SUBSCRIPTION_ID: "L"}}]
+        # Cancelled: nothing more for it, and never a response.
+        ps.notify("notifications/cancelled", {"requestId": "L"})
+        ps.call(5, "add_extra", {"name": "x2"}, meta=modern_meta())
+        later = notes(ps)
+        ps.request(6, "tools/list", {"_meta": modern_meta()})
+        assert later + notes(ps) == []
+        assert not any(m.get("id") == "L" for m in ps.seen)
+
+
+def test_a_listen_without_a_filter_is_refused() -> None:
+    with PipeServer(feature_server.build()) as ps:
+        reply = ps.request(1, "subscriptions/listen", {"_meta": modern_meta()})
+        assert reply["error"]["code"] == -32602
+
+
+def test_legacy_subscribe_and_list_changes() -> None:
+    with PipeServer(feature_server.build()) as ps:
+        ps.initialize()
+        refused = ps.request(1, "resources/subscribe", {"uri": "memo://nothing"})["error"]
+        assert (refused["code"], refused["data"]) == (-32002, {"uri": "memo://nothing"})
+        assert ps.request(2, "resources/subscribe", {"uri": "memo://notes/a"})["result"] == {}
+        ps.call(3, "touch", {"uri": "memo://notes/a"})
+        assert {"jsonrpc": "2.0", "method": "notifications/resources/updated",
+                "params": {"uri": "memo://notes/a"}} in notes(ps)
+        assert ps.request(4, "resources/unsubscribe", {"uri": "memo://notes/a"})["result"] == {}
+        ps.call(5, "touch", {"uri": "memo://notes/a"})
+        assert notes(ps) == []
+        ps.call(6, "add_extra", {"name": "y"})
+        assert {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"} in notes(ps)
+
+
+def test_caching_hints_modern_only_and_per_resource() -> None:
+    with PipeServer(feature_server.build()) as ps:
+        meta = {"_meta": modern_meta()}
+        for method in ("tools/list", "resources/list", "resources/templates/list",
+                       "prompts/list", "server/discover"):
+            result = ps.request(method, method, meta)["result"]
+            assert (result["ttlMs"], result["cacheScope"]) == (60000, "public"), method
+        logo = ps.request(1, "resources/read", {**meta, "uri": "memo://logo"})["result"]
+        assert (logo["ttlMs"], logo["cacheScope"]) == (5000, "private")
+        note = ps.request(2, "resources/read", {**meta, "uri": "memo://notes/a"})["result"]
+        assert (note["ttlMs"], note["cacheScope"]) == (60000, "public")
+        called = ps.call(3, "greet", {"name": "a"}, meta=modern_meta())["result"]
+        assert "ttlMs" not in called
+        ps.initialize()
+        legacy = ps.request(4, "resources/read", {"uri": "memo://logo"})["result"]
+        assert "ttlMs" not in legacy and "cacheScope" not in legacy
+
+
+def test_server_options_set_the_default_hints() -> None:
+    with PipeServer(feature_server.build(cache_ttl_ms=0, cache_scope="private")) as ps:
+        result = ps.request(1, "tools/list", {"_meta": modern_meta()})["result"]
+        assert (result["ttlMs"], result["cacheScope"]) == (0, "private")
