@@ -355,21 +355,39 @@ class Server:
         """Remove a prompt from the live registry and announce the change."""
         return self._registry.remove_prompt(name)
 
-    def completion(self, *, prompt: str | None = None,
+    def completion(self, ref: str | Mapping[str, Any] | None = None, *,
+                   prompt: str | None = None,
                    resource: str | None = None) -> Callable[[_F], _F]:
-        """Decorator: complete the arguments of a prompt (``prompt=name``) or the variables
-        of a resource template (``resource=template``).
+        """Decorator: complete the arguments of a prompt or the variables of a resource
+        template.
 
+        Name what it completes as the protocol does, ``ref={"type": "ref/prompt", "name":
+        ...}`` or ``{"type": "ref/resource", "uri": ...}``, or as the client's ``complete()``
+        takes it: a string is a resource URI (template) when it contains ``://``, else a
+        prompt name; or by keyword, ``prompt=name`` / ``resource=template``.
         The function is called as ``func(argument, value, context)``: the argument's name,
         what the user typed so far, and the arguments already filled in. It returns a list of
         strings (the first 100 are sent) or ``{"values": [...], "total": n, "hasMore": b}``.
         """
-        if (prompt is None) == (resource is None):
-            raise ValueError("completion() takes exactly one of prompt= and resource=")
-        key = ("ref/prompt", prompt) if prompt is not None else ("ref/resource", resource)
+        given = [x for x in (ref, prompt, resource) if x is not None]
+        if len(given) != 1:
+            raise ValueError("completion() takes exactly one of ref, prompt= and resource=")
+        if isinstance(ref, Mapping):
+            kind = ref.get("type")
+            name = ref.get("name") if kind == "ref/prompt" else ref.get("uri")
+            if kind not in ("ref/prompt", "ref/resource") or not isinstance(name, str):
+                raise ValueError(f"completion(): a ref is {{'type': 'ref/prompt', 'name': ...}} "
+                                 f"or {{'type': 'ref/resource', 'uri': ...}}, got {dict(ref)!r}")
+            key = (str(kind), name)
+        elif isinstance(ref, str):
+            key = ("ref/resource", ref) if "://" in ref else ("ref/prompt", ref)
+        elif prompt is not None:
+            key = ("ref/prompt", prompt)
+        else:
+            key = ("ref/resource", str(resource))
 
         def decorate(func: _F) -> _F:
-            self._registry.add_completion((key[0], str(key[1])), CompletionEntry(func))
+            self._registry.add_completion(key, CompletionEntry(func))
             return func
 
         return decorate

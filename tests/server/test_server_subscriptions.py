@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from peers import feature_server
 
 from mcpsync.protocol import META_SUBSCRIPTION_ID
+from mcpsync.server import Server
 from server.helpers import PipeServer, modern_meta
 
 
@@ -94,3 +96,52 @@ def test_server_options_set_the_default_hints() -> None:
     with PipeServer(feature_server.build(cache_ttl_ms=0, cache_scope="private")) as ps:
         result = ps.request(1, "tools/list", {"_meta": modern_meta()})["result"]
         assert (result["ttlMs"], result["cacheScope"]) == (0, "private")
+
+
+def test_prompts_and_resources_added_or_removed_live_are_announced() -> None:
+    server = feature_server.build()
+    with PipeServer(server) as ps:
+        ps.initialize()
+        server.add_prompt(lambda: "hi", name="hello")
+        assert ps.recv() == {"jsonrpc": "2.0", "method": "notifications/prompts/list_changed"}
+        server.add_resource("memo://new", lambda: "new")
+        assert ps.recv() == {"jsonrpc": "2.0",
+                             "method": "notifications/resources/list_changed"}
+        assert server.remove_resource("memo://notes/{name}")   # a template, by its text
+        assert ps.recv()["method"] == "notifications/resources/list_changed"
+        assert server.remove_prompt("hello")
+        assert ps.recv()["method"] == "notifications/prompts/list_changed"
+        assert not server.remove_prompt("hello")   # nothing removed: nothing announced
+        listed = ps.request(1, "resources/list")["result"]["resources"]
+        assert "memo://new" in [r["uri"] for r in listed]
+        assert ps.seen == []
+
+
+def test_completion_refs_in_each_spelling() -> None:
+    server = Server("c", "1")
+
+    @server.prompt()
+    def p(arg: str) -> str:
+        return arg
+
+    @server.resource_template("x://{a}")
+    def t(a: str) -> str:
+        return a
+
+    server.completion("p")(lambda argument, value, context: ["by-name"])
+    server.completion({"type": "ref/resource", "uri": "x://{a}"})(
+        lambda argument, value, context: {"values": ["by-ref"], "total": 7, "hasMore": True})
+    with PipeServer(server) as ps:
+        ps.initialize()
+        one = ps.request(1, "completion/complete", {
+            "ref": {"type": "ref/prompt", "name": "p"}, "argument": {"name": "arg",
+                                                                    "value": ""}})
+        two = ps.request(2, "completion/complete", {
+            "ref": {"type": "ref/resource", "uri": "x://{a}"},
+            "argument": {"name": "a", "value": ""}})
+    assert one["result"] == {"completion": {"values": ["by-name"], "hasMore": False}}
+    assert two["result"] == {"completion": {"values": ["by-ref"], "total": 7, "hasMore": True}}
+    with pytest.raises(ValueError, match="exactly one"):
+        server.completion("p", prompt="p")
+    with pytest.raises(ValueError, match="ref/prompt"):
+        server.completion({"type": "ref/other"})
