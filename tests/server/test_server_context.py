@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -26,6 +27,7 @@ class Tools:
         @self.server.tool()
         def hold(ctx: Context) -> str:
             self.ctx = ctx
+            self.hold_thread = threading.current_thread()
             self.running.set()
             while not self.release.is_set():
                 if ctx.cancelled.wait(0.01):
@@ -97,6 +99,13 @@ def test_cancel_of_a_queued_request_drops_it(tools: Tools) -> None:
         ps.initialize()
         ps.send(call_msg(1, "hold"))
         assert tools.running.wait(5)
+        # "hold" began on the reader thread; once it runs a few ms the idle worker takes over
+        # reading (and the names swap). Only then is request 2 read while a handler runs, so
+        # that it is queued (read earlier, it could be answered before its cancel is read).
+        deadline = time.monotonic() + 5
+        while tools.hold_thread.name == "mcpsync-server-reader":
+            assert time.monotonic() < deadline, "the worker never took over reading"
+            time.sleep(0.005)
         ps.send(call_msg(2, "record", {"name": "queued"}))
         ps.notify("notifications/cancelled", {"requestId": 2})
         tools.release.set()
