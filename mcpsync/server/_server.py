@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import os
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -114,8 +115,8 @@ class Server:
         self._started = False
         self._state_keys = None if state_keys is None else list(state_keys)
         self._sealer: Any = None
-        if self._state_keys is not None:
-            self._make_sealer()   # a bad key is a wiring mistake: say so now
+        if self._state_keys is not None or os.environ.get("MCPSYNC_STATE_KEY") is not None:
+            self._make_sealer()   # a bad key is a wiring mistake: say so at startup
         self._settings = ServerSettings(
             ServerIdentity(name, version, title, instructions), self._registry,
             self._make_sealer, float(ask_timeout), 60_000 if ttl is None else ttl,

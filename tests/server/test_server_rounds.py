@@ -192,3 +192,14 @@ def test_two_server_processes_sharing_a_key_resume_each_others_rounds() -> None:
     finally:
         a.close()
         b.close()
+
+
+def test_a_bad_key_fails_when_the_server_is_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mcpsync.server import Server
+
+    with pytest.raises(ValueError, match="shorter than 16") as info:
+        Server("x", "1", state_keys=["short"])
+    assert "short" not in str(info.value).replace("shorter", "")
+    monkeypatch.setenv("MCPSYNC_STATE_KEY", "tiny")
+    with pytest.raises(ValueError, match="MCPSYNC_STATE_KEY"):
+        Server("x", "1")
