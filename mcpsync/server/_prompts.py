@@ -3,11 +3,12 @@
 A prompt handler returns a string (one user message), or a list of messages: each a
 ``PromptMessage``, a ``{"role", "content"}`` dict or a ``(role, content)`` pair, where content
 is a string, a content block dict or a typed block (images, embedded resources). Unknown prompt
-and missing required arguments are -32602; a handler that raises answers -32603.
+and missing required arguments are -32602; a handler that raises answers -32603 (type only).
 
 Completion answers for a prompt argument or a resource-template variable; without a registered
-completer the answer is an empty list (the capability is always offered, since the registry is
-live). At most 100 values go out; ``hasMore`` says when there were more.
+completer the answer is an empty list. At most 100 values go out; ``hasMore`` says when there
+were more. A handler that raises answers -32603 naming only the exception's type (as resources
+do): its message may hold what the client should not see, and the traceback goes to stderr.
 """
 
 from __future__ import annotations
@@ -61,8 +62,8 @@ def get_prompt(svc: Services, req: Request) -> dict[str, Any]:
         except Exception as exc:
             _stderr(f"prompt {name!r} failed:\n"
                     + "".join(traceback.format_exception(exc)).rstrip())
-            raise Refusal(INTERNAL_ERROR, f"prompt {name!r} failed: {type(exc).__name__}: "
-                          f"{exc}") from None
+            raise Refusal(INTERNAL_ERROR,
+                          f"prompt {name!r} failed: {type(exc).__name__}") from None
         out: dict[str, Any] = {"messages": messages}
         if entry.wire.get("description"):
             out["description"] = entry.wire["description"]
