@@ -323,7 +323,7 @@ def test_an_app_error_is_a_short_500_and_a_logged_traceback(
     records = [r for r in caplog.records if r.name == "mcpsync.server.http"]
     assert any(r.exc_info and "kaboom" in str(r.exc_info[1]) for r in records)
     logged = caplog.text
-    assert "POST /tools" in logged
+    assert "POST '/tools'" in logged   # the path quoted: no line breaks forged into the log
     assert "s3cr3t" not in logged, "a query, body or Authorization header reached the log"
 
 

@@ -355,7 +355,7 @@ class Connection:
                     try:
                         close()
                     except Exception:
-                        _log.exception("the application's close() raised after %s %s",
+                        _log.exception("the application's close() raised after %s %r",
                                        request.method, request.path)
         except Exception as exc:
             return self._failed(request, response, stream, exc)
@@ -396,7 +396,7 @@ class Connection:
                 self._refuse(HttpError("408 Request Timeout",
                                        "the request body did not arrive in time"))
             return False
-        _log.error("the application failed on %s %s", request.method, request.path,
+        _log.error("the application failed on %s %r", request.method, request.path,
                    exc_info=exc)
         if not response.sent:
             self._refuse(HttpError("500 Internal Server Error", "the server failed"))
