@@ -13,6 +13,10 @@ Setting the cancellation takes no lock at all. It is done by the reader and by t
 while they hold the serve loop's shared condition, and a write can block for as long as the
 client does not read its stdout: waiting there for a lock the writer holds would deadlock the
 server as soon as that write failed and had to report it under the same condition.
+
+The cancellation is a :class:`threading.Event` whose condition is made only when someone waits
+on it (:class:`_Cancellation`): every request needs the flag, few handlers ever wait, and the
+condition with its lock was most of the cost of tracking a request.
 """
 
 from __future__ import annotations
@@ -54,6 +58,63 @@ def _stderr(text: str) -> None:
         pass
 
 
+_MAKING = threading.Lock()   # two first waiters at once must share one condition
+
+
+class _Cancellation(threading.Event):
+    """A :class:`threading.Event` that makes its condition on the first wait, not at birth.
+
+    ``is_set`` reads the flag; ``set`` raises it and wakes waiters only if there can be some.
+    No wake-up is lost: a waiter stores the condition before it reads the flag, and ``set``
+    raises the flag before it looks for the condition, so one of them sees the other.
+    """
+
+    def __init__(self) -> None:   # no Event.__init__: it would build the condition now
+        self._flag: bool = False
+        self._cond: threading.Condition | None = None
+
+    def _condition(self) -> threading.Condition:
+        cond = self._cond
+        if cond is None:
+            with _MAKING:
+                cond = self._cond
+                if cond is None:
+                    cond = self._cond = threading.Condition(threading.Lock())
+        return cond
+
+    def is_set(self) -> bool:
+        return self._flag
+
+    def set(self) -> None:
+        self._flag = True
+        cond = self._cond
+        if cond is not None:
+            with cond:
+                cond.notify_all()
+
+    def clear(self) -> None:
+        cond = self._cond
+        if cond is None:
+            self._flag = False
+            return
+        with cond:
+            self._flag = False
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if self._flag:
+            return True
+        cond = self._condition()
+        with cond:
+            signaled: bool = self._flag
+            if not signaled:
+                signaled = cond.wait(timeout)
+            return signaled
+
+    def _at_fork_reinit(self) -> None:
+        if self._cond is not None:
+            self._cond._at_fork_reinit()  # type: ignore[attr-defined]
+
+
 class _Call:
     """One in-flight request: its cancellation event and the gate for every write."""
 
@@ -62,7 +123,7 @@ class _Call:
     def __init__(self, request_id: RequestId, method: str) -> None:
         self.id = request_id
         self.method = method
-        self.cancelled = threading.Event()
+        self.cancelled: threading.Event = _Cancellation()
         self.lock = threading.Lock()
         self.done = False
 

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
 
+from mcpsync._threads import spawn
+from mcpsync.jsonrpc import RequestId
 from mcpsync.server import Context, Server
+from mcpsync.server._context import _Call, _Cancellation
 
 from .helpers import PipeServer, modern_meta
 
@@ -226,3 +230,50 @@ def test_unknown_level_in_ctx_log_is_the_handlers_bug(tools: Tools) -> None:
         result = ps.call(1, "shout", {"level": "loud"})["result"]
     assert result["isError"] is True
     assert result["content"][0]["text"].startswith("ValueError: unknown log level 'loud'")
+
+
+# -- the cancellation event (a threading.Event whose condition is made on the first wait) --
+
+def _waiters(event: threading.Event, count: int) -> tuple[list[threading.Thread], list[bool]]:
+    results: list[bool] = []
+    threads = [spawn(f"mcpsync-test-waiter-{k}", lambda: results.append(event.wait(10)))
+               for k in range(count)]
+    return threads, results
+
+
+def test_cancellation_is_an_event_that_wakes_every_waiter() -> None:
+    event = _Cancellation()
+    assert isinstance(event, threading.Event) and not event.is_set()
+    assert event.wait(0.01) is False
+    threads, results = _waiters(event, 3)
+    deadline = time.monotonic() + 5
+    while event._cond is None or len(event._cond._waiters) < 3:  # type: ignore[attr-defined]
+        assert time.monotonic() < deadline, "the waiters never blocked"
+        time.sleep(0.001)
+    started = time.monotonic()
+    event.set()
+    for thread in threads:
+        thread.join(5)
+    assert results == [True, True, True]
+    assert time.monotonic() - started < 2   # woken by set, not by their 10 s timeout
+    assert event.is_set() and event.wait() is True
+    event.clear()
+    assert not event.is_set() and event.wait(0.01) is False
+
+
+def test_cancellation_set_before_any_wait_builds_no_condition() -> None:
+    call = _Call(RequestId.of(1), "tools/call")
+    call.cancel()
+    assert call.cancelled.is_set() and call.cancelled.wait(5) is True
+    assert call.cancelled._cond is None   # type: ignore[attr-defined]
+
+
+def test_cancellation_loses_no_wake_up_when_set_races_the_first_wait() -> None:
+    """Set and the first wait start together, many times: every waiter must see the set."""
+    for _ in range(300):
+        event = _Cancellation()
+        threads, results = _waiters(event, 2)
+        event.set()
+        for thread in threads:
+            thread.join(5)
+        assert results == [True, True]
