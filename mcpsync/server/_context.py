@@ -180,17 +180,44 @@ class Context:
     def __init__(self, call: _Call, *, protocol_version: str, meta: Mapping[str, Any],
                  send: _Send, log_threshold: Callable[[], str | None],
                  asker: _Asker | None = None,
-                 client_capabilities: Mapping[str, Any] | None = None) -> None:
+                 client_capabilities: Mapping[str, Any] | None = None,
+                 make_asker: Callable[[], _Asker] | None = None) -> None:
         self._call = call
         self._send = send
         self._log_threshold = log_threshold
         self._asker = asker
+        self._make_asker = make_asker   # builds the asker on the first ask (most never ask)
         self._last_progress: float | None = None
         self.cancelled: threading.Event = call.cancelled
         self.request_id: RequestId = call.id
         self.protocol_version = protocol_version
-        self.meta: dict[str, Any] = dict(meta)
-        self.client_capabilities: dict[str, Any] = dict(client_capabilities or {})
+        # The handler's own copies, made when first read: most handlers read neither.
+        self._meta_from = meta
+        self._meta: dict[str, Any] | None = None
+        self._capabilities_from = client_capabilities
+        self._capabilities: dict[str, Any] | None = None
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        """The request's ``params._meta`` (``{}`` when absent); the handler's own copy."""
+        if self._meta is None:
+            self._meta = dict(self._meta_from)
+        return self._meta
+
+    @meta.setter
+    def meta(self, value: dict[str, Any]) -> None:
+        self._meta = value
+
+    @property
+    def client_capabilities(self) -> dict[str, Any]:
+        """What the client declared it can do, for this request; the handler's own copy."""
+        if self._capabilities is None:
+            self._capabilities = dict(self._capabilities_from or {})
+        return self._capabilities
+
+    @client_capabilities.setter
+    def client_capabilities(self, value: dict[str, Any]) -> None:
+        self._capabilities = value
 
     @property
     def modern(self) -> bool:
@@ -200,6 +227,8 @@ class Context:
     # -- asking the client (see ``_asking``) ---------------------------------------------
 
     def _ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if self._asker is None and self._make_asker is not None:
+            self._asker = self._make_asker()
         if self._asker is None:
             raise RuntimeError(f"{method}: this handler cannot ask the client for input")
         return self._asker.ask(method, params)

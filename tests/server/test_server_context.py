@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from typing import Any
@@ -143,11 +144,35 @@ def test_context_attributes(tools: Tools) -> None:
         legacy = ps.call("x", "about", meta={"progressToken": 5})["result"]["content"][0]
         meta = modern_meta(custom=1)
         modern = ps.call(7, "about", meta=meta)["result"]["content"][0]
-    import json
     assert json.loads(legacy["text"]) == {"id": "x", "version": "2025-06-18",
                                           "meta": {"progressToken": 5}, "cancelled": False}
     assert json.loads(modern["text"]) == {"id": 7, "version": "2026-07-28", "meta": meta,
                                           "cancelled": False}
+
+
+def test_a_handler_changing_its_context_changes_nothing_for_the_next_call() -> None:
+    """``ctx.meta`` and ``ctx.client_capabilities`` are the handler's own copies (made when
+    first read), so one call cannot change what the session declared for the next."""
+    server = Server("t", "1")
+
+    @server.tool()
+    def meddle(ctx: Context) -> dict[str, Any]:
+        seen = {"caps": dict(ctx.client_capabilities), "meta": dict(ctx.meta)}
+        ctx.client_capabilities["roots"] = {"forged": True}
+        ctx.client_capabilities.pop("sampling", None)
+        ctx.meta["progressToken"] = "forged"
+        return seen
+
+    with PipeServer(server) as ps:
+        ps.request(0, "initialize", {"protocolVersion": "2025-06-18",
+                                     "capabilities": {"sampling": {}},
+                                     "clientInfo": {"name": "c", "version": "1"}})
+        ps.notify("notifications/initialized")
+        first = ps.call(1, "meddle", meta={"progressToken": 1})["result"]["content"][0]
+        second = ps.call(2, "meddle")["result"]["content"][0]
+    first, second = json.loads(first["text"]), json.loads(second["text"])
+    assert first == {"caps": {"sampling": {}}, "meta": {"progressToken": 1}}
+    assert second == {"caps": {"sampling": {}}, "meta": {}}
 
 
 # -- progress ------------------------------------------------------------------------------
