@@ -13,6 +13,10 @@ Setting the cancellation takes no lock at all. It is done by the reader and by t
 while they hold the serve loop's shared condition, and a write can block for as long as the
 client does not read its stdout: waiting there for a lock the writer holds would deadlock the
 server as soon as that write failed and had to report it under the same condition.
+
+The cancellation is a :class:`threading.Event` whose condition is made only when someone waits
+on it (:class:`_Cancellation`): every request needs the flag, few handlers ever wait, and the
+condition with its lock was most of the cost of tracking a request.
 """
 
 from __future__ import annotations
@@ -54,6 +58,63 @@ def _stderr(text: str) -> None:
         pass
 
 
+_MAKING = threading.Lock()   # two first waiters at once must share one condition
+
+
+class _Cancellation(threading.Event):
+    """A :class:`threading.Event` that makes its condition on the first wait, not at birth.
+
+    ``is_set`` reads the flag; ``set`` raises it and wakes waiters only if there can be some.
+    No wake-up is lost: a waiter stores the condition before it reads the flag, and ``set``
+    raises the flag before it looks for the condition, so one of them sees the other.
+    """
+
+    def __init__(self) -> None:   # no Event.__init__: it would build the condition now
+        self._flag: bool = False
+        self._cond: threading.Condition | None = None
+
+    def _condition(self) -> threading.Condition:
+        cond = self._cond
+        if cond is None:
+            with _MAKING:
+                cond = self._cond
+                if cond is None:
+                    cond = self._cond = threading.Condition(threading.Lock())
+        return cond
+
+    def is_set(self) -> bool:
+        return self._flag
+
+    def set(self) -> None:
+        self._flag = True
+        cond = self._cond
+        if cond is not None:
+            with cond:
+                cond.notify_all()
+
+    def clear(self) -> None:
+        cond = self._cond
+        if cond is None:
+            self._flag = False
+            return
+        with cond:
+            self._flag = False
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if self._flag:
+            return True
+        cond = self._condition()
+        with cond:
+            signaled: bool = self._flag
+            if not signaled:
+                signaled = cond.wait(timeout)
+            return signaled
+
+    def _at_fork_reinit(self) -> None:
+        if self._cond is not None:
+            self._cond._at_fork_reinit()  # type: ignore[attr-defined]
+
+
 class _Call:
     """One in-flight request: its cancellation event and the gate for every write."""
 
@@ -62,7 +123,7 @@ class _Call:
     def __init__(self, request_id: RequestId, method: str) -> None:
         self.id = request_id
         self.method = method
-        self.cancelled = threading.Event()
+        self.cancelled: threading.Event = _Cancellation()
         self.lock = threading.Lock()
         self.done = False
 
@@ -119,17 +180,44 @@ class Context:
     def __init__(self, call: _Call, *, protocol_version: str, meta: Mapping[str, Any],
                  send: _Send, log_threshold: Callable[[], str | None],
                  asker: _Asker | None = None,
-                 client_capabilities: Mapping[str, Any] | None = None) -> None:
+                 client_capabilities: Mapping[str, Any] | None = None,
+                 make_asker: Callable[[], _Asker] | None = None) -> None:
         self._call = call
         self._send = send
         self._log_threshold = log_threshold
         self._asker = asker
+        self._make_asker = make_asker   # builds the asker on the first ask (most never ask)
         self._last_progress: float | None = None
         self.cancelled: threading.Event = call.cancelled
         self.request_id: RequestId = call.id
         self.protocol_version = protocol_version
-        self.meta: dict[str, Any] = dict(meta)
-        self.client_capabilities: dict[str, Any] = dict(client_capabilities or {})
+        # The handler's own copies, made when first read: most handlers read neither.
+        self._meta_from = meta
+        self._meta: dict[str, Any] | None = None
+        self._capabilities_from = client_capabilities
+        self._capabilities: dict[str, Any] | None = None
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        """The request's ``params._meta`` (``{}`` when absent); the handler's own copy."""
+        if self._meta is None:
+            self._meta = dict(self._meta_from)
+        return self._meta
+
+    @meta.setter
+    def meta(self, value: dict[str, Any]) -> None:
+        self._meta = value
+
+    @property
+    def client_capabilities(self) -> dict[str, Any]:
+        """What the client declared it can do, for this request; the handler's own copy."""
+        if self._capabilities is None:
+            self._capabilities = dict(self._capabilities_from or {})
+        return self._capabilities
+
+    @client_capabilities.setter
+    def client_capabilities(self, value: dict[str, Any]) -> None:
+        self._capabilities = value
 
     @property
     def modern(self) -> bool:
@@ -139,6 +227,8 @@ class Context:
     # -- asking the client (see ``_asking``) ---------------------------------------------
 
     def _ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if self._asker is None and self._make_asker is not None:
+            self._asker = self._make_asker()
         if self._asker is None:
             raise RuntimeError(f"{method}: this handler cannot ask the client for input")
         return self._asker.ask(method, params)

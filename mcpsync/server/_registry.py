@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from mcpsync.server._uritemplate import UriTemplate
+from mcpsync.server._validate import ArgumentCheck
 
 __all__ = ["CompletionEntry", "PromptEntry", "Registry", "ResourceEntry", "TemplateEntry",
            "ToolEntry"]
@@ -25,10 +26,19 @@ Handler = Callable[[dict[str, Any], Any], Any]
 
 @dataclass(frozen=True)
 class ToolEntry:
-    """A registered tool: its wire description and ``handler(arguments, ctx)``."""
+    """A registered tool: its wire description and ``handler(arguments, ctx)``.
+
+    ``check`` is the argument check prepared from the input schema when the entry is made, so
+    a call does not work out again how to check its arguments.
+    """
 
     wire: dict[str, Any]
     handler: Handler
+    check: ArgumentCheck = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        schema = self.wire.get("inputSchema", {"type": "object"})
+        object.__setattr__(self, "check", ArgumentCheck(schema))
 
     @property
     def structured(self) -> bool:

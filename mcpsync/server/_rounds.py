@@ -1,6 +1,7 @@
 """Running a handler that may ask the client for input, in the request's era.
 
-Legacy: the handler gets a :class:`LegacyAsker` and simply blocks on its asks. Modern
+Legacy: the handler gets a :class:`LegacyAsker` (made on its first ask) and simply blocks on
+its asks. Modern
 (2026-07-28): the answers gathered so far come back sealed in ``requestState``; they are opened
 (bound to this server, method, target and arguments, 10 minutes at most), the new answer from
 ``inputResponses`` is added, and the handler runs with a :class:`ModernAsker` that replays them.
@@ -28,10 +29,9 @@ _START_OVER = ("send the request again without requestState and inputResponses t
 def run_rounds(svc: Services, req: Request, target: str, arguments: Any,
                body: Callable[[Context], dict[str, Any]]) -> dict[str, Any]:
     """Run ``body(ctx)`` and return its result, or the ``input_required`` result."""
-    if not req.modern:
-        asker: Any = LegacyAsker(svc.outbox, req.call, req.capabilities, req.version,
-                                 svc.settings.ask_timeout)
-        return body(svc.context(req, asker))
+    if not req.modern:   # the asker is built on the first ask: most handlers never ask
+        return body(svc.context(req, None, make_asker=lambda: LegacyAsker(
+            svc.outbox, req.call, req.capabilities, req.version, svc.settings.ask_timeout)))
     answers = _answers_so_far(svc, req, target, arguments)
     modern = ModernAsker(answers, req.capabilities)
     try:

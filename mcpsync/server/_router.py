@@ -261,8 +261,7 @@ class Dispatcher:
         meta = params.get("_meta") if isinstance(params, dict) else None
         if isinstance(meta, dict) and META_PROTOCOL_VERSION in meta:
             return self._modern(message, call, meta)
-        with self._lock:
-            version = self._legacy_version
+        version = self._legacy_version   # one reference, set once: no lock to read it
         if version is not None:
             return self._legacy(message, call, version)
         if message.method == "initialize":
@@ -361,8 +360,7 @@ class Dispatcher:
         return result(message.id, feature(self._svc, req))
 
     def _legacy_threshold(self) -> str | None:
-        with self._lock:
-            return self._log_level
+        return self._log_level   # one reference, replaced whole by logging/setLevel
 
     # -- modern (2026-07-28) -------------------------------------------------------------
 

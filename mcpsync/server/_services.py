@@ -8,10 +8,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcpsync.jsonrpc import Message
+from mcpsync.jsonrpc import INVALID_PARAMS, Message
 from mcpsync.server._context import Context, _Send
 from mcpsync.server._registry import Registry
-from mcpsync.server._request import Request
+from mcpsync.server._request import Refusal, Request
 
 __all__ = ["CACHE_SCOPES", "ServerIdentity", "ServerSettings", "Services"]
 
@@ -61,10 +61,11 @@ class Services:
     def registry(self) -> Registry:
         return self.settings.registry
 
-    def context(self, req: Request, asker: Any) -> Context:
+    def context(self, req: Request, asker: Any,
+                make_asker: Callable[[], Any] | None = None) -> Context:
         return Context(req.call, protocol_version=req.version, meta=req.meta, send=self.send,
                        log_threshold=req.threshold, asker=asker,
-                       client_capabilities=req.capabilities)
+                       client_capabilities=req.capabilities, make_asker=make_asker)
 
     def cache(self, out: dict[str, Any], req: Request, ttl_ms: int | None = None,
               scope: str | None = None) -> dict[str, Any]:
@@ -77,9 +78,6 @@ class Services:
 
 def args_of(params: Mapping[str, Any], what: str) -> dict[str, Any]:
     """``params.arguments`` as a dict (absent: empty); anything else is the caller's error."""
-    from mcpsync.jsonrpc import INVALID_PARAMS
-    from mcpsync.server._request import Refusal
-
     arguments = params.get("arguments", {})
     if not isinstance(arguments, dict):
         raise Refusal(INVALID_PARAMS, f"{what}: 'arguments' must be an object")
@@ -88,9 +86,6 @@ def args_of(params: Mapping[str, Any], what: str) -> dict[str, Any]:
 
 def no_cursor(req: Request) -> None:
     """Lists come in one page, so no cursor we issued exists: any cursor is invalid (-32602)."""
-    from mcpsync.jsonrpc import INVALID_PARAMS
-    from mcpsync.server._request import Refusal
-
     cursor = req.params.get("cursor")
     if cursor is not None:
         raise Refusal(INVALID_PARAMS, f"{req.method}: unknown cursor {cursor!r} (this server "

@@ -18,7 +18,6 @@ from mcpsync.server._request import Refusal, Request
 from mcpsync.server._results import error_result, to_call_tool_result
 from mcpsync.server._rounds import run_rounds
 from mcpsync.server._services import Services, args_of, no_cursor
-from mcpsync.server._validate import validate_arguments
 
 __all__ = ["call_tool", "list_tools"]
 
@@ -42,7 +41,7 @@ def call_tool(svc: Services, req: Request) -> dict[str, Any]:
     entry = svc.registry.tools.get(name)
     if entry is None:
         raise Refusal(INVALID_PARAMS, f"unknown tool {name!r}", {"name": name})
-    problem = validate_arguments(entry.wire["inputSchema"], arguments)
+    problem = entry.check(arguments)
     if problem is not None:
         text = f"invalid arguments for tool {name!r}: {problem}"
         if req.version in _ARGS_ARE_PROTOCOL_ERRORS:

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from typing import Any
 
 import pytest
 
+from mcpsync._threads import spawn
+from mcpsync.jsonrpc import RequestId
 from mcpsync.server import Context, Server
+from mcpsync.server._context import _Call, _Cancellation
 
 from .helpers import PipeServer, modern_meta
 
@@ -148,11 +152,35 @@ def test_context_attributes(tools: Tools) -> None:
         legacy = ps.call("x", "about", meta={"progressToken": 5})["result"]["content"][0]
         meta = modern_meta(custom=1)
         modern = ps.call(7, "about", meta=meta)["result"]["content"][0]
-    import json
     assert json.loads(legacy["text"]) == {"id": "x", "version": "2025-06-18",
                                           "meta": {"progressToken": 5}, "cancelled": False}
     assert json.loads(modern["text"]) == {"id": 7, "version": "2026-07-28", "meta": meta,
                                           "cancelled": False}
+
+
+def test_a_handler_changing_its_context_changes_nothing_for_the_next_call() -> None:
+    """``ctx.meta`` and ``ctx.client_capabilities`` are the handler's own copies (made when
+    first read), so one call cannot change what the session declared for the next."""
+    server = Server("t", "1")
+
+    @server.tool()
+    def meddle(ctx: Context) -> dict[str, Any]:
+        seen = {"caps": dict(ctx.client_capabilities), "meta": dict(ctx.meta)}
+        ctx.client_capabilities["roots"] = {"forged": True}
+        ctx.client_capabilities.pop("sampling", None)
+        ctx.meta["progressToken"] = "forged"
+        return seen
+
+    with PipeServer(server) as ps:
+        ps.request(0, "initialize", {"protocolVersion": "2025-06-18",
+                                     "capabilities": {"sampling": {}},
+                                     "clientInfo": {"name": "c", "version": "1"}})
+        ps.notify("notifications/initialized")
+        first = ps.call(1, "meddle", meta={"progressToken": 1})["result"]["content"][0]
+        second = ps.call(2, "meddle")["result"]["content"][0]
+    first, second = json.loads(first["text"]), json.loads(second["text"])
+    assert first == {"caps": {"sampling": {}}, "meta": {"progressToken": 1}}
+    assert second == {"caps": {"sampling": {}}, "meta": {}}
 
 
 # -- progress ------------------------------------------------------------------------------
@@ -235,3 +263,50 @@ def test_unknown_level_in_ctx_log_is_the_handlers_bug(tools: Tools) -> None:
         result = ps.call(1, "shout", {"level": "loud"})["result"]
     assert result["isError"] is True
     assert result["content"][0]["text"].startswith("ValueError: unknown log level 'loud'")
+
+
+# -- the cancellation event (a threading.Event whose condition is made on the first wait) --
+
+def _waiters(event: threading.Event, count: int) -> tuple[list[threading.Thread], list[bool]]:
+    results: list[bool] = []
+    threads = [spawn(f"mcpsync-test-waiter-{k}", lambda: results.append(event.wait(10)))
+               for k in range(count)]
+    return threads, results
+
+
+def test_cancellation_is_an_event_that_wakes_every_waiter() -> None:
+    event = _Cancellation()
+    assert isinstance(event, threading.Event) and not event.is_set()
+    assert event.wait(0.01) is False
+    threads, results = _waiters(event, 3)
+    deadline = time.monotonic() + 5
+    while event._cond is None or len(event._cond._waiters) < 3:  # type: ignore[attr-defined]
+        assert time.monotonic() < deadline, "the waiters never blocked"
+        time.sleep(0.001)
+    started = time.monotonic()
+    event.set()
+    for thread in threads:
+        thread.join(5)
+    assert results == [True, True, True]
+    assert time.monotonic() - started < 2   # woken by set, not by their 10 s timeout
+    assert event.is_set() and event.wait() is True
+    event.clear()
+    assert not event.is_set() and event.wait(0.01) is False
+
+
+def test_cancellation_set_before_any_wait_builds_no_condition() -> None:
+    call = _Call(RequestId.of(1), "tools/call")
+    call.cancel()
+    assert call.cancelled.is_set() and call.cancelled.wait(5) is True
+    assert call.cancelled._cond is None   # type: ignore[attr-defined]
+
+
+def test_cancellation_loses_no_wake_up_when_set_races_the_first_wait() -> None:
+    """Set and the first wait start together, many times: every waiter must see the set."""
+    for _ in range(300):
+        event = _Cancellation()
+        threads, results = _waiters(event, 2)
+        event.set()
+        for thread in threads:
+            thread.join(5)
+        assert results == [True, True]
