@@ -8,6 +8,7 @@ tables, ``_router`` picks the era and the feature (``_tools``, ``_resources``, `
 from __future__ import annotations
 
 from mcpsync.server._asking import ElicitResult as ElicitResult, SampleResult as SampleResult
+from mcpsync.server._asks import Ask as Ask
 from mcpsync.server._request import Refusal as Refusal
 from mcpsync.server._server import (
     Context as Context,
@@ -16,6 +17,7 @@ from mcpsync.server._server import (
 )
 
 __all__ = [
+    "Ask",
     "Context",
     "ElicitResult",
     "Refusal",

@@ -25,6 +25,7 @@ import contextlib
 import itertools
 import threading
 import time
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -97,15 +98,13 @@ class SampleResult:
 
 
 class InputNeeded(BaseException):
-    """Modern era: the handler asked for something not answered yet (the router answers
-    ``input_required``). Not an ``Exception``: a handler's ``except Exception`` must not
-    swallow it."""
+    """Modern era: the handler asked for things not answered yet (the router answers
+    ``input_required`` with them). Not an ``Exception``: a handler's ``except Exception`` must
+    not swallow it. ``requests`` maps each key to ``(method, params)``."""
 
-    def __init__(self, key: str, method: str, params: dict[str, Any]) -> None:
-        super().__init__(f"input required: {method}")
-        self.key = key
-        self.method = method
-        self.params = params
+    def __init__(self, requests: dict[str, tuple[str, dict[str, Any]]]) -> None:
+        super().__init__(f"input required: {', '.join(m for m, _ in requests.values())}")
+        self.requests = requests
 
 
 class MissingCapability(BaseException):
@@ -241,43 +240,70 @@ class LegacyAsker:
         self.version = version
         self._timeout = timeout
 
-    def ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    def ask(self, method: str, params: dict[str, Any], key: str | None = None) -> dict[str, Any]:
         missing = required_capability(self._capabilities, method, params)
         if missing is not None:
             raise CapabilityNotSupported(
                 f"{method}: the client did not declare the capability {missing} in "
                 "initialize, so the server cannot ask it; do without, or ask the user to "
                 "use a client that supports it", method=method)
+        if method == "elicitation/create" and params.get("mode") == "url":
+            params = {**params, "elicitationId": uuid.uuid4().hex}   # legacy names it
         return self._outbox.ask(self._call, method, params, self._timeout)
+
+    def ask_all(self, asks: Mapping[str, tuple[str, dict[str, Any]]]
+                ) -> dict[str, dict[str, Any]]:
+        """One after the other: a legacy client answers requests, not rounds."""
+        return {key: self.ask(method, params) for key, (method, params) in asks.items()}
 
 
 class ModernAsker:
-    """``ctx`` asks of a 2026-07-28 client: answers recorded in ``requestState``, replayed in
-    order; the first unanswered ask raises :class:`InputNeeded`."""
+    """``ctx`` asks of a 2026-07-28 client: an ask whose key has an answer (from the sealed
+    state of earlier rounds or this request's ``inputResponses``) returns it; the asks
+    without one end the run with :class:`InputNeeded`. Keys default to ``ask-1``, ``ask-2``,
+    ... in the order of the handler's asks, the same on every run."""
 
     version = "2026-07-28"
 
-    def __init__(self, answers: list[dict[str, Any]], capabilities: Mapping[str, Any]) -> None:
+    def __init__(self, answers: Mapping[str, dict[str, Any]],
+                 capabilities: Mapping[str, Any]) -> None:
         self.answers = answers
+        self.used: dict[str, dict[str, Any]] = {}   # the answers this run consumed
         self._capabilities = capabilities
-        self._next = 0
+        self._auto = 0
 
-    def ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        index = self._next
-        self._next += 1
-        if index < len(self.answers):
-            recorded = self.answers[index]
-            if recorded.get("method") != method:
-                raise RuntimeError(
-                    f"the handler asked for {method} where the previous round asked for "
-                    f"{recorded.get('method')}: a handler must ask the same things in the same "
-                    "order on every round")
-            result = recorded.get("result")
-            return dict(result) if isinstance(result, Mapping) else {}
-        missing = required_capability(self._capabilities, method, params)
-        if missing is not None:
-            raise MissingCapability(method, missing)
-        raise InputNeeded(f"ask-{index + 1}", method, params)
+    def _key(self, key: str | None) -> str:
+        if key is None:
+            self._auto += 1
+            return f"ask-{self._auto}"
+        if not isinstance(key, str) or not key:
+            raise ValueError(f"an ask's key must be a non-empty string, got {key!r}")
+        return key
+
+    def ask(self, method: str, params: dict[str, Any], key: str | None = None) -> dict[str, Any]:
+        key = self._key(key)
+        return self._gather({key: (method, params)})[key]
+
+    def ask_all(self, asks: Mapping[str, tuple[str, dict[str, Any]]]
+                ) -> dict[str, dict[str, Any]]:
+        return self._gather({self._key(key): ask for key, ask in asks.items()})
+
+    def _gather(self, asks: Mapping[str, tuple[str, dict[str, Any]]]
+                ) -> dict[str, dict[str, Any]]:
+        got: dict[str, dict[str, Any]] = {}
+        pending: dict[str, tuple[str, dict[str, Any]]] = {}
+        for key, (method, params) in asks.items():
+            answer = self.answers.get(key)
+            if answer is not None:
+                got[key] = self.used[key] = answer
+                continue
+            missing = required_capability(self._capabilities, method, params)
+            if missing is not None:
+                raise MissingCapability(method, missing)
+            pending[key] = (method, params)
+        if pending:
+            raise InputNeeded(pending)
+        return got
 
 
 def root_list(result: Mapping[str, Any]) -> list[Root]:

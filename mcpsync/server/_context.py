@@ -24,7 +24,6 @@ from __future__ import annotations
 import math
 import sys
 import threading
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -39,7 +38,10 @@ _LEGACY = frozenset(LEGACY_VERSIONS)
 class _Asker(Protocol):
     """How a handler's asks reach the client in its era (see ``_asking``)."""
 
-    def ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]: ...
+    def ask(self, method: str, params: dict[str, Any], key: str | None) -> dict[str, Any]: ...
+
+    def ask_all(self, asks: Mapping[str, tuple[str, dict[str, Any]]]
+                ) -> dict[str, dict[str, Any]]: ...
 
 
 class _Send(Protocol):
@@ -226,78 +228,65 @@ class Context:
 
     # -- asking the client (see ``_asking``) ---------------------------------------------
 
-    def _ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    def _asker_now(self, what: str) -> _Asker:
         if self._asker is None and self._make_asker is not None:
             self._asker = self._make_asker()
         if self._asker is None:
-            raise RuntimeError(f"{method}: this handler cannot ask the client for input")
-        return self._asker.ask(method, params)
+            raise RuntimeError(f"{what}: this handler cannot ask the client for input")
+        return self._asker
+
+    def ask(self, ask: Any, *, key: str | None = None) -> Any:
+        """Ask the client one thing (an ``Ask``) and return its answer, read by the ask.
+
+        Legacy (2024-11-05 … 2025-11-25): a request to the client; this call blocks until it
+        answers (at most the server's ``ask_timeout``). 2026-07-28: the request ends with
+        ``input_required`` listing the ask under ``key`` (default ``ask-1``, ``ask-2``, ...
+        in the order of the handler's asks), and this handler runs again from the top when
+        the client retries with the answer: everything before this line runs again, so keep
+        it cheap and free of side effects. A capability the client did not declare:
+        ``CapabilityNotSupported`` (legacy) or the -32021 answer (modern).
+        """
+        raw = self._asker_now(ask.method).ask(ask.method, ask.params, key)
+        return ask.read(raw)
+
+    def ask_all(self, asks: Mapping[str, Any]) -> dict[str, Any]:
+        """Ask several things at once: ``{key: Ask}`` → ``{key: answer}``.
+
+        Under 2026-07-28 every unanswered ask goes out in one ``input_required`` result, under
+        its key (one round instead of one per ask); a legacy client is asked one after the
+        other.
+        """
+        if not asks:
+            return {}
+        raw = self._asker_now("ask_all").ask_all(
+            {key: (ask.method, ask.params) for key, ask in asks.items()})
+        return {key: ask.read(raw[key]) for key, ask in asks.items()}
 
     def elicit(self, message: str, schema: Mapping[str, Any] | None = None, *,
-               url: str | None = None) -> Any:
+               url: str | None = None, key: str | None = None) -> Any:
         """Ask the user, through the client, to fill a form (``schema``: a flat JSON object
         schema) or to visit ``url``. Returns an ``ElicitResult`` (``action``, ``content``).
+        Era rules and ``key`` as for :meth:`ask`."""
+        from mcpsync.server._asks import Ask
 
-        Legacy: an ``elicitation/create`` request; this call blocks until the user answers.
-        2026-07-28: the request ends with ``input_required`` and this handler runs again when
-        the client retries with the answer (everything before this line runs again: keep it
-        cheap and free of side effects). A client that did not declare elicitation (or URL
-        mode): ``CapabilityNotSupported`` (legacy) or the -32021 answer (modern).
-        """
-        from mcpsync.server._asking import ElicitResult
-
-        params: dict[str, Any] = {"message": message}
-        if url is not None:
-            if schema is not None:
-                raise ValueError("elicit() takes a schema (form mode) or a url, not both")
-            params["mode"] = "url"
-            params["url"] = url
-            if not self.modern:   # legacy URL mode names the elicitation
-                params["elicitationId"] = uuid.uuid4().hex
-        else:
-            params["requestedSchema"] = dict(schema) if schema is not None else {
-                "type": "object", "properties": {}}
-        return ElicitResult.from_dict(self._ask("elicitation/create", params))
+        return self.ask(Ask.elicit(message, schema, url=url), key=key)
 
     def sample(self, messages: str | Sequence[Mapping[str, Any]], *, max_tokens: int,
-               system_prompt: str | None = None, temperature: float | None = None,
-               stop_sequences: Sequence[str] | None = None,
-               model_preferences: Mapping[str, Any] | None = None,
-               include_context: str | None = None, metadata: Mapping[str, Any] | None = None,
-               tools: Sequence[Mapping[str, Any]] | None = None,
-               tool_choice: Mapping[str, Any] | None = None) -> Any:
+               key: str | None = None, **options: Any) -> Any:
         """Ask the client's LLM for a message (``sampling/createMessage``); returns a
         ``SampleResult`` (``role``, ``content``, ``model``, ``stop_reason``, ``text``).
+        ``options`` are those of ``Ask.sample`` (``system_prompt``, ``temperature``, ...).
+        Era rules and ``key`` as for :meth:`ask`."""
+        from mcpsync.server._asks import Ask
 
-        ``messages`` is a string (one user message) or a list of ``{"role", "content"}``
-        where content is a string or a content block dict. Same era rules as :meth:`elicit`.
-        """
-        from mcpsync.server._asking import SampleResult
+        return self.ask(Ask.sample(messages, max_tokens=max_tokens, **options), key=key)
 
-        if isinstance(messages, str):
-            messages = [{"role": "user", "content": messages}]
-        wire: list[dict[str, Any]] = []
-        for item in messages:
-            content = item.get("content")
-            if isinstance(content, str):
-                content = {"type": "text", "text": content}
-            wire.append({"role": item.get("role", "user"), "content": content})
-        params: dict[str, Any] = {"messages": wire, "maxTokens": int(max_tokens)}
-        for key, value in (("systemPrompt", system_prompt), ("temperature", temperature),
-                           ("stopSequences", list(stop_sequences) if stop_sequences else None),
-                           ("modelPreferences", model_preferences),
-                           ("includeContext", include_context), ("metadata", metadata),
-                           ("tools", list(tools) if tools else None),
-                           ("toolChoice", tool_choice)):
-            if value is not None:
-                params[key] = value
-        return SampleResult.from_dict(self._ask("sampling/createMessage", params))
-
-    def list_roots(self) -> list[Any]:
+    def list_roots(self, *, key: str | None = None) -> list[Any]:
         """The client's roots (``roots/list``), as ``mcpsync.types.Root`` objects."""
-        from mcpsync.server._asking import root_list
+        from mcpsync.server._asks import Ask
 
-        return root_list(self._ask("roots/list", {}))
+        result: list[Any] = self.ask(Ask.roots(), key=key)
+        return result
 
     def progress(self, progress: float, total: float | None = None,
                  message: str | None = None) -> None:

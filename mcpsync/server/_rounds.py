@@ -3,10 +3,10 @@
 Legacy: the handler gets a :class:`LegacyAsker` (made on its first ask) and simply blocks on
 its asks. Modern
 (2026-07-28): the answers gathered so far come back sealed in ``requestState``; they are opened
-(bound to this server, method, target and arguments, 10 minutes at most), the new answer from
-``inputResponses`` is added, and the handler runs with a :class:`ModernAsker` that replays them.
-When it asks for something new, the request is answered ``input_required`` with that ask and
-the sealed state of the answers so far.
+(bound to this server, method, target and arguments, 10 minutes at most), this request's
+``inputResponses`` are added, and the handler runs with a :class:`ModernAsker` that answers its
+asks by key. When it asks for something unanswered, the request is answered ``input_required``
+with every such ask under its key and the sealed state of the answers used so far.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def run_rounds(svc: Services, req: Request, target: str, arguments: Any,
     if not req.modern:   # the asker is built on the first ask: most handlers never ask
         return body(svc.context(req, None, make_asker=lambda: LegacyAsker(
             svc.outbox, req.call, req.capabilities, req.version, svc.settings.ask_timeout)))
-    answers = _answers_so_far(svc, req, target, arguments)
+    answers = _answers(svc, req, target, arguments)
     modern = ModernAsker(answers, req.capabilities)
     try:
         return body(svc.context(req, modern))
@@ -44,28 +44,36 @@ def run_rounds(svc: Services, req: Request, target: str, arguments: Any,
     except InputNeeded as need:
         from mcpsync.server._state import StateTooLarge
 
-        payload = {"answers": answers, "pending": {"key": need.key, "method": need.method}}
         try:
-            state = svc.settings.sealer().seal(payload, method=req.method, target=target,
-                                               arguments=arguments)
+            state = svc.settings.sealer().seal({"answers": modern.used}, method=req.method,
+                                               target=target, arguments=arguments)
         except StateTooLarge as exc:
             raise Refusal(INTERNAL_ERROR, f"{req.method} {target!r}: the answers gathered so "
                           f"far are too large to carry in requestState ({exc})") from None
         return {"resultType": "input_required",
-                "inputRequests": {need.key: {"method": need.method, "params": need.params}},
+                "inputRequests": {key: {"method": method, "params": params}
+                                  for key, (method, params) in need.requests.items()},
                 "requestState": state}
 
 
-def _answers_so_far(svc: Services, req: Request, target: str,
-                    arguments: Any) -> list[dict[str, Any]]:
+def _answers(svc: Services, req: Request, target: str,
+             arguments: Any) -> dict[str, dict[str, Any]]:
+    """The answers this run may use: those of earlier rounds (sealed in ``requestState``,
+    which must open: a stale, foreign or altered state is refused) and this request's
+    ``inputResponses``. Answers are the client's word either way, so ones that come without
+    a state are used too, and keys nobody asks for are ignored."""
     params = req.params
-    token = params.get("requestState")
     responses = params.get("inputResponses")
+    answers: dict[str, dict[str, Any]] = {}
+    if isinstance(responses, dict):
+        answers.update((k, v) for k, v in responses.items()
+                       if isinstance(k, str) and isinstance(v, dict))
+    elif responses is not None:
+        raise Refusal(INVALID_PARAMS, f"{req.method}: inputResponses must be an object "
+                      "mapping each input request's key to its answer")
+    token = params.get("requestState")
     if token is None:
-        if responses is not None:
-            raise Refusal(INVALID_PARAMS, f"{req.method}: inputResponses came without the "
-                          f"requestState they answer; {_START_OVER}")
-        return []
+        return answers
     from mcpsync.server._state import StateRefused
 
     try:
@@ -74,16 +82,9 @@ def _answers_so_far(svc: Services, req: Request, target: str,
     except StateRefused as exc:
         raise Refusal(INVALID_PARAMS, f"{req.method}: requestState refused ({exc.reason}): "
                       f"{exc}", {"reason": exc.reason}) from None
-    answers = state.get("answers")
-    pending = state.get("pending")
-    if not isinstance(answers, list) or not isinstance(pending, dict):
+    earlier = state.get("answers")
+    if not isinstance(earlier, dict):
         raise Refusal(INVALID_PARAMS, f"{req.method}: requestState is not one this server "
                       f"issued; {_START_OVER}")
-    key = pending.get("key")
-    if not isinstance(responses, dict) or key not in responses:
-        raise Refusal(INVALID_PARAMS, f"{req.method}: inputResponses must answer {key!r}, the "
-                      "input this server asked for")
-    answer = responses[key]
-    if not isinstance(answer, dict):
-        raise Refusal(INVALID_PARAMS, f"{req.method}: the answer to {key!r} must be an object")
-    return [*answers, {"method": pending.get("method"), "result": answer}]
+    answers.update(earlier)   # what earlier rounds answered stands
+    return answers

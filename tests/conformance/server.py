@@ -24,7 +24,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from mcpsync.server import Context, Server
+from mcpsync.server import Ask, Context, Server
 from mcpsync.types import AudioContent, EmbeddedResource, ImageContent
 
 __all__ = ["AUDIO_WAV", "PNG", "build", "main"]
@@ -271,19 +271,20 @@ def _input_required_tools(server: Server) -> None:
     @server.tool()
     def test_input_required_result_elicitation(ctx: Context) -> str:
         """Asks the user's name, then greets them."""
-        answer = ctx.elicit("What is your name?", _form("name"))
+        answer = ctx.elicit("What is your name?", _form("name"), key="user_name")
         return f"Hello, {_answer(answer.content, 'name')}!"
 
     @server.tool()
     def test_input_required_result_sampling(ctx: Context) -> str:
         """Asks the client's model a question."""
-        reply = ctx.sample("What is the capital of France?", max_tokens=100)
+        reply = ctx.sample("What is the capital of France?", max_tokens=100,
+                           key="capital_question")
         return f"Sampling result: {reply.text or 'no response'}"
 
     @server.tool()
     def test_input_required_result_list_roots(ctx: Context) -> str:
         """Asks for the client's roots and counts them."""
-        return f"Found {len(ctx.list_roots())} root(s)"
+        return f"Found {len(ctx.list_roots(key='client_roots'))} root(s)"
 
     @server.tool()
     def test_input_required_result_request_state(ctx: Context) -> str:
@@ -297,11 +298,11 @@ def _input_required_tools(server: Server) -> None:
     @server.tool()
     def test_input_required_result_multiple_inputs(ctx: Context) -> str:
         """Needs a name, a greeting from the model and the client's roots."""
-        name = ctx.elicit("What is your name?", _form("name"))
-        greeting = ctx.sample("Generate a greeting", max_tokens=50)
-        roots = ctx.list_roots()
-        return (f"Multiple inputs: name={_answer(name.content, 'name')}, "
-                f"greeting={greeting.text}, roots={len(roots)}")
+        got = ctx.ask_all({"user_name": Ask.elicit("What is your name?", _form("name")),
+                           "greeting": Ask.sample("Generate a greeting", max_tokens=50),
+                           "client_roots": Ask.roots()})
+        return (f"Multiple inputs: name={_answer(got['user_name'].content, 'name')}, "
+                f"greeting={got['greeting'].text}, roots={len(got['client_roots'])}")
 
     @server.tool()
     def test_input_required_result_multi_round(ctx: Context) -> str:

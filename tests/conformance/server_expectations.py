@@ -128,11 +128,7 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     "tasks-status-notifications": _s(_EXT, (), (), _TASKS, _TASK_NOTE),
     "tasks-required-task-error": _s(_EXT, (), (), _TASKS, _TASK_NOTE),
     "tasks-mrtr-composition": _s(_EXT, (), (), _TASKS, _TASK_NOTE),
-    "input-required-result-basic-elicitation": _s(
-        _NEW, _R26, _ELICIT,
-        "needs Server feature: naming an input request's key",
-        "round 1 must key the ask 'user_name' and round 2 answers that key; Server keys asks "
-        "ask-1, ask-2, ... and refuses an answer under any other key (-32602)"),
+    "input-required-result-basic-elicitation": _s(_NEW, _R26, _ELICIT),
     "input-required-result-basic-sampling": _s(
         _NEW, _R26, ("test_input_required_result_sampling",)),
     "input-required-result-basic-list-roots": _s(
@@ -140,17 +136,10 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     "input-required-result-request-state": _s(
         _NEW, _R26, ("test_input_required_result_request_state",)),
     "input-required-result-multiple-input-requests": _s(
-        _NEW, _R26, ("test_input_required_result_multiple_inputs",),
-        "needs Server feature: several asks in one input_required result",
-        "round 1 must carry 3 inputRequests (elicitation, sampling, roots/list); a handler's "
-        "asks go out one per round, so round 1 carries only the first"),
+        _NEW, _R26, ("test_input_required_result_multiple_inputs",)),
     "input-required-result-multi-round": _s(
         _NEW, _R26, ("test_input_required_result_multi_round",)),
-    "input-required-result-missing-input-response": _s(
-        _NEW, _R26, _ELICIT,
-        "needs Server feature: re-asking when inputResponses do not answer the ask",
-        "inputResponses with a wrong key and no requestState should get a fresh "
-        "input_required; Server answers -32602 (the suite reports WARNING, not FAILURE)"),
+    "input-required-result-missing-input-response": _s(_NEW, _R26, _ELICIT),
     "input-required-result-non-tool-request": _s(
         _NEW, _R26, ("test_input_required_result_prompt",)),
     "input-required-result-result-type": _s(_NEW, _R26, _ELICIT),
@@ -159,11 +148,6 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         _NEW, _R26, ("test_input_required_result_tampered_state",)),
     "input-required-result-capability-check": _s(
         _NEW, _R26, ("test_input_required_result_capabilities",)),
-    "input-required-result-ignore-extra-params": _s(
-        _NEW, _R26, _ELICIT,
-        "needs Server feature: answers without requestState (ephemeral rounds) under a "
-        "named key",
-        "one call with inputResponses {user_name, two unknown keys} and no requestState must "
-        "complete; Server refuses inputResponses without the requestState they answer"),
+    "input-required-result-ignore-extra-params": _s(_NEW, _R26, _ELICIT),
     "input-required-result-validate-input": _s(_NEW, _R26, _ELICIT),
 }

@@ -3,9 +3,7 @@
 Driven by our own client in both eras, in process and as a stdio subprocess, and, where a
 scenario judges the raw wire (``input_required`` results, error codes, list changes), by raw
 JSON-RPC lines over real pipes. Each test names the scenarios whose checks it repeats, so a
-fixture is known to be right before the suite reaches it over HTTP. The places where the
-fixture cannot meet a scenario because ``mcpsync.Server`` lacks a feature are strict xfails:
-they start failing, and so ask to be turned into plain tests, once the feature exists.
+fixture is known to be right before the suite reaches it over HTTP.
 """
 
 from __future__ import annotations
@@ -314,16 +312,12 @@ def test_invalid_input_responses_never_complete() -> None:
         assert "error" in null or null["result"]["resultType"] == "input_required"
 
 
-@pytest.mark.xfail(strict=True, reason="mcpsync.Server names input requests ask-1, ask-2, ...: "
-                   "a handler cannot choose the key (the scenario wants user_name)")
 def test_elicitation_input_request_is_keyed_user_name() -> None:
     with PipeServer(fixture.build()) as ps:
         result = call(ps, 1, "test_input_required_result_elicitation")["result"]
         assert list(result["inputRequests"]) == ["user_name"]
 
 
-@pytest.mark.xfail(strict=True, reason="mcpsync.Server refuses inputResponses that come "
-                   "without the requestState they answer (ignore-extra-params sends none)")
 def test_input_responses_without_state_complete() -> None:
     with PipeServer(fixture.build()) as ps:
         reply = call(ps, 1, "test_input_required_result_elicitation", inputResponses={
@@ -332,8 +326,6 @@ def test_input_responses_without_state_complete() -> None:
         assert reply["result"]["content"][0]["text"] == "Hello, Alice!"
 
 
-@pytest.mark.xfail(strict=True, reason="mcpsync.Server asks one thing per round: the three "
-                   "asks of a handler cannot go out in one input_required result")
 def test_multiple_inputs_in_one_round() -> None:
     with PipeServer(fixture.build()) as ps:
         result = call(ps, 1, "test_input_required_result_multiple_inputs")["result"]

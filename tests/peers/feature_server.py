@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mcpsync.server import Context, Refusal, Server
+from mcpsync.server import Ask, Context, Refusal, Server
 from mcpsync.types import EmbeddedResource, ImageContent
 
 PNG = bytes.fromhex("89504e470d0a1a0a0000000d49484452")  # the first bytes of a PNG
@@ -70,6 +70,17 @@ def build(**options: Any) -> Server:
         count("ask_llm")
         reply = ctx.sample(question, max_tokens=50, system_prompt="be brief")
         return f"{reply.model}: {reply.text}"
+
+    @server.tool()
+    def ask_many(ctx: Context) -> str:
+        """Three asks at once: one round under 2026-07-28, three requests under legacy."""
+        count("ask_many")
+        got = ctx.ask_all({"who": Ask.elicit("Your name?", {
+                               "type": "object", "properties": {"name": {"type": "string"}}}),
+                           "llm": Ask.sample("why?", max_tokens=5),
+                           "where": Ask.roots()})
+        return (f"{(got['who'].content or {}).get('name')} | {got['llm'].text} | "
+                f"{len(got['where'])} roots")
 
     @server.tool()
     def roots(ctx: Context) -> list[str]:

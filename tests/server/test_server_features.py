@@ -158,6 +158,19 @@ def test_elicitation_sampling_and_roots_through_one_api(client: mcpsync.Client) 
     assert "file:///data" in client.call_tool("roots").content[0].text
 
 
+def test_several_asks_at_once(client: mcpsync.Client) -> None:
+    text = client.call_tool("ask_many").content[0].text
+    assert text == "Ada | you asked 'why?' | 2 roots"
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_several_asks_take_one_round(era: str) -> None:
+    server = feature_server.build()
+    with _connect("memory", era, server) as c:
+        c.call_tool("ask_many")
+    assert server.runs["ask_many"] == (2 if era == "modern" else 1)  # type: ignore[attr-defined]
+
+
 @pytest.mark.parametrize("era", ERAS)
 def test_modern_rounds_rerun_the_handler_and_legacy_blocks(era: str) -> None:
     server = feature_server.build()

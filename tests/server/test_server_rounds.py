@@ -20,6 +20,7 @@ from helpers import PEERS
 from peers import feature_server
 
 from mcpsync.protocol import META_CLIENT_CAPABILITIES
+from mcpsync.server import Ask, Context, Server
 from mcpsync.server._state import StateSealer
 from server.helpers import PipeServer, modern_meta
 
@@ -132,13 +133,57 @@ def test_expired_state_is_refused() -> None:
                  "expired")
 
 
-def test_answers_without_state_or_state_without_the_answer_are_refused() -> None:
+def test_answers_are_taken_by_key_with_or_without_a_state() -> None:
     with PipeServer(feature_server.build(state_keys=[KEY])) as ps:
-        assert "without the requestState" in _refused(
-            call(ps, 1, "ask_name", inputResponses=ANSWER), None)
+        # Answers are the client's word: without a state they are used, extra keys ignored.
+        direct = call(ps, 1, "ask_name", inputResponses={
+            **ANSWER, "unasked": {"x": 1}, "not-an-object": 5})["result"]
+        assert direct["content"][0]["text"] == "hello Zoe"
+        # A state with the answer under the wrong key: the handler simply asks again.
         state = first_round(ps)["requestState"]
-        assert "must answer 'ask-1'" in _refused(
-            call(ps, 2, "ask_name", inputResponses={"other": {}}, requestState=state), None)
+        again = call(ps, 2, "ask_name", inputResponses={"other": {}},
+                     requestState=state)["result"]
+        assert again["resultType"] == "input_required"
+        assert list(again["inputRequests"]) == ["ask-1"]
+        refused = call(ps, 3, "ask_name", inputResponses=["not", "a", "map"])
+        assert refused["error"]["code"] == -32602
+
+
+def test_keyed_asks_and_several_asks_in_one_round() -> None:
+    server = Server("multi", "1", state_keys=[KEY])
+    runs: list[int] = []
+
+    @server.tool()
+    def plan(ctx: Context) -> str:
+        runs.append(1)
+        name = ctx.elicit("Name?", {"type": "object", "properties": {"n": {"type": "string"}}},
+                          key="user_name")
+        got = ctx.ask_all({"mood": Ask.elicit("Mood?"),
+                           "idea": Ask.sample("An idea", max_tokens=10),
+                           "roots": Ask.roots()})
+        return (f"{(name.content or {}).get('n')} {got['mood'].action} "
+                f"{got['idea'].text} {[r.uri for r in got['roots']]}")
+
+    caps = {"elicitation": {}, "sampling": {}, "roots": {}}
+    with PipeServer(server) as ps:
+        def go(n: int, **extra: Any) -> dict[str, Any]:
+            return dict(ps.request(n, "tools/call", {"name": "plan", "arguments": {},
+                                                     "_meta": meta(caps), **extra})["result"])
+
+        one = go(1)
+        assert list(one["inputRequests"]) == ["user_name"]
+        two = go(2, inputResponses={"user_name": {"action": "accept", "content": {"n": "Al"}}},
+                 requestState=one["requestState"])
+        assert {k: v["method"] for k, v in two["inputRequests"].items()} == {
+            "mood": "elicitation/create", "idea": "sampling/createMessage",
+            "roots": "roots/list"}
+        three = go(3, requestState=two["requestState"], inputResponses={
+            "mood": {"action": "decline"},
+            "idea": {"role": "assistant", "model": "m",
+                     "content": {"type": "text", "text": "fly"}},
+            "roots": {"roots": [{"uri": "file:///r"}]}})
+        assert three["content"][0]["text"] == "Al decline fly ['file:///r']"
+    assert len(runs) == 3   # three rounds, not one per ask
 
 
 def test_an_undeclared_capability_is_32021_with_the_capability_named() -> None:
@@ -195,8 +240,6 @@ def test_two_server_processes_sharing_a_key_resume_each_others_rounds() -> None:
 
 
 def test_a_bad_key_fails_when_the_server_is_built(monkeypatch: pytest.MonkeyPatch) -> None:
-    from mcpsync.server import Server
-
     with pytest.raises(ValueError, match="shorter than 16") as info:
         Server("x", "1", state_keys=["short"])
     assert "short" not in str(info.value).replace("shorter", "")
