@@ -328,6 +328,13 @@ class Dispatcher:
         assert message.id is not None and message.method is not None
         method = message.method
         params = message.params if isinstance(message.params, dict) else {}
+        feature = _SHARED.get(method)
+        if feature is not None:   # the common case first; the methods below are not in it
+            meta = params.get("_meta")
+            req = Request(message.id, method, params, version, False,
+                          meta if isinstance(meta, dict) else {}, self._legacy_caps, call,
+                          self._legacy_threshold)
+            return result(message.id, feature(self._svc, req))
         if method == "initialize":
             raise Refusal(INVALID_REQUEST, "already initialized")
         if method == "ping":
@@ -350,14 +357,7 @@ class Dispatcher:
             else:
                 self._listens.subscribe(uri)
             return result(message.id, {})
-        feature = _SHARED.get(method)
-        if feature is None:
-            raise Refusal(METHOD_NOT_FOUND, f"method not found: {method!r}")
-        meta = params.get("_meta")
-        req = self._request(message, call, params, version, False,
-                            meta if isinstance(meta, dict) else {}, self._legacy_caps,
-                            self._legacy_threshold)
-        return result(message.id, feature(self._svc, req))
+        raise Refusal(METHOD_NOT_FOUND, f"method not found: {method!r}")
 
     def _legacy_threshold(self) -> str | None:
         return self._log_level   # one reference, replaced whole by logging/setLevel

@@ -27,6 +27,7 @@ class Tools:
         self.cancel_seen = threading.Event()
         self.ran: list[str] = []
         self.ctx: Context | None = None
+        self.hold_thread: threading.Thread | None = None
 
         @self.server.tool()
         def hold(ctx: Context) -> str:
@@ -98,6 +99,17 @@ def test_cancel_in_flight_sets_the_event_and_nothing_more_is_written(tools: Tool
         assert ps.seen == []
 
 
+def _wait_reading_role_moved(tools: Tools) -> None:
+    """``hold`` runs on the thread that read it; the idle worker takes the reading role (and
+    the reader's name) within about 10 ms. Until then nothing more is read, and a request the
+    reader reads once ``hold`` returns is answered at once, before its cancellation is read."""
+    deadline = time.monotonic() + 5
+    while tools.hold_thread is None or tools.hold_thread.name == "mcpsync-server-reader":
+        assert time.monotonic() < deadline, "the reading role never left the busy handler"
+        time.sleep(0.002)
+    time.sleep(0.05)   # the new reader reads the lines already in the pipe
+
+
 def test_cancel_of_a_queued_request_drops_it(tools: Tools) -> None:
     with PipeServer(tools.server) as ps:
         ps.initialize()
@@ -112,6 +124,7 @@ def test_cancel_of_a_queued_request_drops_it(tools: Tools) -> None:
             time.sleep(0.005)
         ps.send(call_msg(2, "record", {"name": "queued"}))
         ps.notify("notifications/cancelled", {"requestId": 2})
+        _wait_reading_role_moved(tools)
         tools.release.set()
         assert ps.response_to(1)["result"]["content"][0]["text"] == "held"
         assert ps.request(3, "ping")["result"] == {}
@@ -141,6 +154,7 @@ def test_cancel_keys_keep_int_and_string_ids_apart(tools: Tools) -> None:
         ps.send(call_msg(1, "hold"))
         assert tools.running.wait(5)
         ps.notify("notifications/cancelled", {"requestId": "1"})  # a different id
+        _wait_reading_role_moved(tools)
         tools.release.set()
         assert ps.response_to(1)["result"]["content"][0]["text"] == "held"
     assert not tools.cancel_seen.is_set()
