@@ -317,7 +317,8 @@ class Context:
     def log(self, level: str, data: Any, logger: str | None = None) -> None:
         """Send ``notifications/message`` when the client asked for this level or a lower one.
 
-        Legacy: the threshold is the session's (``logging/setLevel``, default ``info``).
+        Legacy: the threshold is the session's ``logging/setLevel``; before the client sends
+        one, nothing is sent.
         Modern: only requests whose ``_meta`` carries ``io.modelcontextprotocol/logLevel`` get
         messages, at or above that level. ``level`` is an RFC 5424 name; an unknown one raises
         ``ValueError`` because it is the handler's bug.

@@ -286,6 +286,7 @@ class Dispatcher:
         if registry.prompts or "prompts" in declared:
             out["prompts"] = {"listChanged": True}
         if version != "2024-11-05" and (registry.prompts or registry.templates
+                                        or registry.resources
                                         or "completions" in declared):
             out["completions"] = {}
         out["logging"] = {}
