@@ -100,6 +100,7 @@ def _schemas(extra: bool) -> st.SearchStrategy[Any]:
             "items": inner,
             "additionalProperties": st.one_of(st.booleans(), inner),
             "description": st.just("annotation only"),
+            "format": st.sampled_from(["email", "date-time"]),   # not asserted by jsonschema
         }
         if extra:
             keywords.update({"minimum": st.integers(-1, 1), "maxItems": st.integers(0, 2),
