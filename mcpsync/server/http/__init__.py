@@ -6,3 +6,9 @@ WSGI calling convention; ``_head`` parses a request head within its limits; ``_i
 socket through one buffer, against deadlines. Nothing here knows about MCP: the room serves
 any WSGI application, so that ``serve_http()`` needs no dependency beyond Python itself.
 """
+
+from __future__ import annotations
+
+from mcpsync.server.http._builtin import WsgiServer as WsgiServer
+
+__all__ = ["WsgiServer"]
