@@ -4,7 +4,8 @@ Legacy: ``resources/subscribe`` adds a URI to the connection's set; list changes
 initialized connection. Modern (2026-07-28): a ``subscriptions/listen`` request stays open (it
 holds no worker: its answer is deferred) and receives, tagged with its ``subscriptionId``, only
 the kinds its filter asked for. It ends when the client cancels it; each notification goes
-through the request's own write path, so nothing is written for it after the cancel.
+through the request's own write path, so nothing is written for it after the cancel. One
+connection holds at most ``MAX_LISTENS`` listens and ``MAX_SUBSCRIPTIONS`` subscribed URIs.
 """
 
 from __future__ import annotations
@@ -14,12 +15,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from mcpsync.jsonrpc import INVALID_PARAMS, notification
+from mcpsync.jsonrpc import INVALID_PARAMS, INVALID_REQUEST, notification
 from mcpsync.protocol import META_SUBSCRIPTION_ID
 from mcpsync.server._context import _Call, _Send
 from mcpsync.server._request import Refusal, Request
 
-__all__ = ["Listens"]
+__all__ = ["MAX_LISTENS", "MAX_SUBSCRIPTIONS", "Listens"]
+
+#: Bounds on what one connection may hold open: each costs memory and a check on every change.
+MAX_LISTENS = 64
+MAX_SUBSCRIPTIONS = 1024
 
 _FILTER = {"tools": "toolsListChanged", "prompts": "promptsListChanged",
            "resources": "resourcesListChanged"}
@@ -41,17 +46,25 @@ class Listens:
         self._forget = forget
         self._lock = threading.Lock()
         self._open: dict[tuple[str, int | str], _Listen] = {}
-        self.subscribed: frozenset[str] = frozenset()
+        self._subscribed: set[str] = set()
 
     # -- legacy -------------------------------------------------------------------------------
 
     def subscribe(self, uri: str) -> None:
         with self._lock:
-            self.subscribed = self.subscribed | {uri}
+            if uri not in self._subscribed and len(self._subscribed) >= MAX_SUBSCRIPTIONS:
+                raise Refusal(INVALID_REQUEST, f"resources/subscribe: this connection already "
+                              f"holds {MAX_SUBSCRIPTIONS} subscriptions; unsubscribe from one "
+                              "first")
+            self._subscribed.add(uri)
 
     def unsubscribe(self, uri: str) -> None:
         with self._lock:
-            self.subscribed = self.subscribed - {uri}
+            self._subscribed.discard(uri)
+
+    def is_subscribed(self, uri: str) -> bool:
+        with self._lock:
+            return uri in self._subscribed
 
     # -- modern -------------------------------------------------------------------------------
 
@@ -72,6 +85,10 @@ class Listens:
             honoured["resourceSubscriptions"] = list(dict.fromkeys(uris_in))
         listen = _Listen(req.call, kinds, uris, req.id.value)
         with self._lock:
+            if len(self._open) >= MAX_LISTENS:
+                raise Refusal(INVALID_REQUEST, f"subscriptions/listen: this connection already "
+                              f"holds {MAX_LISTENS} open listens; cancel one first (one listen "
+                              "can ask for every kind and URI)")
             self._open[req.id.key] = listen
         ack = notification("notifications/subscriptions/acknowledged", {
             "notifications": honoured, "_meta": {META_SUBSCRIPTION_ID: req.id.value}})

@@ -78,7 +78,10 @@ def read_resource(svc: Services, req: Request) -> dict[str, Any]:
             raise _failed(req, uri, exc) from None
         if value is None:
             raise not_found(req, uri)
-        return {"contents": to_read_contents(value, uri, mime_type, req.version)}
+        try:
+            return {"contents": to_read_contents(value, uri, mime_type, req.version)}
+        except (TypeError, ValueError) as exc:   # [] or a value that is no contents
+            raise _failed(req, uri, exc) from None
 
     out = run_rounds(svc, req, uri, {}, body)
     if out.get("resultType") == "input_required":

@@ -30,6 +30,8 @@ __all__ = ["error_result", "to_call_tool_result", "to_prompt_messages", "to_read
 
 # Under these revisions structuredContent is typed as an object; 2026-07-28 allows any JSON.
 _OBJECT_ONLY_STRUCTURED = frozenset({"2025-06-18", "2025-11-25"})
+# Before 2025-06-18 structuredContent does not exist: the text block carries the value alone.
+_NO_STRUCTURED = frozenset({"2024-11-05", "2025-03-26"})
 _ROLES = ("user", "assistant")
 
 
@@ -81,7 +83,8 @@ def _from_result_object(value: CallToolResult, version: str) -> dict[str, Any]:
     out = {"content": _blocks(value.content, version, "CallToolResult.content")}
     if value.structured is not None:
         text = _compact(value.structured)  # raises for a value that is not JSON
-        if isinstance(value.structured, dict) or version not in _OBJECT_ONLY_STRUCTURED:
+        if version not in _NO_STRUCTURED and (isinstance(value.structured, dict)
+                                              or version not in _OBJECT_ONLY_STRUCTURED):
             out["structuredContent"] = value.structured
         elif not any(block.get("type") == "text" for block in out["content"]):
             out["content"].append(text_block(text))  # this revision reads the text only
@@ -117,7 +120,8 @@ def to_call_tool_result(value: Any, *, structured: bool, version: str) -> dict[s
     if structured:
         text = _compact(value)  # raises for a value that is not JSON: answered with -32603
         out: dict[str, Any] = {"content": [text_block(text)]}
-        if isinstance(value, dict) or version not in _OBJECT_ONLY_STRUCTURED:
+        if version not in _NO_STRUCTURED and (isinstance(value, dict)
+                                              or version not in _OBJECT_ONLY_STRUCTURED):
             out["structuredContent"] = value
         return out
     if value is None:

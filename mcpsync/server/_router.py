@@ -50,11 +50,13 @@ from mcpsync.protocol import (
     SUPPORTED_VERSIONS,
 )
 from mcpsync.server import _prompts, _resources, _tools
+from mcpsync.server._announce import Announcer
 from mcpsync.server._asking import Outbox
 from mcpsync.server._context import _Call, _Send, _stderr
 from mcpsync.server._listen import Listens
 from mcpsync.server._request import DEFERRED, Refusal, Request
 from mcpsync.server._services import ServerIdentity, ServerSettings, Services
+from mcpsync.transport.base import safe_name
 
 __all__ = ["Dispatcher", "Send", "ServerIdentity", "ServerSettings"]
 
@@ -109,6 +111,9 @@ class Dispatcher:
         self._log_level: str | None = None   # no logs until logging/setLevel asks
         self._calls: dict[tuple[str, int | str], _Call] = {}
         self._listens = Listens(send, self._forget)
+        self._offered: frozenset[str] = frozenset()   # the kinds initialize advertised
+        self._announcer = Announcer(safe_name(settings.identity.name), self._announce_list,
+                                    self._announce_update)
         self._ended = False
         settings.registry.listen(self)
 
@@ -154,6 +159,7 @@ class Dispatcher:
             self._ended = True
             calls = list(self._calls.values())
         self._settings.registry.unlisten(self)
+        self._announcer.close()
         self._outbox.close()
         self._listens.close()
         for call in calls:
@@ -167,17 +173,27 @@ class Dispatcher:
     # -- registry events (any thread) --------------------------------------------------------
 
     def list_changed(self, kind: str) -> None:
-        """A list changed: legacy clients hear it at once, modern ones on their listens."""
+        """A list changed (any thread): recorded, and announced by this connection's
+        announcer thread, so the changer never waits for a client that is not reading."""
+        self._announcer.kind(kind)
+
+    def resource_updated(self, uri: str) -> None:
+        self._announcer.uri(uri)
+
+    def _announce_list(self, kind: str) -> None:
+        """Announcer thread: legacy clients hear of kinds initialize offered them, modern
+        ones on the listens that asked."""
         with self._lock:
-            legacy = self._legacy_version is not None and not self._ended
+            legacy = (self._legacy_version is not None and not self._ended
+                      and kind in self._offered)
         if legacy:
             self._notify(f"notifications/{kind}/list_changed", None)
         self._listens.list_changed(kind)
 
-    def resource_updated(self, uri: str) -> None:
+    def _announce_update(self, uri: str) -> None:
         with self._lock:
             legacy = self._legacy_version is not None and not self._ended
-        if legacy and uri in self._listens.subscribed:
+        if legacy and self._listens.is_subscribed(uri):
             self._notify("notifications/resources/updated", {"uri": uri})
         self._listens.resource_updated(uri)
 
@@ -316,9 +332,11 @@ class Dispatcher:
                 raise Refusal(INVALID_REQUEST, "already initialized")
             self._legacy_version = version
             self._legacy_caps = dict(capabilities)
+        offered = self._capabilities(version)
+        self._offered = frozenset(offered)
         out: dict[str, Any] = {
             "protocolVersion": version,
-            "capabilities": self._capabilities(version),
+            "capabilities": offered,
             "serverInfo": self._identity.info(),
         }
         if self._identity.instructions is not None:

@@ -117,6 +117,7 @@ class Server:
         self._sealer: Any = None
         if self._state_keys is not None or os.environ.get("MCPSYNC_STATE_KEY") is not None:
             self._make_sealer()   # a bad key is a wiring mistake: say so at startup
+            self._state_keys = None   # derived into the sealer: keep no raw secret around
         self._settings = ServerSettings(
             ServerIdentity(name, version, title, instructions), self._registry,
             self._make_sealer, float(ask_timeout), 60_000 if ttl is None else ttl,

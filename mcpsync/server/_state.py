@@ -239,8 +239,7 @@ class StateSealer:
             raise StateTooLarge(
                 f"{self._server_name}: the sealed requestState would be {length} bytes, over "
                 f"the limit of {self._max_bytes}; keep less in the state (large data belongs "
-                "in server-side storage, with only its reference in the state) or raise "
-                "max_bytes")
+                "in server-side storage, with only its reference in the state)")
         header = bytes([_VERSION]) + self._sealing_id
         nonce = os.urandom(_NONCE_BYTES)
         sealed = self._ciphers[self._sealing_id].encrypt(

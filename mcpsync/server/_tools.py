@@ -9,11 +9,12 @@ follow ``_rounds``.
 
 from __future__ import annotations
 
+import traceback
 from typing import Any
 
 from mcpsync.jsonrpc import INVALID_PARAMS
 from mcpsync.server._asking import InputNeeded, MissingCapability
-from mcpsync.server._context import Context
+from mcpsync.server._context import Context, _stderr
 from mcpsync.server._request import Refusal, Request
 from mcpsync.server._results import error_result, to_call_tool_result
 from mcpsync.server._rounds import run_rounds
@@ -54,6 +55,9 @@ def call_tool(svc: Services, req: Request) -> dict[str, Any]:
         except _PASS_THROUGH:
             raise
         except BaseException as exc:  # SystemExit from a tool too: it must not kill a worker
+            # The model reads the message; the server's author needs the traceback.
+            _stderr(f"tool {name!r} raised (answered as an isError result):\n"
+                    + "".join(traceback.format_exception(exc)).rstrip())
             return error_result(f"{type(exc).__name__}: {exc}")
         return to_call_tool_result(value, structured=entry.structured, version=req.version)
 

@@ -339,9 +339,9 @@ def test_trigger_tools_announce_list_changes() -> None:
         ps.request(0, "initialize", initialize_params())
         ps.notify("notifications/initialized")
         ps.call(1, "test_trigger_tool_change", {})
-        assert "notifications/tools/list_changed" in [m.get("method") for m in ps.seen]
+        ps.notification("notifications/tools/list_changed")
         ps.call(2, "test_trigger_prompt_change", {})
-        assert "notifications/prompts/list_changed" in [m.get("method") for m in ps.seen]
+        ps.notification("notifications/prompts/list_changed")
         tools = ps.request(3, "tools/list", {})["result"]["tools"]
         assert "test_dynamic_tool" in [t["name"] for t in tools]
 

@@ -124,6 +124,34 @@ class PipeServer:
                 return reply
             self.seen.append(reply)
 
+    def notification(self, method: str, timeout: float = 5.0) -> dict[str, Any]:
+        """The next notification ``method``, looked for in ``seen`` first and then read
+        (announcements of changes come from their own thread, maybe after a response)."""
+        for index, message in enumerate(getattr(self, "seen", [])):
+            if isinstance(message, dict) and message.get("method") == method:
+                return dict(self.seen.pop(index))
+        deadline = time.monotonic() + timeout
+        while True:
+            message = self.recv(max(0.01, deadline - time.monotonic()))
+            assert message is not None, "the server closed its output"
+            if isinstance(message, dict) and message.get("method") == method:
+                return dict(message)
+            self.seen = [*getattr(self, "seen", []), message]
+
+    def quiet(self, seconds: float = 0.3) -> list[Any]:
+        """Whatever arrives within ``seconds`` (the proof that nothing more is sent)."""
+        got: list[Any] = []
+        deadline = time.monotonic() + seconds
+        while (remaining := deadline - time.monotonic()) > 0:
+            try:
+                message = self.recv(remaining)
+            except TimeoutError:
+                break
+            if message is None:
+                break
+            got.append(message)
+        return got
+
     def notify(self, method: str, params: Any = None) -> None:
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
         if params is not None:

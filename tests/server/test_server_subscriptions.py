@@ -33,23 +33,39 @@ def test_a_listen_hears_only_what_it_asked_for_until_cancelled() -> None:
                        "params": {"notifications": {"toolsListChanged": True,
                                                     "resourceSubscriptions": ["memo://greeting"]},
                                   "_meta": {META_SUBSCRIPTION_ID: "L"}}}
-        seen: list[Any] = []
-        for n, (tool, args) in enumerate([("add_extra", {"name": "x1"}),
-                                          ("touch", {"uri": "memo://logo"}),
-                                          ("touch", {"uri": "memo://greeting"})]):
-            ps.call(n, tool, args, meta=modern_meta())
-            seen += notes(ps)
-        assert {"jsonrpc": "2.0", "method": "notifications/tools/list_changed",
-                "params": {"_meta": {META_SUBSCRIPTION_ID: "L"}}} in seen
-        updates = [m["params"] for m in seen if m["method"] == "notifications/resources/updated"]
-        assert updates == [{"uri": "memo://greeting", "_meta": {META_SUBSCRIPTION_ID: "L"}}]
+        ps.call(1, "add_extra", {"name": "x1"}, meta=modern_meta())
+        assert ps.notification("notifications/tools/list_changed")["params"] == {
+            "_meta": {META_SUBSCRIPTION_ID: "L"}}
+        ps.call(2, "touch", {"uri": "memo://logo"}, meta=modern_meta())      # not listened to
+        ps.call(3, "touch", {"uri": "memo://greeting"}, meta=modern_meta())
+        assert ps.notification("notifications/resources/updated")["params"] == {
+            "uri": "memo://greeting", "_meta": {META_SUBSCRIPTION_ID: "L"}}
+        assert notes(ps) + [m for m in ps.quiet() if "method" in m] == []
         # Cancelled: nothing more for it, and never a response.
         ps.notify("notifications/cancelled", {"requestId": "L"})
         ps.call(5, "add_extra", {"name": "x2"}, meta=modern_meta())
-        later = notes(ps)
-        ps.request(6, "tools/list", {"_meta": modern_meta()})
-        assert later + notes(ps) == []
+        later = notes(ps) + ps.quiet()
+        assert later == []
         assert not any(m.get("id") == "L" for m in ps.seen)
+
+
+def test_a_flood_of_listens_is_bounded() -> None:
+    from mcpsync.server._listen import MAX_LISTENS
+
+    with PipeServer(feature_server.build()) as ps:
+        for n in range(MAX_LISTENS):
+            ps.send({"jsonrpc": "2.0", "id": n, "method": "subscriptions/listen", "params": {
+                "_meta": modern_meta(), "notifications": {"toolsListChanged": True}}})
+        refused = ps.request("one-more", "subscriptions/listen", {
+            "_meta": modern_meta(), "notifications": {"toolsListChanged": True}})
+        assert refused["error"]["code"] == -32600
+        assert str(MAX_LISTENS) in refused["error"]["message"]
+        ps.notify("notifications/cancelled", {"requestId": 0})
+        ps.send({"jsonrpc": "2.0", "id": "again", "method": "subscriptions/listen", "params": {
+            "_meta": modern_meta(), "notifications": {"toolsListChanged": True}}})
+        ack = ps.notification("notifications/subscriptions/acknowledged")
+        while ack["params"]["_meta"][META_SUBSCRIPTION_ID] != "again":
+            ack = ps.notification("notifications/subscriptions/acknowledged")
 
 
 def test_a_listen_without_a_filter_is_refused() -> None:
@@ -65,13 +81,55 @@ def test_legacy_subscribe_and_list_changes() -> None:
         assert (refused["code"], refused["data"]) == (-32002, {"uri": "memo://nothing"})
         assert ps.request(2, "resources/subscribe", {"uri": "memo://notes/a"})["result"] == {}
         ps.call(3, "touch", {"uri": "memo://notes/a"})
-        assert {"jsonrpc": "2.0", "method": "notifications/resources/updated",
-                "params": {"uri": "memo://notes/a"}} in notes(ps)
+        assert ps.notification("notifications/resources/updated")["params"] == {
+            "uri": "memo://notes/a"}
         assert ps.request(4, "resources/unsubscribe", {"uri": "memo://notes/a"})["result"] == {}
         ps.call(5, "touch", {"uri": "memo://notes/a"})
-        assert notes(ps) == []
+        assert notes(ps) + ps.quiet() == []
         ps.call(6, "add_extra", {"name": "y"})
-        assert {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"} in notes(ps)
+        assert ps.notification("notifications/tools/list_changed") == {
+            "jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+
+
+def test_a_change_never_waits_for_a_client_that_does_not_read() -> None:
+    import os
+    import threading
+    import time
+
+    server = Server("deafclient", "1")
+    r_in, w_in = os.pipe()
+    r_out, w_out = os.pipe()
+    stop = threading.Event()
+    stdin, stdout = os.fdopen(r_in, "rb", buffering=0), os.fdopen(w_out, "wb", buffering=0)
+    serving = threading.Thread(target=server.serve, kwargs={
+        "stdin": stdin, "stdout": stdout, "stop": stop}, daemon=True)
+    serving.start()
+    try:
+        os.write(w_in, b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{'
+                       b'"protocolVersion":"2025-06-18","capabilities":{},'
+                       b'"clientInfo":{"name":"x","version":"1"}}}\n')
+        began = time.monotonic()
+        for i in range(5000):   # far more announcements than the pipe holds: never read
+            server.add_tool({"name": f"t{i}"}, lambda arguments, ctx: 1)
+            server.notify_resource_updated(f"x://{i}")
+        assert time.monotonic() - began < 5, "add_tool waited for the client"
+        assert len(server.tools) == 5000
+    finally:
+        stop.set()
+        os.close(w_in)
+
+        def drain() -> None:   # let the blocked writer finish so serve() can return
+            while os.read(r_out, 1 << 16):
+                pass
+
+        drainer = threading.Thread(target=drain, daemon=True)
+        drainer.start()
+        serving.join(10)
+        assert not serving.is_alive()
+        stdout.close()   # serve() is done: end of file for the drainer
+        drainer.join(5)
+        os.close(r_out)
+        stdin.close()
 
 
 def test_caching_hints_modern_only_and_per_resource() -> None:
