@@ -120,7 +120,7 @@ class _Cancellation(threading.Event):
 class _Call:
     """One in-flight request: its cancellation event and the gate for every write."""
 
-    __slots__ = ("cancelled", "done", "id", "lock", "method")
+    __slots__ = ("cancelled", "done", "id", "lock", "method", "sink")
 
     def __init__(self, request_id: RequestId, method: str) -> None:
         self.id = request_id
@@ -128,6 +128,9 @@ class _Call:
         self.cancelled: threading.Event = _Cancellation()
         self.lock = threading.Lock()
         self.done = False
+        #: Where this request's frames go when not to the connection's one stream (an HTTP
+        #: exchange answers each request on its own response); ``None``: the connection's.
+        self.sink: _Send | None = None
 
     def cancel(self) -> None:
         """Mark cancelled; after this returns no write for the request can begin.
@@ -142,7 +145,7 @@ class _Call:
         with self.lock:
             if self.done or self.cancelled.is_set():
                 return False
-            send(message, self.cancelled)
+            (self.sink or send)(message, self.cancelled)
             return True
 
     def finish(self, message: Message | None, send: _Send) -> bool:
@@ -156,6 +159,7 @@ class _Call:
             self.done = True
             if already or message is None:
                 return False
+            send = self.sink or send
             try:
                 send(message, self.cancelled)
             except (TypeError, ValueError) as exc:

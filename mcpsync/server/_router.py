@@ -119,14 +119,22 @@ class Dispatcher:
 
     # -- the in-flight table (used by the reader thread and the workers) --------------------
 
-    def track(self, message: Message) -> _Call | None:
+    def track(self, message: Message, *, sink: Send | None = None,
+              private: bool = False) -> _Call | None:
         """Register a request as in flight so a cancel notice can reach it, even while queued.
 
         ``initialize`` is not tracked: the spec forbids cancelling it, so a cancel is ignored.
+        ``sink`` receives every frame of this request instead of the connection's stream (an
+        HTTP exchange). ``private``: not entered in the in-flight table, for requests whose
+        ids are not unique on this router (stateless HTTP serves many clients at once, each
+        cancelling by closing its stream, never by a notice).
         """
         if not message.is_request or message.id is None or message.method is None:
             return None
         call = _Call(message.id, message.method)
+        call.sink = sink
+        if private:
+            return call
         if message.method != "initialize":
             with self._lock:
                 self._calls[message.id.key] = call
