@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import re
 import threading
 import time
 import uuid
@@ -229,6 +230,34 @@ class Outbox:
                                     {"requestId": request_id.value, "reason": reason}))
 
 
+_AUTO_KEY = re.compile(r"ask-[0-9]+")
+
+
+class _Keys:
+    """The keys one run of a handler has used: each at most once, and the automatic
+    ``ask-<n>`` names kept for the asks that give none. The same in both eras, so a handler
+    that is wrong under 2026-07-28 is wrong under legacy too."""
+
+    def __init__(self) -> None:
+        self._seen: set[str] = set()
+        self._auto = 0
+
+    def next(self, key: str | None) -> str:
+        if key is None:
+            self._auto += 1
+            key = f"ask-{self._auto}"
+        elif not isinstance(key, str) or not key:
+            raise ValueError(f"an ask's key must be a non-empty string, got {key!r}")
+        elif _AUTO_KEY.fullmatch(key):
+            raise ValueError(f"the ask key {key!r} is reserved for asks without a key; "
+                             "choose another name")
+        if key in self._seen:
+            raise ValueError(f"the ask key {key!r} was already used in this request; give "
+                             "each ask its own key")
+        self._seen.add(key)
+        return key
+
+
 class LegacyAsker:
     """``ctx`` asks of a legacy client: a real request, answered while the handler waits."""
 
@@ -239,8 +268,13 @@ class LegacyAsker:
         self._capabilities = capabilities
         self.version = version
         self._timeout = timeout
+        self._keys = _Keys()
 
     def ask(self, method: str, params: dict[str, Any], key: str | None = None) -> dict[str, Any]:
+        self._keys.next(key)
+        return self._ask(method, params)
+
+    def _ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         missing = required_capability(self._capabilities, method, params)
         if missing is not None:
             raise CapabilityNotSupported(
@@ -254,7 +288,9 @@ class LegacyAsker:
     def ask_all(self, asks: Mapping[str, tuple[str, dict[str, Any]]]
                 ) -> dict[str, dict[str, Any]]:
         """One after the other: a legacy client answers requests, not rounds."""
-        return {key: self.ask(method, params) for key, (method, params) in asks.items()}
+        for key in asks:
+            self._keys.next(key)
+        return {key: self._ask(method, params) for key, (method, params) in asks.items()}
 
 
 class ModernAsker:
@@ -270,15 +306,10 @@ class ModernAsker:
         self.answers = answers
         self.used: dict[str, dict[str, Any]] = {}   # the answers this run consumed
         self._capabilities = capabilities
-        self._auto = 0
+        self._keys = _Keys()
 
     def _key(self, key: str | None) -> str:
-        if key is None:
-            self._auto += 1
-            return f"ask-{self._auto}"
-        if not isinstance(key, str) or not key:
-            raise ValueError(f"an ask's key must be a non-empty string, got {key!r}")
-        return key
+        return self._keys.next(key)
 
     def ask(self, method: str, params: dict[str, Any], key: str | None = None) -> dict[str, Any]:
         key = self._key(key)

@@ -5,14 +5,15 @@ initialized connection. Modern (2026-07-28): a ``subscriptions/listen`` request 
 holds no worker: its answer is deferred) and receives, tagged with its ``subscriptionId``, only
 the kinds its filter asked for. It ends when the client cancels it; each notification goes
 through the request's own write path, so nothing is written for it after the cancel. One
-connection holds at most ``MAX_LISTENS`` listens and ``MAX_SUBSCRIPTIONS`` subscribed URIs.
+connection holds at most ``MAX_LISTENS`` listens and ``MAX_SUBSCRIPTIONS`` subscribed URIs
+(legacy and on its listens together).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from mcpsync.jsonrpc import INVALID_PARAMS, INVALID_REQUEST, notification
@@ -36,6 +37,8 @@ class _Listen:
     kinds: frozenset[str]
     uris: frozenset[str]
     subscription_id: Any
+    # Held while the acknowledgement is written: no notification may overtake it.
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 class Listens:
@@ -50,9 +53,20 @@ class Listens:
 
     # -- legacy -------------------------------------------------------------------------------
 
+    def _uri_count(self) -> int:
+        """Under the lock: subscribed URIs, legacy and on open listens together."""
+        return len(self._subscribed) + sum(len(lst.uris) for lst in self._open.values())
+
+    def wants(self, uri: str) -> bool:
+        """Is anyone on this connection subscribed to ``uri`` (so an update is worth
+        recording)?"""
+        with self._lock:
+            return uri in self._subscribed or any(uri in lst.uris
+                                                  for lst in self._open.values())
+
     def subscribe(self, uri: str) -> None:
         with self._lock:
-            if uri not in self._subscribed and len(self._subscribed) >= MAX_SUBSCRIPTIONS:
+            if uri not in self._subscribed and self._uri_count() >= MAX_SUBSCRIPTIONS:
                 raise Refusal(INVALID_REQUEST, f"resources/subscribe: this connection already "
                               f"holds {MAX_SUBSCRIPTIONS} subscriptions; unsubscribe from one "
                               "first")
@@ -84,15 +98,21 @@ class Listens:
         if uris_in:
             honoured["resourceSubscriptions"] = list(dict.fromkeys(uris_in))
         listen = _Listen(req.call, kinds, uris, req.id.value)
-        with self._lock:
-            if len(self._open) >= MAX_LISTENS:
-                raise Refusal(INVALID_REQUEST, f"subscriptions/listen: this connection already "
-                              f"holds {MAX_LISTENS} open listens; cancel one first (one listen "
-                              "can ask for every kind and URI)")
-            self._open[req.id.key] = listen
         ack = notification("notifications/subscriptions/acknowledged", {
             "notifications": honoured, "_meta": {META_SUBSCRIPTION_ID: req.id.value}})
-        if not req.call.emit(ack, self._send):
+        with listen.lock:   # the acknowledgement goes out before anything told to the listen
+            with self._lock:
+                if len(self._open) >= MAX_LISTENS:
+                    raise Refusal(INVALID_REQUEST, f"subscriptions/listen: this connection "
+                                  f"already holds {MAX_LISTENS} open listens; cancel one first "
+                                  "(one listen can ask for every kind and URI)")
+                if uris and self._uri_count() + len(uris) > MAX_SUBSCRIPTIONS:
+                    raise Refusal(INVALID_REQUEST, f"subscriptions/listen: at most "
+                                  f"{MAX_SUBSCRIPTIONS} resource subscriptions per connection, "
+                                  f"and this one asks for {len(uris)} more")
+                self._open[req.id.key] = listen
+            acknowledged = req.call.emit(ack, self._send)
+        if not acknowledged:
             self._drop(listen)
 
     def list_changed(self, kind: str) -> None:
@@ -126,7 +146,9 @@ class Listens:
 
     def _tell(self, listen: _Listen, method: str, params: dict[str, Any]) -> None:
         params["_meta"] = {META_SUBSCRIPTION_ID: listen.subscription_id}
-        if not listen.call.emit(notification(method, params), self._send):
+        with listen.lock:
+            told = listen.call.emit(notification(method, params), self._send)
+        if not told:
             self._drop(listen)
 
     def _drop(self, listen: _Listen) -> None:

@@ -153,9 +153,14 @@ class _WriteGate:
             except StreamError as exc:
                 self._on_fatal(exc)
 
-    def close(self) -> None:
-        with self._lock:
-            self._closed = True
+    def close(self, wait: float = 1.0) -> None:
+        """No frame starts after this returns. A write already in progress (a client that
+        stopped reading its stdin) is given ``wait`` seconds, then left to finish on its own
+        thread, which may complete it after ``serve()`` has returned: waiting for it would
+        let that client keep ``serve()`` from ever returning."""
+        self._closed = True   # checked under the lock by every write that has not begun
+        if self._lock.acquire(timeout=wait):
+            self._lock.release()
 
 
 def _nothing() -> None:

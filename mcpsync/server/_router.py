@@ -186,7 +186,8 @@ class Dispatcher:
         self._announcer.kind(kind)
 
     def resource_updated(self, uri: str) -> None:
-        self._announcer.uri(uri)
+        if self._listens.wants(uri):   # pending updates stay bounded by the subscriptions
+            self._announcer.uri(uri)
 
     def _announce_list(self, kind: str) -> None:
         """Announcer thread: legacy clients hear of kinds initialize offered them, modern

@@ -246,3 +246,29 @@ def test_a_bad_key_fails_when_the_server_is_built(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("MCPSYNC_STATE_KEY", "tiny")
     with pytest.raises(ValueError, match="MCPSYNC_STATE_KEY"):
         Server("x", "1")
+
+
+@pytest.mark.parametrize("modern", [True, False])
+def test_an_ask_key_is_used_once_and_automatic_names_are_reserved(modern: bool) -> None:
+    server = Server("keys", "1", state_keys=[KEY])
+
+    @server.tool()
+    def twice(ctx: Context) -> str:
+        ctx.elicit("first?", key="k")
+        ctx.elicit("second?", key="k")
+        return "asked twice"
+
+    @server.tool()
+    def reserved(ctx: Context) -> str:
+        ctx.elicit("name?", key="ask-1")
+        return "asked"
+
+    answer = {"action": "accept", "content": {}}
+    import mcpsync
+
+    with mcpsync.connect(server, era="modern" if modern else "legacy",
+                         elicitation=lambda request: answer) as client:
+        first = client.call_tool("twice")
+        assert first.is_error and "'k' was already used" in first.content[0].text
+        second = client.call_tool("reserved")
+        assert second.is_error and "reserved for asks without a key" in second.content[0].text

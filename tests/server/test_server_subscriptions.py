@@ -203,3 +203,43 @@ def test_completion_refs_in_each_spelling() -> None:
         server.completion("p", prompt="p")
     with pytest.raises(ValueError, match="ref/prompt"):
         server.completion({"type": "ref/other"})
+
+
+def test_listen_uris_count_toward_the_subscription_bound() -> None:
+    from mcpsync.server._listen import MAX_SUBSCRIPTIONS
+
+    with PipeServer(feature_server.build()) as ps:
+        too_many = [f"memo://notes/{i}" for i in range(MAX_SUBSCRIPTIONS + 1)]
+        refused = ps.request("L", "subscriptions/listen", {
+            "_meta": modern_meta(), "notifications": {"resourceSubscriptions": too_many}})
+        assert refused["error"]["code"] == -32600
+        assert str(MAX_SUBSCRIPTIONS) in refused["error"]["message"]
+
+
+def test_stop_returns_while_an_announcement_is_stuck_on_a_client_that_does_not_read() -> None:
+    import threading
+    import time
+
+    server = Server("stuck", "1")
+
+    @server.resource_template("res://{x}")
+    def read(x: str) -> str:
+        return "v"
+
+    stop = threading.Event()
+    ps = PipeServer(server, stop=stop)
+    try:
+        ps.initialize()
+        uris = [f"res://{i:04d}" + "a" * 1000 for i in range(200)]
+        for n, uri in enumerate(uris):
+            ps.request(n, "resources/subscribe", {"uri": uri})
+        for uri in uris:   # about 200 KB of updates; the client reads none of them
+            server.notify_resource_updated(uri)
+        time.sleep(0.2)
+        began = time.monotonic()
+        stop.set()
+        assert ps.wait(8), "serve() did not return after stop"
+        assert time.monotonic() - began < 6
+    finally:
+        ps.quiet(0.5)   # read what was written, so the stuck writer can finish
+        ps.close()
