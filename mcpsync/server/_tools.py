@@ -28,9 +28,17 @@ _ARGS_ARE_PROTOCOL_ERRORS = frozenset({"2024-11-05", "2025-03-26", "2025-06-18"}
 _PASS_THROUGH = (InputNeeded, MissingCapability, Refusal)
 
 
+# outputSchema and structuredContent arrive together in 2025-06-18: before, neither exists.
+_NO_OUTPUT_SCHEMA = frozenset({"2024-11-05", "2025-03-26"})
+
+
 def list_tools(svc: Services, req: Request) -> dict[str, Any]:
     no_cursor(req)
-    return svc.cache({"tools": svc.registry.tool_list}, req)
+    tools = svc.registry.tool_list
+    if req.version in _NO_OUTPUT_SCHEMA:
+        tools = [{k: v for k, v in wire.items() if k != "outputSchema"} if "outputSchema" in wire
+                 else wire for wire in tools]
+    return svc.cache({"tools": tools}, req)
 
 
 def call_tool(svc: Services, req: Request) -> dict[str, Any]:

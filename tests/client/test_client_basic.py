@@ -28,7 +28,11 @@ def _exercise(client: mcpsync.Client) -> None:
     assert names == ["echo", "add", "slow", "fail"]
     assert client.call_tool("echo", {"text": "héllo"}).text == "héllo"
     added = client.call_tool("add", {"a": 1, "b": 2.5})
-    assert added.structured == {"sum": 3.5}
+    if client.protocol_version in ("2024-11-05", "2025-03-26"):
+        # No structuredContent (nor outputSchema) before 2025-06-18: the text carries it.
+        assert added.structured is None and added.text == '{"sum":3.5}'
+    else:
+        assert added.structured == {"sum": 3.5}
     assert added.is_error is False
     failed = client.call_tool("fail", {"message": "nope"})
     assert failed.is_error is True and "nope" in failed.text

@@ -190,3 +190,21 @@ def test_batch_outside_2025_03_26_is_one_error_with_null_id(ps: PipeServer,
     assert reply["id"] is None and reply["error"]["code"] == -32600
     assert ps.request(3, "ping")["result"] == {}
     assert ps.seen == []
+
+
+@pytest.mark.parametrize("version", ["2024-11-05", "2025-03-26", "2025-06-18"])
+def test_output_schema_and_structured_content_only_from_2025_06_18(version: str) -> None:
+    server = Server("s", "1")
+
+    @server.tool(output_schema={"type": "object", "properties": {"n": {"type": "integer"}}})
+    def count() -> dict[str, int]:
+        return {"n": 1}
+
+    with PipeServer(server) as ps:
+        ps.initialize(version)
+        (tool,) = ps.request(1, "tools/list")["result"]["tools"]
+        called = ps.call(2, "count")["result"]
+    old = version in ("2024-11-05", "2025-03-26")
+    assert ("outputSchema" in tool) is not old
+    assert ("structuredContent" in called) is not old
+    assert called["content"] == [{"type": "text", "text": '{"n":1}'}]
