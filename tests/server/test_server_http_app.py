@@ -1,0 +1,311 @@
+"""``Server.serve_http()``: MCP Streamable HTTP in both eras, over real loopback sockets.
+
+Our own client (``mcpsync.connect(url)``) drives ``tests/peers/feature_server.py`` served by
+``serve_http`` on a free port, through the same assertions as the stdio and in-process runs
+in ``test_server_features``; raw ``http.client`` exchanges check statuses and header rules
+that a well-behaved client never breaks; the official SDK's HTTP client checks interop.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from peers import feature_server
+
+import mcpsync
+from mcpsync.server import Context, Server
+
+from . import test_server_features as features
+from .helpers import MODERN, initialize_params, modern_meta
+
+
+class Served:
+    """A server on ``serve_http`` in a thread: its URL, and a clean stop."""
+
+    def __init__(self, server: Server, **options: Any) -> None:
+        self.server = server
+        self._stop = threading.Event()
+        self._ready = threading.Event()
+        self.url = ""
+        self._thread = threading.Thread(target=server.serve_http, name="test-serve-http",
+                                        kwargs={"host": "127.0.0.1", "port": 0,
+                                                "stop": self._stop, "ready": self._on_ready,
+                                                **options}, daemon=True)
+        self._thread.start()
+        assert self._ready.wait(10), "serve_http did not start"
+        self.port = int(self.url.split(":")[2].split("/")[0])
+
+    def _on_ready(self, url: str) -> None:
+        self.url = url
+        self._ready.set()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        assert not self._thread.is_alive(), "serve_http did not return after stop"
+
+    def post(self, body: Any, headers: dict[str, str] | None = None,
+             host: str | None = None) -> tuple[int, dict[str, str], bytes]:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        try:
+            all_headers = {"Content-Type": "application/json",
+                           "Accept": "application/json, text/event-stream", **(headers or {})}
+            if host is not None:
+                conn.putrequest("POST", "/mcp", skip_host=True)
+                conn.putheader("Host", host)
+                data = json.dumps(body).encode()
+                for name, value in {**all_headers, "Content-Length": str(len(data))}.items():
+                    conn.putheader(name, value)
+                conn.endheaders(data)
+            else:
+                conn.request("POST", "/mcp", json.dumps(body), all_headers)
+            response = conn.getresponse()
+            return response.status, dict(response.getheaders()), response.read()
+        finally:
+            conn.close()
+
+    def request(self, method: str, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        try:
+            conn.request(method, "/mcp", headers=headers or {})
+            response = conn.getresponse()
+            return response.status, response.read()
+        finally:
+            conn.close()
+
+
+@pytest.fixture
+def served() -> Iterator[Served]:
+    s = Served(feature_server.build())
+    yield s
+    s.close()
+
+
+@pytest.fixture(params=features.ERAS)
+def client(request: pytest.FixtureRequest, served: Served) -> Iterator[mcpsync.Client]:
+    with mcpsync.connect(served.url, era=request.param, elicitation=features.elicit,
+                         sampling=features.sample, roots=["file:///work", "file:///data"],
+                         timeout=20) as c:
+        yield c
+
+
+# -- every feature, both eras, our client ---------------------------------------------------
+
+def test_tools_structured_and_refusals(client: mcpsync.Client) -> None:
+    features.test_tools_list_and_results(client)
+    features.test_a_refusal_is_a_json_rpc_error_with_the_handlers_code(client)
+
+
+def test_resources_prompts_and_completion(client: mcpsync.Client) -> None:
+    features.test_resources_read_text_blob_and_templates(client)
+    features.test_a_missing_resource_is_not_found_in_each_eras_code(
+        client, "modern" if client.era == "modern" else "legacy")
+    features.test_prompts_with_arguments_resources_and_images(client)
+    features.test_completion_of_prompt_arguments_and_template_variables(client)
+
+
+def test_asking_the_client(client: mcpsync.Client) -> None:
+    # Legacy: each ask is a request on the POST's event stream, answered by a second POST.
+    # 2026-07-28: input_required rounds, each a new POST.
+    features.test_elicitation_sampling_and_roots_through_one_api(client)
+    features.test_several_asks_at_once(client)
+    features.test_a_resource_handler_can_ask_for_input(client)
+
+
+def test_progress_arrives_on_the_event_stream(client: mcpsync.Client) -> None:
+    seen: list[tuple[float, float | None, str | None]] = []
+    result = client.call_tool("count_up", {"steps": 3},
+                              progress=lambda p, t, m: seen.append((p, t, m)))
+    assert result.content[0].text == "counted to 3"
+    assert seen == [(1, 3, "step 1/3"), (2, 3, "step 2/3"), (3, 3, "step 3/3")]
+
+
+@pytest.mark.parametrize("era", features.ERAS)
+def test_logging_arrives_on_the_event_stream(served: Served, era: str) -> None:
+    logs: list[tuple[str, Any]] = []
+    with mcpsync.connect(served.url, era=era, timeout=20,
+                         on_log=lambda level, logger, data: logs.append((level, data))) as c:
+        c.set_log_level("info")
+        assert c.call_tool("log_some").content[0].text == "logged"
+    assert logs == [("info", "a info message"), ("error", "a error message")]
+
+
+def test_changes_are_announced(client: mcpsync.Client) -> None:
+    # Legacy: on the session's GET stream. 2026-07-28: on a subscriptions/listen stream.
+    features.test_tools_added_and_removed_live_are_announced(client)
+    features.test_resource_subscriptions_get_updates(client)
+
+
+# -- statuses and headers, raw ---------------------------------------------------------------
+
+def _modern_call(method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": 7, "method": method,
+            "params": {**(params or {}), "_meta": modern_meta()}}
+
+
+def _modern_headers(method: str, name: str | None = None, **extra: str) -> dict[str, str]:
+    headers = {"MCP-Protocol-Version": MODERN, "Mcp-Method": method, **extra}
+    if name is not None:
+        headers["Mcp-Name"] = name
+    return headers
+
+
+def test_modern_statuses(served: Served) -> None:
+    status, headers, body = served.post(_modern_call("tools/list"), _modern_headers("tools/list"))
+    assert status == 200 and headers["Content-Type"] == "application/json"
+    assert "Mcp-Session-Id" not in headers
+    assert {t["name"] for t in json.loads(body)["result"]["tools"]} >= {"greet", "add"}
+    status, _, body = served.post(_modern_call("no/such"), _modern_headers("no/such"))
+    assert status == 404 and json.loads(body)["error"]["code"] == -32601
+    bad_version = {"jsonrpc": "2.0", "id": 1, "method": "tools/list",
+                   "params": {"_meta": modern_meta("2099-01-01")}}
+    status, _, body = served.post(bad_version, _modern_headers("tools/list",
+                                                               **{"MCP-Protocol-Version":
+                                                                  "2099-01-01"}))
+    assert status == 400 and json.loads(body)["error"]["code"] == -32022
+    no_caps = _modern_call("tools/list")
+    del no_caps["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"]
+    status, _, body = served.post(no_caps, _modern_headers("tools/list"))
+    assert status == 400 and json.loads(body)["error"]["code"] == -32602
+    call = _modern_call("tools/call", {"name": "ask_name", "arguments": {}})
+    status, _, body = served.post(call, _modern_headers("tools/call", "ask_name"))
+    assert status == 400 and json.loads(body)["error"]["code"] == -32021
+    for method in ("GET", "DELETE", "PUT"):
+        assert served.request(method)[0] == 405
+    status, _, _ = served.post({"jsonrpc": "2.0", "method": "notifications/x",
+                                "params": {"_meta": modern_meta()}},
+                               _modern_headers("notifications/x"))
+    assert status == 202
+
+
+@pytest.mark.parametrize(("headers", "what"), [
+    ({"Mcp-Method": "tools/call", "Mcp-Name": "greet"}, "MCP-Protocol-Version"),
+    (_modern_headers("tools/call", "greet", **{"MCP-Protocol-Version": "2025-11-25"}),
+     "differs"),
+    (_modern_headers("tools/list", "greet"), "Mcp-Method"),
+    (_modern_headers("tools/call"), "Mcp-Name"),
+    (_modern_headers("tools/call", "add"), "Mcp-Name"),
+    (_modern_headers("tools/call", "=?base64?!!?="), "base64"),
+])
+def test_header_mismatches_are_400_header_mismatch(served: Served, headers: dict[str, str],
+                                                    what: str) -> None:
+    call = _modern_call("tools/call", {"name": "greet", "arguments": {"name": "x"}})
+    status, _, body = served.post(call, headers)
+    assert status == 400
+    reply = json.loads(body)
+    assert reply["id"] == 7 and reply["error"]["code"] == -32020
+    assert what in reply["error"]["message"]
+
+
+def test_mcp_name_may_be_base64_encoded(served: Served) -> None:
+    read = _modern_call("resources/read", {"uri": "memo://notes/café"})
+    encoded = "=?base64?" + base64.b64encode("memo://notes/café".encode()).decode() + "?="
+    status, _, body = served.post(read, _modern_headers("resources/read", encoded))
+    assert status == 200, body
+    assert "café" in json.loads(body)["result"]["contents"][0]["text"]
+
+
+def test_legacy_sessions(served: Served) -> None:
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": initialize_params()}
+    status, headers, body = served.post(init)
+    assert status == 200 and json.loads(body)["result"]["protocolVersion"] == "2025-11-25"
+    sid = headers["Mcp-Session-Id"]
+    assert len(sid) >= 32 and all(0x21 <= ord(c) <= 0x7E for c in sid)
+    ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+    assert served.post(ping, {"Mcp-Session-Id": sid})[0] == 200
+    assert served.post(ping, {"Mcp-Session-Id": "nope"})[0] == 404
+    assert served.post({"jsonrpc": "2.0", "method": "notifications/initialized"})[0] == 400
+    assert served.post(ping, {"Mcp-Session-Id": sid,
+                              "MCP-Protocol-Version": "1999-01-01"})[0] == 400
+    assert served.post({"jsonrpc": "2.0", "method": "notifications/initialized"},
+                       {"Mcp-Session-Id": sid})[0] == 202
+    assert served.request("DELETE", {"Mcp-Session-Id": sid})[0] == 204
+    assert served.post(ping, {"Mcp-Session-Id": sid})[0] == 404
+    assert served.request("DELETE", {"Mcp-Session-Id": sid})[0] == 404
+
+
+@pytest.mark.parametrize("host", ["evil.example", "evil.example:80", "localhost.evil.example"])
+def test_a_foreign_host_is_refused_403(served: Served, host: str) -> None:
+    status, _, body = served.post(_modern_call("tools/list"), _modern_headers("tools/list"),
+                                  host=host)
+    assert status == 403 and b"allowed_hosts=" in body
+
+
+def test_a_foreign_origin_is_refused_403_and_a_local_one_served(served: Served) -> None:
+    status, _, body = served.post(_modern_call("tools/list"), _modern_headers(
+        "tools/list", Origin="https://evil.example"))
+    assert status == 403 and b"allowed_hosts=" in body
+    status, _, _ = served.post(_modern_call("tools/list"), _modern_headers(
+        "tools/list", Origin=f"http://localhost:{served.port}"))
+    assert status == 200
+
+
+def test_allowed_hosts_widen_the_check() -> None:
+    s = Served(feature_server.build(), allowed_hosts=["mcp.example.com"])
+    try:
+        status, _, _ = s.post(_modern_call("tools/list"), _modern_headers("tools/list"),
+                              host="mcp.example.com")
+        assert status == 200
+        status, _, _ = s.post(_modern_call("tools/list"), _modern_headers("tools/list"))
+        assert status == 403   # the list replaces the loopback default
+    finally:
+        s.close()
+
+
+# -- disconnection ---------------------------------------------------------------------------
+
+def test_closing_a_modern_event_stream_cancels_the_request() -> None:
+    server = Server("slow", "1")
+    started = threading.Event()
+    cancelled = threading.Event()
+
+    @server.tool()
+    def tick(ctx: Context) -> str:
+        started.set()
+        for i in range(200):
+            ctx.progress(i)
+            if ctx.cancelled.wait(0.05):
+                cancelled.set()
+                return "cancelled"
+        return "done"
+
+    s = Served(server)
+    try:
+        sock = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "tick", "arguments": {}, "_meta": {**modern_meta(),
+                                                        "progressToken": "p"}}}).encode()
+        head = (f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{s.port}\r\nContent-Type: "
+                "application/json\r\nAccept: application/json, text/event-stream\r\n"
+                f"MCP-Protocol-Version: {MODERN}\r\nMcp-Method: tools/call\r\n"
+                f"Mcp-Name: tick\r\nContent-Length: {len(body)}\r\n\r\n").encode()
+        sock.sendall(head + body)
+        first = sock.recv(65536)
+        assert b"text/event-stream" in first
+        assert started.wait(5)
+        sock.close()
+        assert cancelled.wait(5), "closing the stream did not cancel the request"
+    finally:
+        s.close()
+
+
+def test_a_listen_stays_open_until_the_client_goes() -> None:
+    server = feature_server.build()
+    s = Served(server)
+    try:
+        with mcpsync.connect(s.url, era="modern", timeout=10) as c:
+            got = threading.Event()
+            with c.on_list_changed("prompts", lambda kind: got.set()):
+                time.sleep(0.2)
+                server.add_prompt(lambda: "hi", name="late")
+                assert got.wait(5), "no prompts/list_changed on the listen stream"
+    finally:
+        s.close()
