@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from helpers import require_peer
 from peers import feature_server
 
 import mcpsync
@@ -309,3 +310,46 @@ def test_a_listen_stays_open_until_the_client_goes() -> None:
                 assert got.wait(5), "no prompts/list_changed on the listen stream"
     finally:
         s.close()
+
+
+# -- the official SDK's HTTP client ------------------------------------------------------------
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_the_official_client_over_http(served: Served, mode: str) -> None:
+    anyio = require_peer("anyio")
+    require_peer("mcp")
+    import mcp_types as types
+    from mcp import Client
+
+    asked: list[str] = []
+    progress: list[float] = []
+
+    async def on_elicit(context: Any, params: Any) -> Any:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"name": "Ada"})
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append(value)
+
+    async def scenario() -> None:
+        async with Client(served.url, mode=mode, elicitation_callback=on_elicit,
+                          read_timeout_seconds=20) as client:
+            assert client.protocol_version == {"auto": MODERN, "legacy": "2025-11-25"}[mode]
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            assert {"greet", "add", "ask_name"} <= names
+            assert (await client.call_tool("greet", {"name": "x"})).content[0].text == "hello x"
+            added = await client.call_tool("add", {"a": 2, "b": 3})
+            assert added.structured_content == {"sum": 5}
+            read = await client.read_resource("memo://greeting")
+            assert read.contents[0].text == "hi there"
+            prompt = await client.get_prompt("summarize", {"text": "abc"})
+            assert prompt.messages
+            asked_result = await client.call_tool("ask_name")
+            assert asked_result.content[0].text == "hello Ada"
+            counted = await client.call_tool("count_up", {"steps": 2},
+                                             progress_callback=on_progress)
+            assert counted.content[0].text == "counted to 2"
+
+    anyio.run(scenario)
+    assert asked == ["Your name?"]
+    assert progress == [1, 2]
