@@ -445,8 +445,14 @@ class Server:
         port, ``"name:port"``, ``"*"`` for any); by default loopback only. Call the app's
         ``close()`` when done, to end its sessions and open streams.
         """
+        registry = self._registry
+
+        def tool_schema(name: str) -> Any:
+            entry = registry.tools.get(name)
+            return None if entry is None else entry.wire.get("inputSchema")
+
         return McpApp(self._dispatcher_factory(), name=self.name, path=path,
-                      allowed_hosts=allowed_hosts)
+                      allowed_hosts=allowed_hosts, tool_schema=tool_schema)
 
     def serve_http(self, host: str = "127.0.0.1", port: int = 8000, *, path: str = "/mcp",
                    allowed_hosts: Sequence[str] | None = None,

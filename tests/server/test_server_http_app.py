@@ -206,6 +206,35 @@ def test_header_mismatches_are_400_header_mismatch(served: Served, headers: dict
     assert what in reply["error"]["message"]
 
 
+def test_mcp_param_headers_must_repeat_marked_arguments() -> None:
+    server = Server("regions", "1")
+    server.register_tool({"name": "where", "inputSchema": {
+        "type": "object", "properties": {"region": {"type": "string",
+                                                    "x-mcp-header": "Region"}}}},
+        lambda arguments, ctx: f"in {arguments.get('region')}")
+    s = Served(server)
+    try:
+        def call(region: str | None, **headers: str) -> tuple[int, dict[str, Any]]:
+            arguments = {} if region is None else {"region": region}
+            status, _, body = s.post(_modern_call("tools/call", {"name": "where",
+                                                                 "arguments": arguments}),
+                                     _modern_headers("tools/call", "where", **headers))
+            return status, json.loads(body)
+
+        status, reply = call("eu", **{"Mcp-Param-Region": "eu"})
+        assert status == 200 and reply["result"]["content"][0]["text"] == "in eu"
+        encoded = "=?base64?" + base64.b64encode("Zürich".encode()).decode() + "?="
+        assert call("Zürich", **{"Mcp-Param-Region": encoded})[0] == 200
+        assert call(None)[0] == 200    # no value, no header
+        for headers in ({}, {"Mcp-Param-Region": "us"}, {"Mcp-Param-Region": "=?base64?ZXU?="},
+                        {"Mcp-Param-Region": "=?base64?e*u=?="}):
+            status, reply = call("eu", **headers)
+            assert status == 400 and reply["error"]["code"] == -32020, headers
+            assert "Mcp-Param-Region" in reply["error"]["message"]
+    finally:
+        s.close()
+
+
 def test_mcp_name_may_be_base64_encoded(served: Served) -> None:
     read = _modern_call("resources/read", {"uri": "memo://notes/café"})
     encoded = "=?base64?" + base64.b64encode("memo://notes/café".encode()).decode() + "?="

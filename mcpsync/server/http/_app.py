@@ -42,11 +42,18 @@ from mcpsync.protocol import LEGACY_VERSIONS, META_PROTOCOL_VERSION
 from mcpsync.server._context import _Call
 from mcpsync.server._router import Dispatcher, Send
 from mcpsync.server.http._channel import KEEP_ALIVE, Channel, event
-from mcpsync.server.http._headers import HostCheck, decode_header_value, expected_name
+from mcpsync.server.http._headers import (
+    HostCheck,
+    decode_header_value,
+    expected_name,
+    param_mismatch,
+)
 
 __all__ = ["McpApp"]
 
 DispatcherFactory = Callable[[Send, Callable[[list[Message]], None]], Dispatcher]
+#: The ``inputSchema`` of a tool by name (``None``: no such tool), for ``Mcp-Param-*`` checks.
+ToolSchemas = Callable[[str], Any]
 StartResponse = Callable[..., Callable[[bytes], None]]
 
 _JSON = ("Content-Type", "application/json")
@@ -85,7 +92,7 @@ class McpApp:
 
     def __init__(self, make_dispatcher: DispatcherFactory, *, name: str = "mcp",
                  path: str = "/mcp", allowed_hosts: Iterable[str] | None = None,
-                 keep_alive: float = 15.0) -> None:
+                 keep_alive: float = 15.0, tool_schema: ToolSchemas | None = None) -> None:
         if not path.startswith("/"):
             raise ValueError(f"the MCP endpoint path must start with '/', got {path!r}")
         self.name = name
@@ -93,6 +100,7 @@ class McpApp:
         self._make = make_dispatcher
         self._hosts = HostCheck(allowed_hosts)
         self._keep_alive = keep_alive
+        self._tool_schema = tool_schema
         self._lock = threading.Lock()
         self._shared: Dispatcher | None = None
         self._sessions: dict[str, _Session] = {}
@@ -218,7 +226,7 @@ class McpApp:
                                "a 2026-07-28 client sends no responses: the server asks for "
                                "input with input_required results instead")
             return _empty(start_response, 202)
-        mismatch = _header_mismatch(message, environ)
+        mismatch = _header_mismatch(message, environ, self._tool_schema)
         if mismatch is not None:
             return _refuse(start_response, 400, message.id, HEADER_MISMATCH,
                            f"MCP server {self.name!r}: {mismatch}")
@@ -424,7 +432,8 @@ class _Exchange:
             router.end_call(call)
 
 
-def _header_mismatch(message: Message, environ: dict[str, Any]) -> str | None:
+def _header_mismatch(message: Message, environ: dict[str, Any],
+                     tool_schema: ToolSchemas | None) -> str | None:
     """What disagrees between a 2026-07-28 request's headers and its body; ``None``: nothing."""
     params = message.params if isinstance(message.params, dict) else {}
     meta = params.get("_meta")
@@ -456,6 +465,10 @@ def _header_mismatch(message: Message, environ: dict[str, Any]) -> str | None:
         return f"Mcp-Name header {name!r} is not valid =?base64?...?= (UTF-8)"
     if decoded != value:
         return f"Mcp-Name header {decoded!r} differs from params.{field} {value!r}"
+    if message.method == "tools/call" and tool_schema is not None:
+        arguments = params.get("arguments")
+        if isinstance(arguments, dict):
+            return param_mismatch(tool_schema(value), arguments, environ)
     return None
 
 

@@ -16,7 +16,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["DEFAULT_ALLOWED_HOSTS", "HostCheck", "decode_header_value", "expected_name"]
+from mcpsync.transport.http._headers import encode_header_value, header_annotations
+
+__all__ = ["DEFAULT_ALLOWED_HOSTS", "HostCheck", "decode_header_value", "expected_name",
+           "param_mismatch"]
 
 #: Loopback names, any port: what a local server is reached by.
 DEFAULT_ALLOWED_HOSTS = ("localhost", "127.0.0.1", "[::1]")
@@ -96,3 +99,33 @@ def expected_name(method: str, params: Mapping[str, Any]) -> tuple[str, Any] | N
     if field is None:
         return None
     return field, params.get(field)
+
+
+def param_mismatch(schema: Any, arguments: Mapping[str, Any],
+                   environ: Mapping[str, Any]) -> str | None:
+    """What disagrees between a ``tools/call``'s arguments and its ``Mcp-Param-*`` headers:
+    every argument the tool's schema marks ``x-mcp-header`` and the call gives a value must
+    be repeated in its header, in the same encoding a client uses."""
+    for path, header in header_annotations(schema):
+        if not isinstance(header, str) or not header:
+            continue
+        value: Any = arguments
+        for key in path:
+            value = value.get(key) if isinstance(value, Mapping) else None
+        if value is None:
+            continue
+        try:
+            expected = decode_header_value(encode_header_value(value))
+        except ValueError:
+            continue   # not a header type: the arguments' own validation speaks for it
+        field = ".".join(path)
+        got = environ.get("HTTP_MCP_PARAM_" + header.upper().replace("-", "_"))
+        if got is None:
+            return f"missing Mcp-Param-{header} header; it repeats arguments.{field}"
+        decoded = decode_header_value(str(got))
+        if decoded is None:
+            return f"Mcp-Param-{header} header {got!r} is not valid =?base64?...?= (UTF-8)"
+        if decoded != expected:
+            return (f"Mcp-Param-{header} header {decoded!r} differs from arguments.{field} "
+                    f"{expected!r}")
+    return None
