@@ -436,8 +436,8 @@ class Server:
             return
         self.serve()
 
-    def wsgi_app(self, path: str = "/mcp", *,
-                 allowed_hosts: Sequence[str] | None = None) -> McpApp:
+    def wsgi_app(self, path: str = "/mcp", *, allowed_hosts: Sequence[str] | None = None,
+                 max_sessions: int = 256) -> McpApp:
         """This server as a WSGI application answering MCP Streamable HTTP at ``path``, in
         both eras, for gunicorn or any WSGI server that supports ``write()`` and streams.
 
@@ -452,10 +452,11 @@ class Server:
             return None if entry is None else entry.wire.get("inputSchema")
 
         return McpApp(self._dispatcher_factory(), name=self.name, path=path,
-                      allowed_hosts=allowed_hosts, tool_schema=tool_schema)
+                      allowed_hosts=allowed_hosts, tool_schema=tool_schema,
+                      max_sessions=max_sessions)
 
     def serve_http(self, host: str = "127.0.0.1", port: int = 8000, *, path: str = "/mcp",
-                   allowed_hosts: Sequence[str] | None = None,
+                   allowed_hosts: Sequence[str] | None = None, max_sessions: int = 256,
                    stop: threading.Event | None = None,
                    ready: Callable[[str], None] | None = None, **options: Any) -> None:
         """Serve Streamable HTTP on the built-in server until Ctrl-C or ``stop`` is set.
@@ -467,7 +468,7 @@ class Server:
         """
         from mcpsync.server.http import WsgiServer
 
-        app = self.wsgi_app(path, allowed_hosts=allowed_hosts)
+        app = self.wsgi_app(path, allowed_hosts=allowed_hosts, max_sessions=max_sessions)
         server = WsgiServer(app, host, port, name=options.pop("name", self.name), **options)
         try:
             server.start()

@@ -262,6 +262,26 @@ def test_legacy_sessions(served: Served) -> None:
     assert served.request("DELETE", {"Mcp-Session-Id": sid})[0] == 404
 
 
+def test_sessions_are_bounded_and_a_closed_app_answers_503() -> None:
+    s = Served(feature_server.build(), max_sessions=1)
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": initialize_params()}
+    try:
+        status, headers, _ = s.post(init)
+        assert status == 200
+        status, busy, body = s.post(init)
+        assert status == 503 and busy.get("Retry-After") == "1" and b"DELETE" in body
+        s.request("DELETE", {"Mcp-Session-Id": headers["Mcp-Session-Id"]})
+        assert s.post(init)[0] == 200     # a slot again
+    finally:
+        s.close()
+    app = Server("x", "1").wsgi_app()
+    app.close()
+    replies: list[str] = []
+    body_out = app({"PATH_INFO": "/mcp", "HTTP_HOST": "localhost", "REQUEST_METHOD": "POST"},
+                   lambda status, headers: replies.append(status))
+    assert replies == ["503 Service Unavailable"] and b"shutting down" in b"".join(body_out)
+
+
 @pytest.mark.parametrize("host", ["evil.example", "evil.example:80", "localhost.evil.example"])
 def test_a_foreign_host_is_refused_403(served: Served, host: str) -> None:
     status, _, body = served.post(_modern_call("tools/list"), _modern_headers("tools/list"),

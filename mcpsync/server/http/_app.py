@@ -63,7 +63,8 @@ _SSE_HEADERS = [("Content-Type", "text/event-stream"), ("Cache-Control", "no-cac
 _BAD_REQUEST_CODES = frozenset({INVALID_PARAMS, HEADER_MISMATCH, MISSING_CLIENT_CAPABILITY,
                                 UNSUPPORTED_PROTOCOL_VERSION})
 _STATUS = {200: "200 OK", 202: "202 Accepted", 204: "204 No Content", 400: "400 Bad Request",
-           403: "403 Forbidden", 404: "404 Not Found", 405: "405 Method Not Allowed"}
+           403: "403 Forbidden", 404: "404 Not Found", 405: "405 Method Not Allowed",
+           503: "503 Service Unavailable"}
 _ALLOW = ("Allow", "GET, POST, DELETE")
 
 
@@ -92,7 +93,8 @@ class McpApp:
 
     def __init__(self, make_dispatcher: DispatcherFactory, *, name: str = "mcp",
                  path: str = "/mcp", allowed_hosts: Iterable[str] | None = None,
-                 keep_alive: float = 15.0, tool_schema: ToolSchemas | None = None) -> None:
+                 keep_alive: float = 15.0, tool_schema: ToolSchemas | None = None,
+                 max_sessions: int = 256) -> None:
         if not path.startswith("/"):
             raise ValueError(f"the MCP endpoint path must start with '/', got {path!r}")
         self.name = name
@@ -101,6 +103,7 @@ class McpApp:
         self._hosts = HostCheck(allowed_hosts)
         self._keep_alive = keep_alive
         self._tool_schema = tool_schema
+        self._max_sessions = max_sessions
         self._lock = threading.Lock()
         self._shared: Dispatcher | None = None
         self._sessions: dict[str, _Session] = {}
@@ -113,8 +116,8 @@ class McpApp:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def close(self) -> None:
-        """End every legacy session and every open stream; later requests get 503-free
-        refusals from a closed router (each new session starts afresh). Safe to call twice."""
+        """End every legacy session and every open stream; later requests are answered 503.
+        Safe to call twice."""
         with self._lock:
             self._closed = True
             sessions = list(self._sessions.values())
@@ -162,6 +165,9 @@ class McpApp:
             return _refuse(start_response, 403, None, INVALID_REQUEST,
                            f"MCP server {self.name!r}: Origin {origin!r} is not allowed; start "
                            "the server with allowed_hosts= naming that origin's host")
+        if self._closed:
+            return _refuse(start_response, 503, None, INVALID_REQUEST,
+                           f"MCP server {self.name!r} is shutting down")
         method = environ.get("REQUEST_METHOD", "")
         if method == "POST":
             return self._post(environ, start_response)
@@ -233,6 +239,13 @@ class McpApp:
         return _Exchange(self, start_response, modern=True).run(self._shared_router(), message)
 
     def _initialize(self, message: Message, start_response: StartResponse) -> Iterable[bytes]:
+        with self._lock:
+            full = len(self._sessions) >= self._max_sessions
+        if full:
+            return _refuse(start_response, 503, message.id, INVALID_REQUEST,
+                           f"MCP server {self.name!r} holds {self._max_sessions} open sessions; "
+                           "retry later (clients end theirs with DELETE)",
+                           [("Retry-After", "1")])
         sid = secrets.token_urlsafe(24)
         session = _Session(self._make)
         replies: list[Message] = []
@@ -254,7 +267,7 @@ class McpApp:
                 self._sessions[sid] = session
         if closed:
             session.close()
-            return _refuse(start_response, 400, message.id, INVALID_REQUEST,
+            return _refuse(start_response, 503, message.id, INVALID_REQUEST,
                            f"MCP server {self.name!r} is shutting down")
         return _json(start_response, 200, serialize(reply), [("Mcp-Session-Id", sid)])
 
