@@ -402,3 +402,36 @@ def test_the_official_client_over_http(served: Served, mode: str) -> None:
     anyio.run(scenario)
     assert asked == ["Your name?"]
     assert progress == [1, 2]
+
+
+def test_stopping_the_server_cancels_a_running_modern_request() -> None:
+    server = Server("quiet", "1")
+    started = threading.Event()
+    cancelled = threading.Event()
+
+    @server.tool()
+    def wait(ctx: Context) -> str:   # sends nothing: only the app can tell it to stop
+        started.set()
+        if ctx.cancelled.wait(20):
+            cancelled.set()
+        return "over"
+
+    s = Served(server)
+    replies: list[int] = []
+
+    def call() -> None:
+        try:
+            replies.append(s.post(_modern_call("tools/call", {"name": "wait"}),
+                                  _modern_headers("tools/call", "wait"))[0])
+        except OSError:
+            replies.append(0)   # the connection was cut: also an acceptable end
+
+    caller = threading.Thread(target=call, name="test-caller", daemon=True)
+    caller.start()
+    assert started.wait(5)
+    began = time.monotonic()
+    s.close()
+    assert cancelled.wait(1), "closing the server did not cancel the handler"
+    assert time.monotonic() - began < 5
+    caller.join(10)
+    assert replies and replies[0] in (0, 200)

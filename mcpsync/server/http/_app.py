@@ -107,7 +107,7 @@ class McpApp:
         self._lock = threading.Lock()
         self._shared: Dispatcher | None = None
         self._sessions: dict[str, _Session] = {}
-        self._streams: set[Channel] = set()
+        self._live: set[_Exchange] = set()   # requests being answered, for close()
         self._closed = False
 
     def __repr__(self) -> str:
@@ -122,12 +122,12 @@ class McpApp:
             self._closed = True
             sessions = list(self._sessions.values())
             self._sessions.clear()
-            streams = list(self._streams)
+            live = list(self._live)
             shared, self._shared = self._shared, None
         for session in sessions:
             session.close()
-        for channel in streams:
-            channel.close()
+        for exchange in live:   # private calls are in no router's table: cancelled here
+            exchange.stop()
         if shared is not None:
             shared.cancel_all()
 
@@ -137,16 +137,16 @@ class McpApp:
                 self._shared = self._make(_drop, _drop_batch)
             return self._shared
 
-    def _open_stream(self, channel: Channel) -> bool:
+    def _enter(self, exchange: _Exchange) -> bool:
         with self._lock:
             if self._closed:
                 return False
-            self._streams.add(channel)
+            self._live.add(exchange)
             return True
 
-    def _close_stream(self, channel: Channel) -> None:
+    def _leave(self, exchange: _Exchange) -> None:
         with self._lock:
-            self._streams.discard(channel)
+            self._live.discard(exchange)
 
     # -- WSGI --------------------------------------------------------------------------------
 
@@ -378,14 +378,25 @@ class _Exchange:
         else:
             self._channel.put(frame)
 
+    def stop(self) -> None:
+        """The app is closing: the handler sees its cancellation, an open stream ends."""
+        self._channel.close()
+        if self._call is not None:
+            self._call.cancel()
+
     def run(self, router: Dispatcher, message: Message) -> Iterable[bytes]:
         call = router.track(message, sink=self.sink, private=self._modern)
         assert call is not None   # a request: always tracked
         self._call = call
-        router.handle(message, [call])
-        if not call.done:     # subscriptions/listen: open until the client goes
-            self._hold(router, call)
-            return []
+        if not self._app._enter(self):
+            call.cancel()
+        try:
+            router.handle(message, [call])
+            if not call.done:     # subscriptions/listen: open until the client goes
+                self._hold(router, call)
+                return []
+        finally:
+            self._app._leave(self)
         pending = self._channel.take(0) or []
         final = self._final
         if self._write is None and not pending:
@@ -426,9 +437,6 @@ class _Exchange:
     def _hold(self, router: Dispatcher, call: _Call) -> None:
         """Stream an open listen's notifications until the client goes or the app closes."""
         channel = self._channel
-        if not self._app._open_stream(channel):
-            router.end_call(call)
-            return
         try:
             if self._write is None:
                 self._emit([KEEP_ALIVE])
@@ -441,7 +449,6 @@ class _Exchange:
                 else:
                     self._emit([KEEP_ALIVE])
         finally:
-            self._app._close_stream(channel)
             router.end_call(call)
 
 
