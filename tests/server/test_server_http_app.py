@@ -435,3 +435,49 @@ def test_stopping_the_server_cancels_a_running_modern_request() -> None:
     assert time.monotonic() - began < 5
     caller.join(10)
     assert replies and replies[0] in (0, 200)
+
+
+def test_a_listen_ends_when_its_client_goes() -> None:
+    from mcpsync.server.http import McpApp, WsgiServer
+
+    server = feature_server.build()
+    app = McpApp(server._dispatcher_factory(), keep_alive=0.05)   # noticed within 50 ms
+    with WsgiServer(app) as http_server:
+        try:
+            sock = socket.create_connection(("127.0.0.1", http_server.port), timeout=10)
+            body = json.dumps(_modern_call("subscriptions/listen", {
+                "notifications": {"toolsListChanged": True}})).encode()
+            head = (f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{http_server.port}\r\n"
+                    "Content-Type: application/json\r\n"
+                    "Accept: application/json, text/event-stream\r\n"
+                    f"MCP-Protocol-Version: {MODERN}\r\nMcp-Method: subscriptions/listen\r\n"
+                    f"Content-Length: {len(body)}\r\n\r\n").encode()
+            sock.sendall(head + body)
+            seen = b""
+            while b"acknowledged" not in seen:
+                seen += sock.recv(65536)
+            router = app._shared
+            assert router is not None and len(router._listens._open) == 1
+            sock.close()
+            deadline = time.monotonic() + 5
+            while router._listens._open and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert not router._listens._open, "the listen outlived its client"
+        finally:
+            app.close()
+
+
+def test_a_2025_03_26_session_answers_a_batch(served: Served) -> None:
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": initialize_params("2025-03-26")}
+    status, headers, _ = served.post(init)
+    sid = headers["Mcp-Session-Id"]
+    batch = [{"jsonrpc": "2.0", "id": 2, "method": "ping"},
+             {"jsonrpc": "2.0", "method": "notifications/initialized"},
+             {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+              "params": {"name": "greet", "arguments": {"name": "b"}}}]
+    status, _, body = served.post(batch, {"Mcp-Session-Id": sid})
+    assert status == 200
+    replies = {r["id"]: r for r in json.loads(body)}
+    assert replies[2]["result"] == {}
+    assert replies[3]["result"]["content"][0]["text"] == "hello b"
