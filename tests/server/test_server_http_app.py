@@ -481,3 +481,39 @@ def test_a_2025_03_26_session_answers_a_batch(served: Served) -> None:
     replies = {r["id"]: r for r in json.loads(body)}
     assert replies[2]["result"] == {}
     assert replies[3]["result"]["content"][0]["text"] == "hello b"
+
+
+def test_a_legacy_cancel_notice_reaches_the_running_request() -> None:
+    server = Server("quiet", "1")
+    started = threading.Event()
+    cancelled = threading.Event()
+
+    @server.tool()
+    def wait(ctx: Context) -> str:
+        started.set()
+        if ctx.cancelled.wait(20):
+            cancelled.set()
+        return "over"
+
+    s = Served(server)
+    try:
+        _, headers, _ = s.post({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                "params": initialize_params()})
+        session = {"Mcp-Session-Id": headers["Mcp-Session-Id"],
+                   "MCP-Protocol-Version": "2025-11-25"}
+        replies: list[tuple[int, bytes]] = []
+        caller = threading.Thread(target=lambda: replies.append(s.post(
+            {"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+             "params": {"name": "wait", "arguments": {}}}, session)[::2]),
+            name="test-caller", daemon=True)
+        caller.start()
+        assert started.wait(5)
+        status, _, _ = s.post({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                               "params": {"requestId": 9}}, session)
+        assert status == 202
+        assert cancelled.wait(5), "the cancel notice did not reach the handler"
+        caller.join(10)
+        assert replies and replies[0][0] == 200
+        assert b'"id":9' not in replies[0][1]   # a cancelled request is not answered
+    finally:
+        s.close()
