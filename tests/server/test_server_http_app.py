@@ -372,6 +372,10 @@ def test_the_official_client_over_http(served: Served, mode: str) -> None:
 
     asked: list[str] = []
     progress: list[float] = []
+    got: list[Any] = []
+
+    async def on_message(message: Any) -> None:
+        got.append(message)
 
     async def on_elicit(context: Any, params: Any) -> Any:
         asked.append(params.message)
@@ -382,7 +386,7 @@ def test_the_official_client_over_http(served: Served, mode: str) -> None:
 
     async def scenario() -> None:
         async with Client(served.url, mode=mode, elicitation_callback=on_elicit,
-                          read_timeout_seconds=20) as client:
+                          message_handler=on_message, read_timeout_seconds=20) as client:
             assert client.protocol_version == {"auto": MODERN, "legacy": "2025-11-25"}[mode]
             names = {tool.name for tool in (await client.list_tools()).tools}
             assert {"greet", "add", "ask_name"} <= names
@@ -398,6 +402,19 @@ def test_the_official_client_over_http(served: Served, mode: str) -> None:
             counted = await client.call_tool("count_up", {"steps": 2},
                                              progress_callback=on_progress)
             assert counted.content[0].text == "counted to 2"
+            if mode == "auto":   # a subscriptions/listen stream
+                from mcp.client.subscriptions import ToolsListChanged
+
+                async with client.listen(tools_list_changed=True) as sub:
+                    await client.call_tool("add_extra", {"name": "extra"})
+                    with anyio.fail_after(5):
+                        assert await sub.__anext__() == ToolsListChanged()
+            else:                # the session's GET stream
+                await client.call_tool("add_extra", {"name": "extra"})
+                with anyio.fail_after(5):
+                    while not any(isinstance(m, types.ToolListChangedNotification)
+                                  for m in got):
+                        await anyio.sleep(0.01)
 
     anyio.run(scenario)
     assert asked == ["Your name?"]
