@@ -288,10 +288,10 @@ class McpApp:
             write(KEEP_ALIVE)   # the headers go out now: the client knows the stream is open
             while True:
                 frames = channel.take(self._keep_alive)
-                if frames is None:
+                if frames is None:   # the session or the app ended
                     break
-                for frame in frames or [KEEP_ALIVE]:
-                    write(event(frame) if frames else frame)
+                for chunk in [event(frame) for frame in frames] or [KEEP_ALIVE]:
+                    write(chunk)
         except Exception:   # the client went away: the stream ends, the session stays
             pass
         return []
