@@ -48,7 +48,8 @@ class Listens:
         self._send = send
         self._forget = forget
         self._lock = threading.Lock()
-        self._open: dict[tuple[str, int | str], _Listen] = {}
+        # Keyed by the call itself: on a router shared by many HTTP clients, ids repeat.
+        self._open: dict[_Call, _Listen] = {}
         self._subscribed: set[str] = set()
 
     # -- legacy -------------------------------------------------------------------------------
@@ -110,7 +111,7 @@ class Listens:
                     raise Refusal(INVALID_REQUEST, f"subscriptions/listen: at most "
                                   f"{MAX_SUBSCRIPTIONS} resource subscriptions per connection, "
                                   f"and this one asks for {len(uris)} more")
-                self._open[req.id.key] = listen
+                self._open[req.call] = listen
             acknowledged = req.call.emit(ack, self._send)
         if not acknowledged:
             self._drop(listen)
@@ -128,8 +129,8 @@ class Listens:
     def cancelled(self, call: _Call) -> None:
         """The client cancelled request ``call``: if it is an open listen, it ends now."""
         with self._lock:
-            listen = self._open.get(call.id.key)
-        if listen is not None and listen.call is call:
+            listen = self._open.get(call)
+        if listen is not None:
             self._drop(listen)
 
     def close(self) -> None:
@@ -153,6 +154,6 @@ class Listens:
 
     def _drop(self, listen: _Listen) -> None:
         with self._lock:
-            if self._open.get(listen.call.id.key) is listen:
-                del self._open[listen.call.id.key]
+            if self._open.get(listen.call) is listen:
+                del self._open[listen.call]
         self._forget(listen.call)

@@ -154,6 +154,12 @@ class Dispatcher:
         self._listens.cancelled(call)   # an open listen: nothing else would forget it
         return True
 
+    def end_call(self, call: _Call) -> None:
+        """A request's own stream ended (an HTTP client went away): cancel it, and close it
+        if it is an open listen, whether or not it was entered in the in-flight table."""
+        call.cancel()
+        self._listens.cancelled(call)
+
     def deliver_response(self, message: Message) -> None:
         """The client answered a request *we* sent (a handler asking for input). Called by
         the intake as soon as the frame is read, never queued: the handler waiting for it

@@ -49,6 +49,7 @@ from mcpsync.server._router import Dispatcher, Send
 from mcpsync.server._schema import ToolSignature, describe, signature_of
 from mcpsync.server._services import CACHE_SCOPES, ServerIdentity, ServerSettings
 from mcpsync.server._uritemplate import UriTemplate
+from mcpsync.server.http._app import McpApp
 from mcpsync.types import Tool
 
 __all__ = ["Context", "Server", "ToolHandler"]
@@ -416,20 +417,74 @@ class Server:
             max_queued=self.max_queued, max_queued_bytes=self.max_queued_bytes)
 
     def run(self, argv: Sequence[str] | None = None) -> None:
-        """The entry point of a server script: ``python server.py`` serves stdio.
-
-        ``--http HOST:PORT`` asks for Streamable HTTP, which this version cannot serve yet:
-        it exits with a message saying so rather than silently serving stdio.
-        """
+        """The entry point of a server script: ``python server.py`` serves stdio, and
+        ``python server.py --http HOST:PORT`` serves Streamable HTTP at
+        ``http://HOST:PORT/mcp`` (see :meth:`serve_http`) until Ctrl-C."""
         parser = argparse.ArgumentParser(prog=self.name, description=f"MCP server {self.name}")
         parser.add_argument("--http", metavar="HOST:PORT",
                             help="serve Streamable HTTP on HOST:PORT instead of stdio")
         args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
         if args.http is not None:
-            parser.exit(2, f"{self.name}: --http {args.http}: serving over Streamable HTTP is "
-                           "not available in this version of mcpsync; run without --http "
-                           "to serve stdio\n")
+            host, sep, port = str(args.http).rpartition(":")
+            if not sep or not port.isdigit() or not host:
+                parser.exit(2, f"{self.name}: --http {args.http}: expected HOST:PORT, such as "
+                               "127.0.0.1:8000\n")
+            try:
+                self.serve_http(host.strip("[]"), int(port))
+            except (OSError, ValueError) as exc:
+                parser.exit(1, f"{self.name}: --http {args.http}: {exc}\n")
+            return
         self.serve()
+
+    def wsgi_app(self, path: str = "/mcp", *, allowed_hosts: Sequence[str] | None = None,
+                 max_sessions: int = 256) -> McpApp:
+        """This server as a WSGI application answering MCP Streamable HTTP at ``path``, in
+        both eras, for gunicorn or any WSGI server that supports ``write()`` and streams.
+
+        ``allowed_hosts``: the names ``Host`` and ``Origin`` may carry (``"name"`` for any
+        port, ``"name:port"``, ``"*"`` for any); by default loopback only. Call the app's
+        ``close()`` when done, to end its sessions and open streams.
+        """
+        registry = self._registry
+
+        def tool_schema(name: str) -> Any:
+            entry = registry.tools.get(name)
+            return None if entry is None else entry.wire.get("inputSchema")
+
+        return McpApp(self._dispatcher_factory(), name=self.name, path=path,
+                      allowed_hosts=allowed_hosts, tool_schema=tool_schema,
+                      max_sessions=max_sessions)
+
+    def serve_http(self, host: str = "127.0.0.1", port: int = 8000, *, path: str = "/mcp",
+                   allowed_hosts: Sequence[str] | None = None, max_sessions: int = 256,
+                   stop: threading.Event | None = None,
+                   ready: Callable[[str], None] | None = None, **options: Any) -> None:
+        """Serve Streamable HTTP on the built-in server until Ctrl-C or ``stop`` is set.
+
+        ``ready(url)`` is called once clients can connect (with port 0 the URL names the port
+        picked). ``options`` go to :class:`~mcpsync.server.http.WsgiServer`
+        (``max_connections``, ``header_timeout``, ...). Each connection holds a thread, open
+        streams included, so ``max_connections`` bounds the clients served at once.
+        """
+        from mcpsync.server.http import WsgiServer
+
+        app = self.wsgi_app(path, allowed_hosts=allowed_hosts, max_sessions=max_sessions)
+        server = WsgiServer(app, host, port, name=options.pop("name", self.name), **options)
+        try:
+            server.start()
+            if ready is not None:
+                ready(server.url + path)
+            else:
+                print(f"{self.name}: serving MCP at {server.url}{path}", file=sys.stderr)
+            waiter = stop if stop is not None else threading.Event()
+            try:
+                while not waiter.wait(0.2):
+                    pass
+            except KeyboardInterrupt:
+                pass
+        finally:
+            app.close()
+            server.close()
 
     def _open_memory(self, deliver: Callable[[bytes | None], None]) -> MemoryPeer:
         """Answer an in-process client (``mcpsync.connect(server)``): see ``_memory``.

@@ -229,8 +229,10 @@ def test_resource_subscriptions_get_updates(client: mcpsync.Client) -> None:
 
 # -- run() -------------------------------------------------------------------------------
 
-def test_run_serves_stdio_and_refuses_http_plainly() -> None:
+def test_run_serves_stdio_and_http() -> None:
     import json
+    import signal
+    import socket
     import subprocess
 
     script = str(PEERS / "feature_server.py")
@@ -241,8 +243,25 @@ def test_run_serves_stdio_and_refuses_http_plainly() -> None:
                             capture_output=True, timeout=20, check=False)
     assert served.returncode == 0, served.stderr
     assert json.loads(served.stdout)["result"]["serverInfo"]["name"] == "features"
-    http = subprocess.run([sys.executable, script, "--http", "127.0.0.1:8000"],
-                          capture_output=True, timeout=20, check=False)
-    assert http.returncode == 2
-    assert b"--http 127.0.0.1:8000" in http.stderr and b"without --http" in http.stderr
-    assert http.stdout == b""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, script, "--http", f"127.0.0.1:{port}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()   # "features: serving MCP at http://..." once listening
+        assert f"http://127.0.0.1:{port}/mcp".encode() in line, line
+        for era in ERAS:
+            with mcpsync.connect(f"http://127.0.0.1:{port}/mcp", era=era, timeout=20) as c:
+                assert c.call_tool("greet", {"name": "web"}).content[0].text == "hello web"
+        proc.send_signal(signal.SIGINT)   # Ctrl-C: a clean stop
+        out, _ = proc.communicate(timeout=20)
+        assert proc.returncode == 0 and out == b""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    bad = subprocess.run([sys.executable, script, "--http", "nowhere"], capture_output=True,
+                         timeout=20, check=False)
+    assert bad.returncode == 2 and b"HOST:PORT" in bad.stderr

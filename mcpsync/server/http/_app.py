@@ -1,0 +1,525 @@
+"""The MCP endpoint as a WSGI application: Streamable HTTP in both protocol eras.
+
+``McpApp`` answers at one path (``/mcp`` by default). Which era a POST belongs to is read
+from its body, as on every other transport: a request whose ``params._meta`` carries
+``io.modelcontextprotocol/protocolVersion`` is 2026-07-28, stateless, and goes to one router
+shared by every such client (tracked privately: two clients may use the same id). Anything
+else belongs to a legacy session: ``initialize`` opens one (its own router, an
+``Mcp-Session-Id`` drawn from ``secrets``), later requests name it, ``GET`` opens the
+session's stream of server-initiated messages, ``DELETE`` ends it.
+
+Each request is answered on the WSGI thread that received it, with no thread of ours: the
+handler runs there, its frames go to the exchange's sink, and the reply is one JSON object
+when the handler sent nothing but its response. At its first notification or request to the
+client the reply turns into a server-sent-event stream (``start_response`` then, each event
+through WSGI's ``write()``), whose last event is the response. ``subscriptions/listen`` keeps
+its stream open (a ``: keep-alive`` comment every 15 s, so a client that left is noticed)
+until the client goes; then the listen ends.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from mcpsync.jsonrpc import (
+    HEADER_MISMATCH,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    MISSING_CLIENT_CAPABILITY,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    Batch,
+    Message,
+    ParseError,
+    error,
+    parse,
+    serialize,
+)
+from mcpsync.protocol import LEGACY_VERSIONS, META_PROTOCOL_VERSION
+from mcpsync.server._context import _Call
+from mcpsync.server._router import Dispatcher, Send
+from mcpsync.server.http._channel import KEEP_ALIVE, Channel, event
+from mcpsync.server.http._headers import (
+    HostCheck,
+    decode_header_value,
+    expected_name,
+    param_mismatch,
+)
+
+__all__ = ["McpApp"]
+
+DispatcherFactory = Callable[[Send, Callable[[list[Message]], None]], Dispatcher]
+#: The ``inputSchema`` of a tool by name (``None``: no such tool), for ``Mcp-Param-*`` checks.
+ToolSchemas = Callable[[str], Any]
+StartResponse = Callable[..., Callable[[bytes], None]]
+
+_JSON = ("Content-Type", "application/json")
+_SSE_HEADERS = [("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache"),
+                ("X-Accel-Buffering", "no")]
+#: 2026-07-28: the JSON-RPC errors a client must also see as an HTTP status.
+_BAD_REQUEST_CODES = frozenset({INVALID_PARAMS, HEADER_MISMATCH, MISSING_CLIENT_CAPABILITY,
+                                UNSUPPORTED_PROTOCOL_VERSION})
+_STATUS = {200: "200 OK", 202: "202 Accepted", 204: "204 No Content", 400: "400 Bad Request",
+           403: "403 Forbidden", 404: "404 Not Found", 405: "405 Method Not Allowed",
+           503: "503 Service Unavailable"}
+_ALLOW = ("Allow", "GET, POST, DELETE")
+
+
+def _is_modern(message: Message) -> bool:
+    params = message.params
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and META_PROTOCOL_VERSION in meta
+
+
+def _drop(message: Message, cancelled: threading.Event | None = None, /) -> None:
+    """The shared router's connection-wide stream: stateless HTTP has none."""
+
+
+def _drop_batch(messages: list[Message]) -> None:
+    """Batches are legacy (2025-03-26) only: the shared router never sends one."""
+
+
+class McpApp:
+    """A WSGI application serving one :class:`~mcpsync.server.Server` over Streamable HTTP.
+
+    ``allowed_hosts`` are the host names (``"name"`` for any port, ``"name:port"`` for one)
+    that ``Host`` and, when sent, ``Origin`` may name; by default loopback only, which is the
+    defence against DNS rebinding for a server on this machine. A server behind a proxy on
+    a public name lists that name. :meth:`close` ends every session and open stream.
+    """
+
+    def __init__(self, make_dispatcher: DispatcherFactory, *, name: str = "mcp",
+                 path: str = "/mcp", allowed_hosts: Iterable[str] | None = None,
+                 keep_alive: float = 15.0, tool_schema: ToolSchemas | None = None,
+                 max_sessions: int = 256) -> None:
+        if not path.startswith("/"):
+            raise ValueError(f"the MCP endpoint path must start with '/', got {path!r}")
+        self.name = name
+        self.path = path
+        self._make = make_dispatcher
+        self._hosts = HostCheck(allowed_hosts)
+        self._keep_alive = keep_alive
+        self._tool_schema = tool_schema
+        self._max_sessions = max_sessions
+        self._lock = threading.Lock()
+        self._shared: Dispatcher | None = None
+        self._sessions: dict[str, _Session] = {}
+        self._live: set[_Exchange] = set()   # requests being answered, for close()
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"<McpApp {self.name!r} {self.path!r}>"
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """End every legacy session and every open stream; later requests are answered 503.
+        Safe to call twice."""
+        with self._lock:
+            self._closed = True
+            sessions = list(self._sessions.values())
+            self._sessions.clear()
+            live = list(self._live)
+            shared, self._shared = self._shared, None
+        for session in sessions:
+            session.close()
+        for exchange in live:   # private calls are in no router's table: cancelled here
+            exchange.stop()
+        if shared is not None:
+            shared.cancel_all()
+
+    def _shared_router(self) -> Dispatcher:
+        with self._lock:
+            if self._shared is None:
+                self._shared = self._make(_drop, _drop_batch)
+            return self._shared
+
+    def _enter(self, exchange: _Exchange) -> bool:
+        with self._lock:
+            if self._closed:
+                return False
+            self._live.add(exchange)
+            return True
+
+    def _leave(self, exchange: _Exchange) -> None:
+        with self._lock:
+            self._live.discard(exchange)
+
+    # -- WSGI --------------------------------------------------------------------------------
+
+    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        if environ.get("PATH_INFO", "") != self.path:
+            return _text(start_response, "404 Not Found",
+                         f"no MCP endpoint here: this server answers at {self.path}\n")
+        host = str(environ.get("HTTP_HOST", ""))
+        if not self._hosts.allows(host):
+            return _refuse(start_response, 403, None, INVALID_REQUEST,
+                           f"MCP server {self.name!r}: Host {host!r} is not allowed (a defence "
+                           "against DNS rebinding); connect by an allowed name, or start the "
+                           "server with allowed_hosts= naming this host")
+        origin = environ.get("HTTP_ORIGIN")
+        if origin is not None and not self._hosts.origin_allowed(str(origin)):
+            return _refuse(start_response, 403, None, INVALID_REQUEST,
+                           f"MCP server {self.name!r}: Origin {origin!r} is not allowed; start "
+                           "the server with allowed_hosts= naming that origin's host")
+        if self._closed:
+            return _refuse(start_response, 503, None, INVALID_REQUEST,
+                           f"MCP server {self.name!r} is shutting down")
+        method = environ.get("REQUEST_METHOD", "")
+        if method == "POST":
+            return self._post(environ, start_response)
+        if method == "GET":
+            return self._get(environ, start_response)
+        if method == "DELETE":
+            return self._delete(environ, start_response)
+        return _refuse(start_response, 405, None, INVALID_REQUEST,
+                       f"MCP server {self.name!r}: {method} is not served; MCP clients POST",
+                       [_ALLOW])
+
+    def _post(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        body = _read_body(environ)
+        try:
+            item = parse(body, allow_batch=True)
+        except ParseError as exc:
+            rid = exc.id if exc.code == INVALID_REQUEST else None
+            return _refuse(start_response, 400, rid, exc.code, str(exc))
+        if isinstance(item, Message) and _is_modern(item):
+            return self._modern(item, environ, start_response)
+        if isinstance(item, Message) and item.is_request and item.method == "initialize":
+            return self._initialize(item, start_response)
+        sid = environ.get("HTTP_MCP_SESSION_ID")
+        if sid is None:
+            if isinstance(item, Message) and item.is_request:
+                # Neither era's marks: the shared router says what is missing (-32602, 400).
+                return _Exchange(self, start_response, modern=True).run(
+                    self._shared_router(), item)
+            return _refuse(start_response, 400, None, INVALID_REQUEST,
+                           f"MCP server {self.name!r}: no Mcp-Session-Id header; a legacy "
+                           "client sends initialize first and then the session id it got")
+        with self._lock:
+            session = self._sessions.get(str(sid))
+        if session is None:
+            return _refuse(start_response, 404, None, INVALID_REQUEST,
+                           f"MCP server {self.name!r}: unknown or ended session; start a new "
+                           "one with initialize")
+        version = environ.get("HTTP_MCP_PROTOCOL_VERSION")
+        if version is not None and version not in LEGACY_VERSIONS:
+            return _refuse(start_response, 400, None, INVALID_REQUEST,
+                           f"MCP server {self.name!r}: MCP-Protocol-Version {version!r} is not "
+                           f"a session revision; use one of {', '.join(LEGACY_VERSIONS)}")
+        if isinstance(item, Batch):
+            frames = session.batch(item)
+            if not frames:
+                return _empty(start_response, 202)
+            return _json(start_response, 200, frames[-1])
+        if item.method is None:          # the client's answer to one of our requests
+            session.dispatcher.deliver_response(item)
+            return _empty(start_response, 202)
+        if not item.is_request:
+            if item.method == "notifications/cancelled":
+                session.dispatcher.cancel_notice(item.params)
+            return _empty(start_response, 202)
+        return _Exchange(self, start_response, modern=False).run(session.dispatcher, item)
+
+    def _modern(self, message: Message, environ: dict[str, Any],
+                start_response: StartResponse) -> Iterable[bytes]:
+        if not message.is_request:
+            if message.method is None:
+                return _refuse(start_response, 400, None, INVALID_REQUEST,
+                               "a 2026-07-28 client sends no responses: the server asks for "
+                               "input with input_required results instead")
+            return _empty(start_response, 202)
+        mismatch = _header_mismatch(message, environ, self._tool_schema)
+        if mismatch is not None:
+            return _refuse(start_response, 400, message.id, HEADER_MISMATCH,
+                           f"MCP server {self.name!r}: {mismatch}")
+        return _Exchange(self, start_response, modern=True).run(self._shared_router(), message)
+
+    def _initialize(self, message: Message, start_response: StartResponse) -> Iterable[bytes]:
+        with self._lock:
+            full = len(self._sessions) >= self._max_sessions
+        if full:
+            return _refuse(start_response, 503, message.id, INVALID_REQUEST,
+                           f"MCP server {self.name!r} holds {self._max_sessions} open sessions; "
+                           "retry later (clients end theirs with DELETE)",
+                           [("Retry-After", "1")])
+        sid = secrets.token_urlsafe(24)
+        session = _Session(self._make)
+        replies: list[Message] = []
+
+        def keep(reply: Message, cancelled: threading.Event | None = None, /) -> None:
+            replies.append(reply)
+
+        call = session.dispatcher.track(message, sink=keep)
+        session.dispatcher.handle(message, [call])
+        reply = replies[-1] if replies else None
+        if reply is None or reply.is_error:
+            session.close()
+            frame = serialize(reply) if reply is not None else serialize(error(
+                message.id, INVALID_REQUEST, "initialize was not answered"))
+            return _json(start_response, 400, frame)
+        with self._lock:
+            closed = self._closed
+            if not closed:
+                self._sessions[sid] = session
+        if closed:
+            session.close()
+            return _refuse(start_response, 503, message.id, INVALID_REQUEST,
+                           f"MCP server {self.name!r} is shutting down")
+        return _json(start_response, 200, serialize(reply), [("Mcp-Session-Id", sid)])
+
+    def _get(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        sid = environ.get("HTTP_MCP_SESSION_ID")
+        if sid is None:
+            return _refuse(start_response, 405, None, INVALID_REQUEST,
+                           f"MCP server {self.name!r}: GET opens a legacy session's stream "
+                           "(send Mcp-Session-Id); 2026-07-28 clients only POST", [_ALLOW])
+        with self._lock:
+            session = self._sessions.get(str(sid))
+        if session is None:
+            return _refuse(start_response, 404, None, INVALID_REQUEST,
+                           f"MCP server {self.name!r}: unknown or ended session")
+        write = start_response("200 OK", list(_SSE_HEADERS))
+        channel = session.stream
+        try:
+            write(KEEP_ALIVE)   # the headers go out now: the client knows the stream is open
+            while True:
+                frames = channel.take(self._keep_alive)
+                if frames is None:   # the session or the app ended
+                    break
+                for chunk in [event(frame) for frame in frames] or [KEEP_ALIVE]:
+                    write(chunk)
+        except Exception:   # the client went away: the stream ends, the session stays
+            pass
+        return []
+
+    def _delete(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        sid = environ.get("HTTP_MCP_SESSION_ID")
+        if sid is None:
+            return _refuse(start_response, 405, None, INVALID_REQUEST,
+                           f"MCP server {self.name!r}: DELETE ends a legacy session (send "
+                           "Mcp-Session-Id); 2026-07-28 has no sessions", [_ALLOW])
+        with self._lock:
+            session = self._sessions.pop(str(sid), None)
+        if session is None:
+            return _refuse(start_response, 404, None, INVALID_REQUEST,
+                           f"MCP server {self.name!r}: unknown or ended session")
+        session.close()
+        return _empty(start_response, 204)
+
+
+class _Session:
+    """One legacy session: its router, and the stream a GET reads."""
+
+    def __init__(self, make: DispatcherFactory) -> None:
+        self.stream = Channel()
+        self._local = threading.local()
+        self.dispatcher = make(self._send, self._send_batch)
+
+    def _send(self, message: Message, cancelled: threading.Event | None = None, /) -> None:
+        self._out(serialize(message))
+
+    def _send_batch(self, messages: list[Message]) -> None:
+        self._out(b"[" + b",".join(serialize(m) for m in messages) + b"]")
+
+    def _out(self, frame: bytes) -> None:
+        collected: list[bytes] | None = getattr(self._local, "collected", None)
+        if collected is not None:    # a batch being answered on this thread: its reply
+            collected.append(frame)
+        else:
+            self.stream.put(frame)
+
+    def batch(self, batch: Batch) -> list[bytes]:
+        """Answer a 2025-03-26 batch: the reply frames (none when it held no request)."""
+        calls: list[_Call | None] = []
+        for element in batch:
+            if isinstance(element, Message) and element.method is None:
+                self.dispatcher.deliver_response(element)
+            elif isinstance(element, Message) and element.method == "notifications/cancelled":
+                self.dispatcher.cancel_notice(element.params)
+            calls.append(self.dispatcher.track(element) if isinstance(element, Message)
+                         else None)
+        self._local.collected = []
+        try:
+            self.dispatcher.handle(batch, calls)
+            return list(self._local.collected)
+        finally:
+            self._local.collected = None
+
+    def close(self) -> None:
+        self.dispatcher.cancel_all()
+        self.stream.close()
+
+
+class _Exchange:
+    """One request answered on one HTTP response, on the WSGI thread that received it."""
+
+    def __init__(self, app: McpApp, start_response: StartResponse, *, modern: bool) -> None:
+        self._app = app
+        self._start = start_response
+        self._modern = modern
+        self._owner = threading.get_ident()
+        self._channel = Channel()       # frames sent from other threads, for the owner
+        self._final: Message | None = None
+        self._write: Callable[[bytes], None] | None = None
+        self._gone = False
+        self._call: _Call | None = None
+
+    def sink(self, message: Message, cancelled: threading.Event | None = None, /) -> None:
+        """Every frame of the request (the router's write gate has checked it)."""
+        frame = serialize(message)   # a result that is not JSON raises here, before a byte
+        if message.method is None:
+            self._final = message    # the response: last, after whatever was sent before it
+        elif threading.get_ident() == self._owner:
+            self._send([*(self._channel.take(0) or []), frame])
+        else:
+            self._channel.put(frame)
+
+    def stop(self) -> None:
+        """The app is closing: the handler sees its cancellation, an open stream ends."""
+        self._channel.close()
+        if self._call is not None:
+            self._call.cancel()
+
+    def run(self, router: Dispatcher, message: Message) -> Iterable[bytes]:
+        call = router.track(message, sink=self.sink, private=self._modern)
+        assert call is not None   # a request: always tracked
+        self._call = call
+        if not self._app._enter(self):
+            call.cancel()
+        try:
+            router.handle(message, [call])
+            if not call.done:     # subscriptions/listen: open until the client goes
+                self._hold(router, call)
+                return []
+        finally:
+            self._app._leave(self)
+        pending = self._channel.take(0) or []
+        final = self._final
+        if self._write is None and not pending:
+            if final is None:   # cancelled before it answered: an empty stream, no response
+                self._start("200 OK", list(_SSE_HEADERS))
+                return []
+            return _json(self._start, self._status(final), serialize(final))
+        self._send([*pending, *([serialize(final)] if final is not None else [])])
+        return []
+
+    def _status(self, reply: Message) -> int:
+        if not (self._modern and reply.is_error and isinstance(reply.error, dict)):
+            return 200
+        code = reply.error.get("code")
+        if code == METHOD_NOT_FOUND:
+            return 404
+        return 400 if code in _BAD_REQUEST_CODES else 200
+
+    def _send(self, frames: list[bytes]) -> None:
+        self._emit([event(frame) for frame in frames])
+
+    def _emit(self, chunks: list[bytes]) -> None:
+        if self._gone:
+            return
+        if self._write is None:
+            self._write = self._start("200 OK", list(_SSE_HEADERS))
+        try:
+            for chunk in chunks:
+                self._write(chunk)
+        except Exception:
+            # The client went away. 2026-07-28: closing the stream cancels the request.
+            # Legacy: a disconnection is not a cancellation, but a dead stream cannot carry
+            # anything the handler would still send, so its work is ended all the same.
+            self._gone = True
+            if self._call is not None:
+                self._call.cancel()
+
+    def _hold(self, router: Dispatcher, call: _Call) -> None:
+        """Stream an open listen's notifications until the client goes or the app closes."""
+        channel = self._channel
+        try:
+            if self._write is None:
+                self._emit([KEEP_ALIVE])
+            while not self._gone and not call.cancelled.is_set():
+                frames = channel.take(self._app._keep_alive)
+                if frames is None:
+                    break
+                if frames:
+                    self._send(frames)
+                else:
+                    self._emit([KEEP_ALIVE])
+        finally:
+            router.end_call(call)
+
+
+def _header_mismatch(message: Message, environ: dict[str, Any],
+                     tool_schema: ToolSchemas | None) -> str | None:
+    """What disagrees between a 2026-07-28 request's headers and its body; ``None``: nothing."""
+    params = message.params if isinstance(message.params, dict) else {}
+    meta = params.get("_meta")
+    version = meta.get(META_PROTOCOL_VERSION) if isinstance(meta, dict) else None
+    header = environ.get("HTTP_MCP_PROTOCOL_VERSION")
+    if header is None:
+        return (f"missing MCP-Protocol-Version header; a 2026-07-28 request repeats "
+                f"_meta[{META_PROTOCOL_VERSION!r}] ({version!r}) in it")
+    if header != version:
+        return (f"MCP-Protocol-Version header {header!r} differs from the body's "
+                f"_meta[{META_PROTOCOL_VERSION!r}] {version!r}")
+    method = environ.get("HTTP_MCP_METHOD")
+    if method is None:
+        return f"missing Mcp-Method header; it repeats the method ({message.method!r})"
+    if method != message.method:
+        return f"Mcp-Method header {method!r} differs from the body's method {message.method!r}"
+    assert message.method is not None
+    expected = expected_name(message.method, params)
+    if expected is None:
+        return None
+    field, value = expected
+    if not isinstance(value, str):
+        return None   # the router refuses the params themselves (-32602)
+    name = environ.get("HTTP_MCP_NAME")
+    if name is None:
+        return f"missing Mcp-Name header; it repeats params.{field} ({value!r})"
+    decoded = decode_header_value(str(name))
+    if decoded is None:
+        return f"Mcp-Name header {name!r} is not valid =?base64?...?= (UTF-8)"
+    if decoded != value:
+        return f"Mcp-Name header {decoded!r} differs from params.{field} {value!r}"
+    if message.method == "tools/call" and tool_schema is not None:
+        arguments = params.get("arguments")
+        if isinstance(arguments, dict):
+            return param_mismatch(tool_schema(value), arguments, environ)
+    return None
+
+
+def _read_body(environ: dict[str, Any]) -> bytes:
+    stream = environ["wsgi.input"]
+    length = environ.get("CONTENT_LENGTH") or ""
+    if length.isdigit():
+        data: bytes = stream.read(int(length))
+        return data
+    data = stream.read()
+    return data
+
+
+def _json(start_response: StartResponse, status: int, frame: bytes,
+          headers: Iterable[tuple[str, str]] = ()) -> list[bytes]:
+    start_response(_STATUS[status], [_JSON, ("Content-Length", str(len(frame))), *headers])
+    return [frame]
+
+
+def _refuse(start_response: StartResponse, status: int, rid: Any, code: int, text: str,
+            headers: Iterable[tuple[str, str]] = ()) -> list[bytes]:
+    return _json(start_response, status, serialize(error(rid, code, text)), headers)
+
+
+def _empty(start_response: StartResponse, status: int) -> list[bytes]:
+    start_response(_STATUS[status], [("Content-Length", "0")] if status != 204 else [])
+    return []
+
+
+def _text(start_response: StartResponse, status: str, text: str) -> list[bytes]:
+    body = text.encode("utf-8")
+    start_response(status, [("Content-Type", "text/plain; charset=utf-8"),
+                            ("Content-Length", str(len(body)))])
+    return [body]
