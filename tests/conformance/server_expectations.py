@@ -48,19 +48,13 @@ _ELICIT = ("test_input_required_result_elicitation",)
 
 SCENARIOS: dict[str, dict[str, Any]] = {
     "server-initialize": _s(_OLD, _R25, ()),
-    "server-session-lifecycle": _s(
-        ("2025-03-26", *_OLD), (), ("tools/list",),
-        "needs HTTP-only feature: Mcp-Session-Id sessions (issued on initialize, 404 after "
-        "DELETE)"),
+    "server-session-lifecycle": _s(("2025-03-26", *_OLD), (), ("tools/list",)),
     "server-stateless": _s(
         _NEW, _R26, ("test_missing_capability", "test_streaming_elicitation",
                      "test_logging_tool", "test_trigger_tool_change",
                      "test_trigger_prompt_change"),
-        "needs HTTP-only feature: HTTP status codes per error (400 for -32020/-32021, 404 for "
-        "-32601), MCP-Protocol-Version/Mcp-Method header checks, subscriptions/listen as an "
-        "SSE stream",
-        "the fixtures' JSON-RPC answers (-32021 with requiredCapabilities, no log without "
-        "logLevel, list changes) are covered"),
+        note="HTTP statuses per error, header checks and subscriptions/listen as an SSE "
+             "stream come from Server.serve_http"),
     "logging-set-level": _s(_OLD, _R25, ()),
     "ping": _s(_OLD, _R25, ()),
     "completion-complete": _s(_ALL, _RBOTH, ("test_prompt_with_arguments",)),
@@ -82,11 +76,9 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     "server-sse-polling": _s(
         _R25, (), ("test_reconnection",),
         "needs HTTP-only feature: closing a call's SSE stream mid-call with a retry hint and "
-        "resuming it from Last-Event-ID",
+        "resuming it from Last-Event-ID (no event ids or resumption yet)",
         "pending in the suite: run but not scored"),
-    "server-sse-multiple-streams": _s(
-        _RBOTH, _RBOTH, ("tools/list",),
-        "needs HTTP-only feature: several concurrent SSE response streams"),
+    "server-sse-multiple-streams": _s(_RBOTH, _RBOTH, ("tools/list",)),
     "elicitation-sep1330-enums": _s(_R25, _R25, ("test_elicitation_sep1330_enums",)),
     "resources-list": _s(_ALL, _RBOTH, ("test://static-text", "test://static-binary",
                                         "test://watched-resource")),
@@ -104,20 +96,15 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     "prompts-get-with-args": _s(_ALL, _RBOTH, ("test_prompt_with_arguments",)),
     "prompts-get-embedded-resource": _s(_ALL, _RBOTH, ("test_prompt_with_embedded_resource",)),
     "prompts-get-with-image": _s(_ALL, _RBOTH, ("test_prompt_with_image",)),
-    "dns-rebinding-protection": _s(
-        _RBOTH, _RBOTH, (),
-        "needs HTTP-only feature: refusing requests whose Host/Origin is not localhost"),
+    "dns-rebinding-protection": _s(_RBOTH, _RBOTH, ()),
     "caching": _s(_NEW, _R26, ("test://static-text",),
                   note="ttlMs/cacheScope on lists and reads come from Server(cache_ttl_ms, "
                        "cache_scope) and the resource's own cache_scope"),
-    "http-header-validation": _s(
-        _NEW, (), (),
-        "needs HTTP-only feature: rejecting an Mcp-Method/Mcp-Name header that disagrees "
-        "with the body", "pending in the suite: run but not scored"),
+    "http-header-validation": _s(_NEW, (), (),
+                                 note="pending in the suite: run but not scored"),
     "http-custom-header-server-validation": _s(
         _NEW, (), ("test_custom_header_param",),
-        "needs HTTP-only feature: checking Mcp-Param-* headers against x-mcp-header "
-        "parameters", "pending in the suite: run but not scored"),
+        note="pending in the suite: run but not scored"),
     "tasks-lifecycle": _s(_EXT, (), (), _TASKS, _TASK_NOTE),
     "tasks-capability-negotiation": _s(_EXT, (), (), _TASKS, _TASK_NOTE),
     "tasks-wire-fields": _s(_EXT, (), (), _TASKS, _TASK_NOTE),
