@@ -262,11 +262,10 @@ class LegacyAsker:
     """``ctx`` asks of a legacy client: a real request, answered while the handler waits."""
 
     def __init__(self, outbox: Outbox, call: _Call, capabilities: Mapping[str, Any],
-                 version: str, timeout: float) -> None:
+                 timeout: float) -> None:
         self._outbox = outbox
         self._call = call
         self._capabilities = capabilities
-        self.version = version
         self._timeout = timeout
         self._keys = _Keys()
 
@@ -298,8 +297,6 @@ class ModernAsker:
     state of earlier rounds or this request's ``inputResponses``) returns it; the asks
     without one end the run with :class:`InputNeeded`. Keys default to ``ask-1``, ``ask-2``,
     ... in the order of the handler's asks, the same on every run."""
-
-    version = "2026-07-28"
 
     def __init__(self, answers: Mapping[str, dict[str, Any]],
                  capabilities: Mapping[str, Any]) -> None:

@@ -18,16 +18,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from mcpsync.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS
-from mcpsync.server._asking import InputNeeded, MissingCapability
 from mcpsync.server._context import Context, _stderr
 from mcpsync.server._request import Refusal, Request
 from mcpsync.server._results import to_prompt_messages
-from mcpsync.server._rounds import run_rounds
+from mcpsync.server._rounds import PASS_THROUGH, run_rounds
 from mcpsync.server._services import Services, args_of, no_cursor
 
 __all__ = ["complete", "get_prompt", "list_prompts"]
 
-_PASS_THROUGH = (InputNeeded, MissingCapability, Refusal)
 MAX_COMPLETIONS = 100
 
 
@@ -57,7 +55,7 @@ def get_prompt(svc: Services, req: Request) -> dict[str, Any]:
         try:
             value = entry.handler(arguments, ctx)
             messages = to_prompt_messages(value, req.version)
-        except _PASS_THROUGH:
+        except PASS_THROUGH:
             raise
         except Exception as exc:
             _stderr(f"prompt {name!r} failed:\n"

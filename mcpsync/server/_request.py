@@ -9,7 +9,7 @@ log threshold, and the in-flight record through which every write for it goes.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from mcpsync.jsonrpc import RequestId
@@ -68,4 +68,3 @@ class Request:
     capabilities: dict[str, Any]
     call: _Call
     threshold: Callable[[], str | None]
-    extra: dict[str, Any] = field(default_factory=dict)

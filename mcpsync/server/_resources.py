@@ -14,16 +14,14 @@ import traceback
 from typing import Any
 
 from mcpsync.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND
-from mcpsync.server._asking import InputNeeded, MissingCapability
 from mcpsync.server._context import Context, _stderr
 from mcpsync.server._request import Refusal, Request
 from mcpsync.server._results import to_read_contents
-from mcpsync.server._rounds import run_rounds
+from mcpsync.server._rounds import PASS_THROUGH, run_rounds
 from mcpsync.server._services import Services, no_cursor
 
 __all__ = ["find", "list_resources", "list_templates", "not_found", "read_resource", "uri_of"]
 
-_PASS_THROUGH = (InputNeeded, MissingCapability, Refusal)
 
 
 def list_resources(svc: Services, req: Request) -> dict[str, Any]:
@@ -72,7 +70,7 @@ def read_resource(svc: Services, req: Request) -> dict[str, Any]:
     def body(ctx: Context) -> dict[str, Any]:
         try:
             value = entry.handler(variables, ctx)
-        except _PASS_THROUGH:
+        except PASS_THROUGH:
             raise
         except Exception as exc:
             raise _failed(req, uri, exc) from None

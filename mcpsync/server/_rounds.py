@@ -20,9 +20,12 @@ from mcpsync.server._context import Context
 from mcpsync.server._request import Refusal, Request
 from mcpsync.server._services import Services
 
-__all__ = ["ROUND_FIELDS", "run_rounds"]
+__all__ = ["PASS_THROUGH", "ROUND_FIELDS", "run_rounds"]
 
 ROUND_FIELDS = ("inputResponses", "requestState")
+#: What a handler's own error handling must let through to ``run_rounds`` and the router: a
+#: 2026-07-28 ask without an answer, an undeclared capability, a chosen JSON-RPC error.
+PASS_THROUGH = (InputNeeded, MissingCapability, Refusal)
 _START_OVER = ("send the request again without requestState and inputResponses to start over")
 
 
@@ -31,7 +34,7 @@ def run_rounds(svc: Services, req: Request, target: str, arguments: Any,
     """Run ``body(ctx)`` and return its result, or the ``input_required`` result."""
     if not req.modern:   # the asker is built on the first ask: most handlers never ask
         return body(svc.context(req, None, make_asker=lambda: LegacyAsker(
-            svc.outbox, req.call, req.capabilities, req.version, svc.settings.ask_timeout)))
+            svc.outbox, req.call, req.capabilities, svc.settings.ask_timeout)))
     answers = _answers(svc, req, target, arguments)
     modern = ModernAsker(answers, req.capabilities)
     try:

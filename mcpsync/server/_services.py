@@ -3,9 +3,8 @@ out, the outbox of requests to the client, and the context a handler receives.""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from mcpsync.jsonrpc import INVALID_PARAMS, Message
@@ -45,7 +44,6 @@ class ServerSettings:
     cache_ttl_ms: int = 60_000
     cache_scope: str = "public"
     advertise: frozenset[str] = frozenset()
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 
 @dataclass

@@ -13,11 +13,10 @@ import traceback
 from typing import Any
 
 from mcpsync.jsonrpc import INVALID_PARAMS
-from mcpsync.server._asking import InputNeeded, MissingCapability
 from mcpsync.server._context import Context, _stderr
 from mcpsync.server._request import Refusal, Request
 from mcpsync.server._results import error_result, to_call_tool_result
-from mcpsync.server._rounds import run_rounds
+from mcpsync.server._rounds import PASS_THROUGH, run_rounds
 from mcpsync.server._services import Services, args_of, no_cursor
 
 __all__ = ["call_tool", "list_tools"]
@@ -25,7 +24,6 @@ __all__ = ["call_tool", "list_tools"]
 # Revisions where a tools/call argument that fails the schema is a protocol error (-32602);
 # from 2025-11-25 on it is a tool execution error the model should see (isError).
 _ARGS_ARE_PROTOCOL_ERRORS = frozenset({"2024-11-05", "2025-03-26", "2025-06-18"})
-_PASS_THROUGH = (InputNeeded, MissingCapability, Refusal)
 
 
 # outputSchema and structuredContent arrive together in 2025-06-18: before, neither exists.
@@ -60,7 +58,7 @@ def call_tool(svc: Services, req: Request) -> dict[str, Any]:
     def body(ctx: Context) -> dict[str, Any]:
         try:
             value = entry.handler(arguments, ctx)
-        except _PASS_THROUGH:
+        except PASS_THROUGH:
             raise
         except BaseException as exc:  # SystemExit from a tool too: it must not kill a worker
             # The model reads the message; the server's author needs the traceback.
