@@ -3,7 +3,8 @@
 The public face of the room. ``_server`` holds the :class:`Server` API, ``_registry`` the live
 tables, ``_router`` picks the era and the feature (``_tools``, ``_resources``, ``_prompts``,
 ``_listen``), ``_asking`` / ``_rounds`` / ``_state`` let a handler ask the client for input,
-``_loop`` (stdio) and ``_memory`` (in process) carry the frames.
+``_loop`` (stdio) and ``_memory`` (in process) carry the frames; ``http`` serves Streamable
+HTTP, optionally behind OAuth (``AccessToken``, ``IntrospectionVerifier``).
 """
 from __future__ import annotations
 
@@ -15,13 +16,23 @@ from mcpsync.server._server import (
     Server as Server,
     ToolHandler as ToolHandler,
 )
+from mcpsync.server.http._auth import (
+    AccessToken as AccessToken,
+    TokenVerifier as TokenVerifier,
+    current_access_token as current_access_token,
+)
+from mcpsync.server.http._introspection import IntrospectionVerifier as IntrospectionVerifier
 
 __all__ = [
+    "AccessToken",
     "Ask",
     "Context",
     "ElicitResult",
+    "IntrospectionVerifier",
     "Refusal",
     "SampleResult",
     "Server",
+    "TokenVerifier",
     "ToolHandler",
+    "current_access_token",
 ]

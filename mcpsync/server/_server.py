@@ -25,6 +25,7 @@ every connection. How each message is answered lives in ``_router``, the threads
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import inspect
 import os
 import sys
@@ -50,6 +51,7 @@ from mcpsync.server._schema import ToolSignature, describe, signature_of
 from mcpsync.server._services import CACHE_SCOPES, ServerIdentity, ServerSettings
 from mcpsync.server._uritemplate import UriTemplate
 from mcpsync.server.http._app import McpApp
+from mcpsync.server.http._auth import ProtectedApp, TokenVerifier
 from mcpsync.types import Tool
 
 __all__ = ["Context", "Server", "ToolHandler"]
@@ -77,7 +79,9 @@ class Server:
     only); give every worker process the same keys so that any of them can resume a round.
     ``ask_timeout`` bounds how long a legacy handler waits for the client to answer an ask.
     ``cache_ttl_ms`` / ``cache_scope`` are the 2026-07-28 caching hints of lists, discovery and
-    reads (a resource may override them). Capabilities follow what is registered (tools
+    reads (a resource may override them); ``cache_scope`` not given is ``"public"``, or
+    ``"private"`` on an endpoint that requires an access token (``wsgi_app(token_verifier=)``).
+    Capabilities follow what is registered (tools
     always; resources, prompts, completions once one exists); ``advertise`` names the kinds
     to offer from the start when the first one is added while serving.
     """
@@ -87,7 +91,7 @@ class Server:
                  max_frame_bytes: int = MAX_FRAME_BYTES, max_queued: int | None = None,
                  max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES,
                  state_keys: Sequence[str | bytes] | None = None, ask_timeout: float = 300.0,
-                 cache_ttl_ms: int = 60_000, cache_scope: str = "public",
+                 cache_ttl_ms: int = 60_000, cache_scope: str | None = None,
                  advertise: Sequence[str] = ()) -> None:
         _check_positive("concurrency", concurrency)
         _check_positive("max_frame_bytes", max_frame_bytes)
@@ -122,7 +126,7 @@ class Server:
         self._settings = ServerSettings(
             ServerIdentity(name, version, title, instructions), self._registry,
             self._make_sealer, float(ask_timeout), 60_000 if ttl is None else ttl,
-            scope or "public", frozenset(advertise))
+            scope, frozenset(advertise))
 
     def __repr__(self) -> str:
         return f"<Server {self.name!r} {self.version!r}>"
@@ -436,14 +440,34 @@ class Server:
             return
         self.serve()
 
+    @overload
     def wsgi_app(self, path: str = "/mcp", *, allowed_hosts: Sequence[str] | None = None,
-                 max_sessions: int = 256) -> McpApp:
+                 max_sessions: int = 256, token_verifier: None = None,
+                 resource: str | None = None, authorization_servers: Sequence[str] = (),
+                 scopes: Sequence[str] = ()) -> McpApp: ...
+
+    @overload
+    def wsgi_app(self, path: str = "/mcp", *, allowed_hosts: Sequence[str] | None = None,
+                 max_sessions: int = 256, token_verifier: TokenVerifier,
+                 resource: str | None = None, authorization_servers: Sequence[str] = (),
+                 scopes: Sequence[str] = ()) -> ProtectedApp: ...
+
+    def wsgi_app(self, path: str = "/mcp", *, allowed_hosts: Sequence[str] | None = None,
+                 max_sessions: int = 256, token_verifier: TokenVerifier | None = None,
+                 resource: str | None = None, authorization_servers: Sequence[str] = (),
+                 scopes: Sequence[str] = ()) -> McpApp | ProtectedApp:
         """This server as a WSGI application answering MCP Streamable HTTP at ``path``, in
         both eras, for gunicorn or any WSGI server that supports ``write()`` and streams.
 
         ``allowed_hosts``: the names ``Host`` and ``Origin`` may carry (``"name"`` for any
         port, ``"name:port"``, ``"*"`` for any); by default loopback only. Call the app's
         ``close()`` when done, to end its sessions and open streams.
+
+        With ``token_verifier`` (``verifier(token) -> AccessToken | None``, such as
+        :class:`~mcpsync.server.http.IntrospectionVerifier`) every request needs an OAuth
+        bearer token issued for ``resource`` (default: this endpoint's URL as the request
+        names it) carrying every one of ``scopes``; the RFC 9728 metadata names
+        ``authorization_servers``. Cache hints then default to ``cacheScope: "private"``.
         """
         registry = self._registry
 
@@ -451,24 +475,56 @@ class Server:
             entry = registry.tools.get(name)
             return None if entry is None else entry.wire.get("inputSchema")
 
-        return McpApp(self._dispatcher_factory(), name=self.name, path=path,
-                      allowed_hosts=allowed_hosts, tool_schema=tool_schema,
-                      max_sessions=max_sessions)
+        make_dispatcher = self._dispatcher_factory()
+        if token_verifier is not None and self._settings.cache_scope is None:
+            # Answers to an authenticated caller are that caller's: no shared cache may
+            # keep them. An explicit Server(cache_scope=) is taken as meant.
+            settings = dataclasses.replace(self._settings, cache_scope="private")
+
+            def make_dispatcher(send: Send,
+                                send_batch: Callable[[list[Message]], None]) -> Dispatcher:
+                return Dispatcher(settings, send, send_batch)
+
+        if token_verifier is None and (resource is not None or authorization_servers
+                                       or scopes):
+            raise ValueError(f"MCP server {self.name!r}: resource, authorization_servers and "
+                             "scopes describe a protected endpoint; pass token_verifier= too")
+        app = McpApp(make_dispatcher, name=self.name, path=path,
+                     allowed_hosts=allowed_hosts, tool_schema=tool_schema,
+                     max_sessions=max_sessions)
+        if token_verifier is None:
+            return app
+        return ProtectedApp(app, token_verifier, resource=resource,
+                            authorization_servers=authorization_servers, scopes=scopes,
+                            allowed_hosts=allowed_hosts)
 
     def serve_http(self, host: str = "127.0.0.1", port: int = 8000, *, path: str = "/mcp",
                    allowed_hosts: Sequence[str] | None = None, max_sessions: int = 256,
                    stop: threading.Event | None = None,
-                   ready: Callable[[str], None] | None = None, **options: Any) -> None:
+                   ready: Callable[[str], None] | None = None,
+                   token_verifier: TokenVerifier | None = None, resource: str | None = None,
+                   authorization_servers: Sequence[str] = (), scopes: Sequence[str] = (),
+                   **options: Any) -> None:
         """Serve Streamable HTTP on the built-in server until Ctrl-C or ``stop`` is set.
 
         ``ready(url)`` is called once clients can connect (with port 0 the URL names the port
-        picked). ``options`` go to :class:`~mcpsync.server.http.WsgiServer`
-        (``max_connections``, ``header_timeout``, ...). Each connection holds a thread, open
-        streams included, so ``max_connections`` bounds the clients served at once.
+        picked). ``token_verifier``, ``resource``, ``authorization_servers`` and ``scopes``
+        protect the endpoint with OAuth, as for :meth:`wsgi_app`. ``options`` go to
+        :class:`~mcpsync.server.http.WsgiServer` (``max_connections``, ``header_timeout``,
+        ...). Each connection holds a thread, open streams included, so ``max_connections``
+        bounds the clients served at once.
         """
         from mcpsync.server.http import WsgiServer
 
-        app = self.wsgi_app(path, allowed_hosts=allowed_hosts, max_sessions=max_sessions)
+        app: McpApp | ProtectedApp
+        if token_verifier is None:
+            app = self.wsgi_app(path, allowed_hosts=allowed_hosts, max_sessions=max_sessions,
+                                resource=resource, authorization_servers=authorization_servers,
+                                scopes=scopes)
+        else:
+            app = self.wsgi_app(path, allowed_hosts=allowed_hosts, max_sessions=max_sessions,
+                                token_verifier=token_verifier, resource=resource,
+                                authorization_servers=authorization_servers, scopes=scopes)
         server = WsgiServer(app, host, port, name=options.pop("name", self.name), **options)
         try:
             server.start()

@@ -42,7 +42,7 @@ class ServerSettings:
     sealer: Callable[[], Any]           # the StateSealer, built on first use
     ask_timeout: float = 300.0
     cache_ttl_ms: int = 60_000
-    cache_scope: str = "public"
+    cache_scope: str | None = None      # None: not given (public; private behind a token)
     advertise: frozenset[str] = frozenset()
 
 
@@ -70,7 +70,7 @@ class Services:
         """Add the 2026-07-28 caching hints to a complete result (nothing under legacy)."""
         if req.modern:
             out["ttlMs"] = self.settings.cache_ttl_ms if ttl_ms is None else ttl_ms
-            out["cacheScope"] = self.settings.cache_scope if scope is None else scope
+            out["cacheScope"] = scope or self.settings.cache_scope or "public"
         return out
 
 

@@ -20,6 +20,10 @@ What it does, beyond authlib's defaults:
   resource, and :meth:`AuthlibServer.resource_validator` (authlib's ``ResourceProtector`` with
   a ``BearerTokenValidator``) checks token, expiry, revocation, scope and resource, for the
   MCP test server in the same process.
+- RFC 7662 token introspection at ``/introspect`` (authlib's ``IntrospectionEndpoint``), for
+  resource servers registered with :meth:`AuthlibServer.register_introspector`; an active
+  token's answer carries ``aud``: the resource it was issued for (RFC 8707), so a resource
+  server can refuse a token meant for another one. Counted in :attr:`introspections`.
 - Every token request is logged (:attr:`token_log`) and counted by grant type
   (:attr:`token_requests`), for assertions such as "exactly one refresh".
 - The device authorization grant (RFC 8628), on authlib's ``DeviceAuthorizationEndpoint``
@@ -73,6 +77,7 @@ from authlib.oauth2.rfc6749.grants import (
 from authlib.oauth2.rfc6750 import BearerTokenGenerator, BearerTokenValidator
 from authlib.oauth2.rfc7591 import ClientRegistrationEndpoint
 from authlib.oauth2.rfc7636 import CodeChallenge
+from authlib.oauth2.rfc7662 import IntrospectionEndpoint
 from authlib.oauth2.rfc8414 import AuthorizationServerMetadata
 from authlib.oauth2.rfc8628 import (
     DEVICE_CODE_GRANT_TYPE,
@@ -514,6 +519,36 @@ class _Registration(ClientRegistrationEndpoint):  # type: ignore[misc]
         return client
 
 
+class _Introspection(IntrospectionEndpoint):  # type: ignore[misc]
+    """RFC 7662 for the resource servers the test registered as introspectors; ``aud`` is
+    the token's RFC 8707 resource (left out when the token was issued for none)."""
+
+    CLIENT_AUTH_METHODS = ["client_secret_basic", "client_secret_post"]
+
+    @property
+    def owner(self) -> AuthlibServer:
+        owner: AuthlibServer = self.server.owner
+        return owner
+
+    def query_token(self, token_string: str, token_type_hint: str | None) -> Token | None:
+        with self.owner._lock:
+            return self.owner._by_access.get(token_string)
+
+    def check_permission(self, token: Token, client: Client, oauth_request: Any) -> bool:
+        return client.client_id in self.owner._introspectors
+
+    def introspect_token(self, token: Token) -> dict[str, Any]:
+        payload: dict[str, Any] = {
+            "active": True, "client_id": token.client_id, "token_type": "Bearer",
+            "scope": token.scope, "iss": self.owner.issuer, "iat": int(token.issued_at),
+            "exp": int(token.issued_at + token.expires_in)}
+        if token.user is not None:
+            payload["sub"] = token.user.get_user_id()
+        if token.resource is not None:
+            payload["aud"] = token.resource
+        return payload
+
+
 class _Issuer(IssuerParameter):  # type: ignore[misc]
     def __init__(self, owner: AuthlibServer) -> None:
         self.owner = owner
@@ -636,6 +671,8 @@ class AuthlibServer:
         self.token_log: list[TokenRequest] = []
         self.refresh_reuse = 0  # refreshes refused: refresh token spent (rotated) or revoked
         self.resource_checks: Counter[bool] = Counter()  # resource_validator verdicts
+        self._introspectors: set[str] = set()  # client ids allowed to introspect
+        self.introspections = 0  # requests to /introspect, refused ones included
         self.errors: list[str] = []  # exceptions inside the app; the fixture fails on any
 
         self.app = self._make_app()
@@ -669,6 +706,7 @@ class AuthlibServer:
             data["registration_endpoint"] = f"{issuer}/register"
         if self.device:
             data["device_authorization_endpoint"] = f"{issuer}/device_authorization"
+        data["introspection_endpoint"] = f"{issuer}/introspect"
         AuthorizationServerMetadata(data).validate()
         return data
 
@@ -686,6 +724,17 @@ class AuthlibServer:
                         server_scopes=self.scopes)
         with self._lock:
             self._clients[client.client_id] = client
+        return client
+
+    def register_introspector(self, *, client_id: str = "resource-server",
+                              client_secret: str | None = None) -> Client:
+        """Register a resource server allowed to introspect tokens (RFC 7662); it has no
+        grant of its own. Returns it (its ``client_secret`` is drawn when not given)."""
+        client = Client(client_id=client_id, client_secret=client_secret or generate_token(32),
+                        grant_types=[], response_types=[], server_scopes=self.scopes)
+        with self._lock:
+            self._clients[client.client_id] = client
+            self._introspectors.add(client.client_id)
         return client
 
     def client(self, client_id: str) -> Client | None:
@@ -805,6 +854,7 @@ class AuthlibServer:
         server.register_grant(_DeviceGrant)
         server.register_endpoint(_Registration)
         server.register_endpoint(_DeviceEndpoint)
+        server.register_endpoint(_Introspection)
         server.register_extension(_Issuer(self))
         self._authz = server
 
@@ -812,6 +862,7 @@ class AuthlibServer:
         app.add_url_rule("/authorize", "authorize", self._authorize)
         app.add_url_rule("/token", "token", self._token, methods=["POST"])
         app.add_url_rule("/register", "register", self._register, methods=["POST"])
+        app.add_url_rule("/introspect", "introspect", self._introspect, methods=["POST"])
         app.add_url_rule("/device_authorization", "device_authorization",
                          self._device_authorization, methods=["POST"])
 
@@ -865,6 +916,13 @@ class AuthlibServer:
         with self._lock:
             response: Response = self._authz.create_endpoint_response(
                 ClientRegistrationEndpoint.ENDPOINT_NAME)
+        return response
+
+    def _introspect(self) -> Response:
+        with self._lock:
+            self.introspections += 1
+            response: Response = self._authz.create_endpoint_response(
+                _Introspection.ENDPOINT_NAME)
         return response
 
     def _device_authorization(self) -> Response:

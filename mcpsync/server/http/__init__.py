@@ -7,12 +7,33 @@ socket through one buffer, against deadlines. Those know nothing about MCP: they
 WSGI application, so that ``serve_http()`` needs no dependency beyond Python itself.
 ``_app`` is the MCP endpoint itself (:class:`McpApp`, what ``Server.wsgi_app()`` returns),
 with ``_headers`` (Host, Origin and the 2026-07-28 header rules) and ``_channel`` (frames
-waiting for the thread that writes a response).
+waiting for the thread that writes a response). ``_auth`` puts OAuth in front of it
+(:class:`ProtectedApp`: bearer tokens, RFC 9728 metadata, the audience check) and
+``_introspection`` offers a verifier that asks the authorization server (RFC 7662).
 """
 
 from __future__ import annotations
 
 from mcpsync.server.http._app import McpApp as McpApp
+from mcpsync.server.http._auth import (
+    AccessToken as AccessToken,
+    ProtectedApp as ProtectedApp,
+    TokenVerifier as TokenVerifier,
+    current_access_token as current_access_token,
+)
 from mcpsync.server.http._builtin import WsgiServer as WsgiServer
+from mcpsync.server.http._introspection import (
+    IntrospectionError as IntrospectionError,
+    IntrospectionVerifier as IntrospectionVerifier,
+)
 
-__all__ = ["McpApp", "WsgiServer"]
+__all__ = [
+    "AccessToken",
+    "IntrospectionError",
+    "IntrospectionVerifier",
+    "McpApp",
+    "ProtectedApp",
+    "TokenVerifier",
+    "WsgiServer",
+    "current_access_token",
+]
