@@ -10,6 +10,7 @@ returning what a buggy verifier would) prove the app's own audience and expiry c
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -25,11 +26,13 @@ import mcpauth
 import mcpsync
 from mcpsync.server import (
     AccessToken,
+    Context,
     IntrospectionVerifier,
     Server,
     TokenVerifier,
     current_access_token,
 )
+from mcpsync.server.http import IntrospectionError
 
 from .helpers import MODERN, modern_meta
 
@@ -401,3 +404,52 @@ def test_the_official_client_with_a_static_bearer_header(guarded: Guarded) -> No
 
     assert anyio.run(scenario) == "svc/None/['mcp:tools']"
     assert guarded.auth.introspections == 1
+
+
+# -- the introspection verifier itself ---------------------------------------------------------
+
+def test_introspection_caches_by_hash_and_an_unreachable_server_is_503(
+        guarded: Guarded) -> None:
+    token = guarded.token()
+    verifier = guarded.introspection
+    first = verifier(token)
+    assert first is not None and first.audience == (guarded.url,)
+    assert first.scopes == frozenset(SCOPES) and first.client_id == "svc"
+    assert first.expires_at is not None and first.expires_at > time.time()
+    assert verifier(token) == first and verifier.requests == 1   # cached
+    assert verifier("unknown") is None and verifier.requests == 2   # inactive: not cached
+    held = json.dumps([repr(k) for k in verifier._cache]) + repr(verifier._cache)
+    assert token not in held                                        # keyed by a digest
+    wrong = IntrospectionVerifier(verifier.url, client_id="rs", client_secret="wrong")
+    try:
+        with pytest.raises(IntrospectionError, match="HTTP 401"):
+            wrong(token)
+    finally:
+        wrong.close()
+    fresh = guarded.token()
+    guarded.auth.stop()   # the authorization server goes away: "cannot tell", not "refused"
+    assert guarded.modern("tools/list", token=token).status_code == 200   # still cached
+    response = guarded.modern("tools/list", token=fresh)
+    assert response.status_code == 503 and "guarded" in response.json()["error_description"]
+
+
+def test_event_streams_pass_through_the_protection(guarded_factory: Callable[..., Guarded]
+                                                   ) -> None:
+    server = build_server()
+
+    @server.tool()
+    def count(steps: int, ctx: Context) -> str:
+        for step in range(1, steps + 1):
+            ctx.progress(step, steps)
+        return f"counted {steps}"
+
+    guarded = guarded_factory(server=server)
+    token = guarded.token()
+    for era in ("legacy", "modern"):
+        seen: list[float] = []
+        with mcpsync.connect(guarded.url, auth=token, era=era, timeout=10) as client:
+            result = client.call_tool("count", {"steps": 3},
+                                      progress=lambda done, total, message, seen=seen:
+                                      seen.append(done))
+        assert getattr(result.content[0], "text", None) == "counted 3"
+        assert seen == [1, 2, 3], era
