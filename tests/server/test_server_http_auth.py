@@ -453,3 +453,24 @@ def test_event_streams_pass_through_the_protection(guarded_factory: Callable[...
                                       seen.append(done))
         assert getattr(result.content[0], "text", None) == "counted 3"
         assert seen == [1, 2, 3], era
+
+
+def test_a_legacy_session_belongs_to_the_token_that_opened_it(guarded: Guarded) -> None:
+    guarded.auth.register_client(client_id="other", client_secret="other-pw",
+                                 grant_types=["client_credentials"])
+    mine = guarded.token()
+    response = requests.post(guarded.auth.issuer + "/token", auth=("other", "other-pw"), data={
+        "grant_type": "client_credentials", "scope": "mcp:tools", "resource": guarded.url},
+        timeout=5)
+    theirs = response.json()["access_token"]
+    opened = guarded.post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"}}}, mine)
+    assert opened.status_code == 200
+    sid = opened.headers["Mcp-Session-Id"]
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    session = {"Mcp-Session-Id": sid}
+    assert guarded.post(listing, mine, session).status_code == 200
+    stolen = guarded.post(listing, theirs, session)
+    assert stolen.status_code == 404 and sid not in stolen.text
+    assert guarded.post(listing, mine, session).status_code == 200

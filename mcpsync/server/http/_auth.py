@@ -16,16 +16,21 @@ The protected-resource metadata (RFC 9728) is served at
 ``/.well-known/oauth-protected-resource<path>`` and at the root form, without a token, so a
 client that got the 401 can find the authorization server. The ``Authorization`` header is
 removed from the environ before the request reaches the endpoint: nothing behind this layer
-can forward the token. The verified :class:`AccessToken` is published in a context variable
-for the WSGI thread that runs the handler (:func:`current_access_token`).
+can forward the token. A legacy session belongs to the client and user whose token opened
+it; another token naming its ``Mcp-Session-Id`` gets 404, as for an unknown session. The
+verified :class:`AccessToken` is published in a context variable for the WSGI thread that
+runs the handler (:func:`current_access_token`).
 """
 
 from __future__ import annotations
 
 import contextvars
+import hashlib
 import json
 import logging
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -42,6 +47,7 @@ log = logging.getLogger("mcpsync.server.http.auth")
 StartResponse = Callable[..., Callable[[bytes], None]]
 
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
+_MAX_OWNERS = 4096   # legacy sessions whose owner is remembered (the oldest forgotten first)
 
 _CURRENT: contextvars.ContextVar[AccessToken | None] = contextvars.ContextVar(
     "mcpsync_access_token", default=None)
@@ -160,6 +166,8 @@ class ProtectedApp:
                              "cannot be derived from the Host header (a client would choose "
                              "the audience its token is checked against); pass resource= "
                              "with the endpoint's public URL")
+        self._lock = threading.Lock()
+        self._owners: OrderedDict[bytes, tuple[str, str | None]] = OrderedDict()
         suffix = "" if self.path == "/" else self.path
         self._metadata_paths = frozenset({WELL_KNOWN + suffix, WELL_KNOWN})
 
@@ -217,11 +225,46 @@ class ProtectedApp:
         verdict = self._authenticate(environ, resource)
         if isinstance(verdict, _Refusal):
             return verdict.send(start_response, self._metadata_url(resource), self.scopes)
+        sid = environ.get("HTTP_MCP_SESSION_ID")
+        principal = (verdict.client_id, verdict.subject)
+        if sid is not None and not self._session_of(str(sid), principal):
+            return _json(start_response, "404 Not Found", {
+                "error": "invalid_request",
+                "error_description": f"MCP server {self.name!r}: unknown session for this "
+                                     "token; start a new one with initialize"})
         reset = _CURRENT.set(verdict)
         try:
-            return self.app(_without_credentials(environ), start_response)
+            return self.app(_without_credentials(environ),
+                            self._binding(start_response, principal, environ))
         finally:
             _CURRENT.reset(reset)
+
+    def _session_of(self, sid: str, principal: tuple[str, str | None]) -> bool:
+        """Whether the token's principal may use legacy session ``sid``: a session belongs to
+        whoever opened it, so a session id that leaked is no use with another token."""
+        key = hashlib.sha256(sid.encode()).digest()
+        with self._lock:
+            owner = self._owners.get(key)
+        return owner is None or owner == principal
+
+    def _binding(self, start_response: StartResponse, principal: tuple[str, str | None],
+                 environ: dict[str, Any]) -> StartResponse:
+        """``start_response`` noting which principal a new session (or its end) belongs to."""
+        sid = environ.get("HTTP_MCP_SESSION_ID")
+        deleting = environ.get("REQUEST_METHOD") == "DELETE" and sid is not None
+
+        def start(status: str, headers: list[tuple[str, str]], *rest: Any) -> Any:
+            opened = next((v for k, v in headers if k.lower() == "mcp-session-id"), None)
+            with self._lock:
+                if opened is not None:
+                    self._owners[hashlib.sha256(opened.encode()).digest()] = principal
+                    while len(self._owners) > _MAX_OWNERS:
+                        self._owners.popitem(last=False)
+                elif deleting and status.startswith("204"):
+                    self._owners.pop(hashlib.sha256(str(sid).encode()).digest(), None)
+            return start_response(status, headers, *rest)
+
+        return start
 
     def _authenticate(self, environ: dict[str, Any], resource: str) -> AccessToken | _Refusal:
         header = str(environ.get("HTTP_AUTHORIZATION") or "")
