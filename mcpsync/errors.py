@@ -29,6 +29,7 @@ __all__ = [
     "ConnectionLost",
     "HeaderMismatch",
     "InputRoundsExceeded",
+    "InvalidArguments",
     "MCPError",
     "MissingCapability",
     "OutputValidationError",
@@ -48,6 +49,7 @@ __all__ = [
     "URLElicitationRequired",
     "Unauthorized",
     "UnknownServer",
+    "UnknownTool",
     "UnsupportedInThisEra",
     "UnsupportedProtocolVersion",
     "UsedAfterFork",
@@ -317,6 +319,40 @@ class UnknownServer(MCPError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return self.message
+
+
+class UnknownTool(MCPError, KeyError):
+    """The server does not list a tool of that name (``KeyError`` too, for ``except``).
+
+    Raised before anything is sent, when the client has a tool list to judge by: the list was
+    fetched again once, in case the server added the tool since. ``name`` is the name asked
+    for; ``suggestions`` the listed names closest to it (also in the message, "did you
+    mean"). ``validate_input=False`` sends such calls anyway.
+    """
+
+    def __init__(self, message: str = "", *, name: str = "",
+                 suggestions: tuple[str, ...] = (), server: str | None = None,
+                 method: str | None = None) -> None:
+        super().__init__(message, server=server, method=method)
+        self.name = name
+        self.suggestions = suggestions
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return self.message
+
+
+class InvalidArguments(MCPError, TypeError):
+    """A tool call's arguments cannot be right: a required one is missing, or (through a
+    tool proxy) one the tool does not take was given. ``TypeError`` too, as Python raises
+    for a bad call. Raised before anything is sent; ``missing`` and ``unexpected`` name the
+    arguments."""
+
+    def __init__(self, message: str = "", *, missing: tuple[str, ...] = (),
+                 unexpected: tuple[str, ...] = (), server: str | None = None,
+                 method: str | None = None) -> None:
+        super().__init__(message, server=server, method=method)
+        self.missing = missing
+        self.unexpected = unexpected
 
 
 class SecretError(MCPError):

@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from mcpsync.client._arguments import check_arguments
 from mcpsync.client._cache import ListCache
 from mcpsync.client._callbacks import (
     Callbacks,
@@ -51,6 +52,7 @@ from mcpsync.client._lifecycle import SessionLifecycle, SessionResources
 from mcpsync.client._lists import list_all
 from mcpsync.client._notifications import Notifications
 from mcpsync.client._options import ClientOptions
+from mcpsync.client._proxies import ToolProxies
 from mcpsync.client._restart import RestartBudget
 from mcpsync.client._subscriptions import Subscription, Subscriptions
 from mcpsync.client._tools import ToolSchemas
@@ -91,6 +93,11 @@ _log = logging.getLogger("mcpsync.client")
 
 ProgressCallback = Callable[[float, "float | None", "str | None"], Any]
 
+
+# The call options a tool proxy passes on to call_tool, with their defaults.
+_PROXY_OPTIONS: dict[str, Any] = {"timeout": None, "progress": None, "raise_on_error": False,
+                                  "retry_on_drop": False, "meta": None,
+                                  "reset_timeout_on_progress": None}
 
 # Clients left open at interpreter exit are closed, so no server outlives the script.
 _open_clients: weakref.WeakSet[Client] = weakref.WeakSet()
@@ -135,6 +142,8 @@ class Client(SessionLifecycle):
         self._callbacks = Callbacks(sampling=sampling, elicitation=elicitation, roots=roots)
         self._cache = ListCache()
         self._toolset = ToolSchemas(validate=options.validate_output)
+        self._validate_input = options.validate_input
+        self._proxies: ToolProxies | None = None
         # The subscription thread and the session reach this client only weakly, so that a
         # client nobody holds is collected and its server stopped (see _finalizer).
         me = weakref.ref(self)
@@ -254,7 +263,8 @@ class Client(SessionLifecycle):
                   timeout: float | None = None, progress: ProgressCallback | None = None,
                   raise_on_error: bool = False, retry_on_drop: bool = False,
                   meta: Mapping[str, Any] | None = None,
-                  reset_timeout_on_progress: bool | None = None) -> CallToolResult:
+                  reset_timeout_on_progress: bool | None = None,
+                  validate_input: bool | None = None) -> CallToolResult:
         """Call a tool and return its :class:`~mcpsync.types.CallToolResult`.
 
         A tool that fails reports ``is_error=True`` in a normal result; pass
@@ -265,6 +275,13 @@ class Client(SessionLifecycle):
         ``reset_timeout_on_progress`` overrides the client option for this call. With
         ``retry_on_drop=True`` a call whose connection dropped is sent again once after a
         modern server's restart (only for tools safe to run twice).
+
+        When a tool list is cached (from :meth:`list_tools` or a tool proxy), the call is
+        checked against it before anything is sent: a name it lacks is listed once more,
+        then raises :class:`~mcpsync.errors.UnknownTool` ("did you mean ..."); a missing
+        required argument raises :class:`~mcpsync.errors.InvalidArguments`.
+        ``validate_input=False`` (here, or on ``connect()`` for every call) sends the call
+        unchecked.
 
         When the last :meth:`list_tools` cached an ``outputSchema`` for this tool and
         ``jsonschema`` is installed, the structured result is validated
@@ -280,6 +297,12 @@ class Client(SessionLifecycle):
         # other outcome goes to the call flow, which takes over from this first round.
         if not self._has_tools:
             self._require("tools", f"calling tool {name!r}", "tools/call")
+        if (required := self._toolset.required) is not None and (
+                self._validate_input if validate_input is None else validate_input):
+            need = required.get(name)
+            if need is None or (need and not need.issubset(arguments or ())):
+                check_arguments(self._name, name, arguments, self._toolset,
+                                self._relist_tools)
         session = self._session
         if session.lost is not None:
             session = self._revive()
@@ -334,11 +357,38 @@ class Client(SessionLifecycle):
                     reset=reset, retry_on_drop=retry_on_drop)
 
     def list_tools(self) -> list[Tool]:
-        """Every tool (all pages). Remembers output schemas for :meth:`call_tool` validation."""
-        self._require("tools", "listing tools", "tools/list")
+        """Every tool (all pages). Remembers the list (and output schemas) for the checks
+        and validation of :meth:`call_tool`. A server without the ``tools`` capability has
+        none: ``[]``, nothing sent."""
+        if "tools" not in self._capabilities:
+            return []
         tools = [Tool.from_dict(t) for t in self._list_all("tools/list", "tools")]
         self._toolset.remember(tools)
         return tools
+
+    @property
+    def tools(self) -> ToolProxies:
+        """The server's tools as Python callables: ``client.tools.add(a=1, b=2)``, or
+        ``client.tools["get-sum"](...)`` by the real name (docs/client.md, "Tool proxies").
+        Made from the cached tool list; the tools are listed only when none is cached."""
+        proxies = self._proxies
+        if proxies is None:
+            me = weakref.ref(self)
+            proxies = self._proxies = ToolProxies(
+                lambda: _alive(me)._name, lambda: _alive(me)._cached_tools(),
+                lambda name, args, **options: _alive(me).call_tool(name, args, **options),
+                _PROXY_OPTIONS, relist=lambda: _alive(me)._relist_tools())
+        return proxies
+
+    def _cached_tools(self) -> list[Tool]:
+        listed = self._toolset.listed()
+        return listed if listed is not None else self.list_tools()
+
+    def _relist_tools(self) -> None:
+        """List the tools again past the list cache: a call named a tool the cached list
+        lacks, and the server may have added it since."""
+        self._cache.invalidate("tools/list")
+        self.list_tools()
 
     def submit(self, method: str, params: Mapping[str, Any] | None = None, *,
                timeout: float | None = None, progress: ProgressCallback | None = None,
@@ -364,11 +414,17 @@ class Client(SessionLifecycle):
                     timeout: float | None = None, progress: ProgressCallback | None = None,
                     raise_on_error: bool = False, retry_on_drop: bool = False,
                     meta: Mapping[str, Any] | None = None,
-                    reset_timeout_on_progress: bool | None = None) -> CallFuture:
+                    reset_timeout_on_progress: bool | None = None,
+                    validate_input: bool | None = None) -> CallFuture:
         """:meth:`call_tool` without waiting: the future resolves to its
         :class:`~mcpsync.types.CallToolResult` (or raises what ``call_tool`` would raise:
         ``ToolError`` with ``raise_on_error``, ``OutputValidationError``, ...).
-        ``future.cancel()`` cancels on the wire."""
+        ``future.cancel()`` cancels on the wire. The argument checks of ``call_tool`` run
+        here, before the future exists: ``UnknownTool`` and ``InvalidArguments`` raise at
+        once."""
+        if self._toolset.required is not None and (
+                self._validate_input if validate_input is None else validate_input):
+            check_arguments(self._name, name, arguments, self._toolset, self._relist_tools)
         call = self._tool_call(name, arguments, meta, timeout, progress,
                                reset_timeout_on_progress, retry_on_drop)
         future = CallFuture(f"calling tool {name!r} on server {self._name!r}", self._name,
@@ -392,19 +448,23 @@ class Client(SessionLifecycle):
                         server=self._name)
 
     def list_resources(self) -> list[Resource]:
-        """Every resource (all pages)."""
-        self._require("resources", "listing resources", "resources/list")
+        """Every resource (all pages); ``[]`` without the ``resources`` capability (a server
+        that offers no resources has none; nothing is sent)."""
+        if "resources" not in self._capabilities:
+            return []
         return [Resource.from_dict(r) for r in self._list_all("resources/list", "resources")]
 
     def list_resource_templates(self) -> list[ResourceTemplate]:
-        """Every resource template (all pages)."""
-        self._require("resources", "listing resource templates", "resources/templates/list")
+        """Every resource template (all pages); ``[]`` without the ``resources`` capability."""
+        if "resources" not in self._capabilities:
+            return []
         return [ResourceTemplate.from_dict(r)
                 for r in self._list_all("resources/templates/list", "resourceTemplates")]
 
     def list_prompts(self) -> list[Prompt]:
-        """Every prompt (all pages)."""
-        self._require("prompts", "listing prompts", "prompts/list")
+        """Every prompt (all pages); ``[]`` without the ``prompts`` capability."""
+        if "prompts" not in self._capabilities:
+            return []
         return [Prompt.from_dict(p) for p in self._list_all("prompts/list", "prompts")]
 
     # -- resources, prompts, completion ----------------------------------------------------

@@ -68,6 +68,8 @@ class ConnectKeywords(TypedDict, total=False):
     max_pages: int
     max_input_rounds: int
     validate_output: bool
+    validate_input: bool
+    stderr: str | None
     # per server
     name: str | None
     env: Mapping[str, str | None] | Sequence[str] | None
@@ -80,14 +82,18 @@ class ConnectKeywords(TypedDict, total=False):
     on_unauthorized: Callable[..., Any] | None
 
 
-def connect(target: ServerConfig | Sequence[str] | str | InProcessServer,
-            options: ClientOptions | None = None,
+def connect(target: ServerConfig | Sequence[str] | str | InProcessServer | os.PathLike[str]
+            | Mapping[str, Any],
+            options: ClientOptions | None = None, *, server_id: str | None = None,
             **overrides: Unpack[ConnectKeywords]) -> Client:
     """Start an MCP server and connect to it; return a ready :class:`Client`.
 
     ``target`` is an argv list (``[sys.executable, "server.py"]``), a command string (split
     with :func:`shlex.split`; pass a list to avoid that, as Windows users should), a URL, or
-    a :class:`~mcpsync.config.ServerConfig`, or a :class:`mcpsync.Server` object, which is
+    a :class:`~mcpsync.config.ServerConfig`, a :class:`pathlib.Path` to a config file or a
+    config mapping (a whole ``mcpServers``/``servers`` config, or one entry; ``server_id``
+    picks one of several, see ``docs/client.md``, "Connecting from a config"), or a
+    :class:`mcpsync.Server` object, which is
     then served in this process (no subprocess, no stdout redirection; see
     ``docs/client.md``, "A server in this process"). ``options`` is a :class:`ClientOptions`; any
     keyword replaces the field of that name. ``name``, ``env``, ``cwd`` and ``timeout`` given
@@ -130,6 +136,12 @@ def connect(target: ServerConfig | Sequence[str] | str | InProcessServer,
     changed = {key: value for key, value in given.items() if key in _OPTION_NAMES}
     opts = replace(base, **changed) if changed else base
     in_process = None
+    if isinstance(target, (os.PathLike, Mapping)):
+        from mcpsync.client._connect_config import config_from
+
+        target = config_from(target, server_id)
+    elif server_id is not None:
+        raise TypeError("connect(): server_id= is only for a config file or mapping")
     if isinstance(target, InProcessServer):   # a mcpsync.Server: served in this process
         target, in_process = in_process_target(target)
     config = with_overrides(config_of(target), name=given.get("name"), timeout=opts.timeout,

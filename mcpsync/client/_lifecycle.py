@@ -100,6 +100,15 @@ class SessionLifecycle:
         if isinstance(transport, HttpTransport):
             transport.session_updated(SessionState("legacy", version, params))
 
+    def _on_stderr(self) -> Callable[[str], None] | None:
+        """The stderr line callback: the user's ``on_stderr``, and with ``stderr="show"``
+        a printer on ``sys.stderr`` before it."""
+        if self._opts.stderr != "show":
+            return self._opts.on_stderr
+        from mcpsync.client._stderr_show import stderr_printer
+
+        return stderr_printer(self._name, self._opts.on_stderr)
+
     def _open_session(self) -> Session:
         """Spawn the server (or open the HTTP transport) and start a session on it (the
         handshake comes after)."""
@@ -114,7 +123,7 @@ class SessionLifecycle:
                 self._config.argv, name=self._name, env=self._config.env,
                 inherit_env=self._opts.inherit_env, cwd=self._config.cwd,
                 max_frame_bytes=self._opts.max_frame_bytes,
-                stderr_bytes=self._opts.stderr_bytes, on_stderr=self._opts.on_stderr,
+                stderr_bytes=self._opts.stderr_bytes, on_stderr=self._on_stderr(),
                 die_with_parent=self._opts.die_with_parent)
             try:
                 stdio.start()

@@ -41,7 +41,9 @@ class ClientOptions:
     (the cap a per-call timeout may ask for); ``era`` (``"auto"``, ``"legacy"`` or
     ``"modern"``) and ``protocol_version`` (one exact revision); ``restart`` (``"on_demand"``
     or ``None``); ``sampling``, ``elicitation``, ``roots`` (the callbacks that serve the
-    server's requests); ``client_info`` (``True`` for mcpsync's own, a dict, or ``None``).
+    server's requests); ``client_info`` (``True`` for mcpsync's own, a dict, or ``None``);
+    ``validate_input`` (check tool calls against the cached tool list); ``stderr``
+    (``"show"`` prints the server's stderr lines on ``sys.stderr``).
     """
 
     timeout: float | None = None
@@ -68,6 +70,8 @@ class ClientOptions:
     max_pages: int = 100
     max_input_rounds: int = 10
     validate_output: bool = True
+    validate_input: bool = True
+    stderr: str | None = None
 
     def __post_init__(self) -> None:
         if self.timeout is not None:
@@ -93,6 +97,9 @@ class ClientOptions:
         if self.log_level is not None and self.log_level not in LOG_LEVELS:
             raise ConfigError(f"invalid option: log_level: must be one of "
                               f"{', '.join(LOG_LEVELS)}, got {self.log_level!r}")
+        if self.stderr not in (None, "show"):
+            raise ConfigError(f"invalid option: stderr: must be 'show' or None, got "
+                              f"{self.stderr!r}")
         if not isinstance(self.client_info, (bool, Mapping)) and self.client_info is not None:
             raise ConfigError("invalid option: client_info: expected a dict, True or None")
 

@@ -12,7 +12,7 @@ from typing import Any
 from mcpsync.errors import OutputValidationError, ProtocolError, ToolError
 from mcpsync.types import CallToolResult, Tool
 
-__all__ = ["ToolSchemas"]
+__all__ = ["ToolSchemas", "required_arguments"]
 
 
 class ToolSchemas:
@@ -25,12 +25,16 @@ class ToolSchemas:
     def __init__(self, *, validate: bool) -> None:
         self._validate_output = validate
         self.tools: dict[str, Tool] = {}
+        # tool name -> its required argument names; None until a list is known (then call
+        # arguments are not checked at all: tools are never listed just to check them).
+        self.required: dict[str, frozenset[str]] | None = None
         self.schemas: dict[str, Any] = {}       # tool name -> outputSchema (validation on)
         self._validators: dict[str, Any] = {}   # tool name -> compiled jsonschema validator
 
     def remember(self, tools: list[Tool]) -> None:
         """Keep a fresh ``tools/list`` answer (its schemas only with ``jsonschema``)."""
         self.tools = {t.name: t for t in tools}
+        self.required = {t.name: required_arguments(t) for t in tools}
         schemas: dict[str, Any] = {}
         if self._validate_output and _jsonschema_available():
             schemas = {t.name: t.output_schema for t in tools if t.output_schema is not None}
@@ -40,8 +44,13 @@ class ToolSchemas:
     def forget(self) -> None:
         """The server's tool list changed: validate nothing until it is listed again."""
         self.tools = {}
+        self.required = None
         self.schemas = {}
         self._validators = {}
+
+    def listed(self) -> list[Tool] | None:
+        """The cached tool list, or ``None`` when none is known (never listed, or changed)."""
+        return None if self.required is None else list(self.tools.values())
 
     def result(self, server: str, name: str, result: Any,
                raise_on_error: bool) -> CallToolResult:
@@ -85,6 +94,16 @@ class ToolSchemas:
                 f"{doing}: the structured result does not match the tool's outputSchema at "
                 f"{where}: {error.message}; pass validate_output=False to connect() to accept "
                 "it", result=result, server=server, method="tools/call")
+
+
+def required_arguments(tool: Tool) -> frozenset[str]:
+    """The ``required`` names of a tool's ``inputSchema`` (strings only; a malformed list
+    requires nothing rather than failing every call)."""
+    required = tool.input_schema.get("required") if isinstance(tool.input_schema, dict) \
+        else None
+    if not isinstance(required, list):
+        return frozenset()
+    return frozenset(r for r in required if isinstance(r, str))
 
 
 _jsonschema: bool | None = None

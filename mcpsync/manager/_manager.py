@@ -26,6 +26,7 @@ from mcpsync._secret_dirs import sweep as sweep_secret_dirs
 from mcpsync._threads import run_parallel
 from mcpsync.client._client import Client, ProgressCallback
 from mcpsync.client._options import ClientOptions
+from mcpsync.client._proxies import ToolProxies
 from mcpsync.config import ServerConfig
 from mcpsync.errors import (
     ClosedError,
@@ -541,6 +542,16 @@ class Manager:
                 and entry.tools is not None:
             return list(entry.tools)
         return entry.client.list_tools()
+
+    def proxy(self, server_id: str) -> ToolProxies:
+        """That server's tools as Python callables, as ``Client.tools`` gives them
+        (``manager.proxy("files").read_file(path="a")``); each call goes through
+        :meth:`call_tool`, so the policy applies. Made from the discovered tool list."""
+        self._entry(server_id)   # an unknown id fails here, not at the first attribute
+        return ToolProxies(
+            lambda: server_id, lambda: self.list_tools(server_id),
+            lambda name, args, **options: self.call_tool(server_id, name, args, **options),
+            {"timeout": None, "progress": None})
 
     def call_tool(self, server_id: str, name: str, args: Mapping[str, Any] | None = None, *,
                   timeout: float | None = None,

@@ -133,8 +133,11 @@ def test_ping_per_era() -> None:
 
 def test_capability_not_advertised_raises_without_round_trip() -> None:
     with mcpsync.connect(DEMO) as client:
-        for call in (client.list_resources, client.list_prompts,
-                     client.list_resource_templates, lambda: client.read_resource("x://y"),
+        # Lists of what the server does not offer are empty; nothing is asked.
+        assert client.list_resources() == []
+        assert client.list_prompts() == []
+        assert client.list_resource_templates() == []
+        for call in (lambda: client.read_resource("x://y"),
                      lambda: client.get_prompt("p"), lambda: client.complete("p", ("a", "")),
                      lambda: client.subscribe("x://y", print)):
             with pytest.raises(mcpsync.CapabilityNotSupported):

@@ -22,7 +22,7 @@ KEYWORDS_BEFORE = {
     "on_stderr", "die_with_parent", "restart", "sampling", "elicitation", "roots", "on_log",
     "on_notification", "notification_observer", "on_connection_lost", "log_level",
     "client_info", "max_pages", "max_input_rounds", "validate_output", "headers", "auth",
-    "session", "authorization", "on_unauthorized", "transport",
+    "session", "authorization", "on_unauthorized", "transport", "validate_input", "stderr",
 }
 
 

@@ -246,7 +246,7 @@ def test_client_errors_carry_server_method_and_prefix() -> None:
         with pytest.raises(mcpsync.RemoteError) as remote:
             client.call_tool("nope")
         with pytest.raises(mcpsync.CapabilityNotSupported) as capability:
-            client.list_prompts()
+            client.get_prompt("p")
         with pytest.raises(mcpsync.ConfigError) as config:
             client.call_tool("add", {"a": 1, "b": 2}, timeout=-1)
     assert str(timeout.value).startswith("calling tool 'slow' on server 'demo': ")
@@ -255,7 +255,7 @@ def test_client_errors_carry_server_method_and_prefix() -> None:
     assert "on server 'demo'" in str(capability.value)
     for exc in (timeout.value, remote.value, config.value):
         assert exc.server == "demo" and exc.method == "tools/call"
-    assert capability.value.server == "demo" and capability.value.method == "prompts/list"
+    assert capability.value.server == "demo" and capability.value.method == "prompts/get"
     with pytest.raises(mcpsync.ClosedError) as closed:
         client.call_tool("add", {"a": 1, "b": 2})
     assert closed.value.server == "demo"

@@ -69,7 +69,7 @@ def test_the_servers_name_is_cleaned_and_cut(no_leaks: None) -> None:
         assert name.startswith("evil[31mserver")
         assert not any(ord(c) < 32 or ord(c) == 127 for c in name)
         with pytest.raises(mcpsync.CapabilityNotSupported) as info:
-            client.list_prompts()
+            client.get_prompt("p")
         assert f"server {name!r}" in str(info.value)
         assert "\x1b" not in str(info.value)
 
@@ -88,7 +88,7 @@ def test_unicode_line_breaks_and_format_characters_are_removed(no_leaks: None) -
         name = client.name
         assert name == "fakeERROR: server 'x' done"
         with pytest.raises(mcpsync.CapabilityNotSupported) as info:
-            client.list_prompts()
+            client.get_prompt("p")
         shown = str(info.value) + repr(client)
     for c in breaks:
         assert c not in shown, f"U+{ord(c):04X} left in {shown!r}"

@@ -57,6 +57,8 @@ EXTRA_KWARGS: dict[str, dict[str, Any]] = {
     "Rejected": {},
     "UsedAfterFork": {},
     "UnknownServer": {},
+    "UnknownTool": {"name": "ad", "suggestions": ("add",)},
+    "InvalidArguments": {"missing": ("b",), "unexpected": ()},
     "SecretError": {"ref": "vault:github"},
     "PolicyRefused": {"tool": "t", "rule": "allow", "local": False},
     "PolicyDenied": {"tool": "t", "rule": "allow"},
