@@ -8,7 +8,7 @@ not need a config never read one.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from mcpsync.cli._errors import EXIT_USAGE, CLIError, _describe
@@ -34,6 +34,11 @@ class _Context:
     # file named by --config or $MCPSYNC_CONFIG (those are never asked about).
     _project_digest: str | None = None
     _trusted: bool = False
+    # One stderr line per server of the config that failed (to start, or to answer) in a
+    # command over every server; any makes the command end with exit 3.
+    failures: list[str] = field(default_factory=list)
+    all_servers: bool = False   # the command runs over every server of the config
+    answered: int = 0           # how many servers answered the command's question
 
     def config_path(self) -> str | None:
         """``--config``, else the default search (docs/config.md, "Which file the `mcpsync`

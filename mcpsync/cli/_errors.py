@@ -62,4 +62,16 @@ def _one_line(text: str) -> str:
 
 
 def _describe(exc: BaseException) -> str:
-    return _one_line(str(exc)) or type(exc).__name__
+    """The one-line message, with a pointer to the command that helps where there is one
+    (a 401: ``mcpsync login URL``)."""
+    text = _one_line(str(exc)) or type(exc).__name__
+    from mcpsync import errors
+
+    if isinstance(exc, errors.Unauthorized) and exc.url and "mcpsync login" not in text:
+        import shlex
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(exc.url)   # the endpoint without query or fragment (no secrets)
+        url = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"
+        text += f" (log in with 'mcpsync login {shlex.quote(url)}')"
+    return text

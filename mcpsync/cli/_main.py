@@ -131,5 +131,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         _drop_handler(handler)
     _write_stdout(outcome.stdout)
     if outcome.error:
-        _error(outcome.error)
+        for line in outcome.error.splitlines():   # one line per failed server, or one
+            _error(line)
     return outcome.code

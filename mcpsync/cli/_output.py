@@ -37,14 +37,36 @@ def _cell(value: Any, *, first_line: bool = False) -> str:
     return " ".join(text.split())
 
 
+def _terminal_width() -> int | None:
+    """The width to cut table lines to: the terminal's when stdout is one, or ``$COLUMNS``
+    when set; ``None`` (no cutting) when the output goes to a file or a pipe."""
+    import os
+    import shutil
+    import sys
+
+    columns = os.environ.get("COLUMNS", "")
+    if not columns.isdigit():
+        try:
+            if not sys.stdout.isatty():
+                return None
+        except (AttributeError, ValueError):
+            return None
+    return max(20, shutil.get_terminal_size().columns)
+
+
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """Columns padded to their widest cell, two spaces apart; the last one not padded."""
+    """Columns padded to their widest cell, two spaces apart; the last one (a description)
+    not padded, and cut with "..." to the terminal's width (see :func:`_terminal_width`)."""
     all_rows = [list(header), *[list(r) for r in rows]]
     widths = [max(len(r[i]) for r in all_rows) for i in range(len(header) - 1)]
+    width = _terminal_width()
     lines = []
     for row in all_rows:
         cells = [c.ljust(w) for c, w in zip(row[:-1], widths, strict=True)] + [row[-1]]
-        lines.append("  ".join(cells).rstrip())
+        line = "  ".join(cells).rstrip()
+        if width is not None and len(line) > width:
+            line = line[:width - 3].rstrip() + "..."
+        lines.append(line)
     return "\n".join(lines) + "\n"
 
 
@@ -69,33 +91,72 @@ def _blob_size(blob: str) -> int:
         return len(blob) * 3 // 4
 
 
-def _render_block(block: Any) -> str:
-    """A non-text content block as one line (``<N bytes of MIME>`` for binary data)."""
-    from mcpsync.types import AudioContent, EmbeddedResource, ImageContent, ResourceLink
+_EXTENSIONS = {"image/png": ".png", "image/jpeg": ".jpg", "image/gif": ".gif",
+               "image/webp": ".webp", "audio/wav": ".wav", "audio/x-wav": ".wav",
+               "audio/mpeg": ".mp3", "audio/ogg": ".ogg", "application/pdf": ".pdf"}
 
+
+def _save_blob(blob: str, mime: str | None, kind: str, output: str | None,
+               number: int) -> str:
+    """``--output DIR``: the decoded blob written to ``DIR/<kind>-<n><ext>`` (never over an
+    existing file, never outside DIR); ``""`` without ``--output``, else ``, saved to P``."""
+    if output is None:
+        return ""
+    import base64
+    import binascii
+    import os
+
+    try:
+        data = base64.b64decode(blob, validate=False)
+    except (binascii.Error, ValueError):
+        return ", not saved: the data is not base64"
+    ext = _EXTENSIONS.get((mime or "").lower(), ".bin")
+    path = os.path.join(output, f"{kind}-{number}{ext}")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    return f", saved to {path}"
+
+
+def _render_block(block: Any, output: str | None = None, number: int = 1) -> str:
+    """One content block as text: text as sent; an image or audio as
+    ``<image, N bytes, image/png>``; a resource link as its URI; an embedded resource as
+    its text, or ``<resource, N bytes, mime>``."""
+    from mcpsync.types import (
+        AudioContent,
+        EmbeddedResource,
+        ImageContent,
+        ResourceLink,
+        TextContent,
+    )
+
+    if isinstance(block, TextContent):
+        return block.text
     if isinstance(block, (ImageContent, AudioContent)):
-        return f"<{_blob_size(block.data)} bytes of {block.mime_type}>"
+        saved = _save_blob(block.data, block.mime_type, block.type, output, number)
+        return f"<{block.type}, {_blob_size(block.data)} bytes, {block.mime_type}{saved}>"
     if isinstance(block, EmbeddedResource):
         res = block.resource
         if res.text is not None:
             return res.text
-        return f"<{_blob_size(res.blob or '')} bytes of {res.mime_type or 'unknown type'}>"
+        mime = res.mime_type or "unknown type"
+        saved = _save_blob(res.blob or "", res.mime_type, "resource", output, number)
+        return f"<resource {res.uri}, {_blob_size(res.blob or '')} bytes, {mime}{saved}>"
     if isinstance(block, ResourceLink):
-        return f"<resource {block.uri}>"
+        return block.uri
     return json.dumps(getattr(block, "raw", None), ensure_ascii=False)
 
 
-def _render_call(result: CallToolResult) -> str:
-    """The text content; else the structured JSON; else the other blocks, one per line."""
-    from mcpsync.types import TextContent
-
-    texts = [b.text for b in result.content if isinstance(b, TextContent)]
-    if texts:
-        body = "\n".join(texts)
+def _render_call(result: CallToolResult, output: str | None = None) -> str:
+    """Every content block in order, one after the other; a result with no content but
+    structured content shows that as JSON."""
+    if result.content:
+        body = "\n".join(_render_block(b, output, i)
+                         for i, b in enumerate(result.content, 1))
     elif result.structured is not None:
         body = json.dumps(result.structured, indent=2, ensure_ascii=False)
     else:
-        body = "\n".join(_render_block(b) for b in result.content)
+        body = ""
     return body + "\n" if body and not body.endswith("\n") else body
 
 

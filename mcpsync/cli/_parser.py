@@ -85,15 +85,21 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True,
                                 parser_class=_Parser)
 
-    def command(name: str, help: str) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help, description=help)
+    def command(name: str, help: str, examples: str = "") -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help, description=help,
+                           epilog=f"examples:\n{examples}" if examples else None,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
         _add_global_options(p, suppress=True)
         return p
 
     p = command("tools", "list tools (of SERVER, or of every enabled server in the config)")
     p.add_argument("server", nargs="?", metavar="SERVER", help=_SERVER_HELP)
 
-    p = command("call", "call a tool")
+    p = command("call", "call a tool (its name and required arguments are checked first)",
+                "  mcpsync call demo add a=1 b=2\n"
+                "  mcpsync call demo echo --args '{\"text\": \"hi\"}'\n"
+                "  mcpsync call demo slow seconds=3 --progress\n"
+                "  mcpsync call SERVER screenshot --output ./shots")
     p.add_argument("server", metavar="SERVER", help=_SERVER_HELP)
     p.add_argument("tool", metavar="TOOL")
     p.add_argument("items", nargs="*", metavar="key=value",
@@ -101,6 +107,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--args", metavar="JSON", dest="args_json",
                    help="the whole arguments object as JSON ('-' reads it from stdin); "
                         "not together with key=value")
+    p.add_argument("--output", metavar="DIR",
+                   help="save image, audio and binary resource blocks into DIR (it must "
+                        "exist); the printed line names each file")
+    p.add_argument("--progress", action="store_true",
+                   help="print progress notifications on stderr even when it is not a "
+                        "terminal (on a terminal they always show, on one line)")
+
+    p = command("describe", "show a tool: its description and arguments (types, which are "
+                            "required)",
+                "  mcpsync describe demo add\n"
+                "  mcpsync describe demo slow --json")
+    p.add_argument("server", metavar="SERVER", help=_SERVER_HELP)
+    p.add_argument("tool", metavar="TOOL")
+
+    p = command("prompt", "get a prompt, rendered with its arguments",
+                "  mcpsync prompt SERVER greeting name=Ada\n"
+                "  mcpsync prompt SERVER summary text='a long text' --json")
+    p.add_argument("server", metavar="SERVER", help=_SERVER_HELP)
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("items", nargs="*", metavar="key=value",
+                   help="a prompt argument (prompt arguments are strings)")
 
     p = command("resources", "list resources (of SERVER, or of every enabled server)")
     p.add_argument("server", nargs="?", metavar="SERVER", help=_SERVER_HELP)
@@ -133,7 +160,8 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     """
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
-    if extra and args.command == "call" and not any(e.startswith("-") for e in extra):
+    if extra and args.command in ("call", "prompt") \
+            and not any(e.startswith("-") for e in extra):
         args.items = [*args.items, *extra]
     elif extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")

@@ -110,11 +110,17 @@ def _start_one(manager: Manager, ctx: _Context, server: str, config: ServerConfi
     except Exception as exc:
         failure = _start_failure(exc)
         path, configs = ctx.configs()
+        if how == "id" and f"server {config.id!r}" not in str(failure):
+            failure = CLIError(f"server {config.id!r}: {failure}", failure.code)
         if how == "command" and configs and len(config.argv) == 1:
             # Most likely a mistyped id rather than a program name: say both.
-            ids = ", ".join(c.id for c in configs)
-            failure = CLIError(f"{server!r} is not a server id in {path} ({ids}); as a "
-                               f"command: {failure}", failure.code)
+            from mcpsync.client._arguments import did_you_mean
+
+            ids = [c.id for c in configs]
+            hint = did_you_mean(server, ids)
+            guess = f"; did you mean {hint[0]!r}?" if hint else ""
+            failure = CLIError(f"{server!r} is not a server id in {path}{guess} (its servers: "
+                               f"{', '.join(ids)}); as a command: {failure}", failure.code)
         raise failure from exc
     _log_started(manager, config.id)
     return config.id
@@ -130,7 +136,9 @@ def _log_started(manager: Manager, server_id: str) -> None:
 
 
 def _start_every(manager: Manager, ctx: _Context) -> list[str]:
-    """Start every enabled project server of the config; any failure is exit 3."""
+    """Start every enabled project server of the config; return the ids of those that
+    started. Each one that did not is recorded in ``ctx.failures`` (one line each), and the
+    command ends with exit 3 after printing what the others answered."""
     path, configs = ctx.configs()
     if path is None:
         raise CLIError("no SERVER given and no config file found (give SERVER, --config, "
@@ -144,11 +152,9 @@ def _start_every(manager: Manager, ctx: _Context) -> list[str]:
     _log.debug("starting %d servers of %s", len(wanted), path)
     results = manager.start_all()
     failed = {sid: exc for sid, exc in results.items() if exc is not None}
-    if failed:
-        parts = [f"server {sid!r}: {_describe(exc)}" for sid, exc in sorted(failed.items())]
-        raise CLIError(f"{len(failed)} of {len(results)} servers failed to start: "
-                       + "; ".join(parts), EXIT_CONNECT)
-    return sorted(results)
+    for sid, exc in sorted(failed.items()):
+        ctx.failures.append(f"server {sid!r} did not start: {_describe(exc)}")
+    return sorted(sid for sid in results if sid not in failed)
 
 
 def _log_notification(note: Any) -> None:
@@ -186,6 +192,7 @@ def _running(ctx: _Context, server: str | None) -> Iterator[tuple[Manager, list[
     config. The Manager is closed on the way out, whatever happened."""
     if server is None:
         _path, configs = ctx.configs()
+        ctx.all_servers = True
         manager = _new_manager(ctx, [ctx.with_timeout(c) for c in configs])
         try:
             yield manager, _start_every(manager, ctx)

@@ -113,6 +113,7 @@ def env(tmp_path: Path) -> dict[str, str]:
     """The environment of a CLI run: no inherited $MCPSYNC_CONFIG, a private token dir."""
     out = dict(os.environ)
     out.pop("MCPSYNC_CONFIG", None)
+    out.pop("COLUMNS", None)   # tables are cut only where a test asks for it
     out["XDG_CONFIG_HOME"] = str(tmp_path / "xdg")
     return out
 
@@ -474,14 +475,25 @@ def test_a_url_nobody_listens_on_exits_3(workdir: Path, env: dict[str, str]) -> 
     assert "_Tracked" not in line and "Max retries" not in line, line
 
 
-def test_any_failure_under_start_all_exits_3(workdir: Path, env: dict[str, str],
-                                             peer: str) -> None:
+def test_a_failed_server_under_start_all_exits_3_after_the_others(
+        workdir: Path, env: dict[str, str], peer: str) -> None:
     trust(write_config(workdir / ".mcp.json", peer,
-                       extra={"broken": {"command": PY, "args": ["-c", "raise SystemExit(7)"]}}),
+                       extra={"broken": {"command": PY, "args": ["-c", "raise SystemExit(7)"]},
+                              "gone": {"command": "no-such-command-mcpsync-test"}}),
           env)
-    line = assert_error(run("tools", cwd=workdir, env=env), 3,
-                        "1 of 3 servers failed to start", "server 'broken'")
-    assert "demo" not in line
+    res = run("tools", cwd=workdir, env=env)
+    assert res.returncode == 3, res
+    # The servers that answered are on stdout; one stderr line per server that did not.
+    assert {row[0] for row in table(res.stdout)[1:]} == {"demo", "peer"}
+    lines = res.stderr.splitlines()
+    assert len(lines) == 2, res.stderr
+    assert lines[0].startswith("mcpsync: error: server 'broken' did not start: "), lines
+    assert lines[1].startswith("mcpsync: error: server 'gone' did not start: "), lines
+    assert "command not found" in lines[1]
+    # Every server answering is exit 0.
+    write_config(workdir / ".mcp.json", peer)
+    trust(workdir / ".mcp.json", env)
+    assert ok(run("tools", cwd=workdir, env=env)).startswith("SERVER")
 
 
 # --- exit 4, 5, 130 ---------------------------------------------------------------------
