@@ -509,6 +509,7 @@ def test_unauthorized_exits_4(fault_server: FaultServer, capsys: pytest.CaptureF
     assert out == ""
     assert len(err.splitlines()) == 1 and err.startswith("mcpsync: error: ")
     assert "401" in err
+    assert err.rstrip().endswith(f"(log in with 'mcpsync login {fault_server.url}')"), err
     # With the header the server wants, the same command works (the URL form of SERVER).
     fault_server.faults.require_authorization = None
     assert cli.main(["--json", "call", fault_server.url, "add", "a=1", "b=2"]) == 0
