@@ -44,7 +44,7 @@ def attribute_name(tool_name: str) -> str | None:
     name = _NOT_IDENT.sub("_", tool_name)
     if not name or name.startswith("__"):
         return None
-    if keyword.iskeyword(name) or keyword.issoftkeyword(name):
+    if keyword.iskeyword(name):   # soft keywords (match, type) are fine as attributes
         name += "_"
     if name[0].isdigit():
         name = "_" + name

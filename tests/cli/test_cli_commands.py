@@ -112,6 +112,38 @@ def test_call_prints_progress_on_stderr(config: Path) -> None:
                                        "progress: slow: 3/3 step 3/3"]
 
 
+def test_progress_is_one_line_rewritten_on_a_terminal(config: Path) -> None:
+    import pty
+
+    leader, follower = pty.openpty()
+    try:
+        proc = subprocess.run(
+            [PY, "-m", "mcpsync", "--config", str(config), "call", "demo", "slow",
+             "seconds=0.3", "steps=3"], cwd=config.parent, stdout=subprocess.PIPE,
+            stderr=follower, text=True, timeout=60,
+            env={k: v for k, v in os.environ.items() if k != "MCPSYNC_CONFIG"})
+        os.close(follower)
+        follower = -1
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:   # EIO: the terminal's other end is closed
+                break
+            if not chunk:
+                break
+            seen += chunk
+    finally:
+        if follower != -1:
+            os.close(follower)
+        os.close(leader)
+    assert proc.returncode == 0 and proc.stdout == "done: 3 steps in 0.3 s\n"
+    text = seen.decode()
+    assert "\rslow: 1/3 step 1/3\x1b[K" in text and "\rslow: 3/3 step 3/3\x1b[K" in text
+    assert text.endswith("\r\x1b[K")   # the line is cleared once the call is done
+    assert "\n" not in text.replace("\r\n", "")
+
+
 def test_tables_are_cut_to_the_terminal_width(config: Path) -> None:
     res = mcpsync(config, "tools", "demo", columns=40)
     lines = res.stdout.splitlines()

@@ -26,7 +26,7 @@ def test_attribute_names() -> None:
     assert attribute_name("get-sum") == "get_sum"
     assert attribute_name("a.b c") == "a_b_c"
     assert attribute_name("class") == "class_"
-    assert attribute_name("match") == "match_"      # a soft keyword too
+    assert attribute_name("match") == "match"       # a soft keyword is a fine attribute
     assert attribute_name("3d") == "_3d"
     assert attribute_name("__init__") is None
     assert attribute_name("") is None
