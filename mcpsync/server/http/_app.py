@@ -201,6 +201,17 @@ class McpApp:
 
     def _post(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         body = _read_body(environ)
+        kind = str(environ.get("CONTENT_TYPE") or "").partition(";")[0].strip().lower()
+        if kind and kind != "application/json":
+            return _refuse(start_response, 415, None, INVALID_REQUEST,
+                           f"MCP server {self.name!r}: Content-Type {kind!r} is not served; "
+                           "POST a JSON-RPC message as application/json")
+        accept = environ.get("HTTP_ACCEPT")
+        if not (_admits(accept, "application/json") or _admits(accept, "text/event-stream")):
+            return _refuse(start_response, 406, None, INVALID_REQUEST,
+                           f"MCP server {self.name!r}: Accept {accept!r} admits neither "
+                           "application/json nor text/event-stream; send Accept: "
+                           "application/json, text/event-stream")
         try:
             item = parse(body, allow_batch=True)
         except ParseError as exc:
@@ -295,6 +306,12 @@ class McpApp:
         return _json(start_response, 200, serialize(reply), [("Mcp-Session-Id", sid)])
 
     def _get(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        accept = environ.get("HTTP_ACCEPT")
+        if not _admits(accept, "text/event-stream"):
+            return _refuse(start_response, 406, None, INVALID_REQUEST,
+                           f"MCP server {self.name!r}: Accept {accept!r} does not admit "
+                           "text/event-stream, the only thing a GET answers; send Accept: "
+                           "text/event-stream")
         sid = environ.get("HTTP_MCP_SESSION_ID")
         if sid is None:
             return _refuse(start_response, 405, None, INVALID_REQUEST,
@@ -651,6 +668,23 @@ def _header_mismatch(message: Message, environ: dict[str, Any],
         if isinstance(arguments, dict):
             return param_mismatch(tool_schema(value), arguments, environ)
     return None
+
+
+def _admits(accept: Any, media: str) -> bool:
+    """Whether an ``Accept`` header admits ``media``: named, by ``type/*`` or ``*/*``, and
+    not with ``q=0``. No header admits everything (what HTTP says, and what some clients
+    send)."""
+    if accept is None:
+        return True
+    kind = media.split("/")[0]
+    for item in str(accept).split(","):
+        name, *params = (part.strip().lower() for part in item.split(";"))
+        if name not in (media, f"{kind}/*", "*/*"):
+            continue
+        if not any(p.replace(" ", "") in ("q=0", "q=0.0", "q=0.00", "q=0.000")
+                   for p in params):
+            return True
+    return False
 
 
 def _read_body(environ: dict[str, Any]) -> bytes:
