@@ -41,7 +41,8 @@ from mcpsync.jsonrpc import (
 from mcpsync.protocol import LEGACY_VERSIONS, META_PROTOCOL_VERSION
 from mcpsync.server._context import _Call
 from mcpsync.server._router import Dispatcher, Send
-from mcpsync.server.http._channel import KEEP_ALIVE, Channel, event
+from mcpsync.server.http._channel import KEEP_ALIVE, Channel, event, priming, retry
+from mcpsync.server.http._events import Event, EventStore, Lookup
 from mcpsync.server.http._headers import (
     HostCheck,
     decode_header_value,
@@ -64,8 +65,11 @@ _BAD_REQUEST_CODES = frozenset({INVALID_PARAMS, HEADER_MISMATCH, MISSING_CLIENT_
                                 UNSUPPORTED_PROTOCOL_VERSION})
 _STATUS = {200: "200 OK", 202: "202 Accepted", 204: "204 No Content", 400: "400 Bad Request",
            403: "403 Forbidden", 404: "404 Not Found", 405: "405 Method Not Allowed",
+           406: "406 Not Acceptable", 410: "410 Gone", 415: "415 Unsupported Media Type",
            503: "503 Service Unavailable"}
 _ALLOW = ("Allow", "GET, POST, DELETE")
+#: The first revision with SSE polling (priming events, the server closing a connection).
+_POLLING = "2025-11-25"
 
 
 def _is_modern(message: Message) -> bool:
@@ -94,7 +98,8 @@ class McpApp:
     def __init__(self, make_dispatcher: DispatcherFactory, *, name: str = "mcp",
                  path: str = "/mcp", allowed_hosts: Iterable[str] | None = None,
                  keep_alive: float = 15.0, tool_schema: ToolSchemas | None = None,
-                 max_sessions: int = 256) -> None:
+                 max_sessions: int = 256, max_events: int = 1000,
+                 max_event_bytes: int = 8 * 1024 * 1024, retry_ms: int = 1000) -> None:
         if not path.startswith("/"):
             raise ValueError(f"the MCP endpoint path must start with '/', got {path!r}")
         self.name = name
@@ -104,6 +109,11 @@ class McpApp:
         self._keep_alive = keep_alive
         self._tool_schema = tool_schema
         self._max_sessions = max_sessions
+        self._max_events = max_events
+        self._max_bytes = max_event_bytes
+        self._retry_ms = retry_ms
+        EventStore(max_events, max_event_bytes)   # refuses bad bounds now, not at a session
+        self._workers: set[threading.Thread] = set()   # tools/call apart from their requests
         self._lock = threading.Lock()
         self._shared: Dispatcher | None = None
         self._sessions: dict[str, _Session] = {}
@@ -130,6 +140,10 @@ class McpApp:
             exchange.stop()
         if shared is not None:
             shared.cancel_all()
+        with self._lock:
+            workers, self._workers = list(self._workers), set()
+        for worker in workers:     # cancelled above; a handler that ignores it is left
+            worker.join(5)
 
     def _shared_router(self) -> Dispatcher:
         with self._lock:
@@ -147,6 +161,12 @@ class McpApp:
     def _leave(self, exchange: _Exchange) -> None:
         with self._lock:
             self._live.discard(exchange)
+            self._workers = {w for w in self._workers if w.is_alive()
+                             and w is not threading.current_thread()}
+
+    def _adopt(self, worker: threading.Thread) -> None:
+        with self._lock:
+            self._workers.add(worker)
 
     # -- WSGI --------------------------------------------------------------------------------
 
@@ -181,6 +201,17 @@ class McpApp:
 
     def _post(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         body = _read_body(environ)
+        kind = str(environ.get("CONTENT_TYPE") or "").partition(";")[0].strip().lower()
+        if kind and kind != "application/json":
+            return _refuse(start_response, 415, None, INVALID_REQUEST,
+                           f"MCP server {self.name!r}: Content-Type {kind!r} is not served; "
+                           "POST a JSON-RPC message as application/json")
+        accept = environ.get("HTTP_ACCEPT")
+        if not (_admits(accept, "application/json") or _admits(accept, "text/event-stream")):
+            return _refuse(start_response, 406, None, INVALID_REQUEST,
+                           f"MCP server {self.name!r}: Accept {accept!r} admits neither "
+                           "application/json nor text/event-stream; send Accept: "
+                           "application/json, text/event-stream")
         try:
             item = parse(body, allow_batch=True)
         except ParseError as exc:
@@ -222,7 +253,8 @@ class McpApp:
             if item.method == "notifications/cancelled":
                 session.dispatcher.cancel_notice(item.params)
             return _empty(start_response, 202)
-        return _Exchange(self, start_response, modern=False).run(session.dispatcher, item)
+        return _Exchange(self, start_response, modern=False, session=session).run(
+            session.dispatcher, item)
 
     def _modern(self, message: Message, environ: dict[str, Any],
                 start_response: StartResponse) -> Iterable[bytes]:
@@ -247,7 +279,7 @@ class McpApp:
                            "retry later (clients end theirs with DELETE)",
                            [("Retry-After", "1")])
         sid = secrets.token_urlsafe(24)
-        session = _Session(self._make)
+        session = _Session(self._make, EventStore(self._max_events, self._max_bytes))
         replies: list[Message] = []
 
         def keep(reply: Message, cancelled: threading.Event | None = None, /) -> None:
@@ -261,6 +293,8 @@ class McpApp:
             frame = serialize(reply) if reply is not None else serialize(error(
                 message.id, INVALID_REQUEST, "initialize was not answered"))
             return _json(start_response, 400, frame)
+        result = reply.result if isinstance(reply.result, dict) else {}
+        session.polling = result.get("protocolVersion", "") >= _POLLING
         with self._lock:
             closed = self._closed
             if not closed:
@@ -272,6 +306,12 @@ class McpApp:
         return _json(start_response, 200, serialize(reply), [("Mcp-Session-Id", sid)])
 
     def _get(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        accept = environ.get("HTTP_ACCEPT")
+        if not _admits(accept, "text/event-stream"):
+            return _refuse(start_response, 406, None, INVALID_REQUEST,
+                           f"MCP server {self.name!r}: Accept {accept!r} does not admit "
+                           "text/event-stream, the only thing a GET answers; send Accept: "
+                           "text/event-stream")
         sid = environ.get("HTTP_MCP_SESSION_ID")
         if sid is None:
             return _refuse(start_response, 405, None, INVALID_REQUEST,
@@ -282,19 +322,45 @@ class McpApp:
         if session is None:
             return _refuse(start_response, 404, None, INVALID_REQUEST,
                            f"MCP server {self.name!r}: unknown or ended session")
+        last = environ.get("HTTP_LAST_EVENT_ID")
+        stream, after = 0, None
+        if last is not None:
+            found = session.store.find(str(last))
+            if isinstance(found, str):
+                return self._unresumable(start_response, str(last), found)
+            stream, after = found
         write = start_response("200 OK", list(_SSE_HEADERS))
-        channel = session.stream
+        store = session.store
         try:
-            write(KEEP_ALIVE)   # the headers go out now: the client knows the stream is open
+            if session.polling and after is None:
+                write(priming(store.record(0, b"").id, self._retry_ms))
+            else:
+                write(KEEP_ALIVE)   # the headers go out now: the client knows it is open
             while True:
-                frames = channel.take(self._keep_alive)
-                if frames is None:   # the session or the app ended
-                    break
-                for chunk in [event(frame) for frame in frames] or [KEEP_ALIVE]:
+                events, going_on = store.take(stream, after, self._keep_alive)
+                if events and stream != 0:
+                    after = events[-1].seq
+                chunks = [event(e.data, e.id) for e in events if e.data]
+                for chunk in chunks or ([KEEP_ALIVE] if going_on else []):
                     write(chunk)
+                if not going_on:   # the stream's last event is out, or the session ended
+                    break
         except Exception:   # the client went away: the stream ends, the session stays
             pass
         return []
+
+    def _unresumable(self, start_response: StartResponse, last: str,
+                     why: str) -> Iterable[bytes]:
+        if why == Lookup.DROPPED:
+            return _refuse(start_response, 410, None, INVALID_REQUEST,
+                           f"MCP server {self.name!r}: the events after Last-Event-ID {last!r} "
+                           f"are no longer kept (at most {self._max_events} events or "
+                           f"{self._max_bytes} bytes per session); send the request again")
+        text = ("is not an event id of this server" if why == Lookup.MALFORMED
+                else "names no event of this session (another session's, or never sent)")
+        return _refuse(start_response, 400, None, INVALID_REQUEST,
+                       f"MCP server {self.name!r}: Last-Event-ID {last!r} {text}; GET without "
+                       "Last-Event-ID opens the session's stream, or send the request again")
 
     def _delete(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         sid = environ.get("HTTP_MCP_SESSION_ID")
@@ -312,10 +378,11 @@ class McpApp:
 
 
 class _Session:
-    """One legacy session: its router, and the stream a GET reads."""
+    """One legacy session: its router, and its event store (stream 0 is what a GET reads)."""
 
-    def __init__(self, make: DispatcherFactory) -> None:
-        self.stream = Channel()
+    def __init__(self, make: DispatcherFactory, store: EventStore) -> None:
+        self.store = store
+        self.polling = False    # negotiated at 2025-11-25: priming events, close_stream
         self._local = threading.local()
         self.dispatcher = make(self._send, self._send_batch)
 
@@ -330,7 +397,7 @@ class _Session:
         if collected is not None:    # a batch being answered on this thread: its reply
             collected.append(frame)
         else:
-            self.stream.put(frame)
+            self.store.record(0, frame)
 
     def batch(self, batch: Batch) -> list[bytes]:
         """Answer a 2025-03-26 batch: the reply frames (none when it held no request)."""
@@ -351,32 +418,54 @@ class _Session:
 
     def close(self) -> None:
         self.dispatcher.cancel_all()
-        self.stream.close()
+        self.store.close()
 
 
 class _Exchange:
-    """One request answered on one HTTP response, on the WSGI thread that received it."""
+    """One request answered on one HTTP response, on the WSGI thread that received it.
 
-    def __init__(self, app: McpApp, start_response: StartResponse, *, modern: bool) -> None:
+    In a legacy session every event of the reply stream is recorded in the session's event
+    store (under its id) before it is written, so a client that lost the connection can
+    resume it; a failed write then *detaches* the exchange: the call goes on and the rest
+    of its events only go to the store. 2026-07-28 has no resumption: a failed write cancels.
+    A ``tools/call`` of a 2025-11-25 session runs on a worker thread of its own, while this
+    thread writes its events, so that the handler can end the connection and go on
+    (:meth:`~mcpsync.server.Context.close_stream`).
+    """
+
+    def __init__(self, app: McpApp, start_response: StartResponse, *, modern: bool,
+                 session: _Session | None = None) -> None:
         self._app = app
         self._start = start_response
         self._modern = modern
+        self._session = session
         self._owner = threading.get_ident()
         self._channel = Channel()       # frames sent from other threads, for the owner
         self._final: Message | None = None
         self._write: Callable[[bytes], None] | None = None
         self._gone = False
         self._call: _Call | None = None
+        self._lock = threading.Lock()   # detaching against frames arriving from elsewhere
+        self._stream: int | None = None
+        self._detached = False
+        self._primer: Event | None = None   # recorded by close_stream, written by the owner
+        self._retry: int | None = None
+        self._done = False
 
     def sink(self, message: Message, cancelled: threading.Event | None = None, /) -> None:
         """Every frame of the request (the router's write gate has checked it)."""
         frame = serialize(message)   # a result that is not JSON raises here, before a byte
-        if message.method is None:
-            self._final = message    # the response: last, after whatever was sent before it
-        elif threading.get_ident() == self._owner:
-            self._send([*(self._channel.take(0) or []), frame])
-        else:
-            self._channel.put(frame)
+        with self._lock:
+            if self._detached:           # nobody is reading: resumable from the store
+                self._record(frame, last=message.method is None)
+                return
+            if message.method is None:
+                self._final = message    # the response: last, after whatever came before it
+                return
+            if threading.get_ident() != self._owner:
+                self._channel.put(frame)
+                return
+        self._send([*(self._channel.take(0) or []), frame])
 
     def stop(self) -> None:
         """The app is closing: the handler sees its cancellation, an open stream ends."""
@@ -384,28 +473,104 @@ class _Exchange:
         if self._call is not None:
             self._call.cancel()
 
+    def _record(self, frame: bytes, *, last: bool = False) -> Event:
+        assert self._session is not None
+        store = self._session.store
+        if self._stream is None:
+            self._stream = store.open_stream()
+        return store.record(self._stream, frame, last=last)
+
+    def _opening(self) -> list[bytes]:
+        """The priming event, when a 2025-11-25 stream starts (nothing for older ones)."""
+        if self._session is None or not self._session.polling or self._stream is not None:
+            return []
+        primer = self._record(b"")
+        return [priming(primer.id, self._app._retry_ms)]
+
     def run(self, router: Dispatcher, message: Message) -> Iterable[bytes]:
         call = router.track(message, sink=self.sink, private=self._modern)
         assert call is not None   # a request: always tracked
         self._call = call
         if not self._app._enter(self):
             call.cancel()
+        apart = (self._session is not None and self._session.polling
+                 and message.method == "tools/call")
         try:
-            router.handle(message, [call])
-            if not call.done:     # subscriptions/listen: open until the client goes
-                self._hold(router, call)
-                return []
+            if apart:
+                call.closer = self.close_stream
+                if not self._run_apart(router, message, call):
+                    return []          # the connection ends; the call goes on
+            else:
+                router.handle(message, [call])
+                if not call.done:     # subscriptions/listen: open until the client goes
+                    self._hold(router, call)
+                    return []
         finally:
-            self._app._leave(self)
+            if not apart:
+                self._app._leave(self)
         pending = self._channel.take(0) or []
         final = self._final
-        if self._write is None and not pending:
+        if self._write is None and not pending and not self._detached:
             if final is None:   # cancelled before it answered: an empty stream, no response
                 self._start("200 OK", list(_SSE_HEADERS))
                 return []
             return _json(self._start, self._status(final), serialize(final))
-        self._send([*pending, *([serialize(final)] if final is not None else [])])
+        self._send([*pending, *([serialize(final)] if final is not None else [])],
+                   last=final is not None)
+        if final is None and self._stream is not None and self._session is not None:
+            self._session.store.end(self._stream)
         return []
+
+    def _run_apart(self, router: Dispatcher, message: Message, call: _Call) -> bool:
+        """Run the handler on a worker, writing its events here; False once it detached."""
+        def work() -> None:
+            try:
+                router.handle(message, [call])
+            finally:
+                self._done = True
+                self._channel.wake()
+                self._app._leave(self)
+
+        worker = threading.Thread(target=work, name=f"mcpsync-http-call-{self._app.name}",
+                                  daemon=True)
+        self._app._adopt(worker)
+        worker.start()
+        while True:
+            frames = self._channel.take(self._app._keep_alive)
+            if frames is None:
+                break
+            if frames:
+                self._send(frames)
+            elif self._done:
+                break
+            elif self._write is not None:
+                self._emit([KEEP_ALIVE])
+        if not self._detached:
+            worker.join()
+            return True
+        chunks: list[bytes] = []
+        if self._write is None and self._primer is not None:
+            chunks.append(priming(self._primer.id, self._retry or self._app._retry_ms))
+        elif self._retry is not None:
+            chunks.append(retry(self._retry))
+        self._emit(chunks)
+        return False
+
+    def close_stream(self, retry_ms: int | None) -> bool:
+        """Detach from the connection (the handler's ``ctx.close_stream``)."""
+        if threading.get_ident() == self._owner or self._session is None:
+            return False
+        with self._lock:
+            if self._detached or self._done:
+                return self._detached
+            if self._stream is None:
+                self._primer = self._record(b"")
+            for frame in self._channel.take(0) or []:
+                self._record(frame)
+            self._retry = retry_ms
+            self._detached = True
+            self._channel.close()
+        return True
 
     def _status(self, reply: Message) -> int:
         if not (self._modern and reply.is_error and isinstance(reply.error, dict)):
@@ -415,8 +580,18 @@ class _Exchange:
             return 404
         return 400 if code in _BAD_REQUEST_CODES else 200
 
-    def _send(self, frames: list[bytes]) -> None:
-        self._emit([event(frame) for frame in frames])
+    def _send(self, frames: list[bytes], *, last: bool = False) -> None:
+        if self._session is None:
+            self._emit([event(frame) for frame in frames])
+            return
+        with self._lock:
+            chunks = self._opening() if not self._detached else []
+            for i, frame in enumerate(frames):
+                recorded = self._record(frame, last=last and i == len(frames) - 1)
+                chunks.append(event(frame, recorded.id))
+            if self._detached:
+                return
+        self._emit(chunks)
 
     def _emit(self, chunks: list[bytes]) -> None:
         if self._gone:
@@ -428,10 +603,13 @@ class _Exchange:
                 self._write(chunk)
         except Exception:
             # The client went away. 2026-07-28: closing the stream cancels the request.
-            # Legacy: a disconnection is not a cancellation, but a dead stream cannot carry
-            # anything the handler would still send, so its work is ended all the same.
+            # Legacy: a disconnection is not a cancellation; the call goes on and what it
+            # sends waits in the session's event store for a GET with Last-Event-ID.
             self._gone = True
-            if self._call is not None:
+            if self._session is not None:
+                with self._lock:
+                    self._detached = True
+            elif self._call is not None:
                 self._call.cancel()
 
     def _hold(self, router: Dispatcher, call: _Call) -> None:
@@ -490,6 +668,23 @@ def _header_mismatch(message: Message, environ: dict[str, Any],
         if isinstance(arguments, dict):
             return param_mismatch(tool_schema(value), arguments, environ)
     return None
+
+
+def _admits(accept: Any, media: str) -> bool:
+    """Whether an ``Accept`` header admits ``media``: named, by ``type/*`` or ``*/*``, and
+    not with ``q=0``. No header admits everything (what HTTP says, and what some clients
+    send)."""
+    if accept is None:
+        return True
+    kind = media.split("/")[0]
+    for item in str(accept).split(","):
+        name, *params = (part.strip().lower() for part in item.split(";"))
+        if name not in (media, f"{kind}/*", "*/*"):
+            continue
+        if not any(p.replace(" ", "") in ("q=0", "q=0.0", "q=0.00", "q=0.000")
+                   for p in params):
+            return True
+    return False
 
 
 def _read_body(environ: dict[str, Any]) -> bytes:
