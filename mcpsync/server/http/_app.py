@@ -19,6 +19,7 @@ until the client goes; then the listen ends.
 
 from __future__ import annotations
 
+import contextvars
 import secrets
 import threading
 from collections.abc import Callable, Iterable
@@ -531,8 +532,9 @@ class _Exchange:
                 self._channel.wake()
                 self._app._leave(self)
 
-        worker = threading.Thread(target=work, name=f"mcpsync-http-call-{self._app.name}",
-                                  daemon=True)
+        # The handler sees the context of the request's thread (e.g. the verified caller).
+        worker = threading.Thread(target=contextvars.copy_context().run, args=(work,),
+                                  name=f"mcpsync-http-call-{self._app.name}", daemon=True)
         self._app._adopt(worker)
         worker.start()
         while True:
