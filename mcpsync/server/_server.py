@@ -50,6 +50,7 @@ from mcpsync.server._schema import ToolSignature, describe, signature_of
 from mcpsync.server._services import CACHE_SCOPES, ServerIdentity, ServerSettings
 from mcpsync.server._uritemplate import UriTemplate
 from mcpsync.server.http._app import McpApp
+from mcpsync.server.http._workers import check_workers
 from mcpsync.types import Tool
 
 __all__ = ["Context", "Server", "ToolHandler"]
@@ -119,6 +120,7 @@ class Server:
         if self._state_keys is not None or os.environ.get("MCPSYNC_STATE_KEY") is not None:
             self._make_sealer()   # a bad key is a wiring mistake: say so at startup
             self._state_keys = None   # derived into the sealer: keep no raw secret around
+        self._keys_shared = self._sealer is not None   # the same in every worker process
         self._settings = ServerSettings(
             ServerIdentity(name, version, title, instructions), self._registry,
             self._make_sealer, float(ask_timeout), 60_000 if ttl is None else ttl,
@@ -445,6 +447,7 @@ class Server:
         port, ``"name:port"``, ``"*"`` for any); by default loopback only. Call the app's
         ``close()`` when done, to end its sessions and open streams.
         """
+        check_workers(self.name, keys_shared=self._keys_shared)
         registry = self._registry
 
         def tool_schema(name: str) -> Any:
