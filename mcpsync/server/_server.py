@@ -30,7 +30,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import IO, Any, TypeVar, overload
+from typing import IO, TYPE_CHECKING, Any, TypeVar, overload
 
 from mcpsync.jsonrpc import MAX_FRAME_BYTES, Message
 from mcpsync.server._context import Context
@@ -52,6 +52,9 @@ from mcpsync.server._uritemplate import UriTemplate
 from mcpsync.server.http._app import McpApp
 from mcpsync.server.http._workers import check_workers
 from mcpsync.types import Tool
+
+if TYPE_CHECKING:
+    from mcpsync.server.http._django import DjangoView
 
 __all__ = ["Context", "Server", "ToolHandler"]
 
@@ -488,6 +491,21 @@ class Server:
         finally:
             app.close()
             server.close()
+
+    def django_view(self, *, allowed_hosts: Sequence[str] | None = None,
+                    max_sessions: int = 256) -> DjangoView:
+        """This server as a Django view (csrf-exempt) answering MCP Streamable HTTP in both
+        eras at whatever URL pattern routes to it: ``path("mcp", server.django_view())``.
+
+        Each request runs the endpoint on a thread of its own (``mcpsync-django-<n>``) so
+        that event streams can go out through a ``StreamingHttpResponse``. ``allowed_hosts``
+        is checked as by :meth:`wsgi_app`, besides Django's own ``ALLOWED_HOSTS``. Needs
+        Django, which is imported only when a request arrives.
+        """
+        from mcpsync.server.http._django import DjangoView
+
+        return DjangoView(self.wsgi_app(allowed_hosts=allowed_hosts,
+                                        max_sessions=max_sessions))
 
     def _open_memory(self, deliver: Callable[[bytes | None], None]) -> MemoryPeer:
         """Answer an in-process client (``mcpsync.connect(server)``): see ``_memory``.

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any
 
 from mcpsync.server import Context, Server
+
+#: Set when a ``slow`` call saw its cancellation (in this process).
+CANCELLED = threading.Event()
 
 
 def build(**options: Any) -> Server:
@@ -39,6 +43,16 @@ def build(**options: Any) -> Server:
             return f"{os.getpid()} skipped"
         server.notify_resource_updated(uri)
         return f"{os.getpid()} touched"
+
+    @server.tool()
+    def slow(ctx: Context) -> str:
+        """Report progress every 50 ms for up to 10 s, until cancelled."""
+        for step in range(200):
+            ctx.progress(step, 200)
+            if ctx.cancelled.wait(0.05):
+                CANCELLED.set()
+                return "cancelled"
+        return "done"
 
     @server.resource("memo://board", mime_type="text/plain")
     def board() -> str:
