@@ -3,12 +3,19 @@
 The public face of the room. ``_server`` holds the :class:`Server` API, ``_registry`` the live
 tables, ``_router`` picks the era and the feature (``_tools``, ``_resources``, ``_prompts``,
 ``_listen``), ``_asking`` / ``_rounds`` / ``_state`` let a handler ask the client for input,
-``_loop`` (stdio) and ``_memory`` (in process) carry the frames.
+``_loop`` (stdio) and ``_memory`` (in process) carry the frames; ``_bus`` carries change
+announcements between worker processes.
 """
 from __future__ import annotations
 
 from mcpsync.server._asking import ElicitResult as ElicitResult, SampleResult as SampleResult
 from mcpsync.server._asks import Ask as Ask
+from mcpsync.server._bus import (
+    Change as Change,
+    LocalBus as LocalBus,
+    NotificationBus as NotificationBus,
+    UnixSocketBus as UnixSocketBus,
+)
 from mcpsync.server._request import Refusal as Refusal
 from mcpsync.server._server import (
     Context as Context,
@@ -18,10 +25,14 @@ from mcpsync.server._server import (
 
 __all__ = [
     "Ask",
+    "Change",
     "Context",
     "ElicitResult",
+    "LocalBus",
+    "NotificationBus",
     "Refusal",
     "SampleResult",
     "Server",
     "ToolHandler",
+    "UnixSocketBus",
 ]

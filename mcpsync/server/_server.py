@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any, TypeVar, overload
 
 from mcpsync.jsonrpc import MAX_FRAME_BYTES, Message
+from mcpsync.server._bus import NotificationBus
 from mcpsync.server._context import Context
 from mcpsync.server._intake import DEFAULT_MAX_QUEUED_BYTES
 from mcpsync.server._loop import run
@@ -323,6 +324,15 @@ class Server:
         """Tell every client subscribed to ``uri`` that it changed (legacy
         ``resources/subscribe``, or a 2026-07-28 listen naming it)."""
         self._registry.resource_updated(uri)
+
+    def use_notification_bus(self, bus: NotificationBus) -> None:
+        """Announce changes through ``bus`` (a :class:`~mcpsync.server.UnixSocketBus` shared
+        by the worker processes of one host, or your own), so that a client listening in one
+        worker hears of a change made in another. The default bus reaches this process's
+        clients only."""
+        if not isinstance(bus, NotificationBus):
+            raise TypeError(f"a notification bus has publish() and subscribe(), got {bus!r}")
+        self._registry.use_bus(bus)
 
     # -- prompts and completion --------------------------------------------------------------
 

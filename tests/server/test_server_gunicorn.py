@@ -216,3 +216,33 @@ def test_a_legacy_session_is_unknown_to_the_other_worker(two_workers: Gunicorn) 
         kept, _, answered = _request(here, call, session)
     assert lost == 404 and "unknown or ended session" in refused["error"]["message"]
     assert kept == 200 and answered["result"]["content"][0]["text"].isdigit()
+
+
+def test_a_listen_in_one_worker_hears_a_change_made_in_the_other(tmp_path: Path) -> None:
+    """With a ``UnixSocketBus`` shared by the workers, a resource updated in worker B
+    reaches a 2026-07-28 listen held by worker A."""
+    env = {**KEY, "MCPSYNC_TEST_BUS_DIR": str(tmp_path / "bus")}
+    with Gunicorn(tmp_path / "gunicorn.log", workers=2, env=env) as served, \
+            _two_workers_connections(served) as (here, there):
+        listener_pid = int(_modern_call(here, "whoami", {})["content"][0]["text"])
+        here.request("POST", "/mcp", json.dumps({
+            "jsonrpc": "2.0", "id": 7, "method": "subscriptions/listen", "params": {
+                "notifications": {"resourceSubscriptions": ["memo://board"]},
+                "_meta": modern_meta()}}), {
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream", "MCP-Protocol-Version": MODERN,
+            "Mcp-Method": "subscriptions/listen"})
+        stream = here.getresponse()
+        seen = b""
+        while b"subscriptions/acknowledged" not in seen:
+            chunk = stream.read1(65536)
+            assert chunk, seen
+            seen += chunk
+        touched = _modern_call(there, "touch", {"uri": "memo://board",
+                                                "unless_pid": listener_pid})
+        assert touched["content"][0]["text"].endswith(" touched")   # in the other worker
+        while b"notifications/resources/updated" not in seen:
+            chunk = stream.read1(65536)
+            assert chunk, seen
+            seen += chunk
+    assert b'"uri":"memo://board"' in seen.replace(b" ", b"")
