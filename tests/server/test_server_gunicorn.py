@@ -150,10 +150,16 @@ def test_200_concurrent_calls_on_two_workers_are_all_right(two_workers: Gunicorn
     print(f"200 calls in {elapsed:.2f} s, answered by {len(pids)} worker(s)")
 
 
-def test_an_input_round_resumes_on_the_other_worker(two_workers: Gunicorn) -> None:
+@pytest.mark.parametrize("key_from", ["environment", "state_keys"])
+def test_an_input_round_resumes_on_the_other_worker(tmp_path: Path, key_from: str) -> None:
     """The first leg (``input_required``) and the retry land on different workers: the
-    sealed ``requestState`` opens there because both hold the same key."""
-    with _two_workers_connections(two_workers) as (here, there):
+    sealed ``requestState`` opens there because both hold the same key (from
+    ``MCPSYNC_STATE_KEY``, or given to ``Server(state_keys=...)``, which also satisfies the
+    startup check)."""
+    env = KEY if key_from == "environment" else {
+        "MCPSYNC_TEST_STATE_KEY": KEY["MCPSYNC_STATE_KEY"]}
+    with Gunicorn(tmp_path / "gunicorn.log", workers=2, env=env) as served, \
+            _two_workers_connections(served) as (here, there):
         first = _modern_call(here, "ask_name", {})
         assert first["resultType"] == "input_required"
         (key, ask), = first["inputRequests"].items()
