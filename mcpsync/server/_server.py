@@ -31,9 +31,10 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import IO, Any, TypeVar, overload
+from typing import IO, TYPE_CHECKING, Any, TypeVar, overload
 
 from mcpsync.jsonrpc import MAX_FRAME_BYTES, Message
+from mcpsync.server._bus import NotificationBus
 from mcpsync.server._context import Context
 from mcpsync.server._intake import DEFAULT_MAX_QUEUED_BYTES
 from mcpsync.server._loop import run
@@ -52,7 +53,11 @@ from mcpsync.server._services import CACHE_SCOPES, ServerIdentity, ServerSetting
 from mcpsync.server._uritemplate import UriTemplate
 from mcpsync.server.http._app import McpApp
 from mcpsync.server.http._auth import ProtectedApp, TokenVerifier
+from mcpsync.server.http._workers import check_workers
 from mcpsync.types import Tool
+
+if TYPE_CHECKING:
+    from mcpsync.server.http._django import DjangoView
 
 __all__ = ["Context", "Server", "ToolHandler"]
 
@@ -123,6 +128,7 @@ class Server:
         if self._state_keys is not None or os.environ.get("MCPSYNC_STATE_KEY") is not None:
             self._make_sealer()   # a bad key is a wiring mistake: say so at startup
             self._state_keys = None   # derived into the sealer: keep no raw secret around
+        self._keys_shared = self._sealer is not None   # the same in every worker process
         self._settings = ServerSettings(
             ServerIdentity(name, version, title, instructions), self._registry,
             self._make_sealer, float(ask_timeout), 60_000 if ttl is None else ttl,
@@ -323,6 +329,15 @@ class Server:
         ``resources/subscribe``, or a 2026-07-28 listen naming it)."""
         self._registry.resource_updated(uri)
 
+    def use_notification_bus(self, bus: NotificationBus) -> None:
+        """Announce changes through ``bus`` (a :class:`~mcpsync.server.UnixSocketBus` shared
+        by the worker processes of one host, or your own), so that a client listening in one
+        worker hears of a change made in another. The default bus reaches this process's
+        clients only."""
+        if not isinstance(bus, NotificationBus):
+            raise TypeError(f"a notification bus has publish() and subscribe(), got {bus!r}")
+        self._registry.use_bus(bus)
+
     # -- prompts and completion --------------------------------------------------------------
 
     def prompt(self, name: str | None = None, *, title: str | None = None,
@@ -469,6 +484,7 @@ class Server:
         names it) carrying every one of ``scopes``; the RFC 9728 metadata names
         ``authorization_servers``. Cache hints then default to ``cacheScope: "private"``.
         """
+        check_workers(self.name, keys_shared=self._keys_shared)
         registry = self._registry
 
         def tool_schema(name: str) -> Any:
@@ -541,6 +557,21 @@ class Server:
         finally:
             app.close()
             server.close()
+
+    def django_view(self, *, allowed_hosts: Sequence[str] | None = None,
+                    max_sessions: int = 256) -> DjangoView:
+        """This server as a Django view (csrf-exempt) answering MCP Streamable HTTP in both
+        eras at whatever URL pattern routes to it: ``path("mcp", server.django_view())``.
+
+        Each request runs the endpoint on a thread of its own (``mcpsync-django-<n>``) so
+        that event streams can go out through a ``StreamingHttpResponse``. ``allowed_hosts``
+        is checked as by :meth:`wsgi_app`, besides Django's own ``ALLOWED_HOSTS``. Needs
+        Django, which is imported only when a request arrives.
+        """
+        from mcpsync.server.http._django import DjangoView
+
+        return DjangoView(self.wsgi_app(allowed_hosts=allowed_hosts,
+                                        max_sessions=max_sessions))
 
     def _open_memory(self, deliver: Callable[[bytes | None], None]) -> MemoryPeer:
         """Answer an in-process client (``mcpsync.connect(server)``): see ``_memory``.

@@ -172,7 +172,7 @@ class McpApp:
     # -- WSGI --------------------------------------------------------------------------------
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
-        if environ.get("PATH_INFO", "") != self.path:
+        if not _mounted_at(environ, self.path):
             return _text(start_response, "404 Not Found",
                          f"no MCP endpoint here: this server answers at {self.path}\n")
         host = str(environ.get("HTTP_HOST", ""))
@@ -630,6 +630,16 @@ class _Exchange:
                     self._emit([KEEP_ALIVE])
         finally:
             router.end_call(call)
+
+
+def _mounted_at(environ: dict[str, Any], path: str) -> bool:
+    """Is this request for the endpoint at ``path``? The request's path is ``SCRIPT_NAME``
+    followed by ``PATH_INFO``: served directly, ``SCRIPT_NAME`` is empty; mounted under a
+    prefix (werkzeug's ``DispatcherMiddleware`` in Flask), the prefix has moved into
+    ``SCRIPT_NAME`` and ``PATH_INFO`` holds what is left, often nothing. One trailing slash
+    is the same endpoint (``/mcp/`` is ``/mcp``)."""
+    full = str(environ.get("SCRIPT_NAME", "")) + str(environ.get("PATH_INFO", ""))
+    return full == path or (full.endswith("/") and full[:-1] == path.rstrip("/"))
 
 
 def _header_mismatch(message: Message, environ: dict[str, Any],
