@@ -304,8 +304,8 @@ class Context:
         by the server until the client reconnects with ``GET`` and ``Last-Event-ID``.
         Returns True when it did so; False, doing nothing, where there is no such stream to
         close: stdio, 2026-07-28 (closing its stream would cancel the request), sessions of
-        older revisions, and requests the server answers on the receiving thread (only
-        ``tools/call`` runs apart from its connection).
+        older revisions, and calls of tools not registered with ``polling=True`` (only
+        those run apart from their connection, on a thread of their own).
         """
         closer = self._call.closer
         return closer(retry_ms) if closer is not None else False

@@ -36,6 +36,9 @@ class ToolEntry:
 
     wire: dict[str, Any]
     handler: Handler
+    #: Over Streamable HTTP (2025-11-25 sessions) the call runs on a thread of its own, so
+    #: that ``ctx.close_stream()`` can end its connection while it goes on.
+    polling: bool = False
     check: ArgumentCheck = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -152,7 +152,8 @@ class Server:
         """The registered tools as ``tools/list`` shows them, in registration order."""
         return [dict(wire) for wire in self._registry.tool_list]
 
-    def register_tool(self, tool: Mapping[str, Any] | Tool, handler: ToolHandler) -> None:
+    def register_tool(self, tool: Mapping[str, Any] | Tool, handler: ToolHandler, *,
+                      polling: bool = False) -> None:
         """Register a tool described in wire shape, handled by ``handler(arguments, ctx)``.
 
         ``tool`` is a mapping as ``tools/list`` shows it: ``name`` (required), and optionally
@@ -166,9 +167,9 @@ class Server:
         client first calls the tool: an empty name, a handler that is not callable, a
         duplicate name, an ``inputSchema`` that is not an object schema, or registering after
         ``serve()`` has started (the declared set is fixed then; :meth:`add_tool` is the way
-        to change tools while serving).
+        to change tools while serving). ``polling``: as for :meth:`tool`.
         """
-        entry = _tool_entry(tool, handler)
+        entry = _tool_entry(tool, handler, polling=polling)
         with self._lock:
             if self._started:
                 raise ValueError(f"cannot register tool {entry.wire['name']!r}: serve() has "
@@ -182,20 +183,23 @@ class Server:
         connected client that the tool list changed.
 
         Either a typed function (as ``@server.tool()`` takes it; ``options`` are that
-        decorator's ``name``, ``description``, ``output_schema``, ``annotations``) or a wire
-        description with its ``handler(arguments, ctx)`` (as :meth:`register_tool`).
+        decorator's ``name``, ``description``, ``output_schema``, ``annotations``,
+        ``polling``) or a wire description with its ``handler(arguments, ctx)`` (as
+        :meth:`register_tool`).
         ``replace=True`` replaces a tool of the same name instead of raising.
         """
+        polling = bool(options.pop("polling", False))
         if handler is None:
             if not callable(tool) or isinstance(tool, (Mapping, Tool)):
                 raise ValueError("add_tool() takes a function, or a tool description and its "
                                  "handler")
             wire, handler = _function_tool(tool, **options)
-            entry = _tool_entry(wire, handler)
+            entry = _tool_entry(wire, handler, polling=polling)
         else:
             if options:
-                raise ValueError(f"add_tool() with a handler takes no options: {sorted(options)}")
-            entry = _tool_entry(tool, handler)  # type: ignore[arg-type]
+                raise ValueError(f"add_tool() with a handler takes no options but polling: "
+                                 f"{sorted(options)}")
+            entry = _tool_entry(tool, handler, polling=polling)  # type: ignore[arg-type]
         self._registry.add_tool(entry, replace=replace)
 
     def remove_tool(self, name: str) -> bool:
@@ -209,12 +213,13 @@ class Server:
     @overload
     def tool(self, name: str | None = None, description: str | None = None,
              output_schema: Mapping[str, Any] | None = None,
-             annotations: Mapping[str, Any] | None = None) -> Callable[[_F], _F]: ...
+             annotations: Mapping[str, Any] | None = None, *,
+             polling: bool = False) -> Callable[[_F], _F]: ...
 
     def tool(self, name: str | Callable[..., Any] | None = None,
              description: str | None = None,
              output_schema: Mapping[str, Any] | None = None,
-             annotations: Mapping[str, Any] | None = None) -> Any:
+             annotations: Mapping[str, Any] | None = None, *, polling: bool = False) -> Any:
         """Decorator: register a typed function as a tool, deriving its input schema.
 
         The name defaults to the function's, the description to its cleaned docstring. With
@@ -222,7 +227,9 @@ class Server:
         of its JSON). A parameter annotated :class:`Context`, or named ``ctx``, receives the
         handler context. An annotation that cannot be expressed as JSON Schema raises
         ``ValueError`` here, naming the parameter. The function is returned unchanged.
-        ``@server.tool`` without parentheses works too.
+        ``@server.tool`` without parentheses works too. ``polling=True`` lets a long call
+        end its HTTP connection early with :meth:`Context.close_stream` (SSE polling); such
+        a call costs a thread of its own over HTTP, so only tools that use it ask for it.
         """
         if callable(name):
             return self.tool()(name)
@@ -231,7 +238,7 @@ class Server:
             wire, handler = _function_tool(func, name=name, description=description,
                                            output_schema=output_schema,
                                            annotations=annotations)
-            self.register_tool(wire, handler)
+            self.register_tool(wire, handler, polling=polling)
             return func
 
         return decorate
@@ -491,6 +498,10 @@ class Server:
             entry = registry.tools.get(name)
             return None if entry is None else entry.wire.get("inputSchema")
 
+        def tool_polls(name: str) -> bool:
+            entry = registry.tools.get(name)
+            return entry is not None and entry.polling
+
         make_dispatcher = self._dispatcher_factory()
         if token_verifier is not None and self._settings.cache_scope is None:
             # Answers to an authenticated caller are that caller's: no shared cache may
@@ -507,7 +518,7 @@ class Server:
                              "scopes describe a protected endpoint; pass token_verifier= too")
         app = McpApp(make_dispatcher, name=self.name, path=path,
                      allowed_hosts=allowed_hosts, tool_schema=tool_schema,
-                     max_sessions=max_sessions)
+                     tool_polls=tool_polls, max_sessions=max_sessions)
         if token_verifier is None:
             return app
         return ProtectedApp(app, token_verifier, resource=resource,
@@ -641,7 +652,8 @@ def _drop_none(wire: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in wire.items() if value is not None}
 
 
-def _tool_entry(tool: Mapping[str, Any] | Tool, handler: ToolHandler) -> ToolEntry:
+def _tool_entry(tool: Mapping[str, Any] | Tool, handler: ToolHandler, *,
+                polling: bool = False) -> ToolEntry:
     """Check a wire tool description and its handler (``ValueError`` for wiring mistakes)."""
     if isinstance(tool, Tool):
         tool = tool.raw or _tool_to_wire(tool)
@@ -666,7 +678,7 @@ def _tool_entry(tool: Mapping[str, Any] | Tool, handler: ToolHandler) -> ToolEnt
         elif tool.get(key) is not None:
             wire[key] = tool[key]
     wire.update((k, v) for k, v in tool.items() if k not in _WIRE_ORDER)
-    return ToolEntry(wire, handler)
+    return ToolEntry(wire, handler, polling)
 
 
 def _function_tool(func: Callable[..., Any], *, name: str | None = None,

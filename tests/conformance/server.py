@@ -163,7 +163,7 @@ def _content_tools(server: Server) -> None:
         """Tests error response handling (an isError result)."""
         raise RuntimeError("This tool intentionally returns an error for testing")
 
-    @server.tool()
+    @server.tool(polling=True)
     def test_reconnection(ctx: Context) -> str:
         """Tests SSE stream disconnection and client reconnection: on a 2025-11-25 HTTP
         session the reply stream is closed mid-call (after its priming event and a retry

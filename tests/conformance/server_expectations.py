@@ -75,12 +75,8 @@ SCENARIOS: dict[str, dict[str, Any]] = {
                               ("json_schema_2020_12_tool",),
                               note="pending in the suite: run but not scored"),
     "elicitation-sep1034-defaults": _s(_R25, _R25, ("test_elicitation_sep1034_defaults",)),
-    "server-sse-polling": _s(
-        _R25, (), ("test_reconnection",),
-        "needs HTTP-only feature: closing a call's SSE stream mid-call with a retry hint and "
-        "resuming it from Last-Event-ID (no event ids or resumption yet)",
-        "pending in the suite: run but not scored; resumable streams are in progress, the "
-        "run records 3 INFO checks and no SUCCESS"),
+    "server-sse-polling": _s(_R25, (), ("test_reconnection",),
+                             note="pending in the suite: run but not scored"),
     "server-sse-multiple-streams": _s(_RBOTH, _RBOTH, ("tools/list",)),
     "elicitation-sep1330-enums": _s(_R25, _R25, ("test_elicitation_sep1330_enums",)),
     "resources-list": _s(_ALL, _RBOTH, ("test://static-text", "test://static-binary",

@@ -32,13 +32,19 @@ def build() -> tuple[Server, dict[str, Any]]:
     seen: dict[str, Any] = {"gate": threading.Event(), "finished": threading.Event(),
                             "cancelled": threading.Event()}
 
-    @server.tool()
+    @server.tool(polling=True)
     def poll(ctx: Context, count: int = 0) -> str:
         """Closes its connection, then sends ``count`` progress events, then answers."""
         seen["closed"] = ctx.close_stream(retry_ms=250)
         for i in range(count):
             ctx.progress(i + 1, count, "x" * 40)
         return f"polled {count}"
+
+    @server.tool()
+    def plain(ctx: Context) -> str:
+        """Not registered with polling=True: cannot close its stream, runs where it arrived."""
+        seen["plain"] = (ctx.close_stream(retry_ms=250), threading.current_thread().name)
+        return "plain"
 
     @server.tool()
     def steps(ctx: Context) -> str:
@@ -164,6 +170,17 @@ def test_polling_primes_closes_and_resumes_with_the_result(served: Any) -> None:
     assert all(e["id"].split("-")[0] == stream for e in replay)
     seqs = [int(e["id"].split("-")[1]) for e in replay]
     assert seqs == sorted(seqs) and seqs[0] > int(primer["id"].split("-")[1])
+
+
+def test_a_tool_not_registered_for_polling_cannot_close_and_runs_where_it_arrived(
+        served: Any) -> None:
+    s, seen = served
+    hdrs = session(s)
+    status, _, body = s.post(call("plain"), hdrs)
+    assert status == 200 and json.loads(body)["result"]["content"][0]["text"] == "plain"
+    closed, thread = seen["plain"]
+    assert closed is False
+    assert thread.startswith("mcpsync-") and not thread.startswith("mcpsync-http-call-")
 
 
 def test_older_sessions_get_ids_but_no_empty_events_and_no_polling(served: Any) -> None:

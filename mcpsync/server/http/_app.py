@@ -25,6 +25,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from mcpsync._threads import new_thread
 from mcpsync.jsonrpc import (
     HEADER_MISMATCH,
     INVALID_PARAMS,
@@ -99,8 +100,9 @@ class McpApp:
     def __init__(self, make_dispatcher: DispatcherFactory, *, name: str = "mcp",
                  path: str = "/mcp", allowed_hosts: Iterable[str] | None = None,
                  keep_alive: float = 15.0, tool_schema: ToolSchemas | None = None,
-                 max_sessions: int = 256, max_events: int = 1000,
-                 max_event_bytes: int = 8 * 1024 * 1024, retry_ms: int = 1000) -> None:
+                 tool_polls: Callable[[str], bool] | None = None, max_sessions: int = 256,
+                 max_events: int = 1000, max_event_bytes: int = 8 * 1024 * 1024,
+                 retry_ms: int = 1000) -> None:
         if not path.startswith("/"):
             raise ValueError(f"the MCP endpoint path must start with '/', got {path!r}")
         self.name = name
@@ -109,6 +111,7 @@ class McpApp:
         self._hosts = HostCheck(allowed_hosts)
         self._keep_alive = keep_alive
         self._tool_schema = tool_schema
+        self._tool_polls = tool_polls
         self._max_sessions = max_sessions
         self._max_events = max_events
         self._max_bytes = max_event_bytes
@@ -495,7 +498,7 @@ class _Exchange:
         if not self._app._enter(self):
             call.cancel()
         apart = (self._session is not None and self._session.polling
-                 and message.method == "tools/call")
+                 and message.method == "tools/call" and self._polls(message))
         try:
             if apart:
                 call.closer = self.close_stream
@@ -522,6 +525,12 @@ class _Exchange:
             self._session.store.end(self._stream)
         return []
 
+    def _polls(self, message: Message) -> bool:
+        """Whether the tool called asked to run apart (``@server.tool(polling=True)``)."""
+        polls = self._app._tool_polls
+        name = message.params.get("name") if isinstance(message.params, dict) else None
+        return polls is not None and isinstance(name, str) and polls(name)
+
     def _run_apart(self, router: Dispatcher, message: Message, call: _Call) -> bool:
         """Run the handler on a worker, writing its events here; False once it detached."""
         def work() -> None:
@@ -533,8 +542,8 @@ class _Exchange:
                 self._app._leave(self)
 
         # The handler sees the context of the request's thread (e.g. the verified caller).
-        worker = threading.Thread(target=contextvars.copy_context().run, args=(work,),
-                                  name=f"mcpsync-http-call-{self._app.name}", daemon=True)
+        worker = new_thread(f"mcpsync-http-call-{self._app.name}",
+                            contextvars.copy_context().run, work)
         self._app._adopt(worker)
         worker.start()
         while True:
