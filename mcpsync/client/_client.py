@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from mcpsync._display import DisplayList
 from mcpsync.client._cache import ListCache
 from mcpsync.client._callbacks import (
     Callbacks,
@@ -336,7 +337,7 @@ class Client(SessionLifecycle):
     def list_tools(self) -> list[Tool]:
         """Every tool (all pages). Remembers output schemas for :meth:`call_tool` validation."""
         self._require("tools", "listing tools", "tools/list")
-        tools = [Tool.from_dict(t) for t in self._list_all("tools/list", "tools")]
+        tools = DisplayList(Tool.from_dict(t) for t in self._list_all("tools/list", "tools"))
         self._toolset.remember(tools)
         return tools
 
@@ -394,18 +395,20 @@ class Client(SessionLifecycle):
     def list_resources(self) -> list[Resource]:
         """Every resource (all pages)."""
         self._require("resources", "listing resources", "resources/list")
-        return [Resource.from_dict(r) for r in self._list_all("resources/list", "resources")]
+        return DisplayList(Resource.from_dict(r)
+                           for r in self._list_all("resources/list", "resources"))
 
     def list_resource_templates(self) -> list[ResourceTemplate]:
         """Every resource template (all pages)."""
         self._require("resources", "listing resource templates", "resources/templates/list")
-        return [ResourceTemplate.from_dict(r)
-                for r in self._list_all("resources/templates/list", "resourceTemplates")]
+        return DisplayList(ResourceTemplate.from_dict(r)
+                           for r in self._list_all("resources/templates/list",
+                                                   "resourceTemplates"))
 
     def list_prompts(self) -> list[Prompt]:
         """Every prompt (all pages)."""
         self._require("prompts", "listing prompts", "prompts/list")
-        return [Prompt.from_dict(p) for p in self._list_all("prompts/list", "prompts")]
+        return DisplayList(Prompt.from_dict(p) for p in self._list_all("prompts/list", "prompts"))
 
     # -- resources, prompts, completion ----------------------------------------------------
 

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from mcpsync._display import DisplayList
 from mcpsync._secret_dirs import sweep as sweep_secret_dirs
 from mcpsync._threads import run_parallel
 from mcpsync.client._client import Client, ProgressCallback
@@ -539,7 +540,7 @@ class Manager:
         entry.discovered.wait(entry.config.timeout)
         if entry.discovered.is_set() and entry.discover_error is None \
                 and entry.tools is not None:
-            return list(entry.tools)
+            return DisplayList(entry.tools)
         return entry.client.list_tools()
 
     def call_tool(self, server_id: str, name: str, args: Mapping[str, Any] | None = None, *,
