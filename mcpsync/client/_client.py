@@ -52,6 +52,7 @@ from mcpsync.client._lifecycle import SessionLifecycle, SessionResources
 from mcpsync.client._lists import list_all
 from mcpsync.client._notifications import Notifications
 from mcpsync.client._options import ClientOptions
+from mcpsync.client._progress import progress_bar
 from mcpsync.client._restart import RestartBudget
 from mcpsync.client._subscriptions import Subscription, Subscriptions
 from mcpsync.client._tools import ToolSchemas
@@ -252,7 +253,8 @@ class Client(SessionLifecycle):
     # -- tools -----------------------------------------------------------------------------
 
     def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None, *,
-                  timeout: float | None = None, progress: ProgressCallback | None = None,
+                  timeout: float | None = None,
+                  progress: ProgressCallback | bool | None = None,
                   raise_on_error: bool = False, retry_on_drop: bool = False,
                   meta: Mapping[str, Any] | None = None,
                   reset_timeout_on_progress: bool | None = None) -> CallToolResult:
@@ -262,7 +264,9 @@ class Client(SessionLifecycle):
         ``raise_on_error=True`` to get :class:`~mcpsync.errors.ToolError` instead.
         ``progress(progress, total, message)`` receives the server's progress notifications
         (on the dispatcher thread); every one that arrived before the answer has run by the
-        time this returns. ``timeout`` overrides the client default (``math.inf``: no limit);
+        time this returns. ``progress=True`` shows a progress bar instead (tqdm when
+        installed, else a line on ``sys.stderr``), closed when the call ends. ``timeout``
+        overrides the client default (``math.inf``: no limit);
         ``reset_timeout_on_progress`` overrides the client option for this call. With
         ``retry_on_drop=True`` a call whose connection dropped is sent again once after a
         modern server's restart (only for tools safe to run twice).
@@ -279,6 +283,11 @@ class Client(SessionLifecycle):
         """
         # Hot path (benchmarked): build the params, one session.request, from_dict. Any
         # other outcome goes to the call flow, which takes over from this first round.
+        if progress is not None and (progress.__class__ is bool or not callable(progress)):
+            return self._call_tool_with_bar(name, arguments, progress, timeout=timeout,
+                                            raise_on_error=raise_on_error,
+                                            retry_on_drop=retry_on_drop, meta=meta,
+                                            reset_timeout_on_progress=reset_timeout_on_progress)
         if not self._has_tools:
             self._require("tools", f"calling tool {name!r}", "tools/call")
         session = self._session
@@ -313,6 +322,18 @@ class Client(SessionLifecycle):
         if type(result) is not dict or self._toolset.schemas or raise_on_error:
             return self._toolset.result(self._name, name, result, raise_on_error)
         return CallToolResult.from_dict(result)   # the common case, without the checks
+
+    def _call_tool_with_bar(self, name: str, arguments: Mapping[str, Any] | None,
+                            progress: object, **options: Any) -> CallToolResult:
+        """``call_tool(progress=True)``: the call with a progress bar that is closed when it
+        ends, failed or not (``False`` is no bar; anything else a ``TypeError``)."""
+        bar = progress_bar(progress, f"calling tool {name!r} on server {self._name!r}",
+                           f"{self._name}: {name}")
+        try:
+            return self.call_tool(name, arguments, progress=bar, **options)
+        finally:
+            if bar is not None:
+                bar.close()
 
     def _tool_call(self, name: str, arguments: Mapping[str, Any] | None,
                    meta: Mapping[str, Any] | None, timeout: float | None,
@@ -362,14 +383,21 @@ class Client(SessionLifecycle):
         return future
 
     def submit_tool(self, name: str, arguments: Mapping[str, Any] | None = None, *,
-                    timeout: float | None = None, progress: ProgressCallback | None = None,
+                    timeout: float | None = None,
+                    progress: ProgressCallback | bool | None = None,
                     raise_on_error: bool = False, retry_on_drop: bool = False,
                     meta: Mapping[str, Any] | None = None,
                     reset_timeout_on_progress: bool | None = None) -> CallFuture:
         """:meth:`call_tool` without waiting: the future resolves to its
         :class:`~mcpsync.types.CallToolResult` (or raises what ``call_tool`` would raise:
         ``ToolError`` with ``raise_on_error``, ``OutputValidationError``, ...).
-        ``future.cancel()`` cancels on the wire."""
+        ``future.cancel()`` cancels on the wire; ``progress=True`` shows a bar until the
+        future is done."""
+        bar = None
+        if progress is not None and (progress.__class__ is bool or not callable(progress)):
+            bar = progress_bar(progress, f"calling tool {name!r} on server {self._name!r}",
+                               f"{self._name}: {name}")
+            progress = bar
         call = self._tool_call(name, arguments, meta, timeout, progress,
                                reset_timeout_on_progress, retry_on_drop)
         future = CallFuture(f"calling tool {name!r} on server {self._name!r}", self._name,
@@ -378,6 +406,8 @@ class Client(SessionLifecycle):
                    lambda result: self._toolset.result(self._name, name, result,
                                                        raise_on_error),
                    self._workers).start()
+        if bar is not None:
+            future.add_done_callback(lambda _: bar.close())
         return future
 
     def _submit_listen(self, params: dict[str, Any]) -> RequestFuture:

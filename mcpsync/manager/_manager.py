@@ -27,6 +27,7 @@ from mcpsync._secret_dirs import sweep as sweep_secret_dirs
 from mcpsync._threads import run_parallel
 from mcpsync.client._client import Client, ProgressCallback
 from mcpsync.client._options import ClientOptions
+from mcpsync.client._progress import check_progress
 from mcpsync.config import ServerConfig
 from mcpsync.errors import (
     ClosedError,
@@ -545,13 +546,15 @@ class Manager:
 
     def call_tool(self, server_id: str, name: str, args: Mapping[str, Any] | None = None, *,
                   timeout: float | None = None,
-                  progress: ProgressCallback | None = None) -> CallToolResult:
+                  progress: ProgressCallback | bool | None = None) -> CallToolResult:
         """Call a tool of a project or thread server, after the policy allowed it.
 
         Raises ``UnknownServer`` for an unknown id, and ``PolicyDenied``,
         ``BudgetExceeded`` or ``ApprovalRejected`` (``local=True``) when the policy refuses;
         nothing is sent then. A server still discovering its tools is called anyway.
+        ``progress`` is as for :meth:`Client.call_tool` (``True``: a progress bar).
         """
+        check_progress(progress, f"calling tool {name!r} on server {server_id!r}")
         entry = self._entry(server_id)   # an unknown id fails before the policy runs
         policy = self._policy
         if policy is not None:
