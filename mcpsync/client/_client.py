@@ -27,6 +27,7 @@ from typing import Any
 
 from mcpsync._display import DisplayList
 from mcpsync.client._cache import ListCache
+from mcpsync.client._callback_warnings import CallbackGuard
 from mcpsync.client._callbacks import (
     Callbacks,
     ElicitationCallback,
@@ -133,13 +134,16 @@ class Client(SessionLifecycle):
         self._name = config.display_name
         self._safe_name = logger_name_part(self._name)
         self._server_log = logging.getLogger(f"mcpsync.server.{self._safe_name}")
-        self._pid = os.getpid()
-        self._callbacks = Callbacks(sampling=sampling, elicitation=elicitation, roots=roots)
-        self._cache = ListCache()
-        self._toolset = ToolSchemas(validate=options.validate_output)
         # The subscription thread and the session reach this client only weakly, so that a
         # client nobody holds is collected and its server stopped (see _finalizer).
         me = weakref.ref(self)
+        self._pid = os.getpid()
+        first_name = self._name
+        self._guard = CallbackGuard(lambda: getattr(me(), "_name", first_name))
+        self._callbacks = Callbacks(sampling=sampling, elicitation=elicitation, roots=roots,
+                                    guard=self._guard)
+        self._cache = ListCache()
+        self._toolset = ToolSchemas(validate=options.validate_output)
         self._subs = Subscriptions(
             name=self._name, thread_name=f"mcpsync-listen-{self._safe_name}",
             request=weak_method(self._request, self._gone),
@@ -149,7 +153,8 @@ class Client(SessionLifecycle):
         self._resources = SessionResources(self._subs)
         self._notes = Notifications(options, server_log=self._server_log, cache=self._cache,
                                     tools=self._toolset, subs=self._subs,
-                                    callbacks=self._callbacks, name=lambda: _alive(me)._name)
+                                    callbacks=self._callbacks, name=lambda: _alive(me)._name,
+                                    guard=self._guard)
         self._state_lock = threading.Lock()      # close and the session swap
         self._restart_lock = threading.Lock()    # one restart at a time
         # The session an era re-detection replaced (at most one per client), weakly: set
@@ -221,7 +226,9 @@ class Client(SessionLifecycle):
               progress: ProgressCallback | None, reset: bool | None) -> Call:
         return Call(method, params,
                     lambda: with_meta(params, meta, modern=self._modern, ours=self._meta),
-                    timeout=timeout, progress=progress, reset=reset)
+                    timeout=timeout,
+                    progress=None if progress is None else self._guard.wrap("progress", progress),
+                    reset=reset)
 
     def _dict_result(self, method: str, params: Any, result: Any) -> dict[str, Any]:
         if not isinstance(result, dict):
@@ -305,7 +312,8 @@ class Client(SessionLifecycle):
                 result = session.request("tools/call", params, timeout=timeout)
             else:
                 result = session.request("tools/call", params, timeout=timeout,
-                                         progress=progress,
+                                         progress=None if progress is None
+                                         else self._guard.wrap("progress", progress),
                                          reset_timeout_on_progress=reset_timeout_on_progress)
         except (RemoteError, ConnectionLost) as exc:
             call = self._tool_call(name, arguments, meta, timeout, progress,
@@ -352,7 +360,8 @@ class Client(SessionLifecycle):
                 params["_meta"] = dict(meta)
             return params
 
-        return Call("tools/call", {"name": name}, build, timeout=timeout, progress=progress,
+        return Call("tools/call", {"name": name}, build, timeout=timeout,
+                    progress=None if progress is None else self._guard.wrap("progress", progress),
                     reset=reset, retry_on_drop=retry_on_drop)
 
     def list_tools(self) -> list[Tool]:

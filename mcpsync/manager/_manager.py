@@ -25,6 +25,7 @@ from typing import Any
 from mcpsync._display import DisplayList
 from mcpsync._secret_dirs import sweep as sweep_secret_dirs
 from mcpsync._threads import run_parallel
+from mcpsync.client._callback_warnings import CallbackGuard
 from mcpsync.client._client import Client, ProgressCallback
 from mcpsync.client._options import ClientOptions
 from mcpsync.client._progress import check_progress
@@ -142,6 +143,7 @@ class Manager:
         self._options = options
         self._base_options = base
         self._handler: NotificationHandler | None = None
+        self._guard = CallbackGuard(lambda: "")   # the handler's failures, once
         self._entries: dict[str, ServerEntry] = {}
         self._start_errors: dict[str, BaseException] = {}
         self._id_locks: dict[str, threading.Lock] = {}
@@ -612,9 +614,10 @@ class Manager:
             return   # the acknowledgement of the tool-list watch is our plumbing, not news
         try:
             handler(Notification(server_id, method, params))
-        except Exception:
+        except Exception as exc:
             _log.exception("the notification handler raised on %s from server %r", method,
                            server_id)
+            self._guard.report("Manager notification", exc, server=server_id)
 
     # -- thread-scope ids (also module functions) ------------------------------------------
 
