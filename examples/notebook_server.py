@@ -6,20 +6,16 @@ command. Its tools show what a notebook displays:
 - ``chart``: an image block (a PNG drawn here, no imaging library needed) and a caption;
 - ``crunch``: reports progress while it works, for ``call_tool(..., progress=True)``;
 - ``explode``: a tool error (``isError``), for ``raise_on_error=True``;
-- ``slow``: waits until cancelled, for interrupting a cell.
-
-When ``NOTEBOOK_SERVER_MARKS`` names a folder, ``slow`` writes ``slow-started`` there when it
-begins and ``slow-cancelled`` when the client's cancellation reaches it, so a test can tell
-that an interrupted cell really cancelled the call on the server.
+- ``slow``: waits until cancelled, for interrupting a cell;
+- ``cancellations``: how many ``slow`` calls the client cancelled, as the server saw it
+  (``notifications/cancelled``), so the notebook can show that an interrupt reached it.
 """
 
 from __future__ import annotations
 
-import os
 import struct
-import time
+import threading
 import zlib
-from pathlib import Path
 
 from mcpsync import ImageContent, ResourceLink
 from mcpsync.server import Context, Server
@@ -42,10 +38,8 @@ def _png(width: int, height: int) -> bytes:
             + chunk(b"IEND", b""))
 
 
-def _mark(name: str) -> None:
-    folder = os.environ.get("NOTEBOOK_SERVER_MARKS")
-    if folder:
-        Path(folder, name).write_text(str(time.time()), encoding="utf-8")
+_cancelled = {"slow": 0}
+_lock = threading.Lock()
 
 
 @server.tool()
@@ -75,11 +69,18 @@ def explode(reason: str = "the reactor is offline") -> str:
 @server.tool()
 def slow(ctx: Context, seconds: float = 30.0) -> str:
     """Wait for ``seconds``, unless the call is cancelled first."""
-    _mark("slow-started")
     if ctx.cancelled.wait(seconds):
-        _mark("slow-cancelled")
+        with _lock:
+            _cancelled["slow"] += 1
         return "cancelled"
     return f"slept {seconds:g} s"
+
+
+@server.tool()
+def cancellations() -> str:
+    """How many slow calls were cancelled by the client so far."""
+    with _lock:
+        return f"slow calls cancelled: {_cancelled['slow']}"
 
 
 if __name__ == "__main__":
