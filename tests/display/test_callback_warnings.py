@@ -19,7 +19,7 @@ import mcpsync
 from mcpsync.server import Context, Server
 
 SCRIPT = r'''
-import json, warnings
+import json, threading, time, warnings
 import mcpsync
 from mcpsync.server import Context, Server
 
@@ -52,6 +52,16 @@ def bad_sampling(request):
 def refusing_elicitation(request):
     raise mcpsync.Rejected("no thanks")
 
+def bad_list_changed(kind):
+    raise RuntimeError(f"cannot refresh {kind}")
+
+def bad_notification(method, params):
+    raise LookupError("observer is broken")
+
+def fresh() -> str:
+    """A tool added while serving."""
+    return "fresh"
+
 results = []
 with warnings.catch_warnings(record=True) as seen:
     warnings.simplefilter("always")
@@ -60,6 +70,17 @@ with warnings.catch_warnings(record=True) as seen:
         for _ in range(2):
             results.append(client.call_tool("work", progress=bad_progress).text)
             results.append(client.call_tool("ask").text)
+        changed = threading.Event()
+        client.on_list_changed("tools", bad_list_changed)
+        client.on_list_changed("tools", lambda kind: changed.set())
+        server.add_tool(fresh)
+        for _ in range(500):     # the announcement comes after the add, on its own thread
+            if any("list-changed" in str(w.message) for w in seen):
+                break
+            time.sleep(0.01)
+    with mcpsync.connect(server, era="legacy", log_level="info",
+                         notification_observer=bad_notification) as c2:
+        c2.call_tool("work")
 print(json.dumps({"results": results,
                   "warnings": [[w.category.__name__, str(w.message)] for w in seen]}))
 '''
@@ -77,9 +98,15 @@ def test_each_failing_callback_warns_once_without_logging(tmp_path: Path) -> Non
     found = out["warnings"]
     assert all(kind == "CallbackWarning" for kind, _ in found), found
     texts = sorted(text for _, text in found)
-    assert len(texts) == 3, texts   # progress, on_log, sampling: once each, over two calls
-    progress, log, sampling = (next(t for t in texts if f"the {name} callback" in t)
-                               for name in ("progress", "on_log", "sampling"))
+    # progress, on_log, sampling once each over two calls; a list-changed subscription; the
+    # second client's notification_observer, which every notification reaches
+    assert len(texts) == 5, texts
+    progress, log, sampling, changed, observer = (
+        next(t for t in texts if f"the {name} callback" in t)
+        for name in ("progress", "on_log", "sampling", "list-changed subscription",
+                     "notification_observer"))
+    assert "RuntimeError: cannot refresh tools" in changed
+    assert "LookupError: observer is broken" in observer
     assert "server 'cbs'" in progress and "ZeroDivisionError: progress went wrong" in progress
     assert "KeyError: 'no log today'" in log
     assert "ValueError: xxx" in sampling and len(sampling) < 400 and "…" in sampling
