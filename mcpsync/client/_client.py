@@ -53,7 +53,7 @@ from mcpsync.client._lifecycle import SessionLifecycle, SessionResources
 from mcpsync.client._lists import list_all
 from mcpsync.client._notifications import Notifications
 from mcpsync.client._options import ClientOptions
-from mcpsync.client._progress import progress_bar
+from mcpsync.client._progress import check_progress, progress_bar
 from mcpsync.client._restart import RestartBudget
 from mcpsync.client._subscriptions import Subscription, Subscriptions
 from mcpsync.client._tools import ToolSchemas
@@ -223,7 +223,15 @@ class Client(SessionLifecycle):
 
     def _call(self, method: str, params: Mapping[str, Any] | None,
               meta: Mapping[str, Any] | None, timeout: float | None,
-              progress: ProgressCallback | None, reset: bool | None) -> Call:
+              progress: Any, reset: bool | None) -> Call:
+        if progress is not None and (progress.__class__ is bool or not callable(progress)):
+            # A bar is call_tool's; a bare request takes a callable (or nothing).
+            check_progress(progress, describe_call(method, params, self._name))
+            if progress is True:
+                raise TypeError(f"{describe_call(method, params, self._name)}: progress=True "
+                                "(a progress bar) is for call_tool() and submit_tool(); "
+                                "pass a callable progress(progress, total, message) here")
+            progress = None
         return Call(method, params,
                     lambda: with_meta(params, meta, modern=self._modern, ours=self._meta),
                     timeout=timeout,

@@ -106,3 +106,13 @@ def test_manager_takes_progress_true_and_refuses_a_string(stderr: _Err) -> None:
             manager.call_tool("nb", "crunch", progress="yes")  # type: ignore[arg-type]
         with pytest.raises(TypeError, match="not int"):   # before the id is even looked up
             manager.call_tool("nobody", "crunch", progress=1)  # type: ignore[arg-type]
+
+
+def test_a_bare_request_takes_no_bar_and_no_string(client: mcpsync.Client) -> None:
+    with pytest.raises(TypeError, match="for call_tool"):
+        client.submit("tools/call", {"name": "crunch"}, progress=True)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="not str"):
+        client.submit("tools/call", {"name": "crunch"}, progress="yes")  # type: ignore[arg-type]
+    future = client.submit("tools/call", {"name": "crunch", "arguments": {"delay": 0}},
+                           progress=False)  # type: ignore[arg-type]
+    assert future.result(10)["content"][0]["text"] == "crunched 5 steps"
