@@ -25,7 +25,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from mcpsync._display import DisplayList
 from mcpsync.client._cache import ListCache
+from mcpsync.client._callback_warnings import CallbackGuard
 from mcpsync.client._callbacks import (
     Callbacks,
     ElicitationCallback,
@@ -51,6 +53,7 @@ from mcpsync.client._lifecycle import SessionLifecycle, SessionResources
 from mcpsync.client._lists import list_all
 from mcpsync.client._notifications import Notifications
 from mcpsync.client._options import ClientOptions
+from mcpsync.client._progress import check_progress, progress_bar
 from mcpsync.client._restart import RestartBudget
 from mcpsync.client._subscriptions import Subscription, Subscriptions
 from mcpsync.client._tools import ToolSchemas
@@ -131,13 +134,16 @@ class Client(SessionLifecycle):
         self._name = config.display_name
         self._safe_name = logger_name_part(self._name)
         self._server_log = logging.getLogger(f"mcpsync.server.{self._safe_name}")
-        self._pid = os.getpid()
-        self._callbacks = Callbacks(sampling=sampling, elicitation=elicitation, roots=roots)
-        self._cache = ListCache()
-        self._toolset = ToolSchemas(validate=options.validate_output)
         # The subscription thread and the session reach this client only weakly, so that a
         # client nobody holds is collected and its server stopped (see _finalizer).
         me = weakref.ref(self)
+        self._pid = os.getpid()
+        first_name = self._name
+        self._guard = CallbackGuard(lambda: getattr(me(), "_name", first_name))
+        self._callbacks = Callbacks(sampling=sampling, elicitation=elicitation, roots=roots,
+                                    guard=self._guard)
+        self._cache = ListCache()
+        self._toolset = ToolSchemas(validate=options.validate_output)
         self._subs = Subscriptions(
             name=self._name, thread_name=f"mcpsync-listen-{self._safe_name}",
             request=weak_method(self._request, self._gone),
@@ -147,7 +153,8 @@ class Client(SessionLifecycle):
         self._resources = SessionResources(self._subs)
         self._notes = Notifications(options, server_log=self._server_log, cache=self._cache,
                                     tools=self._toolset, subs=self._subs,
-                                    callbacks=self._callbacks, name=lambda: _alive(me)._name)
+                                    callbacks=self._callbacks, name=lambda: _alive(me)._name,
+                                    guard=self._guard)
         self._state_lock = threading.Lock()      # close and the session swap
         self._restart_lock = threading.Lock()    # one restart at a time
         # The session an era re-detection replaced (at most one per client), weakly: set
@@ -216,10 +223,20 @@ class Client(SessionLifecycle):
 
     def _call(self, method: str, params: Mapping[str, Any] | None,
               meta: Mapping[str, Any] | None, timeout: float | None,
-              progress: ProgressCallback | None, reset: bool | None) -> Call:
+              progress: Any, reset: bool | None) -> Call:
+        if progress is not None and (progress.__class__ is bool or not callable(progress)):
+            # A bar is call_tool's; a bare request takes a callable (or nothing).
+            check_progress(progress, describe_call(method, params, self._name))
+            if progress is True:
+                raise TypeError(f"{describe_call(method, params, self._name)}: progress=True "
+                                "(a progress bar) is for call_tool() and submit_tool(); "
+                                "pass a callable progress(progress, total, message) here")
+            progress = None
         return Call(method, params,
                     lambda: with_meta(params, meta, modern=self._modern, ours=self._meta),
-                    timeout=timeout, progress=progress, reset=reset)
+                    timeout=timeout,
+                    progress=None if progress is None else self._guard.wrap("progress", progress),
+                    reset=reset)
 
     def _dict_result(self, method: str, params: Any, result: Any) -> dict[str, Any]:
         if not isinstance(result, dict):
@@ -251,7 +268,8 @@ class Client(SessionLifecycle):
     # -- tools -----------------------------------------------------------------------------
 
     def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None, *,
-                  timeout: float | None = None, progress: ProgressCallback | None = None,
+                  timeout: float | None = None,
+                  progress: ProgressCallback | bool | None = None,
                   raise_on_error: bool = False, retry_on_drop: bool = False,
                   meta: Mapping[str, Any] | None = None,
                   reset_timeout_on_progress: bool | None = None) -> CallToolResult:
@@ -261,7 +279,9 @@ class Client(SessionLifecycle):
         ``raise_on_error=True`` to get :class:`~mcpsync.errors.ToolError` instead.
         ``progress(progress, total, message)`` receives the server's progress notifications
         (on the dispatcher thread); every one that arrived before the answer has run by the
-        time this returns. ``timeout`` overrides the client default (``math.inf``: no limit);
+        time this returns. ``progress=True`` shows a progress bar instead (tqdm when
+        installed, else a line on ``sys.stderr``), closed when the call ends. ``timeout``
+        overrides the client default (``math.inf``: no limit);
         ``reset_timeout_on_progress`` overrides the client option for this call. With
         ``retry_on_drop=True`` a call whose connection dropped is sent again once after a
         modern server's restart (only for tools safe to run twice).
@@ -278,6 +298,11 @@ class Client(SessionLifecycle):
         """
         # Hot path (benchmarked): build the params, one session.request, from_dict. Any
         # other outcome goes to the call flow, which takes over from this first round.
+        if progress is not None and (progress.__class__ is bool or not callable(progress)):
+            return self._call_tool_with_bar(name, arguments, progress, timeout=timeout,
+                                            raise_on_error=raise_on_error,
+                                            retry_on_drop=retry_on_drop, meta=meta,
+                                            reset_timeout_on_progress=reset_timeout_on_progress)
         if not self._has_tools:
             self._require("tools", f"calling tool {name!r}", "tools/call")
         session = self._session
@@ -295,7 +320,8 @@ class Client(SessionLifecycle):
                 result = session.request("tools/call", params, timeout=timeout)
             else:
                 result = session.request("tools/call", params, timeout=timeout,
-                                         progress=progress,
+                                         progress=None if progress is None
+                                         else self._guard.wrap("progress", progress),
                                          reset_timeout_on_progress=reset_timeout_on_progress)
         except (RemoteError, ConnectionLost) as exc:
             call = self._tool_call(name, arguments, meta, timeout, progress,
@@ -312,6 +338,18 @@ class Client(SessionLifecycle):
         if type(result) is not dict or self._toolset.schemas or raise_on_error:
             return self._toolset.result(self._name, name, result, raise_on_error)
         return CallToolResult.from_dict(result)   # the common case, without the checks
+
+    def _call_tool_with_bar(self, name: str, arguments: Mapping[str, Any] | None,
+                            progress: object, **options: Any) -> CallToolResult:
+        """``call_tool(progress=True)``: the call with a progress bar that is closed when it
+        ends, failed or not (``False`` is no bar; anything else a ``TypeError``)."""
+        bar = progress_bar(progress, f"calling tool {name!r} on server {self._name!r}",
+                           f"{self._name}: {name}")
+        try:
+            return self.call_tool(name, arguments, progress=bar, **options)
+        finally:
+            if bar is not None:
+                bar.close()
 
     def _tool_call(self, name: str, arguments: Mapping[str, Any] | None,
                    meta: Mapping[str, Any] | None, timeout: float | None,
@@ -330,13 +368,14 @@ class Client(SessionLifecycle):
                 params["_meta"] = dict(meta)
             return params
 
-        return Call("tools/call", {"name": name}, build, timeout=timeout, progress=progress,
+        return Call("tools/call", {"name": name}, build, timeout=timeout,
+                    progress=None if progress is None else self._guard.wrap("progress", progress),
                     reset=reset, retry_on_drop=retry_on_drop)
 
     def list_tools(self) -> list[Tool]:
         """Every tool (all pages). Remembers output schemas for :meth:`call_tool` validation."""
         self._require("tools", "listing tools", "tools/list")
-        tools = [Tool.from_dict(t) for t in self._list_all("tools/list", "tools")]
+        tools = DisplayList(Tool.from_dict(t) for t in self._list_all("tools/list", "tools"))
         self._toolset.remember(tools)
         return tools
 
@@ -361,14 +400,21 @@ class Client(SessionLifecycle):
         return future
 
     def submit_tool(self, name: str, arguments: Mapping[str, Any] | None = None, *,
-                    timeout: float | None = None, progress: ProgressCallback | None = None,
+                    timeout: float | None = None,
+                    progress: ProgressCallback | bool | None = None,
                     raise_on_error: bool = False, retry_on_drop: bool = False,
                     meta: Mapping[str, Any] | None = None,
                     reset_timeout_on_progress: bool | None = None) -> CallFuture:
         """:meth:`call_tool` without waiting: the future resolves to its
         :class:`~mcpsync.types.CallToolResult` (or raises what ``call_tool`` would raise:
         ``ToolError`` with ``raise_on_error``, ``OutputValidationError``, ...).
-        ``future.cancel()`` cancels on the wire."""
+        ``future.cancel()`` cancels on the wire; ``progress=True`` shows a bar until the
+        future is done."""
+        bar = None
+        if progress is not None and (progress.__class__ is bool or not callable(progress)):
+            bar = progress_bar(progress, f"calling tool {name!r} on server {self._name!r}",
+                               f"{self._name}: {name}")
+            progress = bar
         call = self._tool_call(name, arguments, meta, timeout, progress,
                                reset_timeout_on_progress, retry_on_drop)
         future = CallFuture(f"calling tool {name!r} on server {self._name!r}", self._name,
@@ -377,6 +423,8 @@ class Client(SessionLifecycle):
                    lambda result: self._toolset.result(self._name, name, result,
                                                        raise_on_error),
                    self._workers).start()
+        if bar is not None:
+            future.add_done_callback(lambda _: bar.close())
         return future
 
     def _submit_listen(self, params: dict[str, Any]) -> RequestFuture:
@@ -394,18 +442,20 @@ class Client(SessionLifecycle):
     def list_resources(self) -> list[Resource]:
         """Every resource (all pages)."""
         self._require("resources", "listing resources", "resources/list")
-        return [Resource.from_dict(r) for r in self._list_all("resources/list", "resources")]
+        return DisplayList(Resource.from_dict(r)
+                           for r in self._list_all("resources/list", "resources"))
 
     def list_resource_templates(self) -> list[ResourceTemplate]:
         """Every resource template (all pages)."""
         self._require("resources", "listing resource templates", "resources/templates/list")
-        return [ResourceTemplate.from_dict(r)
-                for r in self._list_all("resources/templates/list", "resourceTemplates")]
+        return DisplayList(ResourceTemplate.from_dict(r)
+                           for r in self._list_all("resources/templates/list",
+                                                   "resourceTemplates"))
 
     def list_prompts(self) -> list[Prompt]:
         """Every prompt (all pages)."""
         self._require("prompts", "listing prompts", "prompts/list")
-        return [Prompt.from_dict(p) for p in self._list_all("prompts/list", "prompts")]
+        return DisplayList(Prompt.from_dict(p) for p in self._list_all("prompts/list", "prompts"))
 
     # -- resources, prompts, completion ----------------------------------------------------
 
