@@ -11,6 +11,7 @@ polls at a fixed interval, and it is started only when something first needs it.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Protocol
@@ -18,6 +19,8 @@ from typing import Protocol
 from mcpsync._threads import new_thread
 
 __all__ = ["Ticker", "Watched"]
+
+_log = logging.getLogger("mcpsync.server.http")
 
 
 class Watched(Protocol):
@@ -91,7 +94,13 @@ class Ticker:
                 if when is None:
                     continue
                 if when <= now:
-                    item.tick(now)
+                    try:
+                        item.tick(now)
+                    except Exception:   # one broken stream must not stop the others' ticks
+                        _log.exception("HTTP app %r: a keep-alive or expiry tick failed",
+                                       self._name)
+                        self.unwatch(item)
+                        continue
                     when = item.due()
                     if when is None or when <= now:
                         continue
