@@ -228,3 +228,35 @@ def test_bad_settings_are_refused() -> None:
         McpApp(server._dispatcher_factory(), session_idle_timeout=0)
     with pytest.raises(ValueError, match="keep_alive"):
         McpApp(server._dispatcher_factory(), keep_alive=0)
+
+
+def test_the_ticker_sleeps_until_a_deadline_instead_of_polling(
+        served: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    s, _ = served
+    looks = []
+    real = s.app._next_expiry
+
+    def counted() -> float | None:
+        looks.append(time.monotonic())
+        return real()
+
+    monkeypatch.setattr(s.app, "_next_expiry", counted)
+    session(s)            # starts the ticker: this session expires in 30 minutes
+    assert wait_for(lambda: bool(looks))
+    time.sleep(1.0)       # what is measured: how often the ticker wakes when nothing is due
+    assert len(looks) <= 3, len(looks)
+
+
+def test_serve_http_passes_session_idle_timeout() -> None:
+    from .test_server_http_app import Served
+
+    server, _ = build()
+    s = Served(server, session_idle_timeout=0.2)
+    try:
+        hdrs = session(s)
+        assert s.post(ping(), hdrs)[0] == 200
+        time.sleep(1.0)   # idle on purpose: any request would make the session active
+        status, _, data = s.post(ping(), hdrs)
+        assert status == 404 and "unknown or ended session" in data.decode()
+    finally:
+        s.close()

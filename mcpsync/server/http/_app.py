@@ -15,6 +15,11 @@ client the reply turns into a server-sent-event stream (``start_response`` then,
 through WSGI's ``write()``), whose last event is the response. ``subscriptions/listen`` keeps
 its stream open (a ``: keep-alive`` comment every 15 s, so a client that left is noticed)
 until the client goes; then the listen ends.
+
+A handler that made its reply a stream and then goes quiet owns its thread, so the app's one
+ticker thread (``_ticker``, started by the first stream or legacy session) writes those
+comments for it, under the exchange's write lock, and ends legacy sessions idle for
+``session_idle_timeout``.
 """
 
 from __future__ import annotations
