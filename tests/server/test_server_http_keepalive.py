@@ -260,3 +260,18 @@ def test_serve_http_passes_session_idle_timeout() -> None:
         assert status == 404 and "unknown or ended session" in data.decode()
     finally:
         s.close()
+
+
+def test_gunicorn_gthread_takes_keep_alives_from_the_ticker_thread(tmp_path: Any) -> None:
+    from server.peers_http.gunicorn_run import Gunicorn
+
+    with Gunicorn(tmp_path / "gunicorn.log",
+                  "server.peers_http.gunicorn_keepalive_app:application") as served:
+        body, hdrs = modern_call("quiet")
+        status, sse = open_request(served, "POST", body, hdrs)   # type: ignore[arg-type]
+        assert status == 200
+        events = sse.rest()
+        sse.close()
+    comments = sum(1 for e in events if "comment" in e)
+    assert 5 <= comments <= 11, comments
+    assert frames(events)[-1]["result"]["content"][0]["text"] == "quiet done"
