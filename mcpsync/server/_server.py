@@ -464,18 +464,22 @@ class Server:
 
     @overload
     def wsgi_app(self, path: str = "/mcp", *, allowed_hosts: Sequence[str] | None = None,
-                 max_sessions: int = 256, token_verifier: None = None,
+                 max_sessions: int = 256,
+                 session_idle_timeout: float | None = 1800.0, token_verifier: None = None,
                  resource: str | None = None, authorization_servers: Sequence[str] = (),
                  scopes: Sequence[str] = ()) -> McpApp: ...
 
     @overload
     def wsgi_app(self, path: str = "/mcp", *, allowed_hosts: Sequence[str] | None = None,
-                 max_sessions: int = 256, token_verifier: TokenVerifier,
+                 max_sessions: int = 256,
+                 session_idle_timeout: float | None = 1800.0, token_verifier: TokenVerifier,
                  resource: str | None = None, authorization_servers: Sequence[str] = (),
                  scopes: Sequence[str] = ()) -> ProtectedApp: ...
 
     def wsgi_app(self, path: str = "/mcp", *, allowed_hosts: Sequence[str] | None = None,
-                 max_sessions: int = 256, token_verifier: TokenVerifier | None = None,
+                 max_sessions: int = 256,
+                 session_idle_timeout: float | None = 1800.0,
+                 token_verifier: TokenVerifier | None = None,
                  resource: str | None = None, authorization_servers: Sequence[str] = (),
                  scopes: Sequence[str] = ()) -> McpApp | ProtectedApp:
         """This server as a WSGI application answering MCP Streamable HTTP at ``path``, in
@@ -484,6 +488,8 @@ class Server:
         ``allowed_hosts``: the names ``Host`` and ``Origin`` may carry (``"name"`` for any
         port, ``"name:port"``, ``"*"`` for any); by default loopback only. Call the app's
         ``close()`` when done, to end its sessions and open streams.
+        ``session_idle_timeout``: seconds after which a legacy session with no request and
+        no open stream is ended (its calls cancelled, its id answered 404); ``None``: never.
 
         With ``token_verifier`` (``verifier(token) -> AccessToken | None``, such as
         :class:`~mcpsync.server.http.IntrospectionVerifier`) every request needs an OAuth
@@ -518,7 +524,8 @@ class Server:
                              "scopes describe a protected endpoint; pass token_verifier= too")
         app = McpApp(make_dispatcher, name=self.name, path=path,
                      allowed_hosts=allowed_hosts, tool_schema=tool_schema,
-                     tool_polls=tool_polls, max_sessions=max_sessions)
+                     tool_polls=tool_polls, max_sessions=max_sessions,
+                     session_idle_timeout=session_idle_timeout)
         if token_verifier is None:
             return app
         return ProtectedApp(app, token_verifier, resource=resource,
@@ -527,6 +534,7 @@ class Server:
 
     def serve_http(self, host: str = "127.0.0.1", port: int = 8000, *, path: str = "/mcp",
                    allowed_hosts: Sequence[str] | None = None, max_sessions: int = 256,
+                   session_idle_timeout: float | None = 1800.0,
                    stop: threading.Event | None = None,
                    ready: Callable[[str], None] | None = None,
                    token_verifier: TokenVerifier | None = None, resource: str | None = None,
@@ -546,10 +554,11 @@ class Server:
         app: McpApp | ProtectedApp
         if token_verifier is None:
             app = self.wsgi_app(path, allowed_hosts=allowed_hosts, max_sessions=max_sessions,
-                                resource=resource, authorization_servers=authorization_servers,
-                                scopes=scopes)
+                                session_idle_timeout=session_idle_timeout, resource=resource,
+                                authorization_servers=authorization_servers, scopes=scopes)
         else:
             app = self.wsgi_app(path, allowed_hosts=allowed_hosts, max_sessions=max_sessions,
+                                session_idle_timeout=session_idle_timeout,
                                 token_verifier=token_verifier, resource=resource,
                                 authorization_servers=authorization_servers, scopes=scopes)
         server = WsgiServer(app, host, port, name=options.pop("name", self.name), **options)

@@ -15,6 +15,11 @@ client the reply turns into a server-sent-event stream (``start_response`` then,
 through WSGI's ``write()``), whose last event is the response. ``subscriptions/listen`` keeps
 its stream open (a ``: keep-alive`` comment every 15 s, so a client that left is noticed)
 until the client goes; then the listen ends.
+
+A handler that made its reply a stream and then goes quiet owns its thread, so the app's one
+ticker thread (``_ticker``, started by the first stream or legacy session) writes those
+comments for it, under the exchange's write lock, and ends legacy sessions idle for
+``session_idle_timeout``.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from __future__ import annotations
 import contextvars
 import secrets
 import threading
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -51,6 +57,7 @@ from mcpsync.server.http._headers import (
     expected_name,
     param_mismatch,
 )
+from mcpsync.server.http._ticker import Ticker, Watched
 
 __all__ = ["McpApp"]
 
@@ -102,9 +109,14 @@ class McpApp:
                  keep_alive: float = 15.0, tool_schema: ToolSchemas | None = None,
                  tool_polls: Callable[[str], bool] | None = None, max_sessions: int = 256,
                  max_events: int = 1000, max_event_bytes: int = 8 * 1024 * 1024,
-                 retry_ms: int = 1000) -> None:
+                 retry_ms: int = 1000, session_idle_timeout: float | None = 1800.0) -> None:
         if not path.startswith("/"):
             raise ValueError(f"the MCP endpoint path must start with '/', got {path!r}")
+        if keep_alive <= 0:
+            raise ValueError(f"keep_alive is a number of seconds above 0, got {keep_alive!r}")
+        if session_idle_timeout is not None and session_idle_timeout <= 0:
+            raise ValueError("session_idle_timeout is a number of seconds above 0 (or None: "
+                             f"sessions never expire), got {session_idle_timeout!r}")
         self.name = name
         self.path = path
         self._make = make_dispatcher
@@ -123,6 +135,9 @@ class McpApp:
         self._sessions: dict[str, _Session] = {}
         self._live: set[_Exchange] = set()   # requests being answered, for close()
         self._closed = False
+        self._idle = session_idle_timeout
+        self._ticker: Ticker | None = None   # started by the first stream or session
+        self._expiry = _Expiry(self)
 
     def __repr__(self) -> str:
         return f"<McpApp {self.name!r} {self.path!r}>"
@@ -146,6 +161,9 @@ class McpApp:
             shared.cancel_all()
         with self._lock:
             workers, self._workers = list(self._workers), set()
+            ticker = self._ticker
+        if ticker is not None:
+            ticker.close()
         for worker in workers:     # cancelled above; a handler that ignores it is left
             worker.join(5)
 
@@ -157,6 +175,8 @@ class McpApp:
 
     def _enter(self, exchange: _Exchange) -> bool:
         with self._lock:
+            if exchange._session is not None:
+                exchange._session.busy += 1
             if self._closed:
                 return False
             self._live.add(exchange)
@@ -167,6 +187,67 @@ class McpApp:
             self._live.discard(exchange)
             self._workers = {w for w in self._workers if w.is_alive()
                              and w is not threading.current_thread()}
+        if exchange._session is not None:
+            self._release(exchange._session)
+
+    # -- the ticker: keep-alives for quiet handlers, idle sessions' expiry --------------------
+
+    def _watch(self, item: Watched) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            if self._ticker is None:
+                self._ticker = Ticker(self.name)
+            ticker = self._ticker
+        ticker.watch(item)
+
+    def _unwatch(self, item: Watched) -> None:
+        ticker = self._ticker
+        if ticker is not None:
+            ticker.unwatch(item)
+
+    def _session(self, sid: Any) -> _Session | None:
+        """The session a request names (``None``: unknown or ended); it was active now."""
+        with self._lock:
+            session = self._sessions.get(str(sid))
+            if session is not None:
+                session.last_active = time.monotonic()
+            return session
+
+    def _hold_session(self, session: _Session) -> None:
+        with self._lock:
+            session.busy += 1
+
+    def _release(self, session: _Session) -> None:
+        """A request or stream of ``session`` ended: its idle time starts now."""
+        with self._lock:
+            session.busy -= 1
+            session.last_active = time.monotonic()
+            idle = session.busy == 0 and self._idle is not None
+            ticker = self._ticker
+        if idle and ticker is not None:
+            ticker.poke()    # it may be sleeping with no deadline at all
+
+    def _expire(self, now: float) -> None:
+        """End the sessions idle (no request, no open stream) for ``session_idle_timeout``:
+        their calls are cancelled, their stores freed, their ids answer 404 from now on."""
+        idle = self._idle
+        if idle is None:
+            return
+        with self._lock:
+            old = [sid for sid, session in self._sessions.items()
+                   if session.busy == 0 and now - session.last_active >= idle]
+            ended = [self._sessions.pop(sid) for sid in old]
+        for session in ended:
+            session.close()
+
+    def _next_expiry(self) -> float | None:
+        idle = self._idle
+        if idle is None:
+            return None
+        with self._lock:
+            times = [s.last_active for s in self._sessions.values() if s.busy == 0]
+        return min(times) + idle if times else None
 
     def _adopt(self, worker: threading.Thread) -> None:
         with self._lock:
@@ -234,8 +315,7 @@ class McpApp:
             return _refuse(start_response, 400, None, INVALID_REQUEST,
                            f"MCP server {self.name!r}: no Mcp-Session-Id header; a legacy "
                            "client sends initialize first and then the session id it got")
-        with self._lock:
-            session = self._sessions.get(str(sid))
+        session = self._session(sid)
         if session is None:
             return _refuse(start_response, 404, None, INVALID_REQUEST,
                            f"MCP server {self.name!r}: unknown or ended session; start a new "
@@ -275,6 +355,7 @@ class McpApp:
         return _Exchange(self, start_response, modern=True).run(self._shared_router(), message)
 
     def _initialize(self, message: Message, start_response: StartResponse) -> Iterable[bytes]:
+        self._expire(time.monotonic())   # idle sessions make room before the count
         with self._lock:
             full = len(self._sessions) >= self._max_sessions
         if full:
@@ -307,6 +388,8 @@ class McpApp:
             session.close()
             return _refuse(start_response, 503, message.id, INVALID_REQUEST,
                            f"MCP server {self.name!r} is shutting down")
+        if self._idle is not None:
+            self._watch(self._expiry)   # the ticker runs while sessions may expire
         return _json(start_response, 200, serialize(reply), [("Mcp-Session-Id", sid)])
 
     def _get(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
@@ -321,8 +404,7 @@ class McpApp:
             return _refuse(start_response, 405, None, INVALID_REQUEST,
                            f"MCP server {self.name!r}: GET opens a legacy session's stream "
                            "(send Mcp-Session-Id); 2026-07-28 clients only POST", [_ALLOW])
-        with self._lock:
-            session = self._sessions.get(str(sid))
+        session = self._session(sid)
         if session is None:
             return _refuse(start_response, 404, None, INVALID_REQUEST,
                            f"MCP server {self.name!r}: unknown or ended session")
@@ -335,6 +417,7 @@ class McpApp:
             stream, after = found
         write = start_response("200 OK", list(_SSE_HEADERS))
         store = session.store
+        self._hold_session(session)   # an open stream: the session is not idle
         try:
             if session.polling and after is None:
                 write(priming(store.record(0, b"").id, self._retry_ms))
@@ -351,6 +434,8 @@ class McpApp:
                     break
         except Exception:   # the client went away: the stream ends, the session stays
             pass
+        finally:
+            self._release(session)
         return []
 
     def _unresumable(self, start_response: StartResponse, last: str,
@@ -381,12 +466,27 @@ class McpApp:
         return _empty(start_response, 204)
 
 
+class _Expiry:
+    """What the ticker sees of an app's idle sessions: the earliest expiry, and the sweep."""
+
+    def __init__(self, app: McpApp) -> None:
+        self._app = app
+
+    def due(self) -> float | None:
+        return self._app._next_expiry()
+
+    def tick(self, now: float) -> None:
+        self._app._expire(now)
+
+
 class _Session:
     """One legacy session: its router, and its event store (stream 0 is what a GET reads)."""
 
     def __init__(self, make: DispatcherFactory, store: EventStore) -> None:
         self.store = store
         self.polling = False    # negotiated at 2025-11-25: priming events, close_stream
+        self.busy = 0           # requests being answered and streams open (the app's lock)
+        self.last_active = time.monotonic()
         self._local = threading.local()
         self.dispatcher = make(self._send, self._send_batch)
 
@@ -455,6 +555,11 @@ class _Exchange:
         self._primer: Event | None = None   # recorded by close_stream, written by the owner
         self._retry: int | None = None
         self._done = False
+        # Every write to the response holds this: the owner's, and the app's ticker's
+        # keep-alives while a handler on the owner's thread is quiet.
+        self._wlock = threading.Lock()
+        self._ticks = False          # the ticker may write (the handler runs, on this thread)
+        self._last = 0.0             # monotonic time of the last write
 
     def sink(self, message: Message, cancelled: threading.Event | None = None, /) -> None:
         """Every frame of the request (the router's write gate has checked it)."""
@@ -505,7 +610,11 @@ class _Exchange:
                 if not self._run_apart(router, message, call):
                     return []          # the connection ends; the call goes on
             else:
-                router.handle(message, [call])
+                self._ticks = True
+                try:
+                    router.handle(message, [call])
+                finally:
+                    self._quiet_end()
                 if not call.done:     # subscriptions/listen: open until the client goes
                     self._hold(router, call)
                     return []
@@ -605,23 +714,65 @@ class _Exchange:
         self._emit(chunks)
 
     def _emit(self, chunks: list[bytes]) -> None:
-        if self._gone:
+        with self._wlock:
+            if self._gone:
+                return
+            write = self._write
+            started = write is None
+            if write is None:
+                write = self._write = self._start("200 OK", list(_SSE_HEADERS))
+            try:
+                for chunk in chunks:
+                    write(chunk)
+            except Exception:
+                self._lost()
+                return
+            self._last = time.monotonic()
+        if started and self._ticks:   # a stream now: a quiet handler gets keep-alives
+            self._app._watch(self)
+
+    def _lost(self) -> None:
+        """The client went away (a write failed; the write lock is held). 2026-07-28:
+        closing the stream cancels the request. Legacy: a disconnection is not a
+        cancellation; the call goes on and what it sends waits in the session's event
+        store for a GET with Last-Event-ID."""
+        self._gone = True
+        if self._session is not None:
+            with self._lock:
+                self._detached = True
+        elif self._call is not None:
+            self._call.cancel()     # lock-free: safe under the write lock
+
+    def _quiet_end(self) -> None:
+        """The handler returned: from here only this thread writes (the reply's end)."""
+        with self._wlock:
+            self._ticks = False
+        self._app._unwatch(self)
+
+    # -- what the app's ticker calls (see _ticker) -------------------------------------------
+
+    def due(self) -> float | None:
+        if not self._ticks or self._gone or self._detached or self._write is None:
+            return None
+        return self._last + self._app._keep_alive
+
+    def tick(self, now: float) -> None:
+        """A keep-alive comment, unless the owner is writing (then it is not quiet) or the
+        stream ended; never waits for the write lock."""
+        if not self._wlock.acquire(blocking=False):
+            self._last = now         # busy: skip this round
             return
-        if self._write is None:
-            self._write = self._start("200 OK", list(_SSE_HEADERS))
         try:
-            for chunk in chunks:
-                self._write(chunk)
-        except Exception:
-            # The client went away. 2026-07-28: closing the stream cancels the request.
-            # Legacy: a disconnection is not a cancellation; the call goes on and what it
-            # sends waits in the session's event store for a GET with Last-Event-ID.
-            self._gone = True
-            if self._session is not None:
-                with self._lock:
-                    self._detached = True
-            elif self._call is not None:
-                self._call.cancel()
+            write = self._write
+            if not self._ticks or self._gone or self._detached or write is None:
+                return
+            try:
+                write(KEEP_ALIVE)
+            except Exception:
+                self._lost()
+            self._last = time.monotonic()
+        finally:
+            self._wlock.release()
 
     def _hold(self, router: Dispatcher, call: _Call) -> None:
         """Stream an open listen's notifications until the client goes or the app closes."""
