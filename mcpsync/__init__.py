@@ -46,6 +46,7 @@ if TYPE_CHECKING:
         ApprovalRejected as ApprovalRejected,
         AuthHookError as AuthHookError,
         BudgetExceeded as BudgetExceeded,
+        CallbackWarning as CallbackWarning,
         Cancelled as Cancelled,
         CapabilityNotSupported as CapabilityNotSupported,
         ClosedError as ClosedError,
@@ -130,7 +131,7 @@ _PUBLIC: dict[str, str] = {
     "ServerConfig": "mcpsync.config",
     "load_config": "mcpsync.config_files",
     **dict.fromkeys((
-        "ApprovalRejected", "AuthHookError", "BudgetExceeded", "Cancelled",
+        "ApprovalRejected", "AuthHookError", "BudgetExceeded", "CallbackWarning", "Cancelled",
         "CapabilityNotSupported", "ClosedError", "ConfigError", "ConnectFailed",
         "ConnectionLost", "HeaderMismatch", "InputRoundsExceeded", "InvalidArguments", "MCPError",
         "MissingCapability", "OutputValidationError", "PolicyDenied", "PolicyRefused",

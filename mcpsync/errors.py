@@ -21,6 +21,7 @@ __all__ = [
     "ApprovalRejected",
     "AuthHookError",
     "BudgetExceeded",
+    "CallbackWarning",
     "Cancelled",
     "CapabilityNotSupported",
     "ClosedError",
@@ -304,6 +305,16 @@ class Rejected(MCPError):
     """Raised by a sampling, elicitation or roots callback to decline the server's request.
 
     The server receives error -1 ("rejected by user"); the client stays usable.
+    """
+
+
+class CallbackWarning(RuntimeWarning):
+    """A callback you gave mcpsync (progress, log, notification, sampling, elicitation,
+    roots, a subscription) raised, and no logging handler would have shown it.
+
+    Issued once per client and callback, naming the callback, the server and the exception's
+    type and message. With logging configured (``logging.basicConfig()``) the failures are
+    logged instead, each with its traceback. Not an ``MCPError``: nothing is raised to you.
     """
 
 

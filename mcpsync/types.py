@@ -159,6 +159,28 @@ def _read_media(path: str | os.PathLike[str], mime_type: str | None, kind: str,
         return f.read(), _mime(mime_type, what)
 
 
+# --- how the objects look: short reprs, and rich output in IPython/Jupyter ----------------
+
+class _Shown:
+    """The repr and notebook display of every type here, delegated to :mod:`mcpsync._display`
+    (imported on first use, so parsing never pays for it)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        from mcpsync._display import short_repr
+        return short_repr(self)
+
+    def _repr_html_(self) -> str | None:
+        from mcpsync._display import html_of
+        return html_of(self)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Any:
+        from mcpsync._display import mimebundle_of
+        return mimebundle_of(self) if getattr(self, "type", None) in ("image", "audio") \
+            else None
+
+
 # --- content blocks ---------------------------------------------------------------------
 
 _TEXT_KNOWN = frozenset(("type", "text", "annotations", "_meta"))
@@ -168,8 +190,8 @@ _LINK_KNOWN = frozenset(("type", "uri", "name", "title", "description", "mimeTyp
 _EMBEDDED_KNOWN = frozenset(("type", "resource", "annotations", "_meta"))
 
 
-@dataclass(slots=True)
-class TextContent:
+@dataclass(slots=True, repr=False)
+class TextContent(_Shown):
     """A ``text`` block."""
 
     text: str
@@ -200,8 +222,8 @@ class TextContent:
         return _with_common(out, self.annotations, self.meta, self.extra)
 
 
-@dataclass(slots=True)
-class ImageContent:
+@dataclass(slots=True, repr=False)
+class ImageContent(_Shown):
     """An ``image`` block: base64 ``data`` and its ``mime_type``."""
 
     data: str
@@ -255,8 +277,8 @@ class ImageContent:
                             self.annotations, self.meta, self.extra)
 
 
-@dataclass(slots=True)
-class AudioContent:
+@dataclass(slots=True, repr=False)
+class AudioContent(_Shown):
     """An ``audio`` block: base64 ``data`` and its ``mime_type``."""
 
     data: str
@@ -310,8 +332,8 @@ class AudioContent:
                             self.annotations, self.meta, self.extra)
 
 
-@dataclass(slots=True)
-class ResourceLink:
+@dataclass(slots=True, repr=False)
+class ResourceLink(_Shown):
     """A ``resource_link`` block: a pointer to a resource the client may read."""
 
     uri: str
@@ -353,8 +375,8 @@ class ResourceLink:
 _CONTENTS_KNOWN = frozenset(("uri", "mimeType", "text", "blob", "_meta"))
 
 
-@dataclass(slots=True)
-class ResourceContents:
+@dataclass(slots=True, repr=False)
+class ResourceContents(_Shown):
     """The contents of a resource: exactly one of ``text`` and ``blob`` (base64) is set."""
 
     uri: str
@@ -434,8 +456,8 @@ class ResourceContents:
         return out
 
 
-@dataclass(slots=True)
-class EmbeddedResource:
+@dataclass(slots=True, repr=False)
+class EmbeddedResource(_Shown):
     """A ``resource`` block: a resource's contents carried inline."""
 
     resource: ResourceContents
@@ -476,8 +498,8 @@ class EmbeddedResource:
                             self.annotations, self.meta, self.extra)
 
 
-@dataclass(slots=True)
-class ContentBlock:
+@dataclass(slots=True, repr=False)
+class ContentBlock(_Shown):
     """A content block of a type mcpsync does not model (``tool_use``, a future type), or a
     known type whose required fields were missing. ``raw`` holds everything."""
 
@@ -549,8 +571,8 @@ _TOOL_KNOWN = frozenset(("name", "title", "description", "inputSchema", "outputS
                          "annotations", "icons", "_meta"))
 
 
-@dataclass(slots=True)
-class Tool:
+@dataclass(slots=True, repr=False)
+class Tool(_Shown):
     """A tool the server offers (``tools/list``).
 
     ``input_schema`` is ``{}`` when the server sent none (the spec requires one, but a
@@ -588,8 +610,8 @@ class Tool:
 _CALL_KNOWN = frozenset(("content", "structuredContent", "isError", "_meta", "resultType"))
 
 
-@dataclass(slots=True)
-class CallToolResult:
+@dataclass(slots=True, repr=False)
+class CallToolResult(_Shown):
     """The result of ``tools/call``.
 
     ``structured`` is ``structuredContent`` (``None`` when absent); ``is_error`` is true when
@@ -646,8 +668,8 @@ _TEMPLATE_KNOWN = frozenset(("uriTemplate", "name", "title", "description", "mim
 _READ_KNOWN = frozenset(("contents", "_meta", "resultType", "ttlMs", "cacheScope"))
 
 
-@dataclass(slots=True)
-class Resource:
+@dataclass(slots=True, repr=False)
+class Resource(_Shown):
     """A resource the server offers (``resources/list``)."""
 
     uri: str
@@ -671,8 +693,8 @@ class Resource:
                    _dict(d, "_meta"), _extra(d, _RESOURCE_KNOWN), d)
 
 
-@dataclass(slots=True)
-class ResourceTemplate:
+@dataclass(slots=True, repr=False)
+class ResourceTemplate(_Shown):
     """A parameterised resource (``resources/templates/list``); ``uri_template`` is RFC 6570."""
 
     uri_template: str
@@ -696,8 +718,8 @@ class ResourceTemplate:
                    _extra(d, _TEMPLATE_KNOWN), d)
 
 
-@dataclass(slots=True)
-class ReadResourceResult:
+@dataclass(slots=True, repr=False)
+class ReadResourceResult(_Shown):
     """The result of ``resources/read``: one or more contents (a directory may give many)."""
 
     contents: list[ResourceContents]
@@ -731,8 +753,8 @@ _MESSAGE_KNOWN = frozenset(("role", "content"))
 _GET_PROMPT_KNOWN = frozenset(("description", "messages", "_meta", "resultType"))
 
 
-@dataclass(slots=True)
-class PromptArgument:
+@dataclass(slots=True, repr=False)
+class PromptArgument(_Shown):
     """One argument a prompt takes; ``required`` defaults to False."""
 
     name: str
@@ -750,8 +772,8 @@ class PromptArgument:
                    _extra(d, _ARG_KNOWN), d)
 
 
-@dataclass(slots=True)
-class Prompt:
+@dataclass(slots=True, repr=False)
+class Prompt(_Shown):
     """A prompt template the server offers (``prompts/list``)."""
 
     name: str
@@ -772,8 +794,8 @@ class Prompt:
                    _extra(d, _PROMPT_KNOWN), d)
 
 
-@dataclass(slots=True)
-class PromptMessage:
+@dataclass(slots=True, repr=False)
+class PromptMessage(_Shown):
     """One message of a rendered prompt: ``role`` (``user``/``assistant``) and one block."""
 
     role: str
@@ -790,8 +812,8 @@ class PromptMessage:
                    content_block_from_dict(d["content"]), _extra(d, _MESSAGE_KNOWN), d)
 
 
-@dataclass(slots=True)
-class GetPromptResult:
+@dataclass(slots=True, repr=False)
+class GetPromptResult(_Shown):
     """The result of ``prompts/get``."""
 
     messages: list[PromptMessage]
@@ -815,8 +837,8 @@ class GetPromptResult:
 _COMPLETE_KNOWN = frozenset(("completion", "_meta", "resultType"))
 
 
-@dataclass(slots=True)
-class CompleteResult:
+@dataclass(slots=True, repr=False)
+class CompleteResult(_Shown):
     """The result of ``completion/complete``: suggested ``values`` (at most 100), the
     ``total`` number of matches when known, and whether there are more (``has_more``)."""
 
@@ -845,8 +867,8 @@ class CompleteResult:
 _INFO_KNOWN = frozenset(("name", "title", "version"))
 
 
-@dataclass(slots=True)
-class ServerInfo:
+@dataclass(slots=True, repr=False)
+class ServerInfo(_Shown):
     """Who the server says it is, and what was negotiated with it.
 
     ``name``, ``title`` and ``version`` are self-reported (never use them for security);
@@ -879,8 +901,8 @@ class ServerInfo:
 _ROOT_KNOWN = frozenset(("uri", "name", "_meta"))
 
 
-@dataclass(slots=True)
-class Root:
+@dataclass(slots=True, repr=False)
+class Root(_Shown):
     """A filesystem root the client exposes to servers (``file://`` URI, optional name)."""
 
     uri: str

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcpsync._codes import INVALID_PARAMS, METHOD_NOT_FOUND
+from mcpsync.client._callback_warnings import CallbackGuard
 from mcpsync.errors import ProtocolError, RemoteError
 from mcpsync.protocol import client_capabilities
 
@@ -79,6 +80,10 @@ ElicitationCallback = Callable[[ElicitationRequest], Mapping[str, Any]]
 RootsInput = Sequence[Any] | Callable[[], Sequence[Any]]
 """Roots: a list of :class:`mcpsync.Root`, ``file://`` URI strings or ``{"uri", "name"}``
 dicts, or a callable returning such a list (asked each time the server wants them)."""
+
+
+_CALLBACK_NAMES = {"sampling/createMessage": "sampling", "elicitation/create": "elicitation",
+                   "roots/list": "roots"}
 
 
 def _remote(code: int, message: str) -> RemoteError:
@@ -138,13 +143,14 @@ class Callbacks:
 
     def __init__(self, *, sampling: SamplingCallback | None = None,
                  elicitation: ElicitationCallback | None = None,
-                 roots: RootsInput | None = None) -> None:
+                 roots: RootsInput | None = None, guard: CallbackGuard | None = None) -> None:
         if sampling is not None and not callable(sampling):
             raise TypeError("sampling must be a callable")
         if elicitation is not None and not callable(elicitation):
             raise TypeError("elicitation must be a callable")
         self.sampling = sampling
         self.elicitation = elicitation
+        self._guard = guard
         self._roots: RootsInput | None = None
         self._roots_lock = threading.Lock()
         self.roots_declared = roots is not None
@@ -229,7 +235,16 @@ class Callbacks:
             raise ProtocolError(f"input request {key!r}: {exc.remote_message}") from exc
 
     def answer(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
-        """Run the callback for ``method`` and return the result in wire shape."""
+        """Run the callback for ``method`` and return the result in wire shape; what it
+        raises goes on, after a ``CallbackWarning`` when nothing would log it."""
+        try:
+            return self._answer(method, params)
+        except Exception as exc:
+            if self._guard is not None and not isinstance(exc, RemoteError):
+                self._guard.report(_CALLBACK_NAMES.get(method, method), exc)
+            raise
+
+    def _answer(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
         raw = dict(params)
         if method == "sampling/createMessage":
             assert self.sampling is not None
@@ -277,6 +292,8 @@ class Callbacks:
         hook = getattr(self.elicitation, "on_complete", None)
         eid = params.get("elicitationId") if isinstance(params, Mapping) else None
         if callable(hook) and isinstance(eid, str):
+            if self._guard is not None:
+                hook = self._guard.wrap("elicitation on_complete", hook)
             hook(eid)
         else:
             _log.debug("elicitation %r completed (no on_complete hook)", eid)

@@ -25,8 +25,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from mcpsync._display import DisplayList
 from mcpsync.client._arguments import check_arguments
 from mcpsync.client._cache import ListCache
+from mcpsync.client._callback_warnings import CallbackGuard
 from mcpsync.client._callbacks import (
     Callbacks,
     ElicitationCallback,
@@ -52,6 +54,7 @@ from mcpsync.client._lifecycle import SessionLifecycle, SessionResources
 from mcpsync.client._lists import list_all
 from mcpsync.client._notifications import Notifications
 from mcpsync.client._options import ClientOptions
+from mcpsync.client._progress import check_progress, progress_bar
 from mcpsync.client._proxies import ToolProxies
 from mcpsync.client._restart import RestartBudget
 from mcpsync.client._subscriptions import Subscription, Subscriptions
@@ -138,15 +141,18 @@ class Client(SessionLifecycle):
         self._name = config.display_name
         self._safe_name = logger_name_part(self._name)
         self._server_log = logging.getLogger(f"mcpsync.server.{self._safe_name}")
+        # The subscription thread and the session reach this client only weakly, so that a
+        # client nobody holds is collected and its server stopped (see _finalizer).
+        me = weakref.ref(self)
         self._pid = os.getpid()
-        self._callbacks = Callbacks(sampling=sampling, elicitation=elicitation, roots=roots)
+        first_name = self._name
+        self._guard = CallbackGuard(lambda: getattr(me(), "_name", first_name))
+        self._callbacks = Callbacks(sampling=sampling, elicitation=elicitation, roots=roots,
+                                    guard=self._guard)
         self._cache = ListCache()
         self._toolset = ToolSchemas(validate=options.validate_output)
         self._validate_input = options.validate_input
         self._proxies: ToolProxies | None = None
-        # The subscription thread and the session reach this client only weakly, so that a
-        # client nobody holds is collected and its server stopped (see _finalizer).
-        me = weakref.ref(self)
         self._subs = Subscriptions(
             name=self._name, thread_name=f"mcpsync-listen-{self._safe_name}",
             request=weak_method(self._request, self._gone),
@@ -156,7 +162,8 @@ class Client(SessionLifecycle):
         self._resources = SessionResources(self._subs)
         self._notes = Notifications(options, server_log=self._server_log, cache=self._cache,
                                     tools=self._toolset, subs=self._subs,
-                                    callbacks=self._callbacks, name=lambda: _alive(me)._name)
+                                    callbacks=self._callbacks, name=lambda: _alive(me)._name,
+                                    guard=self._guard)
         self._state_lock = threading.Lock()      # close and the session swap
         self._restart_lock = threading.Lock()    # one restart at a time
         # The session an era re-detection replaced (at most one per client), weakly: set
@@ -225,10 +232,20 @@ class Client(SessionLifecycle):
 
     def _call(self, method: str, params: Mapping[str, Any] | None,
               meta: Mapping[str, Any] | None, timeout: float | None,
-              progress: ProgressCallback | None, reset: bool | None) -> Call:
+              progress: Any, reset: bool | None) -> Call:
+        if progress is not None and (progress.__class__ is bool or not callable(progress)):
+            # A bar is call_tool's; a bare request takes a callable (or nothing).
+            check_progress(progress, describe_call(method, params, self._name))
+            if progress is True:
+                raise TypeError(f"{describe_call(method, params, self._name)}: progress=True "
+                                "(a progress bar) is for call_tool() and submit_tool(); "
+                                "pass a callable progress(progress, total, message) here")
+            progress = None
         return Call(method, params,
                     lambda: with_meta(params, meta, modern=self._modern, ours=self._meta),
-                    timeout=timeout, progress=progress, reset=reset)
+                    timeout=timeout,
+                    progress=None if progress is None else self._guard.wrap("progress", progress),
+                    reset=reset)
 
     def _dict_result(self, method: str, params: Any, result: Any) -> dict[str, Any]:
         if not isinstance(result, dict):
@@ -260,7 +277,8 @@ class Client(SessionLifecycle):
     # -- tools -----------------------------------------------------------------------------
 
     def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None, *,
-                  timeout: float | None = None, progress: ProgressCallback | None = None,
+                  timeout: float | None = None,
+                  progress: ProgressCallback | bool | None = None,
                   raise_on_error: bool = False, retry_on_drop: bool = False,
                   meta: Mapping[str, Any] | None = None,
                   reset_timeout_on_progress: bool | None = None,
@@ -271,7 +289,9 @@ class Client(SessionLifecycle):
         ``raise_on_error=True`` to get :class:`~mcpsync.errors.ToolError` instead.
         ``progress(progress, total, message)`` receives the server's progress notifications
         (on the dispatcher thread); every one that arrived before the answer has run by the
-        time this returns. ``timeout`` overrides the client default (``math.inf``: no limit);
+        time this returns. ``progress=True`` shows a progress bar instead (tqdm when
+        installed, else a line on ``sys.stderr``), closed when the call ends. ``timeout``
+        overrides the client default (``math.inf``: no limit);
         ``reset_timeout_on_progress`` overrides the client option for this call. With
         ``retry_on_drop=True`` a call whose connection dropped is sent again once after a
         modern server's restart (only for tools safe to run twice).
@@ -295,6 +315,11 @@ class Client(SessionLifecycle):
         """
         # Hot path (benchmarked): build the params, one session.request, from_dict. Any
         # other outcome goes to the call flow, which takes over from this first round.
+        if progress is not None and (progress.__class__ is bool or not callable(progress)):
+            return self._call_tool_with_bar(name, arguments, progress, timeout=timeout,
+                                            raise_on_error=raise_on_error,
+                                            retry_on_drop=retry_on_drop, meta=meta,
+                                            reset_timeout_on_progress=reset_timeout_on_progress)
         if not self._has_tools:
             self._require("tools", f"calling tool {name!r}", "tools/call")
         if (required := self._toolset.required) is not None and (
@@ -318,7 +343,8 @@ class Client(SessionLifecycle):
                 result = session.request("tools/call", params, timeout=timeout)
             else:
                 result = session.request("tools/call", params, timeout=timeout,
-                                         progress=progress,
+                                         progress=None if progress is None
+                                         else self._guard.wrap("progress", progress),
                                          reset_timeout_on_progress=reset_timeout_on_progress)
         except (RemoteError, ConnectionLost) as exc:
             call = self._tool_call(name, arguments, meta, timeout, progress,
@@ -335,6 +361,18 @@ class Client(SessionLifecycle):
         if type(result) is not dict or self._toolset.schemas or raise_on_error:
             return self._toolset.result(self._name, name, result, raise_on_error)
         return CallToolResult.from_dict(result)   # the common case, without the checks
+
+    def _call_tool_with_bar(self, name: str, arguments: Mapping[str, Any] | None,
+                            progress: object, **options: Any) -> CallToolResult:
+        """``call_tool(progress=True)``: the call with a progress bar that is closed when it
+        ends, failed or not (``False`` is no bar; anything else a ``TypeError``)."""
+        bar = progress_bar(progress, f"calling tool {name!r} on server {self._name!r}",
+                           f"{self._name}: {name}")
+        try:
+            return self.call_tool(name, arguments, progress=bar, **options)
+        finally:
+            if bar is not None:
+                bar.close()
 
     def _tool_call(self, name: str, arguments: Mapping[str, Any] | None,
                    meta: Mapping[str, Any] | None, timeout: float | None,
@@ -353,7 +391,8 @@ class Client(SessionLifecycle):
                 params["_meta"] = dict(meta)
             return params
 
-        return Call("tools/call", {"name": name}, build, timeout=timeout, progress=progress,
+        return Call("tools/call", {"name": name}, build, timeout=timeout,
+                    progress=None if progress is None else self._guard.wrap("progress", progress),
                     reset=reset, retry_on_drop=retry_on_drop)
 
     def list_tools(self) -> list[Tool]:
@@ -362,7 +401,7 @@ class Client(SessionLifecycle):
         none: ``[]``, nothing sent."""
         if "tools" not in self._capabilities:
             return []
-        tools = [Tool.from_dict(t) for t in self._list_all("tools/list", "tools")]
+        tools = DisplayList(Tool.from_dict(t) for t in self._list_all("tools/list", "tools"))
         self._toolset.remember(tools)
         return tools
 
@@ -411,7 +450,8 @@ class Client(SessionLifecycle):
         return future
 
     def submit_tool(self, name: str, arguments: Mapping[str, Any] | None = None, *,
-                    timeout: float | None = None, progress: ProgressCallback | None = None,
+                    timeout: float | None = None,
+                    progress: ProgressCallback | bool | None = None,
                     raise_on_error: bool = False, retry_on_drop: bool = False,
                     meta: Mapping[str, Any] | None = None,
                     reset_timeout_on_progress: bool | None = None,
@@ -421,10 +461,15 @@ class Client(SessionLifecycle):
         ``ToolError`` with ``raise_on_error``, ``OutputValidationError``, ...).
         ``future.cancel()`` cancels on the wire. The argument checks of ``call_tool`` run
         here, before the future exists: ``UnknownTool`` and ``InvalidArguments`` raise at
-        once."""
+        once; ``progress=True`` shows a bar until the future is done."""
         if self._toolset.required is not None and (
                 self._validate_input if validate_input is None else validate_input):
             check_arguments(self._name, name, arguments, self._toolset, self._relist_tools)
+        bar = None
+        if progress is not None and (progress.__class__ is bool or not callable(progress)):
+            bar = progress_bar(progress, f"calling tool {name!r} on server {self._name!r}",
+                               f"{self._name}: {name}")
+            progress = bar
         call = self._tool_call(name, arguments, meta, timeout, progress,
                                reset_timeout_on_progress, retry_on_drop)
         future = CallFuture(f"calling tool {name!r} on server {self._name!r}", self._name,
@@ -433,6 +478,8 @@ class Client(SessionLifecycle):
                    lambda result: self._toolset.result(self._name, name, result,
                                                        raise_on_error),
                    self._workers).start()
+        if bar is not None:
+            future.add_done_callback(lambda _: bar.close())
         return future
 
     def _submit_listen(self, params: dict[str, Any]) -> RequestFuture:
@@ -452,20 +499,22 @@ class Client(SessionLifecycle):
         that offers no resources has none; nothing is sent)."""
         if "resources" not in self._capabilities:
             return []
-        return [Resource.from_dict(r) for r in self._list_all("resources/list", "resources")]
+        return DisplayList(Resource.from_dict(r)
+                           for r in self._list_all("resources/list", "resources"))
 
     def list_resource_templates(self) -> list[ResourceTemplate]:
         """Every resource template (all pages); ``[]`` without the ``resources`` capability."""
         if "resources" not in self._capabilities:
             return []
-        return [ResourceTemplate.from_dict(r)
-                for r in self._list_all("resources/templates/list", "resourceTemplates")]
+        return DisplayList(ResourceTemplate.from_dict(r)
+                           for r in self._list_all("resources/templates/list",
+                                                   "resourceTemplates"))
 
     def list_prompts(self) -> list[Prompt]:
         """Every prompt (all pages); ``[]`` without the ``prompts`` capability."""
         if "prompts" not in self._capabilities:
             return []
-        return [Prompt.from_dict(p) for p in self._list_all("prompts/list", "prompts")]
+        return DisplayList(Prompt.from_dict(p) for p in self._list_all("prompts/list", "prompts"))
 
     # -- resources, prompts, completion ----------------------------------------------------
 

@@ -19,6 +19,7 @@ from mcpsync.protocol import log_level_to_logging
 
 if TYPE_CHECKING:
     from mcpsync.client._cache import ListCache
+    from mcpsync.client._callback_warnings import CallbackGuard
     from mcpsync.client._callbacks import Callbacks
     from mcpsync.client._options import ClientOptions as Options
     from mcpsync.client._subscriptions import Subscriptions
@@ -27,6 +28,16 @@ if TYPE_CHECKING:
 __all__ = ["LIST_METHODS", "Notifications"]
 
 _log = logging.getLogger("mcpsync.client")
+
+# The user callback each routed notification ends in (``on_notification`` for the rest).
+_ROUTE_CALLBACKS = {
+    "notifications/message": "on_log",
+    "notifications/tools/list_changed": "list-changed subscription",
+    "notifications/prompts/list_changed": "list-changed subscription",
+    "notifications/resources/list_changed": "list-changed subscription",
+    "notifications/resources/updated": "resource-updated subscription",
+    "notifications/elicitation/complete": "elicitation on_complete",
+}
 
 LIST_METHODS = {"tools": ("tools/list",), "prompts": ("prompts/list",),
                 "resources": ("resources/list", "resources/templates/list")}
@@ -37,7 +48,7 @@ class Notifications:
 
     def __init__(self, options: Options, *, server_log: logging.Logger, cache: ListCache,
                  tools: ToolSchemas, subs: Subscriptions, callbacks: Callbacks,
-                 name: Callable[[], str]) -> None:
+                 name: Callable[[], str], guard: CallbackGuard | None = None) -> None:
         self._opts = options
         self._server_log = server_log
         self._cache = cache
@@ -45,6 +56,7 @@ class Notifications:
         self._subs = subs
         self._callbacks = callbacks
         self._name = name
+        self._guard = guard
 
     def handle(self, message: Any) -> None:
         """Route a notification, then show it to the ``notification_observer``."""
@@ -54,11 +66,25 @@ class Notifications:
         if observer is not None:
             try:
                 observer(message.method, message.params)
-            except Exception:
+            except Exception as exc:
                 _log.exception("server %r: notification_observer raised on %s; delivery "
                                "goes on", self._name(), message.method)
+                self._report("notification_observer", exc)
+
+    def _report(self, callback: str, exc: Exception) -> None:
+        if self._guard is not None:
+            self._guard.report(callback, exc)
 
     def _route(self, message: Any) -> None:
+        """Route one notification; what a user callback raises is reported, then goes on
+        to the dispatcher, which logs it."""
+        try:
+            self._route_one(message)
+        except Exception as exc:
+            self._report(_ROUTE_CALLBACKS.get(message.method, "on_notification"), exc)
+            raise
+
+    def _route_one(self, message: Any) -> None:
         method = message.method
         params = message.params
         if method == "notifications/message":

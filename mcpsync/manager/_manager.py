@@ -22,10 +22,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from mcpsync._display import DisplayList
 from mcpsync._secret_dirs import sweep as sweep_secret_dirs
 from mcpsync._threads import run_parallel
+from mcpsync.client._callback_warnings import CallbackGuard
 from mcpsync.client._client import Client, ProgressCallback
 from mcpsync.client._options import ClientOptions
+from mcpsync.client._progress import check_progress
 from mcpsync.client._proxies import ToolProxies
 from mcpsync.config import ServerConfig
 from mcpsync.errors import (
@@ -141,6 +144,7 @@ class Manager:
         self._options = options
         self._base_options = base
         self._handler: NotificationHandler | None = None
+        self._guard = CallbackGuard(lambda: "")   # the handler's failures, once
         self._entries: dict[str, ServerEntry] = {}
         self._start_errors: dict[str, BaseException] = {}
         self._id_locks: dict[str, threading.Lock] = {}
@@ -540,7 +544,7 @@ class Manager:
         entry.discovered.wait(entry.config.timeout)
         if entry.discovered.is_set() and entry.discover_error is None \
                 and entry.tools is not None:
-            return list(entry.tools)
+            return DisplayList(entry.tools)
         return entry.client.list_tools()
 
     def proxy(self, server_id: str) -> ToolProxies:
@@ -555,13 +559,15 @@ class Manager:
 
     def call_tool(self, server_id: str, name: str, args: Mapping[str, Any] | None = None, *,
                   timeout: float | None = None,
-                  progress: ProgressCallback | None = None) -> CallToolResult:
+                  progress: ProgressCallback | bool | None = None) -> CallToolResult:
         """Call a tool of a project or thread server, after the policy allowed it.
 
         Raises ``UnknownServer`` for an unknown id, and ``PolicyDenied``,
         ``BudgetExceeded`` or ``ApprovalRejected`` (``local=True``) when the policy refuses;
         nothing is sent then. A server still discovering its tools is called anyway.
+        ``progress`` is as for :meth:`Client.call_tool` (``True``: a progress bar).
         """
+        check_progress(progress, f"calling tool {name!r} on server {server_id!r}")
         entry = self._entry(server_id)   # an unknown id fails before the policy runs
         policy = self._policy
         if policy is not None:
@@ -619,9 +625,10 @@ class Manager:
             return   # the acknowledgement of the tool-list watch is our plumbing, not news
         try:
             handler(Notification(server_id, method, params))
-        except Exception:
+        except Exception as exc:
             _log.exception("the notification handler raised on %s from server %r", method,
                            server_id)
+            self._guard.report("Manager notification", exc, server=server_id)
 
     # -- thread-scope ids (also module functions) ------------------------------------------
 

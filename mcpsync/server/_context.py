@@ -120,7 +120,7 @@ class _Cancellation(threading.Event):
 class _Call:
     """One in-flight request: its cancellation event and the gate for every write."""
 
-    __slots__ = ("cancelled", "done", "id", "lock", "method", "sink")
+    __slots__ = ("cancelled", "closer", "done", "id", "lock", "method", "sink")
 
     def __init__(self, request_id: RequestId, method: str) -> None:
         self.id = request_id
@@ -131,6 +131,9 @@ class _Call:
         #: Where this request's frames go when not to the connection's one stream (an HTTP
         #: exchange answers each request on its own response); ``None``: the connection's.
         self.sink: _Send | None = None
+        #: Ends the HTTP connection of this request's stream but not the stream (a legacy
+        #: session's SSE polling); ``None``: this transport cannot.
+        self.closer: Callable[[int | None], bool] | None = None
 
     def cancel(self) -> None:
         """Mark cancelled; after this returns no write for the request can begin.
@@ -291,6 +294,21 @@ class Context:
 
         result: list[Any] = self.ask(Ask.roots(), key=key)
         return result
+
+    def close_stream(self, retry_ms: int | None = None) -> bool:
+        """End the HTTP connection carrying this request, without ending the request.
+
+        Streamable HTTP sessions negotiated at 2025-11-25 only (SSE polling): the reply
+        stream closes now (after a ``retry:`` field of ``retry_ms``, when given), the
+        handler goes on, and what it sends afterwards (notifications, its result) is kept
+        by the server until the client reconnects with ``GET`` and ``Last-Event-ID``.
+        Returns True when it did so; False, doing nothing, where there is no such stream to
+        close: stdio, 2026-07-28 (closing its stream would cancel the request), sessions of
+        older revisions, and calls of tools not registered with ``polling=True`` (only
+        those run apart from their connection, on a thread of their own).
+        """
+        closer = self._call.closer
+        return closer(retry_ms) if closer is not None else False
 
     def progress(self, progress: float, total: float | None = None,
                  message: str | None = None) -> None:

@@ -5,7 +5,8 @@ the registry's lock (copy-on-write), so a worker answering ``tools/call`` takes 
 and reads a consistent table while another thread adds or removes a tool; lists are rebuilt
 once per change, not per request. A change tells every open connection (its router is a
 listener) which list changed, so each can send ``notifications/<kind>/list_changed`` in its
-own era.
+own era. The telling goes through the server's notification bus (``_bus``): in this process
+only by default, or to the other worker processes too.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from mcpsync.server._bus import Change, LocalBus, NotificationBus
 from mcpsync.server._uritemplate import UriTemplate
 from mcpsync.server._validate import ArgumentCheck
 
@@ -34,6 +36,9 @@ class ToolEntry:
 
     wire: dict[str, Any]
     handler: Handler
+    #: Over Streamable HTTP (2025-11-25 sessions) the call runs on a thread of its own, so
+    #: that ``ctx.close_stream()`` can end its connection while it goes on.
+    polling: bool = False
     check: ArgumentCheck = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -109,6 +114,8 @@ class Registry:
         self.template_list: list[dict[str, Any]] = []
         self.prompt_list: list[dict[str, Any]] = []
         self._listeners: dict[int, Listener] = {}
+        self._bus: NotificationBus = LocalBus()
+        self._unsubscribe = self._bus.subscribe(self._deliver)
 
     # -- listeners ---------------------------------------------------------------------------
 
@@ -122,13 +129,26 @@ class Registry:
                 self._listeners = {k: v for k, v in self._listeners.items()
                                    if k != id(listener)}
 
+    def use_bus(self, bus: NotificationBus) -> None:
+        """Publish changes on ``bus``, and hear there those of other processes."""
+        with self._lock:
+            previous, self._bus = self._unsubscribe, bus
+            self._unsubscribe = bus.subscribe(self._deliver)
+        previous()
+
     def resource_updated(self, uri: str) -> None:
-        for listener in list(self._listeners.values()):
-            listener.resource_updated(uri)
+        self._bus.publish(Change("resource", uri))
 
     def _changed(self, kind: str) -> None:
+        self._bus.publish(Change("list", kind))
+
+    def _deliver(self, change: Change) -> None:
+        """A change from the bus (this process's or another's): to every connection here."""
         for listener in list(self._listeners.values()):
-            listener.list_changed(kind)
+            if change.what == "list":
+                listener.list_changed(change.value)
+            else:
+                listener.resource_updated(change.value)
 
     # -- changes -----------------------------------------------------------------------------
 

@@ -31,9 +31,10 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import IO, Any, TypeVar, overload
+from typing import IO, TYPE_CHECKING, Any, TypeVar, overload
 
 from mcpsync.jsonrpc import MAX_FRAME_BYTES, Message
+from mcpsync.server._bus import NotificationBus
 from mcpsync.server._context import Context
 from mcpsync.server._intake import DEFAULT_MAX_QUEUED_BYTES
 from mcpsync.server._loop import run
@@ -52,7 +53,11 @@ from mcpsync.server._services import CACHE_SCOPES, ServerIdentity, ServerSetting
 from mcpsync.server._uritemplate import UriTemplate
 from mcpsync.server.http._app import McpApp
 from mcpsync.server.http._auth import ProtectedApp, TokenVerifier
+from mcpsync.server.http._workers import check_workers
 from mcpsync.types import Tool
+
+if TYPE_CHECKING:
+    from mcpsync.server.http._django import DjangoView
 
 __all__ = ["Context", "Server", "ToolHandler"]
 
@@ -123,6 +128,7 @@ class Server:
         if self._state_keys is not None or os.environ.get("MCPSYNC_STATE_KEY") is not None:
             self._make_sealer()   # a bad key is a wiring mistake: say so at startup
             self._state_keys = None   # derived into the sealer: keep no raw secret around
+        self._keys_shared = self._sealer is not None   # the same in every worker process
         self._settings = ServerSettings(
             ServerIdentity(name, version, title, instructions), self._registry,
             self._make_sealer, float(ask_timeout), 60_000 if ttl is None else ttl,
@@ -146,7 +152,8 @@ class Server:
         """The registered tools as ``tools/list`` shows them, in registration order."""
         return [dict(wire) for wire in self._registry.tool_list]
 
-    def register_tool(self, tool: Mapping[str, Any] | Tool, handler: ToolHandler) -> None:
+    def register_tool(self, tool: Mapping[str, Any] | Tool, handler: ToolHandler, *,
+                      polling: bool = False) -> None:
         """Register a tool described in wire shape, handled by ``handler(arguments, ctx)``.
 
         ``tool`` is a mapping as ``tools/list`` shows it: ``name`` (required), and optionally
@@ -160,9 +167,9 @@ class Server:
         client first calls the tool: an empty name, a handler that is not callable, a
         duplicate name, an ``inputSchema`` that is not an object schema, or registering after
         ``serve()`` has started (the declared set is fixed then; :meth:`add_tool` is the way
-        to change tools while serving).
+        to change tools while serving). ``polling``: as for :meth:`tool`.
         """
-        entry = _tool_entry(tool, handler)
+        entry = _tool_entry(tool, handler, polling=polling)
         with self._lock:
             if self._started:
                 raise ValueError(f"cannot register tool {entry.wire['name']!r}: serve() has "
@@ -176,20 +183,23 @@ class Server:
         connected client that the tool list changed.
 
         Either a typed function (as ``@server.tool()`` takes it; ``options`` are that
-        decorator's ``name``, ``description``, ``output_schema``, ``annotations``) or a wire
-        description with its ``handler(arguments, ctx)`` (as :meth:`register_tool`).
+        decorator's ``name``, ``description``, ``output_schema``, ``annotations``,
+        ``polling``) or a wire description with its ``handler(arguments, ctx)`` (as
+        :meth:`register_tool`).
         ``replace=True`` replaces a tool of the same name instead of raising.
         """
+        polling = bool(options.pop("polling", False))
         if handler is None:
             if not callable(tool) or isinstance(tool, (Mapping, Tool)):
                 raise ValueError("add_tool() takes a function, or a tool description and its "
                                  "handler")
             wire, handler = _function_tool(tool, **options)
-            entry = _tool_entry(wire, handler)
+            entry = _tool_entry(wire, handler, polling=polling)
         else:
             if options:
-                raise ValueError(f"add_tool() with a handler takes no options: {sorted(options)}")
-            entry = _tool_entry(tool, handler)  # type: ignore[arg-type]
+                raise ValueError(f"add_tool() with a handler takes no options but polling: "
+                                 f"{sorted(options)}")
+            entry = _tool_entry(tool, handler, polling=polling)  # type: ignore[arg-type]
         self._registry.add_tool(entry, replace=replace)
 
     def remove_tool(self, name: str) -> bool:
@@ -203,12 +213,13 @@ class Server:
     @overload
     def tool(self, name: str | None = None, description: str | None = None,
              output_schema: Mapping[str, Any] | None = None,
-             annotations: Mapping[str, Any] | None = None) -> Callable[[_F], _F]: ...
+             annotations: Mapping[str, Any] | None = None, *,
+             polling: bool = False) -> Callable[[_F], _F]: ...
 
     def tool(self, name: str | Callable[..., Any] | None = None,
              description: str | None = None,
              output_schema: Mapping[str, Any] | None = None,
-             annotations: Mapping[str, Any] | None = None) -> Any:
+             annotations: Mapping[str, Any] | None = None, *, polling: bool = False) -> Any:
         """Decorator: register a typed function as a tool, deriving its input schema.
 
         The name defaults to the function's, the description to its cleaned docstring. With
@@ -216,7 +227,9 @@ class Server:
         of its JSON). A parameter annotated :class:`Context`, or named ``ctx``, receives the
         handler context. An annotation that cannot be expressed as JSON Schema raises
         ``ValueError`` here, naming the parameter. The function is returned unchanged.
-        ``@server.tool`` without parentheses works too.
+        ``@server.tool`` without parentheses works too. ``polling=True`` lets a long call
+        end its HTTP connection early with :meth:`Context.close_stream` (SSE polling); such
+        a call costs a thread of its own over HTTP, so only tools that use it ask for it.
         """
         if callable(name):
             return self.tool()(name)
@@ -225,7 +238,7 @@ class Server:
             wire, handler = _function_tool(func, name=name, description=description,
                                            output_schema=output_schema,
                                            annotations=annotations)
-            self.register_tool(wire, handler)
+            self.register_tool(wire, handler, polling=polling)
             return func
 
         return decorate
@@ -322,6 +335,15 @@ class Server:
         """Tell every client subscribed to ``uri`` that it changed (legacy
         ``resources/subscribe``, or a 2026-07-28 listen naming it)."""
         self._registry.resource_updated(uri)
+
+    def use_notification_bus(self, bus: NotificationBus) -> None:
+        """Announce changes through ``bus`` (a :class:`~mcpsync.server.UnixSocketBus` shared
+        by the worker processes of one host, or your own), so that a client listening in one
+        worker hears of a change made in another. The default bus reaches this process's
+        clients only."""
+        if not isinstance(bus, NotificationBus):
+            raise TypeError(f"a notification bus has publish() and subscribe(), got {bus!r}")
+        self._registry.use_bus(bus)
 
     # -- prompts and completion --------------------------------------------------------------
 
@@ -442,18 +464,22 @@ class Server:
 
     @overload
     def wsgi_app(self, path: str = "/mcp", *, allowed_hosts: Sequence[str] | None = None,
-                 max_sessions: int = 256, token_verifier: None = None,
+                 max_sessions: int = 256,
+                 session_idle_timeout: float | None = 1800.0, token_verifier: None = None,
                  resource: str | None = None, authorization_servers: Sequence[str] = (),
                  scopes: Sequence[str] = ()) -> McpApp: ...
 
     @overload
     def wsgi_app(self, path: str = "/mcp", *, allowed_hosts: Sequence[str] | None = None,
-                 max_sessions: int = 256, token_verifier: TokenVerifier,
+                 max_sessions: int = 256,
+                 session_idle_timeout: float | None = 1800.0, token_verifier: TokenVerifier,
                  resource: str | None = None, authorization_servers: Sequence[str] = (),
                  scopes: Sequence[str] = ()) -> ProtectedApp: ...
 
     def wsgi_app(self, path: str = "/mcp", *, allowed_hosts: Sequence[str] | None = None,
-                 max_sessions: int = 256, token_verifier: TokenVerifier | None = None,
+                 max_sessions: int = 256,
+                 session_idle_timeout: float | None = 1800.0,
+                 token_verifier: TokenVerifier | None = None,
                  resource: str | None = None, authorization_servers: Sequence[str] = (),
                  scopes: Sequence[str] = ()) -> McpApp | ProtectedApp:
         """This server as a WSGI application answering MCP Streamable HTTP at ``path``, in
@@ -462,6 +488,8 @@ class Server:
         ``allowed_hosts``: the names ``Host`` and ``Origin`` may carry (``"name"`` for any
         port, ``"name:port"``, ``"*"`` for any); by default loopback only. Call the app's
         ``close()`` when done, to end its sessions and open streams.
+        ``session_idle_timeout``: seconds after which a legacy session with no request and
+        no open stream is ended (its calls cancelled, its id answered 404); ``None``: never.
 
         With ``token_verifier`` (``verifier(token) -> AccessToken | None``, such as
         :class:`~mcpsync.server.http.IntrospectionVerifier`) every request needs an OAuth
@@ -469,11 +497,16 @@ class Server:
         names it) carrying every one of ``scopes``; the RFC 9728 metadata names
         ``authorization_servers``. Cache hints then default to ``cacheScope: "private"``.
         """
+        check_workers(self.name, keys_shared=self._keys_shared)
         registry = self._registry
 
         def tool_schema(name: str) -> Any:
             entry = registry.tools.get(name)
             return None if entry is None else entry.wire.get("inputSchema")
+
+        def tool_polls(name: str) -> bool:
+            entry = registry.tools.get(name)
+            return entry is not None and entry.polling
 
         make_dispatcher = self._dispatcher_factory()
         if token_verifier is not None and self._settings.cache_scope is None:
@@ -491,7 +524,8 @@ class Server:
                              "scopes describe a protected endpoint; pass token_verifier= too")
         app = McpApp(make_dispatcher, name=self.name, path=path,
                      allowed_hosts=allowed_hosts, tool_schema=tool_schema,
-                     max_sessions=max_sessions)
+                     tool_polls=tool_polls, max_sessions=max_sessions,
+                     session_idle_timeout=session_idle_timeout)
         if token_verifier is None:
             return app
         return ProtectedApp(app, token_verifier, resource=resource,
@@ -500,6 +534,7 @@ class Server:
 
     def serve_http(self, host: str = "127.0.0.1", port: int = 8000, *, path: str = "/mcp",
                    allowed_hosts: Sequence[str] | None = None, max_sessions: int = 256,
+                   session_idle_timeout: float | None = 1800.0,
                    stop: threading.Event | None = None,
                    ready: Callable[[str], None] | None = None,
                    token_verifier: TokenVerifier | None = None, resource: str | None = None,
@@ -519,10 +554,11 @@ class Server:
         app: McpApp | ProtectedApp
         if token_verifier is None:
             app = self.wsgi_app(path, allowed_hosts=allowed_hosts, max_sessions=max_sessions,
-                                resource=resource, authorization_servers=authorization_servers,
-                                scopes=scopes)
+                                session_idle_timeout=session_idle_timeout, resource=resource,
+                                authorization_servers=authorization_servers, scopes=scopes)
         else:
             app = self.wsgi_app(path, allowed_hosts=allowed_hosts, max_sessions=max_sessions,
+                                session_idle_timeout=session_idle_timeout,
                                 token_verifier=token_verifier, resource=resource,
                                 authorization_servers=authorization_servers, scopes=scopes)
         server = WsgiServer(app, host, port, name=options.pop("name", self.name), **options)
@@ -541,6 +577,21 @@ class Server:
         finally:
             app.close()
             server.close()
+
+    def django_view(self, *, allowed_hosts: Sequence[str] | None = None,
+                    max_sessions: int = 256) -> DjangoView:
+        """This server as a Django view (csrf-exempt) answering MCP Streamable HTTP in both
+        eras at whatever URL pattern routes to it: ``path("mcp", server.django_view())``.
+
+        Each request runs the endpoint on a thread of its own (``mcpsync-django-<n>``) so
+        that event streams can go out through a ``StreamingHttpResponse``. ``allowed_hosts``
+        is checked as by :meth:`wsgi_app`, besides Django's own ``ALLOWED_HOSTS``. Needs
+        Django, which is imported only when a request arrives.
+        """
+        from mcpsync.server.http._django import DjangoView
+
+        return DjangoView(self.wsgi_app(allowed_hosts=allowed_hosts,
+                                        max_sessions=max_sessions))
 
     def _open_memory(self, deliver: Callable[[bytes | None], None]) -> MemoryPeer:
         """Answer an in-process client (``mcpsync.connect(server)``): see ``_memory``.
@@ -610,7 +661,8 @@ def _drop_none(wire: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in wire.items() if value is not None}
 
 
-def _tool_entry(tool: Mapping[str, Any] | Tool, handler: ToolHandler) -> ToolEntry:
+def _tool_entry(tool: Mapping[str, Any] | Tool, handler: ToolHandler, *,
+                polling: bool = False) -> ToolEntry:
     """Check a wire tool description and its handler (``ValueError`` for wiring mistakes)."""
     if isinstance(tool, Tool):
         tool = tool.raw or _tool_to_wire(tool)
@@ -635,7 +687,7 @@ def _tool_entry(tool: Mapping[str, Any] | Tool, handler: ToolHandler) -> ToolEnt
         elif tool.get(key) is not None:
             wire[key] = tool[key]
     wire.update((k, v) for k, v in tool.items() if k not in _WIRE_ORDER)
-    return ToolEntry(wire, handler)
+    return ToolEntry(wire, handler, polling)
 
 
 def _function_tool(func: Callable[..., Any], *, name: str | None = None,

@@ -20,7 +20,6 @@ import argparse
 import base64
 import json
 import sys
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -164,11 +163,14 @@ def _content_tools(server: Server) -> None:
         """Tests error response handling (an isError result)."""
         raise RuntimeError("This tool intentionally returns an error for testing")
 
-    @server.tool()
-    def test_reconnection() -> str:
-        """Tests SSE stream disconnection and client reconnection (the HTTP transport closes
-        the stream mid-call; over other transports it simply answers)."""
-        time.sleep(0.1)
+    @server.tool(polling=True)
+    def test_reconnection(ctx: Context) -> str:
+        """Tests SSE stream disconnection and client reconnection: on a 2025-11-25 HTTP
+        session the reply stream is closed mid-call (after its priming event and a retry
+        field) and the result waits for the client's GET with Last-Event-ID; elsewhere
+        ``close_stream`` does nothing and the tool simply answers."""
+        ctx.close_stream(retry_ms=500)
+        ctx.cancelled.wait(0.1)
         return ("Reconnection test completed successfully. If you received this, the client "
                 "properly reconnected after stream closure.")
 

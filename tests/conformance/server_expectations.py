@@ -13,7 +13,9 @@
   (``mcpsync.Server`` cannot produce what the scenario checks; ``note`` says what).
 
 ``test_server_fixture`` checks that this table lists exactly the suite's scenarios and that
-every fixture named here exists.
+every fixture named here exists; ``test_server_conformance`` runs the suite against the
+fixture over HTTP and checks that the status column says what those runs find (every
+``covered`` scenario passes; the others are its strict expected failures).
 """
 
 from __future__ import annotations
@@ -73,11 +75,8 @@ SCENARIOS: dict[str, dict[str, Any]] = {
                               ("json_schema_2020_12_tool",),
                               note="pending in the suite: run but not scored"),
     "elicitation-sep1034-defaults": _s(_R25, _R25, ("test_elicitation_sep1034_defaults",)),
-    "server-sse-polling": _s(
-        _R25, (), ("test_reconnection",),
-        "needs HTTP-only feature: closing a call's SSE stream mid-call with a retry hint and "
-        "resuming it from Last-Event-ID (no event ids or resumption yet)",
-        "pending in the suite: run but not scored"),
+    "server-sse-polling": _s(_R25, (), ("test_reconnection",),
+                             note="pending in the suite: run but not scored"),
     "server-sse-multiple-streams": _s(_RBOTH, _RBOTH, ("tools/list",)),
     "elicitation-sep1330-enums": _s(_R25, _R25, ("test_elicitation_sep1330_enums",)),
     "resources-list": _s(_ALL, _RBOTH, ("test://static-text", "test://static-binary",

@@ -5,7 +5,7 @@ one. Imports inside functions count too (a lazy import is still a dependency), e
 ``if TYPE_CHECKING:``, which never runs. The walk uses ``ast``, so nothing is imported.
 
     0  mcpsync.errors (and an error-code table if there is one), _version
-    1  flat core helpers: jsonrpc, _jsonscan, types, config, _urls, _origin, secrets, ...
+    1  flat core helpers: jsonrpc, _jsonscan, types, _display, config, _urls, secrets, ...
     2  protocol
     3  transport.base (the contract every transport fills, which the session relies on)
     4  session
@@ -31,7 +31,8 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
     (1, ("mcpsync.jsonrpc", "mcpsync._jsonscan", "mcpsync.types", "mcpsync.config",
          "mcpsync.config_files", "mcpsync._urls", "mcpsync._origin", "mcpsync._names",
          "mcpsync._threads", "mcpsync.secrets", "mcpsync._secret_dirs", "mcpsync.policy",
-         "mcpsync.auth_hooks", "mcpsync._config_oauth", "mcpsync._mcpauth_import")),
+         "mcpsync.auth_hooks", "mcpsync._config_oauth", "mcpsync._mcpauth_import",
+         "mcpsync._display")),
     (2, ("mcpsync.protocol",)),
     (3, ("mcpsync.transport.base", "mcpsync.transport")),
     (4, ("mcpsync.session",)),

@@ -534,3 +534,33 @@ def test_a_legacy_cancel_notice_reaches_the_running_request() -> None:
         assert b'"id":9' not in replies[0][1]   # a cancelled request is not answered
     finally:
         s.close()
+
+
+# -- Accept and Content-Type ----------------------------------------------------------------
+
+@pytest.mark.parametrize(("headers", "status"), [
+    ({"Content-Type": "text/plain"}, 415),
+    ({"Content-Type": "application/x-www-form-urlencoded"}, 415),   # curl -d's default
+    ({"Content-Type": "application/json; charset=utf-8"}, 200),
+    ({"Accept": "text/html"}, 406),
+    ({"Accept": "application/json;q=0, text/event-stream;q=0"}, 406),
+    ({"Accept": "*/*"}, 200),                                      # requests' and curl's
+    ({"Accept": "application/*"}, 200),
+    ({"Accept": "text/event-stream"}, 200),
+])
+def test_post_content_type_and_accept(served: Served, headers: dict[str, str],
+                                      status: int) -> None:
+    got, _, body = served.post({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                "params": initialize_params()}, headers)
+    assert got == status
+    if status != 200:
+        message = json.loads(body)["error"]["message"]
+        assert ("Content-Type" if status == 415 else "Accept") in message
+
+
+def test_a_get_must_accept_an_event_stream(served: Served) -> None:
+    _, headers, _ = served.post({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                 "params": initialize_params()})
+    sid = headers["Mcp-Session-Id"]
+    status, body = served.request("GET", {"Mcp-Session-Id": sid, "Accept": "application/json"})
+    assert status == 406 and b"text/event-stream" in body

@@ -10,6 +10,8 @@ with ``_headers`` (Host, Origin and the 2026-07-28 header rules) and ``_channel`
 waiting for the thread that writes a response). ``_auth`` puts OAuth in front of it
 (:class:`ProtectedApp`: bearer tokens, RFC 9728 metadata, the audience check) and
 ``_introspection`` offers a verifier that asks the authorization server (RFC 7662).
+``_django`` bridges the app into a Django view, ``_workers`` refuses several gunicorn
+workers that do not share a state key.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from mcpsync.server.http._auth import (
     current_access_token as current_access_token,
 )
 from mcpsync.server.http._builtin import WsgiServer as WsgiServer
+from mcpsync.server.http._django import DjangoView as DjangoView
 from mcpsync.server.http._introspection import (
     IntrospectionError as IntrospectionError,
     IntrospectionVerifier as IntrospectionVerifier,
@@ -29,6 +32,7 @@ from mcpsync.server.http._introspection import (
 
 __all__ = [
     "AccessToken",
+    "DjangoView",
     "IntrospectionError",
     "IntrospectionVerifier",
     "McpApp",

@@ -15,15 +15,23 @@ client the reply turns into a server-sent-event stream (``start_response`` then,
 through WSGI's ``write()``), whose last event is the response. ``subscriptions/listen`` keeps
 its stream open (a ``: keep-alive`` comment every 15 s, so a client that left is noticed)
 until the client goes; then the listen ends.
+
+A handler that made its reply a stream and then goes quiet owns its thread, so the app's one
+ticker thread (``_ticker``, started by the first stream or legacy session) writes those
+comments for it, under the exchange's write lock, and ends legacy sessions idle for
+``session_idle_timeout``.
 """
 
 from __future__ import annotations
 
+import contextvars
 import secrets
 import threading
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from mcpsync._threads import new_thread
 from mcpsync.jsonrpc import (
     HEADER_MISMATCH,
     INVALID_PARAMS,
@@ -41,13 +49,15 @@ from mcpsync.jsonrpc import (
 from mcpsync.protocol import LEGACY_VERSIONS, META_PROTOCOL_VERSION
 from mcpsync.server._context import _Call
 from mcpsync.server._router import Dispatcher, Send
-from mcpsync.server.http._channel import KEEP_ALIVE, Channel, event
+from mcpsync.server.http._channel import KEEP_ALIVE, Channel, event, priming, retry
+from mcpsync.server.http._events import Event, EventStore, Lookup
 from mcpsync.server.http._headers import (
     HostCheck,
     decode_header_value,
     expected_name,
     param_mismatch,
 )
+from mcpsync.server.http._ticker import Ticker, Watched
 
 __all__ = ["McpApp"]
 
@@ -64,8 +74,11 @@ _BAD_REQUEST_CODES = frozenset({INVALID_PARAMS, HEADER_MISMATCH, MISSING_CLIENT_
                                 UNSUPPORTED_PROTOCOL_VERSION})
 _STATUS = {200: "200 OK", 202: "202 Accepted", 204: "204 No Content", 400: "400 Bad Request",
            403: "403 Forbidden", 404: "404 Not Found", 405: "405 Method Not Allowed",
+           406: "406 Not Acceptable", 410: "410 Gone", 415: "415 Unsupported Media Type",
            503: "503 Service Unavailable"}
 _ALLOW = ("Allow", "GET, POST, DELETE")
+#: The first revision with SSE polling (priming events, the server closing a connection).
+_POLLING = "2025-11-25"
 
 
 def _is_modern(message: Message) -> bool:
@@ -94,21 +107,37 @@ class McpApp:
     def __init__(self, make_dispatcher: DispatcherFactory, *, name: str = "mcp",
                  path: str = "/mcp", allowed_hosts: Iterable[str] | None = None,
                  keep_alive: float = 15.0, tool_schema: ToolSchemas | None = None,
-                 max_sessions: int = 256) -> None:
+                 tool_polls: Callable[[str], bool] | None = None, max_sessions: int = 256,
+                 max_events: int = 1000, max_event_bytes: int = 8 * 1024 * 1024,
+                 retry_ms: int = 1000, session_idle_timeout: float | None = 1800.0) -> None:
         if not path.startswith("/"):
             raise ValueError(f"the MCP endpoint path must start with '/', got {path!r}")
+        if keep_alive <= 0:
+            raise ValueError(f"keep_alive is a number of seconds above 0, got {keep_alive!r}")
+        if session_idle_timeout is not None and session_idle_timeout <= 0:
+            raise ValueError("session_idle_timeout is a number of seconds above 0 (or None: "
+                             f"sessions never expire), got {session_idle_timeout!r}")
         self.name = name
         self.path = path
         self._make = make_dispatcher
         self._hosts = HostCheck(allowed_hosts)
         self._keep_alive = keep_alive
         self._tool_schema = tool_schema
+        self._tool_polls = tool_polls
         self._max_sessions = max_sessions
+        self._max_events = max_events
+        self._max_bytes = max_event_bytes
+        self._retry_ms = retry_ms
+        EventStore(max_events, max_event_bytes)   # refuses bad bounds now, not at a session
+        self._workers: set[threading.Thread] = set()   # tools/call apart from their requests
         self._lock = threading.Lock()
         self._shared: Dispatcher | None = None
         self._sessions: dict[str, _Session] = {}
         self._live: set[_Exchange] = set()   # requests being answered, for close()
         self._closed = False
+        self._idle = session_idle_timeout
+        self._ticker: Ticker | None = None   # started by the first stream or session
+        self._expiry = _Expiry(self)
 
     def __repr__(self) -> str:
         return f"<McpApp {self.name!r} {self.path!r}>"
@@ -130,6 +159,13 @@ class McpApp:
             exchange.stop()
         if shared is not None:
             shared.cancel_all()
+        with self._lock:
+            workers, self._workers = list(self._workers), set()
+            ticker = self._ticker
+        if ticker is not None:
+            ticker.close()
+        for worker in workers:     # cancelled above; a handler that ignores it is left
+            worker.join(5)
 
     def _shared_router(self) -> Dispatcher:
         with self._lock:
@@ -139,6 +175,8 @@ class McpApp:
 
     def _enter(self, exchange: _Exchange) -> bool:
         with self._lock:
+            if exchange._session is not None:
+                exchange._session.busy += 1
             if self._closed:
                 return False
             self._live.add(exchange)
@@ -147,11 +185,78 @@ class McpApp:
     def _leave(self, exchange: _Exchange) -> None:
         with self._lock:
             self._live.discard(exchange)
+            self._workers = {w for w in self._workers if w.is_alive()
+                             and w is not threading.current_thread()}
+        if exchange._session is not None:
+            self._release(exchange._session)
+
+    # -- the ticker: keep-alives for quiet handlers, idle sessions' expiry --------------------
+
+    def _watch(self, item: Watched) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            if self._ticker is None:
+                self._ticker = Ticker(self.name)
+            ticker = self._ticker
+        ticker.watch(item)
+
+    def _unwatch(self, item: Watched) -> None:
+        ticker = self._ticker
+        if ticker is not None:
+            ticker.unwatch(item)
+
+    def _session(self, sid: Any) -> _Session | None:
+        """The session a request names (``None``: unknown or ended); it was active now."""
+        with self._lock:
+            session = self._sessions.get(str(sid))
+            if session is not None:
+                session.last_active = time.monotonic()
+            return session
+
+    def _hold_session(self, session: _Session) -> None:
+        with self._lock:
+            session.busy += 1
+
+    def _release(self, session: _Session) -> None:
+        """A request or stream of ``session`` ended: its idle time starts now."""
+        with self._lock:
+            session.busy -= 1
+            session.last_active = time.monotonic()
+            idle = session.busy == 0 and self._idle is not None
+            ticker = self._ticker
+        if idle and ticker is not None:
+            ticker.poke()    # it may be sleeping with no deadline at all
+
+    def _expire(self, now: float) -> None:
+        """End the sessions idle (no request, no open stream) for ``session_idle_timeout``:
+        their calls are cancelled, their stores freed, their ids answer 404 from now on."""
+        idle = self._idle
+        if idle is None:
+            return
+        with self._lock:
+            old = [sid for sid, session in self._sessions.items()
+                   if session.busy == 0 and now - session.last_active >= idle]
+            ended = [self._sessions.pop(sid) for sid in old]
+        for session in ended:
+            session.close()
+
+    def _next_expiry(self) -> float | None:
+        idle = self._idle
+        if idle is None:
+            return None
+        with self._lock:
+            times = [s.last_active for s in self._sessions.values() if s.busy == 0]
+        return min(times) + idle if times else None
+
+    def _adopt(self, worker: threading.Thread) -> None:
+        with self._lock:
+            self._workers.add(worker)
 
     # -- WSGI --------------------------------------------------------------------------------
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
-        if environ.get("PATH_INFO", "") != self.path:
+        if not _mounted_at(environ, self.path):
             return _text(start_response, "404 Not Found",
                          f"no MCP endpoint here: this server answers at {self.path}\n")
         host = str(environ.get("HTTP_HOST", ""))
@@ -181,6 +286,17 @@ class McpApp:
 
     def _post(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         body = _read_body(environ)
+        kind = str(environ.get("CONTENT_TYPE") or "").partition(";")[0].strip().lower()
+        if kind and kind != "application/json":
+            return _refuse(start_response, 415, None, INVALID_REQUEST,
+                           f"MCP server {self.name!r}: Content-Type {kind!r} is not served; "
+                           "POST a JSON-RPC message as application/json")
+        accept = environ.get("HTTP_ACCEPT")
+        if not (_admits(accept, "application/json") or _admits(accept, "text/event-stream")):
+            return _refuse(start_response, 406, None, INVALID_REQUEST,
+                           f"MCP server {self.name!r}: Accept {accept!r} admits neither "
+                           "application/json nor text/event-stream; send Accept: "
+                           "application/json, text/event-stream")
         try:
             item = parse(body, allow_batch=True)
         except ParseError as exc:
@@ -199,8 +315,7 @@ class McpApp:
             return _refuse(start_response, 400, None, INVALID_REQUEST,
                            f"MCP server {self.name!r}: no Mcp-Session-Id header; a legacy "
                            "client sends initialize first and then the session id it got")
-        with self._lock:
-            session = self._sessions.get(str(sid))
+        session = self._session(sid)
         if session is None:
             return _refuse(start_response, 404, None, INVALID_REQUEST,
                            f"MCP server {self.name!r}: unknown or ended session; start a new "
@@ -222,7 +337,8 @@ class McpApp:
             if item.method == "notifications/cancelled":
                 session.dispatcher.cancel_notice(item.params)
             return _empty(start_response, 202)
-        return _Exchange(self, start_response, modern=False).run(session.dispatcher, item)
+        return _Exchange(self, start_response, modern=False, session=session).run(
+            session.dispatcher, item)
 
     def _modern(self, message: Message, environ: dict[str, Any],
                 start_response: StartResponse) -> Iterable[bytes]:
@@ -239,6 +355,7 @@ class McpApp:
         return _Exchange(self, start_response, modern=True).run(self._shared_router(), message)
 
     def _initialize(self, message: Message, start_response: StartResponse) -> Iterable[bytes]:
+        self._expire(time.monotonic())   # idle sessions make room before the count
         with self._lock:
             full = len(self._sessions) >= self._max_sessions
         if full:
@@ -247,7 +364,7 @@ class McpApp:
                            "retry later (clients end theirs with DELETE)",
                            [("Retry-After", "1")])
         sid = secrets.token_urlsafe(24)
-        session = _Session(self._make)
+        session = _Session(self._make, EventStore(self._max_events, self._max_bytes))
         replies: list[Message] = []
 
         def keep(reply: Message, cancelled: threading.Event | None = None, /) -> None:
@@ -261,6 +378,8 @@ class McpApp:
             frame = serialize(reply) if reply is not None else serialize(error(
                 message.id, INVALID_REQUEST, "initialize was not answered"))
             return _json(start_response, 400, frame)
+        result = reply.result if isinstance(reply.result, dict) else {}
+        session.polling = result.get("protocolVersion", "") >= _POLLING
         with self._lock:
             closed = self._closed
             if not closed:
@@ -269,32 +388,68 @@ class McpApp:
             session.close()
             return _refuse(start_response, 503, message.id, INVALID_REQUEST,
                            f"MCP server {self.name!r} is shutting down")
+        if self._idle is not None:
+            self._watch(self._expiry)   # the ticker runs while sessions may expire
         return _json(start_response, 200, serialize(reply), [("Mcp-Session-Id", sid)])
 
     def _get(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        accept = environ.get("HTTP_ACCEPT")
+        if not _admits(accept, "text/event-stream"):
+            return _refuse(start_response, 406, None, INVALID_REQUEST,
+                           f"MCP server {self.name!r}: Accept {accept!r} does not admit "
+                           "text/event-stream, the only thing a GET answers; send Accept: "
+                           "text/event-stream")
         sid = environ.get("HTTP_MCP_SESSION_ID")
         if sid is None:
             return _refuse(start_response, 405, None, INVALID_REQUEST,
                            f"MCP server {self.name!r}: GET opens a legacy session's stream "
                            "(send Mcp-Session-Id); 2026-07-28 clients only POST", [_ALLOW])
-        with self._lock:
-            session = self._sessions.get(str(sid))
+        session = self._session(sid)
         if session is None:
             return _refuse(start_response, 404, None, INVALID_REQUEST,
                            f"MCP server {self.name!r}: unknown or ended session")
+        last = environ.get("HTTP_LAST_EVENT_ID")
+        stream, after = 0, None
+        if last is not None:
+            found = session.store.find(str(last))
+            if isinstance(found, str):
+                return self._unresumable(start_response, str(last), found)
+            stream, after = found
         write = start_response("200 OK", list(_SSE_HEADERS))
-        channel = session.stream
+        store = session.store
+        self._hold_session(session)   # an open stream: the session is not idle
         try:
-            write(KEEP_ALIVE)   # the headers go out now: the client knows the stream is open
+            if session.polling and after is None:
+                write(priming(store.record(0, b"").id, self._retry_ms))
+            else:
+                write(KEEP_ALIVE)   # the headers go out now: the client knows it is open
             while True:
-                frames = channel.take(self._keep_alive)
-                if frames is None:   # the session or the app ended
-                    break
-                for chunk in [event(frame) for frame in frames] or [KEEP_ALIVE]:
+                events, going_on = store.take(stream, after, self._keep_alive)
+                if events and stream != 0:
+                    after = events[-1].seq
+                chunks = [event(e.data, e.id) for e in events if e.data]
+                for chunk in chunks or ([KEEP_ALIVE] if going_on else []):
                     write(chunk)
+                if not going_on:   # the stream's last event is out, or the session ended
+                    break
         except Exception:   # the client went away: the stream ends, the session stays
             pass
+        finally:
+            self._release(session)
         return []
+
+    def _unresumable(self, start_response: StartResponse, last: str,
+                     why: str) -> Iterable[bytes]:
+        if why == Lookup.DROPPED:
+            return _refuse(start_response, 410, None, INVALID_REQUEST,
+                           f"MCP server {self.name!r}: the events after Last-Event-ID {last!r} "
+                           f"are no longer kept (at most {self._max_events} events or "
+                           f"{self._max_bytes} bytes per session); send the request again")
+        text = ("is not an event id of this server" if why == Lookup.MALFORMED
+                else "names no event of this session (another session's, or never sent)")
+        return _refuse(start_response, 400, None, INVALID_REQUEST,
+                       f"MCP server {self.name!r}: Last-Event-ID {last!r} {text}; GET without "
+                       "Last-Event-ID opens the session's stream, or send the request again")
 
     def _delete(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         sid = environ.get("HTTP_MCP_SESSION_ID")
@@ -311,11 +466,27 @@ class McpApp:
         return _empty(start_response, 204)
 
 
-class _Session:
-    """One legacy session: its router, and the stream a GET reads."""
+class _Expiry:
+    """What the ticker sees of an app's idle sessions: the earliest expiry, and the sweep."""
 
-    def __init__(self, make: DispatcherFactory) -> None:
-        self.stream = Channel()
+    def __init__(self, app: McpApp) -> None:
+        self._app = app
+
+    def due(self) -> float | None:
+        return self._app._next_expiry()
+
+    def tick(self, now: float) -> None:
+        self._app._expire(now)
+
+
+class _Session:
+    """One legacy session: its router, and its event store (stream 0 is what a GET reads)."""
+
+    def __init__(self, make: DispatcherFactory, store: EventStore) -> None:
+        self.store = store
+        self.polling = False    # negotiated at 2025-11-25: priming events, close_stream
+        self.busy = 0           # requests being answered and streams open (the app's lock)
+        self.last_active = time.monotonic()
         self._local = threading.local()
         self.dispatcher = make(self._send, self._send_batch)
 
@@ -330,7 +501,7 @@ class _Session:
         if collected is not None:    # a batch being answered on this thread: its reply
             collected.append(frame)
         else:
-            self.stream.put(frame)
+            self.store.record(0, frame)
 
     def batch(self, batch: Batch) -> list[bytes]:
         """Answer a 2025-03-26 batch: the reply frames (none when it held no request)."""
@@ -351,32 +522,59 @@ class _Session:
 
     def close(self) -> None:
         self.dispatcher.cancel_all()
-        self.stream.close()
+        self.store.close()
 
 
 class _Exchange:
-    """One request answered on one HTTP response, on the WSGI thread that received it."""
+    """One request answered on one HTTP response, on the WSGI thread that received it.
 
-    def __init__(self, app: McpApp, start_response: StartResponse, *, modern: bool) -> None:
+    In a legacy session every event of the reply stream is recorded in the session's event
+    store (under its id) before it is written, so a client that lost the connection can
+    resume it; a failed write then *detaches* the exchange: the call goes on and the rest
+    of its events only go to the store. 2026-07-28 has no resumption: a failed write cancels.
+    A ``tools/call`` of a 2025-11-25 session runs on a worker thread of its own, while this
+    thread writes its events, so that the handler can end the connection and go on
+    (:meth:`~mcpsync.server.Context.close_stream`).
+    """
+
+    def __init__(self, app: McpApp, start_response: StartResponse, *, modern: bool,
+                 session: _Session | None = None) -> None:
         self._app = app
         self._start = start_response
         self._modern = modern
+        self._session = session
         self._owner = threading.get_ident()
         self._channel = Channel()       # frames sent from other threads, for the owner
         self._final: Message | None = None
         self._write: Callable[[bytes], None] | None = None
         self._gone = False
         self._call: _Call | None = None
+        self._lock = threading.Lock()   # detaching against frames arriving from elsewhere
+        self._stream: int | None = None
+        self._detached = False
+        self._primer: Event | None = None   # recorded by close_stream, written by the owner
+        self._retry: int | None = None
+        self._done = False
+        # Every write to the response holds this: the owner's, and the app's ticker's
+        # keep-alives while a handler on the owner's thread is quiet.
+        self._wlock = threading.Lock()
+        self._ticks = False          # the ticker may write (the handler runs, on this thread)
+        self._last = 0.0             # monotonic time of the last write
 
     def sink(self, message: Message, cancelled: threading.Event | None = None, /) -> None:
         """Every frame of the request (the router's write gate has checked it)."""
         frame = serialize(message)   # a result that is not JSON raises here, before a byte
-        if message.method is None:
-            self._final = message    # the response: last, after whatever was sent before it
-        elif threading.get_ident() == self._owner:
-            self._send([*(self._channel.take(0) or []), frame])
-        else:
-            self._channel.put(frame)
+        with self._lock:
+            if self._detached:           # nobody is reading: resumable from the store
+                self._record(frame, last=message.method is None)
+                return
+            if message.method is None:
+                self._final = message    # the response: last, after whatever came before it
+                return
+            if threading.get_ident() != self._owner:
+                self._channel.put(frame)
+                return
+        self._send([*(self._channel.take(0) or []), frame])
 
     def stop(self) -> None:
         """The app is closing: the handler sees its cancellation, an open stream ends."""
@@ -384,28 +582,115 @@ class _Exchange:
         if self._call is not None:
             self._call.cancel()
 
+    def _record(self, frame: bytes, *, last: bool = False) -> Event:
+        assert self._session is not None
+        store = self._session.store
+        if self._stream is None:
+            self._stream = store.open_stream()
+        return store.record(self._stream, frame, last=last)
+
+    def _opening(self) -> list[bytes]:
+        """The priming event, when a 2025-11-25 stream starts (nothing for older ones)."""
+        if self._session is None or not self._session.polling or self._stream is not None:
+            return []
+        primer = self._record(b"")
+        return [priming(primer.id, self._app._retry_ms)]
+
     def run(self, router: Dispatcher, message: Message) -> Iterable[bytes]:
         call = router.track(message, sink=self.sink, private=self._modern)
         assert call is not None   # a request: always tracked
         self._call = call
         if not self._app._enter(self):
             call.cancel()
+        apart = (self._session is not None and self._session.polling
+                 and message.method == "tools/call" and self._polls(message))
         try:
-            router.handle(message, [call])
-            if not call.done:     # subscriptions/listen: open until the client goes
-                self._hold(router, call)
-                return []
+            if apart:
+                call.closer = self.close_stream
+                if not self._run_apart(router, message, call):
+                    return []          # the connection ends; the call goes on
+            else:
+                self._ticks = True
+                try:
+                    router.handle(message, [call])
+                finally:
+                    self._quiet_end()
+                if not call.done:     # subscriptions/listen: open until the client goes
+                    self._hold(router, call)
+                    return []
         finally:
-            self._app._leave(self)
+            if not apart:
+                self._app._leave(self)
         pending = self._channel.take(0) or []
         final = self._final
-        if self._write is None and not pending:
+        if self._write is None and not pending and not self._detached:
             if final is None:   # cancelled before it answered: an empty stream, no response
                 self._start("200 OK", list(_SSE_HEADERS))
                 return []
             return _json(self._start, self._status(final), serialize(final))
-        self._send([*pending, *([serialize(final)] if final is not None else [])])
+        self._send([*pending, *([serialize(final)] if final is not None else [])],
+                   last=final is not None)
+        if final is None and self._stream is not None and self._session is not None:
+            self._session.store.end(self._stream)
         return []
+
+    def _polls(self, message: Message) -> bool:
+        """Whether the tool called asked to run apart (``@server.tool(polling=True)``)."""
+        polls = self._app._tool_polls
+        name = message.params.get("name") if isinstance(message.params, dict) else None
+        return polls is not None and isinstance(name, str) and polls(name)
+
+    def _run_apart(self, router: Dispatcher, message: Message, call: _Call) -> bool:
+        """Run the handler on a worker, writing its events here; False once it detached."""
+        def work() -> None:
+            try:
+                router.handle(message, [call])
+            finally:
+                self._done = True
+                self._channel.wake()
+                self._app._leave(self)
+
+        # The handler sees the context of the request's thread (e.g. the verified caller).
+        worker = new_thread(f"mcpsync-http-call-{self._app.name}",
+                            contextvars.copy_context().run, work)
+        self._app._adopt(worker)
+        worker.start()
+        while True:
+            frames = self._channel.take(self._app._keep_alive)
+            if frames is None:
+                break
+            if frames:
+                self._send(frames)
+            elif self._done:
+                break
+            elif self._write is not None:
+                self._emit([KEEP_ALIVE])
+        if not self._detached:
+            worker.join()
+            return True
+        chunks: list[bytes] = []
+        if self._write is None and self._primer is not None:
+            chunks.append(priming(self._primer.id, self._retry or self._app._retry_ms))
+        elif self._retry is not None:
+            chunks.append(retry(self._retry))
+        self._emit(chunks)
+        return False
+
+    def close_stream(self, retry_ms: int | None) -> bool:
+        """Detach from the connection (the handler's ``ctx.close_stream``)."""
+        if threading.get_ident() == self._owner or self._session is None:
+            return False
+        with self._lock:
+            if self._detached or self._done:
+                return self._detached
+            if self._stream is None:
+                self._primer = self._record(b"")
+            for frame in self._channel.take(0) or []:
+                self._record(frame)
+            self._retry = retry_ms
+            self._detached = True
+            self._channel.close()
+        return True
 
     def _status(self, reply: Message) -> int:
         if not (self._modern and reply.is_error and isinstance(reply.error, dict)):
@@ -415,24 +700,79 @@ class _Exchange:
             return 404
         return 400 if code in _BAD_REQUEST_CODES else 200
 
-    def _send(self, frames: list[bytes]) -> None:
-        self._emit([event(frame) for frame in frames])
+    def _send(self, frames: list[bytes], *, last: bool = False) -> None:
+        if self._session is None:
+            self._emit([event(frame) for frame in frames])
+            return
+        with self._lock:
+            chunks = self._opening() if not self._detached else []
+            for i, frame in enumerate(frames):
+                recorded = self._record(frame, last=last and i == len(frames) - 1)
+                chunks.append(event(frame, recorded.id))
+            if self._detached:
+                return
+        self._emit(chunks)
 
     def _emit(self, chunks: list[bytes]) -> None:
-        if self._gone:
+        with self._wlock:
+            if self._gone:
+                return
+            write = self._write
+            started = write is None
+            if write is None:
+                write = self._write = self._start("200 OK", list(_SSE_HEADERS))
+            try:
+                for chunk in chunks:
+                    write(chunk)
+            except Exception:
+                self._lost()
+                return
+            self._last = time.monotonic()
+        if started and self._ticks:   # a stream now: a quiet handler gets keep-alives
+            self._app._watch(self)
+
+    def _lost(self) -> None:
+        """The client went away (a write failed; the write lock is held). 2026-07-28:
+        closing the stream cancels the request. Legacy: a disconnection is not a
+        cancellation; the call goes on and what it sends waits in the session's event
+        store for a GET with Last-Event-ID."""
+        self._gone = True
+        if self._session is not None:
+            with self._lock:
+                self._detached = True
+        elif self._call is not None:
+            self._call.cancel()     # lock-free: safe under the write lock
+
+    def _quiet_end(self) -> None:
+        """The handler returned: from here only this thread writes (the reply's end)."""
+        with self._wlock:
+            self._ticks = False
+        self._app._unwatch(self)
+
+    # -- what the app's ticker calls (see _ticker) -------------------------------------------
+
+    def due(self) -> float | None:
+        if not self._ticks or self._gone or self._detached or self._write is None:
+            return None
+        return self._last + self._app._keep_alive
+
+    def tick(self, now: float) -> None:
+        """A keep-alive comment, unless the owner is writing (then it is not quiet) or the
+        stream ended; never waits for the write lock."""
+        if not self._wlock.acquire(blocking=False):
+            self._last = now         # busy: skip this round
             return
-        if self._write is None:
-            self._write = self._start("200 OK", list(_SSE_HEADERS))
         try:
-            for chunk in chunks:
-                self._write(chunk)
-        except Exception:
-            # The client went away. 2026-07-28: closing the stream cancels the request.
-            # Legacy: a disconnection is not a cancellation, but a dead stream cannot carry
-            # anything the handler would still send, so its work is ended all the same.
-            self._gone = True
-            if self._call is not None:
-                self._call.cancel()
+            write = self._write
+            if not self._ticks or self._gone or self._detached or write is None:
+                return
+            try:
+                write(KEEP_ALIVE)
+            except Exception:
+                self._lost()
+            self._last = time.monotonic()
+        finally:
+            self._wlock.release()
 
     def _hold(self, router: Dispatcher, call: _Call) -> None:
         """Stream an open listen's notifications until the client goes or the app closes."""
@@ -450,6 +790,16 @@ class _Exchange:
                     self._emit([KEEP_ALIVE])
         finally:
             router.end_call(call)
+
+
+def _mounted_at(environ: dict[str, Any], path: str) -> bool:
+    """Is this request for the endpoint at ``path``? The request's path is ``SCRIPT_NAME``
+    followed by ``PATH_INFO``: served directly, ``SCRIPT_NAME`` is empty; mounted under a
+    prefix (werkzeug's ``DispatcherMiddleware`` in Flask), the prefix has moved into
+    ``SCRIPT_NAME`` and ``PATH_INFO`` holds what is left, often nothing. One trailing slash
+    is the same endpoint (``/mcp/`` is ``/mcp``)."""
+    full = str(environ.get("SCRIPT_NAME", "")) + str(environ.get("PATH_INFO", ""))
+    return full == path or (full.endswith("/") and full[:-1] == path.rstrip("/"))
 
 
 def _header_mismatch(message: Message, environ: dict[str, Any],
@@ -490,6 +840,23 @@ def _header_mismatch(message: Message, environ: dict[str, Any],
         if isinstance(arguments, dict):
             return param_mismatch(tool_schema(value), arguments, environ)
     return None
+
+
+def _admits(accept: Any, media: str) -> bool:
+    """Whether an ``Accept`` header admits ``media``: named, by ``type/*`` or ``*/*``, and
+    not with ``q=0``. No header admits everything (what HTTP says, and what some clients
+    send)."""
+    if accept is None:
+        return True
+    kind = media.split("/")[0]
+    for item in str(accept).split(","):
+        name, *params = (part.strip().lower() for part in item.split(";"))
+        if name not in (media, f"{kind}/*", "*/*"):
+            continue
+        if not any(p.replace(" ", "") in ("q=0", "q=0.0", "q=0.00", "q=0.000")
+                   for p in params):
+            return True
+    return False
 
 
 def _read_body(environ: dict[str, Any]) -> bytes:
