@@ -561,7 +561,7 @@ class Server:
                                 session_idle_timeout=session_idle_timeout,
                                 token_verifier=token_verifier, resource=resource,
                                 authorization_servers=authorization_servers, scopes=scopes)
-        server = WsgiServer(app, host, port, name=options.pop("name", self.name), **options)
+        server = WsgiServer(app, host, port, name=options.pop("name", "http"), **options)
         try:
             server.start()
             if ready is not None:

@@ -74,7 +74,11 @@ def _split(host: str) -> tuple[str, str | None]:
         if end < 0:
             return host, None
         rest = host[end + 1:]
-        return host[:end + 1], rest[1:] if rest.startswith(":") else None
+        if not rest:
+            return host, None
+        if rest.startswith(":") and rest[1:].isdigit():
+            return host[:end + 1], rest[1:]
+        return host, None    # "[::1]x": not a host name, so it matches no entry
     name, sep, port = host.rpartition(":")
     if sep and port.isdigit():
         return name, port
