@@ -49,9 +49,10 @@ _SEPARATORS = re.compile(r"[-_.\s]")
 
 # Credentials recognised by their look, wherever they appear in a string.
 _VALUE_PATTERNS: Final = (
-    # an auth scheme and a credential with a digit or a token symbol in it ("Basic usage"
-    # in prose is not one)
-    r"\b(?i:bearer|basic|dpop)\s+(?=[A-Za-z0-9\-._~+/]*[0-9=+/._~-])[A-Za-z0-9\-._~+/]{8,}=*",
+    # an auth scheme and a credential with a digit, a token symbol or a lower-then-upper case
+    # change in it ("Basic usage" in prose is not one)
+    r"\b(?i:bearer|basic|dpop)\s+(?=[A-Za-z0-9\-._~+/]*(?:[0-9=+/._~-]|[a-z][A-Za-z]*[A-Z]))"
+    r"[A-Za-z0-9\-._~+/]{8,}=*",
     r"\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*",
     r"\bsk-[A-Za-z0-9_-]{16,}",
     r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})",
@@ -64,7 +65,7 @@ _VALUE_PATTERNS: Final = (
 # ``name=value``, ``name: value``, ``"name": "value"``: the name is checked by _secret_name.
 _PAIR: Final = re.compile(
     r"""(?P<name>[A-Za-z][A-Za-z0-9_.\-]*)(?P<q>["']?)(?P<sep>\s*[:=]\s*)"""
-    r"""(?:"(?P<dq>(?:[^"\\]|\\.)*)"|'(?P<sq>[^']*)'|(?P<bare>[^\s"'&,;#}\]]+))""")
+    r"""(?:"(?P<dq>(?:[^"\\]|\\.)*)"|'(?P<sq>[^']*)'|(?P<bare>(?:(?i:bearer|basic|dpop|token)\s+)?[^\s"'&,;#}\]]+))""")
 
 # Passwords in a URL's user info: scheme://user:password@host
 _USERINFO: Final = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@]*:)[^/\s@]+@")
