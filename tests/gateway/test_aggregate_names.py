@@ -116,7 +116,7 @@ def test_route_params_maps_back_and_refuses_unknown_names() -> None:
     route, params = table.route_params({"name": exposed, "arguments": {"a": "b"}})
     assert route == Route("up", "greet.me")
     assert params == {"name": "greet.me", "arguments": {"a": "b"}}
-    with pytest.raises(RouteError, match="no prompt named 'up__nope'.*list the prompts"):
+    with pytest.raises(RouteError, match=r"no prompt named 'up__nope'.*list the prompts"):
         table.route_params({"name": "up__nope"})
     with pytest.raises(RouteError, match="no prompt name"):
         table.route_params({})
