@@ -1,1 +1,2 @@
-"""The MCP gateway: one front for many servers, with a redacted traffic log."""
+"""The MCP gateway: one MCP server in front of several upstream servers, with a redacted
+traffic log."""
