@@ -54,6 +54,7 @@ class Services:
     send: _Send
     send_batch: Callable[[list[Message]], None]
     outbox: Any   # _asking.Outbox
+    tasks: Any = None   # _tasks.TaskStore of the router (2026-07-28 task tools)
 
     @property
     def registry(self) -> Registry:
