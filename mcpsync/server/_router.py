@@ -49,7 +49,7 @@ from mcpsync.protocol import (
     MODERN_VERSIONS,
     SUPPORTED_VERSIONS,
 )
-from mcpsync.server import _prompts, _resources, _tools
+from mcpsync.server import _prompts, _resources, _skills, _tools
 from mcpsync.server._announce import Announcer
 from mcpsync.server._asking import Outbox
 from mcpsync.server._context import _Call, _Send, _stderr
@@ -76,6 +76,9 @@ _SHARED: dict[str, Feature] = {
     "prompts/list": _prompts.list_prompts,
     "prompts/get": _prompts.get_prompt,
     "completion/complete": _prompts.complete,
+    "skills/list": _skills.list_skills,
+    "skills/get": _skills.get_skill,
+    "resources/directory/read": _skills.read_directory,
 }
 #: Results that carry the 2026-07-28 caching hints are given them by their feature.
 
@@ -431,8 +434,13 @@ class Dispatcher:
                             lambda: level)
         if method == "server/discover":
             capabilities_out = self._capabilities(requested)
+            extensions: dict[str, Any] = {}
             if any(entry.task_support for entry in self._settings.registry.tools.values()):
-                capabilities_out["extensions"] = {TASKS_EXTENSION: {}}
+                extensions[TASKS_EXTENSION] = {}
+            if self._settings.skills is not None:
+                extensions[_skills.SKILLS_EXTENSION] = {"directoryRead": True}
+            if extensions:
+                capabilities_out["extensions"] = extensions
             out: dict[str, Any] = {
                 "supportedVersions": list(SUPPORTED_VERSIONS),
                 "capabilities": capabilities_out,

@@ -31,6 +31,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TypeVar, overload
 
 from mcpsync.jsonrpc import MAX_FRAME_BYTES, Message
@@ -260,6 +261,26 @@ class Server:
             return func
 
         return decorate
+
+    # -- skills ------------------------------------------------------------------------------
+
+    def serve_skills(self, directory: str | os.PathLike[str]) -> list[str]:
+        """Serve the skills of ``directory`` (one subfolder per skill, each with a
+        ``SKILL.md``): their files become ``skill://`` resources, and ``skills/list``,
+        ``skills/get`` and ``resources/directory/read`` answer for them. Returns the
+        ``SKILL.md`` URIs. ``ValueError`` names the file for a skill that cannot be served.
+        """
+        from mcpsync.server._skills import SkillCatalog
+
+        catalog = SkillCatalog.load(Path(directory))
+        for item in catalog.files:
+            entry = catalog.entries.get(item.uri)
+            frontmatter = entry["frontmatter"] if entry is not None else {}
+            self.resource(item.uri, name=str(frontmatter.get("name", item.uri.rsplit("/", 1)[1])),
+                          description=frontmatter.get("description"),
+                          mime_type=item.mime_type, size=item.size)(catalog.reader(item))
+        self._settings.skills = catalog
+        return list(catalog.entries)
 
     # -- resources ---------------------------------------------------------------------------
 

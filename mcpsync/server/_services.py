@@ -44,6 +44,7 @@ class ServerSettings:
     cache_ttl_ms: int = 60_000
     cache_scope: str | None = None      # None: not given (public; private behind a token)
     advertise: frozenset[str] = frozenset()
+    skills: Any = None                  # the _skills.SkillCatalog served, if any
 
 
 @dataclass

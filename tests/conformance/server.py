@@ -21,6 +21,7 @@ import base64
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from mcpsync.jsonrpc import INTERNAL_ERROR
@@ -123,6 +124,7 @@ def build() -> Server:
     _schema_tools(server)
     _task_tools(server)
     _resources(server)
+    server.serve_skills(Path(__file__).with_name("skills"))
     _prompts(server)
     return server
 

@@ -7,7 +7,7 @@
 - ``fixtures``: the tools, prompts and resources of ``server.py`` it calls (empty when it
   only exercises the protocol itself: initialize, ping, logging/setLevel, lists);
 - ``status``: ``covered`` (the fixture and ``mcpsync.Server`` do what every check asks),
-  ``extension: skills`` (an extension mcpsync does not implement), ``suite placeholder``
+  ``extension: ...`` (an extension mcpsync does not implement), ``suite placeholder``
   (the suite records one SKIPPED check and nothing else, so it cannot pass),
   ``needs HTTP-only feature: ...`` (the fixtures are there; what is judged is the Streamable
   HTTP transport, which ``Server.serve_http`` provides), or ``needs Server feature: ...``
@@ -44,8 +44,7 @@ def _s(specs: tuple[str, ...], required: tuple[str, ...], fixtures: tuple[str, .
 
 
 _SLOW = ("greet", "slow_compute")
-_SKILLS = "extension: skills"
-_SKILL_NOTE = "the skills extension (skill:// resources and their index) is not served"
+_SKILL = ("skill://pdf-processing/SKILL.md", "skill://pdf-processing/references/FORMS.md")
 _ELICIT = ("test_input_required_result_elicitation",)
 
 SCENARIOS: dict[str, dict[str, Any]] = {
@@ -87,9 +86,9 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     "resources-subscribe": _s(_OLD, _R25, ("test://watched-resource",)),
     "resources-unsubscribe": _s(_OLD, _R25, ("test://watched-resource",)),
     "sep-2164-resource-not-found": _s(_NEW, _R26, ()),
-    "sep-2640-skills-directory": _s(_EXT, (), (), _SKILLS, _SKILL_NOTE),
-    "sep-2640-skills-enumeration": _s(_EXT, (), (), _SKILLS, _SKILL_NOTE),
-    "sep-2640-skills-manifest": _s(_EXT, (), (), _SKILLS, _SKILL_NOTE),
+    "sep-2640-skills-directory": _s(_EXT, (), _SKILL),
+    "sep-2640-skills-enumeration": _s(_EXT, (), _SKILL),
+    "sep-2640-skills-manifest": _s(_EXT, (), _SKILL),
     "prompts-list": _s(_ALL, _RBOTH, ()),
     "prompts-get-simple": _s(_ALL, _RBOTH, ("test_simple_prompt",)),
     "prompts-get-with-args": _s(_ALL, _RBOTH, ("test_prompt_with_arguments",)),

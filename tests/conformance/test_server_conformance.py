@@ -64,12 +64,8 @@ SET_TIMEOUT = 180.0
 START_TIMEOUT = 30.0
 _LISTING_FORMAT = "server-v1"
 
-# Extensions mcpsync.Server does not serve: every one must fail today.
-NOT_IMPLEMENTED = {
-    **{name: "the skills extension is not implemented" for name in (
-        "sep-2640-skills-directory", "sep-2640-skills-enumeration",
-        "sep-2640-skills-manifest")},
-}
+# Extensions mcpsync.Server does not serve: every one must fail today (none left).
+NOT_IMPLEMENTED: dict[str, str] = {}
 # Scenarios the suite ships as placeholders that record one SKIPPED check and nothing else:
 # they can never pass. What they stand for is proven by our own tests, named here.
 PLACEHOLDERS = {
