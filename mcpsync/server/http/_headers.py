@@ -25,7 +25,8 @@ __all__ = ["DEFAULT_ALLOWED_HOSTS", "HostCheck", "decode_header_value", "expecte
 DEFAULT_ALLOWED_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 
 _BASE64 = re.compile(r"=\?base64\?(.*)\?=\Z", re.DOTALL)
-_NAME_FIELDS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+_NAME_FIELDS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri",
+                "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}
 
 
 class HostCheck:
