@@ -144,7 +144,7 @@ def _frontmatter(path: Path) -> dict[str, Any]:
         import yaml  # type: ignore[import-untyped]
     except ImportError:
         raise ValueError("serving skills needs PyYAML to read SKILL.md frontmatter: "
-                         "pip install pyyaml") from None
+                         "pip install 'mcpsync[skills]'") from None
     try:
         data = yaml.safe_load(match.group(1))
     except yaml.YAMLError as exc:
