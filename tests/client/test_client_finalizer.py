@@ -64,8 +64,10 @@ def test_rebinding_a_client_three_times_leaves_no_server(no_leaks: None) -> None
         gone_in = time.monotonic() - start
     print(f"gc.collect() {collected_in * 1000:.1f} ms; servers gone after {gone_in:.2f} s")
     assert left == [], f"servers still running 5 s after the clients became unreachable: {left}"
-    # The finalizer hands the teardown over and returns at once (a teardown can take 4 s).
-    assert collected_in < 0.5
+    # The finalizer hands the teardown over and returns at once: three teardowns in line
+    # (each up to 4 s for a server that does not exit) would take far longer. The bound is
+    # loose because a loaded 2-core machine can make gc.collect() itself slow.
+    assert collected_in < 2.0
     messages = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
     assert len([m for m in messages if "'notebook' was not closed" in m]) == 3, messages
 
