@@ -472,16 +472,21 @@ def test_close_ends_idle_and_streaming_connections_and_joins_every_thread() -> N
 def test_ctrl_c_stops_serve_forever_cleanly(tmp_path: Any) -> None:
     script = tmp_path / "forever.py"
     script.write_text(textwrap.dedent("""
-        import sys, threading
+        import sys, threading, time
         from mcpsync.server.http._builtin import WsgiServer
 
         def app(environ, start_response):
             start_response("200 OK", [])
             return [b"up"]
 
-        server = WsgiServer(app)
-        server.start()
-        print(server.url, flush=True)
+        server = WsgiServer(app, port=0)
+
+        def announce():   # once listening, and so inside serve_forever's Ctrl-C handling
+            while not server._started or not server._port:
+                time.sleep(0.01)
+            print(server.url, flush=True)
+
+        threading.Thread(target=announce, daemon=True).start()
         server.serve_forever()
         left = [t.name for t in threading.enumerate() if t.name.startswith("mcpsync-")]
         print("returned", left, flush=True)

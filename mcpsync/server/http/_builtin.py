@@ -169,9 +169,9 @@ class WsgiServer:
     def serve_forever(self) -> None:
         """Serve until :meth:`close` is called from another thread, or Ctrl-C (which closes
         the server and returns normally). Starts the server first if needed."""
-        if not self._started:
-            self.start()
-        try:
+        try:   # start() inside: a Ctrl-C once clients can connect always lands here
+            if not self._started:
+                self.start()
             self._closed.wait()
         except KeyboardInterrupt:
             _log.info("HTTP server %r interrupted; closing", self._name)
