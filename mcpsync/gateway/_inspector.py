@@ -39,7 +39,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from typing import Any, Final, Literal
 
 from mcpsync._codes import APPROVAL_REJECTED, BUDGET_EXCEEDED, DENIED_BY_POLICY
@@ -79,7 +79,7 @@ Callback = Callable[[dict[str, Any]], object]
 
 
 def _iso(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="microseconds") \
+    return datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="microseconds") \
         .replace("+00:00", "Z")
 
 

@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
+from mcpsync._threads import new_thread
 from mcpsync.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -157,8 +158,7 @@ class TaskStore:
                       log_threshold=lambda: None,
                       asker=_TaskAsker(self, task, req.capabilities, seeded),
                       client_capabilities=req.capabilities)
-        thread = threading.Thread(target=self._run, args=(task, name, body, ctx),
-                                  name=f"mcpsync-task-{number}", daemon=True)
+        thread = new_thread(f"mcpsync-task-{number}", self._run, task, name, body, ctx)
         task.thread = thread
         thread.start()
         created = task.view()
