@@ -149,6 +149,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="scope(s) to ask for, space separated; may be repeated")
     p.add_argument("--device", action="store_true",
                    help="use the device-code flow (no browser on this machine)")
+
+    command("gateway", "serve the config's server to an MCP host over stdin/stdout, passing "
+                       "its frames through untouched (stdout carries MCP only)",
+            "  mcpsync gateway --config ~/gateway.json")
     return parser
 
 

@@ -1,0 +1,296 @@
+"""``mcpsync.Gateway``: one MCP host in front, configured servers behind, frames passed as-is.
+
+The host (Claude Desktop, an IDE, any MCP client) starts the gateway as its stdio server. The
+gateway reads the host's lines, parses each into a tolerant :class:`~mcpsync._envelope.Envelope`
+(kind, id, method; everything else kept as raw text) and hands the frame's own bytes to the
+upstream it is for; upstream lines come back the same way. So with one upstream the gateway is
+a pass-through: the host negotiates with the upstream itself (the gateway offers whatever
+revision the upstream answers), and numbers, escapes, key order and members of a revision the
+gateway does not know reach the other side byte for byte.
+
+What the gateway itself writes to the host is only what it must: a JSON-RPC error for a call
+it could not deliver (an upstream that died with the call in flight, could not be started, or
+is not keeping up), and a parse error for a line that is not JSON. Nothing but MCP frames goes
+to stdout: logs go to the ``mcpsync.gateway`` logger (stderr in the command), and while
+:meth:`Gateway.serve_stdio` runs on the real stdout, file descriptor 1 points at stderr, so a
+stray ``print`` cannot corrupt the stream.
+
+Two seams are left open on purpose. :attr:`Gateway.on_frame` is called for every frame that
+crosses (direction, upstream id, envelope, latency for answers): the traffic inspector hangs
+there. :meth:`Gateway._route_request` / :meth:`Gateway._route_answer` pick the upstream of a
+frame: with several upstreams, aggregation (prefixed names, URI rewriting, id remapping)
+replaces them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import select
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, BinaryIO, Final
+
+from mcpsync._codes import INTERNAL_ERROR
+from mcpsync._envelope import Envelope, EnvelopeError, parse_envelope
+from mcpsync._threads import join_all
+from mcpsync.config import ServerConfig
+from mcpsync.config_files import load_config
+from mcpsync.errors import ConfigError
+from mcpsync.gateway._rawstdio import RawLines
+from mcpsync.gateway._upstream import Upstream, refuse_self_launch
+from mcpsync.jsonrpc import MAX_FRAME_BYTES, StreamError
+
+__all__ = ["FrameObserver", "Gateway"]
+
+#: ``on_frame(direction, upstream_id, envelope, latency_seconds_or_None)``; ``direction`` is
+#: ``"to_upstream"`` or ``"to_host"``.
+FrameObserver = Callable[[str, str, Envelope, "float | None"], None]
+
+_log = logging.getLogger("mcpsync.gateway")
+_CLOSE_BUDGET: Final = 6.0
+_READ_SIZE: Final = 256 * 1024
+
+
+def _load(config: str | os.PathLike[str] | Mapping[str, Any] | Sequence[ServerConfig]
+          ) -> tuple[list[ServerConfig], str]:
+    if isinstance(config, (str, os.PathLike)):
+        return load_config(config), os.fspath(config)
+    if isinstance(config, Mapping):
+        return load_config(config), "the gateway config"
+    return list(config), "the gateway config"
+
+
+class Gateway:
+    """An MCP gateway over the servers of ``config`` (a config file path, a parsed
+    ``mcpServers``/``servers`` dict, or a list of :class:`~mcpsync.ServerConfig`).
+
+    Disabled entries are skipped; an entry that would launch a gateway itself is refused
+    (``ConfigError``). Today exactly one upstream is served (a pass-through); a config with
+    more raises ``ConfigError`` until aggregation is wired. ``on_frame`` observes every frame.
+    Use :meth:`serve_stdio` to run it; :meth:`close` (or ``with``) stops the upstreams.
+    """
+
+    def __init__(self, config: str | os.PathLike[str] | Mapping[str, Any] | Sequence[ServerConfig],
+                 *, on_frame: FrameObserver | None = None,
+                 max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
+        configs, source = _load(config)
+        configs = [c for c in configs if not c.disabled]
+        if not configs:
+            raise ConfigError(f"{source}: no enabled server to put behind the gateway "
+                              "(add an entry under mcpServers)")
+        for each in configs:
+            refuse_self_launch(each, source)
+        if len(configs) > 1:
+            names = ", ".join(repr(c.id) for c in configs)
+            raise ConfigError(f"{source}: the gateway serves one upstream for now, and this "
+                              f"config has {len(configs)} ({names}); keep one, or mark the "
+                              "others \"disabled\": true")
+        self.on_frame = on_frame
+        self._max_frame = max_frame_bytes
+        self._upstreams = [Upstream(c, on_line=self._from_upstream, on_down=self._upstream_down,
+                                    on_refused=self._refuse) for c in configs]
+        self._by_id = {u.id: u for u in self._upstreams}
+        self._s2c: dict[str, Upstream] = {}   # server-to-client request id -> its upstream
+        self._s2c_lock = threading.Lock()
+        self._out_fd = -1
+        self._out_lock = threading.Lock()
+        self._wake_r, self._wake_w = os.pipe()
+        self._closed = False
+        self._started = False
+        self._close_lock = threading.Lock()
+
+    # ---------------------------------------------------------------- public
+
+    @property
+    def upstreams(self) -> list[Upstream]:
+        """The upstreams, in config order."""
+        return list(self._upstreams)
+
+    def serve_stdio(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
+        """Serve one host over ``stdin``/``stdout`` (default: this process's) until the host
+        closes its end or :meth:`close` is called; then stop the upstreams."""
+        if self._started:
+            raise RuntimeError("a Gateway serves one host once; make a new one")
+        self._started = True
+        in_fd = (stdin if stdin is not None else sys.stdin.buffer).fileno()
+        saved_stdout = -1
+        if stdout is None:
+            sys.stdout.flush()
+            self._out_fd = os.dup(1)
+            saved_stdout = os.dup(1)
+            os.dup2(2, 1)   # only the gateway writes to the host's stdout from now on
+        else:
+            self._out_fd = os.dup(stdout.fileno())
+        try:
+            for upstream in self._upstreams:
+                upstream.start()
+            self._read_host(in_fd)
+        finally:
+            self.close()
+            if saved_stdout >= 0:
+                with contextlib.suppress(OSError):
+                    sys.stdout.flush()
+                os.dup2(saved_stdout, 1)
+                os.close(saved_stdout)
+
+    def close(self) -> None:
+        """Stop serving: close every upstream (the stdio shutdown sequence, bounded) and
+        join the gateway's threads. Idempotent; safe from any thread."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        with contextlib.suppress(OSError):
+            os.write(self._wake_w, b"\0")
+        deadline = time.monotonic() + _CLOSE_BUDGET
+        stuck: list[threading.Thread] = []
+        for upstream in self._upstreams:
+            stuck += upstream.close(deadline)
+        stuck = join_all(stuck, deadline)
+        if stuck:
+            _log.warning("gateway threads still running after close: %s",
+                         ", ".join(t.name for t in stuck))
+        with self._out_lock:
+            for fd in (self._out_fd, self._wake_r, self._wake_w):
+                if fd >= 0:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+            self._out_fd = self._wake_r = self._wake_w = -1
+
+    def __enter__(self) -> Gateway:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else ("serving" if self._started else "new")
+        return f"<Gateway upstreams={[u.id for u in self._upstreams]} {state}>"
+
+    # ---------------------------------------------------------------- routing seams
+
+    def _route_request(self, envelope: Envelope) -> Upstream:
+        """The upstream a host request or notification goes to (aggregation replaces this)."""
+        return self._upstreams[0]
+
+    def _route_answer(self, envelope: Envelope) -> Upstream:
+        """The upstream whose server-to-client request the host is answering."""
+        with self._s2c_lock:
+            upstream = self._s2c.pop(envelope.id, None) if envelope.id is not None else None
+        return upstream if upstream is not None else self._upstreams[0]
+
+    def _record(self, direction: str, upstream: Upstream, envelope: Envelope,
+                latency: float | None) -> None:
+        observer = self.on_frame
+        if observer is not None:
+            try:
+                observer(direction, upstream.id, envelope, latency)
+            except Exception:   # an observer must never break the traffic
+                _log.warning("the gateway's frame observer raised", exc_info=True)
+
+    # ---------------------------------------------------------------- the host side
+
+    def _read_host(self, fd: int) -> None:
+        lines = RawLines(max_frame_bytes=self._max_frame)
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        poller.register(self._wake_r, select.POLLIN)
+        while not self._closed:
+            ready = poller.poll()
+            if any(r_fd == self._wake_r for r_fd, _ in ready):
+                return
+            try:
+                data = os.read(fd, _READ_SIZE)
+            except OSError as exc:
+                _log.warning("reading the host's input failed: %s", exc)
+                return
+            try:
+                batch = lines.feed(data) if data else lines.finish()
+            except StreamError as exc:
+                _log.error("the host's input broke: %s", exc)
+                return
+            for line in batch:
+                self._from_host(line)
+            if not data:
+                _log.info("the host closed its input; the gateway stops")
+                return
+
+    def _from_host(self, line: bytes) -> None:
+        try:
+            envelope = parse_envelope(line)
+        except EnvelopeError as exc:
+            _log.warning("a line from the host is not a JSON-RPC message: %s", exc)
+            self._write_error("null", exc.code, f"the gateway could not read this line: {exc}",
+                              None)
+            return
+        if envelope.kind in ("response", "error"):
+            upstream = self._route_answer(envelope)
+        else:
+            upstream = self._route_request(envelope)
+        self._record("to_upstream", upstream, envelope, None)
+        upstream.submit(envelope)
+
+    def _write_host(self, frame: bytes) -> None:
+        data = frame + b"\n"
+        with self._out_lock:
+            fd = self._out_fd
+            if fd < 0:
+                return
+            view = memoryview(data)
+            try:
+                while view:
+                    view = view[os.write(fd, view):]
+            except OSError as exc:   # the host went away; its input's EOF ends serving
+                _log.info("writing to the host failed: %s", exc)
+
+    def _write_error(self, raw_id: str, code: int, message: str,
+                     upstream: Upstream | None) -> None:
+        body: dict[str, Any] = {"code": code, "message": message}
+        if upstream is not None:
+            body["data"] = {"upstream": upstream.id}
+        text = f'{{"jsonrpc":"2.0","id":{raw_id},"error":{json.dumps(body)}}}'
+        if upstream is not None:
+            self._record("to_host", upstream, parse_envelope(text), None)
+        self._write_host(text.encode())
+
+    # ---------------------------------------------------------------- the upstream side
+
+    def _from_upstream(self, upstream: Upstream, line: bytes) -> None:
+        try:
+            envelope = parse_envelope(line)
+        except EnvelopeError as exc:
+            _log.warning("upstream %r wrote a line that is not a JSON-RPC message (dropped): "
+                         "%s", upstream.id, exc)
+            return
+        latency = None
+        if envelope.kind in ("response", "error") and envelope.id is not None:
+            sent = upstream.answered(envelope.id)
+            if sent == -1.0:
+                return   # the answer to a replayed initialize: the host had its own
+            latency = None if sent is None else time.monotonic() - sent
+        elif envelope.kind == "request" and envelope.id is not None:
+            with self._s2c_lock:
+                self._s2c[envelope.id] = upstream
+        self._record("to_host", upstream, envelope, latency)
+        self._write_host(envelope.to_bytes())
+
+    def _upstream_down(self, upstream: Upstream, ids: list[str], why: str) -> None:
+        with self._s2c_lock:
+            for key in [k for k, u in self._s2c.items() if u is upstream]:
+                del self._s2c[key]
+        for raw_id in ids:
+            self._write_error(raw_id, INTERNAL_ERROR,
+                              f"upstream {upstream.id!r} stopped while handling this request "
+                              f"({why}); it will be restarted on the next call", upstream)
+
+    def _refuse(self, upstream: Upstream, envelope: Envelope, why: str) -> None:
+        if envelope.id is not None:
+            upstream.forget(envelope.id)
+            self._write_error(envelope.id, INTERNAL_ERROR, why, upstream)

@@ -1,0 +1,301 @@
+"""One upstream server of the gateway: its process, its outgoing queue, its in-flight calls.
+
+Each upstream has two threads of its own, so that one that is slow, stuck or dead never holds
+up another (nor the host's reader):
+
+- ``mcpsync-gateway-writer-<id>`` takes frames from a bounded queue and writes them to the
+  server, starting (or restarting) the server first when it is not running;
+- ``mcpsync-gateway-reader-<id>`` (one per process) reads the server's stdout lines, raw, and
+  hands each to the gateway.
+
+The queue holds at most :data:`QUEUE_BYTES` of frames (and :data:`QUEUE_FRAMES` frames); the
+in-flight table at most :data:`MAX_INFLIGHT` calls. A request that finds either full is
+refused at once with a JSON-RPC error instead of waiting, so a flood costs bounded memory.
+
+When the process ends (or its stream breaks), every call in flight to it is failed at once
+with an error naming it; the next request restarts it, replaying the host's ``initialize``
+exchange (legacy era) so the new process is in the state the host believes it is in.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Final
+
+from mcpsync._envelope import Envelope
+from mcpsync._threads import join_all, new_thread
+from mcpsync.config import ServerConfig
+from mcpsync.errors import ConfigError, MCPError
+from mcpsync.gateway._rawstdio import RawStdioTransport
+from mcpsync.jsonrpc import StreamError
+from mcpsync.transport.base import safe_name
+
+__all__ = ["MAX_INFLIGHT", "QUEUE_BYTES", "QUEUE_FRAMES", "Upstream", "refuse_self_launch"]
+
+#: Bytes of frames waiting to be written to one upstream (one bigger frame is let through
+#: when the queue is empty, so any frame the wire allows can be sent).
+QUEUE_BYTES: Final = 8 * 1024 * 1024
+#: Frames waiting to be written to one upstream.
+QUEUE_FRAMES: Final = 1024
+#: Calls in flight to one upstream.
+MAX_INFLIGHT: Final = 4096
+#: How long a restart waits for the replayed ``initialize`` to be answered.
+REPLAY_TIMEOUT: Final = 30.0
+
+_log = logging.getLogger("mcpsync.gateway")
+_PROGRAM = re.compile(r"(^|[\\/])(mcpsync|python[0-9.]*|py)(\.exe)?$", re.IGNORECASE)
+
+
+def refuse_self_launch(config: ServerConfig, source: str) -> None:
+    """Raise ``ConfigError`` when ``config`` would start a gateway (possibly this one), which
+    would spawn itself without end."""
+    if config.command is None:
+        return
+    argv = [config.command, *config.args]
+    words = [os.path.basename(w).lower().removesuffix(".exe") for w in argv]
+    for i, word in enumerate(words):
+        launches = word == "mcpsync" or (word == "-m" and i + 1 < len(words)
+                                         and words[i + 1] in ("mcpsync", "mcpsync.cli"))
+        if launches and "gateway" in words[i + 1:]:
+            raise ConfigError(
+                f"{source}: server {config.id or config.display_name!r} runs "
+                f"'{' '.join(argv)}', which is an mcpsync gateway itself; a gateway cannot "
+                "be one of its own upstreams (remove that entry from the gateway's config, "
+                "or give the gateway a config without it)")
+
+
+class Upstream:
+    """One configured server as the gateway sees it. Thread-safe.
+
+    ``on_frame(upstream, envelope_or_line)`` runs on the reader thread for each stdout line;
+    ``on_down(upstream, ids, why)`` runs once per process end with the raw ids of the calls
+    that were in flight.
+    """
+
+    def __init__(self, config: ServerConfig, *,
+                 on_line: Callable[[Upstream, bytes], None],
+                 on_down: Callable[[Upstream, list[str], str], None],
+                 on_refused: Callable[[Upstream, Envelope, str], None]) -> None:
+        if config.is_http:
+            raise ConfigError(
+                f"server {config.id!r}: HTTP upstreams ({config.url}) are not served by the "
+                "gateway yet; put stdio servers in its config, or reach this one with "
+                "mcpsync.connect()")
+        self.config = config
+        self.id = config.id or config.display_name
+        self._safe = safe_name(self.id)
+        self._on_line = on_line
+        self._on_down = on_down
+        self._on_refused = on_refused
+        self._cond = threading.Condition(threading.Lock())
+        self._queue: collections.deque[Envelope | bytes] = collections.deque()
+        self._queued_bytes = 0
+        self._inflight: dict[str, float] = {}
+        self._transport: RawStdioTransport | None = None
+        self._readers: list[threading.Thread] = []
+        self._generation = 0
+        self._stopping = False
+        self._init_frame: Envelope | None = None     # the host's initialize, for a restart
+        self._initialized_frame: bytes | None = None
+        self._replay_id: str | None = None
+        self._replayed = threading.Event()
+        self.last_error = ""
+        self.restarts = 0
+        self._writer = new_thread(f"mcpsync-gateway-writer-{self._safe}", self._write_loop)
+
+    # ---------------------------------------------------------------- the gateway's side
+
+    def start(self) -> None:
+        """Start the writer thread and, eagerly, the server (a failure is kept for later)."""
+        self._writer.start()
+        with self._cond:
+            self._queue.append(b"")   # the empty frame: "start the server now"
+            self._cond.notify_all()
+
+    def submit(self, envelope: Envelope) -> bool:
+        """Queue a frame for the server; ``False`` (nothing queued, the refusal already sent
+        for a request) when the queue or the in-flight table is full, or when closing."""
+        frame = envelope.to_bytes()
+        size = len(frame)
+        with self._cond:
+            if self._stopping:
+                return False
+            why = ""
+            if self._queue and (len(self._queue) >= QUEUE_FRAMES
+                                or self._queued_bytes + size > QUEUE_BYTES):
+                why = (f"upstream {self.id!r} is not keeping up: {len(self._queue)} frames "
+                       f"({self._queued_bytes} bytes) are already waiting for it")
+            elif envelope.kind == "request" and len(self._inflight) >= MAX_INFLIGHT:
+                why = (f"upstream {self.id!r} already has {MAX_INFLIGHT} calls in flight; "
+                       "try again when some have finished")
+            if not why:
+                if envelope.kind == "request" and envelope.id is not None:
+                    self._inflight[envelope.id] = time.monotonic()
+                    if envelope.method == "initialize":
+                        self._init_frame = envelope
+                elif envelope.method == "notifications/initialized":
+                    self._initialized_frame = frame
+                self._queue.append(envelope)
+                self._queued_bytes += size
+                self._cond.notify_all()
+                return True
+        if envelope.kind == "request":
+            self._on_refused(self, envelope, why)
+        else:
+            _log.warning("dropped a %s notification for upstream %r: %s",
+                         envelope.method, self.id, why)
+        return False
+
+    def answered(self, raw_id: str) -> float | None:
+        """The server answered ``raw_id``: forget it; returns when it was sent (or None when
+        it was not in flight; -1.0 for the answer to a replayed initialize, to be dropped)."""
+        with self._cond:
+            if raw_id == self._replay_id:
+                self._replay_id = None
+                self._replayed.set()
+                return -1.0
+            return self._inflight.pop(raw_id, None)
+
+    def forget(self, raw_id: str) -> None:
+        """The call ``raw_id`` was answered some other way (refused): forget it."""
+        with self._cond:
+            self._inflight.pop(raw_id, None)
+
+    @property
+    def running(self) -> bool:
+        transport = self._transport
+        return transport is not None and not transport.closed and transport.returncode() is None
+
+    @property
+    def pid(self) -> int | None:
+        transport = self._transport
+        return transport.pid if transport is not None else None
+
+    def close(self, deadline: float) -> list[threading.Thread]:
+        """Stop the writer, close the server; returns threads still alive at ``deadline``."""
+        with self._cond:
+            self._stopping = True
+            self._queue.clear()
+            self._queued_bytes = 0
+            self._cond.notify_all()
+            transport = self._transport
+        self._replayed.set()
+        if transport is not None:
+            transport.close()
+        return join_all([self._writer, *self._readers], deadline)
+
+    # ---------------------------------------------------------------- the writer thread
+
+    def _write_loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._stopping:
+                    self._cond.wait()
+                if self._stopping:
+                    return
+                item = self._queue.popleft()
+                frame = item.to_bytes() if isinstance(item, Envelope) else item
+                self._queued_bytes -= len(frame) if isinstance(item, Envelope) else 0
+            is_request = isinstance(item, Envelope) and item.kind == "request"
+            if not self.running:
+                if isinstance(item, Envelope) and not is_request and self._transport is not None:
+                    continue   # a notification or an answer for a process that is gone
+                try:
+                    self._launch(replay=self._transport is not None or self.restarts > 0)
+                except (MCPError, OSError) as exc:
+                    self.last_error = str(exc)
+                    _log.warning("upstream %r could not be started: %s", self.id, exc)
+                    if is_request:
+                        assert isinstance(item, Envelope) and item.id is not None
+                        self.forget(item.id)
+                        self._on_refused(self, item, f"upstream {self.id!r} could not be "
+                                         f"started: {exc}")
+                    continue
+            if not frame:
+                continue
+            transport = self._transport
+            assert transport is not None
+            try:
+                transport.send_bytes(frame)
+            except MCPError as exc:   # TransportClosed: the reader reports the death
+                _log.info("write to upstream %r failed: %s", self.id, exc)
+
+    def _launch(self, *, replay: bool) -> None:
+        """Start a server process and its reader; replay the handshake after a death."""
+        old = self._transport
+        if old is not None:
+            old.close()
+            join_all(self._readers, time.monotonic() + 2.0)   # its death is reported first
+        argv: Sequence[str] = self.config.argv
+        transport = RawStdioTransport(argv, name=self.id, env=self.config.env,
+                                      cwd=self.config.cwd, on_stderr=self._stderr_line)
+        try:
+            transport.start()
+        except BaseException:
+            transport.close()
+            raise
+        self._generation += 1
+        self._transport = transport
+        reader = new_thread(f"mcpsync-gateway-reader-{self._safe}", self._read_loop,
+                            transport, self._generation)
+        self._readers = [r for r in self._readers if r.is_alive()] + [reader]
+        reader.start()
+        if not replay:
+            return
+        self.restarts += 1
+        _log.warning("upstream %r restarted (pid %s)", self.id, transport.pid)
+        init = self._init_frame
+        if init is None or init.id is None:
+            return   # modern era, or no handshake yet: nothing to replay
+        self._replayed.clear()
+        with self._cond:
+            self._replay_id = init.id
+        transport.send_bytes(init.to_bytes())
+        if not self._replayed.wait(REPLAY_TIMEOUT) and not self._stopping:
+            raise StreamError(f"upstream {self.id!r} was restarted but did not answer the "
+                              f"replayed initialize within {REPLAY_TIMEOUT:g} s",
+                              server=self.id)
+        if self._initialized_frame is not None:
+            transport.send_bytes(self._initialized_frame)
+
+    def _stderr_line(self, line: str) -> None:
+        _log.debug("upstream %r stderr: %s", self.id, line)
+
+    # ---------------------------------------------------------------- the reader thread
+
+    def _read_loop(self, transport: RawStdioTransport, generation: int) -> None:
+        why = "it closed its output"
+        try:
+            while True:
+                lines = transport.receive_lines(None)
+                if lines is None:
+                    break
+                for line in lines:
+                    self._on_line(self, line)
+        except StreamError as exc:
+            why = str(exc)
+        except MCPError as exc:
+            why = str(exc)
+        if self._stopping:
+            return
+        code = transport.wait_exit(1.0)
+        if code is not None:
+            why = f"it exited with code {code}"
+        with self._cond:
+            if generation != self._generation:
+                return
+            ids = list(self._inflight)
+            self._inflight.clear()
+            if self._replay_id is not None:
+                self._replayed.set()
+        self.last_error = why
+        _log.warning("upstream %r is down (%s); %d call(s) in flight failed", self.id, why,
+                     len(ids))
+        transport.close()
+        self._on_down(self, ids, why)
