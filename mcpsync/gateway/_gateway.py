@@ -94,7 +94,8 @@ class Gateway:
         self.on_frame = on_frame
         self._max_frame = max_frame_bytes
         self._upstreams = [Upstream(c, on_line=self._from_upstream, on_down=self._upstream_down,
-                                    on_refused=self._refuse) for c in configs]
+                                    on_refused=self._refuse, on_failed=self._call_failed,
+                                    max_frame_bytes=max_frame_bytes) for c in configs]
         self._by_id = {u.id: u for u in self._upstreams}
         self._s2c: dict[str, Upstream] = {}   # server-to-client request id -> its upstream
         self._s2c_lock = threading.Lock()
@@ -289,6 +290,9 @@ class Gateway:
             self._write_error(raw_id, INTERNAL_ERROR,
                               f"upstream {upstream.id!r} stopped while handling this request "
                               f"({why}); it will be restarted on the next call", upstream)
+
+    def _call_failed(self, upstream: Upstream, raw_id: str, why: str) -> None:
+        self._write_error(raw_id, INTERNAL_ERROR, f"upstream {upstream.id!r}: {why}", upstream)
 
     def _refuse(self, upstream: Upstream, envelope: Envelope, why: str) -> None:
         if envelope.id is not None:

@@ -25,15 +25,15 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Final
 
 from mcpsync._envelope import Envelope
 from mcpsync._threads import join_all, new_thread
 from mcpsync.config import ServerConfig
 from mcpsync.errors import ConfigError, MCPError
-from mcpsync.gateway._rawstdio import RawStdioTransport
-from mcpsync.jsonrpc import StreamError
+from mcpsync.gateway._conns import Conn, open_conn
+from mcpsync.jsonrpc import MAX_FRAME_BYTES, ParseError, StreamError
 from mcpsync.transport.base import safe_name
 
 __all__ = ["MAX_INFLIGHT", "QUEUE_BYTES", "QUEUE_FRAMES", "Upstream", "refuse_self_launch"]
@@ -81,28 +81,27 @@ class Upstream:
     def __init__(self, config: ServerConfig, *,
                  on_line: Callable[[Upstream, bytes], None],
                  on_down: Callable[[Upstream, list[str], str], None],
-                 on_refused: Callable[[Upstream, Envelope, str], None]) -> None:
-        if config.is_http:
-            raise ConfigError(
-                f"server {config.id!r}: HTTP upstreams ({config.url}) are not served by the "
-                "gateway yet; put stdio servers in its config, or reach this one with "
-                "mcpsync.connect()")
+                 on_refused: Callable[[Upstream, Envelope, str], None],
+                 on_failed: Callable[[Upstream, str, str], None],
+                 max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
         self.config = config
         self.id = config.id or config.display_name
         self._safe = safe_name(self.id)
         self._on_line = on_line
         self._on_down = on_down
         self._on_refused = on_refused
+        self._on_failed = on_failed
+        self._max_frame = max_frame_bytes
         self._cond = threading.Condition(threading.Lock())
         self._queue: collections.deque[Envelope | bytes] = collections.deque()
         self._queued_bytes = 0
         self._inflight: dict[str, float] = {}
-        self._transport: RawStdioTransport | None = None
+        self._conn: Conn | None = None
         self._readers: list[threading.Thread] = []
         self._generation = 0
         self._stopping = False
         self._init_frame: Envelope | None = None     # the host's initialize, for a restart
-        self._initialized_frame: bytes | None = None
+        self._initialized_frame: Envelope | None = None
         self._replay_id: str | None = None
         self._replayed = threading.Event()
         self.last_error = ""
@@ -140,7 +139,7 @@ class Upstream:
                     if envelope.method == "initialize":
                         self._init_frame = envelope
                 elif envelope.method == "notifications/initialized":
-                    self._initialized_frame = frame
+                    self._initialized_frame = envelope
                 self._queue.append(envelope)
                 self._queued_bytes += size
                 self._cond.notify_all()
@@ -169,13 +168,14 @@ class Upstream:
 
     @property
     def running(self) -> bool:
-        transport = self._transport
-        return transport is not None and not transport.closed and transport.returncode() is None
+        conn = self._conn
+        return conn is not None and conn.running()
 
     @property
     def pid(self) -> int | None:
-        transport = self._transport
-        return transport.pid if transport is not None else None
+        """The server's process id (stdio), or None."""
+        conn = self._conn
+        return conn.pid if conn is not None else None
 
     def close(self, deadline: float) -> list[threading.Thread]:
         """Stop the writer, close the server; returns threads still alive at ``deadline``."""
@@ -184,10 +184,10 @@ class Upstream:
             self._queue.clear()
             self._queued_bytes = 0
             self._cond.notify_all()
-            transport = self._transport
+            conn = self._conn
         self._replayed.set()
-        if transport is not None:
-            transport.close()
+        if conn is not None:
+            conn.close()
         return join_all([self._writer, *self._readers], deadline)
 
     # ---------------------------------------------------------------- the writer thread
@@ -204,10 +204,10 @@ class Upstream:
                 self._queued_bytes -= len(frame) if isinstance(item, Envelope) else 0
             is_request = isinstance(item, Envelope) and item.kind == "request"
             if not self.running:
-                if isinstance(item, Envelope) and not is_request and self._transport is not None:
+                if isinstance(item, Envelope) and not is_request and self._conn is not None:
                     continue   # a notification or an answer for a process that is gone
                 try:
-                    self._launch(replay=self._transport is not None or self.restarts > 0)
+                    self._launch(replay=self._conn is not None)
                 except (MCPError, OSError) as exc:
                     self.last_error = str(exc)
                     _log.warning("upstream %r could not be started: %s", self.id, exc)
@@ -217,74 +217,64 @@ class Upstream:
                         self._on_refused(self, item, f"upstream {self.id!r} could not be "
                                          f"started: {exc}")
                     continue
-            if not frame:
+            if not isinstance(item, Envelope):
                 continue
-            transport = self._transport
-            assert transport is not None
+            conn = self._conn
+            assert conn is not None
             try:
-                transport.send_bytes(frame)
+                conn.send(item)
+            except ParseError as exc:   # HTTP routes by a strict parse of the frame
+                if is_request and item.id is not None:
+                    self.forget(item.id)
+                    self._on_refused(self, item, f"upstream {self.id!r} is reached over HTTP, "
+                                     f"which needs a strict JSON-RPC frame: {exc}")
             except MCPError as exc:   # TransportClosed: the reader reports the death
                 _log.info("write to upstream %r failed: %s", self.id, exc)
 
     def _launch(self, *, replay: bool) -> None:
-        """Start a server process and its reader; replay the handshake after a death."""
-        old = self._transport
+        """Open a connection (start the process) and its reader; replay the handshake
+        after a death."""
+        old = self._conn
         if old is not None:
             old.close()
             join_all(self._readers, time.monotonic() + 2.0)   # its death is reported first
-        argv: Sequence[str] = self.config.argv
-        transport = RawStdioTransport(argv, name=self.id, env=self.config.env,
-                                      cwd=self.config.cwd, on_stderr=self._stderr_line)
-        try:
-            transport.start()
-        except BaseException:
-            transport.close()
-            raise
+        conn = open_conn(self.config, self.id, self._stderr_line, self._max_frame)
+        conn.start()
         self._generation += 1
-        self._transport = transport
+        self._conn = conn
         reader = new_thread(f"mcpsync-gateway-reader-{self._safe}", self._read_loop,
-                            transport, self._generation)
+                            conn, self._generation)
         self._readers = [r for r in self._readers if r.is_alive()] + [reader]
         reader.start()
         if not replay:
             return
         self.restarts += 1
-        _log.warning("upstream %r restarted (pid %s)", self.id, transport.pid)
+        _log.warning("upstream %r restarted (pid %s)", self.id, conn.pid)
         init = self._init_frame
         if init is None or init.id is None:
             return   # modern era, or no handshake yet: nothing to replay
         self._replayed.clear()
         with self._cond:
             self._replay_id = init.id
-        transport.send_bytes(init.to_bytes())
+        conn.send(init)
         if not self._replayed.wait(REPLAY_TIMEOUT) and not self._stopping:
             raise StreamError(f"upstream {self.id!r} was restarted but did not answer the "
                               f"replayed initialize within {REPLAY_TIMEOUT:g} s",
                               server=self.id)
         if self._initialized_frame is not None:
-            transport.send_bytes(self._initialized_frame)
+            conn.send(self._initialized_frame)
 
     def _stderr_line(self, line: str) -> None:
         _log.debug("upstream %r stderr: %s", self.id, line)
 
     # ---------------------------------------------------------------- the reader thread
 
-    def _read_loop(self, transport: RawStdioTransport, generation: int) -> None:
-        why = "it closed its output"
-        try:
-            while True:
-                lines = transport.receive_lines(None)
-                if lines is None:
-                    break
-                for line in lines:
-                    self._on_line(self, line)
-        except StreamError as exc:
-            why = str(exc)
-        except MCPError as exc:
-            why = str(exc)
+    def _read_loop(self, conn: Conn, generation: int) -> None:
+        why = conn.read(lambda line: self._on_line(self, line),
+                        lambda raw_id, why: self._call_failed(raw_id, why))
         if self._stopping:
             return
-        code = transport.wait_exit(1.0)
+        code = conn.exit_code(1.0)
         if code is not None:
             why = f"it exited with code {code}"
         with self._cond:
@@ -297,5 +287,16 @@ class Upstream:
         self.last_error = why
         _log.warning("upstream %r is down (%s); %d call(s) in flight failed", self.id, why,
                      len(ids))
-        transport.close()
+        conn.close()
         self._on_down(self, ids, why)
+
+    def _call_failed(self, raw_id: str, why: str) -> None:
+        """One exchange failed below JSON-RPC (HTTP): fail that call alone."""
+        with self._cond:
+            if raw_id == self._replay_id:
+                self._replay_id = None
+                self._replayed.set()
+                return
+            known = self._inflight.pop(raw_id, None) is not None
+        if known:
+            self._on_failed(self, raw_id, why)
