@@ -28,12 +28,16 @@ from typing import Any, Final, Literal
 from mcpsync._codes import INVALID_REQUEST, PARSE_ERROR
 from mcpsync.errors import MCPError
 
-__all__ = ["Envelope", "EnvelopeError", "Kind", "parse_envelope"]
+__all__ = ["Envelope", "EnvelopeError", "IdKey", "Kind", "parse_envelope"]
 
 Kind = Literal["request", "notification", "response", "error"]
+#: How calls are matched: ``("int", 1)``, ``("str", "a1")`` or ``("raw", id text)``.
+IdKey = tuple[str, Any]
 
 _scanstring: Callable[[str, int], tuple[str, int]] = getattr(json.decoder, "scanstring")  # noqa: B009
 _scan_once: Callable[[str, int], tuple[Any, int]] = getattr(json.JSONDecoder(), "scan_once")  # noqa: B009
+_loads: Callable[[str], Any] = json.JSONDecoder().decode
+_ABSENT: Final[Any] = object()
 _WS: Final = " \t\n\r"
 _EXCERPT: Final = 120
 
@@ -56,21 +60,24 @@ def _skip(text: str, i: int) -> int:
 class Envelope:
     """One parsed frame: its text, its kind, and where each top-level member's value lies.
 
-    ``kind``, ``id`` (the id's raw JSON text, or ``None`` when absent) and ``method`` (the
-    decoded name, or ``None``) are read once at parse time. :meth:`raw` gives any member's
-    exact text (``params``, ``result``, ``error``, or one the gateway has never heard of).
+    ``kind`` and ``method`` (the decoded name, or ``None``) are read at parse time, with
+    :attr:`id_key`, the id as a correlation key (``("int", 1)``, ``("str", "a1")``, or
+    ``("raw", text)`` for an id of another JSON type), so ``"a\u0031"`` and ``"a1"`` are the
+    same call, as they are to JSON. :attr:`id` (the id's raw text) and :meth:`raw` (any
+    member's exact text: ``params``, ``result``, ``error``, or one the gateway has never heard
+    of) find the member spans on first use: forwarding a frame unchanged never needs them.
     Treat it as a value: :meth:`replace` returns a new envelope.
     """
 
-    __slots__ = ("_data", "_spans", "_text", "id", "kind", "method")
+    __slots__ = ("_data", "_spans", "_text", "id_key", "kind", "method")
 
-    def __init__(self, text: str, spans: dict[str, tuple[int, int]], kind: Kind,
-                 id: str | None, method: str | None, data: bytes | None) -> None:
+    def __init__(self, text: str, spans: dict[str, tuple[int, int]] | None, kind: Kind,
+                 id_key: IdKey | None, method: str | None, data: bytes | None) -> None:
         self._text = text
         self._spans = spans
         self._data = data
         self.kind: Kind = kind
-        self.id = id
+        self.id_key = id_key
         self.method = method
 
     @property
@@ -78,14 +85,27 @@ class Envelope:
         """The frame's text (without a newline)."""
         return self._text
 
+    def _member_spans(self) -> dict[str, tuple[int, int]]:
+        spans = self._spans
+        if spans is None:
+            spans = self._spans = _scan_spans(self._text)
+        return spans
+
+    @property
+    def id(self) -> str | None:
+        """The id's exact text (``'7'``, ``'"a\\u0031"'``), or ``None`` when absent."""
+        if self.id_key is None:
+            return None
+        return self.raw("id")
+
     @property
     def members(self) -> list[str]:
         """The top-level member names, in wire order (the last of duplicates counts)."""
-        return list(self._spans)
+        return list(self._member_spans())
 
     def raw(self, key: str) -> str | None:
         """The exact text of member ``key``'s value, or ``None`` when it is absent."""
-        span = self._spans.get(key)
+        span = self._member_spans().get(key)
         return None if span is None else self._text[span[0]:span[1]]
 
     def to_bytes(self) -> bytes:
@@ -98,11 +118,11 @@ class Envelope:
         """A copy with member ``key``'s value text replaced by ``raw_value`` (valid JSON text,
         not checked), or appended as the last member when absent. Every other byte stays.
 
-        Replacing ``id`` or ``method`` updates :attr:`id` / :attr:`method`; the kind stays
-        (callers replace values, they do not turn a request into a response).
+        Replacing ``id`` or ``method`` updates :attr:`id_key` / :attr:`method`; the kind
+        stays (callers replace values, they do not turn a request into a response).
         """
         text = self._text
-        spans = self._spans
+        spans = self._member_spans()
         span = spans.get(key)
         if span is not None:
             start, end = span
@@ -123,20 +143,31 @@ class Envelope:
             new_spans = dict(spans)
             new_spans[key] = (start, start + len(raw_value))
         method = self.method
+        id_key = self.id_key
         if key == "method":
             decoded = json.loads(raw_value)
             method = decoded if isinstance(decoded, str) else method
-        new_id = raw_value if key == "id" else self.id
-        return Envelope(new_text, new_spans, self.kind, new_id, method, None)
+        elif key == "id":
+            id_key = _key_of(json.loads(raw_value), raw_value)
+        return Envelope(new_text, new_spans, self.kind, id_key, method, None)
 
     def __repr__(self) -> str:
         parts: list[str] = [self.kind]
-        if self.id is not None:
+        if self.id_key is not None:
             parts.append(f"id={self.id}")
         if self.method is not None:
             parts.append(f"method={self.method!r}")
         parts.append(f"{len(self._text)} chars")
         return f"Envelope({' '.join(parts)})"
+
+
+def _key_of(value: Any, raw: str | None) -> IdKey:
+    kind = type(value)
+    if kind is int:
+        return ("int", value)
+    if kind is str:
+        return ("str", value)
+    return ("raw", raw if raw is not None else json.dumps(value))
 
 
 def _excerpt(text: str) -> str:
@@ -147,7 +178,8 @@ def parse_envelope(data: bytes | str) -> Envelope:
     """Parse one frame (without its newline) into an :class:`Envelope`.
 
     Raises :class:`EnvelopeError` when it is not UTF-8 JSON (-32700) or not an object of a
-    message kind (-32600). Nothing else is checked: see the module docstring.
+    message kind (-32600). Nothing else is checked: see the module docstring. The text is
+    decoded once by the C decoder (which checks it is JSON); member spans wait until asked.
     """
     raw_bytes: bytes | None
     if isinstance(data, str):
@@ -159,56 +191,57 @@ def parse_envelope(data: bytes | str) -> Envelope:
         except UnicodeDecodeError as exc:
             raise EnvelopeError(f"the frame is not UTF-8 (bad byte at {exc.start})",
                                 code=PARSE_ERROR) from None
-    i = _skip(text, 1 if text[:1] == "\ufeff" else 0)
-    if text[i:i + 1] != "{":
-        code = INVALID_REQUEST if text[i:i + 1] == "[" else PARSE_ERROR
+    body = text[1:] if text[:1] == "\ufeff" else text
+    try:
+        obj = _loads(body)
+    except (ValueError, RecursionError) as exc:
+        raise EnvelopeError(f"the frame is not valid JSON ({exc}): {_excerpt(text)!r}",
+                            code=PARSE_ERROR) from None
+    if type(obj) is not dict:
+        code = INVALID_REQUEST if type(obj) is list else PARSE_ERROR
         what = "a batch (an array)" if code == INVALID_REQUEST else "not a JSON object"
         raise EnvelopeError(f"the frame is {what}: {_excerpt(text)!r}", code=code)
-    spans: dict[str, tuple[int, int]] = {}
-    values: dict[str, Any] = {}
-    try:
-        i = _skip(text, i + 1)
-        if text[i] != "}":
-            while True:
-                if text[i] != '"':
-                    raise ValueError("expected a member name")
-                name, i = _scanstring(text, i + 1)
-                i = _skip(text, i)
-                if text[i] != ":":
-                    raise ValueError("expected ':'")
-                i = _skip(text, i + 1)
-                start = i
-                value, i = _scan_once(text, i)
-                spans.pop(name, None)   # the last of duplicates wins, at its own position
-                spans[name] = (start, i)
-                if name in ("id", "method", "result", "error"):
-                    values[name] = value
-                i = _skip(text, i)
-                if text[i] == "}":
-                    break
-                if text[i] != ",":
-                    raise ValueError("expected ',' or '}'")
-                i = _skip(text, i + 1)
-        if _skip(text, i + 1) != len(text):
-            raise ValueError("text after the object")
-    except (IndexError, ValueError, StopIteration, RecursionError) as exc:
-        reason = str(exc) if isinstance(exc, ValueError) and str(exc) else "malformed JSON"
-        raise EnvelopeError(f"the frame is not valid JSON ({reason}): {_excerpt(text)!r}",
-                            code=PARSE_ERROR) from None
-    method = values.get("method")
-    id_span = spans.get("id")
-    rid = None if id_span is None else text[id_span[0]:id_span[1]]
+    method = obj.get("method")
+    rid = obj.get("id", _ABSENT)
+    id_key = None if rid is _ABSENT else _key_of(rid, None if type(rid) in (int, str)
+                                                 else _raw_id(text))
     kind: Kind
-    if "method" in spans:
-        if not isinstance(method, str):
+    if "method" in obj:
+        if type(method) is not str:
             raise EnvelopeError(f"the frame's method is not a string: {_excerpt(text)!r}",
                                 code=INVALID_REQUEST)
-        kind = "request" if rid is not None and values.get("id") is not None else "notification"
-    elif "error" in spans:
+        kind = "request" if rid is not _ABSENT and rid is not None else "notification"
+    elif "error" in obj:
         kind, method = "error", None
-    elif "result" in spans:
+    elif "result" in obj:
         kind, method = "response", None
     else:
         raise EnvelopeError("the frame is no JSON-RPC message (no method, result or error): "
                             f"{_excerpt(text)!r}", code=INVALID_REQUEST)
-    return Envelope(text, spans, kind, rid, method, raw_bytes)
+    return Envelope(text, None, kind, id_key, method, raw_bytes)
+
+
+def _raw_id(text: str) -> str | None:
+    span = _scan_spans(text).get("id")
+    return None if span is None else text[span[0]:span[1]]
+
+
+def _scan_spans(text: str) -> dict[str, tuple[int, int]]:
+    """The value span of every top-level member of the object ``text`` (already known to be
+    a valid JSON object), in wire order; of duplicates, the last, at its own position."""
+    spans: dict[str, tuple[int, int]] = {}
+    i = _skip(text, 1 if text[:1] == "\ufeff" else 0)
+    i = _skip(text, i + 1)
+    if text[i] == "}":
+        return spans
+    while True:
+        name, i = _scanstring(text, i + 1)
+        i = _skip(text, _skip(text, i) + 1)   # past the ':'
+        start = i
+        _, i = _scan_once(text, i)
+        spans.pop(name, None)
+        spans[name] = (start, i)
+        i = _skip(text, i)
+        if text[i] == "}":
+            return spans
+        i = _skip(text, i + 1)

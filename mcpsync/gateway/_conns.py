@@ -22,19 +22,19 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from mcpsync._envelope import Envelope
+from mcpsync._envelope import Envelope, IdKey
 from mcpsync.config import ServerConfig
 from mcpsync.errors import MCPError
 from mcpsync.gateway._rawstdio import RawStdioTransport
 from mcpsync.jsonrpc import MAX_FRAME_BYTES, Batch, Message, ParseError, serialize
-from mcpsync.transport.base import CallFailed
+from mcpsync.transport.base import CallFailed, WriteTimedOut
 
 __all__ = ["Conn", "HttpConn", "StdioConn", "open_conn"]
 
 _log = logging.getLogger("mcpsync.gateway")
 
 OnLine = Callable[[bytes], None]
-OnFailed = Callable[[str, str], None]   # (raw id, why)
+OnFailed = Callable[[IdKey, str], None]   # (the call's id key, why)
 
 
 class Conn:
@@ -47,6 +47,10 @@ class Conn:
 
     def send(self, envelope: Envelope) -> None:
         raise NotImplementedError
+
+    def try_send(self, envelope: Envelope) -> bool:
+        """Send now if that cannot block; ``False``: nothing sent, queue it instead."""
+        return False
 
     def read(self, on_line: OnLine, on_failed: OnFailed) -> str:
         """Hand over incoming frames until the connection ends; return why it ended.
@@ -83,6 +87,19 @@ class StdioConn(Conn):
     def send(self, envelope: Envelope) -> None:
         self._transport.send_bytes(envelope.to_bytes())
 
+    def try_send(self, envelope: Envelope) -> bool:
+        t = self._transport
+        if t.closed or t.returncode() is not None:
+            return False
+        try:
+            t.send_bytes_until(envelope.to_bytes(), 0.0)
+        except WriteTimedOut as exc:
+            # Part of the frame went out: the transport's finisher thread writes the rest.
+            return exc.written > 0
+        except MCPError:   # closed: the writer thread restarts the server
+            return False
+        return True
+
     def read(self, on_line: OnLine, on_failed: OnFailed) -> str:
         try:
             while True:
@@ -118,18 +135,18 @@ class HttpConn(Conn):
             config.url, name=name, headers=dict(config.headers),
             auth=make_auth(config.auth, config.authorization, config.on_unauthorized),
             max_frame_bytes=max_frame_bytes, transport=config.transport)
-        self._init_id: str | None = None
+        self._init_id: IdKey | None = None
         self._init_params: dict[str, Any] = {}
 
     def start(self) -> None:
         return None   # the first POST opens the connection
 
     def send(self, envelope: Envelope) -> None:
-        if envelope.method == "initialize" and envelope.id is not None:
+        if envelope.method == "initialize" and envelope.id_key is not None:
             params = envelope.raw("params")
             decoded = json.loads(params) if params is not None else {}
             self._init_params = decoded if isinstance(decoded, dict) else {}
-            self._init_id = envelope.id
+            self._init_id = envelope.id_key
         self._transport.send_bytes(envelope.to_bytes())
 
     def read(self, on_line: OnLine, on_failed: OnFailed) -> str:
@@ -140,7 +157,7 @@ class HttpConn(Conn):
                     return "the HTTP connection was closed"
                 for item in items:
                     if isinstance(item, CallFailed):
-                        on_failed(item.id.raw, str(item.error))
+                        on_failed(item.id.key, str(item.error))
                     elif isinstance(item, Batch):
                         for each in item:
                             if isinstance(each, Message):
@@ -154,7 +171,7 @@ class HttpConn(Conn):
             return str(exc)
 
     def _hand_over(self, message: Message, on_line: OnLine) -> None:
-        if (message.id is not None and message.id.raw == self._init_id
+        if (message.id is not None and message.id.key == self._init_id
                 and isinstance(message.result, dict)):
             # A legacy handshake: the transport must know the version (its header on every
             # later POST) before the host's notifications/initialized goes out.

@@ -37,7 +37,7 @@ from types import TracebackType
 from typing import Any, BinaryIO, Final
 
 from mcpsync._codes import INTERNAL_ERROR
-from mcpsync._envelope import Envelope, EnvelopeError, parse_envelope
+from mcpsync._envelope import Envelope, EnvelopeError, IdKey, parse_envelope
 from mcpsync._threads import join_all
 from mcpsync.config import ServerConfig
 from mcpsync.config_files import load_config
@@ -97,7 +97,7 @@ class Gateway:
                                     on_refused=self._refuse, on_failed=self._call_failed,
                                     max_frame_bytes=max_frame_bytes) for c in configs]
         self._by_id = {u.id: u for u in self._upstreams}
-        self._s2c: dict[str, Upstream] = {}   # server-to-client request id -> its upstream
+        self._s2c: dict[IdKey, Upstream] = {}   # server-to-client request id -> its upstream
         self._s2c_lock = threading.Lock()
         self._out_fd = -1
         self._out_lock = threading.Lock()
@@ -184,7 +184,8 @@ class Gateway:
     def _route_answer(self, envelope: Envelope) -> Upstream:
         """The upstream whose server-to-client request the host is answering."""
         with self._s2c_lock:
-            upstream = self._s2c.pop(envelope.id, None) if envelope.id is not None else None
+            key = envelope.id_key
+            upstream = self._s2c.pop(key, None) if key is not None else None
         return upstream if upstream is not None else self._upstreams[0]
 
     def _record(self, direction: str, upstream: Upstream, envelope: Envelope,
@@ -271,30 +272,32 @@ class Gateway:
                          "%s", upstream.id, exc)
             return
         latency = None
-        if envelope.kind in ("response", "error") and envelope.id is not None:
-            sent = upstream.answered(envelope.id)
+        key = envelope.id_key
+        if envelope.kind in ("response", "error") and key is not None:
+            sent = upstream.answered(key)
             if sent == -1.0:
                 return   # the answer to a replayed initialize: the host had its own
             latency = None if sent is None else time.monotonic() - sent
-        elif envelope.kind == "request" and envelope.id is not None:
+        elif envelope.kind == "request" and key is not None:
             with self._s2c_lock:
-                self._s2c[envelope.id] = upstream
+                self._s2c[key] = upstream
         self._record("to_host", upstream, envelope, latency)
         self._write_host(envelope.to_bytes())
 
-    def _upstream_down(self, upstream: Upstream, ids: list[str], why: str) -> None:
+    def _upstream_down(self, upstream: Upstream, calls: list[Envelope], why: str) -> None:
         with self._s2c_lock:
             for key in [k for k, u in self._s2c.items() if u is upstream]:
                 del self._s2c[key]
-        for raw_id in ids:
-            self._write_error(raw_id, INTERNAL_ERROR,
+        for call in calls:
+            self._write_error(call.id or "null", INTERNAL_ERROR,
                               f"upstream {upstream.id!r} stopped while handling this request "
                               f"({why}); it will be restarted on the next call", upstream)
 
-    def _call_failed(self, upstream: Upstream, raw_id: str, why: str) -> None:
-        self._write_error(raw_id, INTERNAL_ERROR, f"upstream {upstream.id!r}: {why}", upstream)
+    def _call_failed(self, upstream: Upstream, call: Envelope, why: str) -> None:
+        self._write_error(call.id or "null", INTERNAL_ERROR, f"upstream {upstream.id!r}: {why}",
+                          upstream)
 
     def _refuse(self, upstream: Upstream, envelope: Envelope, why: str) -> None:
-        if envelope.id is not None:
-            upstream.forget(envelope.id)
-            self._write_error(envelope.id, INTERNAL_ERROR, why, upstream)
+        if envelope.id_key is not None:
+            upstream.forget(envelope.id_key)
+            self._write_error(envelope.id or "null", INTERNAL_ERROR, why, upstream)

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from typing import Final
 
-from mcpsync._envelope import Envelope
+from mcpsync._envelope import Envelope, IdKey
 from mcpsync._threads import join_all, new_thread
 from mcpsync.config import ServerConfig
 from mcpsync.errors import ConfigError, MCPError
@@ -74,15 +74,15 @@ class Upstream:
     """One configured server as the gateway sees it. Thread-safe.
 
     ``on_frame(upstream, envelope_or_line)`` runs on the reader thread for each stdout line;
-    ``on_down(upstream, ids, why)`` runs once per process end with the raw ids of the calls
-    that were in flight.
+    ``on_down(upstream, calls, why)`` runs once per process end with the requests that were
+    in flight; ``on_failed(upstream, call, why)`` fails one (an HTTP-level failure).
     """
 
     def __init__(self, config: ServerConfig, *,
                  on_line: Callable[[Upstream, bytes], None],
-                 on_down: Callable[[Upstream, list[str], str], None],
+                 on_down: Callable[[Upstream, list[Envelope], str], None],
                  on_refused: Callable[[Upstream, Envelope, str], None],
-                 on_failed: Callable[[Upstream, str, str], None],
+                 on_failed: Callable[[Upstream, Envelope, str], None],
                  max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
         self.config = config
         self.id = config.id or config.display_name
@@ -95,14 +95,15 @@ class Upstream:
         self._cond = threading.Condition(threading.Lock())
         self._queue: collections.deque[Envelope | bytes] = collections.deque()
         self._queued_bytes = 0
-        self._inflight: dict[str, float] = {}
+        self._busy = False
+        self._inflight: dict[IdKey, tuple[float, Envelope]] = {}
         self._conn: Conn | None = None
         self._readers: list[threading.Thread] = []
         self._generation = 0
         self._stopping = False
         self._init_frame: Envelope | None = None     # the host's initialize, for a restart
         self._initialized_frame: Envelope | None = None
-        self._replay_id: str | None = None
+        self._replay_id: IdKey | None = None
         self._replayed = threading.Event()
         self.last_error = ""
         self.restarts = 0
@@ -134,12 +135,18 @@ class Upstream:
                 why = (f"upstream {self.id!r} already has {MAX_INFLIGHT} calls in flight; "
                        "try again when some have finished")
             if not why:
-                if envelope.kind == "request" and envelope.id is not None:
-                    self._inflight[envelope.id] = time.monotonic()
+                if envelope.kind == "request" and envelope.id_key is not None:
+                    self._inflight[envelope.id_key] = (time.monotonic(), envelope)
                     if envelope.method == "initialize":
                         self._init_frame = envelope
                 elif envelope.method == "notifications/initialized":
                     self._initialized_frame = envelope
+                conn = self._conn
+                # The fast path: nothing waits before this frame and the pipe has room, so
+                # the host's thread writes it now (no hop to the writer thread).
+                if (not self._queue and not self._busy and conn is not None
+                        and conn.try_send(envelope)):
+                    return True
                 self._queue.append(envelope)
                 self._queued_bytes += size
                 self._cond.notify_all()
@@ -151,20 +158,21 @@ class Upstream:
                          envelope.method, self.id, why)
         return False
 
-    def answered(self, raw_id: str) -> float | None:
-        """The server answered ``raw_id``: forget it; returns when it was sent (or None when
+    def answered(self, key: IdKey) -> float | None:
+        """The server answered call ``key``: forget it; returns when it was sent (or None when
         it was not in flight; -1.0 for the answer to a replayed initialize, to be dropped)."""
         with self._cond:
-            if raw_id == self._replay_id:
+            if key == self._replay_id:
                 self._replay_id = None
                 self._replayed.set()
                 return -1.0
-            return self._inflight.pop(raw_id, None)
+            entry = self._inflight.pop(key, None)
+            return None if entry is None else entry[0]
 
-    def forget(self, raw_id: str) -> None:
-        """The call ``raw_id`` was answered some other way (refused): forget it."""
+    def forget(self, key: IdKey) -> None:
+        """The call ``key`` was answered some other way (refused): forget it."""
         with self._cond:
-            self._inflight.pop(raw_id, None)
+            self._inflight.pop(key, None)
 
     @property
     def running(self) -> bool:
@@ -195,41 +203,48 @@ class Upstream:
     def _write_loop(self) -> None:
         while True:
             with self._cond:
+                self._busy = False
                 while not self._queue and not self._stopping:
                     self._cond.wait()
                 if self._stopping:
                     return
                 item = self._queue.popleft()
-                frame = item.to_bytes() if isinstance(item, Envelope) else item
-                self._queued_bytes -= len(frame) if isinstance(item, Envelope) else 0
-            is_request = isinstance(item, Envelope) and item.kind == "request"
-            if not self.running:
-                if isinstance(item, Envelope) and not is_request and self._conn is not None:
-                    continue   # a notification or an answer for a process that is gone
-                try:
-                    self._launch(replay=self._conn is not None)
-                except (MCPError, OSError) as exc:
-                    self.last_error = str(exc)
-                    _log.warning("upstream %r could not be started: %s", self.id, exc)
-                    if is_request:
-                        assert isinstance(item, Envelope) and item.id is not None
-                        self.forget(item.id)
-                        self._on_refused(self, item, f"upstream {self.id!r} could not be "
-                                         f"started: {exc}")
-                    continue
-            if not isinstance(item, Envelope):
-                continue
-            conn = self._conn
-            assert conn is not None
+                self._busy = True   # the host's thread must not write past this frame
+                if isinstance(item, Envelope):
+                    self._queued_bytes -= len(item.to_bytes())
+            self._write_one(item)
+
+    def _write_one(self, item: Envelope | bytes) -> None:
+        """Deliver one queued frame (``b""``: just start the server), starting or
+        restarting the server first when it is not running."""
+        is_request = isinstance(item, Envelope) and item.kind == "request"
+        if not self.running:
+            if isinstance(item, Envelope) and not is_request and self._conn is not None:
+                return   # a notification or an answer for a process that is gone
             try:
-                conn.send(item)
-            except ParseError as exc:   # HTTP routes by a strict parse of the frame
-                if is_request and item.id is not None:
-                    self.forget(item.id)
-                    self._on_refused(self, item, f"upstream {self.id!r} is reached over HTTP, "
-                                     f"which needs a strict JSON-RPC frame: {exc}")
-            except MCPError as exc:   # TransportClosed: the reader reports the death
-                _log.info("write to upstream %r failed: %s", self.id, exc)
+                self._launch(replay=self._conn is not None)
+            except (MCPError, OSError) as exc:
+                self.last_error = str(exc)
+                _log.warning("upstream %r could not be started: %s", self.id, exc)
+                if is_request:
+                    assert isinstance(item, Envelope) and item.id_key is not None
+                    self.forget(item.id_key)
+                    self._on_refused(self, item, f"upstream {self.id!r} could not be "
+                                     f"started: {exc}")
+                return
+        if not isinstance(item, Envelope):
+            return
+        conn = self._conn
+        assert conn is not None
+        try:
+            conn.send(item)
+        except ParseError as exc:   # HTTP routes by a strict parse of the frame
+            if is_request and item.id_key is not None:
+                self.forget(item.id_key)
+                self._on_refused(self, item, f"upstream {self.id!r} is reached over HTTP, "
+                                 f"which needs a strict JSON-RPC frame: {exc}")
+        except MCPError as exc:   # TransportClosed: the reader reports the death
+            _log.info("write to upstream %r failed: %s", self.id, exc)
 
     def _launch(self, *, replay: bool) -> None:
         """Open a connection (start the process) and its reader; replay the handshake
@@ -251,11 +266,11 @@ class Upstream:
         self.restarts += 1
         _log.warning("upstream %r restarted (pid %s)", self.id, conn.pid)
         init = self._init_frame
-        if init is None or init.id is None:
+        if init is None or init.id_key is None:
             return   # modern era, or no handshake yet: nothing to replay
         self._replayed.clear()
         with self._cond:
-            self._replay_id = init.id
+            self._replay_id = init.id_key
         conn.send(init)
         if not self._replayed.wait(REPLAY_TIMEOUT) and not self._stopping:
             raise StreamError(f"upstream {self.id!r} was restarted but did not answer the "
@@ -271,7 +286,7 @@ class Upstream:
 
     def _read_loop(self, conn: Conn, generation: int) -> None:
         why = conn.read(lambda line: self._on_line(self, line),
-                        lambda raw_id, why: self._call_failed(raw_id, why))
+                        lambda key, why: self._call_failed(key, why))
         if self._stopping:
             return
         code = conn.exit_code(1.0)
@@ -280,23 +295,23 @@ class Upstream:
         with self._cond:
             if generation != self._generation:
                 return
-            ids = list(self._inflight)
+            calls = [envelope for _, envelope in self._inflight.values()]
             self._inflight.clear()
             if self._replay_id is not None:
                 self._replayed.set()
         self.last_error = why
         _log.warning("upstream %r is down (%s); %d call(s) in flight failed", self.id, why,
-                     len(ids))
+                     len(calls))
         conn.close()
-        self._on_down(self, ids, why)
+        self._on_down(self, calls, why)
 
-    def _call_failed(self, raw_id: str, why: str) -> None:
+    def _call_failed(self, key: IdKey, why: str) -> None:
         """One exchange failed below JSON-RPC (HTTP): fail that call alone."""
         with self._cond:
-            if raw_id == self._replay_id:
+            if key == self._replay_id:
                 self._replay_id = None
                 self._replayed.set()
                 return
-            known = self._inflight.pop(raw_id, None) is not None
-        if known:
-            self._on_failed(self, raw_id, why)
+            entry = self._inflight.pop(key, None)
+        if entry is not None:
+            self._on_failed(self, entry[1], why)

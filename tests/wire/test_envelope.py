@@ -154,3 +154,14 @@ def test_replacing_one_member_changes_only_it(frame: Frame,
         for other, value in members.items():
             if other != key:
                 assert out.raw(other) == value
+
+
+def test_id_keys_match_calls_as_json_does() -> None:
+    assert parse_envelope('{"id":"a\\u0031","method":"m"}').id_key == ("str", "a1")
+    assert parse_envelope('{"id":"a1","result":{}}').id_key == ("str", "a1")
+    assert parse_envelope('{"id":1,"result":{}}').id_key == ("int", 1)
+    assert parse_envelope('{"id":"1","result":{}}').id_key == ("str", "1")
+    assert parse_envelope('{"id":1.0,"result":{}}').id_key == ("raw", "1.0")
+    assert parse_envelope('{"id":null,"error":{}}').id_key == ("raw", "null")
+    assert parse_envelope('{"method":"m"}').id_key is None
+    assert parse_envelope('{"id":1,"method":"m"}').replace("id", '"x"').id_key == ("str", "x")
