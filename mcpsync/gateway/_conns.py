@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import select
 from collections.abc import Callable
 from typing import Any
 
@@ -32,6 +33,8 @@ from mcpsync.transport.base import CallFailed, WriteTimedOut
 __all__ = ["Conn", "HttpConn", "StdioConn", "open_conn"]
 
 _log = logging.getLogger("mcpsync.gateway")
+#: Writes up to this size to a pipe are atomic (POSIX PIPE_BUF; 4096 on Linux).
+_ATOMIC = getattr(select, "PIPE_BUF", 512)
 
 OnLine = Callable[[bytes], None]
 OnFailed = Callable[[IdKey, str], None]   # (the call's id key, why)
@@ -88,14 +91,19 @@ class StdioConn(Conn):
         self._transport.send_bytes(envelope.to_bytes())
 
     def try_send(self, envelope: Envelope) -> bool:
+        """Only a frame that fits in ``PIPE_BUF`` with its newline: the kernel writes such a
+        frame to a non-blocking pipe whole or not at all. A larger one could go out in part,
+        and the transport tears a connection down when the rest of a frame is not taken
+        within seconds, which a synchronous server busy in a long call must not suffer; so
+        larger frames wait for the writer thread, which waits as long as the server does."""
+        frame = envelope.to_bytes()
         t = self._transport
-        if t.closed or t.returncode() is not None:
+        if len(frame) >= _ATOMIC or t.closed or t.returncode() is not None:
             return False
         try:
-            t.send_bytes_until(envelope.to_bytes(), 0.0)
-        except WriteTimedOut as exc:
-            # Part of the frame went out: the transport's finisher thread writes the rest.
-            return exc.written > 0
+            t.send_bytes_until(frame, 0.0)
+        except WriteTimedOut:   # the pipe is full: nothing went out
+            return False
         except MCPError:   # closed: the writer thread restarts the server
             return False
         return True
