@@ -66,6 +66,10 @@ class Conn:
     def exit_code(self, timeout: float) -> int | None:
         return None
 
+    def stderr_excerpt(self) -> str:
+        """The last lines the server wrote on stderr (stdio), for the gateway's log."""
+        return ""
+
     def close(self) -> None:
         raise NotImplementedError
 
@@ -125,6 +129,9 @@ class StdioConn(Conn):
 
     def exit_code(self, timeout: float) -> int | None:
         return self._transport.wait_exit(timeout)
+
+    def stderr_excerpt(self) -> str:
+        return self._transport.stderr_excerpt()
 
     def close(self) -> None:
         self._transport.close()

@@ -43,7 +43,7 @@ from mcpsync.config import ServerConfig
 from mcpsync.config_files import load_config
 from mcpsync.errors import ConfigError
 from mcpsync.gateway._rawstdio import RawLines
-from mcpsync.gateway._upstream import Upstream, refuse_self_launch
+from mcpsync.gateway._upstream import MAX_INFLIGHT, Upstream, refuse_self_launch
 from mcpsync.jsonrpc import MAX_FRAME_BYTES, StreamError
 
 __all__ = ["FrameObserver", "Gateway"]
@@ -280,7 +280,16 @@ class Gateway:
             latency = None if sent is None else time.monotonic() - sent
         elif envelope.kind == "request" and key is not None:
             with self._s2c_lock:
-                self._s2c[key] = upstream
+                full = len(self._s2c) >= MAX_INFLIGHT and key not in self._s2c
+                if not full:
+                    self._s2c[key] = upstream
+            if full:   # a host that answers nothing must not make the table grow forever
+                body = json.dumps({"code": INTERNAL_ERROR, "message": (
+                    f"the gateway already holds {MAX_INFLIGHT} requests of upstream "
+                    f"{upstream.id!r} that the host has not answered")})
+                upstream.submit(parse_envelope(
+                    f'{{"jsonrpc":"2.0","id":{envelope.id},"error":{body}}}'))
+                return
         self._record("to_host", upstream, envelope, latency)
         self._write_host(envelope.to_bytes())
 

@@ -302,6 +302,9 @@ class Upstream:
         self.last_error = why
         _log.warning("upstream %r is down (%s); %d call(s) in flight failed", self.id, why,
                      len(calls))
+        tail = conn.stderr_excerpt()
+        if tail:
+            _log.warning("upstream %r's last stderr lines:\n%s", self.id, tail)
         conn.close()
         self._on_down(self, calls, why)
 

@@ -252,3 +252,18 @@ def test_library_gateway_on_pipes(tmp_path: Path) -> None:
         server.join(15)
         assert not server.is_alive()
     assert frames == [("to_upstream", "odd", "request"), ("to_host", "odd", "response")]
+
+
+def test_an_upstream_that_cannot_start_is_named_in_the_answer(tmp_path: Path) -> None:
+    host = RawHost(write_config(tmp_path, {"ghost": ["/nonexistent/mcp-server", "--x"]}))
+    try:
+        answer = host.call(INIT)
+        assert answer["id"] == 0
+        assert answer["error"]["data"] == {"upstream": "ghost"}
+        assert "upstream 'ghost' could not be started" in answer["error"]["message"]
+        assert "/nonexistent/mcp-server" in answer["error"]["message"]
+        again = host.call('{"jsonrpc":"2.0","id":1,"method":"ping"}')   # tried again, named
+        assert again["id"] == 1 and "could not be started" in again["error"]["message"]
+    finally:
+        assert host.close() == 0
+    assert b"ghost" in b"".join(host.stderr)
