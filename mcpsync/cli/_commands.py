@@ -26,6 +26,7 @@ from mcpsync.cli._errors import (
     _describe,
 )
 from mcpsync.cli._gateway import _cmd_gateway
+from mcpsync.cli._inspect import _cmd_inspect
 from mcpsync.cli._login import _cmd_login
 from mcpsync.cli._output import (
     _cell,
@@ -292,4 +293,5 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, _Context], _Outcome]] = {
     "login": _cmd_login,
     "trust": _cmd_trust,
     "gateway": _cmd_gateway,
+    "inspect": _cmd_inspect,
 }

@@ -143,6 +143,13 @@ def build_parser() -> argparse.ArgumentParser:
                          "until it changes")
     p.add_argument("path", metavar="PATH")
 
+    p = command("inspect", "summarise a gateway traffic log: calls per tool, errors, latency "
+                           "percentiles, refusals",
+                "  mcpsync inspect gateway.log\n"
+                "  mcpsync inspect gateway.log gateway.log.1 --json")
+    p.add_argument("files", nargs="+", metavar="FILE",
+                   help="a log written by 'mcpsync gateway --log FILE', or a rotated one")
+
     p = command("login", "log in to an HTTP server with OAuth and store the token")
     p.add_argument("url", metavar="URL")
     p.add_argument("--scope", action="append", metavar="S",

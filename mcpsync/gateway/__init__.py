@@ -1,4 +1,5 @@
-"""The MCP gateway: one stdio front for an MCP host, configured servers behind it.
+"""The MCP gateway: one stdio front for an MCP host, configured servers behind it, with a
+redacted traffic log.
 
 See ``docs/gateway.md``. The library face is :class:`Gateway`; the command is
 ``mcpsync gateway --config FILE``.

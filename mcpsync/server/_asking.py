@@ -38,7 +38,8 @@ from mcpsync.server._context import _Call, _Send
 from mcpsync.types import Content, Root, content_block_from_dict
 
 __all__ = ["ElicitResult", "InputNeeded", "LegacyAsker", "MissingCapability", "ModernAsker",
-           "Outbox", "SampleResult", "required_capability", "root_list"]
+           "Outbox", "SampleResult", "StartTask", "TaskCancelled", "required_capability",
+           "root_list"]
 
 _SLICE = 0.1   # how often a waiting ask looks at the request's cancellation
 
@@ -106,6 +107,19 @@ class InputNeeded(BaseException):
     def __init__(self, requests: dict[str, tuple[str, dict[str, Any]]]) -> None:
         super().__init__(f"input required: {', '.join(m for m, _ in requests.values())}")
         self.requests = requests
+
+
+class StartTask(BaseException):
+    """``ctx.start_task()`` on a tool that gathers input in rounds first: the request is
+    answered with a task, and the handler runs again inside it with ``answers``."""
+
+    def __init__(self, answers: Mapping[str, dict[str, Any]]) -> None:
+        super().__init__("start the task")
+        self.answers = dict(answers)
+
+
+class TaskCancelled(BaseException):
+    """Ends the ask of a task's handler when the task is cancelled while it waits."""
 
 
 class MissingCapability(BaseException):

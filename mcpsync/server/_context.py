@@ -295,6 +295,20 @@ class Context:
         result: list[Any] = self.ask(Ask.roots(), key=key)
         return result
 
+    #: Set on a tool that gathers input before its task begins (``rounds_first``).
+    _task_hook: Callable[[Context], None] | None = None
+
+    def start_task(self) -> None:
+        """Begin the task here, for a tool registered with ``task=`` and
+        ``rounds_first=True``: the asks before this line were ``input_required`` rounds of
+        the request; now the request is answered with a task and the handler runs again from
+        the top inside it (those asks return the answers already given). Everywhere else it
+        does nothing: in a task already, or when the call is not served as a task.
+        """
+        hook = self._task_hook
+        if hook is not None:
+            hook(self)
+
     def close_stream(self, retry_ms: int | None = None) -> bool:
         """End the HTTP connection carrying this request, without ending the request.
 

@@ -37,6 +37,7 @@ class _Listen:
     kinds: frozenset[str]
     uris: frozenset[str]
     subscription_id: Any
+    task_ids: frozenset[str] = frozenset()
     # Held while the acknowledgement is written: no notification may overtake it.
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -83,7 +84,7 @@ class Listens:
 
     # -- modern -------------------------------------------------------------------------------
 
-    def open(self, req: Request) -> None:
+    def open(self, req: Request, task_ids: list[str] | None = None) -> None:
         """``subscriptions/listen``: acknowledge what will be honoured, then keep it open."""
         wanted = req.params.get("notifications")
         if not isinstance(wanted, dict):
@@ -98,7 +99,9 @@ class Listens:
         honoured: dict[str, Any] = {_FILTER[kind]: True for kind in sorted(kinds)}
         if uris_in:
             honoured["resourceSubscriptions"] = list(dict.fromkeys(uris_in))
-        listen = _Listen(req.call, kinds, uris, req.id.value)
+        if task_ids:
+            honoured["taskIds"] = list(task_ids)
+        listen = _Listen(req.call, kinds, uris, req.id.value, frozenset(task_ids or ()))
         ack = notification("notifications/subscriptions/acknowledged", {
             "notifications": honoured, "_meta": {META_SUBSCRIPTION_ID: req.id.value}})
         with listen.lock:   # the acknowledgement goes out before anything told to the listen
@@ -125,6 +128,13 @@ class Listens:
         for listen in self._current():
             if uri in listen.uris:
                 self._tell(listen, "notifications/resources/updated", {"uri": uri})
+
+    def task_status(self, task_id: str, detailed: dict[str, Any]) -> None:
+        """A task changed status: ``notifications/tasks`` (the task as ``tasks/get`` shows
+        it) to every listen that asked for it."""
+        for listen in self._current():
+            if task_id in listen.task_ids:
+                self._tell(listen, "notifications/tasks", dict(detailed))
 
     def cancelled(self, call: _Call) -> None:
         """The client cancelled request ``call``: if it is an open listen, it ends now."""

@@ -39,11 +39,19 @@ class ToolEntry:
     #: Over Streamable HTTP (2025-11-25 sessions) the call runs on a thread of its own, so
     #: that ``ctx.close_stream()`` can end its connection while it goes on.
     polling: bool = False
+    #: A task tool that asks in ``input_required`` rounds until ``ctx.start_task()``.
+    rounds_first: bool = False
     check: ArgumentCheck = field(init=False, repr=False, compare=False)
+    #: ``"optional"`` or ``"required"`` (``execution.taskSupport``); ``None``: never a task.
+    task_support: str | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         schema = self.wire.get("inputSchema", {"type": "object"})
         object.__setattr__(self, "check", ArgumentCheck(schema))
+        execution = self.wire.get("execution")
+        support = execution.get("taskSupport") if isinstance(execution, dict) else None
+        object.__setattr__(self, "task_support",
+                           support if support in ("optional", "required") else None)
 
     @property
     def structured(self) -> bool:

@@ -15,7 +15,14 @@ from collections.abc import Callable
 from typing import Any
 
 from mcpsync.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, MISSING_CLIENT_CAPABILITY
-from mcpsync.server._asking import InputNeeded, LegacyAsker, MissingCapability, ModernAsker
+from mcpsync.server._asking import (
+    InputNeeded,
+    LegacyAsker,
+    MissingCapability,
+    ModernAsker,
+    StartTask,
+    TaskCancelled,
+)
 from mcpsync.server._context import Context
 from mcpsync.server._request import Refusal, Request
 from mcpsync.server._services import Services
@@ -24,8 +31,9 @@ __all__ = ["PASS_THROUGH", "ROUND_FIELDS", "run_rounds"]
 
 ROUND_FIELDS = ("inputResponses", "requestState")
 #: What a handler's own error handling must let through to ``run_rounds`` and the router: a
-#: 2026-07-28 ask without an answer, an undeclared capability, a chosen JSON-RPC error.
-PASS_THROUGH = (InputNeeded, MissingCapability, Refusal)
+#: 2026-07-28 ask without an answer, an undeclared capability, a chosen JSON-RPC error, and a
+#: tool's move into a task (``ctx.start_task()``) or its task's cancellation.
+PASS_THROUGH = (InputNeeded, MissingCapability, Refusal, StartTask, TaskCancelled)
 _START_OVER = ("send the request again without requestState and inputResponses to start over")
 
 

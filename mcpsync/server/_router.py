@@ -49,13 +49,14 @@ from mcpsync.protocol import (
     MODERN_VERSIONS,
     SUPPORTED_VERSIONS,
 )
-from mcpsync.server import _prompts, _resources, _tools
+from mcpsync.server import _prompts, _resources, _skills, _tools
 from mcpsync.server._announce import Announcer
 from mcpsync.server._asking import Outbox
 from mcpsync.server._context import _Call, _Send, _stderr
 from mcpsync.server._listen import Listens
 from mcpsync.server._request import DEFERRED, Refusal, Request
 from mcpsync.server._services import ServerIdentity, ServerSettings, Services
+from mcpsync.server._tasks import TASKS_EXTENSION, TaskStore, declares_tasks, missing_tasks
 from mcpsync.transport.base import safe_name
 
 __all__ = ["Dispatcher", "Send", "ServerIdentity", "ServerSettings"]
@@ -75,8 +76,14 @@ _SHARED: dict[str, Feature] = {
     "prompts/list": _prompts.list_prompts,
     "prompts/get": _prompts.get_prompt,
     "completion/complete": _prompts.complete,
+    "skills/list": _skills.list_skills,
+    "skills/get": _skills.get_skill,
+    "resources/directory/read": _skills.read_directory,
 }
 #: Results that carry the 2026-07-28 caching hints are given them by their feature.
+
+#: The tasks extension's methods (2026-07-28, for clients that declare it): store methods.
+_TASK_METHODS = {"tasks/get": "get", "tasks/update": "update", "tasks/cancel": "cancel"}
 
 
 def request_key(value: Any) -> tuple[str, int | str] | None:
@@ -111,6 +118,8 @@ class Dispatcher:
         self._log_level: str | None = None   # no logs until logging/setLevel asks
         self._calls: dict[tuple[str, int | str], _Call] = {}
         self._listens = Listens(send, self._forget)
+        self._tasks = TaskStore(self._listens.task_status)
+        self._svc.tasks = self._tasks
         self._offered: frozenset[str] = frozenset()   # the kinds initialize advertised
         self._announcer = Announcer(safe_name(settings.identity.name), self._announce_list,
                                     self._announce_update)
@@ -178,6 +187,7 @@ class Dispatcher:
         self._listens.close()
         for call in calls:
             call.cancel()
+        self._tasks.close()
 
     def _forget(self, call: _Call) -> None:
         with self._lock:
@@ -423,16 +433,28 @@ class Dispatcher:
         req = self._request(message, call, params, requested, True, meta, capabilities,
                             lambda: level)
         if method == "server/discover":
+            capabilities_out = self._capabilities(requested)
+            extensions: dict[str, Any] = {}
+            if any(entry.task_support for entry in self._settings.registry.tools.values()):
+                extensions[TASKS_EXTENSION] = {}
+            if self._settings.skills is not None:
+                extensions[_skills.SKILLS_EXTENSION] = {"directoryRead": True}
+            if extensions:
+                capabilities_out["extensions"] = extensions
             out: dict[str, Any] = {
                 "supportedVersions": list(SUPPORTED_VERSIONS),
-                "capabilities": self._capabilities(requested),
+                "capabilities": capabilities_out,
             }
             if self._identity.instructions is not None:
                 out["instructions"] = self._identity.instructions
             self._svc.cache(out, req)
         elif method == "subscriptions/listen":
-            self._listens.open(req)
+            self._listens.open(req, self._task_ids(req))
             return DEFERRED
+        elif method in _TASK_METHODS:
+            if not declares_tasks(capabilities):
+                raise missing_tasks(method)
+            out = getattr(self._tasks, _TASK_METHODS[method])(params)
         else:
             feature = _SHARED.get(method)
             if feature is None:
@@ -443,6 +465,19 @@ class Dispatcher:
         out["_meta"] = {**(result_meta if isinstance(result_meta, dict) else {}),
                         META_SERVER_INFO: self._identity.info()}
         return result(message.id, out)
+
+    def _task_ids(self, req: Request) -> list[str]:
+        """The known tasks a ``subscriptions/listen`` asks to hear about (``taskIds``)."""
+        wanted = req.params.get("notifications")
+        task_ids = wanted.get("taskIds") if isinstance(wanted, dict) else None
+        if task_ids is None:
+            return []
+        if not isinstance(task_ids, list) or not all(isinstance(t, str) for t in task_ids):
+            raise Refusal(INVALID_PARAMS, "subscriptions/listen: taskIds must be a list of "
+                          "task id strings")
+        if not declares_tasks(req.capabilities):
+            raise missing_tasks("subscriptions/listen for taskIds")
+        return self._tasks.known(task_ids)
 
     @staticmethod
     def _request(message: Message, call: _Call, params: dict[str, Any], version: str,

@@ -31,6 +31,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TypeVar, overload
 
 from mcpsync.jsonrpc import MAX_FRAME_BYTES, Message
@@ -50,6 +51,7 @@ from mcpsync.server._registry import (
 from mcpsync.server._router import Dispatcher, Send
 from mcpsync.server._schema import ToolSignature, describe, signature_of
 from mcpsync.server._services import CACHE_SCOPES, ServerIdentity, ServerSettings
+from mcpsync.server._tasks import TASK_SUPPORT
 from mcpsync.server._uritemplate import UriTemplate
 from mcpsync.server.http._app import McpApp
 from mcpsync.server.http._auth import ProtectedApp, TokenVerifier
@@ -153,7 +155,7 @@ class Server:
         return [dict(wire) for wire in self._registry.tool_list]
 
     def register_tool(self, tool: Mapping[str, Any] | Tool, handler: ToolHandler, *,
-                      polling: bool = False) -> None:
+                      polling: bool = False, rounds_first: bool = False) -> None:
         """Register a tool described in wire shape, handled by ``handler(arguments, ctx)``.
 
         ``tool`` is a mapping as ``tools/list`` shows it: ``name`` (required), and optionally
@@ -167,9 +169,10 @@ class Server:
         client first calls the tool: an empty name, a handler that is not callable, a
         duplicate name, an ``inputSchema`` that is not an object schema, or registering after
         ``serve()`` has started (the declared set is fixed then; :meth:`add_tool` is the way
-        to change tools while serving). ``polling``: as for :meth:`tool`.
+        to change tools while serving). ``polling``, ``rounds_first``: as for :meth:`tool`;
+        task support is the description's ``execution.taskSupport``.
         """
-        entry = _tool_entry(tool, handler, polling=polling)
+        entry = _tool_entry(tool, handler, polling=polling, rounds_first=rounds_first)
         with self._lock:
             if self._started:
                 raise ValueError(f"cannot register tool {entry.wire['name']!r}: serve() has "
@@ -189,17 +192,19 @@ class Server:
         ``replace=True`` replaces a tool of the same name instead of raising.
         """
         polling = bool(options.pop("polling", False))
+        rounds_first = bool(options.pop("rounds_first", False))
         if handler is None:
             if not callable(tool) or isinstance(tool, (Mapping, Tool)):
                 raise ValueError("add_tool() takes a function, or a tool description and its "
                                  "handler")
             wire, handler = _function_tool(tool, **options)
-            entry = _tool_entry(wire, handler, polling=polling)
+            entry = _tool_entry(wire, handler, polling=polling, rounds_first=rounds_first)
         else:
             if options:
-                raise ValueError(f"add_tool() with a handler takes no options but polling: "
-                                 f"{sorted(options)}")
-            entry = _tool_entry(tool, handler, polling=polling)  # type: ignore[arg-type]
+                raise ValueError(f"add_tool() with a handler takes no options but polling "
+                                 f"and rounds_first: {sorted(options)}")
+            entry = _tool_entry(tool, handler, polling=polling,  # type: ignore[arg-type]
+                                rounds_first=rounds_first)
         self._registry.add_tool(entry, replace=replace)
 
     def remove_tool(self, name: str) -> bool:
@@ -214,12 +219,14 @@ class Server:
     def tool(self, name: str | None = None, description: str | None = None,
              output_schema: Mapping[str, Any] | None = None,
              annotations: Mapping[str, Any] | None = None, *,
-             polling: bool = False) -> Callable[[_F], _F]: ...
+             polling: bool = False, task: str | None = None,
+             rounds_first: bool = False) -> Callable[[_F], _F]: ...
 
     def tool(self, name: str | Callable[..., Any] | None = None,
              description: str | None = None,
              output_schema: Mapping[str, Any] | None = None,
-             annotations: Mapping[str, Any] | None = None, *, polling: bool = False) -> Any:
+             annotations: Mapping[str, Any] | None = None, *, polling: bool = False,
+             task: str | None = None, rounds_first: bool = False) -> Any:
         """Decorator: register a typed function as a tool, deriving its input schema.
 
         The name defaults to the function's, the description to its cleaned docstring. With
@@ -230,18 +237,50 @@ class Server:
         ``@server.tool`` without parentheses works too. ``polling=True`` lets a long call
         end its HTTP connection early with :meth:`Context.close_stream` (SSE polling); such
         a call costs a thread of its own over HTTP, so only tools that use it ask for it.
+
+        ``task`` (``"forbidden"``, the default, ``"optional"`` or ``"required"``) lets
+        2026-07-28 clients that declare the tasks extension get a task for the call instead
+        of waiting for its result (``docs/tasks-serving.md``); ``"required"`` refuses clients
+        that do not (-32021). ``rounds_first=True``: the handler first asks in
+        ``input_required`` rounds and becomes a task where it calls ``ctx.start_task()``.
         """
         if callable(name):
             return self.tool()(name)
+        if task is not None and task not in TASK_SUPPORT:
+            raise ValueError(f"task must be one of {', '.join(TASK_SUPPORT)}, got {task!r}")
+        if rounds_first and task in (None, "forbidden"):
+            raise ValueError("rounds_first=True needs task='optional' or task='required'")
 
         def decorate(func: _F) -> _F:
             wire, handler = _function_tool(func, name=name, description=description,
                                            output_schema=output_schema,
                                            annotations=annotations)
-            self.register_tool(wire, handler, polling=polling)
+            if task is not None and task != "forbidden":
+                wire["execution"] = {"taskSupport": task}
+            self.register_tool(wire, handler, polling=polling, rounds_first=rounds_first)
             return func
 
         return decorate
+
+    # -- skills ------------------------------------------------------------------------------
+
+    def serve_skills(self, directory: str | os.PathLike[str]) -> list[str]:
+        """Serve the skills of ``directory`` (one subfolder per skill, each with a
+        ``SKILL.md``): their files become ``skill://`` resources, and ``skills/list``,
+        ``skills/get`` and ``resources/directory/read`` answer for them. Returns the
+        ``SKILL.md`` URIs. ``ValueError`` names the file for a skill that cannot be served.
+        """
+        from mcpsync.server._skills import SkillCatalog
+
+        catalog = SkillCatalog.load(Path(directory))
+        for item in catalog.files:
+            entry = catalog.entries.get(item.uri)
+            frontmatter = entry["frontmatter"] if entry is not None else {}
+            self.resource(item.uri, name=str(frontmatter.get("name", item.uri.rsplit("/", 1)[1])),
+                          description=frontmatter.get("description"),
+                          mime_type=item.mime_type, size=item.size)(catalog.reader(item))
+        self._settings.skills = catalog
+        return list(catalog.entries)
 
     # -- resources ---------------------------------------------------------------------------
 
@@ -561,7 +600,7 @@ class Server:
                                 session_idle_timeout=session_idle_timeout,
                                 token_verifier=token_verifier, resource=resource,
                                 authorization_servers=authorization_servers, scopes=scopes)
-        server = WsgiServer(app, host, port, name=options.pop("name", self.name), **options)
+        server = WsgiServer(app, host, port, name=options.pop("name", "http"), **options)
         try:
             server.start()
             if ready is not None:
@@ -662,7 +701,7 @@ def _drop_none(wire: dict[str, Any]) -> dict[str, Any]:
 
 
 def _tool_entry(tool: Mapping[str, Any] | Tool, handler: ToolHandler, *,
-                polling: bool = False) -> ToolEntry:
+                polling: bool = False, rounds_first: bool = False) -> ToolEntry:
     """Check a wire tool description and its handler (``ValueError`` for wiring mistakes)."""
     if isinstance(tool, Tool):
         tool = tool.raw or _tool_to_wire(tool)
@@ -687,7 +726,12 @@ def _tool_entry(tool: Mapping[str, Any] | Tool, handler: ToolHandler, *,
         elif tool.get(key) is not None:
             wire[key] = tool[key]
     wire.update((k, v) for k, v in tool.items() if k not in _WIRE_ORDER)
-    return ToolEntry(wire, handler, polling)
+    execution = wire.get("execution")
+    support = execution.get("taskSupport") if isinstance(execution, Mapping) else None
+    if support is not None and support not in TASK_SUPPORT:
+        raise ValueError(f"the execution.taskSupport of tool {name!r} must be one of "
+                         f"{', '.join(TASK_SUPPORT)}, got {support!r}")
+    return ToolEntry(wire, handler, polling, rounds_first)
 
 
 def _function_tool(func: Callable[..., Any], *, name: str | None = None,

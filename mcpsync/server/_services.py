@@ -44,6 +44,7 @@ class ServerSettings:
     cache_ttl_ms: int = 60_000
     cache_scope: str | None = None      # None: not given (public; private behind a token)
     advertise: frozenset[str] = frozenset()
+    skills: Any = None                  # the _skills.SkillCatalog served, if any
 
 
 @dataclass
@@ -54,6 +55,7 @@ class Services:
     send: _Send
     send_batch: Callable[[list[Message]], None]
     outbox: Any   # _asking.Outbox
+    tasks: Any = None   # _tasks.TaskStore of the router (2026-07-28 task tools)
 
     @property
     def registry(self) -> Registry:

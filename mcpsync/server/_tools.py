@@ -10,14 +10,17 @@ follow ``_rounds``.
 from __future__ import annotations
 
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from mcpsync.jsonrpc import INVALID_PARAMS
+from mcpsync.server._asking import StartTask
 from mcpsync.server._context import Context, _stderr
 from mcpsync.server._request import Refusal, Request
 from mcpsync.server._results import error_result, to_call_tool_result
 from mcpsync.server._rounds import PASS_THROUGH, run_rounds
 from mcpsync.server._services import Services, args_of, no_cursor
+from mcpsync.server._tasks import declares_tasks, missing_tasks
 
 __all__ = ["call_tool", "list_tools"]
 
@@ -67,4 +70,33 @@ def call_tool(svc: Services, req: Request) -> dict[str, Any]:
             return error_result(f"{type(exc).__name__}: {exc}")
         return to_call_tool_result(value, structured=entry.structured, version=req.version)
 
+    if entry.task_support is not None:
+        return _as_task(svc, req, name, arguments, entry.task_support, entry.rounds_first, body)
     return run_rounds(svc, req, name, arguments, body)
+
+
+def _as_task(svc: Services, req: Request, name: str, arguments: dict[str, Any], support: str,
+             rounds_first: bool, body: Callable[[Context], dict[str, Any]]) -> dict[str, Any]:
+    """A task tool's call: a task for a 2026-07-28 client that declared the extension, the
+    plain result for others (-32021 when the tool requires a task)."""
+    if not (req.modern and declares_tasks(req.capabilities)):
+        if support == "required":
+            raise missing_tasks(f"tool {name!r}")
+        return run_rounds(svc, req, name, arguments, body)
+    if not rounds_first:
+        return dict(svc.tasks.start(req, name, {}, body))
+
+    def gathering(ctx: Context) -> dict[str, Any]:
+        ctx._task_hook = _begin
+        return body(ctx)
+
+    try:
+        return run_rounds(svc, req, name, arguments, gathering)
+    except StartTask as begin:
+        return dict(svc.tasks.start(req, name, begin.answers, body))
+
+
+def _begin(ctx: Context) -> None:
+    """``ctx.start_task()`` during the rounds: answer the request with a task."""
+    asker = ctx._asker
+    raise StartTask(getattr(asker, "answers", {}))

@@ -21,9 +21,11 @@ import base64
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-from mcpsync.server import Ask, Context, Server
+from mcpsync.jsonrpc import INTERNAL_ERROR
+from mcpsync.server import Ask, Context, Refusal, Server
 from mcpsync.types import AudioContent, EmbeddedResource, ImageContent
 
 __all__ = ["AUDIO_WAV", "PNG", "build", "main"]
@@ -120,7 +122,9 @@ def build() -> Server:
     _input_required_tools(server)
     _stateless_tools(server)
     _schema_tools(server)
+    _task_tools(server)
     _resources(server)
+    server.serve_skills(Path(__file__).with_name("skills"))
     _prompts(server)
     return server
 
@@ -369,6 +373,55 @@ def _schema_tools(server: Server) -> None:
 
 
 # --- resources and prompts ---------------------------------------------------------------
+
+# --- tools that run as tasks (the tasks extension) ---------------------------------------
+
+def _task_tools(server: Server) -> None:
+    @server.tool()
+    def greet(name: str) -> str:
+        """Greets by name; never a task."""
+        return f"Hello, {name}!"
+
+    @server.tool(task="optional")
+    def slow_compute(ctx: Context, seconds: float = 1.0, label: str = "") -> str:
+        """Waits ``seconds`` (a task for clients that accept one); cancellable."""
+        if ctx.cancelled.wait(max(0.0, seconds)):
+            return f"{label}: cancelled"
+        return f"{label}: computed after {seconds} s"
+
+    @server.tool(task="optional")
+    def confirm_delete(ctx: Context, filename: str = "file.txt") -> str:
+        """Asks the user to confirm, then reports the deletion."""
+        answer = ctx.elicit(f"Delete {filename}?", _form("confirm", "boolean"))
+        confirmed = answer.accepted and (answer.content or {}).get("confirm") is True
+        return f"{filename}: {'deleted' if confirmed else 'kept'}"
+
+    @server.tool(task="optional")
+    def multi_input(ctx: Context) -> str:
+        """Asks two things at once."""
+        got = ctx.ask_all({"first": Ask.elicit("First name?", _form("name")),
+                           "second": Ask.elicit("Second name?", _form("name"))})
+        return (f"first={_answer(got['first'].content, 'name')}, "
+                f"second={_answer(got['second'].content, 'name')}")
+
+    @server.tool(task="required")
+    def failing_job(ctx: Context) -> str:
+        """Fails as a tool after about a second."""
+        ctx.cancelled.wait(1.0)
+        raise RuntimeError("the job failed")
+
+    @server.tool(task="optional")
+    def protocol_error_job() -> str:
+        """Fails with a JSON-RPC error (the task ends ``failed``)."""
+        raise Refusal(INTERNAL_ERROR, "the job hit an internal error")
+
+    @server.tool(task="required", rounds_first=True)
+    def test_tool_with_task(ctx: Context) -> str:
+        """Asks the user's name in a round, then goes on as a task."""
+        answer = ctx.elicit("What is your name?", _form("name"), key="user_name")
+        ctx.start_task()
+        return f"Task done for {_answer(answer.content, 'name')}"
+
 
 def _resources(server: Server) -> None:
     @server.resource("test://static-text", name="static-text", title="Static Text Resource",

@@ -64,16 +64,14 @@ SET_TIMEOUT = 180.0
 START_TIMEOUT = 30.0
 _LISTING_FORMAT = "server-v1"
 
-# Extensions mcpsync.Server does not serve: every one must fail today.
-NOT_IMPLEMENTED = {
-    **{name: "the tasks extension is not implemented" for name in (
-        "tasks-lifecycle", "tasks-capability-negotiation", "tasks-wire-fields",
-        "tasks-request-state-removal", "tasks-mrtr-input", "tasks-request-headers",
-        "tasks-dispatch-and-envelope", "tasks-status-notifications",
-        "tasks-required-task-error", "tasks-mrtr-composition")},
-    **{name: "the skills extension is not implemented" for name in (
-        "sep-2640-skills-directory", "sep-2640-skills-enumeration",
-        "sep-2640-skills-manifest")},
+# Extensions mcpsync.Server does not serve: every one must fail today (none left).
+NOT_IMPLEMENTED: dict[str, str] = {}
+# Scenarios the suite ships as placeholders that record one SKIPPED check and nothing else:
+# they can never pass. What they stand for is proven by our own tests, named here.
+PLACEHOLDERS = {
+    "tasks-status-notifications": "a placeholder in the suite (one SKIPPED check); "
+                                  "notifications/tasks on subscriptions/listen is proven by "
+                                  "tests/server/test_server_tasks.py",
 }
 # Work under way elsewhere: these fail until it lands, then the entry goes.
 IN_PROGRESS: dict[str, str] = {}   # scenarios being built: strict expected failures
@@ -226,6 +224,8 @@ def _cases() -> Iterator[Any]:
             marks = []
             if scenario in NOT_IMPLEMENTED:
                 marks.append(pytest.mark.xfail(strict=True, reason=NOT_IMPLEMENTED[scenario]))
+            elif scenario in PLACEHOLDERS:
+                marks.append(pytest.mark.xfail(strict=True, reason=PLACEHOLDERS[scenario]))
             elif scenario in IN_PROGRESS:
                 marks.append(pytest.mark.xfail(strict=True, reason=IN_PROGRESS[scenario]))
             yield pytest.param(Case(name, scenario), id=f"{name}-{scenario}", marks=marks)
@@ -404,11 +404,13 @@ def test_the_expectations_table_says_what_the_runs_judge() -> None:
         status = row["status"]
         if scenario in NOT_IMPLEMENTED:
             assert status.startswith("extension: "), (scenario, status)
+        elif scenario in PLACEHOLDERS:
+            assert status.startswith("suite placeholder"), (scenario, status)
         elif scenario in IN_PROGRESS:
             assert status.startswith("needs "), (scenario, status)
         else:
             assert status == COVERED, (scenario, status)
-    assert set(NOT_IMPLEMENTED) | set(IN_PROGRESS) <= set(SCENARIOS)
+    assert set(NOT_IMPLEMENTED) | set(PLACEHOLDERS) | set(IN_PROGRESS) <= set(SCENARIOS)
 
 
 def test_a_run_whose_checks_were_all_info_or_skipped_does_not_pass() -> None:

@@ -282,7 +282,8 @@ def test_sessions_are_bounded_and_a_closed_app_answers_503() -> None:
     assert replies == ["503 Service Unavailable"] and b"shutting down" in b"".join(body_out)
 
 
-@pytest.mark.parametrize("host", ["evil.example", "evil.example:80", "localhost.evil.example"])
+@pytest.mark.parametrize("host", ["evil.example", "evil.example:80", "localhost.evil.example",
+                                  "[::1]x", "[::1]:80x"])
 def test_a_foreign_host_is_refused_403(served: Served, host: str) -> None:
     status, _, body = served.post(_modern_call("tools/list"), _modern_headers("tools/list"),
                                   host=host)
@@ -564,3 +565,48 @@ def test_a_get_must_accept_an_event_stream(served: Served) -> None:
     sid = headers["Mcp-Session-Id"]
     status, body = served.request("GET", {"Mcp-Session-Id": sid, "Accept": "application/json"})
     assert status == 406 and b"text/event-stream" in body
+
+
+def test_the_body_limit_holds_on_a_wsgi_server_that_sets_none() -> None:
+    """wsgiref (like gunicorn and werkzeug) reads whatever a client sends: the app's own
+    limit answers 413 for a declared length over it, and reads no more than it otherwise."""
+    from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+    class Quiet(WSGIRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = Server("limited", "1.0")
+    app = server.wsgi_app()
+    app._max_body = 1024
+    httpd = make_server("127.0.0.1", 0, app, handler_class=Quiet)
+    thread = threading.Thread(target=httpd.serve_forever, name="test-wsgiref", daemon=True)
+    thread.start()
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", httpd.server_port, timeout=10)
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping",
+                           "params": {"pad": "x" * 4096}})
+        conn.request("POST", "/mcp", body, {"Content-Type": "application/json",
+                                           "Accept": "application/json, text/event-stream",
+                                           "Host": "localhost"})
+        response = conn.getresponse()
+        assert response.status == 413 and b"max_body_bytes" in response.read()
+        conn.close()
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(5)
+        app.close()
+
+
+def test_a_get_or_delete_saying_2026_07_28_is_405_whatever_session_it_names(
+        served: Served) -> None:
+    for method in ("GET", "DELETE"):
+        conn = http.client.HTTPConnection("127.0.0.1", served.port, timeout=10)
+        conn.request(method, "/mcp", headers={"Accept": "text/event-stream",
+                                               "MCP-Protocol-Version": MODERN,
+                                               "Mcp-Session-Id": "made-up"})
+        response = conn.getresponse()
+        assert response.status == 405, (method, response.status)
+        response.read()
+        conn.close()

@@ -474,3 +474,81 @@ def test_a_legacy_session_belongs_to_the_token_that_opened_it(guarded: Guarded) 
     stolen = guarded.post(listing, theirs, session)
     assert stolen.status_code == 404 and sid not in stolen.text
     assert guarded.post(listing, mine, session).status_code == 200
+
+
+# --- what the endpoint answers is what is guarded -----------------------------------------
+
+def _refuse_all(token: str) -> AccessToken | None:
+    return None
+
+
+def test_no_spelling_of_the_path_reaches_the_endpoint_without_a_token(
+        guarded_factory: Callable[..., Guarded]) -> None:
+    g = guarded_factory(verifier=_refuse_all)
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "add", "arguments": {"a": 1, "b": 2},
+                       "_meta": modern_meta()}}
+    headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": MODERN,
+               "Mcp-Method": "tools/call", "Mcp-Name": "add"}
+    for url in (g.url, g.url + "/"):
+        response = requests.post(url, json=call, headers=headers, timeout=10)
+        assert response.status_code == 401, (url, response.status_code, response.text)
+        assert '"result"' not in response.text
+
+
+def test_a_protected_app_mounted_in_flask_guards_the_mount(
+        authlib_server_factory: Callable[..., AuthlibServer]) -> None:
+    from werkzeug.middleware.dispatcher import DispatcherMiddleware
+    from werkzeug.test import Client as WsgiClient
+
+    flask = pytest.importorskip("flask")
+    site = flask.Flask("site")
+    app = build_server().wsgi_app(path="/mcp", token_verifier=_refuse_all,
+                                  resource="http://localhost/mcp")
+    try:
+        site.wsgi_app = DispatcherMiddleware(site.wsgi_app, {"/mcp": app})  # type: ignore[method-assign]
+        client = WsgiClient(site)
+        body = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "t", "version": "0"}}})
+        for path in ("/mcp", "/mcp/"):
+            response = client.post(path, data=body, headers={
+                "Content-Type": "application/json", "Host": "localhost",
+                "Accept": "application/json, text/event-stream"})
+            assert response.status_code == 401, (path, response.status_code)
+            assert "Mcp-Session-Id" not in response.headers
+    finally:
+        app.close()
+
+
+def test_a_host_naming_another_port_cannot_choose_the_audience(
+        guarded_factory: Callable[..., Guarded]) -> None:
+    g = guarded_factory()
+    port = g.url.split(":")[2].split("/")[0]
+    other = f"http://localhost:{int(port) + 1}/mcp"     # another server on this machine
+    token = g.token(resource=other)
+    response = g.post({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                       "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                                  "clientInfo": {"name": "t", "version": "0"}}},
+                      token, {"Host": f"localhost:{int(port) + 1}"})
+    assert response.status_code == 400, response.text
+    assert "resource=" in response.json()["error_description"]
+    assert token not in response.text
+
+
+def test_a_session_id_nobody_opened_here_is_refused_with_a_good_token(
+        guarded_factory: Callable[..., Guarded]) -> None:
+    g = guarded_factory()
+    token = g.token()
+    response = g.post({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}, token,
+                      {"Mcp-Session-Id": "made-up", "MCP-Protocol-Version": "2025-11-25"})
+    assert response.status_code == 404
+
+
+def test_a_bad_origin_is_refused_before_authentication_naming_allowed_hosts(
+        guarded_factory: Callable[..., Guarded]) -> None:
+    g = guarded_factory()
+    response = g.post({"jsonrpc": "2.0", "id": 1, "method": "ping"}, None,
+                      {"Origin": "http://evil.example"})
+    assert response.status_code == 403
+    assert "allowed_hosts=" in response.json()["error"]["message"]

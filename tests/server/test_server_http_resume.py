@@ -30,6 +30,7 @@ SSE_ACCEPT = "application/json, text/event-stream"
 def build() -> tuple[Server, dict[str, Any]]:
     server = Server("resume-test", "1.0")
     seen: dict[str, Any] = {"gate": threading.Event(), "finished": threading.Event(),
+                            "waiting": threading.Event(),
                             "cancelled": threading.Event()}
 
     @server.tool(polling=True)
@@ -39,6 +40,14 @@ def build() -> tuple[Server, dict[str, Any]]:
         for i in range(count):
             ctx.progress(i + 1, count, "x" * 40)
         return f"polled {count}"
+
+    @server.tool(polling=True)
+    def waiter(ctx: Context) -> str:
+        """Closes its connection, then waits to be cancelled."""
+        ctx.close_stream(retry_ms=100)
+        seen["waiting"].set()
+        ctx.cancelled.wait(10)
+        return "not cancelled"
 
     @server.tool()
     def plain(ctx: Context) -> str:
@@ -299,3 +308,21 @@ def test_our_client_resumes_a_polled_call(served: Any) -> None:
     with mcpsync.connect(s.url, era="legacy", timeout=20) as client:
         result = client.call_tool("poll", {"count": 3})
     assert result.content[0].text == "polled 3" and seen["closed"] is True
+
+
+def test_a_polled_call_cancelled_before_answering_ends_its_resumed_stream(served: Any) -> None:
+    s, seen = served
+    hdrs = session(s)
+    status, sse = open_request(s, "POST", call("waiter", rid=7), hdrs)
+    events = sse.rest()     # closed by the handler at once
+    sse.close()
+    assert status == 200 and events and events[0]["data"] == ""
+    assert seen["waiting"].wait(10)
+    s.post({"jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": 7, "reason": "test"}}, hdrs)
+    started = time.monotonic()
+    status, sse = resume(s, hdrs, events[0]["id"])
+    rest = sse.rest()       # must end: the call ended without an answer
+    sse.close()
+    assert status == 200 and time.monotonic() - started < 8
+    assert not frames(rest)

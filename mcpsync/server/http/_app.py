@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from mcpsync._threads import new_thread
+from mcpsync._threads import join_all, new_thread
 from mcpsync.jsonrpc import (
     HEADER_MISMATCH,
     INVALID_PARAMS,
@@ -46,7 +46,7 @@ from mcpsync.jsonrpc import (
     parse,
     serialize,
 )
-from mcpsync.protocol import LEGACY_VERSIONS, META_PROTOCOL_VERSION
+from mcpsync.protocol import LEGACY_VERSIONS, META_PROTOCOL_VERSION, MODERN_VERSIONS
 from mcpsync.server._context import _Call
 from mcpsync.server._router import Dispatcher, Send
 from mcpsync.server.http._channel import KEEP_ALIVE, Channel, event, priming, retry
@@ -74,8 +74,8 @@ _BAD_REQUEST_CODES = frozenset({INVALID_PARAMS, HEADER_MISMATCH, MISSING_CLIENT_
                                 UNSUPPORTED_PROTOCOL_VERSION})
 _STATUS = {200: "200 OK", 202: "202 Accepted", 204: "204 No Content", 400: "400 Bad Request",
            403: "403 Forbidden", 404: "404 Not Found", 405: "405 Method Not Allowed",
-           406: "406 Not Acceptable", 410: "410 Gone", 415: "415 Unsupported Media Type",
-           503: "503 Service Unavailable"}
+           406: "406 Not Acceptable", 410: "410 Gone", 413: "413 Content Too Large",
+           415: "415 Unsupported Media Type", 503: "503 Service Unavailable"}
 _ALLOW = ("Allow", "GET, POST, DELETE")
 #: The first revision with SSE polling (priming events, the server closing a connection).
 _POLLING = "2025-11-25"
@@ -109,7 +109,8 @@ class McpApp:
                  keep_alive: float = 15.0, tool_schema: ToolSchemas | None = None,
                  tool_polls: Callable[[str], bool] | None = None, max_sessions: int = 256,
                  max_events: int = 1000, max_event_bytes: int = 8 * 1024 * 1024,
-                 retry_ms: int = 1000, session_idle_timeout: float | None = 1800.0) -> None:
+                 retry_ms: int = 1000, max_body_bytes: int = 32 * 1024 * 1024,
+                 session_idle_timeout: float | None = 1800.0) -> None:
         if not path.startswith("/"):
             raise ValueError(f"the MCP endpoint path must start with '/', got {path!r}")
         if keep_alive <= 0:
@@ -128,6 +129,7 @@ class McpApp:
         self._max_events = max_events
         self._max_bytes = max_event_bytes
         self._retry_ms = retry_ms
+        self._max_body = max_body_bytes
         EventStore(max_events, max_event_bytes)   # refuses bad bounds now, not at a session
         self._workers: set[threading.Thread] = set()   # tools/call apart from their requests
         self._lock = threading.Lock()
@@ -164,8 +166,8 @@ class McpApp:
             ticker = self._ticker
         if ticker is not None:
             ticker.close()
-        for worker in workers:     # cancelled above; a handler that ignores it is left
-            worker.join(5)
+        # Cancelled above; one deadline for all, and a handler that ignores it is left.
+        join_all(workers, time.monotonic() + 5.0)
 
     def _shared_router(self) -> Dispatcher:
         with self._lock:
@@ -255,10 +257,15 @@ class McpApp:
 
     # -- WSGI --------------------------------------------------------------------------------
 
-    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
-        if not _mounted_at(environ, self.path):
-            return _text(start_response, "404 Not Found",
-                         f"no MCP endpoint here: this server answers at {self.path}\n")
+    def serves(self, environ: dict[str, Any]) -> bool:
+        """Whether this request is for the endpoint (its path, mounted or not): what a layer
+        in front of it (OAuth) must guard is exactly what this answers."""
+        return _mounted_at(environ, self.path)
+
+    def screen(self, environ: dict[str, Any],
+               start_response: StartResponse) -> Iterable[bytes] | None:
+        """The answer for a request whose ``Host`` or ``Origin`` is not allowed (403), or
+        ``None`` when it may go on. Run first, before anything else looks at the request."""
         host = str(environ.get("HTTP_HOST", ""))
         if not self._hosts.allows(host):
             return _refuse(start_response, 403, None, INVALID_REQUEST,
@@ -270,6 +277,15 @@ class McpApp:
             return _refuse(start_response, 403, None, INVALID_REQUEST,
                            f"MCP server {self.name!r}: Origin {origin!r} is not allowed; start "
                            "the server with allowed_hosts= naming that origin's host")
+        return None
+
+    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        if not _mounted_at(environ, self.path):
+            return _text(start_response, "404 Not Found",
+                         f"no MCP endpoint here: this server answers at {self.path}\n")
+        refused = self.screen(environ, start_response)
+        if refused is not None:
+            return refused
         if self._closed:
             return _refuse(start_response, 503, None, INVALID_REQUEST,
                            f"MCP server {self.name!r} is shutting down")
@@ -285,7 +301,11 @@ class McpApp:
                        [_ALLOW])
 
     def _post(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
-        body = _read_body(environ)
+        body = _read_body(environ, self._max_body)
+        if body is None:
+            return _refuse(start_response, 413, None, INVALID_REQUEST,
+                           f"MCP server {self.name!r}: the request body is larger than "
+                           f"{self._max_body} bytes (max_body_bytes)")
         kind = str(environ.get("CONTENT_TYPE") or "").partition(";")[0].strip().lower()
         if kind and kind != "application/json":
             return _refuse(start_response, 415, None, INVALID_REQUEST,
@@ -399,7 +419,7 @@ class McpApp:
                            f"MCP server {self.name!r}: Accept {accept!r} does not admit "
                            "text/event-stream, the only thing a GET answers; send Accept: "
                            "text/event-stream")
-        sid = environ.get("HTTP_MCP_SESSION_ID")
+        sid = _session_header(environ)
         if sid is None:
             return _refuse(start_response, 405, None, INVALID_REQUEST,
                            f"MCP server {self.name!r}: GET opens a legacy session's stream "
@@ -452,7 +472,7 @@ class McpApp:
                        "Last-Event-ID opens the session's stream, or send the request again")
 
     def _delete(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
-        sid = environ.get("HTTP_MCP_SESSION_ID")
+        sid = _session_header(environ)
         if sid is None:
             return _refuse(start_response, 405, None, INVALID_REQUEST,
                            f"MCP server {self.name!r}: DELETE ends a legacy session (send "
@@ -552,6 +572,7 @@ class _Exchange:
         self._lock = threading.Lock()   # detaching against frames arriving from elsewhere
         self._stream: int | None = None
         self._detached = False
+        self._answered = False     # a detached call recorded its response
         self._primer: Event | None = None   # recorded by close_stream, written by the owner
         self._retry: int | None = None
         self._done = False
@@ -567,6 +588,7 @@ class _Exchange:
         with self._lock:
             if self._detached:           # nobody is reading: resumable from the store
                 self._record(frame, last=message.method is None)
+                self._answered = self._answered or message.method is None
                 return
             if message.method is None:
                 self._final = message    # the response: last, after whatever came before it
@@ -646,7 +668,13 @@ class _Exchange:
             try:
                 router.handle(message, [call])
             finally:
-                self._done = True
+                with self._lock:
+                    self._done = True
+                    unanswered = self._detached and not self._answered
+                # A detached call that ends without an answer (cancelled) ends its stream
+                # too, so a client resuming it is not kept waiting for nothing.
+                if unanswered and self._stream is not None and self._session is not None:
+                    self._session.store.end(self._stream)
                 self._channel.wake()
                 self._app._leave(self)
 
@@ -666,7 +694,9 @@ class _Exchange:
             elif self._write is not None:
                 self._emit([KEEP_ALIVE])
         if not self._detached:
-            worker.join()
+            # Done, or the app closed (the call is cancelled then): a handler that ignores
+            # cancellation does not pin this thread for good.
+            worker.join(None if self._done else 5.0)
             return True
         chunks: list[bytes] = []
         if self._write is None and self._primer is not None:
@@ -792,6 +822,15 @@ class _Exchange:
             router.end_call(call)
 
 
+def _session_header(environ: dict[str, Any]) -> str | None:
+    """The legacy session a GET or DELETE names; ``None`` also when the request says it is
+    2026-07-28, whose clients have no sessions (the header is ignored there: 405)."""
+    if environ.get("HTTP_MCP_PROTOCOL_VERSION") in MODERN_VERSIONS:
+        return None
+    sid = environ.get("HTTP_MCP_SESSION_ID")
+    return None if sid is None else str(sid)
+
+
 def _mounted_at(environ: dict[str, Any], path: str) -> bool:
     """Is this request for the endpoint at ``path``? The request's path is ``SCRIPT_NAME``
     followed by ``PATH_INFO``: served directly, ``SCRIPT_NAME`` is empty; mounted under a
@@ -859,14 +898,19 @@ def _admits(accept: Any, media: str) -> bool:
     return False
 
 
-def _read_body(environ: dict[str, Any]) -> bytes:
+def _read_body(environ: dict[str, Any], limit: int) -> bytes | None:
+    """The request body, or ``None`` when it is longer than ``limit``: read against the limit
+    whatever the WSGI server allows (gunicorn and werkzeug set none), so a client cannot make
+    the server hold an arbitrary body in memory."""
     stream = environ["wsgi.input"]
-    length = environ.get("CONTENT_LENGTH") or ""
+    length = str(environ.get("CONTENT_LENGTH") or "")
     if length.isdigit():
+        if int(length) > limit:
+            return None
         data: bytes = stream.read(int(length))
         return data
-    data = stream.read()
-    return data
+    data = stream.read(limit + 1)
+    return None if len(data) > limit else data
 
 
 def _json(start_response: StartResponse, status: int, frame: bytes,

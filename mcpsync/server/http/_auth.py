@@ -168,8 +168,11 @@ class ProtectedApp:
                              "with the endpoint's public URL")
         self._lock = threading.Lock()
         self._owners: OrderedDict[bytes, tuple[str, str | None]] = OrderedDict()
-        suffix = "" if self.path == "/" else self.path
+        suffix = "" if self.path == "/" else self.path.rstrip("/")
         self._metadata_paths = frozenset({WELL_KNOWN + suffix, WELL_KNOWN})
+        # Each open legacy session has its owner here: room for every session the endpoint
+        # can hold, so none is ever forgotten while open.
+        self._max_owners = max(_MAX_OWNERS, 2 * getattr(app, "_max_sessions", 0))
 
     def __repr__(self) -> str:
         return f"<ProtectedApp {self.name!r} {self.path!r}>"
@@ -180,11 +183,19 @@ class ProtectedApp:
 
     # -- the resource and its metadata -------------------------------------------------------
 
-    def _resource_for(self, environ: dict[str, Any]) -> str:
+    def _resource_for(self, environ: dict[str, Any]) -> str | None:
+        """This endpoint's resource URL: ``resource=``, or derived from the request. A derived
+        one is trusted only when the ``Host`` names the port this server listens on: else a
+        client could name another server's address (``Host: localhost:9999``) and have a
+        token issued for that server accepted here. ``None``: it cannot be derived."""
         if self.resource is not None:
             return self.resource
         scheme = str(environ.get("wsgi.url_scheme") or "http")
-        host = str(environ.get("HTTP_HOST") or environ.get("SERVER_NAME") or "")
+        host = str(environ.get("HTTP_HOST") or "")
+        served = str(environ.get("SERVER_PORT") or "")
+        port = _port_of(host, scheme)
+        if not host or port is None or port != served:
+            return None
         return urlunsplit((scheme, host, self.path, "", ""))
 
     def _metadata_url(self, resource: str) -> str:
@@ -204,17 +215,25 @@ class ProtectedApp:
     # -- WSGI --------------------------------------------------------------------------------
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
-        path = environ.get("PATH_INFO", "")
-        if path != self.path and path not in self._metadata_paths:
-            return self.app(_without_credentials(environ), start_response)
-        host = str(environ.get("HTTP_HOST", ""))
-        if not self._hosts.allows(host):
-            return _json(start_response, "403 Forbidden", {
-                "error": "invalid_request",
-                "error_description": f"MCP server {self.name!r}: Host {host!r} is not allowed; "
-                                     "connect by an allowed name"})
+        # Guard exactly what the endpoint would answer (its own path rule, mounted or not,
+        # trailing slash included), so no spelling of the path reaches it without a token.
+        full = str(environ.get("SCRIPT_NAME", "")) + str(environ.get("PATH_INFO", ""))
+        metadata = full.rstrip("/") in self._metadata_paths
+        if not metadata and not self.app.serves(environ):
+            return self.app(_without_credentials(environ), start_response)   # its 404
+        refused = self.app.screen(environ, start_response)   # Host / Origin, before all else
+        if refused is not None:
+            return refused
         resource = self._resource_for(environ)
-        if path != self.path:
+        if resource is None:
+            return _json(start_response, "400 Bad Request", {
+                "error": "invalid_request",
+                "error_description": f"MCP server {self.name!r}: cannot tell this server's "
+                                     f"resource URL from Host {environ.get('HTTP_HOST')!r} "
+                                     "(it names another port than the one served); connect "
+                                     "by the server's own address, or start it with "
+                                     "resource= naming its public URL"})
+        if metadata:
             if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
                 return _json(start_response, "405 Method Not Allowed", {
                     "error": "invalid_request",
@@ -245,7 +264,9 @@ class ProtectedApp:
         key = hashlib.sha256(sid.encode()).digest()
         with self._lock:
             owner = self._owners.get(key)
-        return owner is None or owner == principal
+        # Unknown: never opened through this layer, or ended (the endpoint answers 404 then
+        # anyway). Refused either way: a session is usable only by the token that opened it.
+        return owner == principal
 
     def _binding(self, start_response: StartResponse, principal: tuple[str, str | None],
                  environ: dict[str, Any]) -> StartResponse:
@@ -258,9 +279,11 @@ class ProtectedApp:
             with self._lock:
                 if opened is not None:
                     self._owners[hashlib.sha256(opened.encode()).digest()] = principal
-                    while len(self._owners) > _MAX_OWNERS:
+                    while len(self._owners) > self._max_owners:
                         self._owners.popitem(last=False)
-                elif deleting and status.startswith("204"):
+                elif sid is not None and (status.startswith("404") or
+                                          (deleting and status.startswith("204"))):
+                    # Ended (DELETE) or gone (expired, closed): forget its owner.
                     self._owners.pop(hashlib.sha256(str(sid).encode()).digest(), None)
             return start_response(status, headers, *rest)
 
@@ -339,6 +362,22 @@ class _Refusal:
 
 _STATUS = {400: "400 Bad Request", 401: "401 Unauthorized", 403: "403 Forbidden",
            503: "503 Service Unavailable"}
+
+
+def _port_of(host: str, scheme: str) -> str | None:
+    """The port a ``Host`` value names (the scheme's default when it names none); ``None``
+    when the value is not ``name[:port]`` (IPv6 literals in brackets)."""
+    if host.startswith("["):
+        end = host.find("]")
+        if end < 0:
+            return None
+        rest = host[end + 1:]
+    else:
+        _, sep, port = host.partition(":")
+        rest = sep + port
+    if not rest:
+        return "443" if scheme == "https" else "80"
+    return rest[1:] if rest.startswith(":") and rest[1:].isdigit() else None
 
 
 def _without_credentials(environ: dict[str, Any]) -> dict[str, Any]:

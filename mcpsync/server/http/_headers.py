@@ -25,7 +25,8 @@ __all__ = ["DEFAULT_ALLOWED_HOSTS", "HostCheck", "decode_header_value", "expecte
 DEFAULT_ALLOWED_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 
 _BASE64 = re.compile(r"=\?base64\?(.*)\?=\Z", re.DOTALL)
-_NAME_FIELDS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+_NAME_FIELDS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri",
+                "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}
 
 
 class HostCheck:
@@ -74,7 +75,11 @@ def _split(host: str) -> tuple[str, str | None]:
         if end < 0:
             return host, None
         rest = host[end + 1:]
-        return host[:end + 1], rest[1:] if rest.startswith(":") else None
+        if not rest:
+            return host, None
+        if rest.startswith(":") and rest[1:].isdigit():
+            return host[:end + 1], rest[1:]
+        return host, None    # "[::1]x": not a host name, so it matches no entry
     name, sep, port = host.rpartition(":")
     if sep and port.isdigit():
         return name, port

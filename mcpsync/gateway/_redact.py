@@ -1,0 +1,183 @@
+"""Redaction of secrets in what the gateway's inspector writes.
+
+A traffic log is read by people who should not see the credentials that crossed the
+gateway, and it outlives the session those credentials belonged to. So the inspector never
+writes a value without passing it through a :class:`Redactor` first, at every detail level,
+unless the user turns redaction off on purpose.
+
+Two kinds of rule, both on by default:
+
+- **Keys**: a value stored under a secret-sounding name is replaced whatever it looks like.
+  Names are compared case- and separator-insensitively (``Access-Token``, ``accessToken``
+  and ``access_token`` are one name) and a name *ending* in a secret name counts too
+  (``x-api-key``, ``github_token``, ``db_password``, ``set-cookie``). The same names are
+  looked for inside strings, as ``name=value`` (query strings, form bodies) and
+  ``"name": "value"`` (JSON quoted in a tool's text result).
+- **Values**: text that looks like a credential wherever it appears: ``Bearer ...`` and
+  ``Basic ...`` credentials, JWTs, well-known key prefixes (``sk-``, ``ghp_`` and the other
+  GitHub prefixes, Slack ``xox?-``, AWS ``AKIA``/``ASIA``, Google ``AIza``, GitLab
+  ``glpat-``), passwords in a URL's user info, and long high-entropy words (see
+  :func:`_looks_random`), which is how an unknown token or authorization code is caught.
+
+The rules are data (:class:`Redactor` takes extra names and patterns) and cheap on values
+that hold nothing: one combined regular expression pass per string.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+__all__ = ["REDACTED", "SECRET_KEYS", "Redactor"]
+
+#: What a redacted value is replaced by.
+REDACTED: Final = "[redacted]"
+
+#: The secret names, as compared: lower case, separators (``-``, ``_``, ``.``, space) removed.
+SECRET_KEYS: Final = frozenset({
+    "token", "password", "passwd", "passphrase", "secret", "authorization", "apikey",
+    "accesstoken", "refreshtoken", "idtoken", "clientsecret", "cookie", "codeverifier",
+    "privatekey", "credential", "credentials", "sessionid", "xapikey", "assertion",
+})
+
+# MCP's own names that end like a secret one but carry none.
+_NOT_SECRET: Final = frozenset({"progresstoken"})
+
+_SEPARATORS = re.compile(r"[-_.\s]")
+
+# Credentials recognised by their look, wherever they appear in a string.
+_VALUE_PATTERNS: Final = (
+    # an auth scheme and a credential with a digit, a token symbol or a lower-then-upper case
+    # change in it ("Basic usage" in prose is not one)
+    r"\b(?i:bearer|basic|dpop)\s+(?=[A-Za-z0-9\-._~+/]*(?:[0-9=+/._~-]|[a-z][A-Za-z]*[A-Z]))"
+    r"[A-Za-z0-9\-._~+/]{8,}=*",
+    r"\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*",
+    r"\bsk-[A-Za-z0-9_-]{16,}",
+    r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})",
+    r"\bxox[abprse]-[A-Za-z0-9-]{10,}",
+    r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
+    r"\bAIza[0-9A-Za-z_-]{35}",
+    r"\bglpat-[A-Za-z0-9_-]{20,}",
+)
+
+# ``name=value``, ``name: value``, ``"name": "value"``: the name is checked by _secret_name.
+_PAIR: Final = re.compile(
+    r"""(?P<name>[A-Za-z][A-Za-z0-9_.\-]*)(?P<q>["']?)(?P<sep>\s*[:=]\s*)"""
+    r"""(?:"(?P<dq>(?:[^"\\]|\\.)*)"|'(?P<sq>[^']*)'|(?P<bare>(?:(?i:bearer|basic|dpop|token)\s+)?[^\s"'&,;#}\]]+))""")
+
+# Passwords in a URL's user info: scheme://user:password@host
+_USERINFO: Final = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@]*:)[^/\s@]+@")
+
+# Candidates for the entropy check: runs of the base64url alphabet ('/' and '.' split runs so
+# paths and dotted names are judged piece by piece; '=' only as padding, so ``code=...`` keeps
+# its name).
+_RUN: Final = re.compile(r"[A-Za-z0-9_\-+]{20,}={0,2}")
+
+
+def _norm(name: str) -> str:
+    return _SEPARATORS.sub("", name).lower()
+
+
+def _entropy(text: str) -> float:
+    counts: dict[str, int] = {}
+    for ch in text:
+        counts[ch] = counts.get(ch, 0) + 1
+    n = len(text)
+    return -sum(c / n * math.log2(c / n) for c in counts.values())
+
+
+def _looks_random(word: str) -> bool:
+    """A token-like word: 20+ characters mixing letters and digits, with either all of upper
+    case, lower case and digits and at least 3.6 bits of entropy per character (a random
+    base64url token), or 32+ characters and 3.3 bits (long hex keys). Camel-case names with
+    digits and hex digests of 32+ characters are caught too: in a log that is the safe side.
+    """
+    if len(word) < 20:
+        return False
+    digits = any(c.isdigit() for c in word)
+    lower = any(c.islower() for c in word)
+    upper = any(c.isupper() for c in word)
+    if not digits or not (lower or upper):
+        return False
+    bits = _entropy(word)
+    return (lower and upper and bits >= 3.6) or (len(word) >= 32 and bits >= 3.3)
+
+
+class Redactor:
+    """Replaces secrets in JSON values (see the module docstring for the rules).
+
+    ``extra_keys`` adds names (compared like the built-in ones), ``extra_patterns`` adds
+    regular expressions whose matches are replaced, ``entropy=False`` stops the high-entropy
+    guess (for logs full of digests), and ``enabled=False`` turns every rule off: values are
+    then written as they came.
+    """
+
+    def __init__(self, *, extra_keys: Iterable[str] = (), extra_patterns: Iterable[str] = (),
+                 entropy: bool = True, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self.entropy = entropy
+        self._keys = SECRET_KEYS | {_norm(k) for k in extra_keys}
+        patterns = [*_VALUE_PATTERNS, *extra_patterns]
+        try:
+            self._values = re.compile("|".join(f"(?:{p})" for p in patterns))
+        except re.error as exc:
+            raise ValueError(f"a redaction pattern is not a valid regular expression: {exc} "
+                             f"(patterns: {list(extra_patterns)!r})") from None
+
+    def __repr__(self) -> str:
+        return (f"Redactor(enabled={self.enabled}, entropy={self.entropy}, "
+                f"keys={len(self._keys)}, patterns={self._values.pattern.count('(?:')})")
+
+    def secret_name(self, name: str) -> bool:
+        """Whether values under ``name`` are replaced whole."""
+        key = _norm(name)
+        if key in _NOT_SECRET:
+            return False
+        return key in self._keys or any(key.endswith(k) for k in self._keys)
+
+    def text(self, value: str) -> str:
+        """``value`` with every secret-looking part replaced by :data:`REDACTED`."""
+        if not self.enabled or not value:
+            return value
+        out = self._values.sub(REDACTED, value)
+        out = _USERINFO.sub(lambda m: f"{m['head']}{REDACTED}@", out)
+        if "=" in out or ":" in out:
+            out = _PAIR.sub(self._pair, out)
+        if self.entropy:
+            out = _RUN.sub(lambda m: REDACTED if _looks_random(m[0]) else m[0], out)
+        return out
+
+    def _pair(self, match: re.Match[str]) -> str:
+        found = match["dq"] if match["dq"] is not None else match["sq"] \
+            if match["sq"] is not None else match["bare"]
+        if not self.secret_name(match["name"]) or found.startswith(REDACTED[:-1]):
+            return match[0]
+        q = match["q"]
+        if match["dq"] is not None:
+            return f'{match["name"]}{q}{match["sep"]}"{REDACTED}"'
+        if match["sq"] is not None:
+            return f"{match['name']}{q}{match['sep']}'{REDACTED}'"
+        return f"{match['name']}{q}{match['sep']}{REDACTED}"
+
+    def value(self, value: Any) -> Any:
+        """A copy of the JSON value ``value`` with secrets replaced: under a secret name the
+        whole value (``null`` and booleans kept), in every other string the parts that look
+        like credentials. Object keys are checked as strings too."""
+        if not self.enabled:
+            return value
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, Mapping):
+            out: dict[str, Any] = {}
+            for key, item in value.items():
+                if self.secret_name(str(key)) and item is not None \
+                        and not isinstance(item, bool):
+                    out[self.text(str(key))] = REDACTED
+                else:
+                    out[self.text(str(key))] = self.value(item)
+            return out
+        if isinstance(value, list):
+            return [self.value(item) for item in value]
+        return value

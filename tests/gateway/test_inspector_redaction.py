@@ -1,0 +1,153 @@
+"""Redaction at full detail: a whole OAuth exchange crosses the inspector and no credential
+reaches the file, while the values that carry no secret are still there to read."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import secrets
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mcpsync.gateway._inspector import Inspector
+from mcpsync.gateway._redact import REDACTED, Redactor
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _jwt() -> str:
+    header = _b64(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
+    claims = _b64(json.dumps({"sub": "ada", "aud": "https://mcp.example.com",
+                              "scope": "tools:call", "exp": 2_000_000_000}).encode())
+    signature = hmac.new(secrets.token_bytes(32), f"{header}.{claims}".encode(),
+                         hashlib.sha256).digest()
+    return f"{header}.{claims}.{_b64(signature)}"
+
+
+def _oauth_exchange() -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
+    """The messages of an OAuth-protected upstream's session, and the secrets in them."""
+    access, refresh, code = _jwt(), secrets.token_urlsafe(32), secrets.token_urlsafe(24)
+    verifier, client_secret = secrets.token_urlsafe(48), secrets.token_urlsafe(32)
+    password, api_key = "correct horse battery staple", "sk-" + secrets.token_urlsafe(30)
+    github, aws = "ghp_" + secrets.token_hex(18), "AKIA" + secrets.token_hex(8).upper()
+    cookie = secrets.token_hex(16)
+    secret_list = [access, refresh, code, verifier, client_secret, password, api_key, github,
+                   aws, cookie]
+    redirect = (f"http://127.0.0.1:8765/callback?code={code}&state=af0ifjsldkj"
+                f"&iss=https%3A%2F%2Fauth.example.com")
+    messages: list[tuple[str, dict[str, Any]]] = [
+        ("host->gateway", {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "auth__login", "arguments": {
+                "redirect_uri": redirect,
+                "headers": {"Authorization": f"Bearer {access}", "Cookie": f"sid={cookie}",
+                            "Accept": "application/json"},
+                "form": f"grant_type=authorization_code&code={code}&code_verifier={verifier}"
+                        f"&client_id=mcpsync-demo&client_secret={client_secret}",
+                "user": {"name": "ada", "Password": password},
+            }}}),
+        ("gateway->upstream", {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+            "name": "login", "arguments": {"config": {"nested": [{"apiKey": api_key},
+                                                                  {"env": f"GH={github}"}]}},
+            "_meta": {"progressToken": 42}}}),
+        ("upstream->gateway", {"jsonrpc": "2.0", "id": 7, "result": {
+            "content": [{"type": "text", "text": json.dumps({
+                "access_token": access, "token_type": "Bearer", "expires_in": 3600,
+                "refresh_token": refresh, "scope": "tools:call"})},
+                        {"type": "text", "text": f"export AWS_ACCESS_KEY_ID={aws}"},
+                        {"type": "resource_link", "uri": f"https://api.example.com/me?"
+                                                          f"access_token={access}&fields=name",
+                         "name": "profile"}],
+            "structuredContent": {"session": {"tokens": {"access": access,
+                                                         "refresh": refresh}}}}}),
+        ("gateway->host", {"jsonrpc": "2.0", "id": 1, "error": {
+            "code": -32603, "message": f"upstream said: invalid_grant for code {code} "
+                                       f"(Authorization: Bearer {access})",
+            "data": {"client_secret": client_secret, "url": redirect}}}),
+    ]
+    return messages, secret_list
+
+
+def _pieces(secret: str) -> list[str]:
+    """The secret and long pieces of it (a partial leak is a leak)."""
+    if len(secret) < 24:
+        return [secret]
+    return [secret, secret[:16], secret[-16:], secret[len(secret) // 2 - 8:][:16]]
+
+
+@pytest.mark.parametrize("as_bytes", [True, False], ids=["raw-bytes", "decoded"])
+def test_no_credential_of_an_oauth_exchange_reaches_a_full_detail_log(
+        tmp_path: Path, as_bytes: bool) -> None:
+    messages, secret_list = _oauth_exchange()
+    log = tmp_path / "g.log"
+    with Inspector(log, detail="full") as inspector:
+        for direction, message in messages:
+            inspector.record(direction, json.dumps(message).encode() if as_bytes else message,
+                             upstream="auth", size=len(json.dumps(message)))
+    text = log.read_text()
+    for secret in secret_list:
+        for piece in _pieces(secret):
+            assert piece not in text, f"{piece!r} of a secret is in the log"
+            # also not in an escaped form (JSON text inside a JSON string)
+            assert json.dumps(piece)[1:-1] not in text
+    assert text.count(REDACTED) >= len(secret_list)
+    # What is not secret stays readable: the redaction is aimed, not a blanket.
+    records = [json.loads(line) for line in text.splitlines()]
+    assert len(records) == 4
+    login = records[0]["payload"]["params"]["arguments"]
+    assert login["headers"]["Accept"] == "application/json"
+    assert login["user"]["name"] == "ada"
+    assert "state=af0ifjsldkj" in login["redirect_uri"]
+    assert "client_id=mcpsync-demo" in login["form"]
+    assert records[1]["payload"]["params"]["_meta"] == {"progressToken": 42}
+    answer = records[2]["payload"]["result"]["content"]
+    assert '"token_type": "Bearer"' in answer[0]["text"]
+    assert '"expires_in": 3600' in answer[0]["text"]
+    assert "fields=name" in answer[2]["uri"]
+    assert records[3]["code"] == -32603 and "invalid_grant" in records[3]["message"]
+
+
+def test_the_summary_detail_names_nothing_secret_either(tmp_path: Path) -> None:
+    messages, secret_list = _oauth_exchange()
+    log = tmp_path / "g.log"
+    with Inspector(log) as inspector:
+        for direction, message in messages:
+            inspector.record(direction, message, upstream="auth")
+    text = log.read_text()
+    assert not [s for s in secret_list if any(p in text for p in _pieces(s))]
+
+
+def test_the_rules_are_configurable() -> None:
+    custom = Redactor(extra_keys=["Employee-Number"], extra_patterns=[r"\bEMP-\d{4}\b"])
+    assert custom.value({"employee_number": 1234, "note": "ask EMP-0042"}) == \
+        {"employee_number": REDACTED, "note": f"ask {REDACTED}"}
+    digest = hashlib.sha256(b"x").hexdigest()
+    assert Redactor().text(digest) == REDACTED
+    assert Redactor(entropy=False).text(digest) == digest
+    off = Redactor(enabled=False)
+    assert off.value({"password": "hunter2"}) == {"password": "hunter2"}
+    with pytest.raises(ValueError, match="not a valid regular expression"):
+        Redactor(extra_patterns=["(unclosed"])
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("Basic usage: pass a path", "Basic usage: pass a path"),
+    ("/tmp/pytest-of-user/pytest-12/test0", "/tmp/pytest-of-user/pytest-12/test0"),
+    ("notifications/resources/list_changed", "notifications/resources/list_changed"),
+    ("max_tokens=1024", "max_tokens=1024"),
+    ("https://u:hunter2@db.example.com/x", f"https://u:{REDACTED}@db.example.com/x"),
+    ("Api-Key: abc", f"Api-Key: {REDACTED}"),
+    ("authorization=Basic dXNlcjpwYXNz", f"authorization={REDACTED}"),
+    ("xoxb-1234567890-abcdefghij", REDACTED),
+])
+def test_what_text_is_kept_and_what_is_replaced(text: str, expected: str) -> None:
+    assert Redactor().text(text) == expected
+
+
+def test_the_redactor_repr_holds_no_rule_text() -> None:
+    assert "EMP" not in repr(Redactor(extra_patterns=[r"EMP-\d+"]))
