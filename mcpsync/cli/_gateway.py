@@ -21,6 +21,20 @@ def _cmd_gateway(args: argparse.Namespace, ctx: _Context) -> _Outcome:
     if not ctx.config:
         raise CLIError("mcpsync gateway needs --config FILE: the mcpServers config of the "
                        "servers to put behind it", EXIT_USAGE)
-    with Gateway(ctx.config) as gateway:
+    inspector = None
+    if args.log:
+        from mcpsync.gateway._inspector import Inspector
+        try:
+            inspector = Inspector(args.log, detail=args.log_detail)
+        except OSError as exc:
+            raise CLIError(f"cannot write the gateway log {args.log!r}: {exc.strerror or exc} "
+                           "(choose a file in a directory you own)", EXIT_USAGE) from None
+    try:
+        gateway = Gateway(ctx.config, inspector=inspector)
+    except BaseException:
+        if inspector is not None:
+            inspector.close()
+        raise
+    with gateway:
         gateway.serve_stdio()
     return _Outcome("")

@@ -157,9 +157,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", action="store_true",
                    help="use the device-code flow (no browser on this machine)")
 
-    command("gateway", "serve the config's server to an MCP host over stdin/stdout, passing "
-                       "its frames through untouched (stdout carries MCP only)",
-            "  mcpsync gateway --config ~/gateway.json")
+    p = command("gateway", "serve the config's server to an MCP host over stdin/stdout, "
+                           "passing its frames through untouched (stdout carries MCP only)",
+                "  mcpsync gateway --config ~/gateway.json\n"
+                "  mcpsync gateway --config ~/gateway.json --log ~/gateway.log")
+    p.add_argument("--log", metavar="FILE",
+                   help="log every message as a JSON line (redacted; 0600; rotated at 10 MB); "
+                        "read it with 'mcpsync inspect FILE'")
+    p.add_argument("--log-detail", choices=("summary", "full"), default="summary",
+                   help="summary (default): methods, tools, sizes, latencies, outcomes and the "
+                        "shape of arguments; full: whole messages too, still redacted")
     return parser
 
 

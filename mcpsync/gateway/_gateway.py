@@ -42,6 +42,13 @@ from mcpsync._threads import join_all
 from mcpsync.config import ServerConfig
 from mcpsync.config_files import load_config
 from mcpsync.errors import ConfigError
+from mcpsync.gateway._inspector import (
+    GATEWAY_TO_HOST,
+    GATEWAY_TO_UPSTREAM,
+    HOST_TO_GATEWAY,
+    UPSTREAM_TO_GATEWAY,
+    Inspector,
+)
 from mcpsync.gateway._rawstdio import RawLines
 from mcpsync.gateway._upstream import MAX_INFLIGHT, Upstream, refuse_self_launch
 from mcpsync.jsonrpc import MAX_FRAME_BYTES, StreamError
@@ -72,12 +79,14 @@ class Gateway:
 
     Disabled entries are skipped; an entry that would launch a gateway itself is refused
     (``ConfigError``). Today exactly one upstream is served (a pass-through); a config with
-    more raises ``ConfigError`` until aggregation is wired. ``on_frame`` observes every frame.
+    more raises ``ConfigError`` until aggregation is wired. ``on_frame`` observes every frame;
+    ``inspector`` (an ``Inspector``) logs each one, redacted, as JSON lines, and is closed
+    with the gateway.
     Use :meth:`serve_stdio` to run it; :meth:`close` (or ``with``) stops the upstreams.
     """
 
     def __init__(self, config: str | os.PathLike[str] | Mapping[str, Any] | Sequence[ServerConfig],
-                 *, on_frame: FrameObserver | None = None,
+                 *, on_frame: FrameObserver | None = None, inspector: Inspector | None = None,
                  max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
         configs, source = _load(config)
         configs = [c for c in configs if not c.disabled]
@@ -92,6 +101,7 @@ class Gateway:
                               f"config has {len(configs)} ({names}); keep one, or mark the "
                               "others \"disabled\": true")
         self.on_frame = on_frame
+        self.inspector = inspector
         self._max_frame = max_frame_bytes
         self._upstreams = [Upstream(c, on_line=self._from_upstream, on_down=self._upstream_down,
                                     on_refused=self._refuse, on_failed=self._call_failed,
@@ -157,6 +167,8 @@ class Gateway:
         if stuck:
             _log.warning("gateway threads still running after close: %s",
                          ", ".join(t.name for t in stuck))
+        if self.inspector is not None:
+            self.inspector.close()
         with self._out_lock:
             for fd in (self._out_fd, self._wake_r, self._wake_w):
                 if fd >= 0:
@@ -189,7 +201,16 @@ class Gateway:
         return upstream if upstream is not None else self._upstreams[0]
 
     def _record(self, direction: str, upstream: Upstream, envelope: Envelope,
-                latency: float | None) -> None:
+                latency: float | None, *, made: bool = False) -> None:
+        """Every frame that crosses: to the inspector (both legs it travels; only the last
+        for a frame the gateway made itself) and to ``on_frame``."""
+        inspector = self.inspector
+        if inspector is not None and inspector.enabled:
+            frame = envelope.to_bytes()
+            legs = ((GATEWAY_TO_HOST,) if made else (UPSTREAM_TO_GATEWAY, GATEWAY_TO_HOST)) \
+                if direction == "to_host" else (HOST_TO_GATEWAY, GATEWAY_TO_UPSTREAM)
+            for leg in legs:
+                inspector.record(leg, frame, upstream=upstream.id)
         observer = self.on_frame
         if observer is not None:
             try:
@@ -259,7 +280,7 @@ class Gateway:
             body["data"] = {"upstream": upstream.id}
         text = f'{{"jsonrpc":"2.0","id":{raw_id},"error":{json.dumps(body)}}}'
         if upstream is not None:
-            self._record("to_host", upstream, parse_envelope(text), None)
+            self._record("to_host", upstream, parse_envelope(text), None, made=True)
         self._write_host(text.encode())
 
     # ---------------------------------------------------------------- the upstream side
