@@ -49,6 +49,7 @@ from mcpsync.gateway._inspector import (
     UPSTREAM_TO_GATEWAY,
     Inspector,
 )
+from mcpsync.gateway._multi import Aggregator
 from mcpsync.gateway._rawstdio import RawLines
 from mcpsync.gateway._upstream import MAX_INFLIGHT, Upstream, refuse_self_launch
 from mcpsync.jsonrpc import MAX_FRAME_BYTES, StreamError
@@ -78,8 +79,8 @@ class Gateway:
     ``mcpServers``/``servers`` dict, or a list of :class:`~mcpsync.ServerConfig`).
 
     Disabled entries are skipped; an entry that would launch a gateway itself is refused
-    (``ConfigError``). Today exactly one upstream is served (a pass-through); a config with
-    more raises ``ConfigError`` until aggregation is wired. ``on_frame`` observes every frame;
+    (``ConfigError``). One upstream is a pass-through; several are served as one aggregated
+    server (see ``_multi``). ``on_frame`` observes every frame;
     ``inspector`` (an ``Inspector``) logs each one, redacted, as JSON lines, and is closed
     with the gateway.
     Use :meth:`serve_stdio` to run it; :meth:`close` (or ``with``) stops the upstreams.
@@ -95,11 +96,6 @@ class Gateway:
                               "(add an entry under mcpServers)")
         for each in configs:
             refuse_self_launch(each, source)
-        if len(configs) > 1:
-            names = ", ".join(repr(c.id) for c in configs)
-            raise ConfigError(f"{source}: the gateway serves one upstream for now, and this "
-                              f"config has {len(configs)} ({names}); keep one, or mark the "
-                              "others \"disabled\": true")
         self.on_frame = on_frame
         self.inspector = inspector
         self._max_frame = max_frame_bytes
@@ -107,6 +103,10 @@ class Gateway:
                                     on_refused=self._refuse, on_failed=self._call_failed,
                                     max_frame_bytes=max_frame_bytes) for c in configs]
         self._by_id = {u.id: u for u in self._upstreams}
+        if len(self._by_id) != len(self._upstreams):
+            raise ConfigError(f"{source}: two servers share one id; give each its own")
+        # Several upstreams: one aggregated server (prefixed names, remapped ids).
+        self._agg = Aggregator(self) if len(self._upstreams) > 1 else None
         self._s2c: dict[IdKey, Upstream] = {}   # server-to-client request id -> its upstream
         self._s2c_lock = threading.Lock()
         self._out_fd = -1
@@ -253,6 +253,9 @@ class Gateway:
             self._write_error("null", exc.code, f"the gateway could not read this line: {exc}",
                               None)
             return
+        if self._agg is not None:
+            self._agg.from_host(envelope)
+            return
         if envelope.kind in ("response", "error"):
             upstream = self._route_answer(envelope)
         else:
@@ -299,7 +302,10 @@ class Gateway:
             if sent == -1.0:
                 return   # the answer to a replayed initialize: the host had its own
             latency = None if sent is None else time.monotonic() - sent
-        elif envelope.kind == "request" and key is not None:
+        if self._agg is not None:
+            self._agg.from_upstream(upstream, envelope)
+            return
+        if envelope.kind == "request" and key is not None:
             with self._s2c_lock:
                 full = len(self._s2c) >= MAX_INFLIGHT and key not in self._s2c
                 if not full:
@@ -315,6 +321,9 @@ class Gateway:
         self._write_host(envelope.to_bytes())
 
     def _upstream_down(self, upstream: Upstream, calls: list[Envelope], why: str) -> None:
+        if self._agg is not None:
+            self._agg.upstream_down(upstream, why)
+            return
         with self._s2c_lock:
             for key in [k for k, u in self._s2c.items() if u is upstream]:
                 del self._s2c[key]
@@ -324,10 +333,16 @@ class Gateway:
                               f"({why}); it will be restarted on the next call", upstream)
 
     def _call_failed(self, upstream: Upstream, call: Envelope, why: str) -> None:
+        if self._agg is not None:
+            self._agg.call_failed(upstream, call, f"upstream {upstream.id!r}: {why}")
+            return
         self._write_error(call.id or "null", INTERNAL_ERROR, f"upstream {upstream.id!r}: {why}",
                           upstream)
 
     def _refuse(self, upstream: Upstream, envelope: Envelope, why: str) -> None:
         if envelope.id_key is not None:
             upstream.forget(envelope.id_key)
+            if self._agg is not None:
+                self._agg.call_failed(upstream, envelope, why)
+                return
             self._write_error(envelope.id or "null", INTERNAL_ERROR, why, upstream)
