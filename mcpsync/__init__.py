@@ -80,6 +80,7 @@ if TYPE_CHECKING:
         URLElicitationRequired as URLElicitationRequired,
         UsedAfterFork as UsedAfterFork,
     )
+    from mcpsync.gateway import Gateway as Gateway
     from mcpsync.jsonrpc import ParseError as ParseError, StreamError as StreamError
     from mcpsync.manager import (
         ManagedTool as ManagedTool,
@@ -140,6 +141,7 @@ _PUBLIC: dict[str, str] = {
         "TransportError", "Unauthorized", "UnknownServer", "UnknownTool", "UnsupportedInThisEra",
         "UnsupportedProtocolVersion", "URLElicitationRequired", "UsedAfterFork",
     ), "mcpsync.errors"),
+    "Gateway": "mcpsync.gateway",
     "ParseError": "mcpsync.jsonrpc",
     "StreamError": "mcpsync.jsonrpc",
     "ManagedTool": "mcpsync.manager",

@@ -25,6 +25,7 @@ from mcpsync.cli._errors import (
     CLIError,
     _describe,
 )
+from mcpsync.cli._gateway import _cmd_gateway
 from mcpsync.cli._inspect import _cmd_inspect
 from mcpsync.cli._login import _cmd_login
 from mcpsync.cli._output import (
@@ -291,5 +292,6 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, _Context], _Outcome]] = {
     "read": _cmd_read,
     "login": _cmd_login,
     "trust": _cmd_trust,
+    "gateway": _cmd_gateway,
     "inspect": _cmd_inspect,
 }

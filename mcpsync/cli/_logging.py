@@ -15,7 +15,7 @@ _LOGGERS = ("mcpsync", "mcpauth")
 
 # Loggers whose warnings reach stderr without --verbose: the config loader (unknown keys) and
 # the CLI itself (a stored login that cannot be used).
-_QUIET_LOGGERS = ("mcpsync.config", "mcpsync.cli")
+_QUIET_LOGGERS = ("mcpsync.config", "mcpsync.cli", "mcpsync.gateway")
 
 
 def _logging_handler(verbose: bool) -> logging.Handler:

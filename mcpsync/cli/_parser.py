@@ -156,6 +156,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="scope(s) to ask for, space separated; may be repeated")
     p.add_argument("--device", action="store_true",
                    help="use the device-code flow (no browser on this machine)")
+
+    p = command("gateway", "serve the config's server to an MCP host over stdin/stdout, "
+                           "passing its frames through untouched (stdout carries MCP only)",
+                "  mcpsync gateway --config ~/gateway.json\n"
+                "  mcpsync gateway --config ~/gateway.json --log ~/gateway.log")
+    p.add_argument("--log", metavar="FILE",
+                   help="log every message as a JSON line (redacted; 0600; rotated at 10 MB); "
+                        "read it with 'mcpsync inspect FILE'")
+    p.add_argument("--log-detail", choices=("summary", "full"), default="summary",
+                   help="summary (default): methods, tools, sizes, latencies, outcomes and the "
+                        "shape of arguments; full: whole messages too, still redacted")
     return parser
 
 

@@ -1,0 +1,40 @@
+"""``mcpsync gateway``: run the MCP gateway over this process's stdin and stdout.
+
+An MCP host starts this command as its server. Everything the gateway logs goes to stderr;
+stdout carries MCP frames only (see ``docs/gateway.md``).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from mcpsync.cli._context import _Context
+from mcpsync.cli._errors import EXIT_USAGE, CLIError
+from mcpsync.cli._output import _Outcome
+
+__all__ = ["_cmd_gateway"]
+
+
+def _cmd_gateway(args: argparse.Namespace, ctx: _Context) -> _Outcome:
+    from mcpsync.gateway import Gateway
+
+    if not ctx.config:
+        raise CLIError("mcpsync gateway needs --config FILE: the mcpServers config of the "
+                       "servers to put behind it", EXIT_USAGE)
+    inspector = None
+    if args.log:
+        from mcpsync.gateway._inspector import Inspector
+        try:
+            inspector = Inspector(args.log, detail=args.log_detail)
+        except OSError as exc:
+            raise CLIError(f"cannot write the gateway log {args.log!r}: {exc.strerror or exc} "
+                           "(choose a file in a directory you own)", EXIT_USAGE) from None
+    try:
+        gateway = Gateway(ctx.config, inspector=inspector)
+    except BaseException:
+        if inspector is not None:
+            inspector.close()
+        raise
+    with gateway:
+        gateway.serve_stdio()
+    return _Outcome("")

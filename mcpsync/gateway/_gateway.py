@@ -1,0 +1,348 @@
+"""``mcpsync.Gateway``: one MCP host in front, configured servers behind, frames passed as-is.
+
+The host (Claude Desktop, an IDE, any MCP client) starts the gateway as its stdio server. The
+gateway reads the host's lines, parses each into a tolerant :class:`~mcpsync._envelope.Envelope`
+(kind, id, method; everything else kept as raw text) and hands the frame's own bytes to the
+upstream it is for; upstream lines come back the same way. So with one upstream the gateway is
+a pass-through: the host negotiates with the upstream itself (the gateway offers whatever
+revision the upstream answers), and numbers, escapes, key order and members of a revision the
+gateway does not know reach the other side byte for byte.
+
+What the gateway itself writes to the host is only what it must: a JSON-RPC error for a call
+it could not deliver (an upstream that died with the call in flight, could not be started, or
+is not keeping up), and a parse error for a line that is not JSON. Nothing but MCP frames goes
+to stdout: logs go to the ``mcpsync.gateway`` logger (stderr in the command), and while
+:meth:`Gateway.serve_stdio` runs on the real stdout, file descriptor 1 points at stderr, so a
+stray ``print`` cannot corrupt the stream.
+
+Two seams are left open on purpose. :attr:`Gateway.on_frame` is called for every frame that
+crosses (direction, upstream id, envelope, latency for answers): the traffic inspector hangs
+there. :meth:`Gateway._route_request` / :meth:`Gateway._route_answer` pick the upstream of a
+frame: with several upstreams, aggregation (prefixed names, URI rewriting, id remapping)
+replaces them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import select
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, BinaryIO, Final
+
+from mcpsync._codes import INTERNAL_ERROR
+from mcpsync._envelope import Envelope, EnvelopeError, IdKey, parse_envelope
+from mcpsync._threads import join_all
+from mcpsync.config import ServerConfig
+from mcpsync.config_files import load_config
+from mcpsync.errors import ConfigError
+from mcpsync.gateway._inspector import (
+    GATEWAY_TO_HOST,
+    GATEWAY_TO_UPSTREAM,
+    HOST_TO_GATEWAY,
+    UPSTREAM_TO_GATEWAY,
+    Inspector,
+)
+from mcpsync.gateway._multi import Aggregator
+from mcpsync.gateway._rawstdio import RawLines
+from mcpsync.gateway._upstream import MAX_INFLIGHT, Upstream, refuse_self_launch
+from mcpsync.jsonrpc import MAX_FRAME_BYTES, StreamError
+
+__all__ = ["FrameObserver", "Gateway"]
+
+#: ``on_frame(direction, upstream_id, envelope, latency_seconds_or_None)``; ``direction`` is
+#: ``"to_upstream"`` or ``"to_host"``.
+FrameObserver = Callable[[str, str, Envelope, "float | None"], None]
+
+_log = logging.getLogger("mcpsync.gateway")
+_CLOSE_BUDGET: Final = 6.0
+_READ_SIZE: Final = 256 * 1024
+
+
+def _load(config: str | os.PathLike[str] | Mapping[str, Any] | Sequence[ServerConfig]
+          ) -> tuple[list[ServerConfig], str]:
+    if isinstance(config, (str, os.PathLike)):
+        return load_config(config), os.fspath(config)
+    if isinstance(config, Mapping):
+        return load_config(config), "the gateway config"
+    return list(config), "the gateway config"
+
+
+class Gateway:
+    """An MCP gateway over the servers of ``config`` (a config file path, a parsed
+    ``mcpServers``/``servers`` dict, or a list of :class:`~mcpsync.ServerConfig`).
+
+    Disabled entries are skipped; an entry that would launch a gateway itself is refused
+    (``ConfigError``). One upstream is a pass-through; several are served as one aggregated
+    server (see ``_multi``). ``on_frame`` observes every frame;
+    ``inspector`` (an ``Inspector``) logs each one, redacted, as JSON lines, and is closed
+    with the gateway.
+    Use :meth:`serve_stdio` to run it; :meth:`close` (or ``with``) stops the upstreams.
+    """
+
+    def __init__(self, config: str | os.PathLike[str] | Mapping[str, Any] | Sequence[ServerConfig],
+                 *, on_frame: FrameObserver | None = None, inspector: Inspector | None = None,
+                 max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
+        configs, source = _load(config)
+        configs = [c for c in configs if not c.disabled]
+        if not configs:
+            raise ConfigError(f"{source}: no enabled server to put behind the gateway "
+                              "(add an entry under mcpServers)")
+        for each in configs:
+            refuse_self_launch(each, source)
+        self.on_frame = on_frame
+        self.inspector = inspector
+        self._max_frame = max_frame_bytes
+        self._upstreams = [Upstream(c, on_line=self._from_upstream, on_down=self._upstream_down,
+                                    on_refused=self._refuse, on_failed=self._call_failed,
+                                    max_frame_bytes=max_frame_bytes) for c in configs]
+        self._by_id = {u.id: u for u in self._upstreams}
+        if len(self._by_id) != len(self._upstreams):
+            raise ConfigError(f"{source}: two servers share one id; give each its own")
+        # Several upstreams: one aggregated server (prefixed names, remapped ids).
+        self._agg = Aggregator(self) if len(self._upstreams) > 1 else None
+        self._s2c: dict[IdKey, Upstream] = {}   # server-to-client request id -> its upstream
+        self._s2c_lock = threading.Lock()
+        self._out_fd = -1
+        self._out_lock = threading.Lock()
+        self._wake_r, self._wake_w = os.pipe()
+        self._closed = False
+        self._started = False
+        self._close_lock = threading.Lock()
+
+    # ---------------------------------------------------------------- public
+
+    @property
+    def upstreams(self) -> list[Upstream]:
+        """The upstreams, in config order."""
+        return list(self._upstreams)
+
+    def serve_stdio(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
+        """Serve one host over ``stdin``/``stdout`` (default: this process's) until the host
+        closes its end or :meth:`close` is called; then stop the upstreams."""
+        if self._started:
+            raise RuntimeError("a Gateway serves one host once; make a new one")
+        self._started = True
+        in_fd = (stdin if stdin is not None else sys.stdin.buffer).fileno()
+        saved_stdout = -1
+        if stdout is None:
+            sys.stdout.flush()
+            self._out_fd = os.dup(1)
+            saved_stdout = os.dup(1)
+            os.dup2(2, 1)   # only the gateway writes to the host's stdout from now on
+        else:
+            self._out_fd = os.dup(stdout.fileno())
+        try:
+            for upstream in self._upstreams:
+                upstream.start()
+            self._read_host(in_fd)
+        finally:
+            self.close()
+            if saved_stdout >= 0:
+                with contextlib.suppress(OSError):
+                    sys.stdout.flush()
+                os.dup2(saved_stdout, 1)
+                os.close(saved_stdout)
+
+    def close(self) -> None:
+        """Stop serving: close every upstream (the stdio shutdown sequence, bounded) and
+        join the gateway's threads. Idempotent; safe from any thread."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        with contextlib.suppress(OSError):
+            os.write(self._wake_w, b"\0")
+        deadline = time.monotonic() + _CLOSE_BUDGET
+        stuck: list[threading.Thread] = []
+        for upstream in self._upstreams:
+            stuck += upstream.close(deadline)
+        stuck = join_all(stuck, deadline)
+        if stuck:
+            _log.warning("gateway threads still running after close: %s",
+                         ", ".join(t.name for t in stuck))
+        if self.inspector is not None:
+            self.inspector.close()
+        with self._out_lock:
+            for fd in (self._out_fd, self._wake_r, self._wake_w):
+                if fd >= 0:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+            self._out_fd = self._wake_r = self._wake_w = -1
+
+    def __enter__(self) -> Gateway:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else ("serving" if self._started else "new")
+        return f"<Gateway upstreams={[u.id for u in self._upstreams]} {state}>"
+
+    # ---------------------------------------------------------------- routing seams
+
+    def _route_request(self, envelope: Envelope) -> Upstream:
+        """The upstream a host request or notification goes to (aggregation replaces this)."""
+        return self._upstreams[0]
+
+    def _route_answer(self, envelope: Envelope) -> Upstream:
+        """The upstream whose server-to-client request the host is answering."""
+        with self._s2c_lock:
+            key = envelope.id_key
+            upstream = self._s2c.pop(key, None) if key is not None else None
+        return upstream if upstream is not None else self._upstreams[0]
+
+    def _record(self, direction: str, upstream: Upstream, envelope: Envelope,
+                latency: float | None, *, made: bool = False) -> None:
+        """Every frame that crosses: to the inspector (both legs it travels; only the last
+        for a frame the gateway made itself) and to ``on_frame``."""
+        inspector = self.inspector
+        if inspector is not None and inspector.enabled:
+            frame = envelope.to_bytes()
+            legs = ((GATEWAY_TO_HOST,) if made else (UPSTREAM_TO_GATEWAY, GATEWAY_TO_HOST)) \
+                if direction == "to_host" else (HOST_TO_GATEWAY, GATEWAY_TO_UPSTREAM)
+            for leg in legs:
+                inspector.record(leg, frame, upstream=upstream.id)
+        observer = self.on_frame
+        if observer is not None:
+            try:
+                observer(direction, upstream.id, envelope, latency)
+            except Exception:   # an observer must never break the traffic
+                _log.warning("the gateway's frame observer raised", exc_info=True)
+
+    # ---------------------------------------------------------------- the host side
+
+    def _read_host(self, fd: int) -> None:
+        lines = RawLines(max_frame_bytes=self._max_frame)
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        poller.register(self._wake_r, select.POLLIN)
+        while not self._closed:
+            ready = poller.poll()
+            if any(r_fd == self._wake_r for r_fd, _ in ready):
+                return
+            try:
+                data = os.read(fd, _READ_SIZE)
+            except OSError as exc:
+                _log.warning("reading the host's input failed: %s", exc)
+                return
+            try:
+                batch = lines.feed(data) if data else lines.finish()
+            except StreamError as exc:
+                _log.error("the host's input broke: %s", exc)
+                return
+            for line in batch:
+                self._from_host(line)
+            if not data:
+                _log.info("the host closed its input; the gateway stops")
+                return
+
+    def _from_host(self, line: bytes) -> None:
+        try:
+            envelope = parse_envelope(line)
+        except EnvelopeError as exc:
+            _log.warning("a line from the host is not a JSON-RPC message: %s", exc)
+            self._write_error("null", exc.code, f"the gateway could not read this line: {exc}",
+                              None)
+            return
+        if self._agg is not None:
+            self._agg.from_host(envelope)
+            return
+        if envelope.kind in ("response", "error"):
+            upstream = self._route_answer(envelope)
+        else:
+            upstream = self._route_request(envelope)
+        self._record("to_upstream", upstream, envelope, None)
+        upstream.submit(envelope)
+
+    def _write_host(self, frame: bytes) -> None:
+        data = frame + b"\n"
+        with self._out_lock:
+            fd = self._out_fd
+            if fd < 0:
+                return
+            view = memoryview(data)
+            try:
+                while view:
+                    view = view[os.write(fd, view):]
+            except OSError as exc:   # the host went away; its input's EOF ends serving
+                _log.info("writing to the host failed: %s", exc)
+
+    def _write_error(self, raw_id: str, code: int, message: str,
+                     upstream: Upstream | None) -> None:
+        body: dict[str, Any] = {"code": code, "message": message}
+        if upstream is not None:
+            body["data"] = {"upstream": upstream.id}
+        text = f'{{"jsonrpc":"2.0","id":{raw_id},"error":{json.dumps(body)}}}'
+        if upstream is not None:
+            self._record("to_host", upstream, parse_envelope(text), None, made=True)
+        self._write_host(text.encode())
+
+    # ---------------------------------------------------------------- the upstream side
+
+    def _from_upstream(self, upstream: Upstream, line: bytes) -> None:
+        try:
+            envelope = parse_envelope(line)
+        except EnvelopeError as exc:
+            _log.warning("upstream %r wrote a line that is not a JSON-RPC message (dropped): "
+                         "%s", upstream.id, exc)
+            return
+        latency = None
+        key = envelope.id_key
+        if envelope.kind in ("response", "error") and key is not None:
+            sent = upstream.answered(key)
+            if sent == -1.0:
+                return   # the answer to a replayed initialize: the host had its own
+            latency = None if sent is None else time.monotonic() - sent
+        if self._agg is not None:
+            self._agg.from_upstream(upstream, envelope)
+            return
+        if envelope.kind == "request" and key is not None:
+            with self._s2c_lock:
+                full = len(self._s2c) >= MAX_INFLIGHT and key not in self._s2c
+                if not full:
+                    self._s2c[key] = upstream
+            if full:   # a host that answers nothing must not make the table grow forever
+                body = json.dumps({"code": INTERNAL_ERROR, "message": (
+                    f"the gateway already holds {MAX_INFLIGHT} requests of upstream "
+                    f"{upstream.id!r} that the host has not answered")})
+                upstream.submit(parse_envelope(
+                    f'{{"jsonrpc":"2.0","id":{envelope.id},"error":{body}}}'))
+                return
+        self._record("to_host", upstream, envelope, latency)
+        self._write_host(envelope.to_bytes())
+
+    def _upstream_down(self, upstream: Upstream, calls: list[Envelope], why: str) -> None:
+        if self._agg is not None:
+            self._agg.upstream_down(upstream, why)
+            return
+        with self._s2c_lock:
+            for key in [k for k, u in self._s2c.items() if u is upstream]:
+                del self._s2c[key]
+        for call in calls:
+            self._write_error(call.id or "null", INTERNAL_ERROR,
+                              f"upstream {upstream.id!r} stopped while handling this request "
+                              f"({why}); it will be restarted on the next call", upstream)
+
+    def _call_failed(self, upstream: Upstream, call: Envelope, why: str) -> None:
+        if self._agg is not None:
+            self._agg.call_failed(upstream, call, f"upstream {upstream.id!r}: {why}")
+            return
+        self._write_error(call.id or "null", INTERNAL_ERROR, f"upstream {upstream.id!r}: {why}",
+                          upstream)
+
+    def _refuse(self, upstream: Upstream, envelope: Envelope, why: str) -> None:
+        if envelope.id_key is not None:
+            upstream.forget(envelope.id_key)
+            if self._agg is not None:
+                self._agg.call_failed(upstream, envelope, why)
+                return
+            self._write_error(envelope.id or "null", INTERNAL_ERROR, why, upstream)

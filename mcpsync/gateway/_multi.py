@@ -1,0 +1,311 @@
+"""Several upstreams as one server: the gateway's routing when its config has more than one.
+
+Built on the aggregation helpers (``_aggregate``): tool names are exposed as
+``<upstream id>__<name>`` through a :class:`NameTable` (mapped back through the table, never
+by splitting), host request ids are remapped per upstream through an :class:`IdTable`, and
+server-to-client requests through a :class:`PeerTable`, so ids from different upstreams never
+meet. What is served so far:
+
+- ``initialize`` (legacy) and ``server/discover`` (2026-07-28) go to every upstream; the host
+  gets one answer: capabilities unioned, the gateway's own ``serverInfo``;
+- ``tools/list`` is merged from every upstream (one host page, a combined cursor);
+  ``tools/call`` goes to the upstream that owns the name, and its answer comes back with only
+  the id changed (the rest of the upstream's bytes kept);
+- ``ping`` is answered by the gateway; ``logging/setLevel`` goes to every upstream;
+- notifications: ``notifications/initialized`` to every upstream, ``notifications/cancelled``
+  to the upstream of that call with its id there; from upstreams, progress goes back with the
+  host's token, list changes and logs pass, and server-to-client requests reach the host
+  under an id of the gateway's and their answers return to the upstream that asked;
+- any other method (prompts, resources, completion) is answered with -32601 naming it: URI
+  rewriting and prompt names are the next step.
+
+An upstream that dies fails the calls it held at once, naming it; a fan-out it was part of
+is answered from the others.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from typing import TYPE_CHECKING, Any
+
+from mcpsync._codes import INTERNAL_ERROR, METHOD_NOT_FOUND
+from mcpsync._envelope import Envelope
+from mcpsync._version import __version__
+from mcpsync.gateway._aggregate import (
+    Call,
+    IdTable,
+    NameTable,
+    PeerTable,
+    RouteError,
+    decode_cursor,
+    merge_discover,
+    merge_pages,
+    union_capabilities,
+)
+
+if TYPE_CHECKING:
+    from mcpsync.gateway._gateway import Gateway
+    from mcpsync.gateway._upstream import Upstream
+
+__all__ = ["Aggregator"]
+
+_log = logging.getLogger("mcpsync.gateway")
+_FAN_OUT = frozenset({"initialize", "server/discover", "tools/list", "logging/setLevel"})
+
+
+class _Gather:
+    """The answers of one fan-out request, until every upstream asked has answered."""
+
+    def __init__(self, method: str, host_id: str, waiting: set[str]) -> None:
+        self.method = method
+        self.host_id = host_id
+        self.waiting = waiting
+        self.results: dict[str, Any] = {}
+        self.errors: dict[str, str] = {}
+
+
+class Aggregator:
+    """The routing of a :class:`~mcpsync.gateway._gateway.Gateway` with several upstreams."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self._gw = gateway
+        self._by_id = {u.id: u for u in gateway.upstreams}
+        self._ids = IdTable()
+        self._peers = PeerTable(self._ids)
+        self._tools = NameTable("tool")
+        self._gathers: dict[str, _Gather] = {}   # IdTable call key -> its gather
+        self._lock = threading.Lock()
+
+    # ---------------------------------------------------------------- from the host
+
+    def from_host(self, env: Envelope) -> None:
+        try:
+            if env.kind == "request":
+                self._host_request(env)
+            elif env.kind == "notification":
+                self._host_notification(env)
+            else:
+                self._host_answer(env)
+        except RouteError as exc:
+            if env.kind == "request" and env.id is not None:
+                self._gw._write_error(env.id, exc.code, str(exc), None)
+            else:
+                _log.warning("dropped a frame from the host: %s", exc)
+
+    def _host_request(self, env: Envelope) -> None:
+        assert env.id is not None and env.method is not None
+        method = env.method
+        params = self._params(env)
+        if method == "ping":
+            self._gw._write_host(f'{{"jsonrpc":"2.0","id":{env.id},"result":{{}}}}'.encode())
+            return
+        if method in _FAN_OUT:
+            self._fan_out(env, method, params)
+            return
+        if method == "tools/call":
+            route, routed = self._tools.route_params(params)
+            self._send(env, route.upstream, routed)
+            return
+        self._gw._write_error(env.id, METHOD_NOT_FOUND,
+                              f"the gateway does not serve {method!r} across several "
+                              "upstreams yet (tools are served; prompts and resources are "
+                              "not)", None)
+
+    def _fan_out(self, env: Envelope, method: str, params: Any) -> None:
+        assert env.id is not None
+        upstreams = list(self._by_id)
+        cursors: dict[str, Any] = {}
+        if method == "tools/list" and isinstance(params, dict) and "cursor" in params:
+            cursors = decode_cursor(params["cursor"], upstreams)
+            upstreams = [u for u in upstreams if u in cursors]
+        call = self._ids.open(env.id, upstreams, method=method)
+        with self._lock:
+            self._gathers[call.key] = _Gather(method, env.id, set(upstreams))
+        for upstream in upstreams:
+            sent = dict(params) if isinstance(params, dict) else {}
+            if upstream in cursors:
+                sent["cursor"] = cursors[upstream]
+            elif method == "tools/list":
+                sent.pop("cursor", None)
+            self._submit(upstream, env, call.upstream_id(upstream), sent)
+
+    def _send(self, env: Envelope, upstream: str, params: Any) -> None:
+        assert env.id is not None and env.method is not None
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        token = meta.get("progressToken") if isinstance(meta, dict) else None
+        if token is not None and isinstance(meta, dict):
+            call = self._ids.open(env.id, upstream, method=env.method, progress_token=token)
+            params = {**params, "_meta": {**meta, "progressToken": call.upstream_id(upstream)}}
+        else:
+            call = self._ids.open(env.id, upstream, method=env.method)
+        self._submit(upstream, env, call.upstream_id(upstream), params)
+
+    def _submit(self, upstream: str, env: Envelope, upstream_id: int, params: Any) -> None:
+        frame = env.replace("id", str(upstream_id))
+        if params is not None:
+            frame = frame.replace("params", json.dumps(params, ensure_ascii=False))
+        target = self._by_id[upstream]
+        self._gw._record("to_upstream", target, frame, None)
+        target.submit(frame)
+
+    def _host_notification(self, env: Envelope) -> None:
+        method = env.method
+        params = self._params(env)
+        if method == "notifications/cancelled":
+            for upstream, sent in self._ids.cancel(params):
+                self._notify(upstream, env, sent)
+            return
+        for upstream in self._by_id:   # initialized, roots/list_changed, others: to each
+            self._notify(upstream, env, None)
+
+    def _notify(self, upstream: str, env: Envelope, params: Any) -> None:
+        frame = env if params is None else env.replace("params", json.dumps(params))
+        target = self._by_id[upstream]
+        self._gw._record("to_upstream", target, frame, None)
+        target.submit(frame)
+
+    def _host_answer(self, env: Envelope) -> None:
+        if env.id_key is None:
+            return
+        peer = self._peers.answered(json.loads(env.id or "null"))
+        if peer is None:
+            _log.warning("the host answered an id the gateway did not send: %s", env.id)
+            return
+        target = self._by_id[peer.upstream]
+        frame = env.replace("id", peer.upstream_id)
+        self._gw._record("to_upstream", target, frame, None)
+        target.submit(frame)
+
+    # ---------------------------------------------------------------- from an upstream
+
+    def from_upstream(self, upstream: Upstream, env: Envelope) -> None:
+        if env.kind in ("response", "error"):
+            self._upstream_answer(upstream, env)
+        elif env.kind == "request":
+            assert env.id is not None
+            peer = self._peers.open(upstream.id, env.id)
+            self._to_host(upstream, env.replace("id", json.dumps(peer.host_id)))
+        else:
+            self._upstream_notification(upstream, env)
+
+    def _upstream_answer(self, upstream: Upstream, env: Envelope) -> None:
+        if env.id_key is None:
+            return
+        upstream_id = json.loads(env.id or "null")
+        answered = self._ids.answered(upstream.id, upstream_id)
+        if answered is None:
+            return   # a call already failed or cancelled, or a replayed initialize
+        call, done = answered
+        with self._lock:
+            gather = self._gathers.get(call.key)
+        if gather is None:
+            self._to_host(upstream, env.replace("id", call.host_id))
+            return
+        result = json.loads(env.raw("result") or "null")
+        if env.kind == "error":
+            gather.errors[upstream.id] = str(json.loads(env.raw("error") or "null"))
+        else:
+            gather.results[upstream.id] = result
+        self._gather_step(call, gather, upstream.id, done)
+
+    def _gather_step(self, call: Call, gather: _Gather, upstream: str, done: bool) -> None:
+        with self._lock:
+            gather.waiting.discard(upstream)
+            if gather.waiting and not done:
+                return
+            self._gathers.pop(call.key, None)
+        self._answer_gather(gather)
+
+    def _answer_gather(self, gather: _Gather) -> None:
+        results = gather.results
+        if not results:
+            why = "; ".join(f"{u}: {e}" for u, e in gather.errors.items()) or "no upstream"
+            self._gw._write_error(gather.host_id, INTERNAL_ERROR,
+                                  f"no upstream answered {gather.method}: {why}", None)
+            return
+        for upstream, error in gather.errors.items():
+            _log.warning("upstream %r failed %s: %s", upstream, gather.method, error)
+        body: Any
+        if gather.method == "initialize":
+            versions = sorted({str(r.get("protocolVersion")) for r in results.values()
+                               if isinstance(r, dict)})
+            body = {"protocolVersion": versions[0] if versions else "",
+                    "capabilities": union_capabilities(
+                        r.get("capabilities") for r in results.values() if isinstance(r, dict)),
+                    "serverInfo": {"name": "mcpsync-gateway", "version": __version__}}
+            if len(versions) > 1:
+                _log.warning("the upstreams answered different revisions (%s); the host is "
+                             "offered %s", ", ".join(versions), versions[0])
+        elif gather.method == "server/discover":
+            body = merge_discover(results, server_info={"name": "mcpsync-gateway",
+                                                        "version": __version__})
+        elif gather.method == "tools/list":
+            pages = [(u, results[u]) for u in self._by_id if u in results]
+            body = merge_pages("tools", pages, self._expose_tools)
+        else:
+            body = {}
+        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+        self._gw._write_host(
+            f'{{"jsonrpc":"2.0","id":{gather.host_id},"result":{text}}}'.encode())
+
+    def _expose_tools(self, upstream: str, result: Any) -> Any:
+        return self._tools.expose_list(upstream, result, "tools")
+
+    def _upstream_notification(self, upstream: Upstream, env: Envelope) -> None:
+        method = env.method
+        params = self._params(env)
+        if method == "notifications/progress":
+            routed = self._ids.progress(upstream.id, params)
+            if routed is not None:
+                self._to_host(upstream, env.replace("params", json.dumps(routed[1])))
+            return
+        if method == "notifications/cancelled":
+            cancelled = self._peers.cancel(upstream.id, params)
+            if cancelled is not None:
+                self._to_host(upstream, env.replace("params", json.dumps(cancelled[1])))
+            return
+        self._to_host(upstream, env)   # list changes, logs, and what the gateway does not know
+
+    def _to_host(self, upstream: Upstream, env: Envelope) -> None:
+        self._gw._record("to_host", upstream, env, None)
+        self._gw._write_host(env.to_bytes())
+
+    # ---------------------------------------------------------------- failures
+
+    def upstream_down(self, upstream: Upstream, why: str) -> None:
+        self._peers.upstream_died(upstream.id)
+        for call, done in self._ids.upstream_died(upstream.id):
+            with self._lock:
+                gather = self._gathers.get(call.key)
+            if gather is not None:
+                gather.errors[upstream.id] = f"it stopped ({why})"
+                self._gather_step(call, gather, upstream.id, done)
+            elif done:
+                self._gw._write_error(call.host_id, INTERNAL_ERROR,
+                                      f"upstream {upstream.id!r} stopped while handling this "
+                                      f"request ({why}); it will be restarted on the next "
+                                      "call", upstream)
+
+    def call_failed(self, upstream: Upstream, env: Envelope, why: str) -> None:
+        """A frame to ``upstream`` was refused or failed below JSON-RPC: answer the host."""
+        if env.id_key is None:
+            return
+        answered = self._ids.answered(upstream.id, json.loads(env.id or "null"))
+        if answered is None:
+            return
+        call, done = answered
+        with self._lock:
+            gather = self._gathers.get(call.key)
+        if gather is not None:
+            gather.errors[upstream.id] = why
+            self._gather_step(call, gather, upstream.id, done)
+        else:
+            self._gw._write_error(call.host_id, INTERNAL_ERROR, why, upstream)
+
+    @staticmethod
+    def _params(env: Envelope) -> Any:
+        raw = env.raw("params")
+        return None if raw is None else json.loads(raw)
+

@@ -1,0 +1,320 @@
+"""One upstream server of the gateway: its process, its outgoing queue, its in-flight calls.
+
+Each upstream has two threads of its own, so that one that is slow, stuck or dead never holds
+up another (nor the host's reader):
+
+- ``mcpsync-gateway-writer-<id>`` takes frames from a bounded queue and writes them to the
+  server, starting (or restarting) the server first when it is not running;
+- ``mcpsync-gateway-reader-<id>`` (one per process) reads the server's stdout lines, raw, and
+  hands each to the gateway.
+
+The queue holds at most :data:`QUEUE_BYTES` of frames (and :data:`QUEUE_FRAMES` frames); the
+in-flight table at most :data:`MAX_INFLIGHT` calls. A request that finds either full is
+refused at once with a JSON-RPC error instead of waiting, so a flood costs bounded memory.
+
+When the process ends (or its stream breaks), every call in flight to it is failed at once
+with an error naming it; the next request restarts it, replaying the host's ``initialize``
+exchange (legacy era) so the new process is in the state the host believes it is in.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import re
+import threading
+import time
+from collections.abc import Callable
+from typing import Final
+
+from mcpsync._envelope import Envelope, IdKey
+from mcpsync._threads import join_all, new_thread
+from mcpsync.config import ServerConfig
+from mcpsync.errors import ConfigError, MCPError
+from mcpsync.gateway._conns import Conn, open_conn
+from mcpsync.jsonrpc import MAX_FRAME_BYTES, ParseError, StreamError
+from mcpsync.transport.base import safe_name
+
+__all__ = ["MAX_INFLIGHT", "QUEUE_BYTES", "QUEUE_FRAMES", "Upstream", "refuse_self_launch"]
+
+#: Bytes of frames waiting to be written to one upstream (one bigger frame is let through
+#: when the queue is empty, so any frame the wire allows can be sent).
+QUEUE_BYTES: Final = 8 * 1024 * 1024
+#: Frames waiting to be written to one upstream.
+QUEUE_FRAMES: Final = 1024
+#: Calls in flight to one upstream.
+MAX_INFLIGHT: Final = 4096
+#: How long a restart waits for the replayed ``initialize`` to be answered.
+REPLAY_TIMEOUT: Final = 30.0
+
+_log = logging.getLogger("mcpsync.gateway")
+_PROGRAM = re.compile(r"(^|[\\/])(mcpsync|python[0-9.]*|py)(\.exe)?$", re.IGNORECASE)
+
+
+def refuse_self_launch(config: ServerConfig, source: str) -> None:
+    """Raise ``ConfigError`` when ``config`` would start a gateway (possibly this one), which
+    would spawn itself without end."""
+    if config.command is None:
+        return
+    argv = [config.command, *config.args]
+    words = [os.path.basename(w).lower().removesuffix(".exe") for w in argv]
+    for i, word in enumerate(words):
+        launches = word == "mcpsync" or (word == "-m" and i + 1 < len(words)
+                                         and words[i + 1] in ("mcpsync", "mcpsync.cli"))
+        if launches and "gateway" in words[i + 1:]:
+            raise ConfigError(
+                f"{source}: server {config.id or config.display_name!r} runs "
+                f"'{' '.join(argv)}', which is an mcpsync gateway itself; a gateway cannot "
+                "be one of its own upstreams (remove that entry from the gateway's config, "
+                "or give the gateway a config without it)")
+
+
+class Upstream:
+    """One configured server as the gateway sees it. Thread-safe.
+
+    ``on_frame(upstream, envelope_or_line)`` runs on the reader thread for each stdout line;
+    ``on_down(upstream, calls, why)`` runs once per process end with the requests that were
+    in flight; ``on_failed(upstream, call, why)`` fails one (an HTTP-level failure).
+    """
+
+    def __init__(self, config: ServerConfig, *,
+                 on_line: Callable[[Upstream, bytes], None],
+                 on_down: Callable[[Upstream, list[Envelope], str], None],
+                 on_refused: Callable[[Upstream, Envelope, str], None],
+                 on_failed: Callable[[Upstream, Envelope, str], None],
+                 max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
+        self.config = config
+        self.id = config.id or config.display_name
+        self._safe = safe_name(self.id)
+        self._on_line = on_line
+        self._on_down = on_down
+        self._on_refused = on_refused
+        self._on_failed = on_failed
+        self._max_frame = max_frame_bytes
+        self._cond = threading.Condition(threading.Lock())
+        self._queue: collections.deque[Envelope | bytes] = collections.deque()
+        self._queued_bytes = 0
+        self._busy = False
+        self._inflight: dict[IdKey, tuple[float, Envelope]] = {}
+        self._conn: Conn | None = None
+        self._readers: list[threading.Thread] = []
+        self._generation = 0
+        self._stopping = False
+        self._init_frame: Envelope | None = None     # the host's initialize, for a restart
+        self._initialized_frame: Envelope | None = None
+        self._replay_id: IdKey | None = None
+        self._replayed = threading.Event()
+        self.last_error = ""
+        self.restarts = 0
+        self._writer = new_thread(f"mcpsync-gateway-writer-{self._safe}", self._write_loop)
+
+    # ---------------------------------------------------------------- the gateway's side
+
+    def start(self) -> None:
+        """Start the writer thread and, eagerly, the server (a failure is kept for later)."""
+        self._writer.start()
+        with self._cond:
+            self._queue.append(b"")   # the empty frame: "start the server now"
+            self._cond.notify_all()
+
+    def submit(self, envelope: Envelope) -> bool:
+        """Queue a frame for the server; ``False`` (nothing queued, the refusal already sent
+        for a request) when the queue or the in-flight table is full, or when closing."""
+        frame = envelope.to_bytes()
+        size = len(frame)
+        with self._cond:
+            if self._stopping:
+                return False
+            why = ""
+            if self._queue and (len(self._queue) >= QUEUE_FRAMES
+                                or self._queued_bytes + size > QUEUE_BYTES):
+                why = (f"upstream {self.id!r} is not keeping up: {len(self._queue)} frames "
+                       f"({self._queued_bytes} bytes) are already waiting for it")
+            elif envelope.kind == "request" and len(self._inflight) >= MAX_INFLIGHT:
+                why = (f"upstream {self.id!r} already has {MAX_INFLIGHT} calls in flight; "
+                       "try again when some have finished")
+            if not why:
+                if envelope.kind == "request" and envelope.id_key is not None:
+                    self._inflight[envelope.id_key] = (time.monotonic(), envelope)
+                    if envelope.method == "initialize":
+                        self._init_frame = envelope
+                elif envelope.method == "notifications/initialized":
+                    self._initialized_frame = envelope
+                conn = self._conn
+                # The fast path: nothing waits before this frame and the pipe has room, so
+                # the host's thread writes it now (no hop to the writer thread).
+                if (not self._queue and not self._busy and conn is not None
+                        and conn.try_send(envelope)):
+                    return True
+                self._queue.append(envelope)
+                self._queued_bytes += size
+                self._cond.notify_all()
+                return True
+        if envelope.kind == "request":
+            self._on_refused(self, envelope, why)
+        else:
+            _log.warning("dropped a %s notification for upstream %r: %s",
+                         envelope.method, self.id, why)
+        return False
+
+    def answered(self, key: IdKey) -> float | None:
+        """The server answered call ``key``: forget it; returns when it was sent (or None when
+        it was not in flight; -1.0 for the answer to a replayed initialize, to be dropped)."""
+        with self._cond:
+            if key == self._replay_id:
+                self._replay_id = None
+                self._replayed.set()
+                return -1.0
+            entry = self._inflight.pop(key, None)
+            return None if entry is None else entry[0]
+
+    def forget(self, key: IdKey) -> None:
+        """The call ``key`` was answered some other way (refused): forget it."""
+        with self._cond:
+            self._inflight.pop(key, None)
+
+    @property
+    def running(self) -> bool:
+        conn = self._conn
+        return conn is not None and conn.running()
+
+    @property
+    def pid(self) -> int | None:
+        """The server's process id (stdio), or None."""
+        conn = self._conn
+        return conn.pid if conn is not None else None
+
+    def close(self, deadline: float) -> list[threading.Thread]:
+        """Stop the writer, close the server; returns threads still alive at ``deadline``."""
+        with self._cond:
+            self._stopping = True
+            self._queue.clear()
+            self._queued_bytes = 0
+            self._cond.notify_all()
+            conn = self._conn
+        self._replayed.set()
+        if conn is not None:
+            conn.close()
+        return join_all([self._writer, *self._readers], deadline)
+
+    # ---------------------------------------------------------------- the writer thread
+
+    def _write_loop(self) -> None:
+        while True:
+            with self._cond:
+                self._busy = False
+                while not self._queue and not self._stopping:
+                    self._cond.wait()
+                if self._stopping:
+                    return
+                item = self._queue.popleft()
+                self._busy = True   # the host's thread must not write past this frame
+                if isinstance(item, Envelope):
+                    self._queued_bytes -= len(item.to_bytes())
+            self._write_one(item)
+
+    def _write_one(self, item: Envelope | bytes) -> None:
+        """Deliver one queued frame (``b""``: just start the server), starting or
+        restarting the server first when it is not running."""
+        is_request = isinstance(item, Envelope) and item.kind == "request"
+        if not self.running:
+            if isinstance(item, Envelope) and not is_request and self._conn is not None:
+                return   # a notification or an answer for a process that is gone
+            try:
+                self._launch(replay=self._conn is not None)
+            except (MCPError, OSError) as exc:
+                self.last_error = str(exc)
+                _log.warning("upstream %r could not be started: %s", self.id, exc)
+                if is_request:
+                    assert isinstance(item, Envelope) and item.id_key is not None
+                    self.forget(item.id_key)
+                    self._on_refused(self, item, f"upstream {self.id!r} could not be "
+                                     f"started: {exc}")
+                return
+        if not isinstance(item, Envelope):
+            return
+        conn = self._conn
+        assert conn is not None
+        try:
+            conn.send(item)
+        except ParseError as exc:   # HTTP routes by a strict parse of the frame
+            if is_request and item.id_key is not None:
+                self.forget(item.id_key)
+                self._on_refused(self, item, f"upstream {self.id!r} is reached over HTTP, "
+                                 f"which needs a strict JSON-RPC frame: {exc}")
+        except MCPError as exc:   # TransportClosed: the reader reports the death
+            _log.info("write to upstream %r failed: %s", self.id, exc)
+
+    def _launch(self, *, replay: bool) -> None:
+        """Open a connection (start the process) and its reader; replay the handshake
+        after a death."""
+        old = self._conn
+        if old is not None:
+            old.close()
+            join_all(self._readers, time.monotonic() + 2.0)   # its death is reported first
+        conn = open_conn(self.config, self.id, self._stderr_line, self._max_frame)
+        conn.start()
+        self._generation += 1
+        self._conn = conn
+        reader = new_thread(f"mcpsync-gateway-reader-{self._safe}", self._read_loop,
+                            conn, self._generation)
+        self._readers = [r for r in self._readers if r.is_alive()] + [reader]
+        reader.start()
+        if not replay:
+            return
+        self.restarts += 1
+        _log.warning("upstream %r restarted (pid %s)", self.id, conn.pid)
+        init = self._init_frame
+        if init is None or init.id_key is None:
+            return   # modern era, or no handshake yet: nothing to replay
+        self._replayed.clear()
+        with self._cond:
+            self._replay_id = init.id_key
+        conn.send(init)
+        if not self._replayed.wait(REPLAY_TIMEOUT) and not self._stopping:
+            raise StreamError(f"upstream {self.id!r} was restarted but did not answer the "
+                              f"replayed initialize within {REPLAY_TIMEOUT:g} s",
+                              server=self.id)
+        if self._initialized_frame is not None:
+            conn.send(self._initialized_frame)
+
+    def _stderr_line(self, line: str) -> None:
+        _log.debug("upstream %r stderr: %s", self.id, line)
+
+    # ---------------------------------------------------------------- the reader thread
+
+    def _read_loop(self, conn: Conn, generation: int) -> None:
+        why = conn.read(lambda line: self._on_line(self, line),
+                        lambda key, why: self._call_failed(key, why))
+        if self._stopping:
+            return
+        code = conn.exit_code(1.0)
+        if code is not None:
+            why = f"it exited with code {code}"
+        with self._cond:
+            if generation != self._generation:
+                return
+            calls = [envelope for _, envelope in self._inflight.values()]
+            self._inflight.clear()
+            if self._replay_id is not None:
+                self._replayed.set()
+        self.last_error = why
+        _log.warning("upstream %r is down (%s); %d call(s) in flight failed", self.id, why,
+                     len(calls))
+        tail = conn.stderr_excerpt()
+        if tail:
+            _log.warning("upstream %r's last stderr lines:\n%s", self.id, tail)
+        conn.close()
+        self._on_down(self, calls, why)
+
+    def _call_failed(self, key: IdKey, why: str) -> None:
+        """One exchange failed below JSON-RPC (HTTP): fail that call alone."""
+        with self._cond:
+            if key == self._replay_id:
+                self._replay_id = None
+                self._replayed.set()
+                return
+            entry = self._inflight.pop(key, None)
+        if entry is not None:
+            self._on_failed(self, entry[1], why)

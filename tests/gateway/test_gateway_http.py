@@ -1,0 +1,71 @@
+"""The gateway in front of HTTP upstreams: the official SDK's server in both eras,
+server-everything over Streamable HTTP, and the fault server, which records what reached it
+(each upstream's own credentials, nothing else)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from http_peers.everything import EverythingServer
+from http_peers.fault_server import FaultServer, Scripted
+
+import mcpsync
+from gateway.helpers_gw import GATEWAY
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def _config(tmp_path: Path, entry: dict[str, Any]) -> list[str]:
+    path = tmp_path / "gateway.json"
+    path.write_text(json.dumps({"mcpServers": {"remote": entry}}))
+    return [*GATEWAY, str(path)]
+
+
+@pytest.mark.parametrize("era", ["auto", "legacy"])
+@pytest.mark.parametrize("official_http_server", ["json-stateless", "sse-stateful"],
+                         indirect=True)
+def test_official_http_server_through_the_gateway(tmp_path: Path, era: str,
+                                                  official_http_server: Any) -> None:
+    argv = _config(tmp_path, {"url": official_http_server.url})
+    with mcpsync.connect(argv, era=era) as client:
+        assert client.era == ("modern" if era == "auto" else "legacy")
+        assert {"add", "echo"} <= {t.name for t in client.list_tools()}
+        assert client.call_tool("add", {"a": 1, "b": 2}).structured == {"sum": 3.0}
+        assert client.call_tool("echo", {"text": "via http"}).text == "via http"
+
+
+def test_everything_over_streamable_http(tmp_path: Path,
+                                         everything_server: EverythingServer) -> None:
+    argv = _config(tmp_path, {"url": everything_server.url})
+    with mcpsync.connect(argv, era="legacy", timeout=30) as client:
+        assert client.call_tool("echo", {"message": "hi"}).text.endswith("hi")
+
+
+def test_each_upstream_gets_its_own_credentials_and_nothing_else(
+        tmp_path: Path, fault_server: FaultServer) -> None:
+    argv = _config(tmp_path, {"url": fault_server.url,
+                              "headers": {"Authorization": "Bearer upstream-only-token",
+                                          "X-Team": "blue"}})
+    with mcpsync.connect(argv, era="legacy") as client:
+        client.list_tools()
+    posts = [r for r in fault_server.requests if r.rpc_method is not None]
+    assert posts, "nothing reached the upstream"
+    for request in posts:
+        assert request.header("Authorization") == "Bearer upstream-only-token"
+        assert request.header("X-Team") == "blue"
+
+
+def test_an_http_failure_below_json_rpc_fails_that_call_naming_the_upstream(
+        tmp_path: Path, fault_server: FaultServer) -> None:
+    argv = _config(tmp_path, {"url": fault_server.url})
+    with mcpsync.connect(argv, era="legacy") as client:
+        fault_server.faults.script.append(Scripted(503, [], b"down for a moment",
+                                                   "text/plain", "tools/list"))
+        with pytest.raises(mcpsync.RemoteError) as info:
+            client.list_tools()
+        assert "upstream 'remote'" in str(info.value)
+        assert "503" in str(info.value)
+        assert "echo" in {t.name for t in client.list_tools()}   # the session is still up

@@ -1,0 +1,60 @@
+"""``mcpsync gateway --log FILE``: every message on its legs, redacted, readable by
+``mcpsync inspect``."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import mcpsync
+from gateway.helpers_gw import GATEWAY, write_config
+
+pytestmark = pytest.mark.timeout(60)
+
+DEMO = [sys.executable, "-m", "mcpsync.demo"]
+SECRET = "Bearer sk-live-4f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c"
+
+
+@pytest.mark.parametrize("detail", ["summary", "full"])
+def test_the_log_holds_each_leg_and_no_secret(tmp_path: Path, detail: str) -> None:
+    log = tmp_path / "gateway.log"
+    argv = [*GATEWAY, write_config(tmp_path, {"demo": DEMO}), "--log", str(log),
+            "--log-detail", detail]
+    with mcpsync.connect(argv, era="legacy") as client:
+        assert client.call_tool("echo", {"text": SECRET}).text == SECRET
+        assert client.call_tool("add", {"a": 1, "b": 2}).structured == {"sum": 3}
+    assert stat.S_IMODE(os.stat(log).st_mode) == 0o600
+    text = log.read_text()
+    assert "sk-live" not in text
+    records = [json.loads(line) for line in text.splitlines()]
+    calls = [r for r in records if r.get("tool") == "echo"]
+    assert [r["dir"] for r in calls] == ["host->gateway", "gateway->upstream",
+                                         "upstream->gateway", "gateway->host"]
+    assert {r["upstream"] for r in calls} == {"demo"}
+    answer = calls[2]
+    assert answer["kind"] == "response" and answer["outcome"] == "ok"
+    assert answer["latency_ms"] >= 0
+    if detail == "full":
+        assert "payload" in calls[0]
+    else:
+        assert all("payload" not in r for r in records)
+    done = subprocess.run([sys.executable, "-m", "mcpsync", "inspect", str(log), "--json"],
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert "echo" in json.dumps(summary) and "add" in json.dumps(summary)
+
+
+def test_a_log_that_cannot_be_opened_is_a_usage_error(tmp_path: Path) -> None:
+    argv = [*GATEWAY, write_config(tmp_path, {"demo": DEMO}), "--log",
+            str(tmp_path / "missing-dir" / "gw.log")]
+    done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=30)
+    assert done.returncode == 2
+    assert "missing-dir" in done.stderr and done.stdout == ""
