@@ -26,6 +26,7 @@ def config(tmp_path: Path) -> Path:
         "demo": {"command": PY, "args": ["-m", "mcpsync.demo"]},
         "peer": {"command": PY, "args": [str(PEERS / "proxy_server.py")]},
         "everything": {"command": str(NODE), "args": [str(ENTRY), "stdio"]},
+        "hostile": {"command": PY, "args": [str(PEERS / "hostile_server.py")]},
     }
     path = tmp_path / "servers.json"
     path.write_text(json.dumps({"mcpServers": servers}))
@@ -142,6 +143,76 @@ def test_progress_is_one_line_rewritten_on_a_terminal(config: Path) -> None:
     assert "\rslow: 1/3 step 1/3\x1b[K" in text and "\rslow: 3/3 step 3/3\x1b[K" in text
     assert text.endswith("\r\x1b[K")   # the line is cleared once the call is done
     assert "\n" not in text.replace("\r\n", "")
+
+
+TITLE, ERASE = "\x1b]0;PWNED\x07", "\x1b[2K\r"
+HOSTILE = f"x{TITLE}"
+
+
+def _on_a_terminal(config: Path, *args: str) -> tuple[int, str, str]:
+    """``mcpsync ARGS`` with stdout on a pseudo-terminal: (exit code, what the terminal got
+    (line ends as sent), stderr)."""
+    import pty
+
+    leader, follower = pty.openpty()
+    try:
+        import termios
+
+        attrs = termios.tcgetattr(follower)
+        attrs[1] &= ~termios.OPOST            # no "\n" -> "\r\n" on the way out
+        termios.tcsetattr(follower, termios.TCSANOW, attrs)
+        env = {k: v for k, v in os.environ.items() if k not in ("MCPSYNC_CONFIG", "COLUMNS")}
+        env["XDG_CONFIG_HOME"] = str(config.parent / "xdg")
+        proc = subprocess.Popen([PY, "-m", "mcpsync", "--config", str(config), *args],
+                                cwd=config.parent, stdout=follower, stderr=subprocess.PIPE,
+                                env=env)
+        os.close(follower)
+        follower = -1
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:   # EIO: the terminal's other end is closed
+                break
+            if not chunk:
+                break
+            seen += chunk
+        assert proc.stderr is not None
+        err = proc.stderr.read().decode()
+        proc.stderr.close()
+        code = proc.wait(timeout=60)
+    finally:
+        if follower != -1:
+            os.close(follower)
+        os.close(leader)
+    return code, seen.decode(), err
+
+
+def test_server_text_cannot_control_the_terminal(config: Path) -> None:
+    res = mcpsync(config, "tools", "hostile")
+    assert res.returncode == 0, res.stderr
+    assert "\x1b" not in res.stdout and "\r" not in res.stdout
+    assert "hostile  x\\x1b]0;PWNED\\x07  Shows\\x1b[2K\n" in res.stdout, res.stdout
+    res = mcpsync(config, "describe", "hostile", HOSTILE)
+    assert res.returncode == 0, res.stderr
+    assert "\x1b" not in res.stdout and "\r" not in res.stdout
+    assert res.stdout.startswith("x\\x1b]0;PWNED\\x07  (server hostile)\n\n"
+                                 "  Shows\\x1b[2K\n   escapes.\n"), res.stdout   # \r: a break
+    assert "arg\\x1b]0;PWNED\\x07  string  no        an\\x1b[2K argument" in res.stdout
+    # To a pipe a tool's text is passed on as sent; the labels around blobs never are.
+    res = mcpsync(config, "call", "hostile", HOSTILE, "--progress")
+    assert res.returncode == 0, res.stderr
+    # (text=True reads the "\r" of ERASE as a line end)
+    assert res.stdout == (f"line one{TITLE}\n\tline two\x1b[2K\n\u202eend\n"
+                          "<image, 6 bytes, image/gif\\x1b[2K\\x0d>\n"
+                          "file:///tmp/x\\x1b]0;PWNED\\x07\n")
+    assert res.stderr == "progress: x\\x1b]0;PWNED\\x07: 1/2 step\\x1b]0;PWNED\\x07\n"
+    # On a terminal the text is escaped too, keeping its newline and tab.
+    code, shown, err = _on_a_terminal(config, "call", "hostile", HOSTILE)
+    assert code == 0, err
+    assert shown == ("line one\\x1b]0;PWNED\\x07\n\tline two\\x1b[2K\\x0d\\u202eend\n"
+                     "<image, 6 bytes, image/gif\\x1b[2K\\x0d>\n"
+                     "file:///tmp/x\\x1b]0;PWNED\\x07\n"), repr(shown)
 
 
 def test_tables_are_cut_to_the_terminal_width(config: Path) -> None:
