@@ -6,6 +6,7 @@ and URIs (for the CLI's escaping), and tools named like the tool proxies' own at
 from __future__ import annotations
 
 import base64
+import json
 from typing import Any
 
 from mcpsync.server import Context, Server
@@ -30,11 +31,17 @@ server.register_tool({"name": f"x{TITLE}", "description": f"Shows{ERASE} escapes
                                           "description": f"an{ERASE} argument"}}}}, _show)
 
 # Names of the tool proxies' internals and of IPython's display hooks.
-for _name in ("_call", "_find", "_server", "_proxies", "_listed", "_repr_html_",
-              "_ipython_display_", "tool", "plain"):
+for _name in ("_call", "_find", "_server", "_proxies", "_listed", "_relisted", "_repr_html_",
+              "_ipython_display_", "tool"):
     server.register_tool({"name": _name, "description": f"A tool named {_name}.",
                           "inputSchema": {"type": "object"}},
                          lambda a, c, n=_name: f"{n} ran")
+
+# An optional argument without a default: left out, it must not be sent (not even as null).
+server.register_tool({"name": "plain", "description": "Echo the arguments it got.",
+                      "inputSchema": {"type": "object", "additionalProperties": False,
+                                      "properties": {"n": {"type": "integer"}}}},
+                     lambda a, c: json.dumps(a, sort_keys=True))
 
 if __name__ == "__main__":
     server.run()
