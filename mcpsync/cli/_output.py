@@ -117,8 +117,10 @@ _EXTENSIONS = {"image/png": ".png", "image/jpeg": ".jpg", "image/gif": ".gif",
 
 def _save_blob(blob: str, mime: str | None, kind: str, output: str | None,
                number: int) -> str:
-    """``--output DIR``: the decoded blob written to ``DIR/<kind>-<n><ext>`` (never over an
-    existing file, never outside DIR); ``""`` without ``--output``, else ``, saved to P``."""
+    """``--output DIR``: the decoded blob written to ``DIR/<kind>-<n><ext>``, or when that
+    exists (a second run into the same DIR) ``<kind>-<n>-2<ext>``, ``-3``, ...: never over an
+    existing file, never outside DIR. ``""`` without ``--output``, else ``, saved to P``, or
+    ``, not saved: why`` (the tool has run: its output is printed whatever happens here)."""
     if output is None:
         return ""
     import base64
@@ -130,11 +132,22 @@ def _save_blob(blob: str, mime: str | None, kind: str, output: str | None,
     except (binascii.Error, ValueError):
         return ", not saved: the data is not base64"
     ext = _EXTENSIONS.get((mime or "").lower(), ".bin")
-    path = os.path.join(output, f"{kind}-{number}{ext}")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    return f", saved to {path}"
+    for copy in range(1, 10_000):
+        suffix = f"-{copy}" if copy > 1 else ""
+        path = os.path.join(output, f"{kind}-{number}{suffix}{ext}")
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            return f", not saved: {printable(exc.strerror or str(exc))}"
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+        except OSError as exc:
+            return f", not saved to {path}: {printable(exc.strerror or str(exc))}"
+        return f", saved to {path}"
+    return f", not saved: every {kind}-{number}-N{ext} name in {output} is taken"
 
 
 def _render_block(block: Any, output: str | None = None, number: int = 1,

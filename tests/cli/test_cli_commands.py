@@ -100,6 +100,14 @@ def test_call_shows_every_block_and_saves_blobs(config: Path, tmp_path: Path) ->
     saved = (out / "image-2.png").read_bytes()
     assert saved.startswith(b"\x89PNG") and len(saved) == 70
     assert (out / "audio-3.wav").read_bytes() == b"RIFF0000"
+    # Run again into the same folder: the next free names, the earlier files untouched.
+    res = mcpsync(config, "call", "peer", "picture", "--output", str(out))
+    assert res.returncode == 0, res.stderr
+    assert f"<image, 70 bytes, image/png, saved to {out}/image-2-2.png>" in res.stdout
+    assert f"<audio, 8 bytes, audio/wav, saved to {out}/audio-3-2.wav>" in res.stdout
+    assert (out / "image-2-2.png").read_bytes() == saved
+    assert sorted(p.name for p in out.iterdir()) == ["audio-3-2.wav", "audio-3.wav",
+                                                     "image-2-2.png", "image-2.png"]
     assert "not a directory" in error_line(
         mcpsync(config, "call", "peer", "picture", "--output", str(tmp_path / "none")), 2)
 
