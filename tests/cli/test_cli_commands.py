@@ -84,7 +84,7 @@ def test_call_checks_names_and_arguments_before_calling(config: Path) -> None:
     # additionalProperties: false makes an unknown argument a usage error too.
     line = error_line(mcpsync(config, "call", "peer", "get-sum", "a=1", "bb=2"), 2)
     assert "takes no argument 'bb'; did you mean 'b'?" in line
-    line = error_line(mcpsync(config, "call", "dem", "add", "a=1", "b=2"), 3)
+    line = error_line(mcpsync(config, "call", "dem", "add", "a=1", "b=2"), 2)
     assert "'dem' is not a server id" in line and "did you mean 'demo'?" in line
 
 
