@@ -2,9 +2,9 @@
 
 nbclient starts an ipykernel, runs every cell against ``examples/notebook_server.py`` and
 returns the notebook with its outputs, which are then read like a person would: an HTML
-table of tools, a tool proxy's signature, an HTML result, an ``image/png`` output, a progress bar, a tool error shown
-as one exception, and a long call stopped by a kernel interrupt, which the server sees as a
-cancellation.
+table of tools, a tool proxy's signature, an HTML result, an ``image/png`` output, a
+progress bar, a tool error shown as one exception, and a long call stopped by a kernel
+interrupt, which the server sees as a cancellation.
 """
 
 from __future__ import annotations
