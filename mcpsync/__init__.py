@@ -40,6 +40,7 @@ if TYPE_CHECKING:
         connect as connect,
     )
     from mcpsync.client._future import CallFuture as CallFuture
+    from mcpsync.client._proxies import NOT_GIVEN as NOT_GIVEN
     from mcpsync.config import DEFAULT_TIMEOUT as DEFAULT_TIMEOUT, ServerConfig as ServerConfig
     from mcpsync.config_files import load_config as load_config
     from mcpsync.errors import (
@@ -128,6 +129,7 @@ _PUBLIC: dict[str, str] = {
     "Subscription": "mcpsync.client",
     "connect": "mcpsync.client",
     "CallFuture": "mcpsync.client._future",
+    "NOT_GIVEN": "mcpsync.client._proxies",
     "DEFAULT_TIMEOUT": "mcpsync.config",
     "ServerConfig": "mcpsync.config",
     "load_config": "mcpsync.config_files",

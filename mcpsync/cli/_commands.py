@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from mcpsync._printable import printable
 from mcpsync.cli._args import _read_args_json, _split_items, convert_arguments
 from mcpsync.cli._context import _Context
 from mcpsync.cli._errors import (
@@ -35,6 +36,7 @@ from mcpsync.cli._output import (
     _render_block,
     _render_call,
     _render_read,
+    _stdout_terminal,
     _table,
     _with_server,
 )
@@ -145,7 +147,9 @@ def _check_tool_arguments(sid: str, tool: Tool, arguments: Mapping[str, Any]) ->
 def _progress_printer(tool: str, force: bool) -> Callable[[float, float | None, str | None],
                                                           None] | None:
     """A progress line on stderr while a call runs: rewritten in place on a terminal,
-    one line per notification with ``--progress`` elsewhere; ``None`` when neither."""
+    one line per notification with ``--progress`` elsewhere; ``None`` when neither. The
+    server's message is escaped (see :mod:`mcpsync._printable`): it cannot move the cursor
+    or rewrite the terminal."""
     import sys
 
     stream = sys.stderr
@@ -158,7 +162,8 @@ def _progress_printer(tool: str, force: bool) -> Callable[[float, float | None, 
 
     def show(done: float, total: float | None, message: str | None) -> None:
         of = f"/{total:g}" if total is not None else ""
-        line = f"{tool}: {done:g}{of}" + (f" {message}" if message else "")
+        line = f"{printable(tool)}: {done:g}{of}" + (
+            f" {printable(str(message))}" if message else "")
         try:
             stream.write(f"\r{line[:200]}\x1b[K" if tty else f"progress: {line[:200]}\n")
             stream.flush()
@@ -206,7 +211,7 @@ def _cmd_call(args: argparse.Namespace, ctx: _Context) -> _Outcome:
             _end_progress(progress is not None)
     code = EXIT_FAILED if result.is_error else EXIT_OK
     error = f"tool {args.tool!r} reported an error (isError)" if result.is_error else None
-    out = _json_doc(result.raw) if ctx.json else _render_call(result, output)
+    out = _json_doc(result.raw) if ctx.json else _render_call(result, output, _stdout_terminal())
     return _Outcome(out, code, error)
 
 
@@ -228,15 +233,16 @@ def _cmd_describe(args: argparse.Namespace, ctx: _Context) -> _Outcome:
         tool = _tool_of(manager, sid, args.tool)
     if ctx.json:
         return _Outcome(_json_doc(_with_server(sid, tool.raw)))
-    lines = [f"{tool.name}  (server {sid})"]
+    lines = [f"{printable(tool.name)}  (server {printable(sid)})"]
     if tool.description:
-        lines += ["", *[f"  {line}".rstrip() for line in tool.description.strip().splitlines()]]
+        lines += ["", *[f"  {printable(line)}".rstrip()
+                        for line in tool.description.strip().splitlines()]]
     described = describe_arguments(tool)
     lines.append("")
     if not described:
         lines.append("no arguments")
         return _Outcome("\n".join(lines) + "\n")
-    cells = [(name, kind, "yes" if required else "no", desc)
+    cells = [(_cell(name), _cell(kind), "yes" if required else "no", _cell(desc))
              for name, kind, required, desc in described]
     return _Outcome("\n".join(lines) + "\n" + _table(("ARGUMENT", "TYPE", "REQUIRED",
                                                      "DESCRIPTION"), cells))
@@ -261,11 +267,13 @@ def _cmd_prompt(args: argparse.Namespace, ctx: _Context) -> _Outcome:
         result = manager.get_prompt(sid, args.name, pairs)
     if ctx.json:
         return _Outcome(_json_doc(result.raw))
+    terminal = _stdout_terminal()
     parts = []
     if result.description:
-        parts.append(f"# {result.description}")
+        parts.append(f"# {printable(result.description)}")
     for message in result.messages:
-        parts.append(f"[{message.role}] {_render_block(message.content)}")
+        parts.append(f"[{printable(message.role)}] "
+                     f"{_render_block(message.content, terminal=terminal)}")
     body = "\n".join(parts)
     return _Outcome(body + "\n" if body else "")
 
@@ -279,7 +287,7 @@ def _cmd_read(args: argparse.Namespace, ctx: _Context) -> _Outcome:
         except (ResourceNotFound, CapabilityNotSupported) as exc:
             raise CLIError(f"{_describe(exc)} (list them with 'mcpsync resources "
                            f"{_quoted(sid)}')", EXIT_FAILED) from exc
-    return _Outcome(_json_doc(result.raw) if ctx.json else _render_read(result))
+    return _Outcome(_json_doc(result.raw) if ctx.json else _render_read(result, _stdout_terminal()))
 
 
 _COMMANDS: dict[str, Callable[[argparse.Namespace, _Context], _Outcome]] = {

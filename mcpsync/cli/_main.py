@@ -75,8 +75,10 @@ _log = logging.getLogger("mcpsync.cli")
 
 
 def _error(message: str) -> None:
-    try:
-        sys.stderr.write(f"mcpsync: error: {message}\n")
+    from mcpsync._printable import terminal_text
+
+    try:   # a server's error text may hold terminal controls: escaped like a tool's text
+        sys.stderr.write(f"mcpsync: error: {terminal_text(message)}\n")
         sys.stderr.flush()
     except (OSError, ValueError):  # stderr gone: nothing left to tell
         pass

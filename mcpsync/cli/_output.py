@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from mcpsync._printable import printable, terminal_text
 from mcpsync.cli._errors import EXIT_OK
 
 if TYPE_CHECKING:
@@ -29,12 +30,30 @@ class _Outcome:
 
 
 def _cell(value: Any, *, first_line: bool = False) -> str:
+    """One table cell: whitespace folded to single spaces (or only the first line), and
+    every control or invisible character escaped, since servers write these values."""
     if value is None:
         return ""
     text = str(value).strip()
     if first_line:
-        return text.splitlines()[0].strip() if text else ""
-    return " ".join(text.split())
+        return printable(text.splitlines()[0].strip()) if text else ""
+    return printable(" ".join(text.split()))
+
+
+def _stdout_terminal() -> bool:
+    """Whether stdout is a terminal (a tool's text is then escaped, see :func:`_text`)."""
+    import sys
+
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _text(text: str, terminal: bool) -> str:
+    """A text block as sent; on a terminal with its control characters (other than newline
+    and tab) escaped, so a server cannot retitle the window or erase what was printed."""
+    return terminal_text(text) if terminal else text
 
 
 def _terminal_width() -> int | None:
@@ -98,8 +117,10 @@ _EXTENSIONS = {"image/png": ".png", "image/jpeg": ".jpg", "image/gif": ".gif",
 
 def _save_blob(blob: str, mime: str | None, kind: str, output: str | None,
                number: int) -> str:
-    """``--output DIR``: the decoded blob written to ``DIR/<kind>-<n><ext>`` (never over an
-    existing file, never outside DIR); ``""`` without ``--output``, else ``, saved to P``."""
+    """``--output DIR``: the decoded blob written to ``DIR/<kind>-<n><ext>``, or when that
+    exists (a second run into the same DIR) ``<kind>-<n>-2<ext>``, ``-3``, ...: never over an
+    existing file, never outside DIR. ``""`` without ``--output``, else ``, saved to P``, or
+    ``, not saved: why`` (the tool has run: its output is printed whatever happens here)."""
     if output is None:
         return ""
     import base64
@@ -111,17 +132,30 @@ def _save_blob(blob: str, mime: str | None, kind: str, output: str | None,
     except (binascii.Error, ValueError):
         return ", not saved: the data is not base64"
     ext = _EXTENSIONS.get((mime or "").lower(), ".bin")
-    path = os.path.join(output, f"{kind}-{number}{ext}")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    return f", saved to {path}"
+    for copy in range(1, 10_000):
+        suffix = f"-{copy}" if copy > 1 else ""
+        path = os.path.join(output, f"{kind}-{number}{suffix}{ext}")
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            return f", not saved: {printable(exc.strerror or str(exc))}"
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+        except OSError as exc:
+            return f", not saved to {path}: {printable(exc.strerror or str(exc))}"
+        return f", saved to {path}"
+    return f", not saved: every {kind}-{number}-N{ext} name in {output} is taken"
 
 
-def _render_block(block: Any, output: str | None = None, number: int = 1) -> str:
-    """One content block as text: text as sent; an image or audio as
-    ``<image, N bytes, image/png>``; a resource link as its URI; an embedded resource as
-    its text, or ``<resource, N bytes, mime>``."""
+def _render_block(block: Any, output: str | None = None, number: int = 1,
+                  terminal: bool = False) -> str:
+    """One content block as text: text as sent (escaped on a ``terminal``, see
+    :func:`_text`); an image or audio as ``<image, N bytes, image/png>``; a resource link
+    as its URI; an embedded resource as its text, or ``<resource, N bytes, mime>``. The
+    MIME types and URIs in these labels are always escaped."""
     from mcpsync.types import (
         AudioContent,
         EmbeddedResource,
@@ -131,42 +165,47 @@ def _render_block(block: Any, output: str | None = None, number: int = 1) -> str
     )
 
     if isinstance(block, TextContent):
-        return block.text
+        return _text(block.text, terminal)
     if isinstance(block, (ImageContent, AudioContent)):
         saved = _save_blob(block.data, block.mime_type, block.type, output, number)
-        return f"<{block.type}, {_blob_size(block.data)} bytes, {block.mime_type}{saved}>"
+        return (f"<{printable(block.type)}, {_blob_size(block.data)} bytes, "
+                f"{printable(str(block.mime_type))}{saved}>")
     if isinstance(block, EmbeddedResource):
         res = block.resource
         if res.text is not None:
-            return res.text
-        mime = res.mime_type or "unknown type"
+            return _text(res.text, terminal)
+        mime = printable(res.mime_type or "unknown type")
         saved = _save_blob(res.blob or "", res.mime_type, "resource", output, number)
-        return f"<resource {res.uri}, {_blob_size(res.blob or '')} bytes, {mime}{saved}>"
+        return (f"<resource {printable(res.uri)}, {_blob_size(res.blob or '')} bytes, "
+                f"{mime}{saved}>")
     if isinstance(block, ResourceLink):
-        return block.uri
-    return json.dumps(getattr(block, "raw", None), ensure_ascii=False)
+        return printable(block.uri)
+    # An unknown block as JSON: ensure_ascii escapes every control character in it.
+    return json.dumps(getattr(block, "raw", None))
 
 
-def _render_call(result: CallToolResult, output: str | None = None) -> str:
+def _render_call(result: CallToolResult, output: str | None = None,
+                 terminal: bool = False) -> str:
     """Every content block in order, one after the other; a result with no content but
-    structured content shows that as JSON."""
+    structured content shows that as JSON (escaped on a ``terminal``)."""
     if result.content:
-        body = "\n".join(_render_block(b, output, i)
+        body = "\n".join(_render_block(b, output, i, terminal)
                          for i, b in enumerate(result.content, 1))
     elif result.structured is not None:
-        body = json.dumps(result.structured, indent=2, ensure_ascii=False)
+        body = _text(json.dumps(result.structured, indent=2, ensure_ascii=False), terminal)
     else:
         body = ""
     return body + "\n" if body and not body.endswith("\n") else body
 
 
-def _render_read(result: ReadResourceResult) -> str:
+def _render_read(result: ReadResourceResult, terminal: bool = False) -> str:
+    """Each content's text (escaped on a ``terminal``) or ``<N bytes of mime>``."""
     parts = []
     for item in result.contents:
         if item.text is not None:
-            parts.append(item.text)
+            parts.append(_text(item.text, terminal))
         else:
-            mime = item.mime_type or "unknown type"
+            mime = printable(item.mime_type or "unknown type")
             parts.append(f"<{_blob_size(item.blob or '')} bytes of {mime}>")
     body = "\n".join(parts)
     return body + "\n" if body and not body.endswith("\n") else body

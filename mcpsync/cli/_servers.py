@@ -57,6 +57,8 @@ def _resolve_server(ctx: _Context, server: str) -> tuple[ServerConfig, str]:
             _log.debug("SERVER %r is a server id in %s", server, path)
             ctx.require_trust()
             return ctx.with_timeout(config), "id"
+    if configs and path is not None:
+        _refuse_a_near_id(path, [c.id for c in configs], server)
     timeout = ctx.timeout or DEFAULT_CLI_TIMEOUT
     try:
         if server.startswith(("http://", "https://")):
@@ -74,6 +76,23 @@ def _resolve_server(ctx: _Context, server: str) -> tuple[ServerConfig, str]:
             "command"
     except ConfigError as exc:
         raise CLIError(_describe(exc), EXIT_USAGE) from exc
+
+
+def _refuse_a_near_id(path: str, ids: Sequence[str], server: str) -> None:
+    """A single word close to an id of the loaded config, and no program of that name on
+    ``PATH``: a typo of the id (exit 2, "did you mean"), not a command to try starting."""
+    import shutil
+
+    from mcpsync.client._arguments import did_you_mean
+
+    if server.startswith(("http://", "https://")) or not server or "/" in server \
+            or any(ch.isspace() for ch in server) or shutil.which(server) is not None:
+        return
+    hint = did_you_mean(server, ids)
+    if hint:
+        shown = ", ".join(ids[:10]) + (", ..." if len(ids) > 10 else "")
+        raise CLIError(f"{server!r} is not a server id in {path}; did you mean {hint[0]!r}? "
+                       f"(its servers: {shown})", EXIT_USAGE)
 
 
 def _check_config(config: ServerConfig) -> None:

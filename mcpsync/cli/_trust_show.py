@@ -21,10 +21,10 @@ from __future__ import annotations
 import hashlib
 import json
 import shlex
-import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from mcpsync._printable import printable as _printable
 from mcpsync.cli._errors import EXIT_USAGE, CLIError
 
 if TYPE_CHECKING:
@@ -32,41 +32,16 @@ if TYPE_CHECKING:
 
 __all__ = ["printable", "read_raw", "what_it_starts"]
 
-# Cc control, Cf format (bidi marks, zero-width), Cs lone surrogates (cannot even be
-# written to a UTF-8 stream), Co private use, Cn unassigned, Zl/Zp line and paragraph
-# separators. Zs spaces other than U+0020 are escaped too: they look like a space but are not.
-_ESCAPED = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs"})
 _ARG_LIMIT = 80      # characters of one argument, cwd or name, after escaping
 _ARGS_SHOWN = 24     # arguments listed before "... and N more"
 _NAMES_SHOWN = 24    # env names listed before "... and N more"
 
 
-def _escape(ch: str) -> str:
-    if ch == "\\":
-        return "\\\\"
-    if ch == " " or unicodedata.category(ch) not in _ESCAPED:
-        return ch
-    code = ord(ch)
-    if code < 0x100:
-        return f"\\x{code:02x}"
-    if code < 0x10000:
-        return f"\\u{code:04x}"
-    return f"\\U{code:08x}"
-
-
 def printable(text: str, limit: int = _ARG_LIMIT) -> str:
-    """``text`` with every invisible or terminal-controlling character escaped, cut to
-    about ``limit`` characters (never inside an escape) with ``…`` marking the cut."""
-    out: list[str] = []
-    length = 0
-    for ch in text:
-        piece = _escape(ch)
-        if length + len(piece) > limit:
-            out.append("…")
-            break
-        out.append(piece)
-        length += len(piece)
-    return "".join(out)
+    """``text`` with every invisible or terminal-controlling character escaped (see
+    :mod:`mcpsync._printable`), cut to about ``limit`` characters with ``…`` marking the
+    cut."""
+    return _printable(text, limit)
 
 
 def _word(text: str) -> str:

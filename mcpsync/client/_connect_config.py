@@ -38,6 +38,9 @@ def config_from(source: os.PathLike[str] | Mapping[str, Any], server_id: str | N
         server_id = server_id or _ONE_ENTRY_ID
     configs = load_config(source)
     ids = [c.id for c in configs]
+    if not configs:
+        raise ConfigError(f"connecting from {where}: it holds no servers (add one under "
+                          '"mcpServers", or pass a single server entry)')
     if server_id is None:
         if len(configs) != 1:
             listed = ", ".join(repr(i) for i in ids) or "none"

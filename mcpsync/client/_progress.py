@@ -2,7 +2,9 @@
 
 With tqdm installed (the ``progress`` extra) the bar is ``tqdm.auto``'s, so a notebook with
 ipywidgets gets the widget and anything else the text bar. Without tqdm a plain line on
-``sys.stderr`` is rewritten in place. Both write through ``sys.stderr`` (never file
+``sys.stderr`` is rewritten in place. The label and the server's messages are escaped first
+(:mod:`mcpsync._printable`), so a message cannot move the cursor or retitle the terminal.
+Both write through ``sys.stderr`` (never file
 descriptor 2), which is what a notebook captures and shows under the cell.
 
 The bar's updates run on the session's dispatcher thread, in arrival order; ``close()`` runs
@@ -17,6 +19,8 @@ import threading
 import time
 import warnings
 from typing import Any
+
+from mcpsync._printable import printable
 
 __all__ = ["ProgressBar", "check_progress", "progress_bar"]
 
@@ -40,7 +44,7 @@ class ProgressBar:
     ``close()``; safe to close twice."""
 
     def __init__(self, label: str) -> None:
-        self._label = label
+        self._label = label = printable(label)
         self._lock = threading.Lock()
         self._closed = False
         self._last: tuple[float, float | None, str | None] = (0.0, None, None)
@@ -70,7 +74,7 @@ class ProgressBar:
             bar.total = total
         bar.n = progress
         if message:
-            bar.set_postfix_str(message[:80], refresh=False)
+            bar.set_postfix_str(printable(message, 80), refresh=False)
         bar.refresh()
 
     def _text(self) -> None:
@@ -79,7 +83,7 @@ class ProgressBar:
         if total:
             line += f" ({100 * progress / total:.0f}%)"
         if message:
-            line += f" {message[:80]}"
+            line += f" {printable(message, 80)}"
         pad = " " * max(0, self._line - len(line))
         self._line = len(line)
         try:

@@ -2,20 +2,26 @@
 
 Each listed tool becomes a callable with a real ``inspect.Signature`` made from its
 ``inputSchema`` (keyword-only: required parameters first, then the optional ones with their
-schema ``default`` or ``None``), a docstring from its description and arguments, and the
+schema ``default`` or :data:`NOT_GIVEN`), a docstring from its description and arguments, and the
 call options of the call behind it (``timeout=``, ``progress=``, ...). Arguments are checked
 before anything is sent: an unknown or missing one raises
 :class:`~mcpsync.errors.InvalidArguments`, which is a ``TypeError`` as Python's own is.
-Optional arguments not given are not sent (their default is the server's).
+Optional arguments not given (or given as ``NOT_GIVEN``) are not sent: their default is the
+server's. ``None`` is not that marker: it is sent as JSON ``null``, which a schema refuses
+unless it allows ``"null"``.
 
 Attribute names: every character outside ``[A-Za-z0-9_]`` becomes ``_``; a Python keyword
 gets ``_`` appended (``class_``), a leading digit gets ``_`` prepended (``_3d``). When two
 tools map to one attribute, a tool whose name already is that identifier keeps it and the
-others have none; item access by the real name (``tools["get-sum"]``) always works.
+others have none; item access by the real name (``tools["get-sum"]``) always works. A name
+that is one of ``ToolProxies``' own attributes (``_call``, ``_server``, ...) or looks like a
+display hook (``_repr_*``, ``_ipython_*``) gets no attribute either, as for a clash.
 
 The proxies are made from the cached tool list and made again when it changes (after a
 ``list_changed`` the client forgets its list, and the next access lists once); nothing is
-listed while a list is cached.
+listed while a list is cached. A name that is not found lists again at most once per list
+(so ``hasattr`` and IPython's ``obj?`` do not ask the server each time), and a name starting
+with ``_`` is never listed for.
 """
 
 from __future__ import annotations
@@ -31,12 +37,35 @@ from mcpsync.client._arguments import did_you_mean, missing_arguments, unknown_t
 from mcpsync.errors import InvalidArguments
 from mcpsync.types import CallToolResult, Tool
 
-__all__ = ["ToolProxies", "ToolProxy", "attribute_name"]
+__all__ = ["NOT_GIVEN", "ToolProxies", "ToolProxy", "attribute_name"]
 
 _NOT_IDENT = re.compile(r"[^A-Za-z0-9_]")
 _TYPES: dict[str, Any] = {"string": str, "integer": int, "number": float, "boolean": bool,
                           "array": list, "object": dict, "null": type(None)}
-_NO_OPTION = object()
+
+
+class _NotGiven:
+    """The type of :data:`NOT_GIVEN`; one instance, falsy, shown as ``NOT_GIVEN``."""
+
+    _instance: _NotGiven | None = None
+
+    def __new__(cls) -> _NotGiven:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "NOT_GIVEN"
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __reduce__(self) -> str:
+        return "NOT_GIVEN"
+
+
+NOT_GIVEN: Any = _NotGiven()
+"""The default of a tool proxy's optional parameter: an argument left at it is not sent."""
 
 
 def attribute_name(tool_name: str) -> str | None:
@@ -125,7 +154,8 @@ class ToolProxy:
                 continue   # reachable through **arguments only
             schema = self._props.get(name)
             default = inspect.Parameter.empty if required else (
-                schema.get("default") if isinstance(schema, Mapping) else None)
+                schema["default"] if isinstance(schema, Mapping) and "default" in schema
+                else NOT_GIVEN)
             params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
                                             default=default,
                                             annotation=_annotation(schema)))
@@ -159,6 +189,7 @@ class ToolProxy:
                                    f"(got {len(args)} positional)", server=self._server,
                                    method="tools/call")
         options = {k: kwargs.pop(k) for k in list(kwargs) if k in self._options}
+        kwargs = {k: v for k, v in kwargs.items() if v is not NOT_GIVEN}
         unknown = [k for k in kwargs if k not in self._props]
         if unknown and not self._open:
             hints = [f"{k!r}" + (f" (did you mean {m[0]!r}?)"
@@ -177,6 +208,16 @@ class ToolProxy:
         return f"<tool proxy {self.tool.name!r} of server {self._server!r}{self.__signature__}>"
 
 
+def _taken(proxies: object) -> frozenset[str]:
+    """Names that attribute access finds before ``__getattr__`` (the class's and the
+    instance's own) or that IPython probes as display hooks: no tool gets them."""
+    return frozenset({*dir(type(proxies)), *vars(proxies)})
+
+
+def _is_hook(name: str) -> bool:
+    return name.startswith(("_repr_", "_ipython_"))
+
+
 class ToolProxies:
     """The tools of one server as attributes and items (``client.tools``,
     ``manager.proxy(server_id)``); iterating gives the proxies in the server's order."""
@@ -190,6 +231,7 @@ class ToolProxies:
         self._call = call
         self._options = dict(options)
         self._key: tuple[int, ...] | None = None
+        self._relisted: tuple[int, ...] | None = None   # the list a miss last re-listed
         self._by_name: dict[str, ToolProxy] = {}
         self._by_attr: dict[str, ToolProxy] = {}
 
@@ -201,9 +243,10 @@ class ToolProxies:
             by_name = {t.name: ToolProxy(t, server, self._call, self._options) for t in tools}
             by_attr: dict[str, ToolProxy] = {}
             clashed: set[str] = set()
+            taken = _taken(self)
             for name, proxy in by_name.items():
                 attr = attribute_name(name)
-                if attr is None or attr in clashed:
+                if attr is None or attr in clashed or attr in taken or _is_hook(attr):
                     continue
                 if attr in by_attr:
                     clashed.add(attr)
@@ -216,19 +259,23 @@ class ToolProxies:
             self._by_name, self._by_attr, self._key = by_name, by_attr, key
         return self._by_name, self._by_attr
 
-    def _find(self, key: str, by_attr: bool) -> ToolProxy | None:
-        """The proxy by attribute or real name; a miss lists the tools once more (the
-        server may have added the tool since, and a modern server tells only listeners)."""
+    def _find(self, key: str, by_attr: bool, relist: bool = True) -> ToolProxy | None:
+        """The proxy by attribute or real name. A miss lists the tools once more (the
+        server may have added the tool since, and a modern server tells only listeners),
+        but only once per list: the next miss on the same list answers from it."""
         found = self._proxies()[1 if by_attr else 0].get(key)
-        if found is None and self._relist is not None:
+        if found is None and relist and self._relist is not None \
+                and self._relisted != self._key:
             self._relist()
             found = self._proxies()[1 if by_attr else 0].get(key)
+            self._relisted = self._key
         return found
 
     def __getattr__(self, attr: str) -> ToolProxy:
         if attr.startswith("__") or attr.startswith(("_repr_", "_ipython_")):
             raise AttributeError(attr)   # display hooks probed by IPython, never tools
-        proxy = self._find(attr, by_attr=True)
+        # A private-looking name (IPython and other tools probe many) never lists again.
+        proxy = self._find(attr, by_attr=True, relist=not attr.startswith("_"))
         if proxy is None:
             by_name, by_attr = self._proxies()
             hint = did_you_mean(attr, by_attr)

@@ -451,11 +451,20 @@ def test_a_command_that_does_not_exist_exits_3(workdir: Path, env: dict[str, str
                  "no-such-command-mcpsync-test")
 
 
-def test_a_mistyped_id_is_named_as_both(workdir: Path, env: dict[str, str],
+def test_a_word_unlike_any_id_is_named_as_both(workdir: Path, env: dict[str, str],
+                                               peer: str) -> None:
+    write_config(workdir / ".mcp.json", peer)
+    assert_error(run("tools", "zzqx", cwd=workdir, env=env), 3,
+                 "'zzqx' is not a server id in", "demo, peer, off", "as a command")
+
+
+def test_a_mistyped_id_is_a_usage_error(workdir: Path, env: dict[str, str],
                                         peer: str) -> None:
     write_config(workdir / ".mcp.json", peer)
-    assert_error(run("tools", "dmeo", cwd=workdir, env=env), 3,
-                 "'dmeo' is not a server id in", "demo, peer, off")
+    res = run("tools", "dmeo", cwd=workdir, env=env)
+    assert_error(res, 2, "'dmeo' is not a server id in", "did you mean 'demo'?",
+                 "(its servers: demo, peer, off)")
+    assert "as a command" not in res.stderr and len(res.stderr) < 200, res.stderr
 
 
 def test_a_server_that_exits_at_start_exits_3(workdir: Path, env: dict[str, str]) -> None:

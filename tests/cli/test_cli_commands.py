@@ -26,6 +26,7 @@ def config(tmp_path: Path) -> Path:
         "demo": {"command": PY, "args": ["-m", "mcpsync.demo"]},
         "peer": {"command": PY, "args": [str(PEERS / "proxy_server.py")]},
         "everything": {"command": str(NODE), "args": [str(ENTRY), "stdio"]},
+        "hostile": {"command": PY, "args": [str(PEERS / "hostile_server.py")]},
     }
     path = tmp_path / "servers.json"
     path.write_text(json.dumps({"mcpServers": servers}))
@@ -83,7 +84,7 @@ def test_call_checks_names_and_arguments_before_calling(config: Path) -> None:
     # additionalProperties: false makes an unknown argument a usage error too.
     line = error_line(mcpsync(config, "call", "peer", "get-sum", "a=1", "bb=2"), 2)
     assert "takes no argument 'bb'; did you mean 'b'?" in line
-    line = error_line(mcpsync(config, "call", "dem", "add", "a=1", "b=2"), 3)
+    line = error_line(mcpsync(config, "call", "dem", "add", "a=1", "b=2"), 2)
     assert "'dem' is not a server id" in line and "did you mean 'demo'?" in line
 
 
@@ -99,6 +100,14 @@ def test_call_shows_every_block_and_saves_blobs(config: Path, tmp_path: Path) ->
     saved = (out / "image-2.png").read_bytes()
     assert saved.startswith(b"\x89PNG") and len(saved) == 70
     assert (out / "audio-3.wav").read_bytes() == b"RIFF0000"
+    # Run again into the same folder: the next free names, the earlier files untouched.
+    res = mcpsync(config, "call", "peer", "picture", "--output", str(out))
+    assert res.returncode == 0, res.stderr
+    assert f"<image, 70 bytes, image/png, saved to {out}/image-2-2.png>" in res.stdout
+    assert f"<audio, 8 bytes, audio/wav, saved to {out}/audio-3-2.wav>" in res.stdout
+    assert (out / "image-2-2.png").read_bytes() == saved
+    assert sorted(p.name for p in out.iterdir()) == ["audio-3-2.wav", "audio-3.wav",
+                                                     "image-2-2.png", "image-2.png"]
     assert "not a directory" in error_line(
         mcpsync(config, "call", "peer", "picture", "--output", str(tmp_path / "none")), 2)
 
@@ -142,6 +151,76 @@ def test_progress_is_one_line_rewritten_on_a_terminal(config: Path) -> None:
     assert "\rslow: 1/3 step 1/3\x1b[K" in text and "\rslow: 3/3 step 3/3\x1b[K" in text
     assert text.endswith("\r\x1b[K")   # the line is cleared once the call is done
     assert "\n" not in text.replace("\r\n", "")
+
+
+TITLE, ERASE = "\x1b]0;PWNED\x07", "\x1b[2K\r"
+HOSTILE = f"x{TITLE}"
+
+
+def _on_a_terminal(config: Path, *args: str) -> tuple[int, str, str]:
+    """``mcpsync ARGS`` with stdout on a pseudo-terminal: (exit code, what the terminal got
+    (line ends as sent), stderr)."""
+    import pty
+
+    leader, follower = pty.openpty()
+    try:
+        import termios
+
+        attrs = termios.tcgetattr(follower)
+        attrs[1] &= ~termios.OPOST            # no "\n" -> "\r\n" on the way out
+        termios.tcsetattr(follower, termios.TCSANOW, attrs)
+        env = {k: v for k, v in os.environ.items() if k not in ("MCPSYNC_CONFIG", "COLUMNS")}
+        env["XDG_CONFIG_HOME"] = str(config.parent / "xdg")
+        proc = subprocess.Popen([PY, "-m", "mcpsync", "--config", str(config), *args],
+                                cwd=config.parent, stdout=follower, stderr=subprocess.PIPE,
+                                env=env)
+        os.close(follower)
+        follower = -1
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:   # EIO: the terminal's other end is closed
+                break
+            if not chunk:
+                break
+            seen += chunk
+        assert proc.stderr is not None
+        err = proc.stderr.read().decode()
+        proc.stderr.close()
+        code = proc.wait(timeout=60)
+    finally:
+        if follower != -1:
+            os.close(follower)
+        os.close(leader)
+    return code, seen.decode(), err
+
+
+def test_server_text_cannot_control_the_terminal(config: Path) -> None:
+    res = mcpsync(config, "tools", "hostile")
+    assert res.returncode == 0, res.stderr
+    assert "\x1b" not in res.stdout and "\r" not in res.stdout
+    assert "hostile  x\\x1b]0;PWNED\\x07  Shows\\x1b[2K\n" in res.stdout, res.stdout
+    res = mcpsync(config, "describe", "hostile", HOSTILE)
+    assert res.returncode == 0, res.stderr
+    assert "\x1b" not in res.stdout and "\r" not in res.stdout
+    assert res.stdout.startswith("x\\x1b]0;PWNED\\x07  (server hostile)\n\n"
+                                 "  Shows\\x1b[2K\n   escapes.\n"), res.stdout   # \r: a break
+    assert "arg\\x1b]0;PWNED\\x07  string  no        an\\x1b[2K argument" in res.stdout
+    # To a pipe a tool's text is passed on as sent; the labels around blobs never are.
+    res = mcpsync(config, "call", "hostile", HOSTILE, "--progress")
+    assert res.returncode == 0, res.stderr
+    # (text=True reads the "\r" of ERASE as a line end)
+    assert res.stdout == (f"line one{TITLE}\n\tline two\x1b[2K\n\u202eend\n"
+                          "<image, 6 bytes, image/gif\\x1b[2K\\x0d>\n"
+                          "file:///tmp/x\\x1b]0;PWNED\\x07\n")
+    assert res.stderr == "progress: x\\x1b]0;PWNED\\x07: 1/2 step\\x1b]0;PWNED\\x07\n"
+    # On a terminal the text is escaped too, keeping its newline and tab.
+    code, shown, err = _on_a_terminal(config, "call", "hostile", HOSTILE)
+    assert code == 0, err
+    assert shown == ("line one\\x1b]0;PWNED\\x07\n\tline two\\x1b[2K\\x0d\\u202eend\n"
+                     "<image, 6 bytes, image/gif\\x1b[2K\\x0d>\n"
+                     "file:///tmp/x\\x1b]0;PWNED\\x07\n"), repr(shown)
 
 
 def test_tables_are_cut_to_the_terminal_width(config: Path) -> None:

@@ -37,6 +37,20 @@ def test_one_entry_and_one_of_several(tmp_path: Path) -> None:
         assert client.name == "only"
 
 
+def test_a_config_without_servers_says_so(tmp_path: Path) -> None:
+    for source in ({"mcpServers": {}}, {"servers": {}}):
+        with pytest.raises(mcpsync.ConfigError) as empty:
+            mcpsync.connect(source)
+        assert "it holds no servers" in str(empty.value), empty.value
+        assert "0 servers" not in str(empty.value) and "server_id=" not in str(empty.value)
+        with pytest.raises(mcpsync.ConfigError, match="it holds no servers"):
+            mcpsync.connect(source, server_id="demo")
+    path = tmp_path / "empty.json"
+    path.write_text('{"mcpServers": {}}')
+    with pytest.raises(mcpsync.ConfigError, match=f"connecting from {path}: it holds no"):
+        mcpsync.connect(path)
+
+
 def test_a_secret_ref_needs_a_manager(tmp_path: Path) -> None:
     entry = {**DEMO, "secret_ref": "vault:demo"}
     with pytest.raises(mcpsync.ConfigError, match="use a Manager"):

@@ -13,7 +13,7 @@ import pytest
 from helpers import PEERS
 
 import mcpsync
-from mcpsync.client._proxies import attribute_name
+from mcpsync.client._proxies import ToolProxy, attribute_name
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -167,3 +167,50 @@ def test_lists_of_what_a_server_does_not_offer_are_empty() -> None:
         assert client.list_resource_templates() == []
         with pytest.raises(mcpsync.CapabilityNotSupported):
             client.read_resource("file:///x")
+
+
+HOSTILE = [sys.executable, str(PEERS / "hostile_server.py")]
+
+
+def test_names_of_the_proxies_own_attributes_are_item_access_only() -> None:
+    with mcpsync.connect(HOSTILE, name="h") as client:
+        tools = client.tools
+        assert dir(tools) == ["plain", "tool", "x__0_PWNED_"]
+        for name in ("_call", "_find", "_server", "_proxies", "_listed", "_relisted"):
+            assert not isinstance(getattr(tools, name), ToolProxy), name
+            assert tools[name]().text == f"{name} ran"
+        for hook in ("_repr_html_", "_ipython_display_"):
+            with pytest.raises(AttributeError):
+                getattr(tools, hook)
+            assert tools[hook]().text == f"{hook} ran"
+        assert tools.tool().text == "tool ran"
+
+
+def test_an_optional_argument_left_out_is_not_sent() -> None:
+    with mcpsync.connect(HOSTILE, name="h") as client:
+        plain = client.tools.plain
+        param = inspect.signature(plain).parameters["n"]
+        assert param.default is mcpsync.NOT_GIVEN and param.annotation is int
+        assert str(inspect.signature(plain)).startswith("(*, n: int = NOT_GIVEN, timeout=")
+        assert plain().text == "{}"
+        assert plain(n=mcpsync.NOT_GIVEN).text == "{}"
+        assert plain(n=3).text == '{"n": 3}'
+        assert plain(n=None).is_error        # None is JSON null, which the schema refuses
+
+
+def test_a_missed_name_lists_again_at_most_once_per_list(tmp_path: Path) -> None:
+    log = tmp_path / "sent.log"
+    with mcpsync.connect([sys.executable, SCRIPTED, "legacy"], era="legacy",
+                         env={"SCRIPTED_LOG": str(log)}) as client:
+        tools = client.tools
+        dir(tools)                               # lists once: nothing was cached
+        first = _sent(log).count("tools/list")
+        assert not hasattr(tools, "zzz")         # lists again: the tool may be new
+        again = _sent(log).count("tools/list")
+        for _ in range(5):
+            assert not hasattr(tools, "zzz") and not hasattr(tools, "yyy")
+            with pytest.raises(KeyError):
+                tools["zzz"]
+        assert not hasattr(tools, "_private") and not hasattr(tools, "__wrapped__")
+        after = _sent(log).count("tools/list")
+    assert first and again == 2 * first and after == again

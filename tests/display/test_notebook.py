@@ -2,9 +2,9 @@
 
 nbclient starts an ipykernel, runs every cell against ``examples/notebook_server.py`` and
 returns the notebook with its outputs, which are then read like a person would: an HTML
-table of tools, an HTML result, an ``image/png`` output, a progress bar, a tool error shown
-as one exception, and a long call stopped by a kernel interrupt, which the server sees as a
-cancellation.
+table of tools, a tool proxy's signature, an HTML result, an ``image/png`` output, a
+progress bar, a tool error shown as one exception, and a long call stopped by a kernel
+interrupt, which the server sees as a cancellation.
 """
 
 from __future__ import annotations
@@ -70,6 +70,17 @@ def test_notebook_runs_in_a_kernel_and_displays() -> None:
     tools_html = _texts(tools_cell.outputs, "html")[0]
     assert "<table>" in tools_html and all(f"<code>{n}</code>" in tools_html
                                            for n in ("chart", "crunch", "explode", "slow"))
+
+    # a tool proxy: its signature and docstring made from the schema, and a call through it
+    proxy_cell = next(c for c in code if "client.tools.crunch" in c.source)
+    printed = "".join(_texts(proxy_cell.outputs, "stream"))
+    assert printed.startswith("(*, steps: int = 5, delay: float = 0.05, timeout=None, "
+                              "progress=None, "), printed
+    assert ") -> mcpsync.types.CallToolResult\nWork in steps, reporting progress" in printed
+    assert "    steps (integer, optional)" in printed
+    results = [o["data"]["text/plain"] for o in proxy_cell.outputs
+               if o["output_type"] == "execute_result"]
+    assert results == ["'crunched 2 steps'"], proxy_cell.outputs
 
     # the chart result: a one-line repr printed, and HTML holding the image and the link
     chart_cell = next(c for c in code if c.source.startswith("chart = "))

@@ -116,3 +116,18 @@ def test_a_bare_request_takes_no_bar_and_no_string(client: mcpsync.Client) -> No
     future = client.submit("tools/call", {"name": "crunch", "arguments": {"delay": 0}},
                            progress=False)  # type: ignore[arg-type]
     assert future.result(10)["content"][0]["text"] == "crunched 5 steps"
+
+
+@pytest.mark.parametrize("tqdm", [True, False], ids=["tqdm", "text"])
+def test_a_servers_progress_message_cannot_control_the_terminal(
+        stderr: _Err, monkeypatch: pytest.MonkeyPatch, tqdm: bool) -> None:
+    from helpers import PEERS
+
+    if not tqdm:
+        monkeypatch.setitem(sys.modules, "tqdm.auto", None)
+    with mcpsync.connect([sys.executable, str(PEERS / "hostile_server.py")], name="h") as c:
+        name = next(t.name for t in c.list_tools() if t.name.startswith("x"))
+        assert c.call_tool(name, progress=True).text.startswith("line one")
+    out = stderr.getvalue()
+    assert "\x1b]" not in out and "\x07" not in out, repr(out)
+    assert "x\\x1b]0;PWNED\\x07" in out and "step\\x1b]0;PWNED\\x07" in out, repr(out)

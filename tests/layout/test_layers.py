@@ -33,7 +33,7 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
          "mcpsync.config_files", "mcpsync._urls", "mcpsync._origin", "mcpsync._names",
          "mcpsync._threads", "mcpsync.secrets", "mcpsync._secret_dirs", "mcpsync.policy",
          "mcpsync.auth_hooks", "mcpsync._config_oauth", "mcpsync._mcpauth_import",
-         "mcpsync._display")),
+         "mcpsync._display", "mcpsync._printable")),
     (2, ("mcpsync.protocol",)),
     (3, ("mcpsync.transport.base", "mcpsync.transport")),
     (4, ("mcpsync.session",)),
