@@ -319,7 +319,8 @@ class Client(SessionLifecycle):
             return self._call_tool_with_bar(name, arguments, progress, timeout=timeout,
                                             raise_on_error=raise_on_error,
                                             retry_on_drop=retry_on_drop, meta=meta,
-                                            reset_timeout_on_progress=reset_timeout_on_progress)
+                                            reset_timeout_on_progress=reset_timeout_on_progress,
+                                            validate_input=validate_input)
         if not self._has_tools:
             self._require("tools", f"calling tool {name!r}", "tools/call")
         if (required := self._toolset.required) is not None and (
@@ -365,7 +366,13 @@ class Client(SessionLifecycle):
     def _call_tool_with_bar(self, name: str, arguments: Mapping[str, Any] | None,
                             progress: object, **options: Any) -> CallToolResult:
         """``call_tool(progress=True)``: the call with a progress bar that is closed when it
-        ends, failed or not (``False`` is no bar; anything else a ``TypeError``)."""
+        ends, failed or not (``False`` is no bar; anything else a ``TypeError``). The argument
+        checks run first: no bar is drawn for a call that is never sent."""
+        check_progress(progress, f"calling tool {name!r} on server {self._name!r}")
+        validate = options.get("validate_input")
+        if (self._toolset.required is not None and
+                (self._validate_input if validate is None else validate)):
+            check_arguments(self._name, name, arguments, self._toolset, self._relist_tools)
         bar = progress_bar(progress, f"calling tool {name!r} on server {self._name!r}",
                            f"{self._name}: {name}")
         try:

@@ -4,7 +4,9 @@ identifiers, a keyword, a leading digit, a tool added while serving)."""
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import io
 import json
 import sys
 from pathlib import Path
@@ -142,6 +144,13 @@ def test_call_by_name_checks_against_the_cached_list_only(tmp_path: Path) -> Non
         with pytest.raises(mcpsync.RemoteError):
             client.call_tool("ad", {"a": 1}, validate_input=False)
         assert client.call_tool("add", {"a": 1}, validate_input=False).is_error
+        # The same with a progress bar: still off, and no bar for a call refused here.
+        with pytest.raises(mcpsync.RemoteError):
+            client.call_tool("ad", {"a": 1}, validate_input=False, progress=True)
+        bar_output = io.StringIO()
+        with contextlib.redirect_stderr(bar_output), pytest.raises(mcpsync.UnknownTool):
+            client.call_tool("ad", {"a": 1}, progress=True)
+        assert bar_output.getvalue() == ""
     with mcpsync.connect(DEMO, validate_input=False) as client:
         client.list_tools()
         assert client.call_tool("add", {"a": 1}).is_error   # sent; the server refused it
