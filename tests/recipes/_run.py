@@ -73,6 +73,16 @@ class Served:
         except psutil.NoSuchProcess:
             return []
 
+    def tree(self) -> list[tuple[int, int, str]]:
+        """``(pid, parent pid, command line)`` of every process below this one, now."""
+        found = []
+        for proc in self.descendants():
+            try:
+                found.append((proc.pid, proc.ppid(), " ".join(proc.cmdline())))
+            except psutil.NoSuchProcess:
+                continue
+        return found
+
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
         """Signal the main process and wait for it and for every process below it; the exit
         code. Anything still alive after ``timeout`` is killed and reported."""
