@@ -7,6 +7,7 @@ stderr, which are also on the exception (``exit_code``, ``stderr_tail``).
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 import mcpsync
@@ -35,7 +36,6 @@ except mcpsync.ServerExited as exc:
     print(f"[3] {type(exc).__name__}: {exc}")
 
 # To watch a server's stderr live while it starts (in a notebook: in the cell's output):
-try:
+# it shows: [weather] loading settings / [weather] WEATHER_API_KEY is not set
+with contextlib.suppress(mcpsync.ServerExited):
     mcpsync.connect(needs_key, name="weather", stderr="show", era="legacy", timeout=10)
-except mcpsync.ServerExited:
-    pass   # stderr showed: [weather] loading settings / [weather] WEATHER_API_KEY is not set
