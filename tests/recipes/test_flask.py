@@ -4,7 +4,8 @@
 server 30 concurrent requests share that one Manager. Under gunicorn with ``--preload`` the
 import happens in the master, before the fork: with ``gunicorn_conf.py``'s ``post_fork`` hook
 every request is answered by a worker's own Manager; without the hook every request fails
-with ``UsedAfterFork`` (the master's Manager, used in a child). Each run ends with no process
+with ``UsedAfterFork`` (the master's Manager, used in a child); without ``--preload`` each
+worker imports the app itself and needs no hook. Each run ends with no process
 left under the server (workers, demo servers).
 """
 
@@ -89,3 +90,15 @@ def test_gunicorn_preload_without_post_fork_fails_every_request(tmp_path: Path) 
 def _no_recipe_module_left() -> None:
     """The recipe runs in its own processes; nothing here imports it."""
     assert "flask_app" not in sys.modules
+
+
+def test_gunicorn_without_preload_needs_no_hook(tmp_path: Path) -> None:
+    """Each worker imports the app after the fork, so its Manager is its own."""
+    port = free_port()
+    with Served(_gunicorn(port, "-w", "2", "-k", "gthread"), tmp_path / "gunicorn.log",
+                port=port) as served:
+        answers = _many(port)
+        code = served.stop()
+    assert code == 0, served.output()[-3000:]
+    assert [status for status, _ in answers] == [200] * CALLS, answers[:3]
+    assert [body["sum"] for _, body in answers] == [i + 1 for i in range(CALLS)]
