@@ -32,7 +32,7 @@ import mcpsync
 MCP_URL = os.environ.get("MCP_URL", "https://mcp.example.com/mcp")
 TOKEN_FILE = os.environ.get("MCP_TOKEN_FILE") or None
 STATE = Path(os.environ.get("CELERY_STATE_DIR", "celery-state")).resolve()
-for folder in ("queue", "processed", "results"):
+for folder in ("queue", "processed", "results", "control"):
     (STATE / folder).mkdir(parents=True, exist_ok=True)
 
 app = Celery("mcp_recipe")
@@ -40,7 +40,8 @@ app.conf.update(
     broker_url="filesystem://",
     broker_transport_options={"data_folder_in": str(STATE / "queue"),
                               "data_folder_out": str(STATE / "queue"),
-                              "processed_folder": str(STATE / "processed")},
+                              "processed_folder": str(STATE / "processed"),
+                              "control_folder": str(STATE / "control")},
     result_backend=f"file://{STATE / 'results'}",
     worker_prefetch_multiplier=1,      # hand tasks out one at a time, so both workers get some
     task_serializer="json", result_serializer="json", accept_content=["json"],

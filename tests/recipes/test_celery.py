@@ -102,4 +102,6 @@ def test_two_prefork_workers_call_tools_and_share_one_refresh(
     assert auth.refresh_reuse == 0
     assert (token_file.stat().st_mode & 0o777) == 0o600
     assert "Traceback" not in log and "UsedAfterFork" not in log, log[-3000:]
+    assert not (RECIPES / "control").exists(), "the broker wrote outside CELERY_STATE_DIR"
+    assert (tmp_path / "celery" / "control").is_dir()
     print(f"{TASKS} tasks on 2 workers in {took:.1f} s, pids {sorted(pids)}")
