@@ -40,6 +40,11 @@ if TYPE_CHECKING:
         connect as connect,
     )
     from mcpsync.client._future import CallFuture as CallFuture
+    from mcpsync.client._skills import (
+        LoadedSkill as LoadedSkill,
+        Skill as Skill,
+        SkillFile as SkillFile,
+    )
     from mcpsync.config import DEFAULT_TIMEOUT as DEFAULT_TIMEOUT, ServerConfig as ServerConfig
     from mcpsync.config_files import load_config as load_config
     from mcpsync.errors import (
@@ -69,6 +74,7 @@ if TYPE_CHECKING:
         SecretError as SecretError,
         ServerExited as ServerExited,
         SessionExpired as SessionExpired,
+        SkillVerificationError as SkillVerificationError,
         ToolError as ToolError,
         TooManyPages as TooManyPages,
         TransportError as TransportError,
@@ -127,6 +133,9 @@ _PUBLIC: dict[str, str] = {
     "Subscription": "mcpsync.client",
     "connect": "mcpsync.client",
     "CallFuture": "mcpsync.client._future",
+    "LoadedSkill": "mcpsync.client._skills",
+    "Skill": "mcpsync.client._skills",
+    "SkillFile": "mcpsync.client._skills",
     "DEFAULT_TIMEOUT": "mcpsync.config",
     "ServerConfig": "mcpsync.config",
     "load_config": "mcpsync.config_files",
@@ -136,7 +145,8 @@ _PUBLIC: dict[str, str] = {
         "ConnectionLost", "HeaderMismatch", "InputRoundsExceeded", "InvalidArguments", "MCPError",
         "MissingCapability", "OutputValidationError", "PolicyDenied", "PolicyRefused",
         "ProtocolError", "Rejected", "RemoteError", "RequestTimeout", "ResourceNotFound",
-        "SecretError", "ServerExited", "SessionExpired", "ToolError", "TooManyPages",
+        "SecretError", "ServerExited", "SessionExpired", "SkillVerificationError", "ToolError",
+        "TooManyPages",
         "TransportError", "Unauthorized", "UnknownServer", "UnknownTool", "UnsupportedInThisEra",
         "UnsupportedProtocolVersion", "URLElicitationRequired", "UsedAfterFork",
     ), "mcpsync.errors"),

@@ -57,6 +57,14 @@ from mcpsync.client._options import ClientOptions
 from mcpsync.client._progress import check_progress, progress_bar
 from mcpsync.client._proxies import ToolProxies
 from mcpsync.client._restart import RestartBudget
+from mcpsync.client._skills import (
+    EXTENSION as SKILLS_EXTENSION,
+    LoadedSkill,
+    Skill,
+    SkillRegistry,
+    check_frontmatter,
+    fetch_verified,
+)
 from mcpsync.client._subscriptions import Subscription, Subscriptions
 from mcpsync.client._tools import ToolSchemas
 from mcpsync.config import ServerConfig, logger_name_part
@@ -66,6 +74,7 @@ from mcpsync.errors import (
     ConnectionLost,
     ProtocolError,
     RemoteError,
+    SkillVerificationError,
     UnsupportedInThisEra,
     UsedAfterFork,
 )
@@ -151,6 +160,7 @@ class Client(SessionLifecycle):
                                     guard=self._guard)
         self._cache = ListCache()
         self._toolset = ToolSchemas(validate=options.validate_output)
+        self._skills = SkillRegistry()
         self._validate_input = options.validate_input
         self._proxies: ToolProxies | None = None
         self._subs = Subscriptions(
@@ -524,6 +534,63 @@ class Client(SessionLifecycle):
         self._require("resources", f"reading resource {uri!r}", "resources/read")
         return ReadResourceResult.from_dict(
             self._request("resources/read", {"uri": uri}, timeout=timeout, meta=meta))
+
+    # -- skills (the io.modelcontextprotocol/skills extension, see _skills) ----------------
+
+    def _skill_identity(self) -> str:
+        """Who vouches for a skill entry: the server's address (URL or command line)."""
+        config = self._config
+        return config.url or " ".join([config.command or "", *config.args])
+
+    def _require_skills(self, doing: str, method: str) -> None:
+        extensions = self._capabilities.get("extensions")
+        if not isinstance(extensions, dict) or SKILLS_EXTENSION not in extensions:
+            raise CapabilityNotSupported(
+                f"{doing} on server {self._name!r}: the server did not declare the "
+                f"{SKILLS_EXTENSION!r} extension", server=self._name, method=method)
+
+    def list_skills(self) -> list[Skill]:
+        """Every skill the server offers (all pages of ``skills/list``). No file of any skill
+        is read: entries are remembered so that :meth:`get_skill` can verify against them."""
+        self._require_skills("listing skills", "skills/list")
+        skills = [Skill.from_dict(d, self._name)
+                  for d in self._list_all("skills/list", "skills")]
+        self._skills.remember(self._skill_identity(), skills)
+        return DisplayList(skills)
+
+    def get_skill(self, uri: str, *, timeout: float | None = None) -> LoadedSkill:
+        """Load one skill: read its ``SKILL.md`` and verify it (size, digest, frontmatter
+        field by field) against the entry this server gave; its other files are read only
+        through :meth:`LoadedSkill.read`. An entry not listed yet is asked for with
+        ``skills/get``. Any mismatch raises :class:`~mcpsync.errors.SkillVerificationError`
+        naming the file, and nothing of it is used."""
+        self._require_skills(f"loading skill {uri!r}", "skills/get")
+        identity = self._skill_identity()
+        skill = self._skills.get(identity, uri)
+        if skill is None:
+            got = self._request("skills/get", {"uri": uri}, timeout=timeout)
+            skill = Skill.from_dict(got.get("skill"), self._name)
+            if skill.uri != uri:
+                raise ProtocolError(f"server {self._name!r}: skills/get for {uri!r} answered "
+                                    f"with skill {skill.uri!r}", server=self._name,
+                                    method="skills/get")
+            self._skills.remember(identity, [skill])
+
+        def read(file_uri: str) -> dict[str, Any]:
+            return self._request("resources/read", {"uri": file_uri}, timeout=timeout)
+
+        listed = skill.file(uri)
+        if listed is None and skill.files is not None:
+            raise SkillVerificationError(
+                f"server {self._name!r}: skill {uri!r} does not list its own SKILL.md, so it "
+                "cannot be verified and is not loaded", server=self._name, uri=uri)
+        if listed is not None:
+            text = fetch_verified(read, listed, skill).decode("utf-8", errors="strict")
+        else:   # "dynamic" files: only the frontmatter can be checked
+            result = ReadResourceResult.from_dict(read(uri))
+            text = result.text
+        check_frontmatter(skill, text)
+        return LoadedSkill(skill, text, read)
 
     def get_prompt(self, name: str, arguments: Mapping[str, str] | None = None, *,
                    timeout: float | None = None,
