@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -134,3 +136,24 @@ def test_ctrl_c_cancels_the_task() -> None:
     assert proc.returncode == 0, err
     statuses = json.loads(out.split("statuses", 1)[1])
     assert statuses == ["cancelled"], out + err
+
+
+def test_the_cli_timeout_bounds_the_whole_task(tmp_path: Path) -> None:
+    """``mcpsync --timeout 2 call`` on a task of about four seconds: each request is fast, so
+    only the bound on the whole task can stop it, and it does (exit 5, a timeout)."""
+    server = f"{shlex.quote(str(NODE))} {shlex.quote(str(ENTRY))} stdio"
+    env = {k: v for k, v in os.environ.items() if k != "MCPSYNC_CONFIG"}
+    env["XDG_CONFIG_HOME"] = str(tmp_path / "xdg")
+    started = time.monotonic()
+    res = subprocess.run([sys.executable, "-m", "mcpsync", "--timeout", "2", "call", server,
+                          TOOL, "topic=cli"], capture_output=True, text=True, timeout=60,
+                         cwd=tmp_path, env=env)
+    took = time.monotonic() - started
+    assert res.returncode == 5, (res.stdout, res.stderr)   # the exit code of a timeout
+    assert "task_timeout=2.0" in res.stderr and "tasks/cancel was sent" in res.stderr
+    assert took < 3.9 + 2.0   # well before the task's own four seconds plus start-up
+    done = subprocess.run([sys.executable, "-m", "mcpsync", "call", server, TOOL,
+                           "topic=cli"], capture_output=True, text=True, timeout=60,
+                          cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "# Research Report: cli" in done.stdout
