@@ -73,6 +73,34 @@ def test_a_task_tool_just_works_with_status_as_progress(client: mcpsync.Client) 
     assert next(t for t in client.list_tools() if t.name == "echo").task_support == "forbidden"
 
 
+@pytest.fixture(params=["stdio", "http"])
+def asking_client(request: pytest.FixtureRequest) -> Iterator[tuple[mcpsync.Client, list[Any]]]:
+    """A client whose elicitation callback picks "historical" and records what it was asked."""
+    asked: list[Any] = []
+
+    def elicit(req: Any) -> dict[str, Any]:
+        asked.append(req.message)
+        return {"action": "accept", "content": {"interpretation": "historical"}}
+
+    if request.param == "stdio":
+        target: Any = [str(NODE), str(ENTRY), "stdio"]
+    else:
+        target = request.getfixturevalue("everything_server").url
+    with mcpsync.connect(target, elicitation=elicit) as c:
+        yield c, asked
+
+
+def test_input_a_task_asks_for_goes_to_the_elicitation_callback(
+        asking_client: tuple[mcpsync.Client, list[Any]]) -> None:
+    client, asked = asking_client
+    seen: list[str] = []
+    result = client.call_tool(TOOL, {"topic": "tides", "ambiguous": True},
+                              progress=lambda p, total, message: seen.append(message))
+    assert "**Clarification**: historical" in result.text
+    assert len(asked) == 1 and "multiple interpretations" in asked[0]
+    assert any(m.startswith("input_required") for m in seen)
+
+
 def test_task_timeout_cancels_the_task(client: mcpsync.Client) -> None:
     before = set(_statuses(client))
     with pytest.raises(mcpsync.RequestTimeout, match=r"task_timeout=1\.5"):
