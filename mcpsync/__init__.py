@@ -41,6 +41,11 @@ if TYPE_CHECKING:
     )
     from mcpsync.client._future import CallFuture as CallFuture
     from mcpsync.client._proxies import NOT_GIVEN as NOT_GIVEN
+    from mcpsync.client._skills import (
+        LoadedSkill as LoadedSkill,
+        Skill as Skill,
+        SkillFile as SkillFile,
+    )
     from mcpsync.config import DEFAULT_TIMEOUT as DEFAULT_TIMEOUT, ServerConfig as ServerConfig
     from mcpsync.config_files import load_config as load_config
     from mcpsync.errors import (
@@ -70,6 +75,7 @@ if TYPE_CHECKING:
         SecretError as SecretError,
         ServerExited as ServerExited,
         SessionExpired as SessionExpired,
+        SkillVerificationError as SkillVerificationError,
         ToolError as ToolError,
         TooManyPages as TooManyPages,
         TransportError as TransportError,
@@ -129,6 +135,9 @@ _PUBLIC: dict[str, str] = {
     "Subscription": "mcpsync.client",
     "connect": "mcpsync.client",
     "CallFuture": "mcpsync.client._future",
+    "LoadedSkill": "mcpsync.client._skills",
+    "Skill": "mcpsync.client._skills",
+    "SkillFile": "mcpsync.client._skills",
     "NOT_GIVEN": "mcpsync.client._proxies",
     "DEFAULT_TIMEOUT": "mcpsync.config",
     "ServerConfig": "mcpsync.config",
@@ -139,7 +148,8 @@ _PUBLIC: dict[str, str] = {
         "ConnectionLost", "HeaderMismatch", "InputRoundsExceeded", "InvalidArguments", "MCPError",
         "MissingCapability", "OutputValidationError", "PolicyDenied", "PolicyRefused",
         "ProtocolError", "Rejected", "RemoteError", "RequestTimeout", "ResourceNotFound",
-        "SecretError", "ServerExited", "SessionExpired", "ToolError", "TooManyPages",
+        "SecretError", "ServerExited", "SessionExpired", "SkillVerificationError", "ToolError",
+        "TooManyPages",
         "TransportError", "Unauthorized", "UnknownServer", "UnknownTool", "UnsupportedInThisEra",
         "UnsupportedProtocolVersion", "URLElicitationRequired", "UsedAfterFork",
     ), "mcpsync.errors"),

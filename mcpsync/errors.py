@@ -44,6 +44,7 @@ __all__ = [
     "SecretError",
     "ServerExited",
     "SessionExpired",
+    "SkillVerificationError",
     "TooManyPages",
     "ToolError",
     "TransportError",
@@ -283,6 +284,16 @@ class OutputValidationError(MCPError):
                  method: str | None = None) -> None:
         super().__init__(message, server=server, method=method)
         self.result = result
+
+
+class SkillVerificationError(MCPError):
+    """A skill's file did not match its entry (size, digest, frontmatter), or the entry does
+    not list it: the content is not used. ``uri`` names the file at fault."""
+
+    def __init__(self, message: str = "", *, uri: str = "", server: str | None = None,
+                 method: str | None = None) -> None:
+        super().__init__(message, server=server, method=method)
+        self.uri = uri
 
 
 class TooManyPages(MCPError):

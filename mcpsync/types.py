@@ -599,6 +599,14 @@ class Tool(_Shown):
                    _dict(d, "_meta"), _extra(d, _TOOL_KNOWN), d)
 
     @property
+    def task_support(self) -> str:
+        """``execution.taskSupport``: ``"required"`` (the tool runs only as a task, which
+        ``call_tool`` handles), ``"optional"`` or ``"forbidden"`` (also when absent)."""
+        execution = self.raw.get("execution")
+        value = execution.get("taskSupport") if isinstance(execution, dict) else None
+        return value if value in ("required", "optional") else "forbidden"
+
+    @property
     def display_title(self) -> str:
         """What to show a person: ``title``, then ``annotations.title``, then ``name``."""
         if self.title:

@@ -205,8 +205,9 @@ def _cmd_call(args: argparse.Namespace, ctx: _Context) -> _Outcome:
                    sorted(arguments))
         progress = _progress_printer(args.tool, bool(args.progress))
         try:
+            # --timeout bounds each request and, for a tool that runs as a task, the task.
             result = manager.call_tool(sid, args.tool, arguments, timeout=ctx.timeout,
-                                       progress=progress)
+                                       progress=progress, task_timeout=ctx.timeout)
         finally:
             _end_progress(progress is not None)
     code = EXIT_FAILED if result.is_error else EXIT_OK

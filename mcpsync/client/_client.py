@@ -57,7 +57,16 @@ from mcpsync.client._options import ClientOptions
 from mcpsync.client._progress import check_progress, progress_bar
 from mcpsync.client._proxies import ToolProxies
 from mcpsync.client._restart import RestartBudget
+from mcpsync.client._skills import (
+    EXTENSION as SKILLS_EXTENSION,
+    LoadedSkill,
+    Skill,
+    SkillRegistry,
+    check_frontmatter,
+    fetch_verified,
+)
 from mcpsync.client._subscriptions import Subscription, Subscriptions
+from mcpsync.client._tasks import TaskRun
 from mcpsync.client._tools import ToolSchemas
 from mcpsync.config import ServerConfig, logger_name_part
 from mcpsync.errors import (
@@ -66,6 +75,7 @@ from mcpsync.errors import (
     ConnectionLost,
     ProtocolError,
     RemoteError,
+    SkillVerificationError,
     UnsupportedInThisEra,
     UsedAfterFork,
 )
@@ -151,6 +161,7 @@ class Client(SessionLifecycle):
                                     guard=self._guard)
         self._cache = ListCache()
         self._toolset = ToolSchemas(validate=options.validate_output)
+        self._skills = SkillRegistry()
         self._validate_input = options.validate_input
         self._proxies: ToolProxies | None = None
         self._subs = Subscriptions(
@@ -184,6 +195,8 @@ class Client(SessionLifecycle):
         self._server_info = ServerInfo()
         self._handshake_result: dict[str, Any] = {}
         self._meta: dict[str, Any] = {}
+        self._tool_meta: dict[str, Any] = {}   # _meta plus the Tasks extension, for tools/call
+        self._may_task = False   # a 2025-11-25 server that runs tools as tasks
         self._has_tools = False
         # A forced HTTP+SSE transport (2024-11-05) is legacy by definition: no detection.
         era = "legacy" if config.transport == "sse" and options.era == "auto" else options.era
@@ -282,7 +295,9 @@ class Client(SessionLifecycle):
                   raise_on_error: bool = False, retry_on_drop: bool = False,
                   meta: Mapping[str, Any] | None = None,
                   reset_timeout_on_progress: bool | None = None,
-                  validate_input: bool | None = None) -> CallToolResult:
+                  validate_input: bool | None = None,
+                  task_timeout: float | None = None,
+                  tasks: bool = True) -> CallToolResult:
         """Call a tool and return its :class:`~mcpsync.types.CallToolResult`.
 
         A tool that fails reports ``is_error=True`` in a normal result; pass
@@ -309,6 +324,11 @@ class Client(SessionLifecycle):
         ``connect()`` turns that off. Errors leave the client usable, except
         :class:`~mcpsync.errors.ServerExited` on a legacy server.
 
+        A tool that runs as a task (docs/tasks.md) is followed to its end: ``timeout``
+        bounds each request, ``task_timeout`` the whole task (its TTL is the backstop), the
+        task's status goes to ``progress``, and a timeout or Ctrl-C sends ``tasks/cancel``.
+        ``tasks=False`` does not declare the 2026-07-28 Tasks extension on this call.
+
         This is the blocking form of :meth:`submit_tool`: same result, same errors, same
         rounds, but it waits in the calling thread (which may read its own answer, see
         ``docs/performance.md``) instead of building a future.
@@ -320,7 +340,8 @@ class Client(SessionLifecycle):
                                             raise_on_error=raise_on_error,
                                             retry_on_drop=retry_on_drop, meta=meta,
                                             reset_timeout_on_progress=reset_timeout_on_progress,
-                                            validate_input=validate_input)
+                                            validate_input=validate_input,
+                                            task_timeout=task_timeout, tasks=tasks)
         if not self._has_tools:
             self._require("tools", f"calling tool {name!r}", "tools/call")
         if (required := self._toolset.required) is not None and (
@@ -336,9 +357,14 @@ class Client(SessionLifecycle):
         params: dict[str, Any] = {"name": name,
                                   "arguments": arguments if arguments is not None else {}}
         if modern:
-            params["_meta"] = self._meta if meta is None else {**meta, **self._meta}
-        elif meta is not None:
-            params["_meta"] = dict(meta)
+            ours = self._tool_meta if tasks else self._meta
+            params["_meta"] = ours if meta is None else {**meta, **ours}
+        else:
+            if meta is not None:
+                params["_meta"] = dict(meta)
+            if self._may_task and self._needs_task(name):
+                return self._task_call(name, params, timeout, task_timeout, progress,
+                                       raise_on_error)
         try:
             if progress is None and reset_timeout_on_progress is None:
                 result = session.request("tools/call", params, timeout=timeout)
@@ -349,14 +375,17 @@ class Client(SessionLifecycle):
                                          reset_timeout_on_progress=reset_timeout_on_progress)
         except (RemoteError, ConnectionLost) as exc:
             call = self._tool_call(name, arguments, meta, timeout, progress,
-                                   reset_timeout_on_progress, retry_on_drop)
+                                   reset_timeout_on_progress, retry_on_drop, tasks)
             result = run(call_flow(self, call, sent=Round(session, params, modern)), call,
                          error=exc)
         else:
             if modern and type(result) is dict and (kind := result.get("resultType")) \
                     is not None and kind != "complete":
+                if kind == "task" and tasks:
+                    return self._task_call(name, None, timeout, task_timeout, progress,
+                                           raise_on_error, created=result)
                 call = self._tool_call(name, arguments, meta, timeout, progress,
-                                       reset_timeout_on_progress, retry_on_drop)
+                                       reset_timeout_on_progress, retry_on_drop, tasks)
                 result = run(call_flow(self, call, sent=Round(session, params, modern)),
                              call, result=result)
         if type(result) is not dict or self._toolset.schemas or raise_on_error:
@@ -384,7 +413,7 @@ class Client(SessionLifecycle):
     def _tool_call(self, name: str, arguments: Mapping[str, Any] | None,
                    meta: Mapping[str, Any] | None, timeout: float | None,
                    progress: ProgressCallback | None, reset: bool | None,
-                   retry_on_drop: bool) -> Call:
+                   retry_on_drop: bool, tasks: bool = False) -> Call:
         """A ``tools/call`` for the flow; its params are built anew for each era (the same
         as ``call_tool`` inlines: that is the hot path)."""
         def build() -> dict[str, Any]:
@@ -393,7 +422,8 @@ class Client(SessionLifecycle):
             params: dict[str, Any] = {"name": name,
                                       "arguments": arguments if arguments is not None else {}}
             if self._modern:
-                params["_meta"] = self._meta if meta is None else {**meta, **self._meta}
+                ours = self._tool_meta if tasks else self._meta
+                params["_meta"] = ours if meta is None else {**meta, **ours}
             elif meta is not None:
                 params["_meta"] = dict(meta)
             return params
@@ -401,6 +431,63 @@ class Client(SessionLifecycle):
         return Call("tools/call", {"name": name}, build, timeout=timeout,
                     progress=None if progress is None else self._guard.wrap("progress", progress),
                     reset=reset, retry_on_drop=retry_on_drop)
+
+    # -- tasks (see _tasks and docs/tasks.md) -----------------------------------------------
+
+    def _needs_task(self, name: str) -> bool:
+        """Whether this tool of a server that offers tool tasks runs only as one; the tools
+        are listed first when no list is cached (once, then the list is kept)."""
+        if self._toolset.required is None:
+            self.list_tools()
+        return name in self._toolset.task_required
+
+    def _task_request(self, method: str, params: Mapping[str, Any],
+                      timeout: float | None) -> dict[str, Any]:
+        return self._request(method, params, timeout=timeout)
+
+    def _task_call(self, name: str, params: dict[str, Any] | None, timeout: float | None,
+                   task_timeout: float | None, progress: Any, raise_on_error: bool, *,
+                   created: dict[str, Any] | None = None,
+                   future: CallFuture | None = None) -> CallToolResult:
+        """Run ``tools/call`` as a task to its end: ``params`` asks a 2025-11-25 server for
+        one; ``created`` is a 2026-07-28 ``CreateTaskResult`` already in hand."""
+        run = TaskRun(self._task_request, server=self._name, tool=name,
+                      modern=created is not None, timeout=timeout, task_timeout=task_timeout,
+                      progress=None if progress is None
+                      else self._guard.wrap("progress", progress),
+                      answer=self._callbacks.answer_input_request)
+        if created is None:
+            assert params is not None
+            answer = self._request("tools/call", {**params, "task": {}}, timeout=timeout)
+            created = answer.get("task")
+        try:
+            handle = run.adopt(created)
+            future = future or getattr(_submitting, "future", None)
+            if future is not None:
+                future.task = handle
+                if future.cancelled():
+                    handle.cancel()
+        except KeyboardInterrupt:   # Ctrl-C as the task starts: it is cancelled too
+            if run.handle is not None:
+                run.handle.cancel()
+            raise
+        return self._toolset.result(self._name, name, run.wait(), raise_on_error)
+
+    def resume_task(self, task_id: str, *, timeout: float | None = None,
+                    task_timeout: float | None = None,
+                    progress: ProgressCallback | None = None,
+                    raise_on_error: bool = False) -> CallToolResult:
+        """Pick up a tool call's task by its id (kept from ``future.task.task_id``, say,
+        after a restart of this program) and return its final result, as ``call_tool``
+        would have."""
+        task = self._request("tasks/get", {"taskId": task_id}, timeout=timeout)
+        run = TaskRun(self._task_request, server=self._name, tool=f"task {task_id}",
+                      modern=self._modern, timeout=timeout, task_timeout=task_timeout,
+                      progress=None if progress is None
+                      else self._guard.wrap("progress", progress),
+                      answer=self._callbacks.answer_input_request)
+        run.adopt({"taskId": task_id, **task})
+        return self._toolset.result(self._name, task_id, run.wait(), raise_on_error)
 
     def list_tools(self) -> list[Tool]:
         """Every tool (all pages). Remembers the list (and output schemas) for the checks
@@ -462,13 +549,17 @@ class Client(SessionLifecycle):
                     raise_on_error: bool = False, retry_on_drop: bool = False,
                     meta: Mapping[str, Any] | None = None,
                     reset_timeout_on_progress: bool | None = None,
-                    validate_input: bool | None = None) -> CallFuture:
+                    validate_input: bool | None = None,
+                    task_timeout: float | None = None,
+                    tasks: bool = True) -> CallFuture:
         """:meth:`call_tool` without waiting: the future resolves to its
         :class:`~mcpsync.types.CallToolResult` (or raises what ``call_tool`` would raise:
         ``ToolError`` with ``raise_on_error``, ``OutputValidationError``, ...).
         ``future.cancel()`` cancels on the wire. The argument checks of ``call_tool`` run
         here, before the future exists: ``UnknownTool`` and ``InvalidArguments`` raise at
-        once; ``progress=True`` shows a bar until the future is done."""
+        once; ``progress=True`` shows a bar until the future is done. A call that runs as a
+        task sets ``future.task`` (a ``TaskHandle``) once the server created it, and
+        ``future.cancel()`` then sends ``tasks/cancel``."""
         if self._toolset.required is not None and (
                 self._validate_input if validate_input is None else validate_input):
             check_arguments(self._name, name, arguments, self._toolset, self._relist_tools)
@@ -477,10 +568,18 @@ class Client(SessionLifecycle):
             bar = progress_bar(progress, f"calling tool {name!r} on server {self._name!r}",
                                f"{self._name}: {name}")
             progress = bar
-        call = self._tool_call(name, arguments, meta, timeout, progress,
-                               reset_timeout_on_progress, retry_on_drop)
         future = CallFuture(f"calling tool {name!r} on server {self._name!r}", self._name,
                             "tools/call")
+        if (self._may_task and self._needs_task(name)) or (
+                tasks and self._modern and self._tool_meta is not self._meta):
+            self._submit_task(future, name, arguments, timeout=timeout, progress=progress,
+                              raise_on_error=raise_on_error, meta=meta,
+                              task_timeout=task_timeout)
+            if bar is not None:
+                future.add_done_callback(lambda _: bar.close())
+            return future
+        call = self._tool_call(name, arguments, meta, timeout, progress,
+                               reset_timeout_on_progress, retry_on_drop, tasks)
         FutureFlow(call_flow(self, call), call, future,
                    lambda result: self._toolset.result(self._name, name, result,
                                                        raise_on_error),
@@ -488,6 +587,23 @@ class Client(SessionLifecycle):
         if bar is not None:
             future.add_done_callback(lambda _: bar.close())
         return future
+
+    def _submit_task(self, future: CallFuture, name: str, arguments: Mapping[str, Any] | None,
+                     **options: Any) -> None:
+        """A call that may run as a task, carried by a worker thread: the blocking call,
+        with the future handed down so that the task's handle lands on ``future.task``."""
+        def work() -> None:
+            _submitting.future = future
+            try:
+                value = self.call_tool(name, arguments, validate_input=False, **options)
+            except BaseException as exc:   # everything goes to the future
+                future._fail(exc)
+            else:
+                future._resolve(value)
+            finally:
+                _submitting.future = None
+
+        self._workers.start(work)
 
     def _submit_listen(self, params: dict[str, Any]) -> RequestFuture:
         return self._live().submit("subscriptions/listen",
@@ -531,6 +647,63 @@ class Client(SessionLifecycle):
         self._require("resources", f"reading resource {uri!r}", "resources/read")
         return ReadResourceResult.from_dict(
             self._request("resources/read", {"uri": uri}, timeout=timeout, meta=meta))
+
+    # -- skills (the io.modelcontextprotocol/skills extension, see _skills) ----------------
+
+    def _skill_identity(self) -> str:
+        """Who vouches for a skill entry: the server's address (URL or command line)."""
+        config = self._config
+        return config.url or " ".join([config.command or "", *config.args])
+
+    def _require_skills(self, doing: str, method: str) -> None:
+        extensions = self._capabilities.get("extensions")
+        if not isinstance(extensions, dict) or SKILLS_EXTENSION not in extensions:
+            raise CapabilityNotSupported(
+                f"{doing} on server {self._name!r}: the server did not declare the "
+                f"{SKILLS_EXTENSION!r} extension", server=self._name, method=method)
+
+    def list_skills(self) -> list[Skill]:
+        """Every skill the server offers (all pages of ``skills/list``). No file of any skill
+        is read: entries are remembered so that :meth:`get_skill` can verify against them."""
+        self._require_skills("listing skills", "skills/list")
+        skills = [Skill.from_dict(d, self._name)
+                  for d in self._list_all("skills/list", "skills")]
+        self._skills.remember(self._skill_identity(), skills)
+        return DisplayList(skills)
+
+    def get_skill(self, uri: str, *, timeout: float | None = None) -> LoadedSkill:
+        """Load one skill: read its ``SKILL.md`` and verify it (size, digest, frontmatter
+        field by field) against the entry this server gave; its other files are read only
+        through :meth:`LoadedSkill.read`. An entry not listed yet is asked for with
+        ``skills/get``. Any mismatch raises :class:`~mcpsync.errors.SkillVerificationError`
+        naming the file, and nothing of it is used."""
+        self._require_skills(f"loading skill {uri!r}", "skills/get")
+        identity = self._skill_identity()
+        skill = self._skills.get(identity, uri)
+        if skill is None:
+            got = self._request("skills/get", {"uri": uri}, timeout=timeout)
+            skill = Skill.from_dict(got.get("skill"), self._name)
+            if skill.uri != uri:
+                raise ProtocolError(f"server {self._name!r}: skills/get for {uri!r} answered "
+                                    f"with skill {skill.uri!r}", server=self._name,
+                                    method="skills/get")
+            self._skills.remember(identity, [skill])
+
+        def read(file_uri: str) -> dict[str, Any]:
+            return self._request("resources/read", {"uri": file_uri}, timeout=timeout)
+
+        listed = skill.file(uri)
+        if listed is None and skill.files is not None:
+            raise SkillVerificationError(
+                f"server {self._name!r}: skill {uri!r} does not list its own SKILL.md, so it "
+                "cannot be verified and is not loaded", server=self._name, uri=uri)
+        if listed is not None:
+            text = fetch_verified(read, listed, skill).decode("utf-8", errors="strict")
+        else:   # "dynamic" files: only the frontmatter can be checked
+            result = ReadResourceResult.from_dict(read(uri))
+            text = result.text
+        check_frontmatter(skill, text)
+        return LoadedSkill(skill, text, read)
 
     def get_prompt(self, name: str, arguments: Mapping[str, str] | None = None, *,
                    timeout: float | None = None,
@@ -706,6 +879,10 @@ class Client(SessionLifecycle):
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"{self._era} {self._protocol_version}"
         return f"<mcpsync.Client {self._name!r} {state}>"
+
+
+# The future a worker thread of submit_tool() is resolving, for the task handle it gains.
+_submitting = threading.local()
 
 
 def _alive(ref: weakref.ref[Client]) -> Client:

@@ -24,6 +24,8 @@ class CallFuture(_WireFuture):
     ``cancel()`` cancels the current wire request: ``True`` if its response had not arrived
     (or the call is between two rounds, so the next round is never sent), ``False`` once the
     call's final answer is in. ``request_id`` is the JSON-RPC id of the current round.
+    ``task`` is the ``TaskHandle`` of a tool call that runs as a task (``None`` until the
+    server created it, and for other calls); ``cancel()`` then also sends ``tasks/cancel``.
     """
 
     def __init__(self, describe: str, server: str, method: str) -> None:
@@ -34,6 +36,8 @@ class CallFuture(_WireFuture):
         self._guard = threading.RLock()  # a done-callback may call cancel() again
         self._wire: RequestFuture | None = None
         self._cancel_error: Cancelled | None = None
+        # The task behind a tool call that runs as one (a TaskHandle), once it exists.
+        self.task: Any = None
 
     @property
     def request_id(self) -> int | None:
@@ -70,6 +74,10 @@ class CallFuture(_WireFuture):
         with self._guard:
             if self.done():
                 return self.cancelled()
+            if self.task is not None:
+                # tasks/cancel, under the guard: the call waiting on the task stops, and its
+                # Cancelled must not settle this future before it is marked cancelled.
+                self.task.cancel()
             wire = self._wire
             if wire is not None:
                 if not wire._cancel(reason):  # its answer is in: the call is settling

@@ -29,6 +29,7 @@ from mcpsync.client._notifications import Notifications
 from mcpsync.client._options import ClientOptions
 from mcpsync.client._restart import RESTART_LIMIT, RESTART_WINDOW, RestartBudget, dead_error
 from mcpsync.client._subscriptions import Subscriptions
+from mcpsync.client._tasks import offers_tool_tasks, with_tasks_extension
 from mcpsync.config import ServerConfig
 from mcpsync.errors import ClosedError, RemoteError
 from mcpsync.protocol import build_meta
@@ -72,6 +73,8 @@ class SessionLifecycle:
     _server_info: ServerInfo
     _handshake_result: dict[str, Any]
     _meta: dict[str, Any]
+    _tool_meta: dict[str, Any]
+    _may_task: bool
     _has_tools: bool
 
     def _memory_key(self) -> Hashable | None:
@@ -159,6 +162,7 @@ class SessionLifecycle:
         self._server_info = negotiated.server_info
         self._handshake_result = negotiated.result
         self._has_tools = "tools" in negotiated.capabilities
+        self._may_task = not self._modern and offers_tool_tasks(negotiated.capabilities)
         self._rebuild_meta()
         transport = self._transport
         if self._modern and self._config.is_http:
@@ -190,6 +194,7 @@ class SessionLifecycle:
             self._meta = build_meta(self._protocol_version,
                                     self._callbacks.capabilities(modern=True),
                                     self._client_info, self._log_level)
+            self._tool_meta = with_tasks_extension(self._meta, self._capabilities)
 
     def _revive(self) -> Session:
         """Called when the session is gone: restart a modern server, or say why we cannot.

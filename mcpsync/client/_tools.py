@@ -29,12 +29,15 @@ class ToolSchemas:
         # arguments are not checked at all: tools are never listed just to check them).
         self.required: dict[str, frozenset[str]] | None = None
         self.schemas: dict[str, Any] = {}       # tool name -> outputSchema (validation on)
+        # tools that run only as (2025-11-25) tasks: call_tool takes the task path for them
+        self.task_required: frozenset[str] = frozenset()
         self._validators: dict[str, Any] = {}   # tool name -> compiled jsonschema validator
 
     def remember(self, tools: list[Tool]) -> None:
         """Keep a fresh ``tools/list`` answer (its schemas only with ``jsonschema``)."""
         self.tools = {t.name: t for t in tools}
         self.required = {t.name: required_arguments(t) for t in tools}
+        self.task_required = frozenset(t.name for t in tools if t.task_support == "required")
         schemas: dict[str, Any] = {}
         if self._validate_output and _jsonschema_available():
             schemas = {t.name: t.output_schema for t in tools if t.output_schema is not None}
@@ -45,6 +48,7 @@ class ToolSchemas:
         """The server's tool list changed: validate nothing until it is listed again."""
         self.tools = {}
         self.required = None
+        self.task_required = frozenset()
         self.schemas = {}
         self._validators = {}
 

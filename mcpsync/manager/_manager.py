@@ -559,13 +559,15 @@ class Manager:
 
     def call_tool(self, server_id: str, name: str, args: Mapping[str, Any] | None = None, *,
                   timeout: float | None = None,
-                  progress: ProgressCallback | bool | None = None) -> CallToolResult:
+                  progress: ProgressCallback | bool | None = None,
+                  task_timeout: float | None = None) -> CallToolResult:
         """Call a tool of a project or thread server, after the policy allowed it.
 
         Raises ``UnknownServer`` for an unknown id, and ``PolicyDenied``,
         ``BudgetExceeded`` or ``ApprovalRejected`` (``local=True``) when the policy refuses;
         nothing is sent then. A server still discovering its tools is called anyway.
-        ``progress`` is as for :meth:`Client.call_tool` (``True``: a progress bar).
+        ``progress`` and ``task_timeout`` (the bound of a whole task) are as for
+        :meth:`Client.call_tool` (``progress=True``: a progress bar).
         """
         check_progress(progress, f"calling tool {name!r} on server {server_id!r}")
         entry = self._entry(server_id)   # an unknown id fails before the policy runs
@@ -576,7 +578,8 @@ class Manager:
             # restarted, and the call goes to the one running now.
             entry = self._entry(server_id)
         try:
-            return entry.client.call_tool(name, args, timeout=timeout, progress=progress)
+            return entry.client.call_tool(name, args, timeout=timeout, progress=progress,
+                                          task_timeout=task_timeout)
         except RemoteError as exc:
             if entry.config.gateway:
                 refusal = gateway_refusal(exc, server_id, name)

@@ -11,8 +11,8 @@ public API, so a failing scenario points at mcpsync and not at this script.
 - ``MCP_CONFORMANCE_CONTEXT`` is JSON the scenario hands over (``http-custom-headers`` lists
   the tool calls to make; the auth scenarios carry credentials).
 - Exit status: 0 on success, 1 on any error (with a traceback on stderr, which the suite
-  prints), 2 for a scenario this client does not handle (the skills extension, anything
-  unknown). It always finishes well inside the suite's 30 s.
+  prints), 2 for a scenario this client does not handle (an unknown name). It always
+  finishes well inside the suite's 30 s.
 
 The ``auth/*`` scenarios run through ``mcpauth.OAuthProvider`` set up like this:
 redirect URI ``http://localhost:3000/callback``, an authorization handler that GETs the
@@ -222,6 +222,29 @@ def _schema_preservation(url: str) -> None:
         _call(client, "json_schema_echo", {"schema": focal.input_schema})
 
 
+def _skills_no_prefetch(url: str) -> None:
+    """List the skills and load none: no file may be read."""
+    with _connect(url) as client:
+        skills = client.list_skills()
+        _step(f"listed {len(skills)} skill(s): {[s.uri for s in skills]}")
+
+
+def _skills_verify(url: str) -> None:
+    """List the skills, then load each and read its files: a tampered SKILL.md must stop
+    the load (SkillVerificationError) before any other file of the skill is read."""
+    with _connect(url) as client:
+        for skill in client.list_skills():
+            try:
+                loaded = client.get_skill(skill.uri)
+            except mcpsync.SkillVerificationError as exc:
+                _step(f"refused {skill.uri}: {exc}")
+                continue
+            for item in skill.files or ():
+                if item.uri != skill.uri:
+                    loaded.read(item.uri)
+            _step(f"loaded {skill.uri}")
+
+
 # --- auth scenarios (mcpauth) ---------------------------------------------------------------
 
 _REDIRECT_URI = "http://localhost:3000/callback"
@@ -306,6 +329,10 @@ _SCENARIOS: dict[str, Scenario] = {
     "http-invalid-tool-headers": _invalid_tool_headers,
     "json-schema-ref-no-deref": _basic,
     "json-schema-2020-12-preservation": _schema_preservation,
+    "sep-2640-client-no-prefetch": _skills_no_prefetch,
+    "sep-2640-client-verify-digest": _skills_verify,
+    "sep-2640-client-verify-size": _skills_verify,
+    "sep-2640-client-verify-frontmatter": _skills_verify,
 }
 
 
@@ -314,9 +341,6 @@ def _handler(scenario: str) -> Scenario:
         return _SCENARIOS[scenario]
     if scenario.startswith("auth/"):
         return _auth(scenario)
-    if scenario.startswith("sep-2640-"):
-        return _unsupported(
-            f"{scenario!r}: extension not implemented (the skills extension, SEP-2640)")
     return _unsupported(f"unknown conformance scenario {scenario!r}")
 
 

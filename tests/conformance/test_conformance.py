@@ -324,16 +324,12 @@ def test_a_run_that_checked_nothing_does_not_pass() -> None:
 # --- the expected-failures file itself -------------------------------------------------------
 
 ALLOWED_ENTRIES = {
-    ("client", "sep-2640-client-no-prefetch"): "extension not implemented",
-    ("client", "sep-2640-client-verify-digest"): "extension not implemented",
-    ("client", "sep-2640-client-verify-size"): "extension not implemented",
-    ("client", "sep-2640-client-verify-frontmatter"): "extension not implemented",
     ("client@0.1.16", "auth/2025-03-26-oauth-metadata-backcompat"): None,   # any reason
 }
 
 
 def test_expected_failures_lists_only_allowed_entries() -> None:
-    """Only the two kinds of entry docs/conformance.md allows, each with its reason."""
+    """Only the one entry docs/conformance.md allows, with its reason."""
     table = load_expected_failures()
     for key, entries in table.items():
         for scenario, reason in entries.items():

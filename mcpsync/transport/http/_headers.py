@@ -34,7 +34,9 @@ MAX_SAFE_INTEGER = 2**53 - 1
 _SENTINEL = re.compile(r"=\?base64\?.*\?=\Z", re.IGNORECASE | re.DOTALL)
 _TCHAR = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
 _HEADER_TYPES = frozenset({"integer", "string", "boolean"})
-_NAME_METHODS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+_NAME_METHODS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri",
+                 # the Tasks extension routes a task's requests by its id
+                 "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}
 _ANNOTATION = "x-mcp-header"
 # Keywords whose values are data, not subschemas: an "x-mcp-header" key inside them is no
 # annotation. Every other nested object (items, anyOf, $defs, ...) is off the properties chain.
@@ -182,7 +184,8 @@ def modern_headers(method: str, params: Any, tool: Tool | Mapping[str, Any] | No
     transport's).
 
     ``Mcp-Method`` always; ``Mcp-Name`` from ``params.name`` (``tools/call``, ``prompts/get``)
-    or ``params.uri`` (``resources/read``); for ``tools/call`` with the tool's definition, one
+    or ``params.uri`` (``resources/read``) or ``params.taskId`` (``tasks/get``, ``tasks/update``,
+    ``tasks/cancel``); for ``tools/call`` with the tool's definition, one
     ``Mcp-Param-{Name}`` per annotated argument that is present and not null. Raises
     ``ValueError`` for a value that cannot be encoded (an integer beyond ±(2^53-1)).
     Invalid annotations are skipped (such tools are dropped from ``list_tools()`` anyway).
