@@ -443,7 +443,13 @@ class Client(SessionLifecycle):
 
     def _task_request(self, method: str, params: Mapping[str, Any],
                       timeout: float | None) -> dict[str, Any]:
-        return self._request(method, params, timeout=timeout)
+        """A ``tasks/*`` request. A 2026-07-28 request stands alone, so each one declares
+        the Tasks extension in its client capabilities, as the ``tools/call`` that created
+        the task did (a server may refuse ``tasks/get`` without it: -32021)."""
+        call = Call(method, params,
+                    lambda: with_meta(params, None, modern=self._modern, ours=self._tool_meta),
+                    timeout=timeout, progress=None, reset=None)
+        return self._dict_result(method, params, run(call_flow(self, call), call))
 
     def _task_call(self, name: str, params: dict[str, Any] | None, timeout: float | None,
                    task_timeout: float | None, progress: Any, raise_on_error: bool, *,
@@ -480,7 +486,7 @@ class Client(SessionLifecycle):
         """Pick up a tool call's task by its id (kept from ``future.task.task_id``, say,
         after a restart of this program) and return its final result, as ``call_tool``
         would have."""
-        task = self._request("tasks/get", {"taskId": task_id}, timeout=timeout)
+        task = self._task_request("tasks/get", {"taskId": task_id}, timeout)
         run = TaskRun(self._task_request, server=self._name, tool=f"task {task_id}",
                       modern=self._modern, timeout=timeout, task_timeout=task_timeout,
                       progress=None if progress is None
