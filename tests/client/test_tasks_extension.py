@@ -69,8 +69,9 @@ def test_a_server_directed_task_returns_the_final_result(peer: tuple[mcpsync.Cli
     assert len(gets) == 3
     if calls[-1]["mcpName"] is not None:     # over HTTP: Mcp-Name is the task id
         assert all(e["mcpName"] == e["taskId"] for e in gets)
-    # The task's own requests do not declare the extension; tasks=False leaves it off a call.
-    assert not any(e["declared"] for e in gets)
+    # Each tasks/* request stands alone and declares the extension too (a server must refuse
+    # tasks/get without it: -32021); tasks=False leaves it off a call.
+    assert all(e["declared"] for e in gets)
     assert client.call_tool("slow", {}, tasks=False).text == "plain slow"
     assert _log(log)[-1]["declared"] is False
 
