@@ -8,16 +8,24 @@ meet. What is served so far:
 
 - ``initialize`` (legacy) and ``server/discover`` (2026-07-28) go to every upstream; the host
   gets one answer: capabilities unioned, the gateway's own ``serverInfo``;
-- ``tools/list`` is merged from every upstream (one host page, a combined cursor);
-  ``tools/call`` goes to the upstream that owns the name, and its answer comes back with only
-  the id changed (the rest of the upstream's bytes kept);
+- ``tools/list``, ``prompts/list``, ``resources/list`` and ``resources/templates/list`` are
+  merged from every upstream (one host page, a combined cursor): tool and prompt names
+  prefixed through a :class:`NameTable` each, resource URIs and templates wrapped as
+  ``mcpgw://<upstream>/<original>``;
+- ``tools/call`` and ``prompts/get`` go to the upstream that owns the name,
+  ``resources/read`` / ``subscribe`` / ``unsubscribe`` to the one whose URI it is (unwrapped),
+  ``completion/complete`` by its ref (a prompt name or a resource URI). A tool answer comes
+  back with only the id changed unless it holds resource links, whose URIs are wrapped; a
+  prompt or a read has its URIs wrapped;
+- ``subscriptions/listen`` (2026-07-28) is split per upstream (see ``_listens``);
 - ``ping`` is answered by the gateway; ``logging/setLevel`` goes to every upstream;
 - notifications: ``notifications/initialized`` to every upstream, ``notifications/cancelled``
   to the upstream of that call with its id there; from upstreams, progress goes back with the
-  host's token, list changes and logs pass, and server-to-client requests reach the host
-  under an id of the gateway's and their answers return to the upstream that asked;
-- any other method (prompts, resources, completion) is answered with -32601 naming it: URI
-  rewriting and prompt names are the next step.
+  host's token, ``resources/updated`` with its URI wrapped, notifications on a listen with
+  the host's subscription id, list changes and logs pass, and server-to-client requests
+  reach the host under an id of the gateway's and their answers return to the upstream
+  that asked;
+- any other method is answered with -32601 naming it.
 
 An upstream that dies fails the calls it held at once, naming it; a fan-out it was part of
 is answered from the others.
@@ -31,7 +39,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from mcpsync._codes import INTERNAL_ERROR, METHOD_NOT_FOUND
-from mcpsync._envelope import Envelope
+from mcpsync._envelope import Envelope, parse_envelope
 from mcpsync._version import __version__
 from mcpsync.gateway._aggregate import (
     Call,
@@ -42,8 +50,19 @@ from mcpsync.gateway._aggregate import (
     decode_cursor,
     merge_discover,
     merge_pages,
+    split_listen_filter,
     union_capabilities,
+    unwrap_uri_params,
+    value_key,
+    wrap_contents,
+    wrap_prompt_result,
+    wrap_resources,
+    wrap_templates,
+    wrap_tool_result,
+    wrap_updated,
 )
+from mcpsync.gateway._listens import ListenAcks, host_subscription_meta
+from mcpsync.protocol import META_SUBSCRIPTION_ID
 
 if TYPE_CHECKING:
     from mcpsync.gateway._gateway import Gateway
@@ -52,7 +71,17 @@ if TYPE_CHECKING:
 __all__ = ["Aggregator"]
 
 _log = logging.getLogger("mcpsync.gateway")
-_FAN_OUT = frozenset({"initialize", "server/discover", "tools/list", "logging/setLevel"})
+#: The paginated lists merged from every upstream, by method: the member holding the items.
+_LISTS = {"tools/list": "tools", "prompts/list": "prompts", "resources/list": "resources",
+          "resources/templates/list": "resourceTemplates"}
+_FAN_OUT = frozenset({"initialize", "server/discover", "logging/setLevel", *_LISTS})
+_BY_URI = frozenset({"resources/read", "resources/subscribe", "resources/unsubscribe"})
+_LISTEN = "subscriptions/listen"
+
+
+#: How a single upstream's answer is rewritten for the host, by method (URIs wrapped).
+_WRAP_ANSWER = {"tools/call": wrap_tool_result, "prompts/get": wrap_prompt_result,
+                "resources/read": wrap_contents}
 
 
 class _Gather:
@@ -75,6 +104,10 @@ class Aggregator:
         self._ids = IdTable()
         self._peers = PeerTable(self._ids)
         self._tools = NameTable("tool")
+        self._prompts = NameTable("prompt")
+        self._acks = ListenAcks()
+        self._rewrite = {"tools": self._expose_tools, "prompts": self._expose_prompts,
+                         "resources": wrap_resources, "resourceTemplates": wrap_templates}
         self._gathers: dict[str, _Gather] = {}   # IdTable call key -> its gather
         self._lock = threading.Lock()
 
@@ -104,20 +137,65 @@ class Aggregator:
         if method in _FAN_OUT:
             self._fan_out(env, method, params)
             return
-        if method == "tools/call":
-            route, routed = self._tools.route_params(params)
+        if method == "tools/call" or method == "prompts/get":
+            table = self._tools if method == "tools/call" else self._prompts
+            route, routed = table.route_params(params)
             self._send(env, route.upstream, routed)
+            return
+        if method in _BY_URI:
+            upstream, routed = self._by_uri(method, params)
+            self._send(env, upstream, routed)
+            return
+        if method == "completion/complete":
+            upstream, routed = self._completion(params)
+            self._send(env, upstream, routed)
+            return
+        if method == _LISTEN:
+            self._listen(env, params)
             return
         self._gw._write_error(env.id, METHOD_NOT_FOUND,
                               f"the gateway does not serve {method!r} across several "
-                              "upstreams yet (tools are served; prompts and resources are "
-                              "not)", None)
+                              "upstreams", None)
+
+    def _by_uri(self, method: str, params: Any) -> tuple[str, Any]:
+        found = unwrap_uri_params(params, self._by_id)
+        if found is None:
+            uri = params.get("uri") if isinstance(params, dict) else None
+            raise RouteError(f"{method}: {str(uri)[:100]!r} is not a resource URI of this "
+                             "gateway (they start with mcpgw://<server>/); list the "
+                             "resources again to see the current URIs")
+        return found
+
+    def _completion(self, params: Any) -> tuple[str, Any]:
+        ref = params.get("ref") if isinstance(params, dict) else None
+        kind = ref.get("type") if isinstance(ref, dict) else None
+        if kind == "ref/prompt":
+            route, routed = self._prompts.route_params(ref)
+            return route.upstream, {**params, "ref": routed}
+        if kind == "ref/resource":
+            upstream, routed = self._by_uri("completion/complete", ref)
+            return upstream, {**params, "ref": routed}
+        raise RouteError(f"completion/complete: ref type {kind!r} is neither ref/prompt nor "
+                         "ref/resource")
+
+    def _listen(self, env: Envelope, params: Any) -> None:
+        assert env.id is not None
+        upstreams = list(self._by_id)
+        wanted = params.get("notifications") if isinstance(params, dict) else None
+        filters = split_listen_filter(wanted, upstreams)
+        call = self._ids.open(env.id, upstreams, method=_LISTEN)
+        self._acks.opened(call)
+        for upstream in upstreams:
+            sent = dict(params) if isinstance(params, dict) else {}
+            sent["notifications"] = filters[upstream]
+            self._submit(upstream, env, call.upstream_id(upstream), sent)
 
     def _fan_out(self, env: Envelope, method: str, params: Any) -> None:
         assert env.id is not None
         upstreams = list(self._by_id)
         cursors: dict[str, Any] = {}
-        if method == "tools/list" and isinstance(params, dict) and "cursor" in params:
+        listing = method in _LISTS
+        if listing and isinstance(params, dict) and "cursor" in params:
             cursors = decode_cursor(params["cursor"], upstreams)
             upstreams = [u for u in upstreams if u in cursors]
         call = self._ids.open(env.id, upstreams, method=method)
@@ -127,7 +205,7 @@ class Aggregator:
             sent = dict(params) if isinstance(params, dict) else {}
             if upstream in cursors:
                 sent["cursor"] = cursors[upstream]
-            elif method == "tools/list":
+            elif listing:
                 sent.pop("cursor", None)
             self._submit(upstream, env, call.upstream_id(upstream), sent)
 
@@ -154,6 +232,8 @@ class Aggregator:
         method = env.method
         params = self._params(env)
         if method == "notifications/cancelled":
+            if isinstance(params, dict) and "requestId" in params:
+                self._acks.forget(value_key(params["requestId"]))
             for upstream, sent in self._ids.cancel(params):
                 self._notify(upstream, env, sent)
             return
@@ -201,7 +281,7 @@ class Aggregator:
         with self._lock:
             gather = self._gathers.get(call.key)
         if gather is None:
-            self._to_host(upstream, env.replace("id", call.host_id))
+            self._routed_answer(upstream, env, call, done)
             return
         result = json.loads(env.raw("result") or "null")
         if env.kind == "error":
@@ -241,9 +321,10 @@ class Aggregator:
         elif gather.method == "server/discover":
             body = merge_discover(results, server_info={"name": "mcpsync-gateway",
                                                         "version": __version__})
-        elif gather.method == "tools/list":
+        elif gather.method in _LISTS:
+            key = _LISTS[gather.method]
             pages = [(u, results[u]) for u in self._by_id if u in results]
-            body = merge_pages("tools", pages, self._expose_tools)
+            body = merge_pages(key, pages, self._rewrite[key])
         else:
             body = {}
         text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
@@ -252,6 +333,32 @@ class Aggregator:
 
     def _expose_tools(self, upstream: str, result: Any) -> Any:
         return self._tools.expose_list(upstream, result, "tools")
+
+    def _expose_prompts(self, upstream: str, result: Any) -> Any:
+        return self._prompts.expose_list(upstream, result, "prompts")
+
+    def _routed_answer(self, upstream: Upstream, env: Envelope, call: Call, done: bool) -> None:
+        """The answer of a call that went to one upstream (or of one listen leg)."""
+        if call.method == _LISTEN:
+            ack = self._acks.leg_gone(call, upstream.id)
+            if ack is not None:
+                self._ack_to_host(upstream, ack)
+            if not done:
+                return   # the host hears how its listen ended when every leg has
+        frame = env.replace("id", call.host_id)
+        if env.kind == "response":
+            raw = env.raw("result") or "null"
+            wrap = _WRAP_ANSWER.get(call.method)
+            if wrap is not None and (call.method != "tools/call" or '"resource' in raw):
+                text = json.dumps(wrap(upstream.id, json.loads(raw)), ensure_ascii=False)
+                frame = frame.replace("result", text)
+        self._to_host(upstream, frame)
+
+    def _ack_to_host(self, upstream: Upstream, params: dict[str, Any]) -> None:
+        text = json.dumps({"jsonrpc": "2.0",
+                           "method": "notifications/subscriptions/acknowledged",
+                           "params": params}, ensure_ascii=False)
+        self._to_host(upstream, parse_envelope(text))
 
     def _upstream_notification(self, upstream: Upstream, env: Envelope) -> None:
         method = env.method
@@ -266,6 +373,22 @@ class Aggregator:
             if cancelled is not None:
                 self._to_host(upstream, env.replace("params", json.dumps(cancelled[1])))
             return
+        if method == "notifications/resources/updated" and isinstance(params, dict):
+            params = wrap_updated(upstream.id, params)
+            env = env.replace("params", json.dumps(params, ensure_ascii=False))
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        if isinstance(meta, dict) and META_SUBSCRIPTION_ID in meta:
+            assert isinstance(params, dict)
+            call = self._ids.leg(upstream.id, meta[META_SUBSCRIPTION_ID])
+            if call is None:
+                return   # a listen the host has cancelled
+            if method == "notifications/subscriptions/acknowledged":
+                ack = self._acks.acknowledged(call, upstream.id, params)
+                if ack is not None:
+                    self._ack_to_host(upstream, ack)
+                return
+            env = env.replace("params", json.dumps(host_subscription_meta(call, params),
+                                                   ensure_ascii=False))
         self._to_host(upstream, env)   # list changes, logs, and what the gateway does not know
 
     def _to_host(self, upstream: Upstream, env: Envelope) -> None:
@@ -282,7 +405,12 @@ class Aggregator:
             if gather is not None:
                 gather.errors[upstream.id] = f"it stopped ({why})"
                 self._gather_step(call, gather, upstream.id, done)
-            elif done:
+                continue
+            if call.method == _LISTEN:
+                ack = self._acks.leg_gone(call, upstream.id)
+                if ack is not None:
+                    self._ack_to_host(upstream, ack)
+            if done:
                 self._gw._write_error(call.host_id, INTERNAL_ERROR,
                                       f"upstream {upstream.id!r} stopped while handling this "
                                       f"request ({why}); it will be restarted on the next "

@@ -70,8 +70,12 @@ def _context() -> dict[str, Any]:
 def _connect(url: str, **options: Any) -> mcpsync.Client:
     """Connect the way every scenario does: pinned to the suite's revision when it gives one."""
     version = os.environ.get("MCP_CONFORMANCE_PROTOCOL_VERSION") or None
-    _step(f"connect {url} protocol_version={version or 'auto'}")
-    client = mcpsync.connect(url, protocol_version=version, timeout=_TIMEOUT, **options)
+    # MCPSYNC_CONFORMANCE_STDIO (a JSON argv) makes the client reach the scenario's server
+    # through a stdio command instead (the gateway in front of it).
+    via = os.environ.get("MCPSYNC_CONFORMANCE_STDIO")
+    target: Any = json.loads(via) if via else url
+    _step(f"connect {target} protocol_version={version or 'auto'}")
+    client = mcpsync.connect(target, protocol_version=version, timeout=_TIMEOUT, **options)
     _step(f"connected: era={client.era} protocol_version={client.protocol_version}")
     return client
 

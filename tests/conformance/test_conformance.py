@@ -58,7 +58,7 @@ RUN_TIMEOUT = 75.0
 _LISTING_FORMAT = "with-auth"
 _LISTED = re.compile(r"^\s+- (\S+) \[([^\]]*)\]\s*$")
 _REQUIRED = re.compile(r"^\s+- (\S+)\s*$")
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+ANSI = _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _ENTRY = re.compile(r"^\s*-\s*['\"]?([^'\"#\s]+)['\"]?\s*(?:#\s*(.*?))?\s*$")
 
 
