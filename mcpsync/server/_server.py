@@ -240,8 +240,8 @@ class Server:
 
         ``task`` (``"forbidden"``, the default, ``"optional"`` or ``"required"``) lets
         2026-07-28 clients that declare the tasks extension get a task for the call instead
-        of waiting for its result (``docs/tasks-serving.md``); ``"required"`` refuses clients
-        that do not (-32021). ``rounds_first=True``: the handler first asks in
+        of waiting for its result (``docs/tasks.md``, "Serving tasks"); ``"required"``
+        refuses clients that do not (-32021). ``rounds_first=True``: the handler first asks in
         ``input_required`` rounds and becomes a task where it calls ``ctx.start_task()``.
         """
         if callable(name):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import mimetypes
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -63,6 +64,8 @@ class SkillCatalog:
                              "directory; give the folder that holds one subfolder per skill")
         catalog = cls(base)
         for folder in sorted(p for p in base.iterdir() if p.is_dir()):
+            if folder.name.startswith("."):
+                continue
             if (folder / "SKILL.md").is_file():
                 catalog._add(folder)
         return catalog
@@ -79,16 +82,18 @@ class SkillCatalog:
                              f"must equal the folder's name {name!r}")
         if not isinstance(frontmatter.get("description"), str) or not frontmatter["description"]:
             raise ValueError(f"{str(manifest)!r}: the frontmatter needs a non-empty description")
-        files = [p for p in sorted(folder.rglob("*")) if p.is_file()
-                 and not any(part.startswith(".") for part in p.relative_to(folder).parts)]
+        files, folders = _walk(folder)
         if len(files) > MAX_FILES:
             raise ValueError(f"skill {name!r} has {len(files)} files; at most {MAX_FILES} "
                              "can be served")
         listed: list[dict[str, Any]] = []
         total = 0
         for path in files:
-            data = path.read_bytes()
-            total += len(data)
+            total += path.stat().st_size
+            if total > MAX_BYTES:
+                raise ValueError(f"skill {name!r} holds more than {MAX_BYTES} bytes; at most "
+                                 f"{MAX_BYTES} can be served")
+            data = _read_no_follow(path)
             relative = path.relative_to(folder).as_posix()
             mime = ("text/markdown" if path.suffix.lower() == ".md"
                     else mimetypes.guess_type(path.name)[0] or "application/octet-stream")
@@ -96,17 +101,14 @@ class SkillCatalog:
                               "sha256:" + hashlib.sha256(data).hexdigest())
             self.files.append(entry)
             listed.append({"uri": entry.uri, "digest": entry.digest, "size": entry.size})
-        if total > MAX_BYTES:
-            raise ValueError(f"skill {name!r} holds {total} bytes; at most {MAX_BYTES} can be "
-                             "served")
         uri = f"skill://{name}/SKILL.md"
         self.entries[uri] = {"uri": uri, "frontmatter": frontmatter, "resources": listed}
-        for directory in [folder, *sorted(p for p in folder.rglob("*") if p.is_dir())]:
+        for directory in [folder, *folders]:
             relative = directory.relative_to(folder).as_posix()
             dir_uri = f"skill://{name}" + ("" if relative == "." else f"/{relative}")
             children: list[dict[str, Any]] = []
             for child in sorted(directory.iterdir()):
-                if child.name.startswith("."):
+                if child.name.startswith(".") or child.is_symlink():
                     continue
                 child_uri = f"{dir_uri}/{child.name}"
                 if child.is_dir():
@@ -124,7 +126,7 @@ class SkillCatalog:
         return lambda: self.read(item)
 
     def read(self, item: SkillFile) -> str | bytes:
-        data = item.path.read_bytes()
+        data = _read_no_follow(item.path)
         if item.mime_type.startswith("text/"):
             try:
                 return data.decode("utf-8")
@@ -187,3 +189,32 @@ def read_directory(svc: Services, req: Request) -> dict[str, Any]:
         raise Refusal(INVALID_PARAMS, f"resources/directory/read: {uri!r} is not a directory "
                       "this server serves", {"uri": uri})
     return svc.cache({"resources": list(children)}, req)
+
+
+def _walk(folder: Path) -> tuple[list[Path], list[Path]]:
+    """A skill's files and subfolders, hidden ones (a part starting with ``.``) left out.
+    A symbolic link anywhere in it is refused, naming it: it could point outside the skills
+    directory, and what is served must be what the folder holds."""
+    if folder.is_symlink() or (folder / "SKILL.md").is_symlink():
+        raise ValueError(f"skill folder {str(folder)!r}: symbolic links are not served (one "
+                         "could point outside the skills directory); copy the files in")
+    files: list[Path] = []
+    folders: list[Path] = []
+    for top, dirnames, filenames in os.walk(folder, followlinks=False):
+        here = Path(top)
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for name in [*dirnames, *filenames]:
+            if (here / name).is_symlink() and not name.startswith("."):
+                raise ValueError(f"{str(here / name)!r}: symbolic links are not served in a "
+                                 "skill (one could point outside the skills directory); copy "
+                                 "the file in")
+        folders.extend(here / d for d in dirnames)
+        files.extend(here / f for f in sorted(filenames) if not f.startswith("."))
+    return sorted(files), sorted(folders)
+
+
+def _read_no_follow(path: Path) -> bytes:
+    """The file's bytes, refusing a symbolic link put there after the skill was served."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    with os.fdopen(fd, "rb") as f:
+        return f.read()

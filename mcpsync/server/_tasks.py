@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-from mcpsync._threads import new_thread
+from mcpsync._threads import join_all, new_thread
 from mcpsync.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -84,6 +84,7 @@ class _Task:
         self.pending: dict[str, tuple[str, dict[str, Any]]] = {}
         self.answers: dict[str, dict[str, Any]] = {}
         self.thread: threading.Thread | None = None
+        self.ctx: Context | None = None
 
     def view(self) -> dict[str, Any]:
         """The task as ``tasks/get`` and ``notifications/tasks`` show it (a DetailedTask)."""
@@ -135,6 +136,7 @@ class TaskStore:
         self._notify = notify
         self._cond = threading.Condition()
         self._tasks: dict[str, _Task] = {}
+        self._threads: set[threading.Thread] = set()   # every task thread not yet ended
         self._closed = False
 
     # -- creating ------------------------------------------------------------------------
@@ -149,25 +151,39 @@ class TaskStore:
         task = _Task(secrets.token_urlsafe(18), call, DEFAULT_TTL_MS)
         with self._cond:
             self._expire()
-            running = sum(1 for t in self._tasks.values() if t.status not in _TERMINAL)
-            if self._closed or running >= MAX_RUNNING or len(self._tasks) >= MAX_KEPT:
+            # Threads, not statuses: a cancelled handler that ignores its cancellation still
+            # holds a thread, and counts until it returns.
+            self._threads = {t for t in self._threads if t.is_alive()}
+            running = len(self._threads)
+            if self._closed:
+                raise Refusal(INTERNAL_ERROR, f"tools/call {name!r}: the server is closing")
+            if running >= MAX_RUNNING:
                 raise Refusal(INTERNAL_ERROR, f"tools/call {name!r}: this server already runs "
                               f"{running} tasks; try again when some have finished")
+            if len(self._tasks) >= MAX_KEPT:
+                self._evict_finished()
+            if len(self._tasks) >= MAX_KEPT:
+                raise Refusal(INTERNAL_ERROR, f"tools/call {name!r}: this server remembers "
+                              f"{MAX_KEPT} unfinished tasks; try again when some have finished")
             self._tasks[task.id] = task
+            thread = new_thread(f"mcpsync-task-{number}", self._run, task, name, body, None)
+            task.thread = thread
+            self._threads.add(thread)
         ctx = Context(call, protocol_version=req.version, meta=req.meta, send=_drop,
                       log_threshold=lambda: None,
                       asker=_TaskAsker(self, task, req.capabilities, seeded),
                       client_capabilities=req.capabilities)
-        thread = new_thread(f"mcpsync-task-{number}", self._run, task, name, body, ctx)
-        task.thread = thread
+        task.ctx = ctx
         thread.start()
         created = task.view()
         return {"resultType": "task", **created}
 
     def _run(self, task: _Task, name: str, body: Callable[[Context], dict[str, Any]],
-             ctx: Context) -> None:
+             _unused: None) -> None:
         result: dict[str, Any] | None = None
         failure: dict[str, Any] | None = None
+        ctx = task.ctx
+        assert ctx is not None
         try:
             result = body(ctx)
         except TaskCancelled:
@@ -193,6 +209,9 @@ class TaskStore:
                 task.status, task.error = "failed", failure
             else:
                 task.status, task.result = "completed", result
+            # Kept for its ttlMs from now: a task that ran longer than its TTL does not lose
+            # its result the moment it finishes (the TTL may change over a task's life).
+            task.born = time.monotonic()
             view = self._touch(task)
         self._tell(task.id, view)
 
@@ -295,11 +314,30 @@ class TaskStore:
             _stderr(f"could not send the status of task {task_id}: {type(exc).__name__}")
 
     def _expire(self) -> None:
-        """Under the lock: forget finished tasks past their ttlMs."""
+        """Under the lock: forget finished tasks past their ttlMs (counted from when they
+        finished), and fail unfinished ones past theirs (counted from creation): a task
+        waiting for input nobody gives must not hold its slot and thread for good."""
         now = time.monotonic()
-        for task_id in [t.id for t in self._tasks.values() if t.status in _TERMINAL
-                        and now - t.born > t.ttl_ms / 1000]:
-            del self._tasks[task_id]
+        for task in list(self._tasks.values()):
+            if now - task.born <= task.ttl_ms / 1000:
+                continue
+            if task.status in _TERMINAL:
+                del self._tasks[task.id]
+            else:
+                task.status = "failed"
+                task.error = {"code": INTERNAL_ERROR,
+                              "message": f"the task outlived its ttlMs ({task.ttl_ms} ms)"}
+                task.pending.clear()
+                task.call.cancel()
+                task.born = now          # the failure is kept for a TTL of its own
+                self._cond.notify_all()
+
+    def _evict_finished(self) -> None:
+        """Under the lock: make room by forgetting the oldest finished tasks."""
+        finished = sorted((t for t in self._tasks.values() if t.status in _TERMINAL),
+                          key=lambda t: t.born)
+        for task in finished[:max(1, len(self._tasks) - MAX_KEPT + 1)]:
+            del self._tasks[task.id]
 
     def close(self, timeout: float = 5.0) -> None:
         """The router ends: cancel every running task and join its thread."""
@@ -311,10 +349,8 @@ class TaskStore:
                     task.status = "cancelled"
                 task.call.cancel()
             self._cond.notify_all()
-        deadline = time.monotonic() + timeout
-        for task in tasks:
-            if task.thread is not None and task.thread is not threading.current_thread():
-                task.thread.join(max(0.0, deadline - time.monotonic()))
+            threads = list(self._threads)   # also those of tasks already forgotten
+        join_all(threads, time.monotonic() + timeout)
 
 
 def _drop(_message: Any, _cancelled: threading.Event | None = None, /) -> None:

@@ -80,3 +80,33 @@ def test_a_broken_skill_is_refused_naming_its_file(tmp_path: Path, text: str,
 def test_a_missing_directory_is_named(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="does not exist"):
         Server("s", "1").serve_skills(tmp_path / "nowhere")
+
+
+def test_symbolic_links_in_a_skill_are_refused_naming_them(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("SECRET\n", encoding="utf-8")
+    skills = _skills(tmp_path)
+    link = skills / "notes" / "leak.txt"
+    link.symlink_to(outside / "secret.txt")
+    with pytest.raises(ValueError, match="symbolic links are not served") as refused:
+        Server("s", "1").serve_skills(skills)
+    assert "leak.txt" in str(refused.value)
+    link.unlink()
+    (skills / "notes" / "outdir").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(ValueError, match="outdir"):
+        Server("s", "1").serve_skills(skills)
+
+
+def test_hidden_folders_are_neither_files_nor_directories(tmp_path: Path) -> None:
+    skills = _skills(tmp_path)
+    hidden = skills / "notes" / ".git" / "objects"
+    hidden.mkdir(parents=True)
+    (hidden / "x").write_text("x", encoding="utf-8")
+    server = Server("s", "1")
+    server.serve_skills(skills)
+    catalog = server._settings.skills
+    assert catalog is not None
+    assert not [f.uri for f in catalog.files if "/.git" in f.uri]
+    assert not [d for d in catalog.directories if "/.git" in d]
+    assert all(not c["uri"].endswith("/.git") for c in catalog.directories["skill://notes"])

@@ -195,6 +195,59 @@ def test_the_store_is_bounded_and_its_threads_end_with_the_connection(
     assert not [t for t in threading.enumerate() if t.name.startswith("mcpsync-task-")]
 
 
+def test_a_task_nobody_answers_fails_after_its_ttl_and_frees_its_slot(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tasks_module, "MAX_RUNNING", 1)
+    monkeypatch.setattr(tasks_module, "DEFAULT_TTL_MS", 300)
+    with PipeServer(build()) as pipe:
+        task_id = pipe.call(1, "ask_name", {}, meta=meta())["result"]["taskId"]
+        assert _until(pipe, task_id, "input_required")["status"] == "input_required"
+        failed = _until(pipe, task_id, "failed")     # past its TTL: failed, its thread ends
+        assert "ttlMs" in failed["error"]["message"]
+        deadline = time.monotonic() + 5
+        while any(t.name.startswith("mcpsync-task-") for t in threading.enumerate()):
+            assert time.monotonic() < deadline, "the abandoned task's thread did not end"
+            time.sleep(0.02)
+        pipe.server.release.set()   # type: ignore[attr-defined]
+        again = pipe.call(2, "wait_for_release", {}, meta=meta())["result"]
+        assert _until(pipe, again["taskId"], "completed")
+
+
+def test_a_cancelled_handler_that_goes_on_still_counts_against_the_bound(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tasks_module, "MAX_RUNNING", 1)
+    gate = threading.Event()
+    server = Server("stubborn", "1")
+
+    @server.tool(task="optional")
+    def stubborn() -> str:
+        gate.wait(10)            # ignores its cancellation
+        return "done"
+
+    with PipeServer(server) as pipe:
+        task_id = pipe.call(1, "stubborn", {}, meta=meta())["result"]["taskId"]
+        assert "result" in pipe.request(2, "tasks/cancel", {"taskId": task_id, "_meta": meta()})
+        refused = pipe.call(3, "stubborn", {}, meta=meta())["error"]
+        assert refused["code"] == -32603 and "already runs 1" in refused["message"]
+        gate.set()
+    assert not [t for t in threading.enumerate() if t.name.startswith("mcpsync-task-")]
+
+
+def test_a_full_store_of_finished_tasks_makes_room(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tasks_module, "MAX_KEPT", 2)
+    with PipeServer(build()) as pipe:
+        pipe.server.release.set()   # type: ignore[attr-defined]
+        ids = []
+        for n in range(1, 5):
+            task_id = pipe.call(n, "wait_for_release", {}, meta=meta())["result"]["taskId"]
+            _until(pipe, task_id, "completed")
+            ids.append(task_id)
+        # The oldest finished were forgotten to make room; the newest is still there.
+        assert _get(pipe, 10, ids[-1])["status"] == "completed"
+        assert pipe.request(11, "tasks/get", {"taskId": ids[0], "_meta": meta()})["error"][
+            "code"] == -32602
+
+
 def test_over_http_mcp_name_must_repeat_the_task_id() -> None:
     server = build()
     stop, ready = threading.Event(), threading.Event()
@@ -245,13 +298,14 @@ def test_over_http_mcp_name_must_repeat_the_task_id() -> None:
 
 
 def test_the_docs_example_runs_as_a_task_over_stdio(tmp_path: Any) -> None:
-    """The first example of docs/tasks-serving.md, run as written, driven through a task."""
+    """The first example of "Serving tasks" (docs/tasks.md), run as written, as a task."""
     import re
     import subprocess
     import sys
     from pathlib import Path
 
-    text = (Path(__file__).parents[2] / "docs" / "tasks-serving.md").read_text()
+    page = (Path(__file__).parents[2] / "docs" / "tasks.md").read_text()
+    text = page.split("## Serving tasks", 1)[1]
     match = re.search(r"^```python\n(.*?)^```", text, re.DOTALL | re.MULTILINE)
     assert match is not None
     script = tmp_path / "tasks_server.py"
