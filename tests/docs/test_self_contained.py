@@ -29,6 +29,7 @@ FORBIDDEN = re.compile("|".join((
     r"\.\./" + "shared",                  # a path out of the repository
     _THE + "seed" + r"\b",                # a nickname for the original design
     _THE + "brief" + r"\b",               # a nickname for a task description
+    r"\bfrom the [A-Za-z-]+ " + "issue on",  # the tracker's history, not the reader's
 )), re.IGNORECASE)
 COMMENT_ONLY = re.compile(_THE + "issue" + r"\b", re.IGNORECASE)
 
