@@ -612,9 +612,12 @@ class Client(SessionLifecycle):
         self._workers.start(work)
 
     def _submit_listen(self, params: dict[str, Any]) -> RequestFuture:
+        """A listen naming ``taskIds`` declares the Tasks extension (the server refuses one
+        that does not, -32021); other listens go with the plain ``_meta``."""
+        ours = self._tool_meta if "taskIds" in params.get("notifications", {}) else self._meta
         return self._live().submit("subscriptions/listen",
-                                   with_meta(params, None, modern=self._modern,
-                                             ours=self._meta), timeout=math.inf)
+                                   with_meta(params, None, modern=self._modern, ours=ours),
+                                   timeout=math.inf)
 
     # -- lists -----------------------------------------------------------------------------
 
@@ -795,6 +798,20 @@ class Client(SessionLifecycle):
         fetches the new one.
         """
         return self._subs.on_list_changed(kind, callback)
+
+    def watch_task(self, task_id: str, callback: Callable[[dict[str, Any]], Any]
+                   ) -> Subscription:
+        """Call ``callback(task)`` at every status change the server announces for task
+        ``task_id`` (``task`` as ``tasks/get`` shows it: ``taskId``, ``status``, ...);
+        returns a handle whose ``close()`` stops it.
+
+        For a 2026-07-28 server that declares the Tasks extension; returns once the server
+        acknowledged. Raises :class:`~mcpsync.errors.UnsupportedInThisEra` on an older
+        server and :class:`~mcpsync.errors.CapabilityNotSupported` without the extension or
+        when the server does not acknowledge the task. Calls and ``resume_task`` poll
+        ``tasks/get`` either way; a watch only lets you hear about the task without asking.
+        """
+        return self._subs.watch_task(task_id, callback)
 
     def stderr_tail(self) -> str:
         """The server's recent stderr (up to ``stderr_bytes``, newest kept)."""

@@ -2,8 +2,8 @@
 
 Log messages go to the ``mcpsync.server.<name>`` logger and ``on_log``; ``*/list_changed``
 drops the cached list (and, for tools, the output schemas) before the subscribers hear of it;
-resource updates and listen acknowledgements go to the subscriptions; an elicitation's
-completion goes to the callbacks; anything else to ``on_notification``. The
+resource updates, task statuses and listen acknowledgements go to the subscriptions; an
+elicitation's completion goes to the callbacks; anything else to ``on_notification``. The
 ``notification_observer`` then sees every notification, after our own handling. All of it runs
 on the session's dispatcher thread, in arrival order.
 """
@@ -37,6 +37,7 @@ _ROUTE_CALLBACKS = {
     "notifications/resources/list_changed": "list-changed subscription",
     "notifications/resources/updated": "resource-updated subscription",
     "notifications/elicitation/complete": "elicitation on_complete",
+    "notifications/tasks": "task watch",
 }
 
 LIST_METHODS = {"tools": ("tools/list",), "prompts": ("prompts/list",),
@@ -100,6 +101,8 @@ class Notifications:
                 self._opts.on_notification(method, params)
         elif method == "notifications/resources/updated":
             self._subs.deliver_updated(params)
+        elif method == "notifications/tasks":
+            self._subs.deliver_task(params)
         elif method == "notifications/subscriptions/acknowledged":
             self._subs.acknowledged(params)
         elif method == "notifications/elicitation/complete":

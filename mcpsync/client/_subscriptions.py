@@ -1,7 +1,8 @@
 """Resource subscriptions and list-changed callbacks: one API over both eras.
 
-``client.subscribe(uri, callback)`` and ``client.on_list_changed(kind, callback)`` return a
-:class:`Subscription` handle whose ``close()`` undoes it. Underneath:
+``client.subscribe(uri, callback)``, ``client.on_list_changed(kind, callback)`` and
+``client.watch_task(task_id, callback)`` return a :class:`Subscription` handle whose
+``close()`` undoes it. Underneath:
 
 - legacy: ``resources/subscribe`` / ``resources/unsubscribe``, reference-counted per URI (the
   first handle subscribes, the last one unsubscribes); list-changed needs no wire call.
@@ -10,6 +11,9 @@
   cancelled only after the new one is acknowledged, so no notification falls in a gap. Each
   listen is watched by its own daemon thread ``mcpsync-listen-<name>``, which notices when the
   server ends it or the connection drops; after a restart the client re-opens it.
+- task watches (2026-07-28 with the Tasks extension only): the task ids join the same union
+  (``taskIds``), and that listen then declares the extension, as the server requires. Each
+  ``notifications/tasks`` for a watched task goes to its callbacks as the status dict.
 
 After an HTTP era re-detection the new session gets the same subscriptions: a listen if it is
 modern, ``resources/subscribe`` per URI if it is legacy (:meth:`Subscriptions.reopen`).
@@ -29,7 +33,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcpsync._threads import new_thread
-from mcpsync.errors import CapabilityNotSupported, ClosedError, MCPError, ProtocolError
+from mcpsync.client._tasks import EXTENSION as TASKS_EXTENSION
+from mcpsync.errors import (
+    CapabilityNotSupported,
+    ClosedError,
+    MCPError,
+    ProtocolError,
+    UnsupportedInThisEra,
+)
 from mcpsync.protocol import META_SUBSCRIPTION_ID
 
 __all__ = ["KINDS", "Subscription", "Subscriptions"]
@@ -45,10 +56,11 @@ class Subscription:
     """A live subscription; ``close()`` (idempotent) ends it. Usable as a context manager."""
 
     def __init__(self, owner: Subscriptions, *, uri: str | None, kind: str | None,
-                 callback: Callable[[str], Any]) -> None:
+                 callback: Callable[[Any], Any], task_id: str | None = None) -> None:
         self._owner = owner
         self.uri = uri
         self.kind = kind
+        self.task_id = task_id
         self.callback = callback
         self.closed = False
 
@@ -64,7 +76,9 @@ class Subscription:
         self.close()
 
     def __repr__(self) -> str:
-        what = f"uri={self.uri!r}" if self.uri is not None else f"kind={self.kind!r}"
+        what = (f"uri={self.uri!r}" if self.uri is not None
+                else f"task_id={self.task_id!r}" if self.task_id is not None
+                else f"kind={self.kind!r}")
         return f"<Subscription {what}{' closed' if self.closed else ''}>"
 
 
@@ -104,6 +118,7 @@ class Subscriptions:
         self._wire = threading.Lock()        # serialises subscribe/unsubscribe/listen changes
         self._by_uri: dict[str, list[Subscription]] = {}
         self._by_kind: dict[str, list[Subscription]] = {}
+        self._by_task: dict[str, list[Subscription]] = {}
         self._listen: _Listen | None = None  # the current (acknowledged) listen
         self._listens: list[_Listen] = []    # every listen not yet finished
         self._closed = False
@@ -173,6 +188,41 @@ class Subscriptions:
                 except BaseException:
                     self._drop(handle)
                     raise
+        return handle
+
+    def watch_task(self, task_id: str, callback: Callable[[dict[str, Any]], Any]
+                   ) -> Subscription:
+        if not isinstance(task_id, str) or not task_id:
+            raise TypeError("watch_task() needs a task id string")
+        if not callable(callback):
+            raise TypeError("watch_task() needs a callable")
+        doing = f"watching task {task_id!r} on server {self._name!r}"
+        if self._era() == "legacy":
+            raise UnsupportedInThisEra(
+                f"{doing}: task status notifications exist only in protocol 2026-07-28; "
+                "this server speaks an older one, where the client polls the task instead "
+                "(call_tool and resume_task do that)", server=self._name,
+                method="subscriptions/listen")
+        extensions = self._capabilities().get("extensions")
+        if not (isinstance(extensions, Mapping) and TASKS_EXTENSION in extensions):
+            raise CapabilityNotSupported(
+                f"{doing}: the server did not declare the {TASKS_EXTENSION!r} extension",
+                server=self._name, method="subscriptions/listen")
+        handle = Subscription(self, uri=None, kind=None, callback=callback, task_id=task_id)
+        with self._wire:
+            with self._lock:
+                self._by_task.setdefault(task_id, []).append(handle)
+            try:
+                ack = self._sync_modern()
+                granted = ack.get("taskIds") if ack is not None else None
+                if not isinstance(granted, list) or task_id not in granted:
+                    raise CapabilityNotSupported(
+                        f"{doing}: the server did not acknowledge this task (it does not "
+                        "know it, or it has expired); resume_task() says which",
+                        server=self._name, method="subscriptions/listen")
+            except BaseException:
+                self._drop(handle)
+                raise
         return handle
 
     def remove(self, handle: Subscription) -> None:
@@ -266,6 +316,17 @@ class Subscriptions:
         for handle in handles:
             handle.callback(kind)
 
+    def deliver_task(self, params: Any) -> None:
+        """``notifications/tasks``: the task as ``tasks/get`` shows it, to its watchers
+        (each gets its own copy, without the notification's ``_meta``)."""
+        task_id = params.get("taskId") if isinstance(params, Mapping) else None
+        if not isinstance(task_id, str) or not self._current_source(params):
+            return
+        with self._lock:
+            handles = list(self._by_task.get(task_id, ()))
+        for handle in handles:
+            handle.callback({k: v for k, v in params.items() if k != "_meta"})
+
     def acknowledged(self, params: Any) -> None:
         """``notifications/subscriptions/acknowledged``: complete the matching listen."""
         if not isinstance(params, Mapping):
@@ -291,12 +352,13 @@ class Subscriptions:
     # -- internals -----------------------------------------------------------------------
 
     def _drop(self, handle: Subscription) -> bool:
-        """Remove a handle; True when it was the last one for its URI."""
+        """Remove a handle; True when it was the last one for its URI (kind, task)."""
         handle.closed = True
         with self._lock:
-            table = self._by_uri if handle.uri is not None else self._by_kind
-            key = handle.uri if handle.uri is not None else handle.kind
+            key = handle.uri or handle.task_id or handle.kind
             assert key is not None
+            table = (self._by_uri if handle.uri is not None
+                     else self._by_task if handle.task_id is not None else self._by_kind)
             items = table.get(key, [])
             if handle in items:
                 items.remove(handle)
@@ -310,6 +372,8 @@ class Subscriptions:
             wanted: dict[str, Any] = {_FILTER_KEY[k]: True for k in sorted(self._by_kind)}
             if self._by_uri:
                 wanted["resourceSubscriptions"] = sorted(self._by_uri)
+            if self._by_task:
+                wanted["taskIds"] = sorted(self._by_task)
         return wanted
 
     def _sync_modern(self) -> dict[str, Any] | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -111,3 +112,39 @@ def test_a_skill_is_listed_loaded_and_verified(target: Any) -> None:
         assert "# PDF processing" in loaded.text
         forms = [f.uri for f in skills[0].files if f.uri.endswith("FORMS.md")]
         assert loaded.read_text(forms[0]) == "# Forms\nFill them in.\n"
+
+
+def test_a_watched_task_announces_its_completion(target: Any) -> None:
+    seen: list[dict[str, Any]] = []
+    done = threading.Event()
+
+    def on_status(task: dict[str, Any]) -> None:
+        seen.append(task)
+        if task["status"] == "completed":
+            done.set()
+
+    with mcpsync.connect(target, era="modern") as client:
+        client.list_tools()
+        future = client.submit_tool("slow_sum", {"a": 4, "b": 5, "seconds": 1.0})
+        deadline = time.monotonic() + 10
+        while future.task is None:          # set once the server has created the task
+            assert time.monotonic() < deadline, "the task was not created"
+            time.sleep(0.01)
+        task_id = future.task.task_id
+        watch = client.watch_task(task_id, on_status)
+        assert repr(watch) == f"<Subscription task_id={task_id!r}>"
+        assert done.wait(10), f"no completed status heard; saw {seen}"
+        assert all(t["taskId"] == task_id and "_meta" not in t for t in seen)
+        assert seen[-1]["status"] == "completed"
+        watch.close()
+        assert watch.closed
+        assert future.result(10).text == "9"    # the call itself still got its result
+        with pytest.raises(mcpsync.CapabilityNotSupported, match="did not acknowledge"):
+            client.watch_task("no-such-task", on_status)
+
+
+def test_watching_a_task_needs_the_2026_protocol(target: Any) -> None:
+    with mcpsync.connect(target, era="legacy") as client, pytest.raises(
+            mcpsync.UnsupportedInThisEra,
+            match=f"on server {client.name!r}: task status notifications"):
+        client.watch_task("any", lambda task: None)
