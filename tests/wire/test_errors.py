@@ -50,6 +50,7 @@ EXTRA_KWARGS: dict[str, dict[str, Any]] = {
     "AuthHookError": {},
     "ToolError": {"result": {"content": [], "isError": True}},
     "OutputValidationError": {"result": {"structuredContent": 1}},
+    "SkillVerificationError": {"uri": "skill://notes/SKILL.md"},
     "TooManyPages": {},
     "InputRoundsExceeded": {},
     "ConfigError": {},
