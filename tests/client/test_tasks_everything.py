@@ -64,7 +64,9 @@ def test_a_task_tool_just_works_with_status_as_progress(client: mcpsync.Client) 
     assert took > 3.0          # four stages of a second each: it really ran as a task
     messages = [m for _, m in seen]
     assert messages[0].startswith("working")
-    assert any("Synthesizing findings" in m for m in messages)
+    # The stages in between are seen by polling at the server's interval: on a loaded
+    # machine a poll can fall after a one-second stage, so which ones show is not fixed.
+    assert all(m.startswith("working") for m in messages[:-1])
     assert messages[-1].startswith("completed")
     assert len(messages) == len(set(messages))           # one report per change
     assert [p for p, _ in seen] == sorted(p for p, _ in seen)
