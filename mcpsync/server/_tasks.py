@@ -84,7 +84,6 @@ class _Task:
         self.pending: dict[str, tuple[str, dict[str, Any]]] = {}
         self.answers: dict[str, dict[str, Any]] = {}
         self.thread: threading.Thread | None = None
-        self.ctx: Context | None = None
 
     def view(self) -> dict[str, Any]:
         """The task as ``tasks/get`` and ``notifications/tasks`` show it (a DetailedTask)."""
@@ -149,6 +148,10 @@ class TaskStore:
         call = _Call(RequestId(f'"task-{number}"', f"task-{number}"), "tools/call")
         call.sink = _drop   # progress and log messages are not sent for tasks
         task = _Task(secrets.token_urlsafe(18), call, DEFAULT_TTL_MS)
+        ctx = Context(call, protocol_version=req.version, meta=req.meta, send=_drop,
+                      log_threshold=lambda: None,
+                      asker=_TaskAsker(self, task, req.capabilities, seeded),
+                      client_capabilities=req.capabilities)
         with self._cond:
             self._expire()
             # Threads, not statuses: a cancelled handler that ignores its cancellation still
@@ -166,24 +169,17 @@ class TaskStore:
                 raise Refusal(INTERNAL_ERROR, f"tools/call {name!r}: this server remembers "
                               f"{MAX_KEPT} unfinished tasks; try again when some have finished")
             self._tasks[task.id] = task
-            thread = new_thread(f"mcpsync-task-{number}", self._run, task, name, body, None)
+            thread = new_thread(f"mcpsync-task-{number}", self._run, task, name, body, ctx)
             task.thread = thread
             self._threads.add(thread)
-        ctx = Context(call, protocol_version=req.version, meta=req.meta, send=_drop,
-                      log_threshold=lambda: None,
-                      asker=_TaskAsker(self, task, req.capabilities, seeded),
-                      client_capabilities=req.capabilities)
-        task.ctx = ctx
         thread.start()
         created = task.view()
         return {"resultType": "task", **created}
 
     def _run(self, task: _Task, name: str, body: Callable[[Context], dict[str, Any]],
-             _unused: None) -> None:
+             ctx: Context) -> None:
         result: dict[str, Any] | None = None
         failure: dict[str, Any] | None = None
-        ctx = task.ctx
-        assert ctx is not None
         try:
             result = body(ctx)
         except TaskCancelled:
