@@ -28,6 +28,7 @@ from helpers import ROOT
 import mcpsync
 from mcpsync.server import Context, Server
 
+from . import test_server_http_app
 from .helpers import MODERN, modern_meta
 
 pytestmark = pytest.mark.timeout(60)
@@ -71,29 +72,8 @@ def wait_for(predicate: Any, timeout: float, what: str) -> None:
         time.sleep(0.02)
 
 
-class Served:
-    """``serve_http`` on port 0 in a thread; ``close`` stops it and joins the thread."""
-
-    def __init__(self, server: Server, **options: Any) -> None:
-        self._stop = threading.Event()
-        self._ready = threading.Event()
-        self.url = ""
-        self._thread = threading.Thread(
-            target=server.serve_http, name="mcpsync-test-serve-http", daemon=True,
-            kwargs={"host": "127.0.0.1", "port": 0, "stop": self._stop,
-                    "ready": self._on_ready, **options})
-        self._thread.start()
-        assert self._ready.wait(10), "serve_http did not start"
-        self.port = int(self.url.split(":")[2].split("/")[0])
-
-    def _on_ready(self, url: str) -> None:
-        self.url = url
-        self._ready.set()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(10)
-        assert not self._thread.is_alive(), "serve_http did not return after stop"
+class Served(test_server_http_app.Served):
+    """``serve_http`` on port 0 in a thread (the app tests' harness), plus raw sockets."""
 
     def connection(self, timeout: float = 10) -> socket.socket:
         return socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
