@@ -49,7 +49,7 @@ _GATEWAY_CLASSES: dict[int, type[PolicyRefused]] = {
 }
 _CONDITIONS = ("matches", "equals", "one_of", "max_length", "check")
 #: ``ArgumentRule.equals`` when no value is required (``equals=None`` requires JSON null).
-NOT_GIVEN: Any = type("NotGiven", (), {"__repr__": lambda self: "NOT_GIVEN"})()
+_UNSET: Any = type("NotGiven", (), {"__repr__": lambda self: "_UNSET"})()
 
 
 def tool_matches(pattern: str, server_id: str, tool: str) -> bool:
@@ -116,7 +116,7 @@ class ArgumentRule:
     tool: str
     argument: str
     matches: str | None = None
-    equals: Any = NOT_GIVEN
+    equals: Any = _UNSET
     one_of: Sequence[Any] | None = None
     max_length: int | None = None
     check: Callable[[Any], bool] | None = None
@@ -140,7 +140,7 @@ class ArgumentRule:
             raise ValueError("ArgumentRule.max_length must be an int >= 0")
         if self.check is not None and not callable(self.check):
             raise TypeError("ArgumentRule.check must be callable")
-        if self.equals is NOT_GIVEN and all(getattr(self, name) is None
+        if self.equals is _UNSET and all(getattr(self, name) is None
                                         for name in _CONDITIONS if name != "equals"):
             raise ValueError(f"ArgumentRule for {self.tool!r}.{self.argument}: give at least "
                              "one of matches, equals, one_of, max_length or check")
@@ -156,7 +156,7 @@ class ArgumentRule:
         if self.matches is not None and (not isinstance(value, str)
                                          or not fnmatch.fnmatchcase(value, self.matches)):
             return f"the argument {self.argument!r} does not match {self.matches!r}"
-        if self.equals is not NOT_GIVEN and not _same(value, self.equals):
+        if self.equals is not _UNSET and not _same(value, self.equals):
             return f"the argument {self.argument!r} is not the allowed value"
         if self.one_of is not None and not any(_same(value, v) for v in self.one_of):
             return f"the argument {self.argument!r} is not one of the allowed values"

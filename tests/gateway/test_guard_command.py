@@ -266,3 +266,16 @@ def test_load_config_ignores_the_mcpsync_key(tmp_path: Path,
     with caplog.at_level("WARNING"):
         assert [c.id for c in load_config(config)] == ["demo"]
     assert not caplog.records
+
+
+def test_wall_time_budget_counts_the_calls_answer_time(tmp_path: Path) -> None:
+    config = guarded_config(tmp_path, {"demo": DEMO},
+                            {"budgets": {"demo/slow": {"seconds": 0.3, "window": 30}}})
+    with _manager(config) as m:
+        m.call_tool("gw", "slow", {"seconds": 0.4, "steps": 1})
+        with pytest.raises(BudgetExceeded) as info:
+            m.call_tool("gw", "slow", {"seconds": 0.01, "steps": 1})
+        cause = info.value.__cause__
+        assert isinstance(cause, RemoteError) and cause.data["left"] == {"seconds": 0.0}
+        assert "0.3 s of wall time" in cause.data["reason"]
+        assert m.call_tool("gw", "echo", {"text": "free"}).text == "free"
