@@ -279,3 +279,29 @@ def test_wall_time_budget_counts_the_calls_answer_time(tmp_path: Path) -> None:
         assert isinstance(cause, RemoteError) and cause.data["left"] == {"seconds": 0.0}
         assert "0.3 s of wall time" in cause.data["reason"]
         assert m.call_tool("gw", "echo", {"text": "free"}).text == "free"
+
+
+def test_our_client_alone_reads_the_refusals_of_a_gateway_server(tmp_path: Path) -> None:
+    import mcpsync
+
+    config = guarded_config(tmp_path, {"demo": DEMO},
+                            {"deny": ["demo/fail"], "budgets": {"*": {"calls": 1,
+                                                                      "window": 20}}})
+    argv = [*GATEWAY[1:], config]
+    with mcpsync.connect(ServerConfig(id="gw", command=GATEWAY[0], args=argv, gateway=True),
+                         validate_input=False) as client:
+        with pytest.raises(PolicyDenied) as denied:
+            client.call_tool("fail")
+        assert denied.value.rule == "deny['demo/fail']" and denied.value.local is False
+        assert client.call_tool("echo", {"text": "one"}).text == "one"
+        with pytest.raises(BudgetExceeded) as spent:
+            client.call_tool("echo", {"text": "two"})
+        assert spent.value.rule == "budgets['*']" and spent.value.server == "gw"
+        assert spent.value.retry_after is not None and 0 < spent.value.retry_after <= 20
+    # Without gateway=True the same answers are plain remote errors.
+    with mcpsync.connect(ServerConfig(id="plain", command=GATEWAY[0], args=argv),
+                         validate_input=False) as client:
+        with pytest.raises(RemoteError) as plain:
+            client.call_tool("fail")
+        assert plain.value.code == -32010 and not isinstance(plain.value, PolicyDenied)
+        assert plain.value.data["rule"] == "deny['demo/fail']"
