@@ -281,7 +281,9 @@ def test_wall_time_budget_counts_the_calls_answer_time(tmp_path: Path) -> None:
         assert m.call_tool("gw", "echo", {"text": "free"}).text == "free"
 
 
-def test_our_client_alone_reads_the_refusals_of_a_gateway_server(tmp_path: Path) -> None:
+@pytest.mark.parametrize("era", ["auto", "legacy"])
+def test_our_client_alone_reads_the_refusals_of_a_gateway_server(tmp_path: Path,
+                                                                 era: str) -> None:
     import mcpsync
 
     config = guarded_config(tmp_path, {"demo": DEMO},
@@ -289,7 +291,8 @@ def test_our_client_alone_reads_the_refusals_of_a_gateway_server(tmp_path: Path)
                                                                       "window": 20}}})
     argv = [*GATEWAY[1:], config]
     with mcpsync.connect(ServerConfig(id="gw", command=GATEWAY[0], args=argv, gateway=True),
-                         validate_input=False) as client:
+                         validate_input=False, era=era) as client:
+        assert client.era == ("modern" if era == "auto" else "legacy")
         with pytest.raises(PolicyDenied) as denied:
             client.call_tool("fail")
         assert denied.value.rule == "deny['demo/fail']" and denied.value.local is False
