@@ -308,3 +308,47 @@ def test_our_client_alone_reads_the_refusals_of_a_gateway_server(tmp_path: Path,
             client.call_tool("fail")
         assert plain.value.code == -32010 and not isinstance(plain.value, PolicyDenied)
         assert plain.value.data["rule"] == "deny['demo/fail']"
+
+
+def test_twenty_threads_race_for_a_budget_of_seven(tmp_path: Path) -> None:
+    import threading
+
+    config = guarded_config(tmp_path, {"demo": [*DEMO, "--concurrency", "8"]},
+                            {"budgets": {"demo/echo": 7}})
+    results: list[str] = []
+    lock = threading.Lock()
+    with _manager(config) as m:
+        m.list_tools("gw")
+
+        def call(k: int) -> None:
+            try:
+                got = m.call_tool("gw", "echo", {"text": str(k)}).text
+                outcome = "sent" if got == str(k) else f"wrong {got!r}"
+            except BudgetExceeded:
+                outcome = "refused"
+            with lock:
+                results.append(outcome)
+        threads = [threading.Thread(target=call, args=(k,), name=f"test-race-{k}")
+                   for k in range(20)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert sorted(results) == ["refused"] * 13 + ["sent"] * 7
+        assert m.call_tool("gw", "add", {"a": 1, "b": 1}).structured == {"sum": 2}
+
+
+def test_the_traffic_log_shows_a_refused_call_that_never_reached_the_upstream(
+        tmp_path: Path) -> None:
+    log = tmp_path / "gateway.log"
+    config = guarded_config(tmp_path, {"demo": DEMO}, {"deny": ["demo/fail"]})
+    with Manager(connect_options={"validate_input": False}) as m:
+        m.start_server(ServerConfig(id="gw", command=GATEWAY[0], gateway=True,
+                                    args=[*GATEWAY[1:], config, "--log", str(log)]))
+        with pytest.raises(PolicyDenied):
+            m.call_tool("gw", "fail", {"message": "x"})
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    calls = [r for r in records if r.get("tool") == "fail"]
+    assert [r["dir"] for r in calls] == ["host->gateway", "gateway->host"]
+    assert (calls[1]["outcome"], calls[1]["code"]) == ("refused", -32010)
+    assert "deny['demo/fail']" in calls[1]["message"]

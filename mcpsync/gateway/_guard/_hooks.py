@@ -32,6 +32,7 @@ from mcpsync.gateway._guard._frames import (
     refusal_frame,
 )
 from mcpsync.gateway._guard._schema import GuardSettings
+from mcpsync.gateway._inspector import HOST_TO_GATEWAY
 
 if TYPE_CHECKING:
     from mcpsync.gateway._aggregate.names import Route
@@ -146,6 +147,7 @@ class GuardHooks:
             self._remember(env.id_key, "call", upstream_id, tool, caller)
             return False
         if isinstance(verdict, Refusal):
+            self._log_host_frame(env, upstream_id)
             self._refuse(env.id, verdict)
             return True
         self._hold(env, verdict, params, send)
@@ -191,6 +193,12 @@ class GuardHooks:
             self._pending.move_to_end(key)
             while len(self._pending) > _PENDING_MAX:
                 self._pending.popitem(last=False)
+
+    def _log_host_frame(self, env: Envelope, upstream_id: str) -> None:
+        """The traffic log shows the host's call too, though it never reached the upstream."""
+        inspector = self._gw.inspector
+        if inspector is not None and inspector.enabled:
+            inspector.record(HOST_TO_GATEWAY, env.to_bytes(), upstream=upstream_id)
 
     def _refuse(self, raw_id: str, refusal: Refusal) -> None:
         _log.info("refused %s/%s: %s (rule: %s)", refusal.upstream, refusal.tool,
