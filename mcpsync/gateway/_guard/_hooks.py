@@ -89,13 +89,14 @@ class GuardHooks:
         self._lock = threading.Lock()
         if approver is None and guard.policy.approve is not None:
             approver = _PolicyApprover(guard.policy.approve)
-        module = _approval_module()
+        holds = guard.policy.require_approval is not None or guard.policy.approve is not None
+        module = _approval_module() if holds else None
         self._approval = module
         self._desk: Any = None
         if module is not None:
             self._desk = module.ApprovalDesk(approver, hold_seconds=hold_seconds,
                                              progress_every=progress_every)
-        elif approver is not None:
+        elif holds and approver is not None:
             _log.warning("the gateway's approval support is not installed: calls that need "
                          "approval will be refused")
 
