@@ -1,0 +1,1 @@
+"""The gateway's guard: what a host may call, and on what terms (policy, approval, budgets)."""
