@@ -9,20 +9,40 @@ through the traffic log's default redaction rules before any approver shows them
 from __future__ import annotations
 
 import json
-from typing import Any
+import re
+from typing import Any, Final
 
 from mcpsync.gateway._guard._approval import HeldCall
 from mcpsync.gateway._redact import Redactor
 
 __all__ = ["redacted_arguments", "summary", "summary_lines"]
 
-# Digests are shown on purpose: the entropy guess would hide the one the approval covers.
-_REDACTOR = Redactor()
+_REDACTOR: Final = Redactor()
+
+#: Characters of one string value shown; a person cannot read more, and redacting megabytes
+#: would hold up the question.
+_SHOWN: Final = 1000
+# the token-like tail a cut may leave: dropped, so no secret is shown half-redacted
+_TAIL: Final = re.compile(r"[A-Za-z0-9_\-+/=.~:@]*$")
+
+
+def _shorten(value: Any) -> Any:
+    if isinstance(value, str):
+        if len(value) <= _SHOWN:
+            return value
+        head = _TAIL.sub("", value[:_SHOWN])
+        return f"{head}... ({len(value)} characters in all)"
+    if isinstance(value, dict):
+        return {key: _shorten(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_shorten(item) for item in value]
+    return value
 
 
 def redacted_arguments(call: HeldCall) -> Any:
-    """The call's arguments with secrets replaced."""
-    return _REDACTOR.value(dict(call.arguments))
+    """The call's arguments with secrets replaced and long strings cut (the digest covers
+    them whole)."""
+    return _REDACTOR.value(_shorten(dict(call.arguments)))
 
 
 def summary(call: HeldCall, rule: str = "") -> dict[str, Any]:
