@@ -192,3 +192,18 @@ def test_a_cross_site_post_is_403_and_no_cors_headers_are_sent(page: Page) -> No
 def test_the_page_listens_on_loopback_only() -> None:
     with pytest.raises(ValueError, match="loopback only"):
         WebApprover(host="0.0.0.0")
+
+
+def test_scripts_read_the_same_list_as_json(page: Page) -> None:
+    call = HeldCall.of("files", "delete", {"path": "/tmp/j", "secret": "s3"})
+    out = page.hold(call)
+    listing = requests.get(page.url + "held.json", timeout=5)
+    assert listing.status_code == 200
+    (held,) = listing.json()["held"]
+    assert (held["ticket"], held["digest"]) == (call.ticket, call.digest)
+    assert held["arguments"] == {"path": "/tmp/j", "secret": "[redacted]"}
+    root = page.url.rsplit("/", 2)[0]
+    assert requests.get(root + "/held.json", timeout=5).status_code == 403
+    fields = {k: held[k] for k in ("ticket", "digest", "csrf")}
+    assert page.post({**fields, "decision": "approve"}).status_code == 200
+    assert out.get(timeout=5).approved

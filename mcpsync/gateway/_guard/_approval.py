@@ -47,6 +47,7 @@ __all__ = [
     "approver_from_config",
     "call_digest",
     "desk_from_config",
+    "from_policy_callback",
 ]
 
 _log = logging.getLogger("mcpsync.gateway.approval")
@@ -136,6 +137,14 @@ class ApproverBase:
 
     def close(self) -> None:
         """Release everything; questions still open end with a rejection."""
+
+
+def from_policy_callback(approve: Callable[[str, str, dict[str, Any]], bool]) -> Approver:
+    """An approver from a :class:`mcpsync.Policy` style ``approve(upstream, tool, args)``
+    callback, so one callback serves a Manager and a Gateway."""
+    def approver(call: HeldCall, /) -> bool:
+        return approve(call.upstream, call.tool, dict(call.arguments))
+    return approver
 
 
 _Progress = Callable[[float, str], None]
