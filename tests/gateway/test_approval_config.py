@@ -41,32 +41,32 @@ def test_the_desk_takes_hold_seconds_and_max_held() -> None:
 
 
 @pytest.mark.parametrize(("section", "message"), [
-    ({"aprover": "tty"}, "unknown key approval.aprover (known: approver, hold_seconds"),
-    ({"approver": "phone"}, "approval.approver is 'phone'"),
-    ({"approver": "web"}, "approval.approver 'web' is written as an object"),
+    ({"aprover": "tty"}, "unknown key mcpsync.approval.aprover (known: approver, hold_seconds"),
+    ({"approver": "phone"}, "mcpsync.approval.approver is 'phone'"),
+    ({"approver": "web"}, "mcpsync.approval.approver 'web' is written as an object"),
     ({"approver": "command"}, "'command' needs the command"),
     ({"approver": {"web": {}, "tty": {}}}, "must name exactly one approver"),
-    ({"approver": {"web": {"port": "80"}}}, "approval.approver.web.port must be a port"),
-    ({"approver": {"web": {"port": 70000}}}, "approval.approver.web.port must be a port"),
-    ({"approver": {"web": {"host": "0.0.0.0"}}}, "approval.approver.web.host must be a "
+    ({"approver": {"web": {"port": "80"}}}, "mcpsync.approval.approver.web.port must be a port"),
+    ({"approver": {"web": {"port": 70000}}}, "mcpsync.approval.approver.web.port must be a port"),
+    ({"approver": {"web": {"host": "0.0.0.0"}}}, "mcpsync.approval.approver.web.host must be a "
                                                  "loopback address"),
-    ({"approver": {"web": {"prot": 1}}}, "unknown key approval.approver.web.prot"),
-    ({"approver": {"web": True}}, "approval.approver.web must be an object"),
-    ({"approver": {"tty": {"path": 3}}}, "approval.approver.tty.path must be a path"),
-    ({"approver": {"command": "approve.sh"}}, "approval.approver.command must be a "
+    ({"approver": {"web": {"prot": 1}}}, "unknown key mcpsync.approval.approver.web.prot"),
+    ({"approver": {"web": True}}, "mcpsync.approval.approver.web must be an object"),
+    ({"approver": {"tty": {"path": 3}}}, "mcpsync.approval.approver.tty.path must be a path"),
+    ({"approver": {"command": "approve.sh"}}, "mcpsync.approval.approver.command must be a "
                                               "non-empty list of strings"),
     ({"approver": {"command": []}}, "must be a non-empty list"),
     ({"approver": {"command": ["/no/such/hook"]}}, "'/no/such/hook' is not found"),
-    ({"approver": {"command": [sys.executable], "env": {"A": 1}}}, "approval.approver.env "
+    ({"approver": {"command": [sys.executable], "env": {"A": 1}}}, "mcpsync.approval.approver.env "
                                                                    "must be an object of "
                                                                    "strings"),
     ({"approver": {"command": [sys.executable], "shell": True}},
-     "unknown key approval.approver.shell"),
-    ({"hold_seconds": "25"}, "approval.hold_seconds must be a number"),
-    ({"hold_seconds": 0}, "approval.hold_seconds must be a number"),
-    ({"hold_seconds": True}, "approval.hold_seconds must be a number"),
-    ({"max_held": 2.5}, "approval.max_held must be a whole number"),
-    ([], "approval must be an object"),
+     "unknown key mcpsync.approval.approver.shell"),
+    ({"hold_seconds": "25"}, "mcpsync.approval.hold_seconds must be a number"),
+    ({"hold_seconds": 0}, "mcpsync.approval.hold_seconds must be a number"),
+    ({"hold_seconds": True}, "mcpsync.approval.hold_seconds must be a number"),
+    ({"max_held": 2.5}, "mcpsync.approval.max_held must be a whole number"),
+    ([], "mcpsync.approval must be an object"),
 ])
 def test_bad_sections_name_the_file_and_key(section: Any, message: str) -> None:
     with pytest.raises(ConfigError) as info:
@@ -76,5 +76,5 @@ def test_bad_sections_name_the_file_and_key(section: Any, message: str) -> None:
 
 
 def test_the_key_path_can_be_given() -> None:
-    with pytest.raises(ConfigError, match=r"unknown key mcpsync\.approval\.x"):
-        approver_from_config({"x": 1}, SOURCE, key="mcpsync.approval")
+    with pytest.raises(ConfigError, match=r"unknown key gateway\.approval\.x"):
+        approver_from_config({"x": 1}, SOURCE, key="gateway.approval")

@@ -13,7 +13,13 @@ from typing import Any
 
 import pytest
 
-from mcpsync.gateway._guard._approval import ApprovalDesk, HeldCall, Verdict, call_digest
+from mcpsync.gateway._guard._approval import (
+    ApprovalDesk,
+    HeldCall,
+    Verdict,
+    call_digest,
+    from_policy_callback,
+)
 
 RULE = "approval[files__delete*]"
 
@@ -231,3 +237,17 @@ def test_bad_settings_are_refused() -> None:
         ApprovalDesk(None, hold_seconds=0)
     with pytest.raises(ValueError, match="max_held"):
         ApprovalDesk(None, max_held=0)
+
+
+def test_a_policy_style_callback_decides_with_upstream_tool_and_arguments() -> None:
+    seen: list[tuple[str, str, dict[str, Any]]] = []
+
+    def approve(server: str, tool: str, args: dict[str, Any]) -> bool:
+        seen.append((server, tool, args))
+        return args.get("path") == "ok"
+
+    with ApprovalDesk(from_policy_callback(approve)) as desk:
+        yes = submit(desk, HeldCall.of("files", "delete", {"path": "ok"})).wait()[0]
+        no = submit(desk, HeldCall.of("files", "delete", {"path": "no"})).wait()[0]
+    assert yes.approved and not no.approved
+    assert seen == [("files", "delete", {"path": "ok"}), ("files", "delete", {"path": "no"})]

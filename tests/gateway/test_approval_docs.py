@@ -34,7 +34,7 @@ def test_the_python_examples_run(tmp_path: Path) -> None:
 
 def test_the_config_examples_are_accepted_and_the_summary_matches() -> None:
     blocks = [json.loads(b) for b in _JSON.findall(PAGE.read_text(encoding="utf-8"))]
-    sections = [b["approval"] for b in blocks if "approval" in b]
+    sections = [b["mcpsync"]["approval"] for b in blocks if "mcpsync" in b]
     assert len(sections) >= 4
     kinds = set()
     for section in sections:
@@ -44,6 +44,6 @@ def test_the_config_examples_are_accepted_and_the_summary_matches() -> None:
         approver = approver_from_config(section, str(PAGE))
         kinds.add(type(approver).__name__)
     assert kinds == {"TtyApprover", "WebApprover", "CommandApprover"}
-    shown = [b for b in blocks if "approval" not in b]
+    shown = [b for b in blocks if "mcpsync" not in b]
     assert len(shown) == 1
     assert set(shown[0]) == set(summary(HeldCall.of("files", "delete", {})))

@@ -382,7 +382,7 @@ class ApprovalDesk:
 
 
 def approver_from_config(section: Mapping[str, Any], source: str, *,
-                         key: str = "approval") -> Approver | None:
+                         key: str = "mcpsync.approval") -> Approver | None:
     """The approver the command's config asks for (tty, web page, command hook), or
     ``None`` when it names none. ``section`` is the config's ``approval`` object, ``source``
     the file it came from and ``key`` its path there, both for the error messages; unknown
@@ -392,7 +392,7 @@ def approver_from_config(section: Mapping[str, Any], source: str, *,
 
 
 def desk_from_config(section: Mapping[str, Any], source: str, *,
-                     key: str = "approval") -> ApprovalDesk:
+                     key: str = "mcpsync.approval") -> ApprovalDesk:
     """The desk the config's ``approval`` object describes: its approver, ``hold_seconds``
     and ``max_held``."""
     from mcpsync.gateway._guard._approvers._config import desk_settings

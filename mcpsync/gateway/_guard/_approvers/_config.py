@@ -1,4 +1,4 @@
-"""The ``approval`` object of the gateway command's config, read strictly.
+"""The ``approval`` object of the gateway command's config (``mcpsync.approval``), read strictly.
 
 A typo in a security setting must not be ignored: ``"aprover": "tty"`` silently meaning
 "no approver" would refuse every held call, and ``"hold_second": 600`` silently meaning 25
@@ -50,7 +50,7 @@ def _kind(value: object) -> str:
 
 
 def desk_settings(section: Mapping[str, Any], source: str, *,
-                  key: str = "approval") -> tuple[float, int]:
+                  key: str = "mcpsync.approval") -> tuple[float, int]:
     """``(hold_seconds, max_held)`` from the section (25 and 16 when absent)."""
     section = _mapping(section, source, key)
     _keys(section, _SECTION_KEYS, source, key)
@@ -66,7 +66,7 @@ def desk_settings(section: Mapping[str, Any], source: str, *,
 
 
 def approver_from_config(section: Mapping[str, Any], source: str, *,
-                         key: str = "approval") -> ApproverBase | None:
+                         key: str = "mcpsync.approval") -> ApproverBase | None:
     """The approver ``section["approver"]`` names, unstarted, or ``None`` without one."""
     desk_settings(section, source, key=key)   # the other keys are checked even when unused
     spec = section.get("approver")
