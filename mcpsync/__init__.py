@@ -94,7 +94,7 @@ if TYPE_CHECKING:
         Manager as Manager,
         Notification as Notification,
     )
-    from mcpsync.policy import Policy as Policy
+    from mcpsync.policy import ArgumentRule as ArgumentRule, Budget as Budget, Policy as Policy
     from mcpsync.secrets import SecretResolver as SecretResolver, render_secret as render_secret
     from mcpsync.server import Context as Context, Server as Server
     from mcpsync.session._future import RequestFuture as RequestFuture
@@ -159,6 +159,8 @@ _PUBLIC: dict[str, str] = {
     "ManagedTool": "mcpsync.manager",
     "Manager": "mcpsync.manager",
     "Notification": "mcpsync.manager",
+    "ArgumentRule": "mcpsync.policy",
+    "Budget": "mcpsync.policy",
     "Policy": "mcpsync.policy",
     "SecretResolver": "mcpsync.secrets",
     "render_secret": "mcpsync.secrets",

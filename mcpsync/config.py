@@ -178,7 +178,8 @@ class ServerConfig:
       honoured by the :class:`~mcpsync.Manager`.
     - ``disabled``: ``Manager.start_all()`` skips this server (``start_server`` still starts
       it). ``gateway``: the server is an MCP gateway, so its error codes -32010…-32012 are
-      policy refusals (``docs/manager.md``).
+      policy refusals, raised by ``Client.call_tool`` and the Manager as ``PolicyDenied``,
+      ``ApprovalRejected`` and ``BudgetExceeded`` (``docs/gateway-guard.md``).
     - ``extra``: keys of a config file that mcpsync does not know, kept as read (ignored).
 
     ``repr()`` shows the keys of ``env`` and ``headers``, never their values.

@@ -422,6 +422,17 @@ class ApprovalRejected(PolicyRefused):
 
 
 class BudgetExceeded(PolicyRefused):
-    """The call budget of the server or tool is spent (gateway code -32012)."""
+    """A budget of the server, tool or caller is spent (gateway code -32012).
+
+    ``retry_after``: seconds until the budget's window resets, or None when it does not
+    reset by itself (or the gateway did not say).
+    """
 
     gateway_code = _codes.BUDGET_EXCEEDED
+
+    def __init__(self, message: str = "", *, tool: str = "", rule: str = "",
+                 local: bool = True, server: str | None = None, method: str | None = None,
+                 retry_after: float | None = None) -> None:
+        super().__init__(message, tool=tool, rule=rule, local=local, server=server,
+                         method=method)
+        self.retry_after = retry_after

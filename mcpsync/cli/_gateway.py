@@ -7,12 +7,25 @@ stdout carries MCP frames only (see ``docs/gateway.md``).
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from mcpsync.cli._context import _Context
 from mcpsync.cli._errors import EXIT_USAGE, CLIError
 from mcpsync.cli._output import _Outcome
 
-__all__ = ["_cmd_gateway"]
+__all__ = ["_cmd_gateway", "guard_options"]
+
+
+def guard_options(path: str) -> dict[str, Any]:
+    """The policy, approver and hold time the config file's ``mcpsync`` key asks for."""
+    from mcpsync.gateway._guard import read_guard_settings
+    from mcpsync.gateway._guard._hooks import approver_from_settings
+
+    settings = read_guard_settings(path)
+    if settings.policy is None:
+        return {}
+    return {"policy": settings.policy, "hold_seconds": settings.hold_seconds,
+            "approver": approver_from_settings(settings)}
 
 
 def _cmd_gateway(args: argparse.Namespace, ctx: _Context) -> _Outcome:
@@ -30,7 +43,7 @@ def _cmd_gateway(args: argparse.Namespace, ctx: _Context) -> _Outcome:
             raise CLIError(f"cannot write the gateway log {args.log!r}: {exc.strerror or exc} "
                            "(choose a file in a directory you own)", EXIT_USAGE) from None
     try:
-        gateway = Gateway(ctx.config, inspector=inspector)
+        gateway = Gateway(ctx.config, inspector=inspector, **guard_options(ctx.config))
     except BaseException:
         if inspector is not None:
             inspector.close()

@@ -79,6 +79,7 @@ from mcpsync.errors import (
     UnsupportedInThisEra,
     UsedAfterFork,
 )
+from mcpsync.policy import gateway_refusal
 from mcpsync.protocol import (
     LOG_LEVELS,
     describe_call,
@@ -376,8 +377,15 @@ class Client(SessionLifecycle):
         except (RemoteError, ConnectionLost) as exc:
             call = self._tool_call(name, arguments, meta, timeout, progress,
                                    reset_timeout_on_progress, retry_on_drop, tasks)
-            result = run(call_flow(self, call, sent=Round(session, params, modern)), call,
-                         error=exc)
+            try:
+                result = run(call_flow(self, call, sent=Round(session, params, modern)), call,
+                             error=exc)
+            except RemoteError as failed:   # a gateway's refusal, for a gateway=True server
+                refusal = gateway_refusal(failed, self._name, name) \
+                    if self._config.gateway else None
+                if refusal is None:
+                    raise
+                raise refusal from failed
         else:
             if modern and type(result) is dict and (kind := result.get("resultType")) \
                     is not None and kind != "complete":

@@ -42,6 +42,7 @@ from mcpsync._threads import join_all
 from mcpsync.config import ServerConfig
 from mcpsync.config_files import load_config
 from mcpsync.errors import ConfigError
+from mcpsync.gateway._guard._hooks import GuardHooks
 from mcpsync.gateway._inspector import (
     GATEWAY_TO_HOST,
     GATEWAY_TO_UPSTREAM,
@@ -53,6 +54,7 @@ from mcpsync.gateway._multi import Aggregator
 from mcpsync.gateway._rawstdio import RawLines
 from mcpsync.gateway._upstream import MAX_INFLIGHT, Upstream, refuse_self_launch
 from mcpsync.jsonrpc import MAX_FRAME_BYTES, StreamError
+from mcpsync.policy import Policy
 
 __all__ = ["FrameObserver", "Gateway"]
 
@@ -83,12 +85,19 @@ class Gateway:
     server (see ``_multi``). ``on_frame`` observes every frame;
     ``inspector`` (an ``Inspector``) logs each one, redacted, as JSON lines, and is closed
     with the gateway.
+    ``policy`` (a :class:`~mcpsync.Policy`) guards the tool calls: denied tools are hidden
+    from lists and refused (-32010), spent budgets refused (-32012), calls that need approval
+    held until ``approver`` (default: the policy's ``approve``) decides, at most
+    ``hold_seconds`` (-32011 otherwise); see ``docs/gateway-guard.md``.
     Use :meth:`serve_stdio` to run it; :meth:`close` (or ``with``) stops the upstreams.
     """
 
     def __init__(self, config: str | os.PathLike[str] | Mapping[str, Any] | Sequence[ServerConfig],
                  *, on_frame: FrameObserver | None = None, inspector: Inspector | None = None,
-                 max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
+                 max_frame_bytes: int = MAX_FRAME_BYTES, policy: Policy | None = None,
+                 approver: object = None, hold_seconds: float = 25.0) -> None:
+        if policy is not None and not isinstance(policy, Policy):
+            raise TypeError(f"policy must be a Policy, got {type(policy).__name__}")
         configs, source = _load(config)
         configs = [c for c in configs if not c.disabled]
         if not configs:
@@ -107,6 +116,8 @@ class Gateway:
             raise ConfigError(f"{source}: two servers share one id; give each its own")
         # Several upstreams: one aggregated server (prefixed names, remapped ids).
         self._agg = Aggregator(self) if len(self._upstreams) > 1 else None
+        self._guard = None if policy is None else GuardHooks.make(
+            self, policy, approver=approver, hold_seconds=hold_seconds)
         self._s2c: dict[IdKey, Upstream] = {}   # server-to-client request id -> its upstream
         self._s2c_lock = threading.Lock()
         self._out_fd = -1
@@ -157,6 +168,8 @@ class Gateway:
             if self._closed:
                 return
             self._closed = True
+        if self._guard is not None:
+            self._guard.close()   # held calls are answered -32011 while the host listens
         with contextlib.suppress(OSError):
             os.write(self._wake_w, b"\0")
         deadline = time.monotonic() + _CLOSE_BUDGET
@@ -260,6 +273,8 @@ class Gateway:
             upstream = self._route_answer(envelope)
         else:
             upstream = self._route_request(envelope)
+            if self._guard is not None and self._guard.passthrough_request(envelope, upstream):
+                return
         self._record("to_upstream", upstream, envelope, None)
         upstream.submit(envelope)
 
@@ -317,6 +332,8 @@ class Gateway:
                 upstream.submit(parse_envelope(
                     f'{{"jsonrpc":"2.0","id":{envelope.id},"error":{body}}}'))
                 return
+        if self._guard is not None:
+            envelope = self._guard.answer_to_host(envelope)
         self._record("to_host", upstream, envelope, latency)
         self._write_host(envelope.to_bytes())
 

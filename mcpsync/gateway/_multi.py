@@ -140,6 +140,11 @@ class Aggregator:
         if method == "tools/call" or method == "prompts/get":
             table = self._tools if method == "tools/call" else self._prompts
             route, routed = table.route_params(params)
+            guard = self._gw._guard
+            if method == "tools/call" and guard is not None and guard.screen_call(
+                    env, route.upstream, route.name, routed,
+                    lambda: self._send(env, route.upstream, routed)):
+                return   # refused or held by the policy
             self._send(env, route.upstream, routed)
             return
         if method in _BY_URI:
@@ -332,7 +337,11 @@ class Aggregator:
             f'{{"jsonrpc":"2.0","id":{gather.host_id},"result":{text}}}'.encode())
 
     def _expose_tools(self, upstream: str, result: Any) -> Any:
-        return self._tools.expose_list(upstream, result, "tools")
+        exposed = self._tools.expose_list(upstream, result, "tools")
+        guard = self._gw._guard
+        if guard is None:
+            return exposed
+        return guard.filter_tools(upstream, exposed, self._tools.resolve)
 
     def _expose_prompts(self, upstream: str, result: Any) -> Any:
         return self._prompts.expose_list(upstream, result, "prompts")
@@ -346,6 +355,8 @@ class Aggregator:
             if not done:
                 return   # the host hears how its listen ended when every leg has
         frame = env.replace("id", call.host_id)
+        if call.method == "tools/call" and self._gw._guard is not None:
+            frame = self._gw._guard.answer_to_host(frame)   # the call's wall time
         if env.kind == "response":
             raw = env.raw("result") or "null"
             wrap = _WRAP_ANSWER.get(call.method)

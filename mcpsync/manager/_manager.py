@@ -17,11 +17,13 @@ import atexit
 import logging
 import os
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from mcpsync._budget_ledger import BudgetLedger
 from mcpsync._display import DisplayList
 from mcpsync._secret_dirs import sweep as sweep_secret_dirs
 from mcpsync._threads import run_parallel
@@ -54,7 +56,7 @@ from mcpsync.manager._types import (
     split_thread_server_id,
     thread_server_id,
 )
-from mcpsync.policy import BudgetCounter, Policy, check_call, gateway_refusal
+from mcpsync.policy import Policy, check_call, finish_call, gateway_refusal
 from mcpsync.secrets import SecretResolver
 from mcpsync.types import (
     CallToolResult,
@@ -138,7 +140,7 @@ class Manager:
         self._lock = threading.RLock()
         self._resolver = secret_resolver
         self._policy = policy
-        self._budget = BudgetCounter()
+        self._budget = BudgetLedger()
         self._max_starts = max_parallel_starts
         self._configs = stored
         self._options = options
@@ -572,11 +574,14 @@ class Manager:
         check_progress(progress, f"calling tool {name!r} on server {server_id!r}")
         entry = self._entry(server_id)   # an unknown id fails before the policy runs
         policy = self._policy
+        decision = None
         if policy is not None:
-            check_call(policy, self._budget, server_id, name, args if args is not None else {})
+            decision = check_call(policy, self._budget, server_id, name,
+                                  args if args is not None else {})
             # Looked up again: approve() may have waited for a human while the server was
             # restarted, and the call goes to the one running now.
             entry = self._entry(server_id)
+        started = time.monotonic()
         try:
             return entry.client.call_tool(name, args, timeout=timeout, progress=progress,
                                           task_timeout=task_timeout)
@@ -586,6 +591,9 @@ class Manager:
                 if refusal is not None:
                     raise refusal from exc
             raise
+        finally:
+            if decision is not None:   # wall-time budgets count the call's duration
+                finish_call(self._budget, decision, time.monotonic() - started)
 
     # -- prompts and resources -------------------------------------------------------------
 

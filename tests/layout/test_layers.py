@@ -32,6 +32,7 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
          "mcpsync.config",
          "mcpsync.config_files", "mcpsync._urls", "mcpsync._origin", "mcpsync._names",
          "mcpsync._threads", "mcpsync.secrets", "mcpsync._secret_dirs", "mcpsync.policy",
+         "mcpsync._budget_ledger",
          "mcpsync.auth_hooks", "mcpsync._config_oauth", "mcpsync._mcpauth_import",
          "mcpsync._display", "mcpsync._printable")),
     (2, ("mcpsync.protocol",)),

@@ -74,7 +74,8 @@ PUBLIC: dict[str, list[str]] = {
         "ManagedTool", "Manager", "Notification", "split_thread_server_id", "thread_server_id",
     ],
     "mcpsync.policy": [
-        "Policy", "check_call", "gateway_refusal",
+        "ArgumentRule", "Budget", "Decision", "Policy", "check_call", "decide", "finish_call",
+        "gateway_refusal", "tool_matches",
     ],
     "mcpsync.protocol": [
         "LATEST_LEGACY", "LATEST_MODERN", "LEGACY_VERSIONS", "LOG_LEVELS",

@@ -64,7 +64,7 @@ EXTRA_KWARGS: dict[str, dict[str, Any]] = {
     "PolicyRefused": {"tool": "t", "rule": "allow", "local": False},
     "PolicyDenied": {"tool": "t", "rule": "allow"},
     "ApprovalRejected": {"tool": "t", "rule": "approve"},
-    "BudgetExceeded": {"tool": "t", "rule": "budget s/t=3"},
+    "BudgetExceeded": {"tool": "t", "rule": "budget s/t=3", "retry_after": 1.5},
 }
 
 
