@@ -31,8 +31,8 @@ def test_each_approver_kind() -> None:
     assert isinstance(hook, CommandApprover)
 
 
-def test_the_desk_takes_hold_seconds_and_max_held() -> None:
-    desk = desk_from_config({"hold_seconds": 7.5, "max_held": 3}, SOURCE)
+def test_the_desk_takes_hold_seconds() -> None:
+    desk = desk_from_config({"hold_seconds": 7.5}, SOURCE)
     assert desk.hold_seconds == 7.5
     desk.close()
     default = desk_from_config({}, SOURCE)
@@ -65,7 +65,7 @@ def test_the_desk_takes_hold_seconds_and_max_held() -> None:
     ({"hold_seconds": "25"}, "mcpsync.approval.hold_seconds must be a number"),
     ({"hold_seconds": 0}, "mcpsync.approval.hold_seconds must be a number"),
     ({"hold_seconds": True}, "mcpsync.approval.hold_seconds must be a number"),
-    ({"max_held": 2.5}, "mcpsync.approval.max_held must be a whole number"),
+    ({"max_held": 2}, "unknown key mcpsync.approval.max_held"),
     ([], "mcpsync.approval must be an object"),
 ])
 def test_bad_sections_name_the_file_and_key(section: Any, message: str) -> None:
@@ -78,3 +78,15 @@ def test_bad_sections_name_the_file_and_key(section: Any, message: str) -> None:
 def test_the_key_path_can_be_given() -> None:
     with pytest.raises(ConfigError, match=r"unknown key gateway\.approval\.x"):
         approver_from_config({"x": 1}, SOURCE, key="gateway.approval")
+
+
+def test_a_tty_approver_without_a_terminal_fails_at_start_naming_file_and_key() -> None:
+    from mcpsync.gateway import ApprovalDesk
+
+    approver = approver_from_config({"approver": {"tty": {"path": "/nonexistent/tty"}}},
+                                    SOURCE)
+    with pytest.raises(ConfigError) as info:
+        ApprovalDesk(approver)
+    assert str(info.value).startswith(f"{SOURCE}: mcpsync.approval.approver asks for the "
+                                      f"terminal, but the tty approver cannot open "
+                                      f"/nonexistent/tty")

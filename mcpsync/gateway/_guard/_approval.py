@@ -393,9 +393,8 @@ def approver_from_config(section: Mapping[str, Any], source: str, *,
 
 def desk_from_config(section: Mapping[str, Any], source: str, *,
                      key: str = "mcpsync.approval") -> ApprovalDesk:
-    """The desk the config's ``approval`` object describes: its approver, ``hold_seconds``
-    and ``max_held``."""
+    """The desk the config's ``approval`` object describes: its approver and
+    ``hold_seconds``."""
     from mcpsync.gateway._guard._approvers._config import desk_settings
     approver = approver_from_config(section, source, key=key)
-    hold, max_held = desk_settings(section, source, key=key)
-    return ApprovalDesk(approver, hold_seconds=hold, max_held=max_held)
+    return ApprovalDesk(approver, hold_seconds=desk_settings(section, source, key=key))

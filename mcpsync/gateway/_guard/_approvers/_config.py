@@ -5,7 +5,7 @@ A typo in a security setting must not be ignored: ``"aprover": "tty"`` silently 
 would surprise in the other direction. So every key is known, every value has its type, and
 an error names the file and the key path and says what is accepted::
 
-    "approval": {"approver": "tty", "hold_seconds": 25, "max_held": 16}
+    "approval": {"approver": "tty", "hold_seconds": 25}
     "approval": {"approver": {"tty": {"path": "/dev/tty"}}}
     "approval": {"approver": {"web": {"port": 8765}}}           (host: loopback only)
     "approval": {"approver": {"command": ["/usr/local/bin/approve", "--team", "ops"],
@@ -26,7 +26,7 @@ from mcpsync.gateway._guard._approvers._web import LOOPBACK_HOSTS, WebApprover
 
 __all__ = ["approver_from_config", "desk_settings"]
 
-_SECTION_KEYS: Final = ("approver", "hold_seconds", "max_held")
+_SECTION_KEYS: Final = ("approver", "hold_seconds")
 _KINDS: Final = {"tty": ("path",), "web": ("host", "port"), "command": ("command", "env")}
 
 
@@ -50,19 +50,15 @@ def _kind(value: object) -> str:
 
 
 def desk_settings(section: Mapping[str, Any], source: str, *,
-                  key: str = "mcpsync.approval") -> tuple[float, int]:
-    """``(hold_seconds, max_held)`` from the section (25 and 16 when absent)."""
+                  key: str = "mcpsync.approval") -> float:
+    """``hold_seconds`` from the section (25 when absent), the other keys checked."""
     section = _mapping(section, source, key)
     _keys(section, _SECTION_KEYS, source, key)
     hold = section.get("hold_seconds", 25)
     if isinstance(hold, bool) or not isinstance(hold, (int, float)) or not 0 < hold <= 3600:
         raise ConfigError(f"{source}: {key}.hold_seconds must be a number of seconds above 0 "
                           f"and at most 3600, not {hold!r}")
-    max_held = section.get("max_held", 16)
-    if isinstance(max_held, bool) or not isinstance(max_held, int) or not 0 < max_held <= 1024:
-        raise ConfigError(f"{source}: {key}.max_held must be a whole number from 1 to 1024, "
-                          f"not {max_held!r}")
-    return float(hold), max_held
+    return float(hold)
 
 
 def approver_from_config(section: Mapping[str, Any], source: str, *,
@@ -83,7 +79,7 @@ def approver_from_config(section: Mapping[str, Any], source: str, *,
         if spec == "command":
             raise ConfigError(f"{source}: {where} 'command' needs the command: write "
                               f"{{'command': ['/path/to/hook']}}")
-        return TtyApprover()
+        return TtyApprover(origin=f"{source}: {where}")
     spec = _mapping(spec, source, where)
     kinds = [k for k in spec if k in _KINDS]
     if len(kinds) != 1:
@@ -100,7 +96,7 @@ def approver_from_config(section: Mapping[str, Any], source: str, *,
         path = settings.get("path", "/dev/tty")
         if not isinstance(path, str) or not path:
             raise ConfigError(f"{source}: {where}.tty.path must be a path, not {path!r}")
-        return TtyApprover(path)
+        return TtyApprover(path, origin=f"{source}: {where}")
     host = settings.get("host", "127.0.0.1")
     if host not in LOOPBACK_HOSTS:
         raise ConfigError(f"{source}: {where}.web.host must be a loopback address "

@@ -20,6 +20,7 @@ import termios
 import threading
 from typing import Final
 
+from mcpsync.errors import ConfigError
 from mcpsync.gateway._guard._approval import ApproverBase, HeldCall, Verdict
 from mcpsync.gateway._guard._approvers._summary import summary_lines
 
@@ -32,8 +33,9 @@ _MAX_LINE: Final = 256
 class TtyApprover(ApproverBase):
     """Asks on the terminal ``path`` (``/dev/tty`` by default; tests hand in a pty)."""
 
-    def __init__(self, path: str = "/dev/tty") -> None:
+    def __init__(self, path: str = "/dev/tty", *, origin: str = "") -> None:
         self._path = path
+        self._origin = origin   # "FILE: KEY" when built from a config file, for start()'s error
         self.label = f"on {path}"
         self._turn = threading.Lock()           # one question on the screen at a time
         self._lock = threading.Lock()
@@ -45,17 +47,24 @@ class TtyApprover(ApproverBase):
         return f"<TtyApprover {self._path}>"
 
     def start(self) -> None:
-        """Checks the terminal opens now, so a gateway without one fails at start-up."""
-        fd = self._open()
+        """Checks the terminal opens now, so a gateway without one fails at start-up (with a
+        ``ConfigError`` naming the config file and key when it came from one)."""
+        try:
+            fd = self._open()
+        except OSError as exc:
+            if self._origin:
+                raise ConfigError(f"{self._origin} asks for the terminal, but {exc.strerror}"
+                                  ) from None
+            raise
         os.close(fd)
 
     def _open(self) -> int:
         try:
             return os.open(self._path, os.O_RDWR | os.O_NOCTTY)
         except OSError as exc:
-            raise OSError(exc.errno, f"the tty approver cannot open {self._path}: "
-                                     f"{exc.strerror}; a gateway without a terminal needs the "
-                                     f"web or command approver") from None
+            raise OSError(exc.errno, f"the tty approver cannot open {self._path} "
+                                     f"({exc.strerror}); a gateway without a terminal needs "
+                                     f"the web or command approver") from None
 
     def _gone(self, call: HeldCall) -> bool:
         with self._lock:
