@@ -251,3 +251,10 @@ def test_a_policy_style_callback_decides_with_upstream_tool_and_arguments() -> N
         no = submit(desk, HeldCall.of("files", "delete", {"path": "no"})).wait()[0]
     assert yes.approved and not no.approved
     assert seen == [("files", "delete", {"path": "ok"}), ("files", "delete", {"path": "no"})]
+
+
+def test_a_held_calls_repr_names_the_arguments_without_their_values() -> None:
+    call = HeldCall.of("files", "login", {"user": "ann", "password": "hunter2"})
+    text = repr(call)
+    assert "hunter2" not in text and "ann" not in text
+    assert "password" in text and "'files'" in text and call.digest[:12] in text

@@ -2,7 +2,7 @@
 with the config's ``mcpsync.approval`` naming the web page or a command hook.
 
 Seen through the command: the page's secret address on stderr and never on stdout, a held
-call released by a POST from the page, the same arguments held again as a new ticket, the
+call's progress on the host's token every 5 s, the call released by a POST from the page, the same arguments held again as a new ticket, the
 first approval replayed (409, nothing released), a rejection and a timeout answered -32011
 with the approver's reason in ``error.data``; and our Manager as the host, hearing the hook's
 rejection as ``ApprovalRejected`` while its session goes on.
@@ -82,10 +82,17 @@ def test_the_web_page_approves_and_rejects_calls_held_by_the_command(tmp_path: P
         stdout.append(host.recv())
         host.send('{"jsonrpc":"2.0","method":"notifications/initialized"}')
 
+        started = time.monotonic()
         host.send(_call(1, {"a": 2, "b": 3}, token="t1"))
         (first,) = _held(url, 1)
         assert (first["upstream"], first["tool"]) == ("demo", "add")
         assert first["digest"] == call_digest("demo", "add", {"a": 2, "b": 3})
+        progress = json.loads(host.recv())     # the desk's first beat, after 5 s
+        stdout.append(json.dumps(progress).encode())
+        assert progress["method"] == "notifications/progress"
+        assert progress["params"]["progressToken"] == "t1"
+        assert "waiting for approval of demo/add" in progress["params"]["message"]
+        assert 4.9 < time.monotonic() - started < 15
         approve = {k: first[k] for k in ("ticket", "digest", "csrf")} | {"decision": "approve"}
         assert requests.post(url + "decide", data=approve, timeout=5).status_code == 200
         answer = _answer(host, 1, stdout)

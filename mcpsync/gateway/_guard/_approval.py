@@ -76,7 +76,7 @@ def _new_ticket() -> str:
     return secrets.token_hex(8)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class HeldCall:
     """One tool call waiting for approval."""
 
@@ -87,6 +87,12 @@ class HeldCall:
     caller: str            #: who called (the budget key), shown in the approver's summary
     #: this held call's own random id: two calls with equal digests are two tickets
     ticket: str = field(default_factory=_new_ticket)
+
+    def __repr__(self) -> str:
+        # argument values may hold secrets and reprs end up in logs: names only
+        names = ", ".join(sorted(map(str, self.arguments)))
+        return (f"HeldCall({self.upstream!r}, {self.tool!r}, arguments=[{names}], "
+                f"digest={self.digest[:12]}..., caller={self.caller!r}, ticket={self.ticket})")
 
     @classmethod
     def of(cls, upstream: str, tool: str, arguments: Mapping[str, Any],
