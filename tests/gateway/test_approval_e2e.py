@@ -2,10 +2,11 @@
 with the config's ``mcpsync.approval`` naming the web page or a command hook.
 
 Seen through the command: the page's secret address on stderr and never on stdout, a held
-call's progress on the host's token every 5 s, the call released by a POST from the page, the same arguments held again as a new ticket, the
-first approval replayed (409, nothing released), a rejection and a timeout answered -32011
-with the approver's reason in ``error.data``; and our Manager as the host, hearing the hook's
-rejection as ``ApprovalRejected`` while its session goes on.
+call's progress on the host's token every 5 s, the call released by a POST from the page,
+the same arguments held again as a new ticket, the first approval replayed (409, nothing
+released), a rejection and a timeout answered -32011 with the approver's reason in
+``error.data``; and our Manager as the host, hearing the hook's rejection as
+``ApprovalRejected`` while its session goes on.
 """
 
 from __future__ import annotations
