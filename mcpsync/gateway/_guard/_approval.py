@@ -267,8 +267,9 @@ class ApprovalDesk:
                 while len(self._seen) > _SEEN_MAX:
                     self._seen.popitem(last=False)
                 self._threads = [t for t in self._threads if t.is_alive()]
-                self._threads.append(spawn(f"mcpsync-gateway-approval-{ticket.number}",
-                                           self._hold_call, ticket))
+                name = f"mcpsync-gateway-approval-{ticket.number}"
+                self._threads += [spawn(name, self._hold_call, ticket),
+                                  spawn(f"{name}-ask", self._ask, ticket)]
         if refusal:
             on_done(self._refusal(call, rule, refusal))
 
@@ -279,9 +280,6 @@ class ApprovalDesk:
     # --- the hold thread --------------------------------------------------------------------
 
     def _hold_call(self, ticket: _Ticket) -> None:
-        asker = spawn(f"mcpsync-gateway-approval-{ticket.number}-ask", self._ask, ticket)
-        with self._lock:
-            self._threads.append(asker)
         verdict = self._refusal(ticket.call, ticket.rule, "the approval hold failed")
         try:
             deadline = ticket.started + self._hold
