@@ -8,5 +8,13 @@ See ``docs/gateway.md``. The library face is :class:`Gateway`; the command is
 from __future__ import annotations
 
 from mcpsync.gateway._gateway import FrameObserver as FrameObserver, Gateway as Gateway
+from mcpsync.gateway._guard._approval import (
+    ApprovalDesk as ApprovalDesk,
+    HeldCall as HeldCall,
+    Verdict as Verdict,
+    approver_from_config as approver_from_config,
+    call_digest as call_digest,
+)
 
-__all__ = ["FrameObserver", "Gateway"]
+__all__ = ["ApprovalDesk", "FrameObserver", "Gateway", "HeldCall", "Verdict",
+           "approver_from_config", "call_digest"]
