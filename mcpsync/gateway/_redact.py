@@ -53,7 +53,7 @@ _VALUE_PATTERNS: Final = (
     # change in it ("Basic usage" in prose is not one)
     r"\b(?i:bearer|basic|dpop)\s+(?=[A-Za-z0-9\-._~+/]*(?:[0-9=+/._~-]|[a-z][A-Za-z]*[A-Z]))"
     r"[A-Za-z0-9\-._~+/]{8,}=*",
-    r"\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*",
+    r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*",
     r"\bsk-[A-Za-z0-9_-]{16,}",
     r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})",
     r"\bxox[abprse]-[A-Za-z0-9-]{10,}",
@@ -63,12 +63,15 @@ _VALUE_PATTERNS: Final = (
 )
 
 # ``name=value``, ``name: value``, ``"name": "value"``: the name is checked by _secret_name.
+# The look-behinds here and in _USERINFO make a name start only where a run of name
+# characters starts: without them, every position inside a long run (a base64 blob in a tool
+# result) was tried and backtracked over the rest of it, quadratic in the run's length.
 _PAIR: Final = re.compile(
-    r"""(?P<name>[A-Za-z][A-Za-z0-9_.\-]*)(?P<q>["']?)(?P<sep>\s*[:=]\s*)"""
+    r"""(?<![A-Za-z0-9_.\-])(?P<name>[A-Za-z][A-Za-z0-9_.\-]*)(?P<q>["']?)(?P<sep>\s*[:=]\s*)"""
     r"""(?:"(?P<dq>(?:[^"\\]|\\.)*)"|'(?P<sq>[^']*)'|(?P<bare>(?:(?i:bearer|basic|dpop|token)\s+)?[^\s"'&,;#}\]]+))""")
 
 # Passwords in a URL's user info: scheme://user:password@host
-_USERINFO: Final = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@]*:)[^/\s@]+@")
+_USERINFO: Final = re.compile(r"(?<![A-Za-z0-9+.\-])(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@]*:)[^/\s@]+@")
 
 # Candidates for the entropy check: runs of the base64url alphabet ('/' and '.' split runs so
 # paths and dotted names are judged piece by piece; '=' only as padding, so ``code=...`` keeps

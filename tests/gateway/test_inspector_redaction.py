@@ -151,3 +151,24 @@ def test_what_text_is_kept_and_what_is_replaced(text: str, expected: str) -> Non
 
 def test_the_redactor_repr_holds_no_rule_text() -> None:
     assert "EMP" not in repr(Redactor(extra_patterns=[r"EMP-\d+"]))
+
+
+# Shapes that made the patterns backtrack over a whole run from every position in it (a
+# 200 KB value took minutes): a long run of name characters, dashes making word boundaries
+# inside a base64url run, scheme-like prefixes. Each is 200 KB; linear work is a few
+# hundredths of a second, so the timeout only catches the quadratic kind.
+_HOSTILE = {
+    "one letter": "a" * 200_000,
+    "a name without its '='": "x" * 200_000 + "=1",
+    "no '://' after a scheme": "http" * 50_000,
+    "JWT heads split by dashes": "eyJa-" * 40_000,
+    "base64": base64.b64encode(bytes(range(256)) * 600).decode(),
+}
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("shape", sorted(_HOSTILE))
+def test_redaction_of_a_long_value_is_not_quadratic(shape: str) -> None:
+    text = _HOSTILE[shape]
+    out = Redactor().text(text)
+    assert len(out) <= len(text) + len(REDACTED)
