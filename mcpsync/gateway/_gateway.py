@@ -51,8 +51,10 @@ from mcpsync.gateway._inspector import (
 )
 from mcpsync.gateway._multi import Aggregator
 from mcpsync.gateway._rawstdio import RawLines
+from mcpsync.gateway._secretdir import check_secrets
 from mcpsync.gateway._upstream import MAX_INFLIGHT, Upstream, refuse_self_launch
 from mcpsync.jsonrpc import MAX_FRAME_BYTES, StreamError
+from mcpsync.secrets import SecretResolver
 
 __all__ = ["FrameObserver", "Gateway"]
 
@@ -82,13 +84,15 @@ class Gateway:
     (``ConfigError``). One upstream is a pass-through; several are served as one aggregated
     server (see ``_multi``). ``on_frame`` observes every frame;
     ``inspector`` (an ``Inspector``) logs each one, redacted, as JSON lines, and is closed
-    with the gateway.
+    with the gateway. ``secret_resolver`` resolves an entry's ``secret_ref`` for each spawn of
+    a stdio upstream, as the Manager's does (a fresh 0600 file filling ``{{secret_file}}``).
     Use :meth:`serve_stdio` to run it; :meth:`close` (or ``with``) stops the upstreams.
     """
 
     def __init__(self, config: str | os.PathLike[str] | Mapping[str, Any] | Sequence[ServerConfig],
                  *, on_frame: FrameObserver | None = None, inspector: Inspector | None = None,
-                 max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
+                 max_frame_bytes: int = MAX_FRAME_BYTES,
+                 secret_resolver: SecretResolver | None = None) -> None:
         configs, source = _load(config)
         configs = [c for c in configs if not c.disabled]
         if not configs:
@@ -96,12 +100,14 @@ class Gateway:
                               "(add an entry under mcpServers)")
         for each in configs:
             refuse_self_launch(each, source)
+            check_secrets(each, secret_resolver, source)
         self.on_frame = on_frame
         self.inspector = inspector
         self._max_frame = max_frame_bytes
         self._upstreams = [Upstream(c, on_line=self._from_upstream, on_down=self._upstream_down,
                                     on_refused=self._refuse, on_failed=self._call_failed,
-                                    max_frame_bytes=max_frame_bytes) for c in configs]
+                                    max_frame_bytes=max_frame_bytes,
+                                    secret_resolver=secret_resolver) for c in configs]
         self._by_id = {u.id: u for u in self._upstreams}
         if len(self._by_id) != len(self._upstreams):
             raise ConfigError(f"{source}: two servers share one id; give each its own")
