@@ -28,7 +28,13 @@ from mcpsync.config import ServerConfig
 from mcpsync.errors import MCPError
 from mcpsync.gateway._rawstdio import RawStdioTransport
 from mcpsync.jsonrpc import MAX_FRAME_BYTES, Batch, Message, ParseError, serialize
-from mcpsync.secrets import SecretFile, SecretResolver, apply_placeholders, write_secret_file
+from mcpsync.secrets import (
+    SecretFile,
+    SecretResolver,
+    apply_header_secrets,
+    apply_placeholders,
+    write_secret_file,
+)
 from mcpsync.transport.base import CallFailed, WriteTimedOut
 
 __all__ = ["Conn", "HttpConn", "StdioConn", "open_conn"]
@@ -155,10 +161,14 @@ class StdioConn(Conn):
 class HttpConn(Conn):
     """A Streamable HTTP server (or a 2024-11-05 HTTP+SSE one), through our HTTP transport."""
 
-    def __init__(self, config: ServerConfig, name: str, max_frame_bytes: int) -> None:
+    def __init__(self, config: ServerConfig, name: str, max_frame_bytes: int,
+                 secret_resolver: SecretResolver | None = None) -> None:
         from mcpsync.auth_hooks import make_auth
         from mcpsync.transport.http import HttpTransport
 
+        if config.secret_ref and secret_resolver is not None:
+            # As the Manager does: {{secret:KEY}} in a header, resolved for each connection.
+            config = apply_header_secrets(config, secret_resolver)
         assert config.url is not None
         self._name = name
         self._transport = HttpTransport(
@@ -224,5 +234,5 @@ def open_conn(config: ServerConfig, name: str, on_stderr: Callable[[str], None],
     """The connection for ``config``: HTTP for a URL, stdio for a command (with its secret
     file when it has a ``secret_ref``)."""
     if config.is_http:
-        return HttpConn(config, name, max_frame_bytes)
+        return HttpConn(config, name, max_frame_bytes, secret_resolver)
     return StdioConn(config, name, on_stderr, max_frame_bytes, secret_resolver)

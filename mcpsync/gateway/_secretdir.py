@@ -96,7 +96,7 @@ def check_secrets(config: ServerConfig, resolver: SecretResolver | None, source:
     """The Manager's checks of an entry's secret settings, before anything starts, worded
     for the gateway when there is no resolver; with a :class:`DirectorySecrets`, the entry's
     file is checked too."""
-    if config.secret_ref and not config.is_http and resolver is None:
+    if config.secret_ref and resolver is None:
         raise ConfigError(f"{source}: server {config.display_name!r} has secret_ref "
                           f"{config.secret_ref!r} but the gateway has no secrets: start it "
                           "with --secrets-dir DIR (or Gateway(..., secret_resolver=...))",

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from http_peers.fault_server import FaultServer
 
 import mcpsync
 from mcpsync.config import ServerConfig
@@ -104,6 +105,32 @@ def test_a_stdio_upstream_gets_its_secret_file_and_nothing_leaks(tmp_path: Path)
     assert list(runtime.iterdir()) == []
 
 
+@pytest.mark.timeout(60)
+def test_an_http_upstream_gets_its_secret_in_a_header(tmp_path: Path,
+                                                      fault_server: FaultServer) -> None:
+    value = "sk-" + secrets.token_urlsafe(24)
+    fault_server.faults.require_authorization = f"Bearer {value}"   # 401 otherwise
+    directory = _secrets_dir(tmp_path, value)
+    config = tmp_path / "gateway.json"
+    config.write_text(json.dumps({"mcpServers": {"web": {
+        "url": fault_server.url, "secret_ref": REF,
+        "headers": {"Authorization": "Bearer {{secret:API_KEY}}", "X-User": "{{secret:USER}}"}}}}))
+    log = tmp_path / "traffic.log"
+    argv = [sys.executable, "-m", "mcpsync", "gateway", "--config", str(config),
+            "--secrets-dir", str(directory), "--log", str(log), "--log-detail", "full"]
+    with mcpsync.connect(argv, era="legacy", timeout=20) as client:
+        assert client.call_tool("add", {"a": 1, "b": 2}).structured == {"sum": 3}
+        assert client.pid is not None
+        for name in ("cmdline", "environ"):
+            assert value not in _proc_text(client.pid, name)
+        stderr = client.stderr_tail()
+    calls = fault_server.rpc_requests("tools/call")
+    assert calls and calls[-1].header("Authorization") == f"Bearer {value}"
+    assert calls[-1].header("X-User") == "bot"
+    assert value not in stderr and value not in log.read_text()
+    assert '"add"' in log.read_text()
+
+
 def _gateway_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "mcpsync", "gateway", *args],
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
@@ -155,9 +182,9 @@ def test_entries_with_secret_ref_are_checked_before_anything_starts(tmp_path: Pa
              "env": {"SECRET_FILE": "{{secret_file}}"}}
     with pytest.raises(ConfigError, match="--secrets-dir"):
         Gateway({"mcpServers": {"peer": entry}})
-    # An HTTP entry gets no secret file (the Manager refuses it the same way): headers or
-    # oauth carry an HTTP server's credentials.
-    with pytest.raises(ConfigError, match="only for stdio servers"):
+    # An HTTP entry takes its secret in a header; with none that names a key, it is refused
+    # (as the Manager refuses it).
+    with pytest.raises(ConfigError, match="needs a header"):
         Gateway({"mcpServers": {"web": {"url": "http://127.0.0.1:9/mcp", "secret_ref": REF}}},
                 secret_resolver=resolver)
     with pytest.raises(ConfigError, match="no secret_ref"):
