@@ -20,7 +20,8 @@ the two runs must record the same checks with the same statuses (and the pass, o
 ``expected-failures.yml`` lists). The runs go three at a time on ``mcpsync-`` threads (each
 thread one suite subprocess, which starts Node, our client and, through the gateway, a gateway
 process); ``sse-retry`` runs alone afterwards, since it judges a reconnect window of a few
-hundred milliseconds. The 50 runs take about 45 s on two busy cores.
+hundred milliseconds. The 50 runs take about 45 s on two idle cores (about 90 s of CPU),
+120-140 s when the two cores are shared with five other test jobs.
 """
 
 from __future__ import annotations

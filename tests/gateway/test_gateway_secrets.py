@@ -106,6 +106,7 @@ def test_a_stdio_upstream_gets_its_secret_file_and_nothing_leaks(tmp_path: Path)
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="reads /proc (Linux)")
 def test_an_http_upstream_gets_its_secret_in_a_header(tmp_path: Path,
                                                       fault_server: FaultServer) -> None:
     value = "sk-" + secrets.token_urlsafe(24)
