@@ -34,9 +34,11 @@ __all__ = [
     "SECRET_FORMATS",
     "SecretFile",
     "SecretResolver",
+    "apply_header_secrets",
     "apply_placeholders",
     "check_secret_config",
     "render_secret",
+    "resolve_secret",
     "write_secret_file",
 ]
 
@@ -44,6 +46,8 @@ SECRET_FORMATS = ("env", "properties", "json")
 """The formats ``render_secret`` writes (``ServerConfig.secret_format``)."""
 
 SECRET_FILE_PLACEHOLDER = "{{secret_file}}"
+# An HTTP server has no file to read: a header value names a key of the secret instead.
+_HEADER_SECRET = re.compile(r"\{\{secret:([A-Za-z_][A-Za-z0-9_.-]*)\}\}")
 WORKTREE_ROOT_PLACEHOLDER = "{{worktree_root}}"
 
 # Shell variable names for env; .properties and JSON keys may also hold dots and dashes.
@@ -172,17 +176,23 @@ def check_secret_config(config: ServerConfig, resolver: SecretResolver | None) -
     """Check a config's secret settings before anything is spawned.
 
     Raises :class:`~mcpsync.errors.ConfigError` naming the server for an unknown
-    ``secret_format``, a ``secret_ref`` without a resolver, a ``{{secret_file}}`` placeholder
-    without a ``secret_ref``, and a ``secret_ref`` on an HTTP config (secret files are handed
-    to spawned processes only).
+    ``secret_format``, a ``secret_ref`` without a resolver, a ``{{secret_file}}`` or
+    ``{{secret:KEY}}`` placeholder without a ``secret_ref``, and a ``secret_ref`` on an HTTP
+    config none of whose headers takes a ``{{secret:KEY}}`` (a secret file is handed to a
+    spawned process only).
     """
     if config.secret_format not in SECRET_FORMATS:
         raise _config_error(config, f"unknown secret_format {config.secret_format!r} "
                                     f"(expected 'env', 'properties' or 'json')")
-    if config.secret_ref and config.is_http:
-        raise _config_error(config, "secret_ref is only for stdio servers (secret files are "
-                                    "handed to a spawned process); use headers or "
-                                    "authorization for an HTTP server")
+    in_headers = any(_HEADER_SECRET.search(v) for v in config.headers.values())
+    if config.secret_ref and config.is_http and not in_headers:
+        raise _config_error(config, "secret_ref on an HTTP server needs a header that takes "
+                                    "a key of the secret, as in \"Authorization\": \"Bearer "
+                                    "{{secret:TOKEN}}\" (secret files are only for a spawned "
+                                    "process)")
+    if in_headers and not config.secret_ref:
+        raise _config_error(config, "a header uses {{secret:...}} but the config has no "
+                                    "secret_ref")
     if config.secret_ref and resolver is None:
         raise _config_error(config, f"secret_ref {config.secret_ref!r} needs a secret "
                                     f"resolver (Manager(secret_resolver=...))")
@@ -266,6 +276,51 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
+def resolve_secret(config: ServerConfig, resolver: SecretResolver) -> Mapping[str, str]:
+    """``resolver.resolve(config.secret_ref)``, with its failure as a
+    :class:`~mcpsync.errors.SecretError` naming the server and the reference only."""
+    name = config.display_name
+    ref = config.secret_ref
+    try:
+        return resolver.resolve(ref)
+    except Exception as exc:
+        # The resolver's message may quote what it fetched (`int("s3cr3t")` does), and a
+        # chained cause would be printed with any traceback or logged exception: keep only
+        # its type.
+        raise SecretError(f"server {name!r}: resolving secret {ref!r} failed "
+                          f"({type(exc).__name__})", ref=ref, server=name) from None
+
+
+def apply_header_secrets(config: ServerConfig, resolver: SecretResolver) -> ServerConfig:
+    """Return an HTTP ``config`` whose ``{{secret:KEY}}`` header placeholders hold the values
+    of ``KEY`` in its resolved ``secret_ref`` (resolved afresh on each call).
+
+    A key the secret lacks, a value that is not a string or one with a line break or NUL
+    (which would split the header) raises :class:`~mcpsync.errors.SecretError` naming the
+    server, the reference and the key, never the value. The returned config's ``repr`` still
+    shows header names only.
+    """
+    name = config.display_name
+    ref = config.secret_ref
+    kv = resolve_secret(config, resolver)
+
+    def value_of(match: re.Match[str]) -> str:
+        key = match.group(1)
+        value = kv.get(key) if isinstance(kv, Mapping) else None
+        if not isinstance(value, str):
+            raise SecretError(f"server {name!r}: secret {ref!r} has no string key {key!r} "
+                              f"for a header", ref=ref, server=name)
+        if any(ch in value for ch in "\r\n\0"):
+            raise SecretError(f"server {name!r}: the value of key {key!r} of secret {ref!r} "
+                              f"holds a line break or NUL, which cannot go in a header",
+                              ref=ref, server=name)
+        return value
+
+    headers = {key: _HEADER_SECRET.sub(value_of, value)
+               for key, value in config.headers.items()}
+    return dataclasses.replace(config, headers=headers)
+
+
 def write_secret_file(config: ServerConfig, resolver: SecretResolver) -> SecretFile:
     """Resolve ``config.secret_ref``, render it and write it to a fresh private file.
 
@@ -281,14 +336,7 @@ def write_secret_file(config: ServerConfig, resolver: SecretResolver) -> SecretF
         raise _config_error(config, "write_secret_file needs a config with a secret_ref")
     if config.secret_format not in SECRET_FORMATS:
         raise _config_error(config, f"unknown secret_format {config.secret_format!r}")
-    try:
-        kv = resolver.resolve(ref)
-    except Exception as exc:
-        # The resolver's message may quote what it fetched (`int("s3cr3t")` does), and a
-        # chained cause would be printed with any traceback or logged exception: keep only
-        # its type.
-        raise SecretError(f"server {name!r}: resolving secret {ref!r} failed "
-                          f"({type(exc).__name__})", ref=ref, server=name) from None
+    kv = resolve_secret(config, resolver)
     try:
         text = render_secret(config.secret_format, kv)
     except ValueError as exc:

@@ -7,11 +7,14 @@ stdout carries MCP frames only (see ``docs/gateway.md``).
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcpsync.cli._context import _Context
 from mcpsync.cli._errors import EXIT_USAGE, CLIError
 from mcpsync.cli._output import _Outcome
+
+if TYPE_CHECKING:
+    from mcpsync.gateway._secretdir import DirectorySecrets
 
 __all__ = ["_cmd_gateway", "guard_options"]
 
@@ -43,7 +46,8 @@ def _cmd_gateway(args: argparse.Namespace, ctx: _Context) -> _Outcome:
             raise CLIError(f"cannot write the gateway log {args.log!r}: {exc.strerror or exc} "
                            "(choose a file in a directory you own)", EXIT_USAGE) from None
     try:
-        gateway = Gateway(ctx.config, inspector=inspector, **guard_options(ctx.config))
+        gateway = Gateway(ctx.config, inspector=inspector, secret_resolver=_secrets(args),
+                          **guard_options(ctx.config))
     except BaseException:
         if inspector is not None:
             inspector.close()
@@ -51,3 +55,11 @@ def _cmd_gateway(args: argparse.Namespace, ctx: _Context) -> _Outcome:
     with gateway:
         gateway.serve_stdio()
     return _Outcome("")
+
+
+def _secrets(args: argparse.Namespace) -> DirectorySecrets | None:
+    """``--secrets-dir``: the resolver of the entries' ``secret_ref`` (None without it)."""
+    if not args.secrets_dir:
+        return None
+    from mcpsync.gateway._secretdir import DirectorySecrets
+    return DirectorySecrets(args.secrets_dir)

@@ -167,6 +167,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-detail", choices=("summary", "full"), default="summary",
                    help="summary (default): methods, tools, sizes, latencies, outcomes and the "
                         "shape of arguments; full: whole messages too, still redacted")
+    p.add_argument("--secrets-dir", metavar="DIR",
+                   help="where an entry's secret_ref is a file (DIR/<ref>, a JSON object, mode "
+                        "0600), written to the server's 0600 {{secret_file}} on each start")
     return parser
 
 

@@ -28,6 +28,13 @@ from mcpsync.config import ServerConfig
 from mcpsync.errors import MCPError
 from mcpsync.gateway._rawstdio import RawStdioTransport
 from mcpsync.jsonrpc import MAX_FRAME_BYTES, Batch, Message, ParseError, serialize
+from mcpsync.secrets import (
+    SecretFile,
+    SecretResolver,
+    apply_header_secrets,
+    apply_placeholders,
+    write_secret_file,
+)
 from mcpsync.transport.base import CallFailed, WriteTimedOut
 
 __all__ = ["Conn", "HttpConn", "StdioConn", "open_conn"]
@@ -78,16 +85,28 @@ class StdioConn(Conn):
     """A child process; its stdout lines are forwarded as they were written."""
 
     def __init__(self, config: ServerConfig, name: str, on_stderr: Callable[[str], None],
-                 max_frame_bytes: int) -> None:
-        self._transport = RawStdioTransport(config.argv, name=name, env=config.env,
-                                            cwd=config.cwd, on_stderr=on_stderr,
-                                            max_frame_bytes=max_frame_bytes)
+                 max_frame_bytes: int, secret_resolver: SecretResolver | None = None) -> None:
+        # A secret_ref gets what the Manager gives a spawn: a fresh 0600 file whose path
+        # fills {{secret_file}}, deleted when this connection (this process) closes.
+        self._secret: SecretFile | None = None
+        if config.secret_ref and secret_resolver is not None:
+            self._secret = write_secret_file(config, secret_resolver)
+        try:
+            config = apply_placeholders(config, secret_file=self._secret.path
+                                        if self._secret is not None else None)
+            self._transport = RawStdioTransport(config.argv, name=name, env=config.env,
+                                                cwd=config.cwd, on_stderr=on_stderr,
+                                                max_frame_bytes=max_frame_bytes)
+        except BaseException:
+            if self._secret is not None:
+                self._secret.remove()
+            raise
 
     def start(self) -> None:
         try:
             self._transport.start()
         except BaseException:
-            self._transport.close()
+            self.close()
             raise
         self.pid = self._transport.pid
 
@@ -135,15 +154,21 @@ class StdioConn(Conn):
 
     def close(self) -> None:
         self._transport.close()
+        if self._secret is not None:
+            self._secret.remove()
 
 
 class HttpConn(Conn):
     """A Streamable HTTP server (or a 2024-11-05 HTTP+SSE one), through our HTTP transport."""
 
-    def __init__(self, config: ServerConfig, name: str, max_frame_bytes: int) -> None:
+    def __init__(self, config: ServerConfig, name: str, max_frame_bytes: int,
+                 secret_resolver: SecretResolver | None = None) -> None:
         from mcpsync.auth_hooks import make_auth
         from mcpsync.transport.http import HttpTransport
 
+        if config.secret_ref and secret_resolver is not None:
+            # As the Manager does: {{secret:KEY}} in a header, resolved for each connection.
+            config = apply_header_secrets(config, secret_resolver)
         assert config.url is not None
         self._name = name
         self._transport = HttpTransport(
@@ -204,8 +229,10 @@ class HttpConn(Conn):
 
 
 def open_conn(config: ServerConfig, name: str, on_stderr: Callable[[str], None],
-              max_frame_bytes: int = MAX_FRAME_BYTES) -> Conn:
-    """The connection for ``config``: HTTP for a URL, stdio for a command."""
+              max_frame_bytes: int = MAX_FRAME_BYTES,
+              secret_resolver: SecretResolver | None = None) -> Conn:
+    """The connection for ``config``: HTTP for a URL, stdio for a command (with its secret
+    file when it has a ``secret_ref``)."""
     if config.is_http:
-        return HttpConn(config, name, max_frame_bytes)
-    return StdioConn(config, name, on_stderr, max_frame_bytes)
+        return HttpConn(config, name, max_frame_bytes, secret_resolver)
+    return StdioConn(config, name, on_stderr, max_frame_bytes, secret_resolver)

@@ -52,9 +52,11 @@ from mcpsync.gateway._inspector import (
 )
 from mcpsync.gateway._multi import Aggregator
 from mcpsync.gateway._rawstdio import RawLines
+from mcpsync.gateway._secretdir import check_secrets
 from mcpsync.gateway._upstream import MAX_INFLIGHT, Upstream, refuse_self_launch
 from mcpsync.jsonrpc import MAX_FRAME_BYTES, StreamError
 from mcpsync.policy import Policy
+from mcpsync.secrets import SecretResolver
 
 __all__ = ["FrameObserver", "Gateway"]
 
@@ -89,13 +91,16 @@ class Gateway:
     from lists and refused (-32010), spent budgets refused (-32012), calls that need approval
     held until ``approver`` (default: the policy's ``approve``) decides, at most
     ``hold_seconds`` (-32011 otherwise); see ``docs/gateway-guard.md``.
+    ``secret_resolver`` resolves an entry's ``secret_ref`` for each spawn of
+    a stdio upstream, as the Manager's does (a fresh 0600 file filling ``{{secret_file}}``).
     Use :meth:`serve_stdio` to run it; :meth:`close` (or ``with``) stops the upstreams.
     """
 
     def __init__(self, config: str | os.PathLike[str] | Mapping[str, Any] | Sequence[ServerConfig],
                  *, on_frame: FrameObserver | None = None, inspector: Inspector | None = None,
                  max_frame_bytes: int = MAX_FRAME_BYTES, policy: Policy | None = None,
-                 approver: object = None, hold_seconds: float = 25.0) -> None:
+                 approver: object = None, hold_seconds: float = 25.0,
+                 secret_resolver: SecretResolver | None = None) -> None:
         if policy is not None and not isinstance(policy, Policy):
             raise TypeError(f"policy must be a Policy, got {type(policy).__name__}")
         configs, source = _load(config)
@@ -105,12 +110,14 @@ class Gateway:
                               "(add an entry under mcpServers)")
         for each in configs:
             refuse_self_launch(each, source)
+            check_secrets(each, secret_resolver, source)
         self.on_frame = on_frame
         self.inspector = inspector
         self._max_frame = max_frame_bytes
         self._upstreams = [Upstream(c, on_line=self._from_upstream, on_down=self._upstream_down,
                                     on_refused=self._refuse, on_failed=self._call_failed,
-                                    max_frame_bytes=max_frame_bytes) for c in configs]
+                                    max_frame_bytes=max_frame_bytes,
+                                    secret_resolver=secret_resolver) for c in configs]
         self._by_id = {u.id: u for u in self._upstreams}
         if len(self._by_id) != len(self._upstreams):
             raise ConfigError(f"{source}: two servers share one id; give each its own")

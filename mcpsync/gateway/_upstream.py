@@ -34,6 +34,7 @@ from mcpsync.config import ServerConfig
 from mcpsync.errors import ConfigError, MCPError
 from mcpsync.gateway._conns import Conn, open_conn
 from mcpsync.jsonrpc import MAX_FRAME_BYTES, ParseError, StreamError
+from mcpsync.secrets import SecretResolver
 from mcpsync.transport.base import safe_name
 
 __all__ = ["MAX_INFLIGHT", "QUEUE_BYTES", "QUEUE_FRAMES", "Upstream", "refuse_self_launch"]
@@ -83,8 +84,10 @@ class Upstream:
                  on_down: Callable[[Upstream, list[Envelope], str], None],
                  on_refused: Callable[[Upstream, Envelope, str], None],
                  on_failed: Callable[[Upstream, Envelope, str], None],
-                 max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
+                 max_frame_bytes: int = MAX_FRAME_BYTES,
+                 secret_resolver: SecretResolver | None = None) -> None:
         self.config = config
+        self._secret_resolver = secret_resolver
         self.id = config.id or config.display_name
         self._safe = safe_name(self.id)
         self._on_line = on_line
@@ -253,7 +256,8 @@ class Upstream:
         if old is not None:
             old.close()
             join_all(self._readers, time.monotonic() + 2.0)   # its death is reported first
-        conn = open_conn(self.config, self.id, self._stderr_line, self._max_frame)
+        conn = open_conn(self.config, self.id, self._stderr_line, self._max_frame,
+                         self._secret_resolver)
         conn.start()
         self._generation += 1
         self._conn = conn

@@ -24,6 +24,7 @@ from mcpsync.manager._types import ServerEntry
 from mcpsync.secrets import (
     SecretFile,
     SecretResolver,
+    apply_header_secrets,
     apply_placeholders,
     check_secret_config,
     write_secret_file,
@@ -58,9 +59,13 @@ def spawn_entry(config: ServerConfig, key: tuple[str, str] | None, worktree_root
     try:
         if config.secret_ref:
             assert resolver is not None   # check_secret_config refused it otherwise
-            secret = write_secret_file(config, resolver)
+            if not config.is_http:
+                secret = write_secret_file(config, resolver)
         actual = apply_placeholders(config, secret_file=secret.path if secret else None,
                                     worktree_root=worktree_root)
+        if config.secret_ref and config.is_http:
+            assert resolver is not None
+            actual = apply_header_secrets(actual, resolver)   # {{secret:KEY}} in headers
         kwargs = dict(options)
         # The Manager owns the lifecycle: a crashed server stays down (and its secret
         # file is deleted) until start_server() starts it anew with a new file.

@@ -10,6 +10,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
+from http_peers.fault_server import FaultServer
 
 from mcpsync.config import ServerConfig
 from mcpsync.errors import ConfigError, ConnectionLost, SecretError
@@ -145,7 +146,7 @@ def test_checks_run_before_anything_is_spawned(tmp_path: Path, helper: list[str]
         with pytest.raises(ConfigError, match="secret_ref"):
             m.start_server(ServerConfig(id="b", command=spawn[0],
                                         args=[*spawn[1:], "{{secret_file}}"]))
-        with pytest.raises(ConfigError, match="stdio"):
+        with pytest.raises(ConfigError, match="needs a header"):
             m.start_server(ServerConfig(id="c", url="http://127.0.0.1:9/mcp",
                                         secret_ref="vault/app"))
         assert resolver.calls == 0
@@ -270,3 +271,19 @@ def test_interpreter_exit_closes_the_manager_and_deletes_its_files(helper: list[
         assert path.endswith("secret.env")
         assert not os.path.exists(os.path.dirname(path))
         assert wait_for(lambda pid=int(pid): pid_gone(pid))   # type: ignore[misc]
+
+
+@pytest.mark.timeout(30)
+def test_an_http_server_gets_its_secret_in_a_header(fault_server: FaultServer) -> None:
+    """``{{secret:KEY}}`` in a header: the value of KEY, only on the wire, for every start."""
+    token = "tok-" + "x7Qz" * 6
+    fault_server.faults.require_authorization = f"Bearer {token}"
+    resolver = DictResolver({"vault/web": {"TOKEN": token}})
+    with Manager(resolver) as m:
+        m.start_server(ServerConfig(id="web", url=fault_server.url, secret_ref="vault/web",
+                                    headers={"Authorization": "Bearer {{secret:TOKEN}}"}))
+        assert m.call_tool("web", "add", {"a": 1, "b": 2}).structured == {"sum": 3}
+        assert token not in repr(m.client("web")) and token not in repr(m)
+    assert fault_server.rpc_requests("tools/call")[-1].header("Authorization") == \
+        f"Bearer {token}"
+    assert resolver.calls == 1

@@ -31,6 +31,7 @@ from mcpsync.errors import ConfigError, SecretError
 from mcpsync.secrets import (
     SecretFile,
     SecretResolver,
+    apply_header_secrets,
     apply_placeholders,
     check_secret_config,
     render_secret,
@@ -309,7 +310,9 @@ def test_check_secret_config_accepts_good_configs() -> None:
     (_stdio(args=["{{secret_file}}"]), True, "has no secret_ref"),
     (_stdio(env={"CFG": "--file={{secret_file}}"}), True, "has no secret_ref"),
     (ServerConfig(id="svc", url="https://example.com/mcp", secret_ref="vault/x"), True,
-     "only for stdio servers"),
+     "needs a header that takes a key of the secret"),
+    (ServerConfig(id="svc", url="https://example.com/mcp",
+                  headers={"X-Key": "{{secret:KEY}}"}), True, "has no secret_ref"),
 ])
 def test_check_secret_config_errors_name_the_server(config: ServerConfig,
                                                     with_resolver: bool,
@@ -319,6 +322,39 @@ def test_check_secret_config_errors_name_the_server(config: ServerConfig,
     assert "server 'svc'" in str(info.value)
     assert problem in str(info.value)
     assert info.value.server == "svc"
+
+
+def _http(**headers: str) -> ServerConfig:
+    return ServerConfig(id="svc", url="https://example.com/mcp", secret_ref="vault/x",
+                        headers=headers)
+
+
+def test_header_secrets_fill_keys_of_the_secret_and_show_only_names() -> None:
+    resolver = DictResolver({"vault/x": {"TOKEN": "t0ken-value", "TEAM": "blue"}})
+    config = _http(Authorization="Bearer {{secret:TOKEN}}", **{"X-Team": "{{secret:TEAM}}",
+                                                               "X-Plain": "as is"})
+    check_secret_config(config, resolver)
+    filled = apply_header_secrets(config, resolver)
+    assert dict(filled.headers) == {"Authorization": "Bearer t0ken-value", "X-Team": "blue",
+                                    "X-Plain": "as is"}
+    assert "t0ken-value" not in repr(filled)
+    assert dict(config.headers)["Authorization"] == "Bearer {{secret:TOKEN}}"   # unchanged
+    apply_header_secrets(config, resolver)
+    assert resolver.asked == ["vault/x", "vault/x"]   # resolved afresh for each connection
+
+
+@pytest.mark.parametrize(("secret", "problem"), [
+    ({"OTHER": "x"}, "has no string key 'TOKEN'"),
+    ({"TOKEN": "s3cr3t\r\nX-Injected: 1"}, "line break or NUL"),
+    ({"TOKEN": "s3cr3t\0"}, "line break or NUL"),
+])
+def test_a_header_secret_that_cannot_go_in_a_header_names_the_key_only(
+        secret: Mapping[str, str], problem: str) -> None:
+    with pytest.raises(SecretError) as info:
+        apply_header_secrets(_http(Authorization="Bearer {{secret:TOKEN}}"),
+                             DictResolver({"vault/x": secret}))
+    assert problem in str(info.value) and "'svc'" in str(info.value)
+    assert "s3cr3t" not in str(info.value) and info.value.ref == "vault/x"
 
 
 @pytest.mark.parametrize("cwd", ["{{secret_file}}", "/work/{{secret_file}}/run",
