@@ -30,7 +30,7 @@ def _cmd_gateway(args: argparse.Namespace, ctx: _Context) -> _Outcome:
             raise CLIError(f"cannot write the gateway log {args.log!r}: {exc.strerror or exc} "
                            "(choose a file in a directory you own)", EXIT_USAGE) from None
     try:
-        gateway = Gateway(ctx.config, inspector=inspector)
+        gateway = Gateway(ctx.config, inspector=inspector, bridge=args.bridge)
     except BaseException:
         if inspector is not None:
             inspector.close()

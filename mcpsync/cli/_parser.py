@@ -167,6 +167,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-detail", choices=("summary", "full"), default="summary",
                    help="summary (default): methods, tools, sizes, latencies, outcomes and the "
                         "shape of arguments; full: whole messages too, still redacted")
+    p.add_argument("--bridge", action="store_true",
+                   help="bridge protocol eras: a 2026-07-28 host can use legacy servers and a "
+                        "legacy host 2026-07-28 ones (docs/gateway-bridging.md)")
     return parser
 
 

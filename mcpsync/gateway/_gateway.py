@@ -42,6 +42,7 @@ from mcpsync._threads import join_all
 from mcpsync.config import ServerConfig
 from mcpsync.config_files import load_config
 from mcpsync.errors import ConfigError
+from mcpsync.gateway._bridge import upstream_factory
 from mcpsync.gateway._inspector import (
     GATEWAY_TO_HOST,
     GATEWAY_TO_UPSTREAM,
@@ -82,15 +83,17 @@ class Gateway:
     (``ConfigError``). One upstream is a pass-through; several are served as one aggregated
     server (see ``_multi``). ``on_frame`` observes every frame;
     ``inspector`` (an ``Inspector``) logs each one, redacted, as JSON lines, and is closed
-    with the gateway.
+    with the gateway. ``bridge=True`` lets a host of one protocol era use servers of the
+    other (see ``_bridge``); without it frames pass as they are.
     Use :meth:`serve_stdio` to run it; :meth:`close` (or ``with``) stops the upstreams.
     """
 
     def __init__(self, config: str | os.PathLike[str] | Mapping[str, Any] | Sequence[ServerConfig],
                  *, on_frame: FrameObserver | None = None, inspector: Inspector | None = None,
-                 max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
+                 max_frame_bytes: int = MAX_FRAME_BYTES, bridge: bool = False) -> None:
         configs, source = _load(config)
         configs = [c for c in configs if not c.disabled]
+        make = upstream_factory(bridge, configs, source)   # Upstream, or the era-bridging one
         if not configs:
             raise ConfigError(f"{source}: no enabled server to put behind the gateway "
                               "(add an entry under mcpServers)")
@@ -99,7 +102,7 @@ class Gateway:
         self.on_frame = on_frame
         self.inspector = inspector
         self._max_frame = max_frame_bytes
-        self._upstreams = [Upstream(c, on_line=self._from_upstream, on_down=self._upstream_down,
+        self._upstreams = [make(c, on_line=self._from_upstream, on_down=self._upstream_down,
                                     on_refused=self._refuse, on_failed=self._call_failed,
                                     max_frame_bytes=max_frame_bytes) for c in configs]
         self._by_id = {u.id: u for u in self._upstreams}
