@@ -16,6 +16,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+from helpers import require_peer
+
 import mcpsync
 from gateway.helpers_gw import GATEWAY, PEERS
 
@@ -23,6 +26,8 @@ ROOT = Path(__file__).resolve().parents[2]
 FEATURES = [sys.executable, str(ROOT / "tests" / "peers" / "feature_server.py")]
 OFFICIAL = [sys.executable, str(ROOT / "tests" / "peers" / "official_stdio_server.py")]
 GUARD = [sys.executable, str(PEERS / "era_guard.py")]
+
+pytestmark = pytest.mark.timeout(90)
 
 
 def guarded(only: str, log: Path, server: list[str]) -> list[str]:
@@ -134,3 +139,119 @@ def test_modern_host_official_legacy_server_elicits(tmp_path: Path) -> None:
         assert client.call_tool("greet", {}).text == "hello Bo (7)"
     assert methods(log).count("initialize") == 1
     assert "elicitation/create" not in methods(log)   # it went the other way: server to us
+
+
+def _sample(request: Any) -> dict[str, Any]:
+    return {"role": "assistant", "model": "echo-1",
+            "content": {"type": "text", "text": f"got {len(request.messages)}"}}
+
+
+def test_modern_host_three_asks_of_a_legacy_server(tmp_path: Path) -> None:
+    # The legacy server sends three requests during one call; the modern host answers them
+    # in one or more rounds, and the server gets each answer as a response to its request.
+    log = tmp_path / "up.jsonl"
+    cfg = config(tmp_path, {"feat": guarded("legacy", log, FEATURES)})
+    with mcpsync.connect(through(cfg), protocol_version="2026-07-28", timeout=30,
+                         elicitation=lambda req: {"action": "accept",
+                                                  "content": {"name": "Cy"}},
+                         sampling=_sample, roots=["file:///a", "file:///b"]) as client:
+        assert client.call_tool("ask_many", {}).text == "Cy | got 1 | 2 roots"
+    answered = [f for f in seen(log) if "result" in f and "id" in f]
+    assert len(answered) == 3
+
+
+# ---------------------------------------------------------------- legacy host, modern server
+
+def test_legacy_host_uses_a_modern_server(tmp_path: Path) -> None:
+    log = tmp_path / "up.jsonl"
+    asked: list[str] = []
+
+    def elicit(request: Any) -> dict[str, Any]:
+        asked.append(request.message)
+        return {"action": "accept", "content": {"name": "Ada", "v": request.message}}
+
+    cfg = config(tmp_path, {"feat": guarded("modern", log, FEATURES)})
+    with mcpsync.connect(through(cfg), protocol_version="2025-11-25", elicitation=elicit,
+                         sampling=_sample, roots=["file:///r"], timeout=30) as client:
+        assert client.server_info.protocol_version == "2025-11-25"
+        assert client.server_info.name == "features"
+        assert "ask_name" in {t.name for t in client.list_tools()}
+        assert client.call_tool("greet", {"name": "x"}).text == "hello x"
+        assert client.call_tool("ask_name", {}).text == "hello Ada"
+        assert client.call_tool("ask_twice", {}).text == "Name? likes Colour?"
+        assert client.call_tool("ask_many", {}).text == "Ada | got 1 | 1 roots"
+        client.ping()
+    assert asked == ["Your name?", "Name?", "Colour?", "Your name?"]
+    frames = seen(log)
+    kinds = methods(log)
+    assert "initialize" not in kinds and "notifications/initialized" not in kinds
+    assert "ping" not in kinds
+    # Every request carried the modern _meta, with the host's capabilities in modern shape.
+    for frame in frames:
+        if "id" in frame and "method" in frame:
+            meta = frame["params"]["_meta"]
+            assert meta["io.modelcontextprotocol/protocolVersion"] == "2026-07-28"
+    calls = [f for f in frames if f.get("method") == "tools/call"]
+    caps = calls[-1]["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"]
+    assert caps["roots"] == {} and "elicitation" in caps and "sampling" in caps
+    # Input rounds: the retries carried inputResponses under new ids, never the host's.
+    retries = [f for f in calls if "inputResponses" in f["params"]]
+    assert len(retries) == 4
+    assert all(str(f["id"]).startswith("mcpsync-bridge-") for f in retries)
+
+
+def test_legacy_host_subscribes_on_a_modern_server(tmp_path: Path) -> None:
+    log = tmp_path / "up.jsonl"
+    cfg = config(tmp_path, {"feat": guarded("modern", log, FEATURES)})
+    heard: list[str] = []
+    got = threading.Event()
+    tools_changed = threading.Event()
+    with mcpsync.connect(through(cfg), protocol_version="2025-11-25", timeout=30) as client:
+        client.on_list_changed("tools", lambda kind: tools_changed.set())
+        with client.subscribe("memo://greeting", lambda uri: (heard.append(uri), got.set())):
+            client.call_tool("touch", {"uri": "memo://logo"})
+            client.call_tool("touch", {"uri": "memo://greeting"})
+            assert got.wait(10), "no resources/updated reached the legacy host"
+        client.call_tool("add_extra", {"name": "x1"})
+        assert tools_changed.wait(10), "no tools/list_changed reached the legacy host"
+        assert "x1" in {t.name for t in client.list_tools()}
+    assert heard == ["memo://greeting"]
+    listens = [f for f in seen(log) if f.get("method") == "subscriptions/listen"]
+    assert any(f["params"]["notifications"].get("resourceSubscriptions")
+               == ["memo://greeting"] for f in listens)
+    assert "resources/subscribe" not in methods(log)
+
+
+async def _official_legacy_host(argv: list[str]) -> dict[str, Any]:
+    from mcp import Client, types
+    from mcp.client.stdio import StdioServerParameters
+
+    async def on_elicit(context: Any, params: Any) -> Any:
+        return types.ElicitResult(action="accept", content={"name": "Dee"})
+
+    async def on_sample(context: Any, params: Any) -> Any:
+        return types.CreateMessageResult(role="assistant", model="m",
+                                         content=types.TextContent(type="text", text="ok"))
+
+    async def on_roots(context: Any) -> Any:
+        return types.ListRootsResult(roots=[types.Root(uri="file:///w")])
+
+    params = StdioServerParameters(command=argv[0], args=argv[1:])
+    async with Client(params, mode="legacy", elicitation_callback=on_elicit,
+                      sampling_callback=on_sample, list_roots_callback=on_roots,
+                      read_timeout_seconds=30) as client:
+        name = (await client.call_tool("ask_name", {})).content[0]
+        many = (await client.call_tool("ask_many", {})).content[0]
+        return {"version": client.protocol_version, "ask_name": getattr(name, "text", None),
+                "ask_many": getattr(many, "text", None)}
+
+
+def test_official_legacy_client_uses_a_modern_server(tmp_path: Path) -> None:
+    require_peer("mcp")
+    anyio = require_peer("anyio")
+    log = tmp_path / "up.jsonl"
+    cfg = config(tmp_path, {"feat": guarded("modern", log, FEATURES)})
+    got = anyio.run(_official_legacy_host, through(cfg))
+    assert got == {"version": "2025-11-25", "ask_name": "hello Dee",
+                   "ask_many": "Dee | ok | 1 roots"}
+    assert "initialize" not in methods(log)

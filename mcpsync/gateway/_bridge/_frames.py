@@ -15,8 +15,9 @@ from typing import Any, Final
 
 from mcpsync._envelope import Envelope, IdKey
 
-__all__ = ["ID_PREFIX", "BridgeIds", "decoded", "error_frame", "member", "notification_frame",
-           "object_text", "request_frame", "result_frame", "set_member", "without_keys"]
+__all__ = ["ID_PREFIX", "BridgeIds", "decoded", "error_frame", "key_of_raw", "member",
+           "notification_frame", "object_text", "request_frame", "result_frame", "set_member",
+           "without_keys"]
 
 #: Every request id the bridge makes itself starts with this, so its answers are told apart
 #: from the host's (whose ids are whatever the host chose).
@@ -76,6 +77,16 @@ def without_keys(params_raw: str | None, keys: frozenset[str]) -> str | None:
         return params_raw
     kept = {k: v for k, v in meta.items() if k not in keys}
     return set_member(params_raw, "_meta", json.dumps(kept, ensure_ascii=False))
+
+
+def key_of_raw(raw: str | None) -> IdKey | None:
+    """The correlation key of an id given as JSON text (as the envelope keys ids)."""
+    if raw is None:
+        return None
+    value = json.loads(raw)
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        return ("raw", raw)
+    return ("int", value) if isinstance(value, int) else ("str", value)
 
 
 def request_frame(raw_id: str, method: str, params_raw: str | None) -> str:

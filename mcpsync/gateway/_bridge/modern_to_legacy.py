@@ -36,6 +36,7 @@ from mcpsync.client._input_required import INPUT_REQUIRED_METHODS
 from mcpsync.gateway._bridge._frames import (
     decoded,
     error_frame,
+    key_of_raw,
     member,
     notification_frame,
     request_frame,
@@ -134,7 +135,7 @@ class ModernHostLegacyServer(Translator):
                 return
             self._request(env, out)
         elif env.kind == "notification" and env.method == "notifications/cancelled":
-            key = _key_of_raw(member(env.raw("params"), "requestId"))
+            key = key_of_raw(member(env.raw("params"), "requestId"))
             if key is not None and key in self._listens:
                 self._end_listen(key, out)
                 return
@@ -422,15 +423,3 @@ class ModernHostLegacyServer(Translator):
         if self._subscribed:
             self._resubscribe = True
 
-
-def _key_of_raw(raw: str | None) -> IdKey | None:
-    if raw is None:
-        return None
-    value = json.loads(raw)
-    if isinstance(value, bool):
-        return ("raw", raw)
-    if isinstance(value, int):
-        return ("int", value)
-    if isinstance(value, str):
-        return ("str", value)
-    return ("raw", raw)
