@@ -10,6 +10,7 @@ test can see that the server really was spoken to in its own era.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import threading
 import time
@@ -20,7 +21,9 @@ import pytest
 from helpers import require_peer
 
 import mcpsync
-from gateway.helpers_gw import GATEWAY, PEERS
+from gateway.helpers_gw import GATEWAY, ODD, PEERS, RawHost, write_config
+from gateway.peers.odd_server import ODD_EXTRA, ODD_RESULT
+from mcpsync.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 FEATURES = [sys.executable, str(ROOT / "tests" / "peers" / "feature_server.py")]
@@ -255,3 +258,101 @@ def test_official_legacy_client_uses_a_modern_server(tmp_path: Path) -> None:
     assert got == {"version": "2025-11-25", "ask_name": "hello Dee",
                    "ask_many": "Dee | ok | 1 roots"}
     assert "initialize" not in methods(log)
+
+
+# ---------------------------------------------------------------- several upstreams, mixed eras
+
+@pytest.mark.parametrize("host", ["2026-07-28", "2025-11-25"])
+def test_mixed_eras_behind_one_aggregating_gateway(tmp_path: Path, host: str) -> None:
+    old_log, new_log = tmp_path / "old.jsonl", tmp_path / "new.jsonl"
+    cfg = config(tmp_path, {"old": guarded("legacy", old_log, FEATURES),
+                            "new": guarded("modern", new_log, FEATURES)})
+    answer = {"action": "accept", "content": {"name": "Eve"}}
+    with mcpsync.connect(through(cfg), protocol_version=host, timeout=30,
+                         elicitation=lambda req: answer) as client:
+        assert client.server_info.protocol_version == host
+        names = {t.name for t in client.list_tools()}
+        assert {"old__ask_name", "new__ask_name"} <= names
+        assert client.call_tool("old__ask_name", {}).text == "hello Eve"
+        assert client.call_tool("new__ask_name", {}).text == "hello Eve"
+        assert client.call_tool("new__greet", {"name": "n"}).text == "hello n"
+    assert methods(old_log).count("initialize") == 1
+    assert "initialize" not in methods(new_log)
+
+
+# ---------------------------------------------------------------- bytes, restarts, refusals
+
+class BridgedRawHost(RawHost):
+    """The raw host of the pass-through tests, on ``mcpsync gateway --bridge``."""
+
+    def __init__(self, config: str) -> None:
+        self.proc = subprocess.Popen([*GATEWAY, config, "--bridge"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.stderr: list[bytes] = []
+        self._drain = threading.Thread(target=self._read_err, name="test-gw-stderr",
+                                       daemon=True)
+        self._drain.start()
+
+
+META = ('{"io.modelcontextprotocol/protocolVersion":"2026-07-28",'
+        '"io.modelcontextprotocol/clientCapabilities":{"roots":{}},'
+        '"io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"}}')
+
+
+def _call(rid: str, name: str, extra: str = "") -> str:
+    return ('{"jsonrpc":"2.0","id":' + rid + ',"method":"tools/call","params":{"name":"'
+            + name + '","arguments":{},' + extra + '"_meta":' + META + '}}')
+
+
+def test_raw_modern_host_on_the_odd_legacy_server(tmp_path: Path) -> None:
+    host = BridgedRawHost(write_config(tmp_path, {"odd": ODD}))
+    try:
+        discover = host.call('{"jsonrpc":"2.0","id":1,"method":"server/discover",'
+                             '"params":{"_meta":' + META + '}}')
+        result = discover["result"]
+        assert result["supportedVersions"] == ["2026-07-28"]
+        assert result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "odd-peer"
+        assert result["capabilities"] == {"tools": {}}
+        # A result the bridge does not touch reaches the host byte for byte.
+        host.send(_call("2", "odd"))
+        assert host.recv() == (f'{{"jsonrpc":"2.0","id":2,"result":{ODD_RESULT},'
+                               f'{ODD_EXTRA}}}').encode()
+        # The server's roots/list becomes an input_required answer to the call...
+        asked = host.call(_call('"c1"', "ask"))
+        assert asked["id"] == "c1"
+        rounds = asked["result"]
+        assert rounds["resultType"] == "input_required"
+        [(key, request)] = rounds["inputRequests"].items()
+        assert request["method"] == "roots/list"
+        state = json.dumps(rounds["requestState"])
+        # ...and the retry's answer goes to the server as the response to its own request.
+        answer = '{"roots":[{"uri":"file:///w","name":"w 1.50"}]}'
+        final = host.call(_call('"c2"', "ask", '"inputResponses":{"' + key + '":' + answer
+                                + '},"requestState":' + state + ','))
+        assert final["id"] == "c2"
+        assert final["result"]["content"][0]["text"] == (
+            '{"jsonrpc":"2.0","id":"s2c-1","result":' + answer + '}')
+        # The same requestState again: the call is over, so the bridge says so.
+        again = host.call(_call('"c3"', "ask", '"inputResponses":{},"requestState":'
+                                + state + ','))
+        assert again["error"]["code"] == -32602
+        assert "odd" in again["error"]["message"]
+        # A crash fails the call; the next one restarts the server, initialized again by the
+        # bridge (the host never sent initialize).
+        died = host.call(_call("4", "die"))
+        assert died["error"]["data"] == {"upstream": "odd"}
+        host.send(_call("5", "odd"))
+        assert host.recv().startswith(b'{"jsonrpc":"2.0","id":5,"result":{"z":1.50')
+    finally:
+        assert host.close() == 0
+
+
+def test_bridge_refuses_nonsense(tmp_path: Path) -> None:
+    entry = {"command": sys.executable, "args": [str(PEERS / "odd_server.py")]}
+    with pytest.raises(ConfigError, match=r"'odd' has \"era\": 'medieval'; use one of"):
+        mcpsync.Gateway({"mcpServers": {"odd": {**entry, "era": "medieval"}}}, bridge=True)
+    with pytest.raises(ConfigError, match="only the bridge reads; run the gateway with "
+                                          "--bridge"):
+        mcpsync.Gateway({"mcpServers": {"odd": {**entry, "era": "legacy"}}})
+    with pytest.raises(ConfigError, match="bridge must be True or False"):
+        mcpsync.Gateway({"mcpServers": {"odd": entry}}, bridge="yes")  # type: ignore[arg-type]
