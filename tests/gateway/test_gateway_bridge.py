@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 from helpers import require_peer
+from peers import feature_server
+from server.test_server_http_app import Served
 
 import mcpsync
 from gateway.helpers_gw import GATEWAY, ODD, PEERS, RawHost, write_config
@@ -356,3 +358,41 @@ def test_bridge_refuses_nonsense(tmp_path: Path) -> None:
         mcpsync.Gateway({"mcpServers": {"odd": {**entry, "era": "legacy"}}})
     with pytest.raises(ConfigError, match="bridge must be True or False"):
         mcpsync.Gateway({"mcpServers": {"odd": entry}}, bridge="yes")  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- over HTTP
+
+@pytest.mark.parametrize("official_http_server", ["sse-stateful"], indirect=True)
+def test_modern_host_official_http_server_pinned_legacy(tmp_path: Path,
+                                                        official_http_server: Any) -> None:
+    # The official server speaks both eras; "era": "legacy" makes the bridge speak
+    # 2025-11-25 to it (initialize, a session, its elicitation as a request on the stream).
+    path = tmp_path / "http.json"
+    path.write_text(json.dumps({"mcpServers": {"official": {
+        "url": official_http_server.url, "era": "legacy"}}}))
+    answer = {"action": "accept", "content": {"name": "Hal", "age": 9}}
+    with mcpsync.connect(through(str(path)), protocol_version="2026-07-28", timeout=30,
+                         elicitation=lambda req: answer) as client:
+        assert client.server_info.name == "official-http-peer"
+        assert client.call_tool("echo", {"text": "over http"}).text == "over http"
+        assert client.call_tool("add", {"a": 1, "b": 2}).structured == {"sum": 3.0}
+        assert client.call_tool("greet", {}).text == "hello Hal (9)"
+
+
+def test_legacy_host_modern_http_server(tmp_path: Path) -> None:
+    # Our feature server on Streamable HTTP, pinned modern: the bridge sends it 2026-07-28
+    # POSTs (no initialize, no session) and turns its input rounds into requests to the host.
+    served = Served(feature_server.build())
+    try:
+        path = tmp_path / "http.json"
+        path.write_text(json.dumps({"mcpServers": {"feat": {"url": served.url,
+                                                            "era": "modern"}}}))
+        with mcpsync.connect(through(str(path)), protocol_version="2025-11-25", timeout=30,
+                             elicitation=lambda req: {"action": "accept",
+                                                      "content": {"name": "Ida"}}) as client:
+            assert client.server_info.protocol_version == "2025-11-25"
+            assert client.call_tool("greet", {"name": "h"}).text == "hello h"
+            assert client.call_tool("ask_name", {}).text == "hello Ida"
+            assert served.server.runs["ask_name"] == 2   # type: ignore[attr-defined]
+    finally:
+        served.close()

@@ -27,7 +27,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from mcpsync._codes import INTERNAL_ERROR, METHOD_NOT_FOUND
+from mcpsync._codes import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
 from mcpsync._envelope import Envelope, IdKey
 from mcpsync.client._input_required import INPUT_REQUIRED_METHODS
 from mcpsync.gateway._bridge._frames import (
@@ -257,7 +257,7 @@ class LegacyHostModernServer(Translator):
                 "(capabilities.resources.subscribe)"), self.name))
             return
         if not isinstance(uri, str):
-            out.host(error_frame(env.id, -32602, f"{env.method} needs a uri string",
+            out.host(error_frame(env.id, INVALID_PARAMS, f"{env.method} needs a uri string",
                                  self.name))
             return
         if env.method == "resources/subscribe":
