@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from helpers import require_peer
+from http_peers.everything import ENTRY, NODE
 from peers import feature_server
 from server.test_server_http_app import Served
 
@@ -163,6 +164,56 @@ def test_modern_host_three_asks_of_a_legacy_server(tmp_path: Path) -> None:
         assert client.call_tool("ask_many", {}).text == "Cy | got 1 | 2 roots"
     answered = [f for f in seen(log) if "result" in f and "id" in f]
     assert len(answered) == 3
+
+
+DEMO = [sys.executable, "-m", "mcpsync.demo"]
+
+
+def test_modern_host_progress_logs_and_cancel_on_the_legacy_demo(tmp_path: Path) -> None:
+    log = tmp_path / "up.jsonl"
+    cfg = config(tmp_path, {"demo": guarded("legacy", log, DEMO)})
+    steps: list[float] = []
+    logs: list[Any] = []
+    with mcpsync.connect(through(cfg), protocol_version="2026-07-28", timeout=30,
+                         log_level="info",
+                         on_log=lambda level, logger, data: logs.append(data)) as client:
+        assert client.server_info.name == "mcpsync-demo"
+        result = client.call_tool("slow", {"seconds": 0.3, "steps": 3},
+                                  progress=lambda done, total, message: steps.append(done))
+        assert result.text
+        with pytest.raises(mcpsync.RequestTimeout):
+            client.call_tool("slow", {"seconds": 30, "steps": 2}, timeout=0.5)
+        assert client.call_tool("echo", {"text": "after"}).text == "after"
+    assert steps == [1, 2, 3]
+    assert any("step 3/3" in str(entry) for entry in logs)
+    kinds = methods(log)
+    assert kinds.count("logging/setLevel") == 1
+    assert "notifications/cancelled" in kinds
+    tool_calls = [f for f in seen(log) if f.get("method") == "tools/call"]
+    assert all("progressToken" in f["params"]["_meta"] for f in tool_calls[:1])
+
+
+
+def test_modern_host_on_server_everything_found_legacy_by_the_probe(tmp_path: Path) -> None:
+    # No "era" pinned: server-everything answers server/discover with -32601, so the probe
+    # finds it legacy, and its elicitation request reaches the modern host as a round.
+    if not ENTRY.exists():
+        pytest.skip(f"server-everything is not installed at {ENTRY} "
+                    "(export MCPSYNC_CONFORMANCE_DIR)")
+    cfg = config(tmp_path, {"everything": [str(NODE), str(ENTRY), "stdio"]})
+    asked: list[Any] = []
+
+    def elicit(request: Any) -> dict[str, Any]:
+        asked.append(request.requested_schema)
+        return {"action": "accept", "content": {"name": "Zed"}}
+
+    with mcpsync.connect(through(cfg), protocol_version="2026-07-28", timeout=30,
+                         elicitation=elicit) as client:
+        assert client.server_info.name == "mcp-servers/everything"
+        assert client.call_tool("get-sum", {"a": 1, "b": 2}).text == "The sum of 1 and 2 is 3."
+        result = client.call_tool("trigger-elicitation-request", {})
+    assert "Zed" in " ".join(block.text for block in result.content)
+    assert asked and "name" in asked[0]["properties"]
 
 
 # ---------------------------------------------------------------- legacy host, modern server

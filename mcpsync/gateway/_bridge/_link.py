@@ -139,12 +139,6 @@ class BridgedUpstream(Upstream):
         self._tr: Translator | None = None
         self._decided = False   # host and upstream eras compared (translator or none)
 
-    @property
-    def translating(self) -> str | None:
-        """``"modern_to_legacy"`` / ``"legacy_to_modern"`` once bridging, else ``None``."""
-        tr = self._tr
-        return None if tr is None else type(tr).__module__.rsplit(".", 1)[-1]
-
     # ---------------------------------------------------------------- start and the probe
 
     def start(self) -> None:
