@@ -216,6 +216,37 @@ def test_modern_host_on_server_everything_found_legacy_by_the_probe(tmp_path: Pa
     assert asked and "name" in asked[0]["properties"]
 
 
+
+async def _official_modern_host(argv: list[str]) -> dict[str, Any]:
+    from mcp import Client, types
+    from mcp.client.stdio import StdioServerParameters
+
+    async def on_elicit(context: Any, params: Any) -> Any:
+        return types.ElicitResult(action="accept", content={"name": "Mo"})
+
+    params = StdioServerParameters(command=argv[0], args=argv[1:])
+    async with Client(params, mode="auto", elicitation_callback=on_elicit,
+                      read_timeout_seconds=30) as client:
+        listed = await client.list_tools()
+        name = (await client.call_tool("ask_name", {})).content[0]
+        return {"version": client.protocol_version, "tools": len(listed.tools) > 5,
+                "ask_name": getattr(name, "text", None),
+                "add": (await client.call_tool("add", {"a": 1, "b": 2})).structured_content}
+
+
+def test_official_modern_client_uses_a_legacy_server(tmp_path: Path) -> None:
+    # The official client checks what a 2026-07-28 result must hold (resultType, cache
+    # hints), which the bridge adds to the legacy server's results.
+    require_peer("mcp")
+    anyio = require_peer("anyio")
+    log = tmp_path / "up.jsonl"
+    cfg = config(tmp_path, {"feat": guarded("legacy", log, FEATURES)})
+    got = anyio.run(_official_modern_host, through(cfg))
+    assert got == {"version": "2026-07-28", "tools": True, "ask_name": "hello Mo",
+                   "add": {"sum": 3}}
+    assert methods(log).count("initialize") == 1
+
+
 # ---------------------------------------------------------------- legacy host, modern server
 
 def test_legacy_host_uses_a_modern_server(tmp_path: Path) -> None:
@@ -366,10 +397,11 @@ def test_raw_modern_host_on_the_odd_legacy_server(tmp_path: Path) -> None:
         assert result["supportedVersions"] == ["2026-07-28"]
         assert result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "odd-peer"
         assert result["capabilities"] == {"tools": {}}
-        # A result the bridge does not touch reaches the host byte for byte.
+        # A result reaches the host byte for byte, but for the resultType a 2026-07-28
+        # result carries, appended.
         host.send(_call("2", "odd"))
-        assert host.recv() == (f'{{"jsonrpc":"2.0","id":2,"result":{ODD_RESULT},'
-                               f'{ODD_EXTRA}}}').encode()
+        assert host.recv() == (f'{{"jsonrpc":"2.0","id":2,"result":{ODD_RESULT[:-1]},'
+                               f'"resultType":"complete"}},{ODD_EXTRA}}}').encode()
         # The server's roots/list becomes an input_required answer to the call...
         asked = host.call(_call('"c1"', "ask"))
         assert asked["id"] == "c1"
@@ -396,6 +428,11 @@ def test_raw_modern_host_on_the_odd_legacy_server(tmp_path: Path) -> None:
         assert died["error"]["data"] == {"upstream": "odd"}
         host.send(_call("5", "odd"))
         assert host.recv().startswith(b'{"jsonrpc":"2.0","id":5,"result":{"z":1.50')
+        # A list gets the cache hints a 2026-07-28 list carries: none, so never cached.
+        listed = host.call('{"jsonrpc":"2.0","id":6,"method":"tools/list","params":{"_meta":'
+                           + META + '}}')
+        assert listed["result"]["ttlMs"] == 0 and listed["result"]["cacheScope"] == "private"
+        assert listed["result"]["tools"][0]["x-unknown"] == 1
     finally:
         assert host.close() == 0
 

@@ -20,6 +20,9 @@
   host's listens; ``unsubscribe`` when the last listen on it ends) and the server's
   ``resources/updated`` and list-changed notifications go to each listen that asked for them,
   tagged with its subscription id. After a restart the URIs are subscribed again.
+- Every result gets the ``"resultType": "complete"`` a 2026-07-28 result carries, and lists
+  and reads ``"ttlMs": 0, "cacheScope": "private"`` (appended when missing; the rest of the
+  result stays as the server wrote it).
 - The server's ``ping`` is answered by the bridge.
 """
 
@@ -71,6 +74,9 @@ _LIST_CHANGED: Final = {"notifications/tools/list_changed": ("toolsListChanged",
 #: request naming 2026-07-28 as a modern one, which is what the bridge is there to avoid.
 MODERN_META: Final = frozenset({META_PROTOCOL_VERSION, META_CLIENT_CAPABILITIES,
                                 META_CLIENT_INFO, META_LOG_LEVEL})
+#: The methods whose 2026-07-28 results carry cache hints (``ttlMs``, ``cacheScope``).
+CACHEABLE: Final = frozenset({"tools/list", "prompts/list", "resources/list",
+                              "resources/templates/list", "resources/read"})
 #: Calls parked between an ``input_required`` answer and the host's retry.
 MAX_PARKED: Final = 256
 
@@ -105,6 +111,7 @@ class ModernHostLegacyServer(Translator):
         self._init: dict[str, Any] = {}
         self._queued: list[Envelope] = []
         self._calls: dict[IdKey, str] = {}   # host calls in flight (the rounds' methods)
+        self._cacheable: dict[IdKey, bool] = {}   # host calls whose results need cache hints
         self._parked: dict[IdKey, _Parked] = {}
         self._by_token: dict[str, IdKey] = {}
         self._asks_n = 0
@@ -170,6 +177,8 @@ class ModernHostLegacyServer(Translator):
         if method == "subscriptions/listen":
             self._listen(env, out)
             return
+        if method in CACHEABLE:
+            self._cacheable[env.id_key] = True
         if method in INPUT_REQUIRED_METHODS:
             state = decoded(member(params, "requestState"))
             if isinstance(state, str) and state.startswith(STATE_PREFIX):
@@ -326,6 +335,7 @@ class ModernHostLegacyServer(Translator):
                 self._internal_answer(env, out)
                 return
             assert key is not None
+            env = _complete(env, self._cacheable.pop(key, False))
             parked = self._parked.get(key)
             if parked is None:
                 self._calls.pop(key, None)
@@ -413,6 +423,7 @@ class ModernHostLegacyServer(Translator):
         key = env.id_key
         assert key is not None
         self._calls.pop(key, None)
+        self._cacheable.pop(key, None)
         parked = self._parked.pop(key, None)
         if parked is None:
             return env
@@ -423,3 +434,21 @@ class ModernHostLegacyServer(Translator):
         if self._subscribed:
             self._resubscribe = True
 
+
+def _complete(env: Envelope, cacheable: bool) -> Envelope:
+    """A legacy result with the members a 2026-07-28 result must carry appended when
+    missing: ``"resultType": "complete"``, and for the cacheable results (lists, reads)
+    ``"ttlMs": 0`` and ``"cacheScope": "private"`` (never cached, never shared: the server
+    said nothing about freshness). Strict clients, the official SDK's among them, refuse a
+    result without them. Only these members are added; every other byte stays."""
+    if env.kind != "response":
+        return env
+    result = env.raw("result")
+    if result is None or not result.lstrip().startswith("{"):
+        return env
+    added = result
+    for key, value in (("resultType", '"complete"'), ("ttlMs", "0"),
+                       ("cacheScope", '"private"'))[:3 if cacheable else 1]:
+        if member(added, key) is None:
+            added = set_member(added, key, value)
+    return env if added is result else env.replace("result", added)
