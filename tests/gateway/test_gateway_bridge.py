@@ -309,6 +309,29 @@ def test_legacy_host_subscribes_on_a_modern_server(tmp_path: Path) -> None:
     assert "resources/subscribe" not in methods(log)
 
 
+
+def test_legacy_host_cancels_a_call_waiting_on_its_input(tmp_path: Path) -> None:
+    # The call times out while the host's own callback still runs: the round ends in the
+    # bridge (nothing is upstream to cancel), and the late answer goes nowhere.
+    log = tmp_path / "up.jsonl"
+    cfg = config(tmp_path, {"feat": guarded("modern", log, FEATURES)})
+
+    def slow_elicit(request: Any) -> dict[str, Any]:
+        time.sleep(1.5)
+        return {"action": "accept", "content": {"name": "Late"}}
+
+    with mcpsync.connect(through(cfg), protocol_version="2025-11-25", timeout=30,
+                         elicitation=slow_elicit) as client:
+        with pytest.raises(mcpsync.RequestTimeout):
+            client.call_tool("ask_name", {}, timeout=0.5)
+        time.sleep(1.5)
+        assert client.call_tool("greet", {"name": "on"}).text == "hello on"
+    frames = seen(log)
+    assert not [f for f in frames if "result" in f or "error" in f]   # no stray answers
+    assert [f["params"]["name"] for f in frames if f.get("method") == "tools/call"] == [
+        "ask_name", "greet"]
+
+
 async def _official_legacy_host(argv: list[str]) -> dict[str, Any]:
     from mcp import Client, types
     from mcp.client.stdio import StdioServerParameters

@@ -22,6 +22,7 @@ gateway, the aggregator or the upstream's queue take theirs.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Callable
@@ -309,5 +310,4 @@ def _host_era(env: Envelope) -> str | None:
 
 
 def _dumps(value: Any) -> str:
-    import json
     return json.dumps(value, separators=(",", ":"))

@@ -123,8 +123,9 @@ class LegacyHostModernServer(Translator):
             self._notification(env, out)
         elif env.id_key is not None and env.id_key in self._asks:
             self._host_answer(env, out)
-        else:
+        elif not self.ids.mine(env.id_key):
             out.up(env)
+        # else: an answer for a round that is over (its call was cancelled): no one waits
 
     def _request(self, env: Envelope, out: Out) -> None:
         assert env.id is not None and env.id_key is not None
@@ -180,11 +181,12 @@ class LegacyHostModernServer(Translator):
                 out.up(env.replace("params", set_member(env.raw("params"), "requestId",
                                                         json.dumps(found[0][1]))))
                 return
-            for ask_key, round_ in list(self._asks.items()):
-                if key is not None and key_of_raw(round_.host_id) == key:
-                    del self._asks[ask_key]   # it waits on the host: nothing is upstream
-                    return
-            out.up(env)
+            waiting = [k for k, r in self._asks.items()
+                       if key is not None and key_of_raw(r.host_id) == key]
+            for ask_key in waiting:   # it waits on the host: nothing is upstream to cancel
+                del self._asks[ask_key]
+            if not waiting:
+                out.up(env)
         else:
             out.up(env)
 
