@@ -445,10 +445,23 @@ def test_raw_modern_host_on_the_odd_legacy_server(tmp_path: Path) -> None:
                                 + state + ','))
         assert again["error"]["code"] == -32602
         assert "odd" in again["error"]["message"]
+        # A retry cancelled: the server hears the cancel under the call's first id; an
+        # answer it sends after the cancel reaches no one, one sent before it comes under
+        # the retry's id (never the first id, which the host saw answered already).
+        asked = host.call(_call('"d1"', "ask"))
+        state = json.dumps(asked["result"]["requestState"])
+        [key] = asked["result"]["inputRequests"]
+        host.send(_call('"d2"', "ask", '"inputResponses":{"' + key + '":{"roots":[]}},'
+                        '"requestState":' + state + ',')
+                  + '\n{"jsonrpc":"2.0","method":"notifications/cancelled",'
+                    '"params":{"requestId":"d2"}}')
         # A crash fails the call; the next one restarts the server, initialized again by the
         # bridge (the host never sent initialize).
-        died = host.call(_call("4", "die"))
-        assert died["error"]["data"] == {"upstream": "odd"}
+        host.send(_call("4", "die"))
+        died = json.loads(host.recv())
+        if died.get("id") == "d2":
+            died = json.loads(host.recv())
+        assert died["id"] == 4 and died["error"]["data"] == {"upstream": "odd"}, died
         host.send(_call("5", "odd"))
         assert host.recv().startswith(b'{"jsonrpc":"2.0","id":5,"result":{"z":1.50')
         # A list gets the cache hints a 2026-07-28 list carries: none, so never cached.

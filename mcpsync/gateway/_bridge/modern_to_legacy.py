@@ -90,6 +90,7 @@ class _Parked:
     sent: set[str] = field(default_factory=set)   # keys handed to the host, not answered
     token: str = ""
     final: Envelope | None = None        # the server's answer, when it came before the retry
+    cancelled: bool = False              # the host cancelled the retry: drop the answer
 
 
 @dataclass
@@ -145,6 +146,14 @@ class ModernHostLegacyServer(Translator):
             key = key_of_raw(member(env.raw("params"), "requestId"))
             if key is not None and key in self._listens:
                 self._end_listen(key, out)
+                return
+            retried = next((k for k, p in self._parked.items()
+                            if p.host_id is not None and key_of_raw(p.host_id) == key), None)
+            if retried is not None:   # the server knows the call by its first id
+                self._parked[retried].host_id = None
+                self._parked[retried].cancelled = True   # its answer goes nowhere now
+                out.up(env.replace("params", set_member(env.raw("params"), "requestId",
+                                                        _raw_of(retried))))
                 return
             out.up(env)
         else:
@@ -239,7 +248,8 @@ class ModernHostLegacyServer(Translator):
 
     def _upstream_asks(self, env: Envelope, out: Out) -> None:
         assert env.id is not None and env.method is not None
-        key = next((k for k, p in self._parked.items() if p.host_id is not None), None)
+        live = {k: p for k, p in self._parked.items() if not p.cancelled}
+        key = next((k for k, p in live.items() if p.host_id is not None), None)
         if key is None and self._calls:
             key = next(iter(self._calls))
             if len(self._parked) >= MAX_PARKED:
@@ -248,7 +258,7 @@ class ModernHostLegacyServer(Translator):
                 self._by_token.pop(parked.token, None)
             self._parked[key] = _Parked(self._calls.pop(key))
         if key is None:
-            key = next(iter(self._parked), None)
+            key = next(iter(live), None)
         if key is None:
             out.up(error_frame(env.id, INTERNAL_ERROR, (
                 f"gateway bridge: upstream {self.name!r} sent {env.method} while no call of "
@@ -342,7 +352,9 @@ class ModernHostLegacyServer(Translator):
                 out.host(env)
                 return
             self.link.answered(key)
-            if parked.host_id is not None:
+            if parked.cancelled:
+                del self._parked[key]
+            elif parked.host_id is not None:
                 del self._parked[key]
                 out.host(env.replace("id", parked.host_id))
             else:
@@ -452,3 +464,9 @@ def _complete(env: Envelope, cacheable: bool) -> Envelope:
         if member(added, key) is None:
             added = set_member(added, key, value)
     return env if added is result else env.replace("result", added)
+
+
+def _raw_of(key: IdKey) -> str:
+    """The JSON text of the id ``key`` stands for."""
+    kind, value = key
+    return str(value) if kind == "int" else json.dumps(value) if kind == "str" else str(value)
