@@ -520,3 +520,26 @@ def test_legacy_host_modern_http_server(tmp_path: Path) -> None:
             assert served.server.runs["ask_name"] == 2   # type: ignore[attr-defined]
     finally:
         served.close()
+
+
+def test_a_server_that_could_not_start_is_probed_again(tmp_path: Path) -> None:
+    # The probe cannot reach a server that does not start; once it can be started, the
+    # next request probes again, so the server is bridged as what it is.
+    script = tmp_path / "server.sh"
+    log = tmp_path / "up.jsonl"
+    host = BridgedRawHost(config(tmp_path, {"late": [str(script)]}))
+    discover = ('{"jsonrpc":"2.0","id":ID,"method":"server/discover","params":{"_meta":'
+                + META + '}}')
+    try:
+        first = host.call(discover.replace("ID", "1"))
+        assert "could not be started" in first["error"]["message"]
+        argv = " ".join(f"'{a}'" for a in guarded("legacy", log, FEATURES))
+        script.write_text(f"#!/bin/sh\nexec {argv}\n")
+        script.chmod(0o755)
+        second = host.call(discover.replace("ID", "2"))
+        assert second["id"] == 2
+        info = second["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]
+        assert info["name"] == "features"
+        assert methods(log)[:2] == ["server/discover", "initialize"]
+    finally:
+        assert host.close() == 0

@@ -145,11 +145,15 @@ class BridgedUpstream(Upstream):
     def start(self) -> None:
         super().start()
         if self.upstream_era is None:
-            raw, key = self.ids.new()
-            self._probe_key = key
-            meta = build_meta(LATEST_MODERN, {}, GATEWAY_INFO)
-            params = '{"_meta":' + _dumps(meta) + "}"
-            Upstream.submit(self, parse_envelope(request_frame(raw, "server/discover", params)))
+            self._probe()
+
+    def _probe(self) -> None:
+        raw, key = self.ids.new()
+        self._probe_key = key
+        self._probed.clear()
+        meta = build_meta(LATEST_MODERN, {}, GATEWAY_INFO)
+        params = '{"_meta":' + _dumps(meta) + "}"
+        Upstream.submit(self, parse_envelope(request_frame(raw, "server/discover", params)))
 
     def _probe_answer(self, env: Envelope) -> None:
         if env.kind == "response":
@@ -172,6 +176,8 @@ class BridgedUpstream(Upstream):
         self._probed.set()
 
     def _await_era(self) -> None:
+        if self._probed.is_set():
+            self._probe()   # the last probe never reached the server (it did not start)
         if not self._probed.wait(PROBE_TIMEOUT):
             _log.info("upstream %r left server/discover unanswered for %g s: legacy",
                       self.id, PROBE_TIMEOUT)

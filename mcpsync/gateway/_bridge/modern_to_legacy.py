@@ -253,9 +253,7 @@ class ModernHostLegacyServer(Translator):
         if key is None and self._calls:
             key = next(iter(self._calls))
             if len(self._parked) >= MAX_PARKED:
-                oldest = next(iter(self._parked))
-                parked = self._parked.pop(oldest)
-                self._by_token.pop(parked.token, None)
+                self._evict(next(iter(self._parked)), out)
             self._parked[key] = _Parked(self._calls.pop(key))
         if key is None:
             key = next(iter(live), None)
@@ -271,6 +269,19 @@ class ModernHostLegacyServer(Translator):
             env.id, env.method, env.raw("params"))
         if parked.host_id is not None:
             self._ask(parked, out)
+
+    def _evict(self, key: IdKey, out: Out) -> None:
+        """Give up the oldest parked call (its host never retried): refuse the requests it
+        still holds and cancel the call, so the server stops waiting for them."""
+        parked = self._parked.pop(key)
+        self._by_token.pop(parked.token, None)
+        for raw_id, method, _params in parked.asks.values():
+            out.up(error_frame(raw_id, INTERNAL_ERROR, (
+                f"gateway bridge: the host never answered this {method} (it did not retry "
+                f"the call, and the bridge holds at most {MAX_PARKED} such calls)"), self.name))
+        out.up(notification_frame("notifications/cancelled", json.dumps(
+            {"requestId": json.loads(_raw_of(key)),
+             "reason": "the host did not come back for this call"})))
 
     def _ask(self, parked: _Parked, out: Out) -> None:
         assert parked.host_id is not None
