@@ -186,14 +186,14 @@ class ModernHostLegacyServer(Translator):
         if method == "subscriptions/listen":
             self._listen(env, out)
             return
-        if method in CACHEABLE:
-            self._cacheable[env.id_key] = True
         if method in INPUT_REQUIRED_METHODS:
             state = decoded(member(params, "requestState"))
             if isinstance(state, str) and state.startswith(STATE_PREFIX):
-                self._retry(env, state, out)
+                self._retry(env, state, out)   # the server still has the first request
                 return
             self._calls[env.id_key] = env.id
+        if method in CACHEABLE:
+            self._cacheable[env.id_key] = True
         meta = decoded(member(params, "_meta"))
         level = meta.get(META_LOG_LEVEL) if isinstance(meta, dict) else None
         if isinstance(level, str) and level != self._log_level:
