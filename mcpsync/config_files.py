@@ -36,6 +36,8 @@ _KNOWN = frozenset({
     "command", "args", "env", "cwd", "url", "type", "headers", "disabled",
     "name", "timeout", "scope", "secret_ref", "secret_format", "gateway", "oauth",
 })
+# Entry keys only the gateway reads (the bridge's "era"): kept in ServerConfig.extra, unwarned.
+_GATEWAY_KEYS = frozenset({"era"})
 # Keys of an entry's "oauth" object (VS Code, Claude Code), and what each becomes.
 _OAUTH_KEYS = ("clientId", "callbackPort", "scopes", "authServerMetadataUrl")
 _TYPES = {"stdio": "stdio", "http": "http", "streamable-http": "http", "sse": "sse"}
@@ -465,7 +467,8 @@ def load_config(source: str | os.PathLike[str] | Mapping[str, Any], *,
                                   f"{_type_name(entry)}")
             unknown = [key for key in entry if key not in _KNOWN]
             for key in unknown:
-                warned.setdefault(str(key), []).append(server_id)
+                if key not in _GATEWAY_KEYS:
+                    warned.setdefault(str(key), []).append(server_id)
             reader = _Entry(file, path, entry, environ=env, workspace_folder=folder)
             configs.append(reader.build(server_id, unknown, token_store=token_store,
                                         interactive_login=interactive_login))

@@ -47,7 +47,7 @@ def _cmd_gateway(args: argparse.Namespace, ctx: _Context) -> _Outcome:
                            "(choose a file in a directory you own)", EXIT_USAGE) from None
     try:
         gateway = Gateway(ctx.config, inspector=inspector, secret_resolver=_secrets(args),
-                          **guard_options(ctx.config))
+                          bridge=args.bridge, **guard_options(ctx.config))
     except BaseException:
         if inspector is not None:
             inspector.close()

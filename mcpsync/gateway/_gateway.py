@@ -42,6 +42,7 @@ from mcpsync._threads import join_all
 from mcpsync.config import ServerConfig
 from mcpsync.config_files import load_config
 from mcpsync.errors import ConfigError
+from mcpsync.gateway._bridge import upstream_factory
 from mcpsync.gateway._guard._hooks import GuardHooks
 from mcpsync.gateway._inspector import (
     GATEWAY_TO_HOST,
@@ -93,6 +94,8 @@ class Gateway:
     ``hold_seconds`` (-32011 otherwise); see ``docs/gateway-guard.md``.
     ``secret_resolver`` resolves an entry's ``secret_ref`` for each spawn of
     a stdio upstream, as the Manager's does (a fresh 0600 file filling ``{{secret_file}}``).
+    ``bridge=True`` lets a host of one protocol era use servers of the
+    other (see ``_bridge``); without it frames pass as they are.
     Use :meth:`serve_stdio` to run it; :meth:`close` (or ``with``) stops the upstreams.
     """
 
@@ -100,11 +103,12 @@ class Gateway:
                  *, on_frame: FrameObserver | None = None, inspector: Inspector | None = None,
                  max_frame_bytes: int = MAX_FRAME_BYTES, policy: Policy | None = None,
                  approver: object = None, hold_seconds: float = 25.0,
-                 secret_resolver: SecretResolver | None = None) -> None:
+                 secret_resolver: SecretResolver | None = None, bridge: bool = False) -> None:
         if policy is not None and not isinstance(policy, Policy):
             raise TypeError(f"policy must be a Policy, got {type(policy).__name__}")
         configs, source = _load(config)
         configs = [c for c in configs if not c.disabled]
+        make = upstream_factory(bridge, configs, source)   # Upstream, or the era-bridging one
         if not configs:
             raise ConfigError(f"{source}: no enabled server to put behind the gateway "
                               "(add an entry under mcpServers)")
@@ -114,7 +118,7 @@ class Gateway:
         self.on_frame = on_frame
         self.inspector = inspector
         self._max_frame = max_frame_bytes
-        self._upstreams = [Upstream(c, on_line=self._from_upstream, on_down=self._upstream_down,
+        self._upstreams = [make(c, on_line=self._from_upstream, on_down=self._upstream_down,
                                     on_refused=self._refuse, on_failed=self._call_failed,
                                     max_frame_bytes=max_frame_bytes,
                                     secret_resolver=secret_resolver) for c in configs]

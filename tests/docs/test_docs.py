@@ -16,7 +16,8 @@ import pytest
 from helpers import DOCS
 
 CHECKED = ("client.md", "processes.md", "performance.md", "auth.md", "architecture.md",
-           "errors.md", "index.md", "rough-edges.md", "notebooks.md", "gateway.md")
+           "errors.md", "index.md", "rough-edges.md", "notebooks.md", "gateway.md",
+           "gateway-bridging.md")
 _BLOCK = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
 
 
