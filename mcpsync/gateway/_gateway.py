@@ -206,11 +206,9 @@ class Gateway:
         for a frame the gateway made itself) and to ``on_frame``."""
         inspector = self.inspector
         if inspector is not None and inspector.enabled:
-            frame = envelope.to_bytes()
             legs = ((GATEWAY_TO_HOST,) if made else (UPSTREAM_TO_GATEWAY, GATEWAY_TO_HOST)) \
                 if direction == "to_host" else (HOST_TO_GATEWAY, GATEWAY_TO_UPSTREAM)
-            for leg in legs:
-                inspector.record(leg, frame, upstream=upstream.id)
+            inspector.record_frame(legs, envelope, upstream.id)
         observer = self.on_frame
         if observer is not None:
             try:
@@ -241,6 +239,8 @@ class Gateway:
                 return
             for line in batch:
                 self._from_host(line)
+            if self.inspector is not None:
+                self.inspector.flush()   # the frames are on their way: now log them
             if not data:
                 _log.info("the host closed its input; the gateway stops")
                 return
@@ -275,6 +275,8 @@ class Gateway:
                     view = view[os.write(fd, view):]
             except OSError as exc:   # the host went away; its input's EOF ends serving
                 _log.info("writing to the host failed: %s", exc)
+        if self.inspector is not None:
+            self.inspector.flush()
 
     def _write_error(self, raw_id: str, code: int, message: str,
                      upstream: Upstream | None) -> None:
