@@ -239,8 +239,6 @@ class Gateway:
                 return
             for line in batch:
                 self._from_host(line)
-            if self.inspector is not None:
-                self.inspector.flush()   # the frames are on their way: now log them
             if not data:
                 _log.info("the host closed its input; the gateway stops")
                 return
@@ -275,8 +273,6 @@ class Gateway:
                     view = view[os.write(fd, view):]
             except OSError as exc:   # the host went away; its input's EOF ends serving
                 _log.info("writing to the host failed: %s", exc)
-        if self.inspector is not None:
-            self.inspector.flush()
 
     def _write_error(self, raw_id: str, code: int, message: str,
                      upstream: Upstream | None) -> None:

@@ -281,12 +281,6 @@ class Inspector:
             return
         self._queue.put((legs, envelope, upstream, time.time(), self._clock()))
 
-    def flush(self) -> None:
-        """Have the log thread write what :meth:`record_frame` queued; the gateway calls it
-        once it has forwarded those frames (waking the thread earlier would compete with
-        the forwarding). Without it they are written within a fraction of a second."""
-        self._queue.kick()
-
     def _drain(self, batch: list[Any], dropped: int) -> None:
         """The log thread: the records of ``batch``'s frames, written in as few writes as
         the rotation allows."""

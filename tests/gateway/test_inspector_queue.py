@@ -46,7 +46,6 @@ def test_each_frame_gets_a_record_per_leg_written_by_the_log_thread(tmp_path: Pa
     inspector.record_frame(TO_UPSTREAM, parse_envelope(_call(7)), "demo")
     now[0] += 0.25
     inspector.record_frame(TO_HOST, parse_envelope(_answer(7)), "demo")
-    inspector.flush()
     inspector.close()
     records = _lines(log)
     assert [r["dir"] for r in records] == [*TO_UPSTREAM, *TO_HOST]
@@ -70,7 +69,7 @@ def test_frames_queued_without_a_kick_are_written_soon_and_close_writes_the_rest
     deadline = time.monotonic() + 5.0
     while time.monotonic() < deadline and not log.read_bytes():
         time.sleep(0.02)
-    assert len(_lines(log)) == 2, "the log thread looks at the queue without a kick"
+    assert len(_lines(log)) == 2, "the log thread wakes for a frame"
     for rid in range(2, 500):
         inspector.record_frame(TO_UPSTREAM, parse_envelope(_call(rid)), "demo")
     inspector.close()
@@ -93,7 +92,6 @@ def test_a_full_queue_drops_and_counts_and_inspect_reports_it(tmp_path: Path) ->
     inspector._queue = LogQueue(slow_drain, limit=8)
     for rid in range(1, 31):
         inspector.record_frame(TO_UPSTREAM, parse_envelope(_call(rid)), "demo")
-        inspector.flush()
         time.sleep(0.001)
     release.set()
     inspector.close()
