@@ -13,9 +13,14 @@ out of the differences:
   inspector's default detail (``summary``).
 
 Each does ``tools/call echo`` sequentially (N calls) and from 8 threads at once (N calls in
-all), after a warm-up. The machine may be shared, so the paths are measured in rounds, one
-after the other in each round (the order rotated from round to round), and the figures are
-the medians over the rounds of each round's figure. Prints a table (microseconds per call)
+all), after a warm-up. Besides the latencies it reads the CPU time (all threads) of the
+process the client spawned over the sequential calls: for the floor and the gateway that is
+the proxy's own work per call (the demo's is not counted), which load on a shared machine
+does not inflate the way it does the latencies.
+
+The machine may be shared, so the paths are measured in rounds, one after the other in each
+round (the order rotated from round to round), and the figures are the medians over the
+rounds of each round's figure. Prints a table (microseconds per call)
 and the ratios against the floor proxy; ``--json`` prints the same as one JSON document.
 Run from the project root::
 
@@ -40,8 +45,20 @@ HERE = Path(__file__).resolve().parent
 DEMO = [sys.executable, "-m", "mcpsync.demo"]
 THREADS = 8
 PATHS = ("direct", "floor", "gateway", "gateway+log")
-#: The figures of one path in one round, in microseconds per call.
-FIGURES = ("seq_median", "seq_mean", "conc_median", "conc_wall")
+#: The figures of one path in one round, in microseconds per call (``seq_cpu``: CPU time of
+#: the process the client spawned, all its threads, per sequential call; 0 where unknown).
+FIGURES = ("seq_median", "seq_mean", "conc_median", "conc_wall", "seq_cpu")
+
+
+def _cpu_ns(pid: int | None) -> int:
+    """CPU time of every thread of ``pid`` so far (Linux ``schedstat``, in ns), or 0."""
+    total = 0
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            total += int((task / "schedstat").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+    return total
 
 
 def _argvs(config: str, log: str) -> dict[str, list[str]]:
@@ -83,10 +100,13 @@ def _concurrent(client: mcpsync.Client, n: int) -> tuple[list[float], float]:
 def _one(argv: list[str], calls: int, warmup: int) -> dict[str, float]:
     with mcpsync.connect(argv) as client:
         _sequential(client, warmup)
+        cpu = _cpu_ns(client.pid)
         seq = _sequential(client, calls)
+        cpu = _cpu_ns(client.pid) - cpu
         conc, wall = _concurrent(client, calls)
     return {"seq_median": statistics.median(seq) * 1e6, "seq_mean": statistics.fmean(seq) * 1e6,
-            "conc_median": statistics.median(conc) * 1e6, "conc_wall": wall * 1e6}
+            "conc_median": statistics.median(conc) * 1e6, "conc_wall": wall * 1e6,
+            "seq_cpu": max(cpu, 0) / 1e3 / calls}
 
 
 def measure(calls: int, rounds: int, warmup: int) -> dict[str, Any]:
@@ -125,10 +145,11 @@ def measure(calls: int, rounds: int, warmup: int) -> dict[str, Any]:
 def _print(result: dict[str, Any]) -> None:
     print(f"{result['calls']} calls each, {result['rounds']} rounds (medians over rounds); "
           "microseconds per call")
-    print(f"{'':12} {'seq median':>11} {'seq mean':>9} {'8x median':>10} {'8x wall/call':>13}")
+    print(f"{'':12} {'seq median':>11} {'seq mean':>9} {'8x median':>10} {'8x wall/call':>13} "
+          f"{'seq CPU':>8}")
     for path, row in result["medians"].items():
         print(f"{path:12} {row['seq_median']:11.0f} {row['seq_mean']:9.0f} "
-              f"{row['conc_median']:10.0f} {row['conc_wall']:13.0f}")
+              f"{row['conc_median']:10.0f} {row['conc_wall']:13.0f} {row['seq_cpu']:8.1f}")
     for path, row in result["added_us"].items():
         print(f"added by {path}: seq median {row['seq']:+.0f} us, "
               f"8x wall/call {row['conc']:+.0f} us")

@@ -76,6 +76,8 @@ _SHAPE_KEYS: Final = 50
 # An unparseable message is kept (redacted, at full detail) up to this many characters.
 _MAX_RAW_TEXT: Final = 4096
 
+# What a response takes from its request.
+_ABOUT: Final = ("method", "tool", "prompt", "uri", "upstream")
 # Redacted object keys and names, remembered (they repeat on every call); cleared when full.
 _NAMES_CACHED: Final = 4096
 
@@ -110,13 +112,14 @@ def _dir_text(record: dict[str, Any]) -> str:
 
 
 def _same_but_dir(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    """Whether two records (of one frame's legs) differ in their direction alone, with the
-    direction the second key: then the second's line is the first's with the leg
-    replaced."""
-    if a.keys() != b.keys() or a["dir"] is None or b["dir"] is None:
+    """Whether two records (of one frame's legs) differ in their direction alone: then the
+    second's line is the first's with the leg replaced (every record starts with ``time``
+    then ``dir``, and a time holds no quote, so the first ``"dir":"..."`` is the leg)."""
+    if a["dir"] is None or b["dir"] is None or len(a) != len(b):
         return False
-    return all(a[k] == b[k] for k in a if k != "dir") and next(iter(a)) == "time" \
-        and list(a)[1] == "dir"
+    other = dict(b)
+    other["dir"] = a["dir"]
+    return other == a
 
 
 def _requester(direction: str, is_request: bool) -> str:
@@ -392,8 +395,10 @@ class Inspector:
         """Remember a request by its leg and id; give a response on the same leg the
         request's latency and what it was about."""
         kind = record.get("kind")
-        rid = record.get("id")
-        if kind not in ("request", "response") or rid is None:
+        if kind != "request" and kind != "response":
+            return
+        rid = record["id"]
+        if rid is None:
             return
         upstream = record["upstream"]
         leg = None if direction in (HOST_TO_GATEWAY, GATEWAY_TO_HOST) else upstream
@@ -403,9 +408,8 @@ class Inspector:
                rid if type(rid) is int else _encode(rid))
         if kind == "request":
             with self._lock:
-                self._pending[key] = (now, {k: record[k] for k in
-                                            ("method", "tool", "prompt", "uri", "upstream")
-                                            if record.get(k) is not None})
+                self._pending[key] = (now, {k: v for k in _ABOUT
+                                            if (v := record.get(k)) is not None})
                 if len(self._pending) > _MAX_PENDING:
                     self._pending.popitem(last=False)
             return
@@ -461,9 +465,14 @@ class Inspector:
 
     def _shape(self, value: Any, depth: int) -> Any:
         """The JSON types of ``value``, not its contents (see the module docstring)."""
-        scalar = _SCALARS.get(type(value))
+        kind = type(value)
+        scalar = _SCALARS.get(kind)
         if scalar is not None:
             return scalar
+        if kind is dict and depth < _SHAPE_DEPTH and len(value) <= _SHAPE_KEYS:
+            # Decoded JSON: exact dicts with str keys, the fast path of the Mapping case.
+            name, shape, deeper = self._name, self._shape, depth + 1
+            return {name(key): shape(item, deeper) for key, item in value.items()}
         if value is None:
             return "null"
         if isinstance(value, bool):
