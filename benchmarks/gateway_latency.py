@@ -1,6 +1,6 @@
 """Per-call latency added by the gateway, beside the floor proxy and a direct connection.
 
-Three ways to reach the demo server (``python -m mcpsync.demo``) over stdio, all driven by
+Four ways to reach the demo server (``python -m mcpsync.demo``) over stdio, all driven by
 our client (``mcpsync.connect``), so the client's own cost is the same in each and cancels
 out of the differences:
 
@@ -8,17 +8,28 @@ out of the differences:
 - floor: the client spawns ``benchmarks/gateway_floor.py``, which spawns the demo and
   forwards lines without parsing;
 - gateway: the client spawns ``python -m mcpsync gateway --config FILE`` with the demo as its
-  one upstream.
+  one upstream, no traffic log;
+- gateway+log: the same with ``--log FILE`` (a file in a temporary directory) at the
+  inspector's default detail (``summary``).
 
 Each does ``tools/call echo`` sequentially (N calls) and from 8 threads at once (N calls in
-all), after a warm-up. Prints median and mean microseconds per call, and for the concurrent
-runs the wall time per call. Run from the project root::
+all), after a warm-up. Besides the latencies it reads the CPU time (all threads) of the
+process the client spawned over the sequential calls: for the floor and the gateway that is
+the proxy's own work per call (the demo's is not counted), which load on a shared machine
+does not inflate the way it does the latencies.
 
-    .venv/bin/python benchmarks/gateway_latency.py [N]
+The machine may be shared, so the paths are measured in rounds, one after the other in each
+round (the order rotated from round to round), and the figures are the medians over the
+rounds of each round's figure. Prints a table (microseconds per call)
+and the ratios against the floor proxy; ``--json`` prints the same as one JSON document.
+Run from the project root::
+
+    .venv/bin/python benchmarks/gateway_latency.py [--calls N] [--rounds R] [--json]
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import sys
@@ -26,19 +37,36 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import mcpsync
 
 HERE = Path(__file__).resolve().parent
 DEMO = [sys.executable, "-m", "mcpsync.demo"]
-WARMUP = 200
 THREADS = 8
+PATHS = ("direct", "floor", "gateway", "gateway+log")
+#: The figures of one path in one round, in microseconds per call (``seq_cpu``: CPU time of
+#: the process the client spawned, all its threads, per sequential call; 0 where unknown).
+FIGURES = ("seq_median", "seq_mean", "conc_median", "conc_wall", "seq_cpu")
 
 
-def _argvs(config: str) -> dict[str, list[str]]:
+def _cpu_ns(pid: int | None) -> int:
+    """CPU time of every thread of ``pid`` so far (Linux ``schedstat``, in ns), or 0."""
+    total = 0
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            total += int((task / "schedstat").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+    return total
+
+
+def _argvs(config: str, log: str) -> dict[str, list[str]]:
+    gateway = [sys.executable, "-m", "mcpsync", "gateway", "--config", config]
     return {"direct": DEMO,
             "floor": [sys.executable, str(HERE / "gateway_floor.py"), "--", *DEMO],
-            "gateway": [sys.executable, "-m", "mcpsync", "gateway", "--config", config]}
+            "gateway": gateway,
+            "gateway+log": [*gateway, "--log", log, "--log-detail", "summary"]}
 
 
 def _sequential(client: mcpsync.Client, n: int) -> list[float]:
@@ -53,7 +81,7 @@ def _sequential(client: mcpsync.Client, n: int) -> list[float]:
 def _concurrent(client: mcpsync.Client, n: int) -> tuple[list[float], float]:
     times: list[float] = []
     lock = threading.Lock()
-    per = n // THREADS
+    per = max(1, n // THREADS)
 
     def work() -> None:
         mine = _sequential(client, per)
@@ -69,34 +97,83 @@ def _concurrent(client: mcpsync.Client, n: int) -> tuple[list[float], float]:
     return times, (time.perf_counter() - start) / (per * THREADS)
 
 
-def main() -> None:
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
-    with tempfile.TemporaryDirectory() as tmp:
+def _one(argv: list[str], calls: int, warmup: int) -> dict[str, float]:
+    with mcpsync.connect(argv) as client:
+        _sequential(client, warmup)
+        cpu = _cpu_ns(client.pid)
+        seq = _sequential(client, calls)
+        cpu = _cpu_ns(client.pid) - cpu
+        conc, wall = _concurrent(client, calls)
+    return {"seq_median": statistics.median(seq) * 1e6, "seq_mean": statistics.fmean(seq) * 1e6,
+            "conc_median": statistics.median(conc) * 1e6, "conc_wall": wall * 1e6,
+            "seq_cpu": max(cpu, 0) / 1e3 / calls}
+
+
+def measure(calls: int, rounds: int, warmup: int) -> dict[str, Any]:
+    """Run every path ``rounds`` times; the medians over rounds, the added latency over
+    direct, the ratios to the floor, and how many records the log got per call."""
+    per_round: dict[str, list[dict[str, float]]] = {p: [] for p in PATHS}
+    log_lines = 0
+    with tempfile.TemporaryDirectory(prefix="mcpsync-gwbench-") as tmp:
         config = Path(tmp) / "gateway.json"
         config.write_text(json.dumps({"mcpServers": {"demo": {"command": DEMO[0],
                                                                "args": DEMO[1:]}}}))
-        rows = {}
-        for label, argv in _argvs(str(config)).items():
-            with mcpsync.connect(argv) as client:
-                _sequential(client, WARMUP)
-                seq = _sequential(client, n)
-                conc, wall = _concurrent(client, n)
-            rows[label] = (statistics.median(seq) * 1e6, statistics.fmean(seq) * 1e6,
-                           statistics.median(conc) * 1e6, wall * 1e6)
-    print(f"{n} calls each; microseconds per call")
-    print(f"{'':8} {'seq median':>11} {'seq mean':>9} {'8x median':>10} {'8x wall/call':>13}")
-    for label, (a, b, c, d) in rows.items():
-        print(f"{label:8} {a:11.0f} {b:9.0f} {c:10.0f} {d:13.0f}")
-    direct = rows["direct"]
-    for label in ("floor", "gateway"):
-        row = rows[label]
-        print(f"added by {label}: seq median {row[0] - direct[0]:+.0f} us, "
-              f"8x wall/call {row[3] - direct[3]:+.0f} us")
-    floor_added = rows["floor"][0] - direct[0]
-    gw_added = rows["gateway"][0] - direct[0]
-    if floor_added > 0:
-        print(f"gateway / floor added latency (seq median): {gw_added / floor_added:.2f}x")
+        log = Path(tmp) / "gateway.log"
+        argvs = _argvs(str(config), str(log))
+        for r in range(rounds):
+            order = PATHS[r % len(PATHS):] + PATHS[:r % len(PATHS)]
+            for path in order:
+                if path == "gateway+log":
+                    log.unlink(missing_ok=True)
+                per_round[path].append(_one(argvs[path], calls, warmup))
+                if path == "gateway+log":
+                    log_lines = len(log.read_bytes().splitlines())
+    medians = {p: {f: statistics.median(row[f] for row in per_round[p]) for f in FIGURES}
+               for p in PATHS}
+    direct = medians["direct"]
+    added = {p: {"seq": medians[p]["seq_median"] - direct["seq_median"],
+                 "conc": medians[p]["conc_wall"] - direct["conc_wall"]} for p in PATHS[1:]}
+    floor = added["floor"]
+    ratio = {p: {k: (added[p][k] / floor[k] if floor[k] > 0 else None) for k in ("seq", "conc")}
+             for p in ("gateway", "gateway+log")}
+    exchanges = warmup + calls + max(1, calls // THREADS) * THREADS
+    return {"calls": calls, "rounds": rounds, "warmup": warmup, "medians": medians,
+            "rounds_raw": per_round, "added_us": added, "x_floor": ratio,
+            "log_lines": log_lines, "log_lines_per_call": log_lines / exchanges}
+
+
+def _print(result: dict[str, Any]) -> None:
+    print(f"{result['calls']} calls each, {result['rounds']} rounds (medians over rounds); "
+          "microseconds per call")
+    print(f"{'':12} {'seq median':>11} {'seq mean':>9} {'8x median':>10} {'8x wall/call':>13} "
+          f"{'seq CPU':>8}")
+    for path, row in result["medians"].items():
+        print(f"{path:12} {row['seq_median']:11.0f} {row['seq_mean']:9.0f} "
+              f"{row['conc_median']:10.0f} {row['conc_wall']:13.0f} {row['seq_cpu']:8.1f}")
+    for path, row in result["added_us"].items():
+        print(f"added by {path}: seq median {row['seq']:+.0f} us, "
+              f"8x wall/call {row['conc']:+.0f} us")
+    for path, row in result["x_floor"].items():
+        shown = ", ".join(f"{k} {v:.2f}x" if v is not None else f"{k} n/a"
+                          for k, v in row.items())
+        print(f"{path} / floor added latency: {shown}")
+    print(f"log records per exchange (gateway+log): {result['log_lines_per_call']:.2f}")
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=200)
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    args = parser.parse_args(argv)
+    result = measure(args.calls, args.rounds, args.warmup)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        _print(result)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main(sys.argv[1:]))

@@ -5,7 +5,8 @@ The summary is counted from one vantage point so a call is not counted twice: th
 (the requests the host sent and the answers it got, refusals included), or the upstreams'
 when the log holds no answer to the host. A line that is not a JSON object (a last line cut
 short by a crash, say) is skipped and counted; rotated files are read like any other, in the
-order given.
+order given. ``dropped`` records (frames the gateway's log thread could not keep up with) are
+added up and reported.
 
 Latency percentiles use the nearest-rank method: p90 is the smallest latency at least 90% of
 the answered calls did not exceed.
@@ -79,8 +80,11 @@ def summarize(paths: Sequence[str]) -> dict[str, Any]:
                           "tool_errors": 0, "errors": 0, "refused": 0, "latencies": []}
         return tools[key]
 
+    dropped = 0
     for record in records:
         direction, kind = record.get("dir"), record.get("kind")
+        if kind == "dropped" and isinstance(record.get("count"), int):
+            dropped += record["count"]   # frames the gateway could not log in time
         if direction == requests_dir and kind == "request":
             methods[str(record.get("method"))] += 1
             if record.get("method") == "tools/call":
@@ -120,6 +124,7 @@ def summarize(paths: Sequence[str]) -> dict[str, Any]:
         "tools": rows,
         "errors": {str(code): n for code, n in sorted(errors.items())},
         "refusals": dict(sorted(refusals.items())),
+        "dropped_frames": dropped,
     }
 
 
@@ -138,6 +143,9 @@ def _render(summary: dict[str, Any]) -> str:
     if skipped:
         parts.append(f"skipped {len(skipped)} unreadable line{'s' if len(skipped) > 1 else ''}"
                      f" (first at {skipped[0]})\n")
+    if summary["dropped_frames"]:
+        parts.append(f"{summary['dropped_frames']} frames were not logged (the gateway's log "
+                     "thread fell behind); the counts below miss them\n")
     if summary["tools"]:
         cells = []
         for t in summary["tools"]:

@@ -121,7 +121,7 @@ class StdioConn(Conn):
         larger frames wait for the writer thread, which waits as long as the server does."""
         frame = envelope.to_bytes()
         t = self._transport
-        if len(frame) >= _ATOMIC or t.closed or t.returncode() is not None:
+        if len(frame) >= _ATOMIC or t.ended:
             return False
         try:
             t.send_bytes_until(frame, 0.0)

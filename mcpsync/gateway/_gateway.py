@@ -230,11 +230,9 @@ class Gateway:
         for a frame the gateway made itself) and to ``on_frame``."""
         inspector = self.inspector
         if inspector is not None and inspector.enabled:
-            frame = envelope.to_bytes()
             legs = ((GATEWAY_TO_HOST,) if made else (UPSTREAM_TO_GATEWAY, GATEWAY_TO_HOST)) \
                 if direction == "to_host" else (HOST_TO_GATEWAY, GATEWAY_TO_UPSTREAM)
-            for leg in legs:
-                inspector.record(leg, frame, upstream=upstream.id)
+            inspector.record_frame(legs, envelope, upstream.id)
         observer = self.on_frame
         if observer is not None:
             try:

@@ -38,11 +38,13 @@ import stat
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any, Final, Literal
 
 from mcpsync._codes import APPROVAL_REJECTED, BUDGET_EXCEEDED, DENIED_BY_POLICY
+from mcpsync._envelope import Envelope
+from mcpsync.gateway._logqueue import LogQueue
 from mcpsync.gateway._redact import Redactor
 
 __all__ = ["DETAILS", "DIRECTIONS", "REFUSALS", "Inspector"]
@@ -74,13 +76,50 @@ _SHAPE_KEYS: Final = 50
 # An unparseable message is kept (redacted, at full detail) up to this many characters.
 _MAX_RAW_TEXT: Final = 4096
 
+# What a response takes from its request.
+_ABOUT: Final = ("method", "tool", "prompt", "uri", "upstream")
+# Redacted object keys and names, remembered (they repeat on every call); cleared when full.
+_NAMES_CACHED: Final = 4096
+
 Message = bytes | bytearray | str | Mapping[str, Any]
 Callback = Callable[[dict[str, Any]], object]
 
+# One encoder and decoder built once: json.dumps with options builds an encoder per call.
+_encode: Callable[[Any], str] = json.JSONEncoder(ensure_ascii=True, separators=(",", ":")).encode
+_decode: Callable[[str], Any] = json.JSONDecoder().decode
+# The shape of a scalar by its exact type (decoded JSON has no subclasses).
+_SCALARS: Final[Mapping[type, str]] = {str: "str", int: "int", float: "float", bool: "bool",
+                                      type(None): "null"}
+_second: tuple[int, str] = (-1, "")   # the last whole second formatted, and its text
+
 
 def _iso(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="microseconds") \
-        .replace("+00:00", "Z")
+    """``epoch`` as UTC ISO 8601 with microseconds; the date and time of day are formatted
+    once per second."""
+    global _second
+    whole = int(epoch)
+    micro = round((epoch - whole) * 1e6)
+    if micro >= 1_000_000:
+        whole, micro = whole + 1, 0
+    if _second[0] != whole:
+        _second = (whole, datetime.fromtimestamp(whole, timezone.utc)
+                   .strftime("%Y-%m-%dT%H:%M:%S"))
+    return f"{_second[1]}.{micro:06d}Z"
+
+
+def _dir_text(record: dict[str, Any]) -> str:
+    return f'"dir":"{record["dir"]}"'
+
+
+def _same_but_dir(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether two records (of one frame's legs) differ in their direction alone: then the
+    second's line is the first's with the leg replaced (every record starts with ``time``
+    then ``dir``, and a time holds no quote, so the first ``"dir":"..."`` is the leg)."""
+    if a["dir"] is None or b["dir"] is None or len(a) != len(b):
+        return False
+    other = dict(b)
+    other["dir"] = a["dir"]
+    return other == a
 
 
 def _requester(direction: str, is_request: bool) -> str:
@@ -141,6 +180,20 @@ class _LogFile:
             view = view[written:]
         self._size += len(line)
 
+    def write_lines(self, lines: Sequence[bytes]) -> None:
+        """Append ``lines``, as many per ``write`` as the rotation cap allows; the caller
+        holds the lock."""
+        chunk: list[bytes] = []
+        size = 0
+        for line in lines:
+            if chunk and self._size + size + len(line) > self.max_bytes:
+                self.write(b"".join(chunk))
+                chunk, size = [], 0
+            chunk.append(line)
+            size += len(line)
+        if chunk:
+            self.write(chunk[0] if len(chunk) == 1 else b"".join(chunk))
+
     def _rotate(self) -> None:
         os.close(self._fd)
         self._fd = -1
@@ -183,10 +236,14 @@ class Inspector:
         self._callback = callback
         self._clock = clock
         self._lock = threading.Lock()
-        self._pending: OrderedDict[tuple[str | None, str, str], tuple[float, dict[str, Any]]]
+        self._pending: OrderedDict[tuple[str | None, str, int | str],
+                                   tuple[float, dict[str, Any]]]
         self._pending = OrderedDict()
         self._file: _LogFile | None = None
         self._closed = False
+        self._names: dict[str, str] = {}
+        self._names_of: Redactor = self.redactor
+        self._queue = LogQueue(self._drain)
         if path is not None and detail != "off":
             self._file = _LogFile(os.fspath(path), max_bytes, backups)
 
@@ -216,6 +273,70 @@ class Inspector:
         except Exception:   # the gateway's traffic must never fail because of its log
             _log.warning("inspector: could not record a %s message", direction, exc_info=True)
 
+    def record_frame(self, legs: Sequence[str], envelope: Envelope,
+                     upstream: str | None) -> None:
+        """The gateway's path: record the frame ``envelope`` once on each of ``legs`` (the
+        directions it travels, in order). Only queues it: the ``mcpsync-gateway-log``
+        thread builds the records and writes them (and calls the callback), with the time
+        and clock of this call. Past the queue's bound the frame is counted as dropped and
+        a ``dropped`` record says how many. Never raises."""
+        if not self.enabled:
+            return
+        self._queue.put((legs, envelope, upstream, time.time(), self._clock()))
+
+    def _drain(self, batch: list[Any], dropped: int) -> None:
+        """The log thread: the records of ``batch``'s frames, written in as few writes as
+        the rotation allows."""
+        records: list[dict[str, Any]] = []
+        if dropped:
+            _log.warning("inspector: %d frame(s) were not logged, the log thread was "
+                         "behind", dropped)
+            records.append({"time": _iso(time.time()), "dir": None, "upstream": None,
+                            "kind": "dropped", "count": dropped})
+        for legs, envelope, upstream, wall, now in batch:
+            try:
+                records += self._frame_records(legs, envelope, upstream, wall, now)
+            except Exception:
+                _log.warning("inspector: could not record a %s frame", legs[0], exc_info=True)
+        callback = self._callback
+        if callback is not None:
+            for record in records:
+                try:
+                    callback(record)
+                except Exception:
+                    _log.warning("inspector: the record callback raised", exc_info=True)
+        if self._file is not None and records:
+            lines: list[bytes] = []
+            previous: dict[str, Any] | None = None
+            line = ""
+            for record in records:
+                if previous is not None and _same_but_dir(previous, record):
+                    # The next leg of the same frame: only the direction differs.
+                    line = line.replace(_dir_text(previous), _dir_text(record), 1)
+                else:
+                    line = _encode(record) + "\n"
+                lines.append(line.encode())
+                previous = record
+            self._write(lines)
+
+    def _frame_records(self, legs: Sequence[str], envelope: Envelope, upstream: str | None,
+                       wall: float, now: float) -> list[dict[str, Any]]:
+        """One record per leg of one frame; the frame is decoded and described once."""
+        for leg in legs:
+            if leg not in DIRECTIONS:
+                raise ValueError(f"direction {leg!r} is not one of {DIRECTIONS}")
+        text = envelope.text
+        base: dict[str, Any] = {"time": _iso(wall), "dir": legs[0], "upstream": upstream}
+        decoded = _decode(text[1:] if text[:1] == "\ufeff" else text)
+        self._describe(base, decoded, len(envelope.to_bytes()))
+        out = []
+        for leg in legs:
+            record = dict(base)
+            record["dir"] = leg
+            self._pair(record, leg, now)
+            out.append(record)
+        return out
+
     def _build(self, direction: str, message: Message, upstream: str | None,
                size: int | None) -> dict[str, Any]:
         if direction not in DIRECTIONS:
@@ -239,37 +360,27 @@ class Inspector:
                 return record
         else:
             decoded = message
+        self._describe(record, decoded, size)
+        self._pair(record, direction, now)
+        return record
+
+    def _describe(self, record: dict[str, Any], decoded: Any, size: int | None) -> None:
+        """Fill ``record`` from the decoded message: what it is, its size, its outcome, its
+        shape or payload (pairing with its request is :meth:`_pair`'s)."""
         if not isinstance(decoded, Mapping):
             record.update(kind="batch" if isinstance(decoded, list) else "invalid", size=size)
             if isinstance(decoded, list):
                 record["count"] = len(decoded)
             if self.detail == "full":
                 record["payload"] = self.redactor.value(decoded)
-            return record
+            return
         method = decoded.get("method")
         rid = decoded.get("id")
         is_call = isinstance(method, str)
         kind = ("request" if rid is not None else "notification") if is_call else "response"
         record.update(kind=kind, method=method if is_call else None, id=rid)
-        leg = None if direction in (HOST_TO_GATEWAY, GATEWAY_TO_HOST) else upstream
         if kind == "request":
             record.update(self._target(method, decoded.get("params")))
-            key = (leg, _requester(direction, True), json.dumps(rid))
-            with self._lock:
-                self._pending[key] = (now, {k: record[k] for k in
-                                            ("method", "tool", "prompt", "uri", "upstream")
-                                            if record.get(k) is not None})
-                if len(self._pending) > _MAX_PENDING:
-                    self._pending.popitem(last=False)
-        elif kind == "response" and rid is not None:
-            key = (leg, _requester(direction, False), json.dumps(rid))
-            with self._lock:
-                started = self._pending.pop(key, None)
-            if started is not None:
-                record["latency_ms"] = round((now - started[0]) * 1000.0, 3)
-                for name, value in started[1].items():
-                    if record.get(name) is None:
-                        record[name] = value
         record["size"] = size
         if kind == "response":
             self._outcome(record, decoded)
@@ -279,16 +390,57 @@ class Inspector:
             body = decoded.get("params") if is_call else decoded.get("result")
             if body is not None:
                 record["shape"] = self._shape(body, 0)
-        return record
+
+    def _pair(self, record: dict[str, Any], direction: str, now: float) -> None:
+        """Remember a request by its leg and id; give a response on the same leg the
+        request's latency and what it was about."""
+        kind = record.get("kind")
+        if kind != "request" and kind != "response":
+            return
+        rid = record["id"]
+        if rid is None:
+            return
+        upstream = record["upstream"]
+        leg = None if direction in (HOST_TO_GATEWAY, GATEWAY_TO_HOST) else upstream
+        # An int id is its own key; any other id its JSON text (a str: never equal to an
+        # int, and "1" the string is '"1"' here).
+        key = (leg, _requester(direction, kind == "request"),
+               rid if type(rid) is int else _encode(rid))
+        if kind == "request":
+            with self._lock:
+                self._pending[key] = (now, {k: v for k in _ABOUT
+                                            if (v := record.get(k)) is not None})
+                if len(self._pending) > _MAX_PENDING:
+                    self._pending.popitem(last=False)
+            return
+        with self._lock:
+            started = self._pending.pop(key, None)
+        if started is not None:
+            record["latency_ms"] = round((now - started[0]) * 1000.0, 3)
+            for name, value in started[1].items():
+                if record.get(name) is None:
+                    record[name] = value
+
+    def _name(self, name: str) -> str:
+        """``name`` redacted, remembered: keys and tool names repeat on every call."""
+        if self._names_of is not self.redactor:
+            self._names, self._names_of = {}, self.redactor
+        names = self._names
+        done = names.get(name)
+        if done is None:
+            if len(names) >= _NAMES_CACHED:
+                names.clear()
+            done = names[name] = self.redactor.text(name)
+        return done
 
     def _target(self, method: Any, params: Any) -> dict[str, Any]:
         """What a request is about: the tool, prompt or resource it names."""
         if not isinstance(params, Mapping):
             return {}
         if method == "tools/call" and isinstance(params.get("name"), str):
-            return {"tool": self.redactor.text(params["name"])}
+            return {"tool": self._name(params["name"])}
         if method == "prompts/get" and isinstance(params.get("name"), str):
-            return {"prompt": self.redactor.text(params["name"])}
+            return {"prompt": self._name(params["name"])}
         if isinstance(method, str) and method.startswith("resources/") \
                 and isinstance(params.get("uri"), str):
             return {"uri": self.redactor.text(params["uri"])}
@@ -313,6 +465,14 @@ class Inspector:
 
     def _shape(self, value: Any, depth: int) -> Any:
         """The JSON types of ``value``, not its contents (see the module docstring)."""
+        kind = type(value)
+        scalar = _SCALARS.get(kind)
+        if scalar is not None:
+            return scalar
+        if kind is dict and depth < _SHAPE_DEPTH and len(value) <= _SHAPE_KEYS:
+            # Decoded JSON: exact dicts with str keys, the fast path of the Mapping case.
+            name, shape, deeper = self._name, self._shape, depth + 1
+            return {name(key): shape(item, deeper) for key, item in value.items()}
         if value is None:
             return "null"
         if isinstance(value, bool):
@@ -331,7 +491,7 @@ class Inspector:
                 if i == _SHAPE_KEYS:
                     out["..."] = f"{len(value) - i} more keys"
                     break
-                out[self.redactor.text(str(key))] = self._shape(item, depth + 1)
+                out[self._name(str(key))] = self._shape(item, depth + 1)
             return out
         if isinstance(value, list):
             if not value:
@@ -349,12 +509,15 @@ class Inspector:
         log = self._file
         if log is None:
             return
-        line = (json.dumps(record, ensure_ascii=True, separators=(",", ":")) + "\n").encode()
+        self._write([(_encode(record) + "\n").encode()])
+
+    def _write(self, lines: list[bytes]) -> None:
         with self._lock:
-            if self._file is None:
+            log = self._file
+            if log is None:
                 return
             try:
-                log.write(line)
+                log.write_lines(lines)
             except OSError as exc:
                 _log.warning("inspector: writing %s failed, the log is given up: %s",
                              log.path, exc)
@@ -363,7 +526,9 @@ class Inspector:
                     log.close()
 
     def close(self) -> None:
-        """Close the log file; later :meth:`record` calls do nothing. Idempotent."""
+        """Write the frames still queued, stop the log thread and close the log file;
+        later :meth:`record` calls do nothing. Idempotent."""
+        self._queue.close()
         with self._lock:
             self._closed = True
             log, self._file = self._file, None

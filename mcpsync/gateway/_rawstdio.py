@@ -41,6 +41,14 @@ class RawStdioTransport(StdioTransport):
         super().__init__(*args, max_frame_bytes=max_frame_bytes, **kwargs)  # type: ignore[arg-type]
         self._decoder = RawLines(max_frame_bytes=max_frame_bytes)
 
+    @property
+    def ended(self) -> bool:
+        """Closed, or the reader has seen the server's output end or the process exit: a
+        flag read, where ``returncode()`` is a system call (this is asked per frame). A
+        server that exited unseen yet fails the write instead (a broken pipe), or its
+        reader reports the exit and fails the calls in flight."""
+        return self._closed or self._rx_done
+
     def receive_lines(self, timeout: float | None) -> list[bytes] | None:
         """Like ``receive()``: ``[]`` on timeout, ``None`` at EOF; raises ``StreamError``."""
         return cast("list[bytes] | None", self.receive(timeout))

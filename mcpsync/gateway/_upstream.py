@@ -145,21 +145,34 @@ class Upstream:
                 elif envelope.method == "notifications/initialized":
                     self._initialized_frame = envelope
                 conn = self._conn
-                # The fast path: nothing waits before this frame and the pipe has room, so
-                # the host's thread writes it now (no hop to the writer thread).
-                if (not self._queue and not self._busy and conn is not None
-                        and conn.try_send(envelope)):
+                # The fast path: nothing waits before this frame, so the submitting thread
+                # writes it now (no hop to the writer thread), after releasing the lock: a
+                # pipe write wakes the server, and the answer's reader must not wait for
+                # this thread to come back from the write to take the lock. Frames of other
+                # threads may go out meanwhile; the order of one thread's frames is kept,
+                # since a frame that cannot go out now is queued before its next one.
+                if self._queue or self._busy or conn is None:
+                    self._enqueue(envelope, size)
                     return True
-                self._queue.append(envelope)
-                self._queued_bytes += size
-                self._cond.notify_all()
-                return True
+        if not why:
+            assert conn is not None
+            if not conn.try_send(envelope):   # the pipe is full (or gone): the writer's turn
+                with self._cond:
+                    if not self._stopping:
+                        self._enqueue(envelope, size)
+            return True
         if envelope.kind == "request":
             self._on_refused(self, envelope, why)
         else:
             _log.warning("dropped a %s notification for upstream %r: %s",
                          envelope.method, self.id, why)
         return False
+
+    def _enqueue(self, envelope: Envelope, size: int) -> None:
+        """For the writer thread; the caller holds the lock."""
+        self._queue.append(envelope)
+        self._queued_bytes += size
+        self._cond.notify_all()
 
     def answered(self, key: IdKey) -> float | None:
         """The server answered call ``key``: forget it; returns when it was sent (or None when

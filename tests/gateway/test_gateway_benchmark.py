@@ -1,0 +1,33 @@
+"""``benchmarks/gateway_latency.py`` as a smoke test: a few calls down every path (direct,
+the floor proxy, the gateway, the gateway with its log), so the benchmark keeps working as
+the gateway changes. The figures are not judged here (a shared machine's timing is noise);
+that every path answered, in both modes, and that the log held one record per leg is."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.timeout(120)
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "gateway_latency.py"
+
+
+def test_the_gateway_benchmark_runs_every_path() -> None:
+    done = subprocess.run([sys.executable, str(BENCH), "--calls", "16", "--rounds", "1",
+                           "--warmup", "4", "--json"],
+                          capture_output=True, text=True, timeout=110, check=False)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert list(result["medians"]) == ["direct", "floor", "gateway", "gateway+log"]
+    for path, row in result["medians"].items():
+        assert all(row[f] > 0 for f in ("seq_median", "seq_mean", "conc_median",
+                                        "conc_wall")), (path, row)
+    assert set(result["added_us"]) == {"floor", "gateway", "gateway+log"}
+    # 4 + 16 + 16 echo calls, four legs each; the handshake adds a few records more.
+    calls = 4 + 16 + 16
+    assert calls * 4 <= result["log_lines"] <= calls * 4 + 12, result["log_lines"]
