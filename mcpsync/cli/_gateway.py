@@ -22,6 +22,9 @@ def _cmd_gateway(args: argparse.Namespace, ctx: _Context) -> _Outcome:
         raise CLIError("mcpsync gateway needs --config FILE: the mcpServers config of the "
                        "servers to put behind it", EXIT_USAGE)
     inspector = None
+    if args.http and args.log:
+        raise CLIError("mcpsync gateway: --log is not supported with --http yet; run without "
+                       "--log, or serve one host over stdio with --log", EXIT_USAGE)
     if args.log:
         from mcpsync.gateway._inspector import Inspector
         try:
@@ -36,5 +39,9 @@ def _cmd_gateway(args: argparse.Namespace, ctx: _Context) -> _Outcome:
             inspector.close()
         raise
     with gateway:
-        gateway.serve_stdio()
+        if args.http:
+            from mcpsync.cli._gateway_http import serve_gateway_http
+            serve_gateway_http(gateway, args)
+        else:
+            gateway.serve_stdio()
     return _Outcome("")

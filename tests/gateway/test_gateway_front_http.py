@@ -1,0 +1,237 @@
+"""The gateway's HTTP front: our client (both eras) and the official SDK's client as hosts,
+our demo server and the feature server (stdio) and the official SDK's server (HTTP) as
+upstreams; one gateway core per legacy host session, the process bound, session end and
+expiry, and 2026-07-28 hosts sharing upstreams without getting each other's answers."""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import require_peer
+from server.helpers import MODERN, initialize_params, modern_meta
+
+import mcpsync
+from gateway.front_http_helpers import (
+    DEMO,
+    FEATURES,
+    Command,
+    Front,
+    post,
+    wait_for,
+    write_config,
+)
+from mcpsync.gateway._front._caller import Caller, caller_of
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def demo_front(tmp_path: Path) -> Any:
+    with Front(write_config(tmp_path, {"demo": DEMO})) as front:
+        yield front
+
+
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+def test_our_client_in_both_eras_through_the_front(demo_front: Front, era: str) -> None:
+    logs: list[str] = []
+    with mcpsync.connect(demo_front.url, era=era,
+                         on_log=lambda level, logger, data: logs.append(str(data))) as client:
+        assert client.era == era
+        assert {t.name for t in client.list_tools()} == {"echo", "add", "slow", "fail"}
+        client.set_log_level("info")
+        steps: list[float] = []
+        done = client.call_tool("slow", {"seconds": 0.3, "steps": 3},
+                                progress=lambda d, total, message: steps.append(d))
+        assert done.text == "done: 3 steps in 0.3 s"
+        assert steps == [1, 2, 3]    # each on the call's own event stream
+        assert logs == [f"slow: step {i}/3" for i in (1, 2, 3)]
+        assert client.call_tool("add", {"a": 2, "b": 3}).structured == {"sum": 5}
+        assert client.call_tool("fail").is_error
+
+
+def test_a_server_to_client_request_goes_on_the_calls_stream(tmp_path: Path) -> None:
+    asked: list[str] = []
+
+    def elicit(request: Any) -> dict[str, Any]:
+        asked.append(request.message)
+        return {"action": "accept", "content": {"name": "Ada"}}
+
+    with Front(write_config(tmp_path, {"features": FEATURES})) as front, \
+            mcpsync.connect(front.url, era="legacy", elicitation=elicit) as client:
+        assert client.call_tool("ask_name").text == "hello Ada"
+    assert asked == ["Your name?"]
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_the_official_client_through_the_front(demo_front: Front, mode: str) -> None:
+    anyio = require_peer("anyio")
+    require_peer("mcp")
+    from mcp import Client
+
+    async def scenario() -> None:
+        async with Client(demo_front.url, mode=mode, read_timeout_seconds=20) as client:
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            assert names == {"echo", "add", "slow", "fail"}
+            for a in range(3):
+                added = await client.call_tool("add", {"a": a, "b": 1})
+                assert added.structured_content == {"sum": a + 1}
+            echoed = await client.call_tool("echo", {"text": "über"})
+            assert echoed.content[0].text == "über"
+
+    anyio.run(scenario)
+
+
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+@pytest.mark.parametrize("official_http_server", ["sse-stateful"], indirect=True)
+def test_an_http_upstream_behind_the_front(tmp_path: Path, official_http_server: Any,
+                                           era: str) -> None:
+    config = write_config(tmp_path, {"remote": {"url": official_http_server.url}})
+    with Front(config) as front, mcpsync.connect(front.url, era=era) as client:
+        assert {"add", "echo"} <= {t.name for t in client.list_tools()}
+        assert client.call_tool("add", {"a": 1, "b": 2}).structured == {"sum": 3.0}
+        assert client.call_tool("echo", {"text": "via two hops"}).text == "via two hops"
+
+
+def test_two_legacy_sessions_get_their_own_processes_and_delete_stops_them(
+        demo_front: Front) -> None:
+    assert demo_front.app.session_processes() == []
+    with mcpsync.connect(demo_front.url, era="legacy") as one:
+        one.list_tools()
+        with mcpsync.connect(demo_front.url, era="legacy") as two:
+            two.list_tools()
+            sessions = demo_front.app.session_processes()
+            assert len(sessions) == 2 and all(len(pids) == 1 for pids in sessions)
+            (a,), (b,) = sessions
+            assert a != b
+            assert demo_front.app.upstream_processes == 2
+        # The client's close sent DELETE: that session's process is gone, the other's is not.
+        assert wait_for(lambda: len(demo_front.app.session_processes()) == 1)
+        (left,), = demo_front.app.session_processes()
+        assert left in (a, b)
+        gone = b if left == a else a
+        assert wait_for(lambda: not Path(f"/proc/{gone}").exists()
+                        or "Z" in Path(f"/proc/{gone}/stat").read_text().split()[2])
+        assert one.call_tool("echo", {"text": "still here"}).text == "still here"
+    assert wait_for(lambda: demo_front.app.upstream_processes == 0)
+
+
+def test_the_process_bound_refuses_a_session_readably_and_frees_on_end(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"demo": DEMO})
+    with Front(config, max_upstream_processes=1) as front:
+        with mcpsync.connect(front.url, era="legacy") as first:
+            first.list_tools()
+            status, _, reply = post(front.port, {"jsonrpc": "2.0", "id": 1,
+                                                 "method": "initialize",
+                                                 "params": initialize_params()})
+            assert status == 400
+            text = reply["error"]["message"]
+            assert "max_upstream_processes" in text and "bound of 1" in text
+            assert "Mcp-Session-Id" not in text
+        assert wait_for(lambda: front.app.upstream_processes == 0)
+        with mcpsync.connect(front.url, era="legacy") as again:   # room again
+            assert again.call_tool("echo", {"text": "ok"}).text == "ok"
+
+
+def test_an_idle_session_expires_and_its_process_stops(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"demo": DEMO})
+    with Front(config, session_idle_timeout=0.5) as front:
+        status, headers, reply = post(front.port, {"jsonrpc": "2.0", "id": 1,
+                                                   "method": "initialize",
+                                                   "params": initialize_params()})
+        assert status == 200 and reply["result"]["serverInfo"]["name"] == "mcpsync-demo"
+        sid = headers["Mcp-Session-Id"]
+        assert front.app.upstream_processes == 1
+        assert wait_for(lambda: front.app.upstream_processes == 0, timeout=10)
+        status, _, reply = post(front.port, {"jsonrpc": "2.0", "id": 2, "method": "ping"},
+                                {"Mcp-Session-Id": sid})
+        assert status == 404
+
+
+def test_modern_hosts_share_upstreams_and_never_get_each_others_answers(
+        demo_front: Front) -> None:
+    """Forty 2026-07-28 POSTs at once, all with id 1 and progress token "p": each gets its
+    own text back, under its own id and token."""
+    def call(n: int) -> tuple[int, Any]:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "echo", "arguments": {"text": f"host {n}"},
+            "_meta": modern_meta(progressToken="p")}}
+        status, _, reply = post(demo_front.port, body, {
+            "MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": "echo"})
+        return status, reply
+
+    with ThreadPoolExecutor(max_workers=20, thread_name_prefix="test-modern") as pool:
+        results = list(pool.map(call, range(40)))
+    for n, (status, reply) in enumerate(results):
+        assert status == 200, reply
+        assert reply["id"] == 1
+        assert reply["result"]["content"][0]["text"] == f"host {n}"
+    assert demo_front.app.session_processes() == []   # no legacy session: one shared core
+    assert demo_front.app.upstream_processes == 1
+
+
+def test_the_command_serves_http_and_sigterm_stops_the_upstreams(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"demo": DEMO})
+    with Command(config, "--max-upstream-processes", "2", log=tmp_path / "gw.log") as served:
+        with mcpsync.connect(served.url, era="legacy") as a, \
+                mcpsync.connect(served.url, era="legacy") as b:
+            assert a.call_tool("echo", {"text": "a"}).text == "a"
+            assert b.call_tool("echo", {"text": "b"}).text == "b"
+            children = _children(served.proc.pid)
+            assert len(children) == 2
+            with pytest.raises(mcpsync.MCPError, match="max_upstream_processes"):
+                mcpsync.connect(served.url, era="legacy")
+        assert wait_for(lambda: _children(served.proc.pid) == [])
+        with mcpsync.connect(served.url, era="modern") as modern:
+            assert modern.call_tool("add", {"a": 1, "b": 1}).structured == {"sum": 2}
+        assert served.close() == 0
+    assert all(not Path(f"/proc/{pid}").exists() for pid in children)
+
+
+def test_the_command_refuses_a_bad_address(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    config = write_config(tmp_path, {"demo": DEMO})
+    done = subprocess.run([sys.executable, "-m", "mcpsync", "gateway", "--config", config,
+                           "--http", "localhost"], capture_output=True, text=True, timeout=30)
+    assert done.returncode != 0
+    assert "HOST:PORT" in done.stderr and "'localhost'" in done.stderr
+
+
+def test_the_budget_key_of_each_kind_of_host() -> None:
+    assert caller_of({"HTTP_MCP_SESSION_ID": "abc", "REMOTE_ADDR": "10.0.0.1"},
+                     legacy=True) == Caller("abc", "session")
+    # A 2026-07-28 request: the session header (if any) is not its key; no token: address.
+    assert caller_of({"HTTP_MCP_SESSION_ID": "abc", "REMOTE_ADDR": "10.0.0.1"},
+                     legacy=False) == Caller("10.0.0.1", "address")
+
+
+def test_the_session_core_knows_its_session_as_caller(demo_front: Front) -> None:
+    status, headers, _ = post(demo_front.port, {"jsonrpc": "2.0", "id": 1,
+                                                "method": "initialize",
+                                                "params": initialize_params()})
+    assert status == 200
+    sid = headers["Mcp-Session-Id"]
+    status, _, reply = post(demo_front.port, {"jsonrpc": "2.0", "id": 2, "method": "ping"},
+                            {"Mcp-Session-Id": sid})
+    assert status == 200 and reply == {"jsonrpc": "2.0", "id": 2, "result": {}}
+    relays = list(demo_front.app._live)
+    assert len(relays) == 1 and relays[0].core is not None
+    assert relays[0].core.caller == Caller(sid, "session")
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        out += [int(p) for p in (task / "children").read_text().split()]
+    return out
+
+
+def test_json_of_an_unknown_session_is_404(demo_front: Front) -> None:
+    status, _, reply = post(demo_front.port, {"jsonrpc": "2.0", "id": 2, "method": "ping"},
+                            {"Mcp-Session-Id": "nope"})
+    assert status == 404 and "unknown or ended session" in json.dumps(reply)
