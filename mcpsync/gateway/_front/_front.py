@@ -39,6 +39,9 @@ __all__ = ["DEFAULT_MAX_PROCESSES", "HttpFront", "env_config", "serve_front"]
 #: The default bound on stdio upstream processes across every host session.
 DEFAULT_MAX_PROCESSES: Final = 32
 
+#: Tool schemas kept for header checks (past it, the table starts again).
+_MAX_SCHEMAS: Final = 4096
+
 _log = logging.getLogger("mcpsync.gateway")
 _ENVIRON: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
     "mcpsync_gateway_http_environ", default=None)
@@ -67,7 +70,8 @@ class HttpFront:
         self._lock = threading.Lock()
         self._running = 0
         self._live: set[SessionRelay] = set()   # the legacy sessions' relays
-        self.app = McpApp(self._session, name="gateway", path=path,
+        self._schemas: dict[str, Any] = {}    # tool name -> inputSchema, as listed
+        self.app = McpApp(self._session, name="gateway", path=path, tool_schema=self._schema,
                           allowed_hosts=allowed_hosts, max_sessions=max_sessions,
                           session_idle_timeout=session_idle_timeout,
                           make_shared=self._shared_relay)
@@ -131,6 +135,24 @@ class HttpFront:
     def release(self, processes: int) -> None:
         with self._lock:
             self._running = max(0, self._running - processes)
+
+    def note_tools(self, result: Any) -> None:
+        """A ``tools/list`` result passed to a host: its input schemas, by name, so that
+        a 2026-07-28 call's ``Mcp-Param-*`` headers are checked against them as the server
+        side checks its own tools' (a tool never listed here is not checked)."""
+        tools = result.get("tools") if isinstance(result, dict) else None
+        if not isinstance(tools, list):
+            return
+        found = {t["name"]: t.get("inputSchema") for t in tools
+                 if isinstance(t, dict) and isinstance(t.get("name"), str)}
+        with self._lock:
+            if len(self._schemas) + len(found) > _MAX_SCHEMAS:
+                self._schemas.clear()
+            self._schemas.update(found)
+
+    def _schema(self, name: str) -> Any:
+        with self._lock:
+            return self._schemas.get(name)
 
     def forget(self, relay: SessionRelay) -> None:
         """A legacy session ended."""

@@ -214,6 +214,8 @@ class SessionRelay:
             return
         target = self._target(item)
         if target is not None:
+            if item.method is None and target.call.method == "tools/list":
+                self._front.note_tools(item.result)
             target.put(item)
         elif item.method is not None:   # an answer nobody waits for any more is dropped
             self._send(item)

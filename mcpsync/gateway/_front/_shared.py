@@ -4,12 +4,13 @@ A 2026-07-28 POST stands alone (no ``initialize``, no session), so every such ho
 by one shared gateway core, its upstreams started by the first request. Two hosts may send
 the same request id, or the same progress token, at the same moment; so each request goes
 upstream under an id of the front's own (a fresh integer, also its progress token there)
-and its answer and progress come back under the host's. An upstream notification no request
-claims has no stream to go to in this era and is dropped (a log message goes to the one
-request in flight when it asked for logs: the upstream writes it before that request's
-answer, and no other request could have caused it); a
-server-to-client request is answered with an error, since 2026-07-28 servers ask for input
-with ``input_required`` results instead.
+and its answer and progress come back under the host's. What an upstream says on a
+``subscriptions/listen`` is tagged with that listen's id, and so goes on its stream. A log
+message goes to the one request in flight when that request asked for logs (the upstream
+writes it before that request's answer, and no other request could have caused it). Any
+other notification has no stream to go to in this era and is dropped; a server-to-client
+request is answered with an error, since 2026-07-28 servers ask for input with
+``input_required`` results instead.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from mcpsync.jsonrpc import (
     parse,
     serialize,
 )
-from mcpsync.protocol import META_LOG_LEVEL
+from mcpsync.protocol import META_LOG_LEVEL, META_SUBSCRIPTION_ID
 from mcpsync.server._context import _Call
 from mcpsync.server._router import Send
 
@@ -170,6 +171,8 @@ class SharedRelay:
             with self._lock:
                 entry = self._entries.get(gid) if isinstance(gid, int) else None
             if entry is not None:
+                if entry.waiting.call.method == "tools/list":
+                    self._front.note_tools(item.result)
                 entry.waiting.put(dataclasses.replace(item, id=entry.waiting.call.id))
             return
         if item.id is not None:   # a server-to-client request: not in this era
@@ -185,6 +188,16 @@ class SharedRelay:
                 params = {**item.params, "progressToken": entry.token}
                 entry.waiting.put(dataclasses.replace(item, params=params))
                 return
+        listen = _subscription(item.params)
+        if listen is not None:   # said on a subscriptions/listen: tagged with its id
+            with self._lock:
+                entry = self._entries.get(listen)
+            if entry is not None:
+                assert isinstance(item.params, dict)
+                meta = {**item.params["_meta"], META_SUBSCRIPTION_ID: entry.waiting.call.id.value}
+                entry.waiting.put(dataclasses.replace(item, params={**item.params,
+                                                                    "_meta": meta}))
+                return
         if item.method == "notifications/message":
             with self._lock:
                 only = list(self._entries.values()) if len(self._entries) == 1 else []
@@ -192,6 +205,13 @@ class SharedRelay:
                 only[0].waiting.put(item)
                 return
         _log.debug("a %s notification for no 2026-07-28 request was dropped", item.method)
+
+
+def _subscription(params: Any) -> int | None:
+    """The front's id of the listen a notification is tagged with (``None``: untagged)."""
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    value = meta.get(META_SUBSCRIPTION_ID) if isinstance(meta, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _asks_logs(params: Any) -> bool:
