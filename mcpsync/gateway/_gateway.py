@@ -67,7 +67,7 @@ FrameObserver = Callable[[str, str, Envelope, "float | None"], None]
 _log = logging.getLogger("mcpsync.gateway")
 _CLOSE_BUDGET: Final = 6.0
 _FRONT_OPTIONS: Final = frozenset({"allowed_hosts", "max_upstream_processes", "max_sessions",
-                                   "session_idle_timeout"})
+                                   "session_idle_timeout", "session_key_file"})
 _READ_SIZE: Final = 256 * 1024
 
 

@@ -19,8 +19,10 @@ request being answered, which the front keeps in a context variable while McpApp
 from __future__ import annotations
 
 import contextvars
+import functools
 import logging
 import os
+import secrets
 import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -28,11 +30,12 @@ from typing import Any, Final
 
 from mcpsync.config import ServerConfig
 from mcpsync.gateway._front._caller import Caller, caller_of
+from mcpsync.gateway._front._replicas import KEY_FILE_ENV, SessionSealer, read_key_file
 from mcpsync.gateway._front._session import SessionRelay
 from mcpsync.gateway._front._shared import SharedRelay
 from mcpsync.jsonrpc import MAX_FRAME_BYTES, Message
 from mcpsync.server._router import Send
-from mcpsync.server.http._app import AppDispatcher, McpApp, StartResponse
+from mcpsync.server.http._app import AppDispatcher, DispatcherFactory, McpApp, StartResponse
 
 __all__ = ["DEFAULT_MAX_PROCESSES", "HttpFront", "env_config", "serve_front"]
 
@@ -58,7 +61,8 @@ class HttpFront:
                  allowed_hosts: Iterable[str] | None = None,
                  max_upstream_processes: int = DEFAULT_MAX_PROCESSES,
                  max_sessions: int = 256, session_idle_timeout: float | None = 1800.0,
-                 max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
+                 max_frame_bytes: int = MAX_FRAME_BYTES,
+                 session_key_file: str | os.PathLike[str] | None = None) -> None:
         if max_upstream_processes < 1:
             raise ValueError("max_upstream_processes is a number of processes above 0, got "
                              f"{max_upstream_processes!r}")
@@ -71,7 +75,10 @@ class HttpFront:
         self._running = 0
         self._live: set[SessionRelay] = set()   # the legacy sessions' relays
         self._schemas: dict[str, Any] = {}    # tool name -> inputSchema, as listed
+        key_file = session_key_file or os.environ.get(KEY_FILE_ENV) or None
+        self._sealer = SessionSealer([read_key_file(key_file)]) if key_file else None
         self.app = McpApp(self._session, name="gateway", path=path, tool_schema=self._schema,
+                          session_ids=_SealedIds(self) if self._sealer is not None else None,
                           allowed_hosts=allowed_hosts, max_sessions=max_sessions,
                           session_idle_timeout=session_idle_timeout,
                           make_shared=self._shared_relay)
@@ -159,9 +166,9 @@ class HttpFront:
         with self._lock:
             self._live.discard(relay)
 
-    def _session(self, send: Send, send_batch: Callable[[list[Message]], None]
-                 ) -> AppDispatcher:
-        relay = SessionRelay(self, send, send_batch)
+    def _session(self, send: Send, send_batch: Callable[[list[Message]], None], *,
+                 resumed: dict[str, Any] | None = None) -> AppDispatcher:
+        relay = SessionRelay(self, send, send_batch, resumed=resumed)
         with self._lock:
             self._live.add(relay)
         return relay
@@ -169,6 +176,29 @@ class HttpFront:
     def _shared_relay(self, send: Send, send_batch: Callable[[list[Message]], None]
                       ) -> AppDispatcher:
         return SharedRelay(self, send, send_batch)
+
+
+class _SealedIds:
+    """Session ids that carry the session's state sealed (see ``_replicas``), so another
+    gateway process holding the same key can carry the session on."""
+
+    def __init__(self, front: HttpFront) -> None:
+        self._front = front
+
+    def new_id(self, dispatcher: AppDispatcher) -> str:
+        sealer = self._front._sealer
+        sealed = None
+        if sealer is not None and isinstance(dispatcher, SessionRelay):
+            sealed = sealer.seal(dispatcher.sealable_state())
+        return sealed or secrets.token_urlsafe(24)
+
+    def resume(self, sid: str) -> DispatcherFactory | None:
+        sealer = self._front._sealer
+        state = sealer.open(sid) if sealer is not None else None
+        if state is None:
+            return None
+        _log.info("carrying on a host session opened by another gateway process")
+        return functools.partial(self._front._session, resumed=state)
 
 
 def serve_front(front: HttpFront, host: str, port: int, *,

@@ -17,13 +17,25 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import queue
 import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 from mcpsync._codes import INTERNAL_ERROR, INVALID_REQUEST
 from mcpsync.gateway._aggregate.ids import value_key
 from mcpsync.gateway._front._relay import Waiting, relay
-from mcpsync.jsonrpc import Batch, Message, ParseError, error, notification, parse, serialize
+from mcpsync.jsonrpc import (
+    Batch,
+    Message,
+    ParseError,
+    RequestId,
+    error,
+    notification,
+    parse,
+    request,
+    serialize,
+)
 from mcpsync.server._context import _Call
 from mcpsync.server._router import Send, request_key
 
@@ -36,6 +48,8 @@ if TYPE_CHECKING:
 __all__ = ["SessionRelay", "progress_token"]
 
 _log = logging.getLogger("mcpsync.gateway")
+#: How long a resumed session waits for each listing it makes for itself.
+_LEARN_TIMEOUT = 10.0
 
 
 def progress_token(params: Any) -> Any:
@@ -52,8 +66,14 @@ class SessionRelay:
     """The router McpApp sees for one legacy session: it forwards to the session's core."""
 
     def __init__(self, front: HttpFront, send: Send,
-                 send_batch: Callable[[list[Message]], None]) -> None:
+                 send_batch: Callable[[list[Message]], None], *,
+                 resumed: dict[str, Any] | None = None) -> None:
         self._front = front
+        # What another gateway process needs to carry this session on (see _replicas):
+        # the host's initialize params and the revision, or what such a process sealed.
+        self._resumed = resumed
+        self._init_params: dict[str, Any] = dict(resumed.get("init") or {}) if resumed else {}
+        self._version = str(resumed.get("version", "")) if resumed else ""
         self._send = send
         self._send_batch = send_batch
         self._lock = threading.Lock()
@@ -67,6 +87,13 @@ class SessionRelay:
     def core(self) -> Gateway | None:
         """The session's gateway core (``None`` before ``initialize`` and after the end)."""
         return self._core
+
+    def sealable_state(self) -> dict[str, Any]:
+        """The state a sealed session id carries: never an upstream's credentials."""
+        core = self._core
+        sessions = {} if core is None else {
+            u.id: found for u in core.upstreams if (found := u.session()) is not None}
+        return {"init": self._init_params, "version": self._version, "up": sessions}
 
     # -- what McpApp calls --------------------------------------------------------------
 
@@ -135,7 +162,10 @@ class SessionRelay:
             if core is not None:
                 core.feed(serialize(message), caller)
             return
-        if message.method == "initialize" and self._core is None:
+        if message.method == "initialize" and isinstance(message.params, dict):
+            self._init_params = dict(message.params)
+        if self._core is None and (message.method == "initialize"
+                                   or self._resumed is not None):
             refusal = self._open()
             if refusal is not None:
                 call.finish(error(call.id, INVALID_REQUEST, refusal), self._send)
@@ -180,10 +210,43 @@ class SessionRelay:
             if not ended:
                 self._core, self._reserved = core, need
         if ended:
+            core.close()
             self._front.release(need)
             return "this gateway session has ended"
+        resumed, self._resumed = self._resumed, None
+        if resumed is not None:
+            from mcpsync.gateway._front._replicas import resume_core
+
+            up = resumed.get("up")
+            resume_core(core, self._init_params, up if isinstance(up, dict) else {})
         core.serve_host(self._from_core)
+        if resumed is not None and len(core.upstreams) > 1:
+            self._learn_names(core)
         return None
+
+    def _learn_names(self, core: Gateway) -> None:
+        """A resumed core serving several upstreams knows none of the prefixed names the
+        host was given: it lists tools and prompts once, for itself, before the host's
+        request goes on (each answer is awaited at most ``_LEARN_TIMEOUT`` seconds)."""
+        for n, method in enumerate(("tools/list", "prompts/list")):
+            call = _Call(RequestId(f'"mcpsync-gateway-resume-{n}"',
+                                   f"mcpsync-gateway-resume-{n}"), method)
+            waiting = Waiting(call)
+            with self._lock:
+                self._waiting[call.id.key] = waiting
+            try:
+                core.feed(serialize(request(call.id, method, {})))
+                deadline = time.monotonic() + _LEARN_TIMEOUT
+                while (left := deadline - time.monotonic()) > 0:
+                    got = waiting.frames.get(timeout=left)
+                    if got is None or got.method is None:
+                        break
+            except queue.Empty:
+                _log.warning("a resumed host session's %s was not answered in %g s",
+                             method, _LEARN_TIMEOUT)
+            finally:
+                with self._lock:
+                    self._waiting.pop(call.id.key, None)
 
     def _cancelled(self, waiting: Waiting) -> None:
         if waiting.cancel_sent:
@@ -216,6 +279,9 @@ class SessionRelay:
         if target is not None:
             if item.method is None and target.call.method == "tools/list":
                 self._front.note_tools(item.result)
+            elif (item.method is None and target.call.method == "initialize"
+                  and isinstance(item.result, dict)):
+                self._version = str(item.result.get("protocolVersion", ""))
             target.put(item)
         elif item.method is not None:   # an answer nobody waits for any more is dropped
             self._send(item)

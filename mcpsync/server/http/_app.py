@@ -82,6 +82,18 @@ class AppDispatcher(Protocol):
 
 
 DispatcherFactory = Callable[[Send, Callable[[list[Message]], None]], AppDispatcher]
+
+
+class SessionIds(Protocol):
+    """Who draws legacy session ids, and resumes sessions from ids drawn elsewhere."""
+
+    def new_id(self, dispatcher: AppDispatcher) -> str:
+        """The id of a session whose ``initialize`` its ``dispatcher`` just answered."""
+        ...
+
+    def resume(self, sid: str) -> DispatcherFactory | None:
+        """The router factory of a session this process does not hold (``None``: 404)."""
+        ...
 #: The ``inputSchema`` of a tool by name (``None``: no such tool), for ``Mcp-Param-*`` checks.
 ToolSchemas = Callable[[str], Any]
 StartResponse = Callable[..., Callable[[bytes], None]]
@@ -124,6 +136,9 @@ class McpApp:
     a public name lists that name. :meth:`close` ends every session and open stream.
     ``make_shared`` builds the router shared by 2026-07-28 requests when it is not the
     kind of router each legacy session gets (a gateway serves the two differently).
+    ``session_ids`` draws session ids itself and may resume a session it finds sealed in
+    an id this app never drew (several processes behind one address); by default ids are
+    random and an unknown one is 404.
     """
 
     def __init__(self, make_dispatcher: DispatcherFactory, *, name: str = "mcp",
@@ -133,7 +148,8 @@ class McpApp:
                  max_events: int = 1000, max_event_bytes: int = 8 * 1024 * 1024,
                  retry_ms: int = 1000, max_body_bytes: int = 32 * 1024 * 1024,
                  session_idle_timeout: float | None = 1800.0,
-                 make_shared: DispatcherFactory | None = None) -> None:
+                 make_shared: DispatcherFactory | None = None,
+                 session_ids: SessionIds | None = None) -> None:
         if not path.startswith("/"):
             raise ValueError(f"the MCP endpoint path must start with '/', got {path!r}")
         if keep_alive <= 0:
@@ -145,6 +161,7 @@ class McpApp:
         self.path = path
         self._make = make_dispatcher
         self._make_shared = make_shared or make_dispatcher   # the 2026-07-28 router
+        self._ids = session_ids
         self._hosts = HostCheck(allowed_hosts)
         self._keep_alive = keep_alive
         self._tool_schema = tool_schema
@@ -238,7 +255,24 @@ class McpApp:
             session = self._sessions.get(str(sid))
             if session is not None:
                 session.last_active = time.monotonic()
-            return session
+            return session if session is not None or self._ids is None else self._resume(
+                str(sid))
+
+    def _resume(self, sid: str) -> _Session | None:
+        """A session drawn elsewhere, when ``session_ids`` can resume it (the lock held)."""
+        assert self._ids is not None
+        if self._closed or len(self._sessions) >= self._max_sessions:
+            return None
+        make = self._ids.resume(sid)
+        if make is None:
+            return None
+        session = _Session(make, EventStore(self._max_events, self._max_bytes))
+        self._sessions[sid] = session
+        if self._idle is not None and self._ticker is None:
+            self._ticker = Ticker(self.name)
+        if self._idle is not None and self._ticker is not None:
+            self._ticker.watch(self._expiry)
+        return session
 
     def _hold_session(self, session: _Session) -> None:
         with self._lock:
@@ -409,7 +443,6 @@ class McpApp:
                            f"MCP server {self.name!r} holds {self._max_sessions} open sessions; "
                            "retry later (clients end theirs with DELETE)",
                            [("Retry-After", "1")])
-        sid = secrets.token_urlsafe(24)
         session = _Session(self._make, EventStore(self._max_events, self._max_bytes))
         replies: list[Message] = []
 
@@ -426,6 +459,8 @@ class McpApp:
             return _json(start_response, 400, frame)
         result = reply.result if isinstance(reply.result, dict) else {}
         session.polling = result.get("protocolVersion", "") >= _POLLING
+        sid = (secrets.token_urlsafe(24) if self._ids is None
+               else self._ids.new_id(session.dispatcher))
         with self._lock:
             closed = self._closed
             if not closed:
@@ -505,6 +540,9 @@ class McpApp:
                            "Mcp-Session-Id); 2026-07-28 has no sessions", [_ALLOW])
         with self._lock:
             session = self._sessions.pop(str(sid), None)
+        if session is None and self._ids is not None and self._session(sid) is not None:
+            with self._lock:   # opened elsewhere: resumed here to be ended properly
+                session = self._sessions.pop(str(sid), None)
         if session is None:
             return _refuse(start_response, 404, None, INVALID_REQUEST,
                            f"MCP server {self.name!r}: unknown or ended session")
