@@ -35,6 +35,8 @@ def serve_gateway_http(gateway: Gateway, args: argparse.Namespace) -> None:
             raise CLIError("mcpsync gateway --max-upstream-processes takes a number above 0",
                            EXIT_USAGE)
         options["max_upstream_processes"] = args.max_upstream_processes
+    if args.session_key_file:
+        options["session_key_file"] = args.session_key_file
     stop = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:

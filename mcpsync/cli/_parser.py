@@ -168,6 +168,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-upstream-processes", type=int, default=None, metavar="N",
                    help="with --http: stdio upstream processes across all host sessions "
                         "(default 32); a session past it is refused at initialize")
+    p.add_argument("--session-key-file", metavar="FILE",
+                   help="with --http: a 0600 file holding a secret shared by several gateway "
+                        "processes, so a legacy session can move between them")
     p.add_argument("--log", metavar="FILE",
                    help="log every message as a JSON line (redacted; 0600; rotated at 10 MB); "
                         "read it with 'mcpsync inspect FILE'")

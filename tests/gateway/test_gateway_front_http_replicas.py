@@ -12,14 +12,19 @@ credential, and the key file must be 0600.
 from __future__ import annotations
 
 import base64
+import http.client
+import json
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import require_peer
 from http_peers.fault_server import FaultServer
-from server.helpers import initialize_params
+from server.helpers import MODERN, initialize_params, modern_meta
+from server.peers_http.gunicorn_run import Gunicorn
 
 import mcpsync
 from gateway.front_http_helpers import DEMO, Front, post, write_config
@@ -126,3 +131,92 @@ def test_a_key_file_others_can_read_is_refused(tmp_path: Path) -> None:
     config = write_config(tmp_path, {"demo": DEMO})
     with pytest.raises(ConfigError, match="chmod 600"), mcpsync.Gateway(config) as gateway:
         gateway.wsgi_app(session_key_file=key)
+
+
+PID = [sys.executable, str(Path(__file__).with_name("peers") / "pid_stdio.py")]
+
+
+def _modern_whoami(conn: http.client.HTTPConnection) -> str:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "pid__whoami", "arguments": {}, "_meta": modern_meta()}}
+    conn.request("POST", "/mcp", json.dumps(body), {
+        "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": "pid__whoami"})
+    reply = _read(conn.getresponse())
+    return str(reply["result"]["content"][0]["text"])
+
+
+def _read(response: http.client.HTTPResponse) -> Any:
+    raw = response.read().decode()
+    if response.getheader("Content-Type", "").startswith("text/event-stream"):
+        raw = [x[5:] for x in raw.splitlines() if x.startswith("data:") and x[5:].strip()][-1]
+    return json.loads(raw)
+
+
+def _legacy(conn: http.client.HTTPConnection, sid: str | None, rid: int, method: str,
+            params: Any = None) -> tuple[int, dict[str, str], Any]:
+    body: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
+    if params is not None:
+        body["params"] = params
+    headers = {"Content-Type": "application/json",
+               "Accept": "application/json, text/event-stream"}
+    if sid is not None:
+        headers.update({"Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"})
+    conn.request("POST", "/mcp", json.dumps(body), headers)
+    response = conn.getresponse()
+    return response.status, dict(response.getheaders()), _read(response)
+
+
+def test_two_gunicorn_workers_share_modern_hosts_and_carry_on_legacy_sessions(
+        tmp_path: Path, fault_server: FaultServer) -> None:
+    """Two real workers behind one address. Sixteen keep-alive connections are opened at once
+    and each asks (2026-07-28) which stdio process answers: the worker's shared one, so two
+    pids mean two workers, one connection kept for each. A legacy session opened through one
+    worker then goes on through the other."""
+    require_peer("gunicorn")
+    config = write_config(tmp_path, {"pid": PID, "remote": {"url": fault_server.url}})
+    env = {"MCPSYNC_GATEWAY_CONFIG": config,
+           "MCPSYNC_GATEWAY_SESSION_KEY_FILE": _key(tmp_path)}
+    with Gunicorn(tmp_path / "gunicorn.log", "mcpsync.gateway:wsgi()", workers=2,
+                  env=env) as served:
+        here = there = None
+        kept: list[http.client.HTTPConnection] = []
+        for _ in range(50):
+            conns = [http.client.HTTPConnection("127.0.0.1", served.port, timeout=30)
+                     for _ in range(16)]
+            for conn in conns:
+                conn.connect()
+            by_pid = {_modern_whoami(conn): conn for conn in conns}
+            if len(by_pid) == 2:
+                here, there = by_pid.values()
+                kept = [here, there]
+                for conn in conns:
+                    if conn not in kept:
+                        conn.close()
+                break
+            for conn in conns:
+                conn.close()
+        assert here is not None and there is not None, "never reached both workers"
+        try:
+            status, headers, reply = _legacy(here, None, 1, "initialize", initialize_params())
+            assert status == 200, reply
+            sid = headers["Mcp-Session-Id"]
+            _legacy(here, sid, 2, "tools/list")
+            _, _, first = _legacy(here, sid, 3, "tools/call",
+                                  {"name": "pid__whoami", "arguments": {}})
+            status, _, second = _legacy(there, sid, 4, "tools/call",
+                                        {"name": "pid__whoami", "arguments": {}})
+            assert status == 200, second
+            status, _, echoed = _legacy(there, sid, 5, "tools/call",
+                                        {"name": "remote__echo", "arguments": {"text": "w2"}})
+            assert status == 200 and "w2" in json.dumps(echoed)
+        finally:
+            for conn in kept:
+                conn.close()
+    one = first["result"]["content"][0]["text"]
+    two = second["result"]["content"][0]["text"]
+    assert one != two   # each worker runs the session's stdio upstream in a process of its own
+    upstream = {r.header("Mcp-Session-Id") for r in fault_server.requests
+                if r.rpc_method not in (None, "initialize")
+                and r.header("Mcp-Session-Id") is not None}
+    assert len(upstream) == 1   # ... and both carried on the one HTTP upstream session
