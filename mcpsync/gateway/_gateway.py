@@ -67,7 +67,9 @@ FrameObserver = Callable[[str, str, Envelope, "float | None"], None]
 _log = logging.getLogger("mcpsync.gateway")
 _CLOSE_BUDGET: Final = 6.0
 _FRONT_OPTIONS: Final = frozenset({"allowed_hosts", "max_upstream_processes", "max_sessions",
-                                   "session_idle_timeout", "session_key_file"})
+                                   "session_idle_timeout", "session_key_file",
+                                   "token_verifier", "resource", "authorization_servers",
+                                   "scopes"})
 _READ_SIZE: Final = 256 * 1024
 
 
@@ -183,7 +185,9 @@ class Gateway:
         """The gateway over Streamable HTTP, as a WSGI application (for gunicorn, or
         :meth:`serve_http`). Each legacy host session starts its own upstreams; 2026-07-28
         hosts share one set. ``options``: ``allowed_hosts``, ``max_upstream_processes``,
-        ``max_sessions``, ``session_idle_timeout`` (see ``docs/gateway-http.md``). This
+        ``max_sessions``, ``session_idle_timeout``, ``session_key_file`` (replicas),
+        ``token_verifier`` with ``resource``, ``authorization_servers`` and ``scopes``
+        (OAuth, as for ``Server.wsgi_app``); see ``docs/gateway-http.md``. This
         gateway's own upstreams are not used; call the app's ``close()`` when done."""
         from mcpsync.gateway._front import HttpFront
 

@@ -235,3 +235,44 @@ def test_json_of_an_unknown_session_is_404(demo_front: Front) -> None:
     status, _, reply = post(demo_front.port, {"jsonrpc": "2.0", "id": 2, "method": "ping"},
                             {"Mcp-Session-Id": "nope"})
     assert status == 404 and "unknown or ended session" in json.dumps(reply)
+
+
+def test_with_a_token_verifier_a_modern_hosts_key_is_its_principal(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Behind OAuth (the server side's ProtectedApp), a request without a token is 401, and
+    the caller the core is handed for a 2026-07-28 request is the token's subject; for a
+    legacy one it is still the session."""
+    from mcpsync.gateway import Gateway
+    from mcpsync.server.http import AccessToken
+
+    seen: list[Caller] = []
+    real_feed = Gateway.feed
+
+    def feed(self: Gateway, frame: bytes, caller: Caller | None = None) -> None:
+        if caller is not None and b'"tools/call"' in frame:
+            seen.append(caller)
+        real_feed(self, frame, caller)
+
+    monkeypatch.setattr(Gateway, "feed", feed)
+    where: list[str] = []
+
+    def verify(token: str) -> AccessToken | None:
+        if token != "alice-token":
+            return None
+        return AccessToken(client_id="host-app", subject="alice", audience=(where[0],))
+
+    with Front(write_config(tmp_path, {"demo": DEMO}), token_verifier=verify) as front:
+        where.append(front.url)
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "echo", "arguments": {"text": "hi"}, "_meta": modern_meta()}}
+        headers = {"MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call",
+                   "Mcp-Name": "echo"}
+        status, _, _ = post(front.port, body, headers)
+        assert status == 401
+        status, _, reply = post(front.port, body,
+                                {**headers, "Authorization": "Bearer alice-token"})
+        assert status == 200 and reply["result"]["content"][0]["text"] == "hi"
+        with mcpsync.connect(front.url, era="legacy", auth="alice-token") as client:
+            assert client.call_tool("echo", {"text": "legacy"}).text == "legacy"
+    assert seen[0] == Caller("alice", "principal")
+    assert seen[1].kind == "session" and len(seen[1].key) > 20

@@ -36,6 +36,7 @@ from mcpsync.gateway._front._shared import SharedRelay
 from mcpsync.jsonrpc import MAX_FRAME_BYTES, Message
 from mcpsync.server._router import Send
 from mcpsync.server.http._app import AppDispatcher, DispatcherFactory, McpApp, StartResponse
+from mcpsync.server.http._auth import ProtectedApp, TokenVerifier
 
 __all__ = ["DEFAULT_MAX_PROCESSES", "HttpFront", "env_config", "serve_front"]
 
@@ -62,7 +63,10 @@ class HttpFront:
                  max_upstream_processes: int = DEFAULT_MAX_PROCESSES,
                  max_sessions: int = 256, session_idle_timeout: float | None = 1800.0,
                  max_frame_bytes: int = MAX_FRAME_BYTES,
-                 session_key_file: str | os.PathLike[str] | None = None) -> None:
+                 session_key_file: str | os.PathLike[str] | None = None,
+                 token_verifier: TokenVerifier | None = None, resource: str | None = None,
+                 authorization_servers: Sequence[str] = (), scopes: Sequence[str] = ()
+                 ) -> None:
         if max_upstream_processes < 1:
             raise ValueError("max_upstream_processes is a number of processes above 0, got "
                              f"{max_upstream_processes!r}")
@@ -82,6 +86,13 @@ class HttpFront:
                           allowed_hosts=allowed_hosts, max_sessions=max_sessions,
                           session_idle_timeout=session_idle_timeout,
                           make_shared=self._shared_relay)
+        # With a verifier, every request needs a bearer token for this endpoint (as for
+        # Server.wsgi_app); its principal is then a 2026-07-28 host's budget key.
+        self._outer: Callable[[dict[str, Any], StartResponse], Iterable[bytes]] = self.app
+        if token_verifier is not None:
+            self._outer = ProtectedApp(self.app, token_verifier, resource=resource,
+                                       authorization_servers=authorization_servers,
+                                       scopes=scopes, allowed_hosts=allowed_hosts)
 
     def __repr__(self) -> str:
         return (f"<HttpFront {self.app.path!r} processes={self._running}/{self._max} "
@@ -101,7 +112,7 @@ class HttpFront:
                  start_response: StartResponse) -> Iterable[bytes]:
         token = _ENVIRON.set(environ)
         try:
-            return self.app(environ, start_response)
+            return self._outer(environ, start_response)
         finally:
             _ENVIRON.reset(token)
 
