@@ -276,3 +276,60 @@ def test_with_a_token_verifier_a_modern_hosts_key_is_its_principal(
             assert client.call_tool("echo", {"text": "legacy"}).text == "legacy"
     assert seen[0] == Caller("alice", "principal")
     assert seen[1].kind == "session" and len(seen[1].key) > 20
+
+
+def _events(response: Any) -> Any:
+    """``(id, data)`` of each server-sent event of ``response``, as they come."""
+    event_id, data = None, []
+    while True:
+        line = response.readline()
+        if not line:
+            return
+        text = line.decode().rstrip("\r\n")
+        if not text:
+            if data:
+                yield event_id, json.loads("\n".join(data))
+            event_id, data = None, []
+        elif text.startswith("id:"):
+            event_id = text[3:].strip()
+        elif text.startswith("data:") and text[5:].strip():
+            data.append(text[5:].strip())
+
+
+def test_a_legacy_host_resumes_a_call_stream_with_last_event_id(demo_front: Front) -> None:
+    """The host drops the connection after the first progress event; a GET with that
+    event's id gets the rest of the call's events and its answer."""
+    import http.client
+
+    status, headers, _ = post(demo_front.port, {"jsonrpc": "2.0", "id": 1,
+                                                "method": "initialize",
+                                                "params": initialize_params("2025-06-18")})
+    assert status == 200
+    sid = headers["Mcp-Session-Id"]
+    session = {"Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-06-18",
+               "Content-Type": "application/json",
+               "Accept": "application/json, text/event-stream"}
+    post(demo_front.port, {"jsonrpc": "2.0", "method": "notifications/initialized"}, session)
+    conn = http.client.HTTPConnection("127.0.0.1", demo_front.port, timeout=30)
+    conn.request("POST", "/mcp", json.dumps({
+        "jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+            "name": "slow", "arguments": {"seconds": 1.2, "steps": 4},
+            "_meta": {"progressToken": "tok"}}}), session)
+    response = conn.getresponse()
+    assert response.getheader("Content-Type") == "text/event-stream"
+    first_id, first = next(_events(response))
+    assert first["params"]["progress"] == 1 and first_id
+    conn.close()   # the host loses the connection mid-call
+
+    conn = http.client.HTTPConnection("127.0.0.1", demo_front.port, timeout=30)
+    conn.request("GET", "/mcp", headers={**session, "Accept": "text/event-stream",
+                                         "Last-Event-ID": first_id})
+    resumed = conn.getresponse()
+    assert resumed.status == 200
+    rest = [data for _, data in _events(resumed)]
+    conn.close()
+    progress = [m["params"]["progress"] for m in rest
+                if m.get("method") == "notifications/progress"]
+    assert progress == [2, 3, 4]
+    assert rest[-1] == {"jsonrpc": "2.0", "id": 7, "result": {
+        "content": [{"type": "text", "text": "done: 4 steps in 1.2 s"}]}}
