@@ -333,3 +333,33 @@ def test_a_legacy_host_resumes_a_call_stream_with_last_event_id(demo_front: Fron
     assert progress == [2, 3, 4]
     assert rest[-1] == {"jsonrpc": "2.0", "id": 7, "result": {
         "content": [{"type": "text", "text": "done: 4 steps in 1.2 s"}]}}
+
+
+def test_a_2025_03_26_batch_gets_one_reply_with_every_answer(demo_front: Front) -> None:
+    import http.client
+
+    status, headers, _ = post(demo_front.port, {"jsonrpc": "2.0", "id": 1,
+                                                "method": "initialize",
+                                                "params": initialize_params("2025-03-26")})
+    assert status == 200
+    session = {"Mcp-Session-Id": headers["Mcp-Session-Id"],
+               "MCP-Protocol-Version": "2025-03-26", "Content-Type": "application/json",
+               "Accept": "application/json, text/event-stream"}
+    batch = [{"jsonrpc": "2.0", "method": "notifications/initialized"},
+             {"jsonrpc": "2.0", "id": "a", "method": "tools/call",
+              "params": {"name": "echo", "arguments": {"text": "first"}}},
+             {"jsonrpc": "2.0", "id": "b", "method": "tools/call",
+              "params": {"name": "add", "arguments": {"a": 1, "b": 2}}}]
+    conn = http.client.HTTPConnection("127.0.0.1", demo_front.port, timeout=30)
+    try:
+        conn.request("POST", "/mcp", json.dumps(batch), session)
+        response = conn.getresponse()
+        assert response.status == 200
+        replies = json.loads(response.read())
+    finally:
+        conn.close()
+    assert [r["id"] for r in replies] == ["a", "b"]
+    assert replies[0]["result"]["content"][0]["text"] == "first"
+    # 2025-03-26 has no structured content: the sum comes back as text
+    assert "structuredContent" not in replies[1]["result"]
+    assert json.loads(replies[1]["result"]["content"][0]["text"]) == {"sum": 3}

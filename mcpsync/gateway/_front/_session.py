@@ -109,11 +109,22 @@ class SessionRelay:
         if isinstance(item, ParseError):
             return
         if isinstance(item, Batch):   # 2025-03-26: answered one element after the other
+            replies: list[Message] = []
+
+            def collect(message: Message, cancelled: threading.Event | None = None, /
+                        ) -> None:
+                if message.method is None:
+                    replies.append(message)
+                else:
+                    self._send(message)
+
             for element, call in zip(item, calls, strict=False):
                 # McpApp already delivered its responses and cancellations.
                 if (isinstance(element, Message) and element.method != "notifications/cancelled"
                         and (call is not None or element.is_notification)):
-                    self._one(element, call)
+                    self._one(element, call, collect)
+            if replies:
+                self._send_batch(replies)   # the batch's one reply
             return
         self._one(item, calls[0] if calls else None)
 
@@ -155,7 +166,8 @@ class SessionRelay:
 
     # -- the host's side ----------------------------------------------------------------
 
-    def _one(self, message: Message, call: _Call | None) -> None:
+    def _one(self, message: Message, call: _Call | None, send: Send | None = None) -> None:
+        send = send or self._send
         caller = self._front.caller(legacy=True)
         if call is None:    # a notification: on to the upstreams
             core = self._core
@@ -168,12 +180,12 @@ class SessionRelay:
                                    or self._resumed is not None):
             refusal = self._open()
             if refusal is not None:
-                call.finish(error(call.id, INVALID_REQUEST, refusal), self._send)
+                call.finish(error(call.id, INVALID_REQUEST, refusal), send)
                 return
         core = self._core
         if core is None:
             call.finish(error(call.id, INVALID_REQUEST, "this gateway session has ended; "
-                              "start a new one with initialize"), self._send)
+                              "start a new one with initialize"), send)
             return
         if caller.kind == "session":
             core.caller = caller
@@ -185,7 +197,7 @@ class SessionRelay:
                 self._tokens[value_key(token)] = call.id.key
         try:
             core.feed(serialize(message), caller)
-            relay(waiting, self._send, self._cancelled, self._closed_answer(call))
+            relay(waiting, send, self._cancelled, self._closed_answer(call))
         finally:
             with self._lock:
                 self._waiting.pop(call.id.key, None)
