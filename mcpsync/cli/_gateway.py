@@ -22,9 +22,6 @@ def _cmd_gateway(args: argparse.Namespace, ctx: _Context) -> _Outcome:
         raise CLIError("mcpsync gateway needs --config FILE: the mcpServers config of the "
                        "servers to put behind it", EXIT_USAGE)
     inspector = None
-    if args.http and args.log:
-        raise CLIError("mcpsync gateway: --log is not supported with --http yet; run without "
-                       "--log, or serve one host over stdio with --log", EXIT_USAGE)
     if args.log:
         from mcpsync.gateway._inspector import Inspector
         try:

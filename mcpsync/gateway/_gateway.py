@@ -188,10 +188,12 @@ class Gateway:
         ``max_sessions``, ``session_idle_timeout``, ``session_key_file`` (replicas),
         ``token_verifier`` with ``resource``, ``authorization_servers`` and ``scopes``
         (OAuth, as for ``Server.wsgi_app``); see ``docs/gateway-http.md``. This
-        gateway's own upstreams are not used; call the app's ``close()`` when done."""
+        gateway's own upstreams are not used, its ``inspector`` logs every session's
+        traffic; call the app's ``close()`` when done."""
         from mcpsync.gateway._front import HttpFront
 
-        return HttpFront(self._configs, path=path, max_frame_bytes=self._max_frame, **options)
+        return HttpFront(self._configs, path=path, max_frame_bytes=self._max_frame,
+                         inspector=self.inspector, **options)
 
     def serve_http(self, host: str = "127.0.0.1", port: int = 8000, *, path: str = "/mcp",
                    stop: threading.Event | None = None,

@@ -363,3 +363,18 @@ def test_a_2025_03_26_batch_gets_one_reply_with_every_answer(demo_front: Front) 
     # 2025-03-26 has no structured content: the sum comes back as text
     assert "structuredContent" not in replies[1]["result"]
     assert json.loads(replies[1]["result"]["content"][0]["text"]) == {"sum": 3}
+
+
+def test_the_command_logs_every_sessions_traffic_with_log(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"demo": DEMO})
+    log = tmp_path / "traffic.log"
+    with Command(config, "--log", str(log), log=tmp_path / "gw.log") as served:
+        for era, text in (("legacy", "from a session"), ("modern", "stateless")):
+            with mcpsync.connect(served.url, era=era) as client:
+                assert client.call_tool("echo", {"text": text}).text == text
+        assert served.close() == 0
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    calls = [r for r in records if r.get("dir") == "gateway->upstream"
+             and r.get("method") == "tools/call"]
+    assert len(calls) == 2 and {r["upstream"] for r in calls} == {"demo"}
+    assert oct(log.stat().st_mode & 0o777) == "0o600"

@@ -33,6 +33,7 @@ from mcpsync.gateway._front._caller import Caller, caller_of
 from mcpsync.gateway._front._replicas import KEY_FILE_ENV, SessionSealer, read_key_file
 from mcpsync.gateway._front._session import SessionRelay
 from mcpsync.gateway._front._shared import SharedRelay
+from mcpsync.gateway._inspector import Inspector
 from mcpsync.jsonrpc import MAX_FRAME_BYTES, Message
 from mcpsync.server._router import Send
 from mcpsync.server.http._app import AppDispatcher, DispatcherFactory, McpApp, StartResponse
@@ -65,12 +66,14 @@ class HttpFront:
                  max_frame_bytes: int = MAX_FRAME_BYTES,
                  session_key_file: str | os.PathLike[str] | None = None,
                  token_verifier: TokenVerifier | None = None, resource: str | None = None,
-                 authorization_servers: Sequence[str] = (), scopes: Sequence[str] = ()
-                 ) -> None:
+                 authorization_servers: Sequence[str] = (), scopes: Sequence[str] = (),
+                 inspector: Inspector | None = None) -> None:
         if max_upstream_processes < 1:
             raise ValueError("max_upstream_processes is a number of processes above 0, got "
                              f"{max_upstream_processes!r}")
         self.configs = list(configs)
+        #: The traffic log every session's core writes to (its owner closes it).
+        self.inspector = inspector
         self.max_frame_bytes = max_frame_bytes
         #: Stdio upstream processes one core starts (HTTP upstreams start none).
         self.processes_per_core = sum(1 for c in self.configs if not c.is_http)

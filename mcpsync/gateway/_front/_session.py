@@ -160,6 +160,7 @@ class SessionRelay:
             each.call.cancel()
             each.put(None)
         if core is not None:
+            core.inspector = None   # the front's, shared by every core: not this one's
             core.close()
         self._front.release(reserved)
         self._front.forget(self)
@@ -217,11 +218,13 @@ class SessionRelay:
         except BaseException:
             self._front.release(need)
             raise
+        core.inspector = self._front.inspector
         with self._lock:
             ended = self._ended
             if not ended:
                 self._core, self._reserved = core, need
         if ended:
+            core.inspector = None
             core.close()
             self._front.release(need)
             return "this gateway session has ended"

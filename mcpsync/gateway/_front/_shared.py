@@ -139,6 +139,7 @@ class SharedRelay:
             entry.waiting.call.cancel()
             entry.waiting.put(None)
         if core is not None:
+            core.inspector = None   # the front's, shared by every core: not this one's
             core.close()
         self._front.release(reserved)
 
@@ -166,6 +167,7 @@ class SharedRelay:
             except BaseException:
                 self._front.release(need)
                 raise
+            core.inspector = self._front.inspector
             self._core, self._reserved = core, need
         core.serve_host(lambda frame: self._from_core(core, frame))
         if len(core.upstreams) > 1:
