@@ -77,6 +77,7 @@ class SessionRelay:
         self._send = send
         self._send_batch = send_batch
         self._lock = threading.Lock()
+        self._opening = threading.Lock()
         self._core: Gateway | None = None
         self._reserved = 0
         self._ended = False
@@ -179,7 +180,8 @@ class SessionRelay:
             self._init_params = dict(message.params)
         if self._core is None and (message.method == "initialize"
                                    or self._resumed is not None):
-            refusal = self._open()
+            with self._opening:   # two first requests of a resumed session: one core
+                refusal = self._open() if self._core is None else None
             if refusal is not None:
                 call.finish(error(call.id, INVALID_REQUEST, refusal), send)
                 return
