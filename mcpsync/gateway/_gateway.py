@@ -302,6 +302,7 @@ class Gateway:
                 return
 
     def _from_host(self, line: bytes, caller: Caller | None = None) -> None:
+        # ``caller`` (None: ``self.caller``) is whom the guard counts this frame against.
         try:
             envelope = parse_envelope(line)
         except EnvelopeError as exc:
