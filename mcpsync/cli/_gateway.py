@@ -53,7 +53,11 @@ def _cmd_gateway(args: argparse.Namespace, ctx: _Context) -> _Outcome:
             inspector.close()
         raise
     with gateway:
-        gateway.serve_stdio()
+        if args.http:
+            from mcpsync.cli._gateway_http import serve_gateway_http
+            serve_gateway_http(gateway, args)
+        else:
+            gateway.serve_stdio()
     return _Outcome("")
 
 

@@ -160,7 +160,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("gateway", "serve the config's server to an MCP host over stdin/stdout, "
                            "passing its frames through untouched (stdout carries MCP only)",
                 "  mcpsync gateway --config ~/gateway.json\n"
-                "  mcpsync gateway --config ~/gateway.json --log ~/gateway.log")
+                "  mcpsync gateway --config ~/gateway.json --log ~/gateway.log\n"
+                "  mcpsync gateway --config ~/gateway.json --http 127.0.0.1:8808")
+    p.add_argument("--http", metavar="HOST:PORT",
+                   help="serve MCP hosts over Streamable HTTP at http://HOST:PORT/mcp instead "
+                        "of stdin/stdout (each legacy host session gets its own upstreams)")
+    p.add_argument("--max-upstream-processes", type=int, default=None, metavar="N",
+                   help="with --http: stdio upstream processes across all host sessions "
+                        "(default 32); a session past it is refused at initialize")
+    p.add_argument("--session-key-file", metavar="FILE",
+                   help="with --http: a 0600 file holding a secret shared by several gateway "
+                        "processes, so a legacy session can move between them")
     p.add_argument("--log", metavar="FILE",
                    help="log every message as a JSON line (redacted; 0600; rotated at 10 MB); "
                         "read it with 'mcpsync inspect FILE'")

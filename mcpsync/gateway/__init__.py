@@ -1,11 +1,14 @@
-"""The MCP gateway: one stdio front for an MCP host, configured servers behind it, with a
-redacted traffic log.
+"""The MCP gateway: one MCP host in front (stdio, or many over Streamable HTTP), configured
+servers behind it, with a redacted traffic log.
 
-See ``docs/gateway.md``. The library face is :class:`Gateway`; the command is
-``mcpsync gateway --config FILE``.
+See ``docs/gateway.md`` and ``docs/gateway-http.md``. The library face is :class:`Gateway`;
+the command is ``mcpsync gateway --config FILE [--http HOST:PORT]``; under gunicorn,
+``MCPSYNC_GATEWAY_CONFIG=FILE gunicorn -k gthread 'mcpsync.gateway:wsgi()'``.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from mcpsync.gateway._gateway import FrameObserver as FrameObserver, Gateway as Gateway
 from mcpsync.gateway._guard._approval import (
@@ -16,5 +19,17 @@ from mcpsync.gateway._guard._approval import (
     call_digest as call_digest,
 )
 
+if TYPE_CHECKING:
+    from mcpsync.gateway._front import HttpFront
+
 __all__ = ["ApprovalDesk", "FrameObserver", "Gateway", "HeldCall", "Verdict",
-           "approver_from_config", "call_digest"]
+           "approver_from_config", "call_digest", "wsgi"]
+
+
+def wsgi() -> HttpFront:
+    """The WSGI application for gunicorn (an app factory: ``'mcpsync.gateway:wsgi()'``): the
+    gateway over the config file ``MCPSYNC_GATEWAY_CONFIG`` names, serving HTTP at ``/mcp``."""
+    from mcpsync.gateway._front import env_config
+
+    with Gateway(env_config()) as gateway:   # only its config is used: nothing starts
+        return gateway.wsgi_app()

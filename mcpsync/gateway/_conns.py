@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import select
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from mcpsync._envelope import Envelope, IdKey
@@ -79,6 +79,15 @@ class Conn:
 
     def close(self) -> None:
         raise NotImplementedError
+
+    def session(self) -> dict[str, str] | None:
+        """The upstream session another gateway process could carry on (HTTP), or None."""
+        return None
+
+    def resume(self, session: Mapping[str, str], init_params: dict[str, Any]) -> bool:
+        """Carry on ``session`` (from :meth:`session` in another process) instead of a
+        handshake; ``False``: this kind of connection cannot, replay the handshake."""
+        return False
 
 
 class StdioConn(Conn):
@@ -226,6 +235,18 @@ class HttpConn(Conn):
 
     def close(self) -> None:
         self._transport.close()
+
+    def session(self) -> dict[str, str] | None:
+        found = self._transport.legacy_session
+        return None if found is None else {"session": found[0], "version": found[1]}
+
+    def resume(self, session: Mapping[str, str], init_params: dict[str, Any]) -> bool:
+        from mcpsync.transport.http._transport import SessionState
+
+        version = session.get("version") or str(init_params.get("protocolVersion", ""))
+        self._transport.resume_session(session.get("session"),
+                                       SessionState("legacy", version, init_params))
+        return True
 
 
 def open_conn(config: ServerConfig, name: str, on_stderr: Callable[[str], None],

@@ -34,7 +34,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, BinaryIO, Final
+from typing import TYPE_CHECKING, Any, BinaryIO, Final
 
 from mcpsync._codes import INTERNAL_ERROR
 from mcpsync._envelope import Envelope, EnvelopeError, IdKey, parse_envelope
@@ -43,6 +43,7 @@ from mcpsync.config import ServerConfig
 from mcpsync.config_files import load_config
 from mcpsync.errors import ConfigError
 from mcpsync.gateway._bridge import upstream_factory
+from mcpsync.gateway._front._caller import PROCESS, Caller
 from mcpsync.gateway._guard._hooks import GuardHooks
 from mcpsync.gateway._inspector import (
     GATEWAY_TO_HOST,
@@ -59,6 +60,9 @@ from mcpsync.jsonrpc import MAX_FRAME_BYTES, StreamError
 from mcpsync.policy import Policy
 from mcpsync.secrets import SecretResolver
 
+if TYPE_CHECKING:
+    from mcpsync.gateway._front import HttpFront
+
 __all__ = ["FrameObserver", "Gateway"]
 
 #: ``on_frame(direction, upstream_id, envelope, latency_seconds_or_None)``; ``direction`` is
@@ -67,6 +71,10 @@ FrameObserver = Callable[[str, str, Envelope, "float | None"], None]
 
 _log = logging.getLogger("mcpsync.gateway")
 _CLOSE_BUDGET: Final = 6.0
+_FRONT_OPTIONS: Final = frozenset({"allowed_hosts", "max_upstream_processes", "max_sessions",
+                                   "session_idle_timeout", "session_key_file",
+                                   "token_verifier", "resource", "authorization_servers",
+                                   "scopes"})
 _READ_SIZE: Final = 256 * 1024
 
 
@@ -117,6 +125,7 @@ class Gateway:
             check_secrets(each, secret_resolver, source)
         self.on_frame = on_frame
         self.inspector = inspector
+        self._configs = configs   # what each host session of the HTTP front starts anew
         self._max_frame = max_frame_bytes
         self._upstreams = [make(c, on_line=self._from_upstream, on_down=self._upstream_down,
                                     on_refused=self._refuse, on_failed=self._call_failed,
@@ -133,6 +142,10 @@ class Gateway:
         self._s2c_lock = threading.Lock()
         self._out_fd = -1
         self._out_lock = threading.Lock()
+        # The host seam: where frames for the host go (stdout here, an HTTP session's
+        # streams on the HTTP front) and who the host is for the guard's budgets.
+        self._sink: Callable[[bytes], None] = self._write_stdout
+        self.caller: Caller = PROCESS
         self._wake_r, self._wake_w = os.pipe()
         self._closed = False
         self._started = False
@@ -161,8 +174,7 @@ class Gateway:
         else:
             self._out_fd = os.dup(stdout.fileno())
         try:
-            for upstream in self._upstreams:
-                upstream.start()
+            self._start_upstreams()
             self._read_host(in_fd)
         finally:
             self.close()
@@ -171,6 +183,50 @@ class Gateway:
                     sys.stdout.flush()
                 os.dup2(saved_stdout, 1)
                 os.close(saved_stdout)
+
+    def serve_host(self, sink: Callable[[bytes], None]) -> None:
+        """Serve a host that is not on stdio (the HTTP front): every frame for the host goes
+        to ``sink(frame)`` (no newline, from the gateway's threads), and the front hands the
+        host's frames in with :meth:`feed`. Returns at once; :meth:`close` ends it."""
+        if self._started:
+            raise RuntimeError("a Gateway serves one host once; make a new one")
+        self._started = True
+        self._sink = sink
+        self._start_upstreams()
+
+    def feed(self, frame: bytes, caller: Caller | None = None) -> None:
+        """One frame from the host (one JSON-RPC message, no newline); ``caller`` is whom it
+        is from when the host is not one for the whole gateway (a 2026-07-28 HTTP request)."""
+        self._from_host(frame, caller)
+
+    def _start_upstreams(self) -> None:
+        for upstream in self._upstreams:
+            upstream.start()
+
+    def wsgi_app(self, path: str = "/mcp", **options: Any) -> HttpFront:
+        """The gateway over Streamable HTTP, as a WSGI application (for gunicorn, or
+        :meth:`serve_http`). Each legacy host session starts its own upstreams; 2026-07-28
+        hosts share one set. ``options``: ``allowed_hosts``, ``max_upstream_processes``,
+        ``max_sessions``, ``session_idle_timeout``, ``session_key_file`` (replicas),
+        ``token_verifier`` with ``resource``, ``authorization_servers`` and ``scopes``
+        (OAuth, as for ``Server.wsgi_app``); see ``docs/gateway-http.md``. This
+        gateway's own upstreams are not used, its ``inspector`` logs every session's
+        traffic; call the app's ``close()`` when done."""
+        from mcpsync.gateway._front import HttpFront
+
+        return HttpFront(self._configs, path=path, max_frame_bytes=self._max_frame,
+                         inspector=self.inspector, **options)
+
+    def serve_http(self, host: str = "127.0.0.1", port: int = 8000, *, path: str = "/mcp",
+                   stop: threading.Event | None = None,
+                   ready: Callable[[str], None] | None = None, **options: Any) -> None:
+        """Serve :meth:`wsgi_app` on the built-in HTTP server until Ctrl-C or ``stop``;
+        ``ready(url)`` is called once hosts can connect."""
+        from mcpsync.gateway._front import serve_front
+
+        front_options = {k: options.pop(k) for k in list(options) if k in _FRONT_OPTIONS}
+        serve_front(self.wsgi_app(path, **front_options), host, port, stop=stop, ready=ready,
+                    **options)
 
     def close(self) -> None:
         """Stop serving: close every upstream (the stdio shutdown sequence, bounded) and
@@ -267,7 +323,8 @@ class Gateway:
                 _log.info("the host closed its input; the gateway stops")
                 return
 
-    def _from_host(self, line: bytes) -> None:
+    def _from_host(self, line: bytes, caller: Caller | None = None) -> None:
+        # ``caller`` (None: ``self.caller``) is whom the guard counts this frame against.
         try:
             envelope = parse_envelope(line)
         except EnvelopeError as exc:
@@ -288,6 +345,9 @@ class Gateway:
         upstream.submit(envelope)
 
     def _write_host(self, frame: bytes) -> None:
+        self._sink(frame)
+
+    def _write_stdout(self, frame: bytes) -> None:
         data = frame + b"\n"
         with self._out_lock:
             fd = self._out_fd

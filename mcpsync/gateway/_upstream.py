@@ -20,6 +20,7 @@ exchange (legacy era) so the new process is in the state the host believes it is
 from __future__ import annotations
 
 import collections
+import json
 import logging
 import os
 import re
@@ -108,11 +109,25 @@ class Upstream:
         self._initialized_frame: Envelope | None = None
         self._replay_id: IdKey | None = None
         self._replayed = threading.Event()
+        self._resuming: dict[str, str] | None = None   # carry on another process's session
         self.last_error = ""
         self.restarts = 0
         self._writer = new_thread(f"mcpsync-gateway-writer-{self._safe}", self._write_loop)
 
     # ---------------------------------------------------------------- the gateway's side
+
+    def resume(self, init: Envelope, initialized: Envelope | None,
+               session: dict[str, str] | None) -> None:
+        """Before :meth:`start`: carry on a host session another gateway process began. An
+        HTTP upstream goes on with its ``session`` (``{"session": id, "version": v}``); a
+        stdio one is started with the host's ``initialize`` replayed, as after a restart."""
+        self._init_frame, self._initialized_frame = init, initialized
+        self._resuming = session or {}
+
+    def session(self) -> dict[str, str] | None:
+        """What another gateway process needs to carry on this upstream's session."""
+        conn = self._conn
+        return conn.session() if conn is not None else None
 
     def start(self) -> None:
         """Start the writer thread and, eagerly, the server (a failure is kept for later)."""
@@ -238,7 +253,7 @@ class Upstream:
             if isinstance(item, Envelope) and not is_request and self._conn is not None:
                 return   # a notification or an answer for a process that is gone
             try:
-                self._launch(replay=self._conn is not None)
+                self._launch(replay=self._conn is not None or self._resuming is not None)
             except (MCPError, OSError) as exc:
                 self.last_error = str(exc)
                 _log.warning("upstream %r could not be started: %s", self.id, exc)
@@ -280,9 +295,17 @@ class Upstream:
         reader.start()
         if not replay:
             return
-        self.restarts += 1
-        _log.warning("upstream %r restarted (pid %s)", self.id, conn.pid)
+        resuming, self._resuming = self._resuming, None
         init = self._init_frame
+        if resuming is not None:
+            params = json.loads(init.raw("params") or "{}") if init is not None else {}
+            if conn.resume(resuming, params if isinstance(params, dict) else {}):
+                return
+            _log.info("upstream %r started for a resumed host session (pid %s)", self.id,
+                      conn.pid)
+        else:
+            self.restarts += 1
+            _log.warning("upstream %r restarted (pid %s)", self.id, conn.pid)
         if init is None or init.id_key is None:
             return   # modern era, or no handshake yet: nothing to replay
         self._replayed.clear()

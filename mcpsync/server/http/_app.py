@@ -29,7 +29,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Protocol
 
 from mcpsync._threads import join_all, new_thread
 from mcpsync.jsonrpc import (
@@ -48,7 +48,7 @@ from mcpsync.jsonrpc import (
 )
 from mcpsync.protocol import LEGACY_VERSIONS, META_PROTOCOL_VERSION, MODERN_VERSIONS
 from mcpsync.server._context import _Call
-from mcpsync.server._router import Dispatcher, Send
+from mcpsync.server._router import Send
 from mcpsync.server.http._channel import KEEP_ALIVE, Channel, event, priming, retry
 from mcpsync.server.http._events import Event, EventStore, Lookup
 from mcpsync.server.http._headers import (
@@ -61,7 +61,39 @@ from mcpsync.server.http._ticker import Ticker, Watched
 
 __all__ = ["McpApp"]
 
-DispatcherFactory = Callable[[Send, Callable[[list[Message]], None]], Dispatcher]
+
+
+class AppDispatcher(Protocol):
+    """What the app needs of the router behind it: the server's ``Dispatcher``, or
+    anything answering the same calls (the gateway's HTTP front forwards to upstreams)."""
+
+    def track(self, message: Message, *, sink: Send | None = None,
+              private: bool = False) -> _Call | None: ...
+
+    def handle(self, item: Message | Batch | ParseError, calls: list[_Call | None]) -> None: ...
+
+    def deliver_response(self, message: Message) -> None: ...
+
+    def cancel_notice(self, params: Any) -> bool: ...
+
+    def end_call(self, call: _Call) -> None: ...
+
+    def cancel_all(self) -> None: ...
+
+
+DispatcherFactory = Callable[[Send, Callable[[list[Message]], None]], AppDispatcher]
+
+
+class SessionIds(Protocol):
+    """Who draws legacy session ids, and resumes sessions from ids drawn elsewhere."""
+
+    def new_id(self, dispatcher: AppDispatcher) -> str:
+        """The id of a session whose ``initialize`` its ``dispatcher`` just answered."""
+        ...
+
+    def resume(self, sid: str) -> DispatcherFactory | None:
+        """The router factory of a session this process does not hold (``None``: 404)."""
+        ...
 #: The ``inputSchema`` of a tool by name (``None``: no such tool), for ``Mcp-Param-*`` checks.
 ToolSchemas = Callable[[str], Any]
 StartResponse = Callable[..., Callable[[bytes], None]]
@@ -102,6 +134,11 @@ class McpApp:
     that ``Host`` and, when sent, ``Origin`` may name; by default loopback only, which is the
     defence against DNS rebinding for a server on this machine. A server behind a proxy on
     a public name lists that name. :meth:`close` ends every session and open stream.
+    ``make_shared`` builds the router shared by 2026-07-28 requests when it is not the
+    kind of router each legacy session gets (a gateway serves the two differently).
+    ``session_ids`` draws session ids itself and may resume a session it finds sealed in
+    an id this app never drew (several processes behind one address); by default ids are
+    random and an unknown one is 404.
     """
 
     def __init__(self, make_dispatcher: DispatcherFactory, *, name: str = "mcp",
@@ -110,7 +147,9 @@ class McpApp:
                  tool_polls: Callable[[str], bool] | None = None, max_sessions: int = 256,
                  max_events: int = 1000, max_event_bytes: int = 8 * 1024 * 1024,
                  retry_ms: int = 1000, max_body_bytes: int = 32 * 1024 * 1024,
-                 session_idle_timeout: float | None = 1800.0) -> None:
+                 session_idle_timeout: float | None = 1800.0,
+                 make_shared: DispatcherFactory | None = None,
+                 session_ids: SessionIds | None = None) -> None:
         if not path.startswith("/"):
             raise ValueError(f"the MCP endpoint path must start with '/', got {path!r}")
         if keep_alive <= 0:
@@ -121,6 +160,8 @@ class McpApp:
         self.name = name
         self.path = path
         self._make = make_dispatcher
+        self._make_shared = make_shared or make_dispatcher   # the 2026-07-28 router
+        self._ids = session_ids
         self._hosts = HostCheck(allowed_hosts)
         self._keep_alive = keep_alive
         self._tool_schema = tool_schema
@@ -133,7 +174,7 @@ class McpApp:
         EventStore(max_events, max_event_bytes)   # refuses bad bounds now, not at a session
         self._workers: set[threading.Thread] = set()   # tools/call apart from their requests
         self._lock = threading.Lock()
-        self._shared: Dispatcher | None = None
+        self._shared: AppDispatcher | None = None
         self._sessions: dict[str, _Session] = {}
         self._live: set[_Exchange] = set()   # requests being answered, for close()
         self._closed = False
@@ -169,10 +210,10 @@ class McpApp:
         # Cancelled above; one deadline for all, and a handler that ignores it is left.
         join_all(workers, time.monotonic() + 5.0)
 
-    def _shared_router(self) -> Dispatcher:
+    def _shared_router(self) -> AppDispatcher:
         with self._lock:
             if self._shared is None:
-                self._shared = self._make(_drop, _drop_batch)
+                self._shared = self._make_shared(_drop, _drop_batch)
             return self._shared
 
     def _enter(self, exchange: _Exchange) -> bool:
@@ -214,7 +255,24 @@ class McpApp:
             session = self._sessions.get(str(sid))
             if session is not None:
                 session.last_active = time.monotonic()
-            return session
+            return session if session is not None or self._ids is None else self._resume(
+                str(sid))
+
+    def _resume(self, sid: str) -> _Session | None:
+        """A session drawn elsewhere, when ``session_ids`` can resume it (the lock held)."""
+        assert self._ids is not None
+        if self._closed or len(self._sessions) >= self._max_sessions:
+            return None
+        make = self._ids.resume(sid)
+        if make is None:
+            return None
+        session = _Session(make, EventStore(self._max_events, self._max_bytes))
+        self._sessions[sid] = session
+        if self._idle is not None and self._ticker is None:
+            self._ticker = Ticker(self.name)
+        if self._idle is not None and self._ticker is not None:
+            self._ticker.watch(self._expiry)
+        return session
 
     def _hold_session(self, session: _Session) -> None:
         with self._lock:
@@ -356,6 +414,8 @@ class McpApp:
         if not item.is_request:
             if item.method == "notifications/cancelled":
                 session.dispatcher.cancel_notice(item.params)
+            else:   # the server's router ignores these; a gateway passes them on
+                session.dispatcher.handle(item, [])
             return _empty(start_response, 202)
         return _Exchange(self, start_response, modern=False, session=session).run(
             session.dispatcher, item)
@@ -383,7 +443,6 @@ class McpApp:
                            f"MCP server {self.name!r} holds {self._max_sessions} open sessions; "
                            "retry later (clients end theirs with DELETE)",
                            [("Retry-After", "1")])
-        sid = secrets.token_urlsafe(24)
         session = _Session(self._make, EventStore(self._max_events, self._max_bytes))
         replies: list[Message] = []
 
@@ -400,6 +459,8 @@ class McpApp:
             return _json(start_response, 400, frame)
         result = reply.result if isinstance(reply.result, dict) else {}
         session.polling = result.get("protocolVersion", "") >= _POLLING
+        sid = (secrets.token_urlsafe(24) if self._ids is None
+               else self._ids.new_id(session.dispatcher))
         with self._lock:
             closed = self._closed
             if not closed:
@@ -479,6 +540,9 @@ class McpApp:
                            "Mcp-Session-Id); 2026-07-28 has no sessions", [_ALLOW])
         with self._lock:
             session = self._sessions.pop(str(sid), None)
+        if session is None and self._ids is not None and self._session(sid) is not None:
+            with self._lock:   # opened elsewhere: resumed here to be ended properly
+                session = self._sessions.pop(str(sid), None)
         if session is None:
             return _refuse(start_response, 404, None, INVALID_REQUEST,
                            f"MCP server {self.name!r}: unknown or ended session")
@@ -618,7 +682,7 @@ class _Exchange:
         primer = self._record(b"")
         return [priming(primer.id, self._app._retry_ms)]
 
-    def run(self, router: Dispatcher, message: Message) -> Iterable[bytes]:
+    def run(self, router: AppDispatcher, message: Message) -> Iterable[bytes]:
         call = router.track(message, sink=self.sink, private=self._modern)
         assert call is not None   # a request: always tracked
         self._call = call
@@ -662,7 +726,7 @@ class _Exchange:
         name = message.params.get("name") if isinstance(message.params, dict) else None
         return polls is not None and isinstance(name, str) and polls(name)
 
-    def _run_apart(self, router: Dispatcher, message: Message, call: _Call) -> bool:
+    def _run_apart(self, router: AppDispatcher, message: Message, call: _Call) -> bool:
         """Run the handler on a worker, writing its events here; False once it detached."""
         def work() -> None:
             try:
@@ -804,7 +868,7 @@ class _Exchange:
         finally:
             self._wlock.release()
 
-    def _hold(self, router: Dispatcher, call: _Call) -> None:
+    def _hold(self, router: AppDispatcher, call: _Call) -> None:
         """Stream an open listen's notifications until the client goes or the app closes."""
         channel = self._channel
         try:

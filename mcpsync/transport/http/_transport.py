@@ -257,6 +257,22 @@ class HttpTransport:
         else:
             self._modern.version = state.protocol_version
 
+    def resume_session(self, session_id: str | None, state: SessionState) -> None:
+        """Carry on a legacy session another process opened with this server (a gateway
+        replica): its ``Mcp-Session-Id`` and what was negotiated, with no ``initialize``.
+        If the server no longer knows it, the usual recovery opens a new one."""
+        self.session_updated(state)
+        self._legacy.session_id = session_id
+        self._legacy.active = True
+        self._legacy.start_get_stream()
+
+    @property
+    def legacy_session(self) -> tuple[str, str] | None:
+        """``(Mcp-Session-Id, protocol version)`` of the legacy session, if there is one."""
+        legacy = self._legacy
+        sid, version = legacy.session_id, legacy.protocol_version
+        return (sid, version) if legacy.active and sid and version else None
+
     # ------------------------------------------------------------------ outgoing traffic
 
     def _dispatch(self, message: Message, frame: bytes | None) -> None:
