@@ -38,7 +38,7 @@ def test_the_schema_example_is_a_valid_mcpsync_key(tmp_path: Path) -> None:
     from mcpsync.gateway._guard import read_guard_settings
 
     text = PAGE.read_text(encoding="utf-8")
-    start = text.index("### The `mcpsync` key")
+    start = text.index("## The `mcpsync` key")
     block = re.search(r"^```json\n(.*?)^```", text[start:], re.DOTALL | re.MULTILINE)
     assert block is not None
     path = tmp_path / "gateway.json"
