@@ -27,6 +27,7 @@ from mcpsync._envelope import Envelope, IdKey
 from mcpsync.config import ServerConfig
 from mcpsync.errors import MCPError
 from mcpsync.gateway._rawstdio import RawStdioTransport
+from mcpsync.gateway._redact import redact_for_log
 from mcpsync.jsonrpc import MAX_FRAME_BYTES, Batch, Message, ParseError, serialize
 from mcpsync.secrets import (
     SecretFile,
@@ -215,7 +216,7 @@ class HttpConn(Conn):
                         self._hand_over(item, on_line)
                     elif isinstance(item, ParseError):
                         _log.warning("upstream %r sent a message that is not JSON-RPC "
-                                     "(dropped): %s", self._name, item)
+                                     "(dropped): %s", self._name, redact_for_log(str(item)))
         except MCPError as exc:
             return str(exc)
 

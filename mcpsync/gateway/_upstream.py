@@ -35,6 +35,7 @@ from mcpsync._threads import join_all, new_thread
 from mcpsync.config import ServerConfig
 from mcpsync.errors import ConfigError, MCPError
 from mcpsync.gateway._conns import Conn, open_conn
+from mcpsync.gateway._redact import redact_for_log
 from mcpsync.jsonrpc import MAX_FRAME_BYTES, ParseError, StreamError
 from mcpsync.secrets import SecretResolver
 from mcpsync.transport.base import safe_name
@@ -350,7 +351,8 @@ class Upstream:
             conn.send(self._initialized_frame)
 
     def _stderr_line(self, line: str) -> None:
-        _log.debug("upstream %r stderr: %s", self.id, line)
+        if _log.isEnabledFor(logging.DEBUG):
+            _log.debug("upstream %r stderr: %s", self.id, redact_for_log(line))
 
     # ---------------------------------------------------------------- the reader thread
 
@@ -374,7 +376,7 @@ class Upstream:
                      len(calls))
         tail = conn.stderr_excerpt()
         if tail:
-            _log.warning("upstream %r's last stderr lines:\n%s", self.id, tail)
+            _log.warning("upstream %r's last stderr lines:\n%s", self.id, redact_for_log(tail))
         conn.close()
         self._on_down(self, calls, why)
 
