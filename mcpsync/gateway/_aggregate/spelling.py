@@ -34,13 +34,17 @@ class Number(float):
         return self
 
 
-_decode: Final = json.JSONDecoder(parse_float=Number).decode
+# ``NaN`` and ``Infinity`` are not JSON, but the tolerant envelope lets them through (its
+# decoder is Python's): they are kept as written too, forwarded as they came, as with one
+# upstream, instead of failing the encoder on the gateway's thread.
+_decode: Final = json.JSONDecoder(parse_float=Number, parse_constant=Number).decode
 _make_iterencode: Callable[..., Callable[[Any, int], Any]] = getattr(  # noqa: B009
     json.encoder, "_make_iterencode")
 
 
 def loads(text: str) -> Any:
-    """``json.loads``, but every non-integer number is a :class:`Number` keeping its text."""
+    """``json.loads``, but every non-integer number (and ``NaN``, ``Infinity``) is a
+    :class:`Number` keeping its text."""
     return _decode(text)
 
 
