@@ -69,3 +69,24 @@ def test_an_http_failure_below_json_rpc_fails_that_call_naming_the_upstream(
         assert "upstream 'remote'" in str(info.value)
         assert "503" in str(info.value)
         assert "echo" in {t.name for t in client.list_tools()}   # the session is still up
+
+
+def test_a_number_json_cannot_carry_fails_that_call_and_keeps_the_upstream(
+        tmp_path: Path, fault_server: FaultServer) -> None:
+    """Our HTTP transport decodes ``1E400`` to infinity, which cannot be encoded again: that
+    answer fails its call, naming the upstream, and the next calls are answered (the reader
+    of that upstream used to die on it, leaving every later call waiting)."""
+    def huge(request: Any) -> bytes:
+        rid = json.dumps(json.loads(request.body)["id"])
+        return (b'{"jsonrpc":"2.0","id":' + rid.encode() + b',"result":{"content":[],'
+                b'"x-huge":1E400}}')
+
+    argv = _config(tmp_path, {"url": fault_server.url})
+    with mcpsync.connect(argv, era="legacy", timeout=20) as client:
+        assert "echo" in {t.name for t in client.list_tools()}
+        fault_server.faults.script.append(Scripted(200, [], huge, "application/json",
+                                                   "tools/call"))
+        with pytest.raises(mcpsync.RemoteError) as info:
+            client.call_tool("echo", {"text": "x"})
+        assert "upstream 'remote'" in str(info.value) and "double" in str(info.value)
+        assert client.call_tool("echo", {"text": "after"}).text == "after"
