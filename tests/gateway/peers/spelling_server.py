@@ -38,6 +38,9 @@ def main() -> None:
             reply = '{"jsonrpc":"2.0","id":%s,"result":%s}' % (rid, body)
         elif method == "ping":
             reply = '{"jsonrpc":"2.0","id":%s,"result":{}}' % rid
+        elif rid is not None and method is not None:
+            reply = ('{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"no %s"}}'
+                     % (rid, method))
         if reply is not None:
             out.write(reply.encode() + b"\n")
             out.flush()
