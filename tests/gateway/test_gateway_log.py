@@ -62,7 +62,8 @@ def test_a_log_that_cannot_be_opened_is_a_usage_error(tmp_path: Path) -> None:
 
 LEAKY = ("import sys\n"
          "for line in sys.stdin:\n"
-         "    print('{broken token=' + 'ghp_' + 'A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8', flush=True)\n"
+         "    print('{broken token=' + 'ghp_' + 'A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8',\n"
+         "          flush=True)\n"
          "    print('password=' + 'hunter2-stderr-' + 'secret', file=sys.stderr, flush=True)\n"
          "    sys.exit(1)\n")
 

@@ -26,21 +26,20 @@ def main() -> None:
         rid = parse_envelope(line).id
         method = msg.get("method")
         reply = None
+        head = '{"jsonrpc":"2.0","id":' + str(rid)
         if method == "initialize":
-            reply = ('{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-06-18",'
-                     '"capabilities":{"tools":{}},"serverInfo":{"name":"spelling",'
-                     '"version":"1"}}}' % rid)
+            reply = (head + ',"result":{"protocolVersion":"2025-06-18","capabilities":'
+                     '{"tools":{}},"serverInfo":{"name":"spelling","version":"1"}}}')
         elif method == "tools/list":
-            reply = ('{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":"echo_raw",'
-                     '"inputSchema":{"type":"object"},%s}]}}' % (rid, ITEM_EXTRA))
+            reply = (head + ',"result":{"tools":[{"name":"echo_raw","inputSchema":'
+                     '{"type":"object"},' + ITEM_EXTRA + '}]}}')
         elif method == "tools/call":
             body = json.dumps({"content": [{"type": "text", "text": line}]})
-            reply = '{"jsonrpc":"2.0","id":%s,"result":%s}' % (rid, body)
+            reply = head + ',"result":' + body + '}'
         elif method == "ping":
-            reply = '{"jsonrpc":"2.0","id":%s,"result":{}}' % rid
+            reply = head + ',"result":{}}'
         elif rid is not None and method is not None:
-            reply = ('{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"no %s"}}'
-                     % (rid, method))
+            reply = head + ',"error":{"code":-32601,"message":' + json.dumps(f"no {method}") + '}}'
         if reply is not None:
             out.write(reply.encode() + b"\n")
             out.flush()
