@@ -18,12 +18,14 @@ from mcpsync.gateway._guard._approval import (
     approver_from_config as approver_from_config,
     call_digest as call_digest,
 )
+from mcpsync.gateway._inspector import Inspector as Inspector
+from mcpsync.gateway._redact import Redactor as Redactor
 
 if TYPE_CHECKING:
     from mcpsync.gateway._front import HttpFront
 
-__all__ = ["ApprovalDesk", "FrameObserver", "Gateway", "HeldCall", "Verdict",
-           "approver_from_config", "call_digest", "wsgi"]
+__all__ = ["ApprovalDesk", "FrameObserver", "Gateway", "HeldCall", "Inspector", "Redactor",
+           "Verdict", "approver_from_config", "call_digest", "wsgi"]
 
 
 def wsgi() -> HttpFront:

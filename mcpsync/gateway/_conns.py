@@ -27,6 +27,7 @@ from mcpsync._envelope import Envelope, IdKey
 from mcpsync.config import ServerConfig
 from mcpsync.errors import MCPError
 from mcpsync.gateway._rawstdio import RawStdioTransport
+from mcpsync.gateway._redact import redact_for_log
 from mcpsync.jsonrpc import MAX_FRAME_BYTES, Batch, Message, ParseError, serialize
 from mcpsync.secrets import (
     SecretFile,
@@ -210,16 +211,16 @@ class HttpConn(Conn):
                     elif isinstance(item, Batch):
                         for each in item:
                             if isinstance(each, Message):
-                                self._hand_over(each, on_line)
+                                self._hand_over(each, on_line, on_failed)
                     elif isinstance(item, Message):
-                        self._hand_over(item, on_line)
+                        self._hand_over(item, on_line, on_failed)
                     elif isinstance(item, ParseError):
                         _log.warning("upstream %r sent a message that is not JSON-RPC "
-                                     "(dropped): %s", self._name, item)
+                                     "(dropped): %s", self._name, redact_for_log(str(item)))
         except MCPError as exc:
             return str(exc)
 
-    def _hand_over(self, message: Message, on_line: OnLine) -> None:
+    def _hand_over(self, message: Message, on_line: OnLine, on_failed: OnFailed) -> None:
         if (message.id is not None and message.id.key == self._init_id
                 and isinstance(message.result, dict)):
             # A legacy handshake: the transport must know the version (its header on every
@@ -228,7 +229,22 @@ class HttpConn(Conn):
             version = str(message.result.get("protocolVersion", ""))
             self._transport.session_updated(SessionState("legacy", version, self._init_params))
             self._init_id = None
-        on_line(serialize(message))
+        try:
+            frame = serialize(message)
+        except ValueError as exc:
+            # The transport decoded a number beyond a double's range (1E400) to infinity,
+            # which JSON cannot carry: fail that call alone, as for any broken exchange,
+            # instead of letting the error end this upstream's reader (every later call to
+            # it would then wait forever).
+            why = (f"the server's message could not be passed on: {exc} (a number beyond "
+                   "the range of a double, which the gateway cannot re-encode from HTTP)")
+            if message.id is not None and message.method is None:
+                on_failed(message.id.key, why)
+            else:
+                _log.warning("upstream %r: dropped a %s: %s", self._name,
+                             message.method or "message", why)
+            return
+        on_line(frame)
 
     def running(self) -> bool:
         return not self._transport.closed

@@ -54,6 +54,7 @@ from mcpsync.gateway._inspector import (
 )
 from mcpsync.gateway._multi import Aggregator
 from mcpsync.gateway._rawstdio import RawLines
+from mcpsync.gateway._redact import redact_for_log
 from mcpsync.gateway._secretdir import check_secrets
 from mcpsync.gateway._upstream import MAX_INFLIGHT, Upstream, refuse_self_launch
 from mcpsync.jsonrpc import MAX_FRAME_BYTES, StreamError
@@ -328,7 +329,8 @@ class Gateway:
         try:
             envelope = parse_envelope(line)
         except EnvelopeError as exc:
-            _log.warning("a line from the host is not a JSON-RPC message: %s", exc)
+            _log.warning("a line from the host is not a JSON-RPC message: %s",
+                         redact_for_log(str(exc)))
             self._write_error("null", exc.code, f"the gateway could not read this line: {exc}",
                               None)
             return
@@ -377,7 +379,7 @@ class Gateway:
             envelope = parse_envelope(line)
         except EnvelopeError as exc:
             _log.warning("upstream %r wrote a line that is not a JSON-RPC message (dropped): "
-                         "%s", upstream.id, exc)
+                         "%s", upstream.id, redact_for_log(str(exc)))
             return
         latency = None
         key = envelope.id_key

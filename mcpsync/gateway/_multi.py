@@ -61,6 +61,7 @@ from mcpsync.gateway._aggregate import (
     wrap_tool_result,
     wrap_updated,
 )
+from mcpsync.gateway._aggregate.spelling import dumps, loads
 from mcpsync.gateway._listens import ListenAcks, host_subscription_meta
 from mcpsync.protocol import META_SUBSCRIPTION_ID
 
@@ -228,7 +229,7 @@ class Aggregator:
     def _submit(self, upstream: str, env: Envelope, upstream_id: int, params: Any) -> None:
         frame = env.replace("id", str(upstream_id))
         if params is not None:
-            frame = frame.replace("params", json.dumps(params, ensure_ascii=False))
+            frame = frame.replace("params", dumps(params, ensure_ascii=False))
         target = self._by_id[upstream]
         self._gw._record("to_upstream", target, frame, None)
         target.submit(frame)
@@ -246,7 +247,7 @@ class Aggregator:
             self._notify(upstream, env, None)
 
     def _notify(self, upstream: str, env: Envelope, params: Any) -> None:
-        frame = env if params is None else env.replace("params", json.dumps(params))
+        frame = env if params is None else env.replace("params", dumps(params))
         target = self._by_id[upstream]
         self._gw._record("to_upstream", target, frame, None)
         target.submit(frame)
@@ -288,7 +289,7 @@ class Aggregator:
         if gather is None:
             self._routed_answer(upstream, env, call, done)
             return
-        result = json.loads(env.raw("result") or "null")
+        result = loads(env.raw("result") or "null")
         if env.kind == "error":
             gather.errors[upstream.id] = str(json.loads(env.raw("error") or "null"))
         else:
@@ -332,7 +333,7 @@ class Aggregator:
             body = merge_pages(key, pages, self._rewrite[key])
         else:
             body = {}
-        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+        text = dumps(body, ensure_ascii=False)
         self._gw._write_host(
             f'{{"jsonrpc":"2.0","id":{gather.host_id},"result":{text}}}'.encode())
 
@@ -361,7 +362,7 @@ class Aggregator:
             raw = env.raw("result") or "null"
             wrap = _WRAP_ANSWER.get(call.method)
             if wrap is not None and (call.method != "tools/call" or '"resource' in raw):
-                text = json.dumps(wrap(upstream.id, json.loads(raw)), ensure_ascii=False)
+                text = dumps(wrap(upstream.id, loads(raw)), ensure_ascii=False)
                 frame = frame.replace("result", text)
         self._to_host(upstream, frame)
 
@@ -377,16 +378,16 @@ class Aggregator:
         if method == "notifications/progress":
             routed = self._ids.progress(upstream.id, params)
             if routed is not None:
-                self._to_host(upstream, env.replace("params", json.dumps(routed[1])))
+                self._to_host(upstream, env.replace("params", dumps(routed[1])))
             return
         if method == "notifications/cancelled":
             cancelled = self._peers.cancel(upstream.id, params)
             if cancelled is not None:
-                self._to_host(upstream, env.replace("params", json.dumps(cancelled[1])))
+                self._to_host(upstream, env.replace("params", dumps(cancelled[1])))
             return
         if method == "notifications/resources/updated" and isinstance(params, dict):
             params = wrap_updated(upstream.id, params)
-            env = env.replace("params", json.dumps(params, ensure_ascii=False))
+            env = env.replace("params", dumps(params, ensure_ascii=False))
         meta = params.get("_meta") if isinstance(params, dict) else None
         if isinstance(meta, dict) and META_SUBSCRIPTION_ID in meta:
             assert isinstance(params, dict)
@@ -398,8 +399,8 @@ class Aggregator:
                 if ack is not None:
                     self._ack_to_host(upstream, ack)
                 return
-            env = env.replace("params", json.dumps(host_subscription_meta(call, params),
-                                                   ensure_ascii=False))
+            env = env.replace("params", dumps(host_subscription_meta(call, params),
+                                              ensure_ascii=False))
         self._to_host(upstream, env)   # list changes, logs, and what the gateway does not know
 
     def _to_host(self, upstream: Upstream, env: Envelope) -> None:
@@ -446,5 +447,5 @@ class Aggregator:
     @staticmethod
     def _params(env: Envelope) -> Any:
         raw = env.raw("params")
-        return None if raw is None else json.loads(raw)
+        return None if raw is None else loads(raw)
 

@@ -30,7 +30,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-__all__ = ["REDACTED", "SECRET_KEYS", "Redactor"]
+__all__ = ["REDACTED", "SECRET_KEYS", "Redactor", "redact_for_log"]
 
 #: What a redacted value is replaced by.
 REDACTED: Final = "[redacted]"
@@ -184,3 +184,13 @@ class Redactor:
         if isinstance(value, list):
             return [self.value(item) for item in value]
         return value
+
+
+_FOR_LOGS: Final = Redactor()
+
+
+def redact_for_log(text: str) -> str:
+    """``text`` (an excerpt of a frame that could not be read, a server's stderr) with the
+    default rules applied, for the gateway's own log: a malformed line still carries the
+    token it was sent with, and stderr is often kept in a file by the host."""
+    return _FOR_LOGS.text(text)

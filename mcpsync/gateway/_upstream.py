@@ -24,6 +24,7 @@ import json
 import logging
 import os
 import re
+import shlex
 import threading
 import time
 from collections.abc import Callable
@@ -34,6 +35,7 @@ from mcpsync._threads import join_all, new_thread
 from mcpsync.config import ServerConfig
 from mcpsync.errors import ConfigError, MCPError
 from mcpsync.gateway._conns import Conn, open_conn
+from mcpsync.gateway._redact import redact_for_log
 from mcpsync.jsonrpc import MAX_FRAME_BYTES, ParseError, StreamError
 from mcpsync.secrets import SecretResolver
 from mcpsync.transport.base import safe_name
@@ -51,20 +53,49 @@ MAX_INFLIGHT: Final = 4096
 REPLAY_TIMEOUT: Final = 30.0
 
 _log = logging.getLogger("mcpsync.gateway")
-_PROGRAM = re.compile(r"(^|[\\/])(mcpsync|python[0-9.]*|py)(\.exe)?$", re.IGNORECASE)
+_MODULES: Final = frozenset({"mcpsync", "mcpsync.cli", "mcpsync.__main__"})
+_VERSIONED: Final = re.compile(r"[@=<>!~\[].*$")   # mcpsync@1.2, mcpsync==1.2, mcpsync[dev]
+
+
+def _words(argv: list[str], depth: int = 0) -> list[str]:
+    """The argv's words, lower-cased, without directories or ``.exe``; an argument holding
+    whitespace (a shell's ``-c`` script, ``cmd /c`` line) is split into its own words too,
+    so ``sh -c 'mcpsync gateway'`` is read as what it runs."""
+    words: list[str] = []
+    for arg in argv:
+        arg = arg.replace("\\", "/")   # C:\\bin\\mcpsync.exe; and shlex's escapes
+        if depth < 3 and any(c.isspace() for c in arg.strip()):
+            try:
+                inner = shlex.split(arg)
+            except ValueError:   # unbalanced quotes: split on whitespace
+                inner = arg.split()
+            words += _words(inner, depth + 1)
+            continue
+        word = os.path.basename(arg).lower().removesuffix(".exe")
+        words.append(word.strip(";&|()'\"`"))
+    return words
+
+
+def _launches(words: list[str], i: int) -> bool:
+    word = _VERSIONED.sub("", words[i])
+    if word == "mcpsync":
+        return True
+    if word == "-m":
+        return i + 1 < len(words) and words[i + 1] in _MODULES
+    return word.startswith("-m") and word[2:] in _MODULES   # python -mmcpsync
 
 
 def refuse_self_launch(config: ServerConfig, source: str) -> None:
     """Raise ``ConfigError`` when ``config`` would start a gateway (possibly this one), which
-    would spawn itself without end."""
+    would spawn itself without end. The command is read through the wrappers that commonly
+    hide it: ``uv run``, ``uvx mcpsync@1.2``, ``/usr/bin/env``, ``python -m mcpsync`` (or
+    ``-mmcpsync``, ``mcpsync.__main__``) and a shell's ``-c`` script."""
     if config.command is None:
         return
     argv = [config.command, *config.args]
-    words = [os.path.basename(w).lower().removesuffix(".exe") for w in argv]
-    for i, word in enumerate(words):
-        launches = word == "mcpsync" or (word == "-m" and i + 1 < len(words)
-                                         and words[i + 1] in ("mcpsync", "mcpsync.cli"))
-        if launches and "gateway" in words[i + 1:]:
+    words = _words(argv)
+    for i in range(len(words)):
+        if _launches(words, i) and "gateway" in words[i + 1:]:
             raise ConfigError(
                 f"{source}: server {config.id or config.display_name!r} runs "
                 f"'{' '.join(argv)}', which is an mcpsync gateway itself; a gateway cannot "
@@ -320,7 +351,8 @@ class Upstream:
             conn.send(self._initialized_frame)
 
     def _stderr_line(self, line: str) -> None:
-        _log.debug("upstream %r stderr: %s", self.id, line)
+        if _log.isEnabledFor(logging.DEBUG):
+            _log.debug("upstream %r stderr: %s", self.id, redact_for_log(line))
 
     # ---------------------------------------------------------------- the reader thread
 
@@ -344,7 +376,7 @@ class Upstream:
                      len(calls))
         tail = conn.stderr_excerpt()
         if tail:
-            _log.warning("upstream %r's last stderr lines:\n%s", self.id, tail)
+            _log.warning("upstream %r's last stderr lines:\n%s", self.id, redact_for_log(tail))
         conn.close()
         self._on_down(self, calls, why)
 

@@ -69,3 +69,69 @@ def test_an_http_failure_below_json_rpc_fails_that_call_naming_the_upstream(
         assert "upstream 'remote'" in str(info.value)
         assert "503" in str(info.value)
         assert "echo" in {t.name for t in client.list_tools()}   # the session is still up
+
+
+def test_a_number_json_cannot_carry_fails_that_call_and_keeps_the_upstream(
+        tmp_path: Path, fault_server: FaultServer) -> None:
+    """Our HTTP transport decodes ``1E400`` to infinity, which cannot be encoded again: that
+    answer fails its call, naming the upstream, and the next calls are answered (the reader
+    of that upstream used to die on it, leaving every later call waiting)."""
+    def huge(request: Any) -> bytes:
+        rid = json.dumps(json.loads(request.body)["id"])
+        return (b'{"jsonrpc":"2.0","id":' + rid.encode() + b',"result":{"content":[],'
+                b'"x-huge":1E400}}')
+
+    argv = _config(tmp_path, {"url": fault_server.url})
+    with mcpsync.connect(argv, era="legacy", timeout=20) as client:
+        assert "echo" in {t.name for t in client.list_tools()}
+        fault_server.faults.script.append(Scripted(200, [], huge, "application/json",
+                                                   "tools/call"))
+        with pytest.raises(mcpsync.RemoteError) as info:
+            client.call_tool("echo", {"text": "x"})
+        assert "upstream 'remote'" in str(info.value) and "double" in str(info.value)
+        assert client.call_tool("echo", {"text": "after"}).text == "after"
+
+
+def test_mcp_name_agrees_with_the_rewritten_body_at_a_modern_upstream(tmp_path: Path) -> None:
+    """Aggregated, the host calls ``up__echo`` and reads ``mcpgw://up/memo://x``; the
+    2026-07-28 upstream (our server, which refuses a request whose ``Mcp-Name`` differs from
+    its body) gets ``echo`` and ``memo://x`` in both."""
+    import sys
+
+    from mcpsync.server import Server
+    from mcpsync.server.http import WsgiServer
+
+    server = Server("named", "1")
+
+    @server.tool()
+    def echo(text: str) -> str:
+        """Answer with ``text``."""
+        return text
+
+    @server.resource("memo://x")
+    def memo() -> str:
+        """A memo."""
+        return "memo"
+
+    inner = server.wsgi_app()
+    seen: list[tuple[str | None, str | None]] = []
+
+    def recording(environ: dict[str, Any], start: Any) -> Any:
+        seen.append((environ.get("HTTP_MCP_METHOD"), environ.get("HTTP_MCP_NAME")))
+        return inner(environ, start)
+
+    http = WsgiServer(recording, "127.0.0.1", 0, name="test-named")
+    http.start()
+    try:
+        path = tmp_path / "gateway.json"
+        path.write_text(json.dumps({"mcpServers": {
+            "up": {"url": http.url + "/mcp"},
+            "demo": {"command": sys.executable, "args": ["-m", "mcpsync.demo"]}}}))
+        with mcpsync.connect([*GATEWAY, str(path)], era="modern") as client:
+            assert "up__echo" in {t.name for t in client.list_tools()}
+            assert client.call_tool("up__echo", {"text": "hi"}).text == "hi"
+            assert "mcpgw://up/memo://x" in {r.uri for r in client.list_resources()}
+            assert client.read_resource("mcpgw://up/memo://x").contents[0].text == "memo"
+    finally:
+        http.close()
+    assert ("tools/call", "echo") in seen and ("resources/read", "memo://x") in seen

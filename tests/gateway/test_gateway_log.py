@@ -58,3 +58,32 @@ def test_a_log_that_cannot_be_opened_is_a_usage_error(tmp_path: Path) -> None:
                           timeout=30)
     assert done.returncode == 2
     assert "missing-dir" in done.stderr and done.stdout == ""
+
+
+LEAKY = ("import sys\n"
+         "for line in sys.stdin:\n"
+         "    print('{broken token=' + 'ghp_' + 'A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8',\n"
+         "          flush=True)\n"
+         "    print('password=' + 'hunter2-stderr-' + 'secret', file=sys.stderr, flush=True)\n"
+         "    sys.exit(1)\n")
+
+
+def test_a_malformed_line_or_dying_upstream_leaves_no_secret_on_stderr(tmp_path: Path
+                                                                      ) -> None:
+    """The gateway's own warnings quote a line it could not read and an upstream's last
+    stderr lines; both are redacted like the traffic log (the host keeps stderr in a file)."""
+    from gateway.helpers_gw import RawHost
+
+    host = RawHost(write_config(tmp_path, {"leaky": [sys.executable, "-c", LEAKY]}))
+    try:
+        token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+        host.send('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"token":"'
+                  + token + '"')   # not JSON: cut short
+        assert json.loads(host.recv())["error"]["code"] == -32700
+        host.send('{"jsonrpc":"2.0","id":2,"method":"ping"}')
+        assert "leaky" in json.loads(host.recv())["error"]["message"]   # it died on it
+    finally:
+        assert host.close() == 0
+    err = b"".join(host.stderr).decode()
+    assert "not a JSON-RPC message" in err and "last stderr lines" in err
+    assert token not in err and "hunter2-stderr" not in err

@@ -89,6 +89,23 @@ def test_other_commands_are_not_taken_for_a_gateway(argv: list[str]) -> None:
     refuse_self_launch(ServerConfig(id="x", command=argv[0], args=argv[1:]), "cfg.json")
 
 
+@pytest.mark.parametrize("argv", [
+    ["uv", "run", "mcpsync", "gateway", "--config", "gw.json"],
+    ["/usr/bin/env", "mcpsync", "gateway"],
+    ["sh", "-c", "mcpsync gateway --config gw.json"],
+    ["bash", "-lc", "cd /srv && exec mcpsync gateway"],
+    ["cmd", "/c", "C:\\tools\\mcpsync.exe gateway"],
+    ["python3", "-mmcpsync", "gateway"],
+    ["python3", "-m", "mcpsync.__main__", "gateway"],
+    ["uvx", "mcpsync@1.2", "gateway"],
+    ["uvx", "--from", "mcpsync[dev]", "mcpsync", "gateway"],
+])
+def test_a_disguised_gateway_is_refused(argv: list[str]) -> None:
+    """Wrappers and shells that hide the command still launch the gateway: refused."""
+    with pytest.raises(ConfigError, match="gateway itself"):
+        refuse_self_launch(ServerConfig(id="x", command=argv[0], args=argv[1:]), "cfg.json")
+
+
 def test_the_refusal_names_file_entry_and_command() -> None:
     config = ServerConfig(id="me", command="python3", args=["-m", "mcpsync", "gateway"])
     with pytest.raises(ConfigError) as info:

@@ -90,6 +90,10 @@ PUBLIC: dict[str, list[str]] = {
         "SECRET_FORMATS", "SecretFile", "SecretResolver", "apply_placeholders",
         "check_secret_config", "render_secret", "write_secret_file",
     ],
+    "mcpsync.gateway": [
+        "ApprovalDesk", "FrameObserver", "Gateway", "HeldCall", "Inspector", "Redactor",
+        "Verdict", "approver_from_config", "call_digest", "wsgi",
+    ],
     "mcpsync.server": [
         "Context", "Server", "ToolHandler",
     ],
