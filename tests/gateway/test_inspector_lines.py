@@ -63,8 +63,11 @@ TRAFFIC: list[tuple[tuple[str, ...], str | None, bytes]] = [
     (TO_HOST, "demo", _frame({"jsonrpc": "2.0", "id": 99, "result": {}})),   # never asked
     (TO_UPSTREAM, "demo", b'\xef\xbb\xbf{"jsonrpc":"2.0","id":5,"method":"tools/list"}'),
     (TO_HOST, "demo", _frame({"jsonrpc": "2.0", "id": 5, "result": {"tools": []}})),
+    (TO_UPSTREAM, "demo", _frame({"jsonrpc": "2.0", "id": 5, "method": "tools/list"})),
     (("gateway->host",), "demo", _frame({"jsonrpc": "2.0", "id": 6, "error": {
         "code": -32603, "message": "upstream 'demo' stopped"}})),
+    (TO_HOST, "demo", _frame({"jsonrpc": "2.0", "id": 5, "result": {   # decoded anew
+        "tools": [{"name": "t", "description": "d" * 5000, "inputSchema": {}}]}})),
     (TO_UPSTREAM, "demo", _frame({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
                                   "params": {"name": "echo", "arguments": {"text": "x"}}})),
     (("upstream->gateway",), "demo", _frame({"jsonrpc": "2.0", "id": 7, "result": {}})),
