@@ -347,7 +347,7 @@ class Inspector:
         built as text: the frame's values are the ones its parse decoded, the shape is written
         as JSON while it is walked, names come encoded from a cache, and the fields are
         joined with one f-string per leg. Measured on a
-        tools/call and its answer: about a third of the dicts' cost. ``None`` for what it
+        tools/call and its answer: about half the dicts' cost. ``None`` for what it
         does not cover (the dicts' path then): an error answer, a message that is not an
         object, a shape with a summarised part or two keys redacted alike."""
         for leg in legs:
