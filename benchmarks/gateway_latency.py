@@ -12,6 +12,11 @@ out of the differences:
 - gateway+log: the same with ``--log FILE`` (a file in a temporary directory) at the
   inspector's default detail (``summary``).
 
+``--baseline DIR`` (a copy of another version's ``mcpsync`` package directory's parent,
+e.g. ``git archive COMMIT mcpsync | tar -x -C DIR``) adds ``gateway@base`` and
+``gateway+log@base``: the same two gateway paths running that version, measured in the same
+rounds, so a change is compared under the same load.
+
 Each does ``tools/call echo`` sequentially (N calls) and from 8 threads at once (N calls in
 all), after a warm-up. Besides the latencies it reads the CPU time (all threads) of the
 process the client spawned over the sequential calls: for the floor and the gateway that is
@@ -45,6 +50,7 @@ HERE = Path(__file__).resolve().parent
 DEMO = [sys.executable, "-m", "mcpsync.demo"]
 THREADS = 8
 PATHS = ("direct", "floor", "gateway", "gateway+log")
+BASE_PATHS = ("gateway@base", "gateway+log@base")
 #: The figures of one path in one round, in microseconds per call (``seq_cpu``: CPU time of
 #: the process the client spawned, all its threads, per sequential call; 0 where unknown).
 FIGURES = ("seq_median", "seq_mean", "conc_median", "conc_wall", "seq_cpu")
@@ -61,12 +67,21 @@ def _cpu_ns(pid: int | None) -> int:
     return total
 
 
-def _argvs(config: str, log: str) -> dict[str, list[str]]:
+def _argvs(config: str, log: str, baseline: str | None) -> dict[str, list[str]]:
     gateway = [sys.executable, "-m", "mcpsync", "gateway", "--config", config]
-    return {"direct": DEMO,
-            "floor": [sys.executable, str(HERE / "gateway_floor.py"), "--", *DEMO],
-            "gateway": gateway,
-            "gateway+log": [*gateway, "--log", log, "--log-detail", "summary"]}
+    argvs = {"direct": DEMO,
+             "floor": [sys.executable, str(HERE / "gateway_floor.py"), "--", *DEMO],
+             "gateway": gateway,
+             "gateway+log": [*gateway, "--log", log, "--log-detail", "summary"]}
+    if baseline is not None:
+        # The other version's package first on the path (the client does not pass
+        # PYTHONPATH on to what it spawns, so the path is set in the process itself).
+        run = (f"import runpy, sys; sys.path.insert(0, {baseline!r}); "
+               "runpy.run_module('mcpsync', run_name='__main__', alter_sys=True)")
+        base = [sys.executable, "-c", run, "gateway", "--config", config]
+        argvs["gateway@base"] = base
+        argvs["gateway+log@base"] = [*base, "--log", log, "--log-detail", "summary"]
+    return argvs
 
 
 def _sequential(client: mcpsync.Client, n: int) -> list[float]:
@@ -109,33 +124,35 @@ def _one(argv: list[str], calls: int, warmup: int) -> dict[str, float]:
             "seq_cpu": max(cpu, 0) / 1e3 / calls}
 
 
-def measure(calls: int, rounds: int, warmup: int) -> dict[str, Any]:
+def measure(calls: int, rounds: int, warmup: int,
+            baseline: str | None = None) -> dict[str, Any]:
     """Run every path ``rounds`` times; the medians over rounds, the added latency over
     direct, the ratios to the floor, and how many records the log got per call."""
-    per_round: dict[str, list[dict[str, float]]] = {p: [] for p in PATHS}
+    paths = PATHS + (BASE_PATHS if baseline is not None else ())
+    per_round: dict[str, list[dict[str, float]]] = {p: [] for p in paths}
     log_lines = 0
     with tempfile.TemporaryDirectory(prefix="mcpsync-gwbench-") as tmp:
         config = Path(tmp) / "gateway.json"
         config.write_text(json.dumps({"mcpServers": {"demo": {"command": DEMO[0],
                                                                "args": DEMO[1:]}}}))
         log = Path(tmp) / "gateway.log"
-        argvs = _argvs(str(config), str(log))
+        argvs = _argvs(str(config), str(log), baseline)
         for r in range(rounds):
-            order = PATHS[r % len(PATHS):] + PATHS[:r % len(PATHS)]
+            order = paths[r % len(paths):] + paths[:r % len(paths)]
             for path in order:
-                if path == "gateway+log":
+                if path.startswith("gateway+log"):
                     log.unlink(missing_ok=True)
                 per_round[path].append(_one(argvs[path], calls, warmup))
                 if path == "gateway+log":
                     log_lines = len(log.read_bytes().splitlines())
     medians = {p: {f: statistics.median(row[f] for row in per_round[p]) for f in FIGURES}
-               for p in PATHS}
+               for p in paths}
     direct = medians["direct"]
     added = {p: {"seq": medians[p]["seq_median"] - direct["seq_median"],
-                 "conc": medians[p]["conc_wall"] - direct["conc_wall"]} for p in PATHS[1:]}
+                 "conc": medians[p]["conc_wall"] - direct["conc_wall"]} for p in paths[1:]}
     floor = added["floor"]
     ratio = {p: {k: (added[p][k] / floor[k] if floor[k] > 0 else None) for k in ("seq", "conc")}
-             for p in ("gateway", "gateway+log")}
+             for p in paths[2:]}
     exchanges = warmup + calls + max(1, calls // THREADS) * THREADS
     return {"calls": calls, "rounds": rounds, "warmup": warmup, "medians": medians,
             "rounds_raw": per_round, "added_us": added, "x_floor": ratio,
@@ -166,8 +183,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=200)
     parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument("--baseline", metavar="DIR",
+                        help="also measure the gateway of the mcpsync package under DIR")
     args = parser.parse_args(argv)
-    result = measure(args.calls, args.rounds, args.warmup)
+    result = measure(args.calls, args.rounds, args.warmup, args.baseline)
     if args.json:
         print(json.dumps(result))
     else:

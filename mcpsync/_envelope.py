@@ -28,7 +28,7 @@ from typing import Any, Final, Literal
 from mcpsync._codes import INVALID_REQUEST, PARSE_ERROR
 from mcpsync.errors import MCPError
 
-__all__ = ["Envelope", "EnvelopeError", "IdKey", "Kind", "parse_envelope"]
+__all__ = ["KEEP_DECODED", "Envelope", "EnvelopeError", "IdKey", "Kind", "parse_envelope"]
 
 Kind = Literal["request", "notification", "response", "error"]
 #: How calls are matched: ``("int", 1)``, ``("str", "a1")`` or ``("raw", id text)``.
@@ -40,6 +40,8 @@ _loads: Callable[[str], Any] = json.JSONDecoder().decode
 _ABSENT: Final[Any] = object()
 _WS: Final = " \t\n\r"
 _EXCERPT: Final = 120
+#: Frames shorter than this (in characters) keep their decoded object (:meth:`Envelope.decoded`).
+KEEP_DECODED: Final = 4096
 
 
 class EnvelopeError(MCPError):
@@ -69,13 +71,15 @@ class Envelope:
     Treat it as a value: :meth:`replace` returns a new envelope.
     """
 
-    __slots__ = ("_data", "_spans", "_text", "id_key", "kind", "method")
+    __slots__ = ("_data", "_decoded", "_spans", "_text", "id_key", "kind", "method")
 
     def __init__(self, text: str, spans: dict[str, tuple[int, int]] | None, kind: Kind,
-                 id_key: IdKey | None, method: str | None, data: bytes | None) -> None:
+                 id_key: IdKey | None, method: str | None, data: bytes | None,
+                 decoded: dict[str, Any] | None = None) -> None:
         self._text = text
         self._spans = spans
         self._data = data
+        self._decoded = decoded
         self.kind: Kind = kind
         self.id_key = id_key
         self.method = method
@@ -90,6 +94,13 @@ class Envelope:
         if spans is None:
             spans = self._spans = _scan_spans(self._text)
         return spans
+
+    def decoded(self) -> dict[str, Any] | None:
+        """The object the parse decoded, for a reader that needs the values (the traffic
+        log, which would otherwise decode the frame a second time); ``None`` for a frame
+        of :data:`KEEP_DECODED` characters or more (its values would outweigh its text while
+        it waits in flight) and for a :meth:`replace`-d copy. Do not change it."""
+        return self._decoded
 
     @property
     def id(self) -> str | None:
@@ -218,7 +229,8 @@ def parse_envelope(data: bytes | str) -> Envelope:
     else:
         raise EnvelopeError("the frame is no JSON-RPC message (no method, result or error): "
                             f"{_excerpt(text)!r}", code=INVALID_REQUEST)
-    return Envelope(text, None, kind, id_key, method, raw_bytes)
+    return Envelope(text, None, kind, id_key, method, raw_bytes,
+                    obj if len(text) < KEEP_DECODED else None)
 
 
 def _raw_id(text: str) -> str | None:

@@ -28,7 +28,6 @@ import contextlib
 import json
 import logging
 import os
-import select
 import sys
 import threading
 import time
@@ -45,6 +44,7 @@ from mcpsync.errors import ConfigError
 from mcpsync.gateway._bridge import upstream_factory
 from mcpsync.gateway._front._caller import PROCESS, Caller
 from mcpsync.gateway._guard._hooks import GuardHooks
+from mcpsync.gateway._hostread import HostReader
 from mcpsync.gateway._inspector import (
     GATEWAY_TO_HOST,
     GATEWAY_TO_UPSTREAM,
@@ -301,17 +301,14 @@ class Gateway:
 
     def _read_host(self, fd: int) -> None:
         lines = RawLines(max_frame_bytes=self._max_frame)
-        poller = select.poll()
-        poller.register(fd, select.POLLIN)
-        poller.register(self._wake_r, select.POLLIN)
+        reader = HostReader(fd, self._wake_r, _READ_SIZE)
         while not self._closed:
-            ready = poller.poll()
-            if any(r_fd == self._wake_r for r_fd, _ in ready):
-                return
             try:
-                data = os.read(fd, _READ_SIZE)
+                data = reader.read()
             except OSError as exc:
                 _log.warning("reading the host's input failed: %s", exc)
+                return
+            if data is None:
                 return
             try:
                 batch = lines.feed(data) if data else lines.finish()

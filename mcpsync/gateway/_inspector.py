@@ -90,6 +90,7 @@ _decode: Callable[[str], Any] = json.JSONDecoder().decode
 # The shape of a scalar by its exact type (decoded JSON has no subclasses).
 _SCALARS: Final[Mapping[type, str]] = {str: "str", int: "int", float: "float", bool: "bool",
                                       type(None): "null"}
+_SCALAR_TEXTS: Final[Mapping[type, str]] = {k: f'"{v}"' for k, v in _SCALARS.items()}
 _second: tuple[int, str] = (-1, "")   # the last whole second formatted, and its text
 
 
@@ -243,6 +244,7 @@ class Inspector:
         self._closed = False
         self._names: dict[str, str] = {}
         self._names_of: Redactor = self.redactor
+        self._texts: dict[str, str] = {}   # strings as JSON, see _json
         self._queue = LogQueue(self._drain)
         if path is not None and detail != "off":
             self._file = _LogFile(os.fspath(path), max_bytes, backups)
@@ -293,12 +295,15 @@ class Inspector:
                          "behind", dropped)
             records.append({"time": _iso(time.time()), "dir": None, "upstream": None,
                             "kind": "dropped", "count": dropped})
+        callback = self._callback
+        if callback is None and self.detail == "summary" and self._file is not None:
+            self._write(self._summary_lines(records, batch))
+            return
         for legs, envelope, upstream, wall, now in batch:
             try:
                 records += self._frame_records(legs, envelope, upstream, wall, now)
             except Exception:
                 _log.warning("inspector: could not record a %s frame", legs[0], exc_info=True)
-        callback = self._callback
         if callback is not None:
             for record in records:
                 try:
@@ -319,15 +324,146 @@ class Inspector:
                 previous = record
             self._write(lines)
 
+    def _summary_lines(self, records: list[dict[str, Any]], batch: list[Any]) -> list[bytes]:
+        """The log thread at ``summary`` detail with no callback: each frame's lines are
+        formatted as text (:meth:`_frame_lines`), without the records as dicts; a frame that
+        path does not cover (an error answer, a batch, an odd shape) goes through the
+        dicts."""
+        lines = [(_encode(record) + "\n").encode() for record in records]
+        for legs, envelope, upstream, wall, now in batch:
+            try:
+                fast = self._frame_lines(legs, envelope, upstream, wall, now)
+                if fast is None:
+                    fast = [(_encode(record) + "\n").encode() for record in
+                            self._frame_records(legs, envelope, upstream, wall, now)]
+                lines += fast
+            except Exception:
+                _log.warning("inspector: could not record a %s frame", legs[0], exc_info=True)
+        return lines
+
+    def _frame_lines(self, legs: Sequence[str], envelope: Envelope, upstream: str | None,
+                     wall: float, now: float) -> list[bytes] | None:
+        """The lines :meth:`_frame_records` would give at ``summary`` detail, byte for byte,
+        built as text: the frame's values are the ones its parse decoded, the shape is written
+        as JSON while it is walked, names come encoded from a cache, and the fields are
+        joined with one f-string per leg. Measured on a
+        tools/call and its answer: about half the dicts' cost. ``None`` for what it
+        does not cover (the dicts' path then): an error answer, a message that is not an
+        object, a shape with a summarised part or two keys redacted alike."""
+        for leg in legs:
+            if leg not in DIRECTIONS:
+                raise ValueError(f"direction {leg!r} is not one of {DIRECTIONS}")
+        decoded: Any = envelope.decoded()
+        if decoded is None:
+            text = envelope.text
+            decoded = _decode(text[1:] if text[:1] == "\ufeff" else text)
+        if type(decoded) is not dict or "error" in decoded:
+            return None
+        method = decoded.get("method")
+        rid = decoded.get("id")
+        is_call = isinstance(method, str)
+        kind = ("request" if rid is not None else "notification") if is_call else "response"
+        body = decoded.get("params") if is_call else decoded.get("result")
+        shape = "" if body is None else self._shape_text(body, 0)
+        if shape is None:
+            return None
+        target: dict[str, Any] = self._target(method, decoded.get("params")) \
+            if kind == "request" else {}
+        rest = "".join(f',"{k}":{self._json(v)}' for k, v in target.items())
+        rest += f',"size":{len(envelope.to_bytes())}'
+        if kind == "response":
+            result = decoded.get("result")
+            tool_error = type(result) is dict and result.get("isError") is True
+            rest += ',"outcome":"tool_error"' if tool_error else ',"outcome":"ok"'
+        if shape:
+            rest += f',"shape":{shape}'
+        head = f'{{"time":"{_iso(wall)}","dir":"'
+        id_text = str(rid) if type(rid) is int else _encode(rid)
+        out = []
+        for leg in legs:
+            about: Mapping[str, Any] = {}
+            tail = ""
+            if rid is not None and kind != "notification":
+                # As _pair: a request is remembered, a response takes what it was about.
+                key = (None if leg in (HOST_TO_GATEWAY, GATEWAY_TO_HOST) else upstream,
+                       _requester(leg, kind == "request"),
+                       rid if type(rid) is int else id_text)
+                if kind == "request":
+                    kept = {"method": method, **target}
+                    if upstream is not None:
+                        kept["upstream"] = upstream
+                    with self._lock:
+                        self._pending[key] = (now, kept)
+                        if len(self._pending) > _MAX_PENDING:
+                            self._pending.popitem(last=False)
+                else:
+                    with self._lock:
+                        started = self._pending.pop(key, None)
+                    if started is not None:
+                        about = started[1]
+                        tail = f',"latency_ms":{round((now - started[0]) * 1000.0, 3)!r}'
+                        tail += "".join(f',"{k}":{self._json(about[k])}' for k in _ABOUT[1:4]
+                                        if k in about)
+            name = method if is_call else about.get("method")
+            where = upstream if upstream is not None else about.get("upstream")
+            out.append(f'{head}{leg}","upstream":{self._json(where)},"kind":"{kind}",'
+                       f'"method":{self._json(name)},"id":{id_text}{rest}{tail}}}\n'.encode())
+        return out
+
+    def _json(self, value: Any) -> str:
+        """``value`` as JSON; strings (names, methods, ids of upstreams) remembered."""
+        if type(value) is not str:
+            return _encode(value)
+        texts = self._texts
+        done = texts.get(value)
+        if done is None:
+            if len(texts) >= _NAMES_CACHED:
+                texts.clear()
+            done = texts[value] = _encode(value)
+        return done
+
+    def _shape_text(self, value: Any, depth: int) -> str | None:
+        """``_encode(self._shape(value, depth))`` written while walking ``value``; ``None``
+        where the shape summarises (too deep, too many keys) or two keys redact alike."""
+        scalar = _SCALAR_TEXTS.get(type(value))
+        if scalar is not None:
+            return scalar
+        if depth >= _SHAPE_DEPTH:
+            return None
+        if type(value) is dict:
+            if len(value) > _SHAPE_KEYS:
+                return None
+            parts = []
+            names = set()
+            name, text, scalars, deeper = self._name, self._json, _SCALAR_TEXTS, depth + 1
+            for key, item in value.items():
+                redacted = name(key)
+                inner = scalars.get(type(item)) or self._shape_text(item, deeper)
+                if inner is None or redacted in names:
+                    return None
+                names.add(redacted)
+                parts.append(f"{text(redacted)}:{inner}")
+            return "{" + ",".join(parts) + "}"
+        if type(value) is list:
+            if not value:
+                return "[]"
+            first = self._shape_text(value[0], depth + 1)
+            if first is None:
+                return None
+            return f"[{first}]" if len(value) == 1 else f'[{first},"{len(value) - 1} more"]'
+        return None
+
     def _frame_records(self, legs: Sequence[str], envelope: Envelope, upstream: str | None,
                        wall: float, now: float) -> list[dict[str, Any]]:
         """One record per leg of one frame; the frame is decoded and described once."""
         for leg in legs:
             if leg not in DIRECTIONS:
                 raise ValueError(f"direction {leg!r} is not one of {DIRECTIONS}")
-        text = envelope.text
         base: dict[str, Any] = {"time": _iso(wall), "dir": legs[0], "upstream": upstream}
-        decoded = _decode(text[1:] if text[:1] == "\ufeff" else text)
+        decoded: Any = envelope.decoded()
+        if decoded is None:
+            text = envelope.text
+            decoded = _decode(text[1:] if text[:1] == "\ufeff" else text)
         self._describe(base, decoded, len(envelope.to_bytes()))
         out = []
         for leg in legs:

@@ -6,6 +6,7 @@ that every path answered, in both modes, and that the log held one record per le
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -31,3 +32,25 @@ def test_the_gateway_benchmark_runs_every_path() -> None:
     # 4 + 16 + 16 echo calls, four legs each; the handshake adds a few records more.
     calls = 4 + 16 + 16
     assert calls * 4 <= result["log_lines"] <= calls * 4 + 12, result["log_lines"]
+
+
+def test_a_baseline_version_is_measured_in_the_same_rounds(tmp_path: Path) -> None:
+    # A copy of this package that leaves a mark when imported: the baseline paths must run
+    # the copy, not the package the benchmark itself imports.
+    base = tmp_path / "base"
+    shutil.copytree(BENCH.parents[1] / "mcpsync", base / "mcpsync",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    init = base / "mcpsync" / "__init__.py"
+    init.write_text(init.read_text() + "\n__import__('pathlib').Path(__file__)"
+                    ".with_name('imported').touch()\n")
+    done = subprocess.run([sys.executable, str(BENCH), "--calls", "8", "--rounds", "1",
+                           "--warmup", "2", "--json", "--baseline", str(base)],
+                          capture_output=True, text=True, timeout=110, check=False)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert list(result["medians"]) == ["direct", "floor", "gateway", "gateway+log",
+                                       "gateway@base", "gateway+log@base"]
+    assert result["medians"]["gateway@base"]["seq_median"] > 0
+    assert set(result["x_floor"]) == {"gateway", "gateway+log", "gateway@base",
+                                      "gateway+log@base"}
+    assert (base / "mcpsync" / "imported").exists()

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from mcpsync._codes import INVALID_REQUEST, PARSE_ERROR
-from mcpsync._envelope import EnvelopeError, parse_envelope
+from mcpsync._envelope import KEEP_DECODED, EnvelopeError, parse_envelope
 
 ODD = ('{"result":{"n":1.50,"big":1E2,"neg":-0,"s":"caf\\u00e9","z":1,"a":2},'
        '"x-future":{"k":[1.0,2E-3]},"id":"r\\u0031","jsonrpc":"2.0"}')
@@ -165,3 +165,13 @@ def test_id_keys_match_calls_as_json_does() -> None:
     assert parse_envelope('{"id":null,"error":{}}').id_key == ("raw", "null")
     assert parse_envelope('{"method":"m"}').id_key is None
     assert parse_envelope('{"id":1,"method":"m"}').replace("id", '"x"').id_key == ("str", "x")
+
+
+def test_a_small_frame_keeps_what_its_parse_decoded_and_a_large_one_does_not() -> None:
+    small = parse_envelope(b'{"jsonrpc":"2.0","id":1,"method":"tools/call",'
+                           b'"params":{"name":"echo","arguments":{"n":1.50}}}')
+    assert small.decoded() == {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                               "params": {"name": "echo", "arguments": {"n": 1.5}}}
+    assert small.replace("id", "2").decoded() is None   # a copy's values would be stale
+    text = '{"jsonrpc":"2.0","id":1,"result":{"text":"%s"}}' % ("x" * KEEP_DECODED)
+    assert parse_envelope(text).decoded() is None

@@ -1,0 +1,107 @@
+"""The log thread's two ways of writing a record at ``summary`` detail: as text straight
+from the frame (the usual case: a log file and no callback) and through the record dicts
+(a callback is set, or the frame is one the text path leaves to the dicts). Both must write
+the very same bytes, so a log reads the same whichever path wrote it."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from mcpsync._envelope import parse_envelope
+from mcpsync.gateway._inspector import Inspector
+
+TO_UPSTREAM = ("host->gateway", "gateway->upstream")
+TO_HOST = ("upstream->gateway", "gateway->host")
+_TIME = re.compile(rb'^\{"time":"[^"]*",')
+
+
+def _frame(value: Any) -> bytes:
+    return json.dumps(value).encode()
+
+
+def _deep(n: int) -> Any:
+    return {"a": _deep(n - 1)} if n else [1, 2]
+
+
+# (legs, upstream, frame): requests and their answers on both sides, of every kind the
+# text path covers and of the ones it hands to the dicts.
+TRAFFIC: list[tuple[tuple[str, ...], str | None, bytes]] = [
+    (TO_UPSTREAM, None, _frame({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                                "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                                           "clientInfo": {"name": "h", "version": "1"}}})),
+    (TO_HOST, "demo", _frame({"jsonrpc": "2.0", "id": 0, "result": {
+        "protocolVersion": "2025-06-18", "capabilities": {"tools": {"listChanged": True}},
+        "serverInfo": {"name": "demo", "version": "1"}}})),
+    (TO_UPSTREAM, "demo", _frame({"jsonrpc": "2.0", "method": "notifications/initialized"})),
+    (TO_UPSTREAM, "demo", _frame({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "échö", "arguments": {"text": "hi", "n": 2, "x": 1.5, "ok": True,
+                                      "none": None, "items": [{"a": 1}, {"a": 2}],
+                                      "empty": [], "one": ["s"]},
+        "_meta": {"progressToken": 7}}})),
+    (TO_HOST, "demo", _frame({"jsonrpc": "2.0", "method": "notifications/progress",
+                              "params": {"progressToken": 7, "progress": 0.5}})),
+    (TO_HOST, "demo", _frame({"jsonrpc": "2.0", "id": 1, "result": {
+        "content": [{"type": "text", "text": "hi"}], "isError": True}})),
+    (TO_UPSTREAM, "demo", _frame({"jsonrpc": "2.0", "id": "a\u00e9", "method": "prompts/get",
+                                  "params": {"name": "p", "arguments": {"api_key": "k"}}})),
+    (TO_HOST, "demo", _frame({"jsonrpc": "2.0", "id": "a\u00e9", "result": {"messages": []}})),
+    (TO_UPSTREAM, "demo", _frame({"jsonrpc": "2.0", "id": 2.5, "method": "resources/read",
+                                  "params": {"uri": "https://u:pw@example.com/x?token=abc"}})),
+    (TO_HOST, "demo", _frame({"jsonrpc": "2.0", "id": 2.5, "error": {
+        "code": -32010, "message": "denied: token=abc"}})),
+    (TO_UPSTREAM, "demo", _frame({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                                  "params": {"name": "deep", "arguments": _deep(10)}})),
+    (TO_HOST, "demo", _frame({"jsonrpc": "2.0", "id": 3, "result": {
+        f"k{i}": i for i in range(60)}})),
+    (TO_UPSTREAM, "demo", _frame({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {
+        "name": "keys", "arguments": {"ghp_" + "a1B2" * 9: 1, "sk-" + "x9Y8" * 6: 2}}})),
+    (TO_HOST, "demo", _frame({"jsonrpc": "2.0", "id": 4, "result": None})),
+    (TO_UPSTREAM, "demo", _frame({"jsonrpc": "2.0", "id": None, "method": "ping"})),
+    (TO_HOST, "demo", _frame({"jsonrpc": "2.0", "id": 99, "result": {}})),   # never asked
+    (TO_UPSTREAM, "demo", b'\xef\xbb\xbf{"jsonrpc":"2.0","id":5,"method":"tools/list"}'),
+    (TO_HOST, "demo", _frame({"jsonrpc": "2.0", "id": 5, "result": {"tools": []}})),
+    (TO_UPSTREAM, "demo", _frame({"jsonrpc": "2.0", "id": 5, "method": "tools/list"})),
+    (("gateway->host",), "demo", _frame({"jsonrpc": "2.0", "id": 6, "error": {
+        "code": -32603, "message": "upstream 'demo' stopped"}})),
+    (TO_HOST, "demo", _frame({"jsonrpc": "2.0", "id": 5, "result": {   # decoded anew
+        "tools": [{"name": "t", "description": "d" * 5000, "inputSchema": {}}]}})),
+    (TO_UPSTREAM, "demo", _frame({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                                  "params": {"name": "echo", "arguments": {"text": "x"}}})),
+    (("upstream->gateway",), "demo", _frame({"jsonrpc": "2.0", "id": 7, "result": {}})),
+    (("gateway->host",), None, _frame({"jsonrpc": "2.0", "id": 7, "result": {}})),
+]
+
+
+def _write(path: Path, *, callback: bool) -> list[bytes]:
+    got: list[dict[str, Any]] = []
+    now = [100.0]
+
+    def clock() -> float:
+        now[0] += 0.0125
+        return now[0]
+
+    inspector = Inspector(path, callback=got.append if callback else None, clock=clock)
+    for legs, upstream, frame in TRAFFIC:
+        inspector.record_frame(legs, parse_envelope(frame), upstream)
+    inspector.close()
+    assert not callback or len(got) == len(path.read_bytes().splitlines())
+    return [_TIME.sub(b"{", line) for line in path.read_bytes().splitlines()]
+
+
+def test_the_text_path_writes_what_the_dicts_write(tmp_path: Path) -> None:
+    text = _write(tmp_path / "text.log", callback=False)
+    dicts = _write(tmp_path / "dicts.log", callback=True)
+    assert len(text) == sum(len(legs) for legs, _, _ in TRAFFIC)
+    for mine, theirs in zip(text, dicts, strict=True):
+        assert mine == theirs
+    records = [json.loads(line) for line in text]
+    call = records[6]
+    assert (call["tool"], call["shape"]["arguments"]["items"]) == \
+        ("échö", [{"a": "int"}, "1 more"])
+    assert (records[11]["tool"], records[11]["outcome"], records[11]["latency_ms"]) == \
+        ("échö", "tool_error", 25.0)
+    assert "pw" not in text[16].decode() and "abc" not in text[16].decode()
+    assert records[-1]["tool"] == "echo" and records[-1]["upstream"] == "demo"
