@@ -43,7 +43,7 @@ from mcpsync.config import ServerConfig
 from mcpsync.config_files import load_config
 from mcpsync.errors import ConfigError
 from mcpsync.gateway._bridge import upstream_factory
-from mcpsync.gateway._front._caller import PROCESS, Caller
+from mcpsync.gateway._guard._core import PROCESS, Caller
 from mcpsync.gateway._guard._hooks import GuardHooks
 from mcpsync.gateway._inspector import (
     GATEWAY_TO_HOST,
@@ -125,7 +125,14 @@ class Gateway:
             check_secrets(each, secret_resolver, source)
         self.on_frame = on_frame
         self.inspector = inspector
+        self._owns_inspector = True   # a core made by _new_core writes to its maker's
         self._configs = configs   # what each host session of the HTTP front starts anew
+        # What _new_core gives each core of the HTTP front as it is; the guard and the
+        # inspector (one for the whole gateway) and on_frame (read when the core is made)
+        # are handed over there. A new __init__ option goes here or there (a test checks).
+        self._core_options: dict[str, Any] = {"max_frame_bytes": max_frame_bytes,
+                                              "secret_resolver": secret_resolver,
+                                              "bridge": bridge}
         self._max_frame = max_frame_bytes
         self._upstreams = [make(c, on_line=self._from_upstream, on_down=self._upstream_down,
                                     on_refused=self._refuse, on_failed=self._call_failed,
@@ -214,8 +221,18 @@ class Gateway:
         traffic; call the app's ``close()`` when done."""
         from mcpsync.gateway._front import HttpFront
 
-        return HttpFront(self._configs, path=path, max_frame_bytes=self._max_frame,
-                         inspector=self.inspector, **options)
+        return HttpFront(self._configs, path=path, make_core=self._new_core, **options)
+
+    def _new_core(self) -> Gateway:
+        """A gateway core for one legacy host session or for the 2026-07-28 hosts of the HTTP
+        front: this gateway's configs and options, its one guard (one budget ledger and one
+        approval desk for every session), its inspector and its ``on_frame``. The front
+        makes every core here, so a core has whatever the user configured."""
+        core = Gateway(self._configs, on_frame=self.on_frame, **self._core_options)
+        core.inspector, core._owns_inspector = self.inspector, False
+        if self._guard is not None:
+            core._guard = self._guard.for_core(core)
+        return core
 
     def serve_http(self, host: str = "127.0.0.1", port: int = 8000, *, path: str = "/mcp",
                    stop: threading.Event | None = None,
@@ -247,7 +264,7 @@ class Gateway:
         if stuck:
             _log.warning("gateway threads still running after close: %s",
                          ", ".join(t.name for t in stuck))
-        if self.inspector is not None:
+        if self.inspector is not None and self._owns_inspector:
             self.inspector.close()
         with self._out_lock:
             for fd in (self._out_fd, self._wake_r, self._wake_w):
@@ -325,6 +342,7 @@ class Gateway:
 
     def _from_host(self, line: bytes, caller: Caller | None = None) -> None:
         # ``caller`` (None: ``self.caller``) is whom the guard counts this frame against.
+        who = caller if caller is not None else self.caller
         try:
             envelope = parse_envelope(line)
         except EnvelopeError as exc:
@@ -333,13 +351,14 @@ class Gateway:
                               None)
             return
         if self._agg is not None:
-            self._agg.from_host(envelope)
+            self._agg.from_host(envelope, who)
             return
         if envelope.kind in ("response", "error"):
             upstream = self._route_answer(envelope)
         else:
             upstream = self._route_request(envelope)
-            if self._guard is not None and self._guard.passthrough_request(envelope, upstream):
+            if self._guard is not None and self._guard.passthrough_request(envelope, upstream,
+                                                                           who):
                 return
         self._record("to_upstream", upstream, envelope, None)
         upstream.submit(envelope)

@@ -8,6 +8,7 @@ answer with, a :class:`Hold` to pass to the approval desk, or None to send the c
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -33,6 +34,16 @@ class Caller:
 
     key: str
     kind: str
+
+    @property
+    def label(self) -> str:
+        """How an approver's summary names this caller. A legacy session id is what lets a
+        host speak in its session, so only a short digest of it is shown."""
+        if self.kind == "process":
+            return self.key
+        if self.kind == "session":
+            return f"session {hashlib.sha256(self.key.encode()).hexdigest()[:12]}"
+        return f"{self.kind} {self.key}"
 
 
 #: The one caller of the stdio front.

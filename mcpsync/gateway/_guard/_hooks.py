@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from mcpsync.gateway._upstream import Upstream
     from mcpsync.policy import Policy
 
-__all__ = ["GuardHooks", "approver_from_settings"]
+__all__ = ["GuardHooks", "approver_from_settings", "guard_options"]
 
 _log = logging.getLogger("mcpsync.gateway")
 _APPROVAL_MODULE: Final = "mcpsync.gateway._guard._approval"
@@ -77,6 +77,18 @@ def approver_from_settings(settings: GuardSettings) -> Any:
     return module.approver_from_config(settings.approval, settings.source)
 
 
+def guard_options(path: str) -> dict[str, Any]:
+    """The ``Gateway`` options (policy, approver, hold time) the config file's ``mcpsync``
+    key asks for: what the command and the gunicorn entry point both apply."""
+    from mcpsync.gateway._guard._schema import read_guard_settings
+
+    settings = read_guard_settings(path)
+    if settings.policy is None:
+        return {}
+    return {"policy": settings.policy, "hold_seconds": settings.hold_seconds,
+            "approver": approver_from_settings(settings)}
+
+
 class GuardHooks:
     """The guard of one :class:`~mcpsync.gateway._gateway.Gateway`."""
 
@@ -93,6 +105,7 @@ class GuardHooks:
         module = _approval_module() if holds else None
         self._approval = module
         self._desk: Any = None
+        self._owns_desk = True
         if module is not None:
             self._desk = module.ApprovalDesk(approver, hold_seconds=hold_seconds,
                                              progress_every=progress_every)
@@ -106,9 +119,24 @@ class GuardHooks:
         """The guard of ``gateway`` for ``policy`` (one budget ledger for all its hosts)."""
         return cls(gateway, Guard(policy), approver=approver, hold_seconds=hold_seconds)
 
+    def for_core(self, gateway: Gateway) -> GuardHooks:
+        """The guard of a gateway core an HTTP front made from this one: the same policy,
+        budget ledger and approval desk (so budgets and approvals are the gateway's, not
+        one session's), with the core's own routing and calls in flight."""
+        hooks = GuardHooks.__new__(GuardHooks)
+        hooks._gw = gateway
+        hooks.guard = self.guard
+        hooks._by_id = {u.id: u for u in gateway.upstreams}
+        hooks._pending = OrderedDict()
+        hooks._lock = threading.Lock()
+        hooks._approval, hooks._desk = self._approval, self._desk
+        hooks._owns_desk = False   # the configured gateway closes it
+        return hooks
+
     def close(self) -> None:
-        """Reject what is still held (the host hears -32011) and stop the desk's threads."""
-        if self._desk is not None:
+        """Reject what is still held (the host hears -32011) and stop the desk's threads
+        (a core's guard leaves the shared desk to the gateway it was made from)."""
+        if self._desk is not None and self._owns_desk:
             self._desk.close()
 
     # ---------------------------------------------------------------- from the host
@@ -239,7 +267,7 @@ class GuardHooks:
                                arguments=hold.arguments,
                                digest=module.call_digest(hold.upstream, hold.tool,
                                                          hold.arguments),
-                               caller=hold.caller.key)
+                               caller=hold.caller.label)
         desk.submit(call, hold.rule, on_progress=on_progress, on_done=on_done)
 
 
