@@ -152,13 +152,25 @@ class Gateway:
         # The host seam: where frames for the host go (stdout here, an HTTP session's
         # streams on the HTTP front) and who the host is for the guard's budgets.
         self._sink: Callable[[bytes], None] = self._write_stdout
-        self.caller: Caller = PROCESS
+        self._caller: Caller = PROCESS
+        self._log_session: str | None = None   # the traffic log's name of a legacy session
         self._wake_r, self._wake_w = os.pipe()
         self._closed = False
         self._started = False
         self._close_lock = threading.Lock()
 
     # ---------------------------------------------------------------- public
+
+    @property
+    def caller(self) -> Caller:
+        """Whom the guard counts a host frame against when the front does not say (the
+        process on stdio; a legacy HTTP session's core: that session)."""
+        return self._caller
+
+    @caller.setter
+    def caller(self, who: Caller) -> None:
+        if who != self._caller:
+            self._caller, self._log_session = who, who.session_tag
 
     @property
     def upstreams(self) -> list[Upstream]:
@@ -305,7 +317,7 @@ class Gateway:
         if inspector is not None and inspector.enabled:
             legs = ((GATEWAY_TO_HOST,) if made else (UPSTREAM_TO_GATEWAY, GATEWAY_TO_HOST)) \
                 if direction == "to_host" else (HOST_TO_GATEWAY, GATEWAY_TO_UPSTREAM)
-            inspector.record_frame(legs, envelope, upstream.id)
+            inspector.record_frame(legs, envelope, upstream.id, self._log_session)
         observer = self.on_frame
         if observer is not None:
             try:

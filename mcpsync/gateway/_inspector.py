@@ -236,7 +236,8 @@ class Inspector:
         self._callback = callback
         self._clock = clock
         self._lock = threading.Lock()
-        self._pending: OrderedDict[tuple[str | None, str, int | str],
+        # (host session, leg, requester, id): two sessions may use one id at once
+        self._pending: OrderedDict[tuple[str | None, str | None, str, int | str],
                                    tuple[float, dict[str, Any]]]
         self._pending = OrderedDict()
         self._file: _LogFile | None = None
@@ -259,7 +260,7 @@ class Inspector:
             self._file is not None or self._callback is not None)
 
     def record(self, direction: str, message: Message, *, upstream: str | None = None,
-               size: int | None = None) -> None:
+               size: int | None = None, session: str | None = None) -> None:
         """Record one message travelling ``direction`` (one of :data:`DIRECTIONS`) to or from
         ``upstream`` (its config id; ``None`` when not known yet, as for a host's
         ``initialize``). ``message`` is its JSON text as sent (bytes or str) or the decoded
@@ -268,13 +269,13 @@ class Inspector:
         if not self.enabled:
             return
         try:
-            record = self._build(direction, message, upstream, size)
+            record = self._build(direction, message, upstream, size, session)
             self._emit(record)
         except Exception:   # the gateway's traffic must never fail because of its log
             _log.warning("inspector: could not record a %s message", direction, exc_info=True)
 
     def record_frame(self, legs: Sequence[str], envelope: Envelope,
-                     upstream: str | None) -> None:
+                     upstream: str | None, session: str | None = None) -> None:
         """The gateway's path: record the frame ``envelope`` once on each of ``legs`` (the
         directions it travels, in order). Only queues it: the ``mcpsync-gateway-log``
         thread builds the records and writes them (and calls the callback), with the time
@@ -282,7 +283,7 @@ class Inspector:
         a ``dropped`` record says how many. Never raises."""
         if not self.enabled:
             return
-        self._queue.put((legs, envelope, upstream, time.time(), self._clock()))
+        self._queue.put((legs, envelope, upstream, time.time(), self._clock(), session))
 
     def _drain(self, batch: list[Any], dropped: int) -> None:
         """The log thread: the records of ``batch``'s frames, written in as few writes as
@@ -293,9 +294,9 @@ class Inspector:
                          "behind", dropped)
             records.append({"time": _iso(time.time()), "dir": None, "upstream": None,
                             "kind": "dropped", "count": dropped})
-        for legs, envelope, upstream, wall, now in batch:
+        for legs, envelope, upstream, wall, now, session in batch:
             try:
-                records += self._frame_records(legs, envelope, upstream, wall, now)
+                records += self._frame_records(legs, envelope, upstream, wall, now, session)
             except Exception:
                 _log.warning("inspector: could not record a %s frame", legs[0], exc_info=True)
         callback = self._callback
@@ -320,13 +321,16 @@ class Inspector:
             self._write(lines)
 
     def _frame_records(self, legs: Sequence[str], envelope: Envelope, upstream: str | None,
-                       wall: float, now: float) -> list[dict[str, Any]]:
+                       wall: float, now: float, session: str | None = None
+                       ) -> list[dict[str, Any]]:
         """One record per leg of one frame; the frame is decoded and described once."""
         for leg in legs:
             if leg not in DIRECTIONS:
                 raise ValueError(f"direction {leg!r} is not one of {DIRECTIONS}")
         text = envelope.text
         base: dict[str, Any] = {"time": _iso(wall), "dir": legs[0], "upstream": upstream}
+        if session is not None:
+            base["session"] = session
         decoded = _decode(text[1:] if text[:1] == "\ufeff" else text)
         self._describe(base, decoded, len(envelope.to_bytes()))
         out = []
@@ -338,12 +342,14 @@ class Inspector:
         return out
 
     def _build(self, direction: str, message: Message, upstream: str | None,
-               size: int | None) -> dict[str, Any]:
+               size: int | None, session: str | None = None) -> dict[str, Any]:
         if direction not in DIRECTIONS:
             raise ValueError(f"direction {direction!r} is not one of {DIRECTIONS}")
         now = self._clock()
         record: dict[str, Any] = {"time": _iso(time.time()), "dir": direction,
                                   "upstream": upstream}
+        if session is not None:
+            record["session"] = session
         decoded: Any
         if isinstance(message, (bytes, bytearray, str)):
             if size is None:
@@ -404,7 +410,7 @@ class Inspector:
         leg = None if direction in (HOST_TO_GATEWAY, GATEWAY_TO_HOST) else upstream
         # An int id is its own key; any other id its JSON text (a str: never equal to an
         # int, and "1" the string is '"1"' here).
-        key = (leg, _requester(direction, kind == "request"),
+        key = (record.get("session"), leg, _requester(direction, kind == "request"),
                rid if type(rid) is int else _encode(rid))
         if kind == "request":
             with self._lock:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 import subprocess
 import sys
 import time
@@ -318,3 +319,23 @@ def test_every_option_of_the_gateway_reaches_the_fronts_cores(tmp_path: Path) ->
             core.close()
     finally:
         gateway.close()
+
+
+def test_one_log_for_every_session_and_each_record_names_its_session(tmp_path: Path) -> None:
+    log = tmp_path / "traffic.log"
+    config = guarded_config(tmp_path, {"deny": ["demo/fail"]})
+    with Command(config, "--log", str(log), log=tmp_path / "gw.log") as served:
+        with host(served.url, "legacy") as one, host(served.url, "legacy") as two:
+            for client, text in ((one, "one"), (two, "two")):
+                assert client.call_tool("echo", {"text": text}).text == text
+                with pytest.raises(PolicyDenied):
+                    client.call_tool("fail", {})
+        assert served.close() == 0
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    answers = [r for r in records if r.get("dir") == "gateway->host" and r.get("tool")]
+    by_session: dict[str, list[tuple[str, str]]] = {}
+    for r in answers:
+        by_session.setdefault(r["session"], []).append((r["tool"], r["outcome"]))
+    assert len(by_session) == 2
+    assert all(re.fullmatch("[0-9a-f]{12}", tag) for tag in by_session)   # a digest, not the id
+    assert all(seen == [("echo", "ok"), ("fail", "refused")] for seen in by_session.values())

@@ -42,8 +42,16 @@ class Caller:
         if self.kind == "process":
             return self.key
         if self.kind == "session":
-            return f"session {hashlib.sha256(self.key.encode()).hexdigest()[:12]}"
+            return f"session {self.session_tag}"
         return f"{self.kind} {self.key}"
+
+    @property
+    def session_tag(self) -> str | None:
+        """A legacy session's name for logs and summaries: 12 hex digits of the sha256 of its
+        id, never the id (``None`` for other callers)."""
+        if self.kind != "session":
+            return None
+        return hashlib.sha256(self.key.encode()).hexdigest()[:12]
 
 
 #: The one caller of the stdio front.

@@ -227,7 +227,8 @@ class GuardHooks:
         """The traffic log shows the host's call too, though it never reached the upstream."""
         inspector = self._gw.inspector
         if inspector is not None and inspector.enabled:
-            inspector.record(HOST_TO_GATEWAY, env.to_bytes(), upstream=upstream_id)
+            inspector.record(HOST_TO_GATEWAY, env.to_bytes(), upstream=upstream_id,
+                             session=self._gw._log_session)
 
     def _refuse(self, raw_id: str, refusal: Refusal) -> None:
         _log.info("refused %s/%s: %s (rule: %s)", refusal.upstream, refusal.tool,
