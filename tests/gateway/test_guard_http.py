@@ -6,9 +6,11 @@ Seen: a denied tool hidden and refused -32010, an argument rule, a budget per le
 (two sessions, each its own), the 2026-07-28 hosts' budget by remote address (and by
 principal behind a token verifier), a window that resets with ``retry_after``, approval
 holds decided by a command hook (approved after a progress notification on the call's own
-stream, rejected) whose summary names the caller, the session alive after each refusal, a
-bridged gateway on the HTTP front, the gunicorn entry point reading the ``mcpsync`` key, and
-the web approver kept off the MCP port.
+stream, rejected) whose summary names the caller, a held call withdrawn from the one
+shared desk when its session ends, several upstreams counted per session, the session alive
+after each refusal, one traffic log naming each session, a bridged gateway on the HTTP
+front, the gunicorn entry point reading the ``mcpsync`` key, and the web approver kept off
+the MCP port.
 """
 
 from __future__ import annotations
@@ -339,3 +341,85 @@ def test_one_log_for_every_session_and_each_record_names_its_session(tmp_path: P
     assert len(by_session) == 2
     assert all(re.fullmatch("[0-9a-f]{12}", tag) for tag in by_session)   # a digest, not the id
     assert all(seen == [("echo", "ok"), ("fail", "refused")] for seen in by_session.values())
+
+
+def test_a_sessions_held_call_leaves_the_shared_desk_when_the_session_ends(
+        tmp_path: Path) -> None:
+    """Two legacy sessions hold calls on the one desk; ending one session withdraws its
+    held call at once (the approver's hold time is 30 s), the other's stays held."""
+    import threading
+
+    asked: list[str] = []
+    let_go = threading.Event()
+
+    def approver(call: Any) -> bool:
+        asked.append(call.caller)
+        let_go.wait(30)
+        return True
+
+    config = guarded_config(tmp_path, {})
+    policy = mcpsync.Policy(require_approval=["demo/add"])
+    gateway = Gateway(config, policy=policy, approver=approver, hold_seconds=30)
+    app = gateway.wsgi_app()
+    server = WsgiServer(app, "127.0.0.1", 0, name="test-guard-desk")
+    server.start()
+    results: dict[str, Any] = {}
+    clients: list[mcpsync.Client] = []
+    try:
+        url = server.url + "/mcp"
+        clients += [host(url, "legacy"), host(url, "legacy")]
+
+        def call(n: int) -> None:
+            try:
+                results[str(n)] = clients[n].call_tool("add", {"a": n, "b": 1}).structured
+            except mcpsync.MCPError as exc:
+                results[str(n)] = exc
+        threads = [threading.Thread(target=call, args=(n,), name=f"test-held-{n}")
+                   for n in range(2)]
+        for t in threads:
+            t.start()
+        desk = gateway._guard._desk   # type: ignore[union-attr]
+        deadline = time.monotonic() + 20
+        while len(desk.held()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(desk.held()) == 2 and len(set(asked)) == 2   # one desk, two callers
+        first = next(r for r in app._live if r.core is not None
+                     and r.core._guard._tickets)   # type: ignore[union-attr]
+        started = time.monotonic()
+        first.cancel_all()                       # the session ends (as on DELETE or expiry)
+        while len(desk.held()) > 1 and time.monotonic() < started + 5:
+            time.sleep(0.02)
+        assert len(desk.held()) == 1 and time.monotonic() - started < 5
+        let_go.set()
+        for t in threads:
+            t.join(30)
+        ended, going = sorted(results.values(), key=lambda r: isinstance(r, dict))
+        assert isinstance(ended, mcpsync.MCPError)     # its session is gone, and its call
+        assert going in ({"sum": 1}, {"sum": 2})       # the other session's call went on
+    finally:
+        for client in clients:
+            client.close()
+        let_go.set()
+        app.close()
+        server.close()
+        gateway.close()
+
+
+def test_several_upstreams_count_per_session_on_the_http_front(tmp_path: Path) -> None:
+    config = guarded_config(tmp_path, {"deny": ["b/fail"], "budgets": {"*": {"calls": 2}}},
+                            {"a": DEMO, "b": DEMO})
+    with Command(config, log=tmp_path / "gw.log") as served, \
+            host(served.url, "legacy") as one, host(served.url, "legacy") as two:
+        names = {t.name for t in one.list_tools()}
+        assert "a__fail" in names and "b__fail" not in names
+        with pytest.raises(PolicyDenied) as denied:
+            one.call_tool("b__fail", {})
+        assert denied.value.rule == "deny['b/fail']"
+        assert one.call_tool("a__echo", {"text": "1"}).text == "1"
+        assert one.call_tool("b__echo", {"text": "2"}).text == "2"
+        with pytest.raises(BudgetExceeded) as spent:
+            one.call_tool("a__add", {"a": 1, "b": 1})
+        assert spent.value.rule == "budgets['*']" and spent.value.retry_after is None
+        two.list_tools()       # each session's core learns the prefixed names from a list
+        assert two.call_tool("b__add", {"a": 1, "b": 1}).structured == {"sum": 2}  # its own
+        assert len(one.list_tools()) == len(names)                       # still alive

@@ -106,6 +106,7 @@ class GuardHooks:
         self._approval = module
         self._desk: Any = None
         self._owns_desk = True
+        self._tickets: set[str] = set()   # this gateway's calls on the desk now
         if module is not None:
             self._desk = module.ApprovalDesk(approver, hold_seconds=hold_seconds,
                                              progress_every=progress_every)
@@ -131,13 +132,22 @@ class GuardHooks:
         hooks._lock = threading.Lock()
         hooks._approval, hooks._desk = self._approval, self._desk
         hooks._owns_desk = False   # the configured gateway closes it
+        hooks._tickets = set()
         return hooks
 
     def close(self) -> None:
-        """Reject what is still held (the host hears -32011) and stop the desk's threads
-        (a core's guard leaves the shared desk to the gateway it was made from)."""
-        if self._desk is not None and self._owns_desk:
+        """Reject what is still held (the host hears -32011) and stop the desk's threads.
+        A core's guard leaves the shared desk to the gateway it was made from, and only
+        withdraws its own held calls (its host session ended)."""
+        if self._desk is None:
+            return
+        if self._owns_desk:
             self._desk.close()
+            return
+        with self._lock:
+            tickets, self._tickets = list(self._tickets), set()
+        for ticket in tickets:
+            self._desk.withdraw(ticket, "the host session ended while the call was held")
 
     # ---------------------------------------------------------------- from the host
 
@@ -256,6 +266,8 @@ class GuardHooks:
                 self._gw._write_host(progress_frame(token, elapsed, message).encode())
 
         def on_done(verdict: Any) -> None:
+            with self._lock:
+                self._tickets.discard(call.ticket)
             if getattr(verdict, "approved", False):
                 self._remember(key, "call", hold.upstream, hold.tool, hold.caller)
                 send()
@@ -269,6 +281,8 @@ class GuardHooks:
                                digest=module.call_digest(hold.upstream, hold.tool,
                                                          hold.arguments),
                                caller=hold.caller.label)
+        with self._lock:
+            self._tickets.add(call.ticket)
         desk.submit(call, hold.rule, on_progress=on_progress, on_done=on_done)
 
 
