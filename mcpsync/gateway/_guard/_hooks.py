@@ -267,7 +267,7 @@ class GuardHooks:
 
         def on_done(verdict: Any) -> None:
             with self._lock:
-                self._tickets.discard(call.ticket)
+                self._tickets.discard(ticket)
             if getattr(verdict, "approved", False):
                 self._remember(key, "call", hold.upstream, hold.tool, hold.caller)
                 send()
@@ -281,8 +281,10 @@ class GuardHooks:
                                digest=module.call_digest(hold.upstream, hold.tool,
                                                          hold.arguments),
                                caller=hold.caller.label)
-        with self._lock:
-            self._tickets.add(call.ticket)
+        ticket = getattr(call, "ticket", "")   # what a core withdraws when its session ends
+        if ticket:
+            with self._lock:
+                self._tickets.add(ticket)
         desk.submit(call, hold.rule, on_progress=on_progress, on_done=on_done)
 
 
