@@ -423,3 +423,32 @@ def test_several_upstreams_count_per_session_on_the_http_front(tmp_path: Path) -
         two.list_tools()       # each session's core learns the prefixed names from a list
         assert two.call_tool("b__add", {"a": 1, "b": 1}).structured == {"sum": 2}  # its own
         assert len(one.list_tools()) == len(names)                       # still alive
+
+
+def test_secrets_dir_reaches_each_sessions_upstream_on_the_http_front(tmp_path: Path) -> None:
+    import hashlib
+    import os
+    import secrets
+
+    value = "sk-" + secrets.token_urlsafe(24)
+    directory = tmp_path / "secrets"
+    (directory / "vault").mkdir(parents=True, mode=0o700)
+    fd = os.open(directory / "vault" / "app", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump({"API_KEY": value}, f)
+    config = tmp_path / "gateway.json"
+    config.write_text(json.dumps({"mcpServers": {"peer": {
+        "command": sys.executable, "args": [str(ROOT / "tests/gateway/peers/secret_server.py")],
+        "env": {"SECRET_FILE": "{{secret_file}}"}, "secret_ref": "vault/app"}},
+        "mcpsync": {"deny": ["peer/nothing"]}}))
+    log = tmp_path / "gw.log"
+    with Command(str(config), "--secrets-dir", str(directory), log=log) as served:
+        seen = []
+        for _ in range(2):   # two legacy sessions: two processes, each with its own file
+            with host(served.url, "legacy") as client:
+                seen.append(json.loads(client.call_tool("seen", {}).text))
+        assert served.close() == 0
+    assert [s["api_key_sha256"] for s in seen] == [hashlib.sha256(value.encode()).hexdigest()] * 2
+    assert seen[0]["pid"] != seen[1]["pid"] and seen[0]["path"] != seen[1]["path"]
+    assert all(s["mode"] == 0o600 and not Path(s["path"]).exists() for s in seen)
+    assert value not in log.read_text()
