@@ -93,20 +93,26 @@ class GuardHooks:
     """The guard of one :class:`~mcpsync.gateway._gateway.Gateway`."""
 
     def __init__(self, gateway: Gateway, guard: Guard, *, approver: Any = None,
-                 hold_seconds: float = 25.0, progress_every: float = 5.0) -> None:
+                 hold_seconds: float = 25.0, progress_every: float = 5.0,
+                 desk_of: GuardHooks | None = None) -> None:
+        # ``desk_of``: share that guard's approval desk (see for_core) instead of making one
         self._gw = gateway
         self.guard = guard
         self._by_id = {u.id: u for u in gateway.upstreams}
         self._pending: OrderedDict[IdKey, tuple[str, str, str, Caller, float]] = OrderedDict()
         self._lock = threading.Lock()
+        self._tickets: set[str] = set()   # this gateway's calls on the desk now
+        self._owns_desk = desk_of is None
+        self._approval: Any = None
+        self._desk: Any = None
+        if desk_of is not None:
+            self._approval, self._desk = desk_of._approval, desk_of._desk
+            return
         if approver is None and guard.policy.approve is not None:
             approver = _PolicyApprover(guard.policy.approve)
         holds = guard.policy.require_approval is not None or guard.policy.approve is not None
         module = _approval_module() if holds else None
         self._approval = module
-        self._desk: Any = None
-        self._owns_desk = True
-        self._tickets: set[str] = set()   # this gateway's calls on the desk now
         if module is not None:
             self._desk = module.ApprovalDesk(approver, hold_seconds=hold_seconds,
                                              progress_every=progress_every)
@@ -124,16 +130,7 @@ class GuardHooks:
         """The guard of a gateway core an HTTP front made from this one: the same policy,
         budget ledger and approval desk (so budgets and approvals are the gateway's, not
         one session's), with the core's own routing and calls in flight."""
-        hooks = GuardHooks.__new__(GuardHooks)
-        hooks._gw = gateway
-        hooks.guard = self.guard
-        hooks._by_id = {u.id: u for u in gateway.upstreams}
-        hooks._pending = OrderedDict()
-        hooks._lock = threading.Lock()
-        hooks._approval, hooks._desk = self._approval, self._desk
-        hooks._owns_desk = False   # the configured gateway closes it
-        hooks._tickets = set()
-        return hooks
+        return GuardHooks(gateway, self.guard, desk_of=self)   # its maker closes the desk
 
     def close(self) -> None:
         """Reject what is still held (the host hears -32011) and stop the desk's threads.
