@@ -229,8 +229,10 @@ class Gateway:
         ``max_sessions``, ``session_idle_timeout``, ``session_key_file`` (replicas),
         ``token_verifier`` with ``resource``, ``authorization_servers`` and ``scopes``
         (OAuth, as for ``Server.wsgi_app``); see ``docs/gateway-http.md``. This
-        gateway's own upstreams are not used, its ``inspector`` logs every session's
-        traffic; call the app's ``close()`` when done."""
+        gateway's own upstreams are not used: every core the front starts is made by
+        :meth:`_new_core`, with this gateway's guard, bridge, secrets, inspector and
+        ``on_frame``. Call the app's ``close()`` when done (``on_close``, a callable, runs
+        after it: the gunicorn entry point closes its gateway so)."""
         from mcpsync.gateway._front import HttpFront
 
         return HttpFront(self._configs, path=path, make_core=self._new_core, **options)
