@@ -21,14 +21,9 @@ __all__ = ["_cmd_gateway", "guard_options"]
 
 def guard_options(path: str) -> dict[str, Any]:
     """The policy, approver and hold time the config file's ``mcpsync`` key asks for."""
-    from mcpsync.gateway._guard import read_guard_settings
-    from mcpsync.gateway._guard._hooks import approver_from_settings
+    from mcpsync.gateway._guard._hooks import guard_options as read_options
 
-    settings = read_guard_settings(path)
-    if settings.policy is None:
-        return {}
-    return {"policy": settings.policy, "hold_seconds": settings.hold_seconds,
-            "approver": approver_from_settings(settings)}
+    return read_options(path)
 
 
 def _cmd_gateway(args: argparse.Namespace, ctx: _Context) -> _Outcome:
@@ -46,8 +41,11 @@ def _cmd_gateway(args: argparse.Namespace, ctx: _Context) -> _Outcome:
             raise CLIError(f"cannot write the gateway log {args.log!r}: {exc.strerror or exc} "
                            "(choose a file in a directory you own)", EXIT_USAGE) from None
     try:
+        options = guard_options(ctx.config)
+        if args.http:
+            _check_approver_port(options.get("approver"), args.http)
         gateway = Gateway(ctx.config, inspector=inspector, secret_resolver=_secrets(args),
-                          bridge=args.bridge, **guard_options(ctx.config))
+                          bridge=args.bridge, **options)
     except BaseException:
         if inspector is not None:
             inspector.close()
@@ -67,3 +65,16 @@ def _secrets(args: argparse.Namespace) -> DirectorySecrets | None:
         return None
     from mcpsync.gateway._secretdir import DirectorySecrets
     return DirectorySecrets(args.secrets_dir)
+
+
+def _check_approver_port(approver: object, address: str) -> None:
+    """The web approver's page must never share the MCP port: an agent that can reach the
+    MCP endpoint must not be able to approve its own calls."""
+    from mcpsync.cli._gateway_http import parse_address
+    from mcpsync.gateway._guard._approvers._web import WebApprover
+
+    _, port = parse_address(address)
+    if isinstance(approver, WebApprover) and port != 0 and approver.port == port:
+        raise CLIError(f"mcpsync gateway --http {address}: the config's web approver "
+                       f"(mcpsync.approval.approver.web.port) asks for port {port} too; give "
+                       "the approval page a port of its own (0 picks a free one)", EXIT_USAGE)

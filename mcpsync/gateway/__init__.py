@@ -30,8 +30,15 @@ __all__ = ["ApprovalDesk", "FrameObserver", "Gateway", "HeldCall", "Inspector", 
 
 def wsgi() -> HttpFront:
     """The WSGI application for gunicorn (an app factory: ``'mcpsync.gateway:wsgi()'``): the
-    gateway over the config file ``MCPSYNC_GATEWAY_CONFIG`` names, serving HTTP at ``/mcp``."""
+    gateway over the config file ``MCPSYNC_GATEWAY_CONFIG`` names, serving HTTP at ``/mcp``,
+    with the policy, budgets and approver of the file's ``mcpsync`` key."""
     from mcpsync.gateway._front import env_config
+    from mcpsync.gateway._guard._hooks import guard_options
 
-    with Gateway(env_config()) as gateway:   # only its config is used: nothing starts
-        return gateway.wsgi_app()
+    path = env_config()
+    gateway = Gateway(path, **guard_options(path))   # its cores start upstreams, not it
+    try:
+        return gateway.wsgi_app(on_close=gateway.close)
+    except BaseException:
+        gateway.close()
+        raise

@@ -42,7 +42,7 @@ from mcpsync.config import ServerConfig
 from mcpsync.config_files import load_config
 from mcpsync.errors import ConfigError
 from mcpsync.gateway._bridge import upstream_factory
-from mcpsync.gateway._front._caller import PROCESS, Caller
+from mcpsync.gateway._guard._core import PROCESS, Caller
 from mcpsync.gateway._guard._hooks import GuardHooks
 from mcpsync.gateway._hostread import HostReader
 from mcpsync.gateway._inspector import (
@@ -126,7 +126,14 @@ class Gateway:
             check_secrets(each, secret_resolver, source)
         self.on_frame = on_frame
         self.inspector = inspector
+        self._owns_inspector = True   # a core made by _new_core writes to its maker's
         self._configs = configs   # what each host session of the HTTP front starts anew
+        # What _new_core gives each core of the HTTP front as it is; the guard and the
+        # inspector (one for the whole gateway) and on_frame (read when the core is made)
+        # are handed over there. A new __init__ option goes here or there (a test checks).
+        self._core_options: dict[str, Any] = {"max_frame_bytes": max_frame_bytes,
+                                              "secret_resolver": secret_resolver,
+                                              "bridge": bridge}
         self._max_frame = max_frame_bytes
         self._upstreams = [make(c, on_line=self._from_upstream, on_down=self._upstream_down,
                                     on_refused=self._refuse, on_failed=self._call_failed,
@@ -146,13 +153,25 @@ class Gateway:
         # The host seam: where frames for the host go (stdout here, an HTTP session's
         # streams on the HTTP front) and who the host is for the guard's budgets.
         self._sink: Callable[[bytes], None] = self._write_stdout
-        self.caller: Caller = PROCESS
+        self._caller: Caller = PROCESS
+        self._log_session: str | None = None   # the traffic log's name of a legacy session
         self._wake_r, self._wake_w = os.pipe()
         self._closed = False
         self._started = False
         self._close_lock = threading.Lock()
 
     # ---------------------------------------------------------------- public
+
+    @property
+    def caller(self) -> Caller:
+        """Whom the guard counts a host frame against when the front does not say (the
+        process on stdio; a legacy HTTP session's core: that session)."""
+        return self._caller
+
+    @caller.setter
+    def caller(self, who: Caller) -> None:
+        if who != self._caller:
+            self._caller, self._log_session = who, who.session_tag
 
     @property
     def upstreams(self) -> list[Upstream]:
@@ -211,12 +230,24 @@ class Gateway:
         ``max_sessions``, ``session_idle_timeout``, ``session_key_file`` (replicas),
         ``token_verifier`` with ``resource``, ``authorization_servers`` and ``scopes``
         (OAuth, as for ``Server.wsgi_app``); see ``docs/gateway-http.md``. This
-        gateway's own upstreams are not used, its ``inspector`` logs every session's
-        traffic; call the app's ``close()`` when done."""
+        gateway's own upstreams are not used: every core the front starts is made by
+        :meth:`_new_core`, with this gateway's guard, bridge, secrets, inspector and
+        ``on_frame``. Call the app's ``close()`` when done (``on_close``, a callable, runs
+        after it: the gunicorn entry point closes its gateway so)."""
         from mcpsync.gateway._front import HttpFront
 
-        return HttpFront(self._configs, path=path, max_frame_bytes=self._max_frame,
-                         inspector=self.inspector, **options)
+        return HttpFront(self._configs, path=path, make_core=self._new_core, **options)
+
+    def _new_core(self) -> Gateway:
+        """A gateway core for one legacy host session or for the 2026-07-28 hosts of the HTTP
+        front: this gateway's configs and options, its one guard (one budget ledger and one
+        approval desk for every session), its inspector and its ``on_frame``. The front
+        makes every core here, so a core has whatever the user configured."""
+        core = Gateway(self._configs, on_frame=self.on_frame, **self._core_options)
+        core.inspector, core._owns_inspector = self.inspector, False
+        if self._guard is not None:
+            core._guard = self._guard.for_core(core)
+        return core
 
     def serve_http(self, host: str = "127.0.0.1", port: int = 8000, *, path: str = "/mcp",
                    stop: threading.Event | None = None,
@@ -248,7 +279,7 @@ class Gateway:
         if stuck:
             _log.warning("gateway threads still running after close: %s",
                          ", ".join(t.name for t in stuck))
-        if self.inspector is not None:
+        if self.inspector is not None and self._owns_inspector:
             self.inspector.close()
         with self._out_lock:
             for fd in (self._out_fd, self._wake_r, self._wake_w):
@@ -289,7 +320,7 @@ class Gateway:
         if inspector is not None and inspector.enabled:
             legs = ((GATEWAY_TO_HOST,) if made else (UPSTREAM_TO_GATEWAY, GATEWAY_TO_HOST)) \
                 if direction == "to_host" else (HOST_TO_GATEWAY, GATEWAY_TO_UPSTREAM)
-            inspector.record_frame(legs, envelope, upstream.id)
+            inspector.record_frame(legs, envelope, upstream.id, self._log_session)
         observer = self.on_frame
         if observer is not None:
             try:
@@ -323,6 +354,7 @@ class Gateway:
 
     def _from_host(self, line: bytes, caller: Caller | None = None) -> None:
         # ``caller`` (None: ``self.caller``) is whom the guard counts this frame against.
+        who = caller if caller is not None else self.caller
         try:
             envelope = parse_envelope(line)
         except EnvelopeError as exc:
@@ -332,13 +364,14 @@ class Gateway:
                               None)
             return
         if self._agg is not None:
-            self._agg.from_host(envelope)
+            self._agg.from_host(envelope, who)
             return
         if envelope.kind in ("response", "error"):
             upstream = self._route_answer(envelope)
         else:
             upstream = self._route_request(envelope)
-            if self._guard is not None and self._guard.passthrough_request(envelope, upstream):
+            if self._guard is not None and self._guard.passthrough_request(envelope, upstream,
+                                                                           who):
                 return
         self._record("to_upstream", upstream, envelope, None)
         upstream.submit(envelope)

@@ -237,7 +237,8 @@ class Inspector:
         self._callback = callback
         self._clock = clock
         self._lock = threading.Lock()
-        self._pending: OrderedDict[tuple[str | None, str, int | str],
+        # (host session, leg, requester, id): two sessions may use one id at once
+        self._pending: OrderedDict[tuple[str | None, str | None, str, int | str],
                                    tuple[float, dict[str, Any]]]
         self._pending = OrderedDict()
         self._file: _LogFile | None = None
@@ -261,7 +262,7 @@ class Inspector:
             self._file is not None or self._callback is not None)
 
     def record(self, direction: str, message: Message, *, upstream: str | None = None,
-               size: int | None = None) -> None:
+               size: int | None = None, session: str | None = None) -> None:
         """Record one message travelling ``direction`` (one of :data:`DIRECTIONS`) to or from
         ``upstream`` (its config id; ``None`` when not known yet, as for a host's
         ``initialize``). ``message`` is its JSON text as sent (bytes or str) or the decoded
@@ -270,13 +271,13 @@ class Inspector:
         if not self.enabled:
             return
         try:
-            record = self._build(direction, message, upstream, size)
+            record = self._build(direction, message, upstream, size, session)
             self._emit(record)
         except Exception:   # the gateway's traffic must never fail because of its log
             _log.warning("inspector: could not record a %s message", direction, exc_info=True)
 
     def record_frame(self, legs: Sequence[str], envelope: Envelope,
-                     upstream: str | None) -> None:
+                     upstream: str | None, session: str | None = None) -> None:
         """The gateway's path: record the frame ``envelope`` once on each of ``legs`` (the
         directions it travels, in order). Only queues it: the ``mcpsync-gateway-log``
         thread builds the records and writes them (and calls the callback), with the time
@@ -284,7 +285,7 @@ class Inspector:
         a ``dropped`` record says how many. Never raises."""
         if not self.enabled:
             return
-        self._queue.put((legs, envelope, upstream, time.time(), self._clock()))
+        self._queue.put((legs, envelope, upstream, time.time(), self._clock(), session))
 
     def _drain(self, batch: list[Any], dropped: int) -> None:
         """The log thread: the records of ``batch``'s frames, written in as few writes as
@@ -299,9 +300,9 @@ class Inspector:
         if callback is None and self.detail == "summary" and self._file is not None:
             self._write(self._summary_lines(records, batch))
             return
-        for legs, envelope, upstream, wall, now in batch:
+        for legs, envelope, upstream, wall, now, session in batch:
             try:
-                records += self._frame_records(legs, envelope, upstream, wall, now)
+                records += self._frame_records(legs, envelope, upstream, wall, now, session)
             except Exception:
                 _log.warning("inspector: could not record a %s frame", legs[0], exc_info=True)
         if callback is not None:
@@ -330,19 +331,21 @@ class Inspector:
         path does not cover (an error answer, a batch, an odd shape) goes through the
         dicts."""
         lines = [(_encode(record) + "\n").encode() for record in records]
-        for legs, envelope, upstream, wall, now in batch:
+        for legs, envelope, upstream, wall, now, session in batch:
             try:
-                fast = self._frame_lines(legs, envelope, upstream, wall, now)
+                fast = self._frame_lines(legs, envelope, upstream, wall, now, session)
                 if fast is None:
                     fast = [(_encode(record) + "\n").encode() for record in
-                            self._frame_records(legs, envelope, upstream, wall, now)]
+                            self._frame_records(legs, envelope, upstream, wall, now,
+                                                session)]
                 lines += fast
             except Exception:
                 _log.warning("inspector: could not record a %s frame", legs[0], exc_info=True)
         return lines
 
     def _frame_lines(self, legs: Sequence[str], envelope: Envelope, upstream: str | None,
-                     wall: float, now: float) -> list[bytes] | None:
+                     wall: float, now: float, session: str | None = None
+                     ) -> list[bytes] | None:
         """The lines :meth:`_frame_records` would give at ``summary`` detail, byte for byte,
         built as text: the frame's values are the ones its parse decoded, the shape is written
         as JSON while it is walked, names come encoded from a cache, and the fields are
@@ -377,6 +380,7 @@ class Inspector:
             rest += ',"outcome":"tool_error"' if tool_error else ',"outcome":"ok"'
         if shape:
             rest += f',"shape":{shape}'
+        in_session = "" if session is None else f',"session":{self._json(session)}'
         head = f'{{"time":"{_iso(wall)}","dir":"'
         id_text = str(rid) if type(rid) is int else _encode(rid)
         out = []
@@ -385,7 +389,7 @@ class Inspector:
             tail = ""
             if rid is not None and kind != "notification":
                 # As _pair: a request is remembered, a response takes what it was about.
-                key = (None if leg in (HOST_TO_GATEWAY, GATEWAY_TO_HOST) else upstream,
+                key = (session, None if leg in (HOST_TO_GATEWAY, GATEWAY_TO_HOST) else upstream,
                        _requester(leg, kind == "request"),
                        rid if type(rid) is int else id_text)
                 if kind == "request":
@@ -406,7 +410,7 @@ class Inspector:
                                         if k in about)
             name = method if is_call else about.get("method")
             where = upstream if upstream is not None else about.get("upstream")
-            out.append(f'{head}{leg}","upstream":{self._json(where)},"kind":"{kind}",'
+            out.append(f'{head}{leg}","upstream":{self._json(where)}{in_session},"kind":"{kind}",'
                        f'"method":{self._json(name)},"id":{id_text}{rest}{tail}}}\n'.encode())
         return out
 
@@ -454,12 +458,15 @@ class Inspector:
         return None
 
     def _frame_records(self, legs: Sequence[str], envelope: Envelope, upstream: str | None,
-                       wall: float, now: float) -> list[dict[str, Any]]:
+                       wall: float, now: float, session: str | None = None
+                       ) -> list[dict[str, Any]]:
         """One record per leg of one frame; the frame is decoded and described once."""
         for leg in legs:
             if leg not in DIRECTIONS:
                 raise ValueError(f"direction {leg!r} is not one of {DIRECTIONS}")
         base: dict[str, Any] = {"time": _iso(wall), "dir": legs[0], "upstream": upstream}
+        if session is not None:
+            base["session"] = session
         decoded: Any = envelope.decoded()
         if decoded is None:
             text = envelope.text
@@ -474,12 +481,14 @@ class Inspector:
         return out
 
     def _build(self, direction: str, message: Message, upstream: str | None,
-               size: int | None) -> dict[str, Any]:
+               size: int | None, session: str | None = None) -> dict[str, Any]:
         if direction not in DIRECTIONS:
             raise ValueError(f"direction {direction!r} is not one of {DIRECTIONS}")
         now = self._clock()
         record: dict[str, Any] = {"time": _iso(time.time()), "dir": direction,
                                   "upstream": upstream}
+        if session is not None:
+            record["session"] = session
         decoded: Any
         if isinstance(message, (bytes, bytearray, str)):
             if size is None:
@@ -540,7 +549,7 @@ class Inspector:
         leg = None if direction in (HOST_TO_GATEWAY, GATEWAY_TO_HOST) else upstream
         # An int id is its own key; any other id its JSON text (a str: never equal to an
         # int, and "1" the string is '"1"' here).
-        key = (leg, _requester(direction, kind == "request"),
+        key = (record.get("session"), leg, _requester(direction, kind == "request"),
                rid if type(rid) is int else _encode(rid))
         if kind == "request":
             with self._lock:

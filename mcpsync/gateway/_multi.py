@@ -62,6 +62,7 @@ from mcpsync.gateway._aggregate import (
     wrap_updated,
 )
 from mcpsync.gateway._aggregate.spelling import dumps, loads
+from mcpsync.gateway._guard._core import PROCESS, Caller
 from mcpsync.gateway._listens import ListenAcks, host_subscription_meta
 from mcpsync.protocol import META_SUBSCRIPTION_ID
 
@@ -114,10 +115,11 @@ class Aggregator:
 
     # ---------------------------------------------------------------- from the host
 
-    def from_host(self, env: Envelope) -> None:
+    def from_host(self, env: Envelope, caller: Caller = PROCESS) -> None:
+        # ``caller``: whom the guard counts a tools/call against (see _guard)
         try:
             if env.kind == "request":
-                self._host_request(env)
+                self._host_request(env, caller)
             elif env.kind == "notification":
                 self._host_notification(env)
             else:
@@ -128,7 +130,7 @@ class Aggregator:
             else:
                 _log.warning("dropped a frame from the host: %s", exc)
 
-    def _host_request(self, env: Envelope) -> None:
+    def _host_request(self, env: Envelope, caller: Caller) -> None:
         assert env.id is not None and env.method is not None
         method = env.method
         params = self._params(env)
@@ -144,7 +146,7 @@ class Aggregator:
             guard = self._gw._guard
             if method == "tools/call" and guard is not None and guard.screen_call(
                     env, route.upstream, route.name, routed,
-                    lambda: self._send(env, route.upstream, routed)):
+                    lambda: self._send(env, route.upstream, routed), caller):
                 return   # refused or held by the policy
             self._send(env, route.upstream, routed)
             return

@@ -75,7 +75,7 @@ TRAFFIC: list[tuple[tuple[str, ...], str | None, bytes]] = [
 ]
 
 
-def _write(path: Path, *, callback: bool) -> list[bytes]:
+def _write(path: Path, *, callback: bool, session: str | None = None) -> list[bytes]:
     got: list[dict[str, Any]] = []
     now = [100.0]
 
@@ -85,7 +85,7 @@ def _write(path: Path, *, callback: bool) -> list[bytes]:
 
     inspector = Inspector(path, callback=got.append if callback else None, clock=clock)
     for legs, upstream, frame in TRAFFIC:
-        inspector.record_frame(legs, parse_envelope(frame), upstream)
+        inspector.record_frame(legs, parse_envelope(frame), upstream, session)
     inspector.close()
     assert not callback or len(got) == len(path.read_bytes().splitlines())
     return [_TIME.sub(b"{", line) for line in path.read_bytes().splitlines()]
@@ -105,3 +105,36 @@ def test_the_text_path_writes_what_the_dicts_write(tmp_path: Path) -> None:
         ("échö", "tool_error", 25.0)
     assert "pw" not in text[16].decode() and "abc" not in text[16].decode()
     assert records[-1]["tool"] == "echo" and records[-1]["upstream"] == "demo"
+
+
+def test_both_paths_write_a_legacy_http_session_alike(tmp_path: Path) -> None:
+    # The HTTP front tags each record of a legacy session with a digest of its id.
+    text = _write(tmp_path / "text.log", callback=False, session="0123456789ab")
+    dicts = _write(tmp_path / "dicts.log", callback=True, session="0123456789ab")
+    assert text == dicts
+    records = [json.loads(line) for line in text]
+    assert {r.get("session") for r in records} == {"0123456789ab"}
+    assert records[11]["latency_ms"] == 25.0
+
+
+def test_answers_pair_with_requests_of_their_own_session(tmp_path: Path) -> None:
+    call = _frame({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                   "params": {"name": "slow", "arguments": {}}})
+    answer = _frame({"jsonrpc": "2.0", "id": 1, "result": {}})
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += 1.0
+        return now[0]
+
+    path = tmp_path / "two.log"
+    inspector = Inspector(path, clock=clock)
+    inspector.record_frame(TO_UPSTREAM, parse_envelope(call), "demo", "aaaaaaaaaaaa")   # t=1
+    inspector.record_frame(TO_UPSTREAM, parse_envelope(call), "demo", "bbbbbbbbbbbb")   # t=2
+    inspector.record_frame(TO_HOST, parse_envelope(answer), "demo", "bbbbbbbbbbbb")     # t=3
+    inspector.record_frame(TO_HOST, parse_envelope(answer), "demo", "aaaaaaaaaaaa")     # t=4
+    inspector.close()
+    done = [json.loads(line) for line in path.read_bytes().splitlines()
+            if json.loads(line)["dir"] == "gateway->host"]
+    assert [(r["session"], r["latency_ms"]) for r in done] == \
+        [("bbbbbbbbbbbb", 1000.0), ("aaaaaaaaaaaa", 3000.0)]

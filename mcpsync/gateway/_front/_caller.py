@@ -9,23 +9,11 @@ The address is only advisory: hosts behind one proxy or NAT share one, and a hos
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
+
+from mcpsync.gateway._guard._core import PROCESS, Caller
 
 __all__ = ["PROCESS", "Caller", "caller_of"]
-
-
-@dataclass(frozen=True)
-class Caller:
-    """The budget key (``key``) and what it is (``kind``: ``"process"``, ``"session"``,
-    ``"principal"`` or ``"address"``)."""
-
-    key: str
-    kind: str
-
-
-#: The stdio front's one host.
-PROCESS: Final = Caller("process", "process")
 
 
 def caller_of(environ: Mapping[str, Any], *, legacy: bool) -> Caller:

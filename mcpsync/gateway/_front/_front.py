@@ -26,18 +26,20 @@ import secrets
 import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from mcpsync.config import ServerConfig
 from mcpsync.gateway._front._caller import Caller, caller_of
 from mcpsync.gateway._front._replicas import KEY_FILE_ENV, SessionSealer, read_key_file
 from mcpsync.gateway._front._session import SessionRelay
 from mcpsync.gateway._front._shared import SharedRelay
-from mcpsync.gateway._inspector import Inspector
-from mcpsync.jsonrpc import MAX_FRAME_BYTES, Message
+from mcpsync.jsonrpc import Message
 from mcpsync.server._router import Send
 from mcpsync.server.http._app import AppDispatcher, DispatcherFactory, McpApp, StartResponse
 from mcpsync.server.http._auth import ProtectedApp, TokenVerifier
+
+if TYPE_CHECKING:
+    from mcpsync.gateway._gateway import Gateway
 
 __all__ = ["DEFAULT_MAX_PROCESSES", "HttpFront", "env_config", "serve_front"]
 
@@ -59,22 +61,22 @@ class HttpFront:
     host session and stop every upstream.
     """
 
-    def __init__(self, configs: Sequence[ServerConfig], *, path: str = "/mcp",
-                 allowed_hosts: Iterable[str] | None = None,
+    def __init__(self, configs: Sequence[ServerConfig], *, make_core: Callable[[], Gateway],
+                 path: str = "/mcp", allowed_hosts: Iterable[str] | None = None,
                  max_upstream_processes: int = DEFAULT_MAX_PROCESSES,
                  max_sessions: int = 256, session_idle_timeout: float | None = 1800.0,
-                 max_frame_bytes: int = MAX_FRAME_BYTES,
                  session_key_file: str | os.PathLike[str] | None = None,
                  token_verifier: TokenVerifier | None = None, resource: str | None = None,
                  authorization_servers: Sequence[str] = (), scopes: Sequence[str] = (),
-                 inspector: Inspector | None = None) -> None:
+                 on_close: Callable[[], None] | None = None) -> None:
         if max_upstream_processes < 1:
             raise ValueError("max_upstream_processes is a number of processes above 0, got "
                              f"{max_upstream_processes!r}")
         self.configs = list(configs)
-        #: The traffic log every session's core writes to (its owner closes it).
-        self.inspector = inspector
-        self.max_frame_bytes = max_frame_bytes
+        #: Makes one gateway core (a legacy session's, or the shared one) with every option
+        #: of the configured gateway: its guard, bridge, secrets, inspector, on_frame.
+        self.make_core = make_core
+        self._on_close = on_close
         #: Stdio upstream processes one core starts (HTTP upstreams start none).
         self.processes_per_core = sum(1 for c in self.configs if not c.is_http)
         self._max = max_upstream_processes
@@ -134,6 +136,8 @@ class HttpFront:
     def close(self) -> None:
         """End every host session (their upstreams stop) and the shared upstreams."""
         self.app.close()
+        if self._on_close is not None:
+            self._on_close()
 
     # -- what the relays ask -----------------------------------------------------------
 

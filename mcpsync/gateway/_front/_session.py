@@ -161,7 +161,6 @@ class SessionRelay:
             each.call.cancel()
             each.put(None)
         if core is not None:
-            core.inspector = None   # the front's, shared by every core: not this one's
             core.close()
         self._front.release(reserved)
         self._front.forget(self)
@@ -191,7 +190,7 @@ class SessionRelay:
                               "start a new one with initialize"), send)
             return
         if caller.kind == "session":
-            core.caller = caller
+            core.caller = caller   # for what the relay feeds itself (cancellations)
         waiting = Waiting(call)
         token = progress_token(message.params)
         with self._lock:
@@ -209,24 +208,20 @@ class SessionRelay:
 
     def _open(self) -> str | None:
         """Start the session's core; a readable refusal when the bound leaves no room."""
-        from mcpsync.gateway._gateway import Gateway
-
         need = self._front.processes_per_core
         refusal = self._front.reserve(need)
         if refusal is not None:
             return refusal
         try:
-            core = Gateway(self._front.configs, max_frame_bytes=self._front.max_frame_bytes)
+            core = self._front.make_core()
         except BaseException:
             self._front.release(need)
             raise
-        core.inspector = self._front.inspector
         with self._lock:
             ended = self._ended
             if not ended:
                 self._core, self._reserved = core, need
         if ended:
-            core.inspector = None
             core.close()
             self._front.release(need)
             return "this gateway session has ended"

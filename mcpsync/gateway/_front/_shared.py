@@ -139,20 +139,16 @@ class SharedRelay:
             entry.waiting.call.cancel()
             entry.waiting.put(None)
         if core is not None:
-            core.inspector = None   # the front's, shared by every core: not this one's
             core.close()
         self._front.release(reserved)
 
     # ------------------------------------------------------------------------------
 
     def _ensure(self, first: Message) -> tuple[Gateway | None, str]:
-        from mcpsync.gateway._gateway import Gateway
-
         with self._learned:    # a first request waits while a new core learns its names
-            return self._ensure_locked(first, Gateway)
+            return self._ensure_locked(first)
 
-    def _ensure_locked(self, first: Message, gateway: type[Gateway]
-                       ) -> tuple[Gateway | None, str]:
+    def _ensure_locked(self, first: Message) -> tuple[Gateway | None, str]:
         with self._lock:
             if self._core is not None:
                 return self._core, ""
@@ -163,11 +159,10 @@ class SharedRelay:
             if refusal is not None:
                 return None, refusal
             try:
-                core = gateway(self._front.configs, max_frame_bytes=self._front.max_frame_bytes)
+                core = self._front.make_core()
             except BaseException:
                 self._front.release(need)
                 raise
-            core.inspector = self._front.inspector
             self._core, self._reserved = core, need
         core.serve_host(lambda frame: self._from_core(core, frame))
         if len(core.upstreams) > 1:

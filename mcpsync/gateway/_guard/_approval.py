@@ -332,7 +332,9 @@ class ApprovalDesk:
         if ticket.settle():   # the hold time passed: from now on an answer is ignored
             return self._refusal(call, rule, f"no decision within {self._hold:g} s")
         if not ticket.answered:
-            return self._refusal(call, rule, "the gateway closed while the call was held")
+            why = ticket.outcome if isinstance(ticket.outcome, str) else \
+                "the gateway closed while the call was held"
+            return self._refusal(call, rule, why)
         outcome = ticket.outcome
         if isinstance(outcome, Verdict):
             approved = outcome.approved is True
@@ -352,6 +354,14 @@ class ApprovalDesk:
             return self._refusal(call, rule, "the call's arguments changed while it was held; "
                                              "it needs a new approval")
         return Verdict(approved, reason, rule, call.digest, call.ticket)
+
+    def withdraw(self, ticket: str, reason: str) -> bool:
+        """End one held call now, refused with ``reason`` (its host went away: nobody
+        would hear the answer, and the approver should not be asked any more). ``False``
+        when the ticket is not held (decided already, or unknown)."""
+        with self._lock:
+            held = self._held.get(ticket)
+        return held is not None and held.settle(reason)
 
     # --- closing ----------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ answer with, a :class:`Hold` to pass to the approval desk, or None to send the c
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -33,6 +34,24 @@ class Caller:
 
     key: str
     kind: str
+
+    @property
+    def label(self) -> str:
+        """How an approver's summary names this caller. A legacy session id is what lets a
+        host speak in its session, so only a short digest of it is shown."""
+        if self.kind == "process":
+            return self.key
+        if self.kind == "session":
+            return f"session {self.session_tag}"
+        return f"{self.kind} {self.key}"
+
+    @property
+    def session_tag(self) -> str | None:
+        """A legacy session's name for logs and summaries: 12 hex digits of the sha256 of its
+        id, never the id (``None`` for other callers)."""
+        if self.kind != "session":
+            return None
+        return hashlib.sha256(self.key.encode()).hexdigest()[:12]
 
 
 #: The one caller of the stdio front.

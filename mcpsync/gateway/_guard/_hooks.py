@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from mcpsync.gateway._upstream import Upstream
     from mcpsync.policy import Policy
 
-__all__ = ["GuardHooks", "approver_from_settings"]
+__all__ = ["GuardHooks", "approver_from_settings", "guard_options"]
 
 _log = logging.getLogger("mcpsync.gateway")
 _APPROVAL_MODULE: Final = "mcpsync.gateway._guard._approval"
@@ -77,22 +77,42 @@ def approver_from_settings(settings: GuardSettings) -> Any:
     return module.approver_from_config(settings.approval, settings.source)
 
 
+def guard_options(path: str) -> dict[str, Any]:
+    """The ``Gateway`` options (policy, approver, hold time) the config file's ``mcpsync``
+    key asks for: what the command and the gunicorn entry point both apply."""
+    from mcpsync.gateway._guard._schema import read_guard_settings
+
+    settings = read_guard_settings(path)
+    if settings.policy is None:
+        return {}
+    return {"policy": settings.policy, "hold_seconds": settings.hold_seconds,
+            "approver": approver_from_settings(settings)}
+
+
 class GuardHooks:
     """The guard of one :class:`~mcpsync.gateway._gateway.Gateway`."""
 
     def __init__(self, gateway: Gateway, guard: Guard, *, approver: Any = None,
-                 hold_seconds: float = 25.0, progress_every: float = 5.0) -> None:
+                 hold_seconds: float = 25.0, progress_every: float = 5.0,
+                 desk_of: GuardHooks | None = None) -> None:
+        # ``desk_of``: share that guard's approval desk (see for_core) instead of making one
         self._gw = gateway
         self.guard = guard
         self._by_id = {u.id: u for u in gateway.upstreams}
         self._pending: OrderedDict[IdKey, tuple[str, str, str, Caller, float]] = OrderedDict()
         self._lock = threading.Lock()
+        self._tickets: set[str] = set()   # this gateway's calls on the desk now
+        self._owns_desk = desk_of is None
+        self._approval: Any = None
+        self._desk: Any = None
+        if desk_of is not None:
+            self._approval, self._desk = desk_of._approval, desk_of._desk
+            return
         if approver is None and guard.policy.approve is not None:
             approver = _PolicyApprover(guard.policy.approve)
         holds = guard.policy.require_approval is not None or guard.policy.approve is not None
         module = _approval_module() if holds else None
         self._approval = module
-        self._desk: Any = None
         if module is not None:
             self._desk = module.ApprovalDesk(approver, hold_seconds=hold_seconds,
                                              progress_every=progress_every)
@@ -106,10 +126,25 @@ class GuardHooks:
         """The guard of ``gateway`` for ``policy`` (one budget ledger for all its hosts)."""
         return cls(gateway, Guard(policy), approver=approver, hold_seconds=hold_seconds)
 
+    def for_core(self, gateway: Gateway) -> GuardHooks:
+        """The guard of a gateway core an HTTP front made from this one: the same policy,
+        budget ledger and approval desk (so budgets and approvals are the gateway's, not
+        one session's), with the core's own routing and calls in flight."""
+        return GuardHooks(gateway, self.guard, desk_of=self)   # its maker closes the desk
+
     def close(self) -> None:
-        """Reject what is still held (the host hears -32011) and stop the desk's threads."""
-        if self._desk is not None:
+        """Reject what is still held (the host hears -32011) and stop the desk's threads.
+        A core's guard leaves the shared desk to the gateway it was made from, and only
+        withdraws its own held calls (its host session ended)."""
+        if self._desk is None:
+            return
+        if self._owns_desk:
             self._desk.close()
+            return
+        with self._lock:
+            tickets, self._tickets = list(self._tickets), set()
+        for ticket in tickets:
+            self._desk.withdraw(ticket, "the host session ended while the call was held")
 
     # ---------------------------------------------------------------- from the host
 
@@ -199,7 +234,8 @@ class GuardHooks:
         """The traffic log shows the host's call too, though it never reached the upstream."""
         inspector = self._gw.inspector
         if inspector is not None and inspector.enabled:
-            inspector.record(HOST_TO_GATEWAY, env.to_bytes(), upstream=upstream_id)
+            inspector.record(HOST_TO_GATEWAY, env.to_bytes(), upstream=upstream_id,
+                             session=self._gw._log_session)
 
     def _refuse(self, raw_id: str, refusal: Refusal) -> None:
         _log.info("refused %s/%s: %s (rule: %s)", refusal.upstream, refusal.tool,
@@ -227,6 +263,8 @@ class GuardHooks:
                 self._gw._write_host(progress_frame(token, elapsed, message).encode())
 
         def on_done(verdict: Any) -> None:
+            with self._lock:
+                self._tickets.discard(ticket)
             if getattr(verdict, "approved", False):
                 self._remember(key, "call", hold.upstream, hold.tool, hold.caller)
                 send()
@@ -239,7 +277,11 @@ class GuardHooks:
                                arguments=hold.arguments,
                                digest=module.call_digest(hold.upstream, hold.tool,
                                                          hold.arguments),
-                               caller=hold.caller.key)
+                               caller=hold.caller.label)
+        ticket = getattr(call, "ticket", "")   # what a core withdraws when its session ends
+        if ticket:
+            with self._lock:
+                self._tickets.add(ticket)
         desk.submit(call, hold.rule, on_progress=on_progress, on_done=on_done)
 
 
