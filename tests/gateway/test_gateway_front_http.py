@@ -138,14 +138,16 @@ def test_the_process_bound_refuses_a_session_readably_and_frees_on_end(tmp_path:
 
 def test_an_idle_session_expires_and_its_process_stops(tmp_path: Path) -> None:
     config = write_config(tmp_path, {"demo": DEMO})
-    with Front(config, session_idle_timeout=0.5) as front:
+    # 2 s idle: time enough, even on a loaded machine, to see the session's process
+    # counted between the initialize answer and the expiry (0.5 s was once too short under load).
+    with Front(config, session_idle_timeout=2.0) as front:
         status, headers, reply = post(front.port, {"jsonrpc": "2.0", "id": 1,
                                                    "method": "initialize",
                                                    "params": initialize_params()})
         assert status == 200 and reply["result"]["serverInfo"]["name"] == "mcpsync-demo"
         sid = headers["Mcp-Session-Id"]
         assert front.app.upstream_processes == 1
-        assert wait_for(lambda: front.app.upstream_processes == 0, timeout=10)
+        assert wait_for(lambda: front.app.upstream_processes == 0, timeout=15)
         status, _, reply = post(front.port, {"jsonrpc": "2.0", "id": 2, "method": "ping"},
                                 {"Mcp-Session-Id": sid})
         assert status == 404
