@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import PEERS as TEST_PEERS
 
 import mcpsync
 from gateway.helpers_gw import GATEWAY, PEERS, RawHost, write_config
@@ -21,6 +22,7 @@ pytestmark = pytest.mark.timeout(90)
 
 DEMO = [sys.executable, "-m", "mcpsync.demo"]
 STUCK = [sys.executable, str(PEERS / "stuck_server.py")]
+FEATURES = TEST_PEERS / "feature_server.py"
 
 
 def _config(tmp_path: Path, *stuck_args: str) -> tuple[str, Path]:
@@ -150,3 +152,32 @@ def test_merge_timeout_must_be_positive(tmp_path: Path) -> None:
     for bad in (0, -1, float("nan"), True):
         with pytest.raises(ValueError, match="merge_timeout must be a number of seconds"):
             mcpsync.Gateway(config, merge_timeout=bad)
+
+
+def test_a_listen_is_acknowledged_without_the_stuck_upstream(tmp_path: Path) -> None:
+    record = tmp_path / "stuck.log"
+    record.touch()
+    config = write_config(tmp_path, {"feat": [sys.executable, str(FEATURES)],
+                                     "stuck": [*STUCK, str(record)]})
+    updated: list[str] = []
+    got = threading.Event()
+
+    def on_update(uri: str) -> None:
+        updated.append(uri)
+        got.set()
+
+    with mcpsync.connect([*GATEWAY, config, "--merge-timeout", "1"], timeout=8) as client:
+        assert client.era == "modern"
+        uri = "mcpgw://feat/memo://greeting"
+        t0 = time.monotonic()
+        client.subscribe(uri, on_update)
+        acknowledged = time.monotonic() - t0
+        assert 0.9 <= acknowledged < 4, acknowledged
+        assert "feat__touch" in {t.name for t in client.list_tools()}
+        client.call_tool("feat__touch", {"uri": "memo://greeting"})
+        assert got.wait(5) and updated == [uri]
+    got_lines = _received(record)
+    listens = [m["id"] for m in got_lines if m.get("method") == "subscriptions/listen"]
+    cancelled = [m["params"]["requestId"] for m in got_lines
+                 if m.get("method") == "notifications/cancelled"]
+    assert listens and set(listens) <= set(cancelled), (listens, cancelled)
