@@ -14,7 +14,8 @@ meet. What is served so far:
   ``mcpgw://<upstream>/<original>``;
 - ``tools/call`` and ``prompts/get`` go to the upstream that owns the name,
   ``resources/read`` / ``subscribe`` / ``unsubscribe`` to the one whose URI it is (unwrapped),
-  ``completion/complete`` by its ref (a prompt name or a resource URI). A tool answer comes
+  ``completion/complete`` by its ref (a prompt name or a resource URI). A name not listed
+  yet is listed from the upstreams its prefix names first (see ``_relist``). A tool answer comes
   back with only the id changed unless it holds resource links, whose URIs are wrapped; a
   prompt or a read has its URIs wrapped;
 - ``subscriptions/listen`` (2026-07-28) is split per upstream (see ``_listens``);
@@ -45,6 +46,7 @@ from mcpsync._codes import INTERNAL_ERROR, METHOD_NOT_FOUND
 from mcpsync._envelope import Envelope, parse_envelope
 from mcpsync._version import __version__
 from mcpsync.gateway._aggregate import (
+    SEP,
     Call,
     IdTable,
     NameTable,
@@ -67,6 +69,7 @@ from mcpsync.gateway._aggregate import (
 from mcpsync.gateway._aggregate.spelling import dumps, loads
 from mcpsync.gateway._gather import Deadlines, Gather
 from mcpsync.gateway._listens import ListenAcks, host_subscription_meta
+from mcpsync.gateway._relist import Relists
 from mcpsync.protocol import META_SUBSCRIPTION_ID
 
 if TYPE_CHECKING:
@@ -106,6 +109,8 @@ class Aggregator:
         self._lock = threading.Lock()
         self._merge_timeout = gateway._merge_timeout
         self._deadlines = Deadlines()   # one thread for every merged request's time limit
+        self._relists = Relists(self._deadlines, self._merge_timeout)
+        self._relisted: set[str] = set()   # host calls being retried after a relisting
 
     # ---------------------------------------------------------------- from the host
 
@@ -118,6 +123,8 @@ class Aggregator:
             else:
                 self._host_answer(env)
         except RouteError as exc:
+            if env.kind == "request" and self._relist(env):
+                return   # a name not listed yet: listed from its upstream, then retried
             if env.kind == "request" and env.id is not None:
                 self._gw._write_error(env.id, exc.code, str(exc), None)
             else:
@@ -281,8 +288,11 @@ class Aggregator:
             return
         upstream_id = json.loads(env.id or "null")
         answered = self._ids.answered(upstream.id, upstream_id)
-        if answered is None:
-            return   # a call already failed or cancelled, or a replayed initialize
+        if answered is None:   # a call already failed or cancelled, a replayed initialize,
+            self._relists.answered(upstream.id, upstream_id,   # or the gateway's own list
+                                   None if env.kind == "error"
+                                   else loads(env.raw("result") or "null"))
+            return
         call, done = answered
         with self._lock:
             gather = self._gathers.get(call.key)
@@ -351,6 +361,50 @@ class Aggregator:
                 self._gw._write_error(call.host_id, INTERNAL_ERROR,
                                       "subscriptions/listen: no upstream acknowledged it "
                                       f"within {self._merge_timeout:g} s", None)
+
+    def _relist(self, env: Envelope) -> bool:
+        """A ``tools/call`` or ``prompts/get`` by a name the gateway has not listed (a host
+        that kept the names of an earlier gateway): list the upstreams whose id prefixes it,
+        then route the call again (once). ``False`` when there is nothing to list."""
+        method = env.method
+        if method not in ("tools/call", "prompts/get") or env.id is None \
+                or env.id_key is None:
+            return False
+        params = self._params(env)
+        name = params.get("name") if isinstance(params, dict) else None
+        key = str(env.id_key)
+        if not isinstance(name, str) or key in self._relisted:
+            return False
+        owners = [u for u in self._by_id if name.startswith(u + SEP)]
+        if not owners:
+            return False
+        self._relisted.add(key)
+        list_method = "tools/list" if method == "tools/call" else "prompts/list"
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        sent: dict[str, Any] = {}
+        if isinstance(meta, dict):   # 2026-07-28: the request's own protocol metadata
+            kept = {k: v for k, v in meta.items() if k != "progressToken"}
+            if kept:
+                sent["_meta"] = kept
+        text = dumps(sent, ensure_ascii=False)
+
+        def send(upstream: str, n: int) -> None:
+            frame = parse_envelope(f'{{"jsonrpc":"2.0","id":{n},"method":"{list_method}",'
+                                   f'"params":{text}}}')
+            self._gw._record("to_upstream", self._by_id[upstream], frame, None)
+            self._by_id[upstream].submit(frame)
+
+        def done(results: dict[str, Any]) -> None:
+            expose = self._expose_tools if method == "tools/call" else self._expose_prompts
+            for upstream, result in results.items():
+                expose(upstream, result)   # the names enter the table
+            try:
+                self.from_host(env)
+            finally:
+                self._relisted.discard(key)
+
+        self._relists.start({u: self._ids.next_id() for u in owners}, send, done)
+        return True
 
     def close(self, deadline: float | None) -> list[threading.Thread]:
         """Stop the time limits' thread; the threads still alive at ``deadline``."""

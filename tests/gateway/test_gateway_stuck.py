@@ -168,6 +168,8 @@ def test_a_listen_is_acknowledged_without_the_stuck_upstream(tmp_path: Path) -> 
 
     with mcpsync.connect([*GATEWAY, config, "--merge-timeout", "1"], timeout=8) as client:
         assert client.era == "modern"
+        # A prompt by a name not listed yet: the gateway lists feat's prompts first.
+        assert client.get_prompt("feat__summarize", {"text": "hi"}).messages
         uri = "mcpgw://feat/memo://greeting"
         t0 = time.monotonic()
         client.subscribe(uri, on_update)
@@ -181,3 +183,25 @@ def test_a_listen_is_acknowledged_without_the_stuck_upstream(tmp_path: Path) -> 
     cancelled = [m["params"]["requestId"] for m in got_lines
                  if m.get("method") == "notifications/cancelled"]
     assert listens and set(listens) <= set(cancelled), (listens, cancelled)
+
+
+@pytest.mark.parametrize("era", ["auto", "legacy"])
+def test_a_call_by_a_name_not_listed_yet_lists_its_upstream_first(tmp_path: Path,
+                                                                    era: str) -> None:
+    # A host that kept the names of an earlier gateway calls before it lists.
+    config, record = _config(tmp_path)
+    with mcpsync.connect([*GATEWAY, config, "--merge-timeout", "1"], era=era,
+                         timeout=8) as client:
+        t0 = time.monotonic()
+        assert client.call_tool("demo__add", {"a": 2, "b": 3}).structured == {"sum": 5}
+        assert time.monotonic() - t0 < 0.9   # the demo answered its list: no time limit hit
+        with pytest.raises(mcpsync.RemoteError, match="no tool named 'demo__nope'"):
+            client.call_tool("demo__nope", {})
+        t0 = time.monotonic()
+        with pytest.raises(mcpsync.RemoteError, match="no tool named 'stuck__x'"):
+            client.call_tool("stuck__x", {})
+        assert 0.9 <= time.monotonic() - t0 < 4   # the stuck upstream's list ran out of time
+        with pytest.raises(mcpsync.RemoteError, match="no tool named 'other__x'"):
+            client.call_tool("other__x", {})   # no upstream has that prefix: refused at once
+    lists = [m for m in _received(record) if m.get("method") == "tools/list"]
+    assert len(lists) == 1   # only the call naming it made the gateway list the stuck one
