@@ -6,6 +6,7 @@ the host."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import threading
 import time
@@ -205,3 +206,12 @@ def test_a_call_by_a_name_not_listed_yet_lists_its_upstream_first(tmp_path: Path
             client.call_tool("other__x", {})   # no upstream has that prefix: refused at once
     lists = [m for m in _received(record) if m.get("method") == "tools/list"]
     assert len(lists) == 1   # only the call naming it made the gateway list the stuck one
+
+
+def test_the_command_refuses_a_merge_timeout_not_above_zero(tmp_path: Path) -> None:
+    config, _ = _config(tmp_path)
+    done = subprocess.run([*GATEWAY, config, "--merge-timeout", "0"], capture_output=True,
+                          timeout=30, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2
+    assert b"--merge-timeout must be a number of seconds above 0" in done.stderr
+    assert done.stdout == b""
