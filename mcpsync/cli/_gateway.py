@@ -47,7 +47,7 @@ def _cmd_gateway(args: argparse.Namespace, ctx: _Context) -> _Outcome:
                            "(choose a file in a directory you own)", EXIT_USAGE) from None
     merge = {} if args.merge_timeout is None else {"merge_timeout": args.merge_timeout}
     if args.merge_timeout is not None and not 0 < args.merge_timeout < float("inf"):
-        raise CLIError(f"--merge-timeout must be a number of seconds above 0 (for example 10), "
+        raise CLIError(f"--merge-timeout must be a number of seconds above 0 (for example 5), "
                        f"not {args.merge_timeout:g}", EXIT_USAGE)
     try:
         gateway = Gateway(ctx.config, inspector=inspector, secret_resolver=_secrets(args),

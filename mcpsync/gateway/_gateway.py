@@ -106,9 +106,9 @@ class Gateway:
     a stdio upstream, as the Manager's does (a fresh 0600 file filling ``{{secret_file}}``).
     ``bridge=True`` lets a host of one protocol era use servers of the
     other (see ``_bridge``); without it frames pass as they are.
-    ``merge_timeout`` (seconds, default 10): with several upstreams, how long a merged
-    request (``initialize``, ``*/list``, ...) waits for each; the host is then answered from
-    those that did, and a late answer is dropped.
+    ``merge_timeout`` (seconds, default 5): with several upstreams, how long a merged
+    request (``initialize``, ``*/list``, ...) waits for each (``server/discover`` at most
+    3); the host is then answered from those that did, and a late answer is dropped.
     Use :meth:`serve_stdio` to run it; :meth:`close` (or ``with``) stops the upstreams.
     """
 

@@ -5,8 +5,15 @@
 part. Without a limit, one upstream that answers ``initialize`` and then nothing holds the
 host's ``tools/list`` forever, and with it every tool of the healthy upstreams. So each
 merged request gets a deadline (:data:`DEFAULT_MERGE_TIMEOUT`, well under the 30 seconds a
-host commonly waits); when it passes, the host is answered from the upstreams that did
-answer, the late ones are named in a warning, and their answers, if they come, are dropped.
+host commonly waits for a request, and under the 8 to 10 some give a list); when it passes,
+the host is answered from the upstreams that did answer, the late ones are named in a
+warning, and their answers, if they come, are dropped.
+
+``server/discover`` is held to at most :data:`DISCOVER_TIMEOUT`: a host that supports both
+eras sends it first as a probe and gives up after a few seconds (mcpsync's client after 5),
+falling back to the legacy handshake, so a discover answered later than that is a session
+in the wrong era, not a better answer. ``initialize`` has the full limit: a host waits for
+it as for any request, and an upstream starting cold is slowest there.
 
 All deadlines share one thread, ``mcpsync-gateway-deadlines``, started on the first merged
 request and joined on close: a thread per request would cost more than the requests.
@@ -25,10 +32,13 @@ from typing import Any, Final
 
 from mcpsync._threads import join_all, new_thread
 
-__all__ = ["DEFAULT_MERGE_TIMEOUT", "Deadlines", "Gather", "check_merge_timeout"]
+__all__ = ["DEFAULT_MERGE_TIMEOUT", "DISCOVER_TIMEOUT", "Deadlines", "Gather",
+           "check_merge_timeout", "merge_limit"]
 
 #: Seconds each upstream has to give its part of a merged request.
-DEFAULT_MERGE_TIMEOUT: Final = 10.0
+DEFAULT_MERGE_TIMEOUT: Final = 5.0
+#: The most a merged ``server/discover`` waits, whatever the limit (a host's era probe).
+DISCOVER_TIMEOUT: Final = 3.0
 
 _log = logging.getLogger("mcpsync.gateway")
 
@@ -42,6 +52,12 @@ def check_merge_timeout(value: object) -> float:
     return float(value)
 
 
+def merge_limit(method: str, merge_timeout: float) -> float:
+    """The time limit of a merged request of ``method``."""
+    return min(merge_timeout, DISCOVER_TIMEOUT) if method == "server/discover" \
+        else merge_timeout
+
+
 @dataclass
 class Gather:
     """The parts of one merged request: who is still owed, what came back, and its timer."""
@@ -52,6 +68,7 @@ class Gather:
     results: dict[str, Any] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
     timer: Deadlines.Entry | None = None
+    limit: float = DEFAULT_MERGE_TIMEOUT
 
 
 class Deadlines:

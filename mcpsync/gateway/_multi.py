@@ -67,7 +67,7 @@ from mcpsync.gateway._aggregate import (
     wrap_updated,
 )
 from mcpsync.gateway._aggregate.spelling import dumps, loads
-from mcpsync.gateway._gather import Deadlines, Gather
+from mcpsync.gateway._gather import Deadlines, Gather, merge_limit
 from mcpsync.gateway._listens import ListenAcks, host_subscription_meta
 from mcpsync.gateway._relist import Relists
 from mcpsync.protocol import META_SUBSCRIPTION_ID
@@ -208,9 +208,9 @@ class Aggregator:
             cursors = decode_cursor(params["cursor"], upstreams)
             upstreams = [u for u in upstreams if u in cursors]
         call = self._ids.open(env.id, upstreams, method=method)
-        gather = Gather(method, env.id, set(upstreams))
-        gather.timer = self._deadlines.add(self._merge_timeout,
-                                           lambda: self._gather_late(call, gather))
+        gather = Gather(method, env.id, set(upstreams),
+                        limit=merge_limit(method, self._merge_timeout))
+        gather.timer = self._deadlines.add(gather.limit, lambda: self._gather_late(call, gather))
         with self._lock:
             self._gathers[call.key] = gather
         for upstream in upstreams:
@@ -333,7 +333,7 @@ class Aggregator:
                 return   # answered, or cancelled by the host
             del self._gathers[call.key]
             late = sorted(gather.waiting)
-        reason = f"no answer within {self._merge_timeout:g} s"
+        reason = f"no answer within {gather.limit:g} s"
         # Out of the id table: a late answer finds no call there and is dropped.
         legs = self._ids.cancel({"requestId": json.loads(call.host_id),
                                  "reason": f"the gateway stopped waiting: {reason}"})

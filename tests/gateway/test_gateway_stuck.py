@@ -215,3 +215,25 @@ def test_the_command_refuses_a_merge_timeout_not_above_zero(tmp_path: Path) -> N
     assert done.returncode == 2
     assert b"--merge-timeout must be a number of seconds above 0" in done.stderr
     assert done.stdout == b""
+
+
+def test_the_default_limit_answers_a_host_that_waits_eight_seconds(tmp_path: Path) -> None:
+    config, _ = _config(tmp_path)
+    with mcpsync.connect([*GATEWAY, config], era="legacy", timeout=8) as client:
+        t0 = time.monotonic()
+        names = {t.name for t in client.list_tools()}
+        took = time.monotonic() - t0
+    assert "demo__echo" in names
+    assert 4.9 <= took < 7.5, took   # the default 5 s, not the host's 8
+
+
+def test_discover_is_answered_before_the_hosts_era_probe_gives_up(tmp_path: Path) -> None:
+    # Lists may wait 20 s here, but a discover past the client's 5 s probe would make it
+    # fall back to the legacy handshake: discover is held to 3 s.
+    config, _ = _config(tmp_path)
+    t0 = time.monotonic()
+    with mcpsync.connect([*GATEWAY, config, "--merge-timeout", "20"], timeout=8) as client:
+        opened = time.monotonic() - t0
+        assert client.era == "modern"
+        assert client.server_info.name == "mcpsync-gateway"
+    assert 2.9 <= opened < 4.9, opened
