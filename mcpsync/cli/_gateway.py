@@ -40,12 +40,16 @@ def _cmd_gateway(args: argparse.Namespace, ctx: _Context) -> _Outcome:
         except OSError as exc:
             raise CLIError(f"cannot write the gateway log {args.log!r}: {exc.strerror or exc} "
                            "(choose a file in a directory you own)", EXIT_USAGE) from None
+    merge = {} if args.merge_timeout is None else {"merge_timeout": args.merge_timeout}
+    if args.merge_timeout is not None and not 0 < args.merge_timeout < float("inf"):
+        raise CLIError(f"--merge-timeout must be a number of seconds above 0 (for example 5), "
+                       f"not {args.merge_timeout:g}", EXIT_USAGE)
     try:
         options = guard_options(ctx.config)
         if args.http:
             _check_approver_port(options.get("approver"), args.http)
         gateway = Gateway(ctx.config, inspector=inspector, secret_resolver=_secrets(args),
-                          bridge=args.bridge, **options)
+                          bridge=args.bridge, **merge, **options)
     except BaseException:
         if inspector is not None:
             inspector.close()

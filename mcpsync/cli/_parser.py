@@ -180,6 +180,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--secrets-dir", metavar="DIR",
                    help="where an entry's secret_ref is a file (DIR/<ref>, a JSON object, mode "
                         "0600), written to the server's 0600 {{secret_file}} on each start")
+    p.add_argument("--merge-timeout", type=float, default=None, metavar="SECONDS",
+                   help="with several servers: how long a merged request (initialize, "
+                        "tools/list, ...) waits for each before answering from the others "
+                        "(default 5; server/discover at most 3)")
     p.add_argument("--bridge", action="store_true",
                    help="bridge protocol eras: a 2026-07-28 host can use legacy servers and a "
                         "legacy host 2026-07-28 ones (docs/gateway-bridging.md)")

@@ -42,6 +42,7 @@ from mcpsync.config import ServerConfig
 from mcpsync.config_files import load_config
 from mcpsync.errors import ConfigError
 from mcpsync.gateway._bridge import upstream_factory
+from mcpsync.gateway._gather import DEFAULT_MERGE_TIMEOUT, check_merge_timeout
 from mcpsync.gateway._guard._core import PROCESS, Caller
 from mcpsync.gateway._guard._hooks import GuardHooks
 from mcpsync.gateway._hostread import HostReader
@@ -105,6 +106,9 @@ class Gateway:
     a stdio upstream, as the Manager's does (a fresh 0600 file filling ``{{secret_file}}``).
     ``bridge=True`` lets a host of one protocol era use servers of the
     other (see ``_bridge``); without it frames pass as they are.
+    ``merge_timeout`` (seconds, default 5): with several upstreams, how long a merged
+    request (``initialize``, ``*/list``, ...) waits for each (``server/discover`` at most
+    3); the host is then answered from those that did, and a late answer is dropped.
     Use :meth:`serve_stdio` to run it; :meth:`close` (or ``with``) stops the upstreams.
     """
 
@@ -112,9 +116,11 @@ class Gateway:
                  *, on_frame: FrameObserver | None = None, inspector: Inspector | None = None,
                  max_frame_bytes: int = MAX_FRAME_BYTES, policy: Policy | None = None,
                  approver: object = None, hold_seconds: float = 25.0,
-                 secret_resolver: SecretResolver | None = None, bridge: bool = False) -> None:
+                 secret_resolver: SecretResolver | None = None, bridge: bool = False,
+                 merge_timeout: float = DEFAULT_MERGE_TIMEOUT) -> None:
         if policy is not None and not isinstance(policy, Policy):
             raise TypeError(f"policy must be a Policy, got {type(policy).__name__}")
+        self._merge_timeout = check_merge_timeout(merge_timeout)
         configs, source = _load(config)
         configs = [c for c in configs if not c.disabled]
         make = upstream_factory(bridge, configs, source)   # Upstream, or the era-bridging one
@@ -132,6 +138,7 @@ class Gateway:
         # inspector (one for the whole gateway) and on_frame (read when the core is made)
         # are handed over there. A new __init__ option goes here or there (a test checks).
         self._core_options: dict[str, Any] = {"max_frame_bytes": max_frame_bytes,
+                                              "merge_timeout": merge_timeout,
                                               "secret_resolver": secret_resolver,
                                               "bridge": bridge}
         self._max_frame = max_frame_bytes
@@ -275,6 +282,8 @@ class Gateway:
         stuck: list[threading.Thread] = []
         for upstream in self._upstreams:
             stuck += upstream.close(deadline)
+        if self._agg is not None:
+            stuck += self._agg.close(deadline)   # the merge time limits' thread
         stuck = join_all(stuck, deadline)
         if stuck:
             _log.warning("gateway threads still running after close: %s",

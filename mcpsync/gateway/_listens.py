@@ -72,6 +72,13 @@ class ListenAcks:
         :meth:`acknowledged`, with nothing honoured there."""
         return self._step(call.key, upstream, None)
 
+    def late(self, call: Call) -> list[str]:
+        """The upstreams that have not yet acknowledged their leg of ``call`` (sorted)."""
+        with self._lock:
+            pending = self._pending.get(call.key)
+            return sorted(pending.waiting) if pending is not None and pending.call is call \
+                else []
+
     def forget(self, key: str) -> None:
         """The host cancelled the listen (``key``: its call key)."""
         with self._lock:

@@ -14,7 +14,8 @@ meet. What is served so far:
   ``mcpgw://<upstream>/<original>``;
 - ``tools/call`` and ``prompts/get`` go to the upstream that owns the name,
   ``resources/read`` / ``subscribe`` / ``unsubscribe`` to the one whose URI it is (unwrapped),
-  ``completion/complete`` by its ref (a prompt name or a resource URI). A tool answer comes
+  ``completion/complete`` by its ref (a prompt name or a resource URI). A name not listed
+  yet is listed from the upstreams its prefix names first (see ``_relist``). A tool answer comes
   back with only the id changed unless it holds resource links, whose URIs are wrapped; a
   prompt or a read has its URIs wrapped;
 - ``subscriptions/listen`` (2026-07-28) is split per upstream (see ``_listens``);
@@ -28,7 +29,10 @@ meet. What is served so far:
 - any other method is answered with -32601 naming it.
 
 An upstream that dies fails the calls it held at once, naming it; a fan-out it was part of
-is answered from the others.
+is answered from the others. So is one that is late: each merged request (and a listen's
+acknowledgement) has a time limit (``merge_timeout``, see ``_gather``), after which the
+host is answered from the upstreams that did answer and the late part is dropped (its
+request cancelled, except ``initialize``, which may not be).
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from mcpsync._codes import INTERNAL_ERROR, METHOD_NOT_FOUND
 from mcpsync._envelope import Envelope, parse_envelope
 from mcpsync._version import __version__
 from mcpsync.gateway._aggregate import (
+    SEP,
     Call,
     IdTable,
     NameTable,
@@ -62,8 +67,10 @@ from mcpsync.gateway._aggregate import (
     wrap_updated,
 )
 from mcpsync.gateway._aggregate.spelling import dumps, loads
+from mcpsync.gateway._gather import Deadlines, Gather, merge_limit
 from mcpsync.gateway._guard._core import PROCESS, Caller
 from mcpsync.gateway._listens import ListenAcks, host_subscription_meta
+from mcpsync.gateway._relist import Relists
 from mcpsync.protocol import META_SUBSCRIPTION_ID
 
 if TYPE_CHECKING:
@@ -86,17 +93,6 @@ _WRAP_ANSWER = {"tools/call": wrap_tool_result, "prompts/get": wrap_prompt_resul
                 "resources/read": wrap_contents}
 
 
-class _Gather:
-    """The answers of one fan-out request, until every upstream asked has answered."""
-
-    def __init__(self, method: str, host_id: str, waiting: set[str]) -> None:
-        self.method = method
-        self.host_id = host_id
-        self.waiting = waiting
-        self.results: dict[str, Any] = {}
-        self.errors: dict[str, str] = {}
-
-
 class Aggregator:
     """The routing of a :class:`~mcpsync.gateway._gateway.Gateway` with several upstreams."""
 
@@ -110,8 +106,12 @@ class Aggregator:
         self._acks = ListenAcks()
         self._rewrite = {"tools": self._expose_tools, "prompts": self._expose_prompts,
                          "resources": wrap_resources, "resourceTemplates": wrap_templates}
-        self._gathers: dict[str, _Gather] = {}   # IdTable call key -> its gather
+        self._gathers: dict[str, Gather] = {}   # IdTable call key -> its gather
         self._lock = threading.Lock()
+        self._merge_timeout = gateway._merge_timeout
+        self._deadlines = Deadlines()   # one thread for every merged request's time limit
+        self._relists = Relists(self._deadlines, self._merge_timeout)
+        self._relisted: set[str] = set()   # host calls being retried after a relisting
 
     # ---------------------------------------------------------------- from the host
 
@@ -125,6 +125,8 @@ class Aggregator:
             else:
                 self._host_answer(env)
         except RouteError as exc:
+            if env.kind == "request" and self._relist(env):
+                return   # a name not listed yet: listed from its upstream, then retried
             if env.kind == "request" and env.id is not None:
                 self._gw._write_error(env.id, exc.code, str(exc), None)
             else:
@@ -193,6 +195,7 @@ class Aggregator:
         filters = split_listen_filter(wanted, upstreams)
         call = self._ids.open(env.id, upstreams, method=_LISTEN)
         self._acks.opened(call)
+        self._deadlines.add(self._merge_timeout, lambda: self._listen_late(call))
         for upstream in upstreams:
             sent = dict(params) if isinstance(params, dict) else {}
             sent["notifications"] = filters[upstream]
@@ -207,8 +210,11 @@ class Aggregator:
             cursors = decode_cursor(params["cursor"], upstreams)
             upstreams = [u for u in upstreams if u in cursors]
         call = self._ids.open(env.id, upstreams, method=method)
+        gather = Gather(method, env.id, set(upstreams),
+                        limit=merge_limit(method, self._merge_timeout))
+        gather.timer = self._deadlines.add(gather.limit, lambda: self._gather_late(call, gather))
         with self._lock:
-            self._gathers[call.key] = _Gather(method, env.id, set(upstreams))
+            self._gathers[call.key] = gather
         for upstream in upstreams:
             sent = dict(params) if isinstance(params, dict) else {}
             if upstream in cursors:
@@ -242,6 +248,7 @@ class Aggregator:
         if method == "notifications/cancelled":
             if isinstance(params, dict) and "requestId" in params:
                 self._acks.forget(value_key(params["requestId"]))
+                self._forget_gather(value_key(params["requestId"]))
             for upstream, sent in self._ids.cancel(params):
                 self._notify(upstream, env, sent)
             return
@@ -283,8 +290,11 @@ class Aggregator:
             return
         upstream_id = json.loads(env.id or "null")
         answered = self._ids.answered(upstream.id, upstream_id)
-        if answered is None:
-            return   # a call already failed or cancelled, or a replayed initialize
+        if answered is None:   # a call already failed or cancelled, a replayed initialize,
+            self._relists.answered(upstream.id, upstream_id,   # or the gateway's own list
+                                   None if env.kind == "error"
+                                   else loads(env.raw("result") or "null"))
+            return
         call, done = answered
         with self._lock:
             gather = self._gathers.get(call.key)
@@ -298,15 +308,111 @@ class Aggregator:
             gather.results[upstream.id] = result
         self._gather_step(call, gather, upstream.id, done)
 
-    def _gather_step(self, call: Call, gather: _Gather, upstream: str, done: bool) -> None:
+    def _gather_step(self, call: Call, gather: Gather, upstream: str, done: bool) -> None:
         with self._lock:
             gather.waiting.discard(upstream)
             if gather.waiting and not done:
                 return
-            self._gathers.pop(call.key, None)
+            if self._gathers.get(call.key) is not gather:
+                return   # answered already: its time limit passed
+            del self._gathers[call.key]
+        if gather.timer is not None:
+            gather.timer.cancel()
         self._answer_gather(gather)
 
-    def _answer_gather(self, gather: _Gather) -> None:
+    def _forget_gather(self, key: str) -> None:
+        """The host cancelled a merged request: it gets no answer, late or not."""
+        with self._lock:
+            gather = self._gathers.pop(key, None)
+        if gather is not None and gather.timer is not None:
+            gather.timer.cancel()
+
+    def _gather_late(self, call: Call, gather: Gather) -> None:
+        """The time limit of a merged request passed (on the deadlines thread): answer the
+        host from the upstreams that did answer; drop and cancel the late parts."""
+        with self._lock:
+            if self._gathers.get(call.key) is not gather:
+                return   # answered, or cancelled by the host
+            del self._gathers[call.key]
+            late = sorted(gather.waiting)
+        reason = f"no answer within {gather.limit:g} s"
+        # Out of the id table: a late answer finds no call there and is dropped.
+        legs = self._ids.cancel({"requestId": json.loads(call.host_id),
+                                 "reason": f"the gateway stopped waiting: {reason}"})
+        if gather.method != "initialize":   # the one request that must not be cancelled
+            for upstream, params in legs:
+                self._notify(upstream, _cancelled(params), None)
+        for upstream in late:
+            gather.errors[upstream] = f"{reason}; its answer will be dropped"
+        self._answer_gather(gather)
+
+    def _listen_late(self, call: Call) -> None:
+        """The time limit of a listen's acknowledgement passed: acknowledge what the others
+        honour; the late legs are cancelled, so nothing they say reaches the host."""
+        for upstream in self._acks.late(call):
+            answered = self._ids.answered(upstream, call.upstream_id(upstream))
+            _log.warning("upstream %r did not acknowledge subscriptions/listen within %g s; "
+                         "the host listens without it", upstream, self._merge_timeout)
+            ack = self._acks.leg_gone(call, upstream)
+            if answered is not None:
+                self._notify(upstream, _cancelled({"requestId": call.upstream_id(upstream)}),
+                             None)
+            if ack is not None:
+                self._ack_to_host(self._by_id[upstream], ack)
+            if answered is not None and answered[1]:
+                self._gw._write_error(call.host_id, INTERNAL_ERROR,
+                                      "subscriptions/listen: no upstream acknowledged it "
+                                      f"within {self._merge_timeout:g} s", None)
+
+    def _relist(self, env: Envelope) -> bool:
+        """A ``tools/call`` or ``prompts/get`` by a name the gateway has not listed (a host
+        that kept the names of an earlier gateway): list the upstreams whose id prefixes it,
+        then route the call again (once). ``False`` when there is nothing to list."""
+        method = env.method
+        if method not in ("tools/call", "prompts/get") or env.id is None \
+                or env.id_key is None:
+            return False
+        params = self._params(env)
+        name = params.get("name") if isinstance(params, dict) else None
+        key = str(env.id_key)
+        if not isinstance(name, str) or key in self._relisted:
+            return False
+        owners = [u for u in self._by_id if name.startswith(u + SEP)]
+        if not owners:
+            return False
+        self._relisted.add(key)
+        list_method = "tools/list" if method == "tools/call" else "prompts/list"
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        sent: dict[str, Any] = {}
+        if isinstance(meta, dict):   # 2026-07-28: the request's own protocol metadata
+            kept = {k: v for k, v in meta.items() if k != "progressToken"}
+            if kept:
+                sent["_meta"] = kept
+        text = dumps(sent, ensure_ascii=False)
+
+        def send(upstream: str, n: int) -> None:
+            frame = parse_envelope(f'{{"jsonrpc":"2.0","id":{n},"method":"{list_method}",'
+                                   f'"params":{text}}}')
+            self._gw._record("to_upstream", self._by_id[upstream], frame, None)
+            self._by_id[upstream].submit(frame)
+
+        def done(results: dict[str, Any]) -> None:
+            expose = self._expose_tools if method == "tools/call" else self._expose_prompts
+            for upstream, result in results.items():
+                expose(upstream, result)   # the names enter the table
+            try:
+                self.from_host(env)
+            finally:
+                self._relisted.discard(key)
+
+        self._relists.start({u: self._ids.next_id() for u in owners}, send, done)
+        return True
+
+    def close(self, deadline: float | None) -> list[threading.Thread]:
+        """Stop the time limits' thread; the threads still alive at ``deadline``."""
+        return self._deadlines.close(deadline)
+
+    def _answer_gather(self, gather: Gather) -> None:
         results = gather.results
         if not results:
             why = "; ".join(f"{u}: {e}" for u, e in gather.errors.items()) or "no upstream"
@@ -451,3 +557,9 @@ class Aggregator:
         raw = env.raw("params")
         return None if raw is None else loads(raw)
 
+
+
+def _cancelled(params: dict[str, Any]) -> Envelope:
+    """A ``notifications/cancelled`` frame with ``params``."""
+    return parse_envelope(json.dumps({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                                      "params": params}))

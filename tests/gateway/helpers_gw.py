@@ -30,8 +30,8 @@ def write_config(tmp_path: Path, servers: dict[str, list[str]]) -> str:
 class RawHost:
     """The gateway command on pipes; the test writes and reads its lines as bytes."""
 
-    def __init__(self, config: str) -> None:
-        self.proc = subprocess.Popen([*GATEWAY, config], stdin=subprocess.PIPE,
+    def __init__(self, config: str, *options: str) -> None:
+        self.proc = subprocess.Popen([*GATEWAY, config, *options], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.stderr: list[bytes] = []
         self._drain = threading.Thread(target=self._read_err, name="test-gw-stderr",
