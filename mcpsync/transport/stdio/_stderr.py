@@ -25,6 +25,7 @@ __all__ = ["EXCERPT_BYTES", "EXCERPT_LINES", "StderrDrain", "excerpt"]
 EXCERPT_LINES = 20
 EXCERPT_BYTES = 4096
 _READ_SIZE = 65536
+_readv = getattr(os, "readv", None)
 _FINAL_READS = 16  # at stop, read at most this many more chunks (1 MiB)
 
 
@@ -56,6 +57,11 @@ class StderrDrain:
         self._io_lock = threading.Lock()
         self._done = threading.Event()
         self._backlog: list[bytes] = []
+        # Reads go into this one buffer (under _io_lock) and only the bytes read are copied
+        # out: os.read(fd, 64 KiB) would allocate 64 KiB per chunk and shrink it again.
+        self._buf = bytearray(_READ_SIZE)
+        self._view = memoryview(self._buf)
+        self._bufs = [self._buf]
         # Without poll() (Windows pipes) the thread does plain blocking reads: stop() can then
         # only join with a timeout, and settle() cannot read ahead. Best-effort.
         self._use_poll = use_poll
@@ -181,7 +187,7 @@ class StderrDrain:
         with self._io_lock:
             backlog = self._take_backlog()
             try:
-                data = os.read(self._fd, _READ_SIZE)
+                data = self._read_chunk()
             except BlockingIOError:  # settle() took it first
                 data = None
             except OSError:
@@ -193,6 +199,13 @@ class StderrDrain:
         if data:
             self._lines(data)
         return data != b""
+
+    def _read_chunk(self) -> bytes:
+        """One read of the pipe (``b""`` at EOF), under ``_io_lock``: into the buffer where
+        ``os.readv`` exists, a plain ``os.read`` elsewhere (Windows)."""
+        if _readv is None:  # pragma: no cover - no os.readv (Windows)
+            return os.read(self._fd, _READ_SIZE)
+        return self._view[:_readv(self._fd, self._bufs)].tobytes()
 
     def _take_backlog(self) -> list[bytes]:
         if not self._backlog:
@@ -225,7 +238,7 @@ class StderrDrain:
                 if self._done.is_set() or self._stopped or not poller.poll(0):
                     return
                 try:
-                    data = os.read(self._fd, _READ_SIZE)
+                    data = self._read_chunk()
                 except OSError:
                     return
                 if not data:

@@ -151,6 +151,58 @@ def test_eof_returns_none_after_a_last_unterminated_line(tmp_path: Path) -> None
         t.close()
 
 
+SIZES = """
+import json, os, sys, time
+READ, LIMIT = int(sys.argv[1]), int(sys.argv[2])
+
+def frame(n, size):  # one notification line of exactly size bytes, newline included
+    head = '{"jsonrpc":"2.0","method":"f","params":{"n":%d,"pad":"' % n
+    return (head + "x" * (size - len(head) - 4) + '"}}\\n').encode()
+
+out = sys.stdout.fileno()
+def put(data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(out, view):]
+
+for n, size in enumerate([READ - 1, READ, READ + 1, 2 * READ, LIMIT - 64]):
+    put(frame(n, size))
+slow = frame(5, 301)
+for i in range(0, len(slow), 7):  # one frame in many small writes, so in many reads
+    put(slow[i:i + 7])
+    time.sleep(0.002)
+put(frame(6, 100)[:60])  # and the stream ends in the middle of a frame
+"""
+
+
+@pytest.mark.timeout(60)
+def test_frames_around_the_read_buffer_size_arrive_whole(tmp_path: Path) -> None:
+    from mcpsync.transport.stdio._transport import READ_SIZE
+
+    sizes = [READ_SIZE - 1, READ_SIZE, READ_SIZE + 1, 2 * READ_SIZE,
+             jsonrpc.MAX_FRAME_BYTES - 64, 301]
+    argv = [*script(tmp_path, SIZES), str(READ_SIZE), str(jsonrpc.MAX_FRAME_BYTES)]
+    t = StdioTransport(argv, name="sizes")
+    t.start()
+    try:
+        items: list[object] = []
+        deadline = time.monotonic() + 40
+        while (got := t.receive(1.0)) is not None:
+            items.extend(got)
+            assert time.monotonic() < deadline
+        assert t.receive(0) is None
+    finally:
+        t.close()
+    # The frames of every size come whole and in order; the half frame at EOF comes as a
+    # parse error, not glued to anything and not silently dropped.
+    *frames, tail = items
+    assert [m.params["n"] for m in frames] == list(range(6))  # type: ignore[attr-defined]
+    envelope = len('{"jsonrpc":"2.0","method":"f","params":}\n')
+    assert [len(json.dumps(m.params, separators=(",", ":"))) + envelope  # type: ignore[attr-defined]
+            for m in frames] == sizes
+    assert isinstance(tail, jsonrpc.ParseError)
+
+
 def test_oversized_frame_is_a_stream_error(tmp_path: Path) -> None:
     code = 'import sys; sys.stdout.write("x" * 5000 + "\\n"); sys.stdout.flush(); sys.stdin.read()'
     argv = script(tmp_path, code)
@@ -352,6 +404,20 @@ def test_ten_megabytes_of_stderr_never_block_the_child(tmp_path: Path) -> None:
     assert len(tail.encode()) == 65536  # the ring keeps exactly the newest 64 KiB
     assert tail.endswith("the end\n")
     assert count[0] == 100_001
+
+
+def test_a_stderr_line_longer_than_one_read_comes_whole(tmp_path: Path) -> None:
+    # 200 000 bytes is three reads of the drain's buffer: the pieces must be joined in order.
+    code = ("import sys; sys.stderr.write('first\\n' + 'y' * 199_999 + 'z\\nlast\\n'); "
+            "sys.stderr.flush()")
+    lines: list[str] = []
+    t = StdioTransport([PY, "-c", code], name="long", stderr_bytes=1 << 20,
+                       on_stderr=lines.append)
+    t.start()
+    t.wait_exit(10)
+    t.close()
+    assert lines == ["first", "y" * 199_999 + "z", "last"]
+    assert t.stderr_tail().endswith("z\nlast\n")
 
 
 def test_stderr_ring_size_is_configurable(tmp_path: Path) -> None:
