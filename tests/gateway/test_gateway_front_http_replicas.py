@@ -125,6 +125,23 @@ def test_the_sealed_id_holds_no_secret_and_refuses_changes(pair: tuple[Front, Fr
         assert status == 404
 
 
+def test_an_ended_session_is_not_carried_on_again_by_its_own_process(
+        pair: tuple[Front, Front]) -> None:
+    # The sealed id would open again; the process that ended the session remembers it.
+    one, _ = pair
+    sid = _open(one)
+    conn = http.client.HTTPConnection("127.0.0.1", one.port, timeout=10)
+    try:
+        conn.request("DELETE", one.app.path, headers={"Mcp-Session-Id": sid,
+                                                      "MCP-Protocol-Version": "2025-11-25"})
+        assert conn.getresponse().status == 204
+    finally:
+        conn.close()
+    status, reply = _call(one.port, sid, 2, "tools/list")
+    assert status == 404, reply
+    assert one.app.session_processes() == []
+
+
 def test_a_key_file_others_can_read_is_refused(tmp_path: Path) -> None:
     key = _key(tmp_path)
     os.chmod(key, 0o644)
