@@ -135,7 +135,12 @@ class GuardHooks:
     def close(self) -> None:
         """Reject what is still held (the host hears -32011) and stop the desk's threads.
         A core's guard leaves the shared desk to the gateway it was made from, and only
-        withdraws its own held calls (its host session ended)."""
+        withdraws its own held calls (its host session ended); a legacy session's budget
+        use is forgotten then, since its id is not counted again."""
+        caller = getattr(self._gw, "caller", None)
+        if not self._owns_desk and isinstance(caller, Caller) and caller.kind == "session":
+            # the session's id is never counted again: its budget use would only pile up
+            self.guard.ledger.forget(caller.key)
         if self._desk is None:
             return
         if self._owns_desk:
