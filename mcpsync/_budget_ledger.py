@@ -67,6 +67,18 @@ class BudgetLedger:
         with self._lock:
             self._use.clear()
 
+    def forget(self, caller: str) -> None:
+        """Forget all use of ``caller``: a legacy host session that ended, whose id is never
+        counted again, so a gateway serving many sessions does not keep each one's use."""
+        with self._lock:
+            for each in [k for k in self._use if k[0] == caller]:
+                del self._use[each]
+
+    def callers(self) -> int:
+        """How many callers have use remembered (what :meth:`forget` frees)."""
+        with self._lock:
+            return len({k[0] for k in self._use})
+
     def count(self, key: str, caller: str = "process") -> int:
         """Calls counted against ``key`` for ``caller`` in its current window."""
         with self._lock:

@@ -246,6 +246,10 @@ class Aggregator:
         method = env.method
         params = self._params(env)
         if method == "notifications/cancelled":
+            guard = self._gw._guard
+            if guard is not None and isinstance(params, dict) and \
+                    guard.cancel_held(params.get("requestId")):
+                return   # a held call: no upstream has seen it
             if isinstance(params, dict) and "requestId" in params:
                 self._acks.forget(value_key(params["requestId"]))
                 self._forget_gather(value_key(params["requestId"]))

@@ -150,3 +150,45 @@ def test_a_command_hook_decides_and_a_slow_one_times_out(tmp_path: Path) -> None
         assert manager.call_tool("gw", "add", {"a": 1, "b": 5}).structured == {"sum": 6}
     finally:
         manager.close()
+
+
+@pytest.mark.parametrize("servers", [["demo"], ["demo", "more"]])
+def test_a_held_call_the_host_cancels_leaves_the_page_and_is_never_answered(
+        tmp_path: Path, servers: list[str]) -> None:
+    config = guarded_config(tmp_path, {sid: DEMO for sid in servers}, {
+        "require_approval": ["demo/add"],
+        "approval": {"approver": {"web": {"port": 0}}, "hold_seconds": 20},
+    })
+    name = "add" if len(servers) == 1 else "demo__add"
+    host = RawHost(config)
+    try:
+        url = _page_url(host)
+        host.send(INIT)
+        host.recv()
+        host.send('{"jsonrpc":"2.0","method":"notifications/initialized"}')
+        listed = host.call('{"jsonrpc":"2.0","id":0,"method":"tools/list"}')
+        assert name in {t["name"] for t in listed["result"]["tools"]}
+        host.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                              "params": {"name": name, "arguments": {"a": 1, "b": 2}}}))
+        (held,) = _held(url, 1)
+        started = time.monotonic()
+        host.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                              "params": {"requestId": 1, "reason": "not any more"}}))
+        assert _held(url, 0) == [] and time.monotonic() - started < 5
+        approve = {k: held[k] for k in ("ticket", "digest", "csrf")} | {"decision": "approve"}
+        late = requests.post(url + "decide", data=approve, timeout=5)
+        assert late.status_code == 409        # nothing left to approve
+        # The next answer the host hears is its ping's: the cancelled call got none.
+        assert host.call('{"jsonrpc":"2.0","id":2,"method":"ping"}')["id"] == 2
+        # and a new call with the same arguments is held anew, as a new ticket
+        host.send(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                              "params": {"name": name, "arguments": {"a": 1, "b": 2}}}))
+        (again,) = _held(url, 1)
+        assert again["ticket"] != held["ticket"]
+        approve = {k: again[k] for k in ("ticket", "digest", "csrf")} | {"decision": "approve"}
+        assert requests.post(url + "decide", data=approve, timeout=5).status_code == 200
+        answer = json.loads(host.recv())
+        assert answer["id"] == 3 and answer["result"]["structuredContent"] == {"sum": 3}
+    finally:
+        code = host.close()
+    assert code == 0

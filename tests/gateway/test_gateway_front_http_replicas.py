@@ -125,6 +125,58 @@ def test_the_sealed_id_holds_no_secret_and_refuses_changes(pair: tuple[Front, Fr
         assert status == 404
 
 
+def test_an_ended_session_is_not_carried_on_again_by_its_own_process(
+        pair: tuple[Front, Front]) -> None:
+    # The sealed id would open again; the process that ended the session remembers it.
+    one, _ = pair
+    sid = _open(one)
+    conn = http.client.HTTPConnection("127.0.0.1", one.port, timeout=10)
+    try:
+        conn.request("DELETE", one.app.path, headers={"Mcp-Session-Id": sid,
+                                                      "MCP-Protocol-Version": "2025-11-25"})
+        assert conn.getresponse().status == 204
+    finally:
+        conn.close()
+    status, reply = _call(one.port, sid, 2, "tools/list")
+    assert status == 404, reply
+    assert one.app.session_processes() == []
+
+
+def test_behind_a_token_verifier_a_session_moves_for_its_opener_only(tmp_path: Path) -> None:
+    # Each process knows the owners of the sessions it opened; one sealed elsewhere names
+    # its owner in the id, so the opener's token carries it on and another token gets 404.
+    from mcpsync.server.http import AccessToken
+
+    users = {"alice-token": "alice", "bob-token": "bob"}
+    resource = "http://127.0.0.1/mcp"
+
+    def verify(token: str) -> AccessToken | None:
+        who = users.get(token)
+        return None if who is None else AccessToken(client_id="host-app", subject=who,
+                                                    audience=(resource,))
+
+    config = write_config(tmp_path, {"demo": DEMO})
+    key = _key(tmp_path)
+    options: dict[str, Any] = {"session_key_file": key, "token_verifier": verify,
+                               "resource": resource}
+    with Front(config, **options) as one, Front(config, **options) as two:
+        alice = {"Authorization": "Bearer alice-token"}
+        status, headers, _ = post(one.port, {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                             "params": initialize_params()}, alice)
+        assert status == 200
+        sid = headers["Mcp-Session-Id"]
+        session = {"Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"}
+        status, _, _ = post(two.port, {"jsonrpc": "2.0", "id": 2, "method": "ping"},
+                            {**session, "Authorization": "Bearer bob-token"})
+        assert status == 404
+        status, _, reply = post(two.port, {"jsonrpc": "2.0", "id": 3, "method": "ping"},
+                                {**session, **alice})
+        assert status == 200 and reply["result"] == {}, reply
+        status, _, _ = post(two.port, {"jsonrpc": "2.0", "id": 4, "method": "ping"},
+                            {**session, "Authorization": "Bearer bob-token"})
+        assert status == 404
+
+
 def test_a_key_file_others_can_read_is_refused(tmp_path: Path) -> None:
     key = _key(tmp_path)
     os.chmod(key, 0o644)

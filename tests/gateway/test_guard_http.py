@@ -452,3 +452,28 @@ def test_secrets_dir_reaches_each_sessions_upstream_on_the_http_front(tmp_path: 
     assert seen[0]["pid"] != seen[1]["pid"] and seen[0]["path"] != seen[1]["path"]
     assert all(s["mode"] == 0o600 and not Path(s["path"]).exists() for s in seen)
     assert value not in log.read_text()
+
+
+def test_an_ended_sessions_budget_use_is_forgotten(tmp_path: Path) -> None:
+    """Each legacy session counts under its own id, which is never used again once the
+    session ends: the gateway forgets that use then, rather than keep every session's."""
+    policy = mcpsync.Policy(budgets={"demo/add": mcpsync.Budget(calls=5)})
+    gateway = Gateway(guarded_config(tmp_path, {}), policy=policy)
+    app = gateway.wsgi_app()
+    server = WsgiServer(app, "127.0.0.1", 0, name="test-guard-forget")
+    server.start()
+    ledger = gateway._guard.guard.ledger   # type: ignore[union-attr]
+    try:
+        url = server.url + "/mcp"
+        with host(url, "legacy") as one, host(url, "legacy") as two:
+            for client in (one, two):
+                assert client.call_tool("add", {"a": 1, "b": 1}).structured == {"sum": 2}
+            assert ledger.callers() == 2
+        deadline = time.monotonic() + 10       # closing a client DELETEs its session
+        while ledger.callers() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert ledger.callers() == 0
+    finally:
+        app.close()
+        server.close()
+        gateway.close()

@@ -97,7 +97,9 @@ class HttpFront:
         if token_verifier is not None:
             self._outer = ProtectedApp(self.app, token_verifier, resource=resource,
                                        authorization_servers=authorization_servers,
-                                       scopes=scopes, allowed_hosts=allowed_hosts)
+                                       scopes=scopes, allowed_hosts=allowed_hosts,
+                                       session_owner=self._sealed_owner
+                                       if self._sealer is not None else None)
 
     def __repr__(self) -> str:
         return (f"<HttpFront {self.app.path!r} processes={self._running}/{self._max} "
@@ -183,6 +185,16 @@ class HttpFront:
         """A legacy session ended."""
         with self._lock:
             self._live.discard(relay)
+
+    def _sealed_owner(self, sid: str) -> tuple[str, str | None] | None:
+        """Who opened a legacy session another process sealed (``None``: not ours, or
+        opened without a token), so it is usable on this process by that principal only."""
+        state = self._sealer.open(sid) if self._sealer is not None else None
+        who = state.get("who") if state is not None else None
+        if not (isinstance(who, list) and len(who) == 2 and isinstance(who[0], str)
+                and (who[1] is None or isinstance(who[1], str))):
+            return None
+        return who[0], who[1]
 
     def _session(self, send: Send, send_batch: Callable[[list[Message]], None], *,
                  resumed: dict[str, Any] | None = None) -> AppDispatcher:

@@ -94,7 +94,14 @@ class SessionRelay:
         core = self._core
         sessions = {} if core is None else {
             u.id: found for u in core.upstreams if (found := u.session()) is not None}
-        return {"init": self._init_params, "version": self._version, "up": sessions}
+        state: dict[str, Any] = {"init": self._init_params, "version": self._version,
+                                 "up": sessions}
+        from mcpsync.server.http import current_access_token
+
+        token = current_access_token()
+        if token is not None:   # behind OAuth, the session stays its opener's on any replica
+            state["who"] = [token.client_id, token.subject]
+        return state
 
     # -- what McpApp calls --------------------------------------------------------------
 

@@ -102,6 +102,8 @@ class GuardHooks:
         self._pending: OrderedDict[IdKey, tuple[str, str, str, Caller, float]] = OrderedDict()
         self._lock = threading.Lock()
         self._tickets: set[str] = set()   # this gateway's calls on the desk now
+        self._held_ids: dict[IdKey, str] = {}   # a held call's host id -> its ticket
+        self._cancelled: set[str] = set()       # tickets the host cancelled while held
         self._owns_desk = desk_of is None
         self._approval: Any = None
         self._desk: Any = None
@@ -135,7 +137,12 @@ class GuardHooks:
     def close(self) -> None:
         """Reject what is still held (the host hears -32011) and stop the desk's threads.
         A core's guard leaves the shared desk to the gateway it was made from, and only
-        withdraws its own held calls (its host session ended)."""
+        withdraws its own held calls (its host session ended); a legacy session's budget
+        use is forgotten then, since its id is not counted again."""
+        caller = getattr(self._gw, "caller", None)
+        if not self._owns_desk and isinstance(caller, Caller) and caller.kind == "session":
+            # the session's id is never counted again: its budget use would only pile up
+            self.guard.ledger.forget(caller.key)
         if self._desk is None:
             return
         if self._owns_desk:
@@ -151,6 +158,9 @@ class GuardHooks:
     def passthrough_request(self, env: Envelope, upstream: Upstream,
                             caller: Caller = PROCESS) -> bool:
         """A host request in pass-through: True when the guard took it (refused or held)."""
+        if env.kind == "notification" and env.method == "notifications/cancelled":
+            params = _params(env)   # a held call never reached the upstream: nothing to send
+            return isinstance(params, dict) and self.cancel_held(params.get("requestId"))
         if env.kind != "request" or env.id_key is None:
             return False
         if env.method == "tools/list":
@@ -187,6 +197,23 @@ class GuardHooks:
             self._refuse(env.id, verdict)
             return True
         self._hold(env, verdict, params, send)
+        return True
+
+    def cancel_held(self, request_id: Any) -> bool:
+        """The host cancelled request ``request_id``: when it is a held call, take it off
+        the desk (the approver is not asked any more, an approval cannot release it) and
+        answer nothing, as for any cancelled request. False when no such call is held."""
+        kind = type(request_id)
+        key: IdKey | None = ("int", request_id) if kind is int else \
+            ("str", request_id) if kind is str else None
+        with self._lock:
+            ticket = self._held_ids.get(key) if key is not None else None
+            if ticket is not None:
+                self._cancelled.add(ticket)
+        if ticket is None:
+            return False
+        if self._desk is not None:
+            self._desk.withdraw(ticket, "the host cancelled the call")
         return True
 
     # ---------------------------------------------------------------- to the host
@@ -265,6 +292,13 @@ class GuardHooks:
         def on_done(verdict: Any) -> None:
             with self._lock:
                 self._tickets.discard(ticket)
+                if self._held_ids.get(key) == ticket:
+                    del self._held_ids[key]
+                cancelled = ticket in self._cancelled
+                self._cancelled.discard(ticket)
+            if cancelled:   # the host no longer waits: neither send nor answer it
+                self.guard.release(hold)
+                return
             if getattr(verdict, "approved", False):
                 self._remember(key, "call", hold.upstream, hold.tool, hold.caller)
                 send()
@@ -282,6 +316,7 @@ class GuardHooks:
         if ticket:
             with self._lock:
                 self._tickets.add(ticket)
+                self._held_ids[key] = ticket
         desk.submit(call, hold.rule, on_progress=on_progress, on_done=on_done)
 
 

@@ -28,6 +28,7 @@ import contextvars
 import secrets
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
@@ -104,6 +105,8 @@ _SSE_HEADERS = [("Content-Type", "text/event-stream"), ("Cache-Control", "no-cac
 #: 2026-07-28: the JSON-RPC errors a client must also see as an HTTP status.
 _BAD_REQUEST_CODES = frozenset({INVALID_PARAMS, HEADER_MISMATCH, MISSING_CLIENT_CAPABILITY,
                                 UNSUPPORTED_PROTOCOL_VERSION})
+#: How many ended session ids an app remembers so that their sealed state is not resumed.
+_ENDED_KEPT = 4096
 _STATUS = {200: "200 OK", 202: "202 Accepted", 204: "204 No Content", 400: "400 Bad Request",
            403: "403 Forbidden", 404: "404 Not Found", 405: "405 Method Not Allowed",
            406: "406 Not Acceptable", 410: "410 Gone", 413: "413 Content Too Large",
@@ -176,6 +179,9 @@ class McpApp:
         self._lock = threading.Lock()
         self._shared: AppDispatcher | None = None
         self._sessions: dict[str, _Session] = {}
+        # Ids of sessions ended here (DELETE, expiry) that ``session_ids`` could otherwise
+        # resume from their sealed state: an ended session stays ended (404) in this process.
+        self._ended: OrderedDict[str, None] = OrderedDict()
         self._live: set[_Exchange] = set()   # requests being answered, for close()
         self._closed = False
         self._idle = session_idle_timeout
@@ -261,7 +267,7 @@ class McpApp:
     def _resume(self, sid: str) -> _Session | None:
         """A session drawn elsewhere, when ``session_ids`` can resume it (the lock held)."""
         assert self._ids is not None
-        if self._closed or len(self._sessions) >= self._max_sessions:
+        if self._closed or len(self._sessions) >= self._max_sessions or sid in self._ended:
             return None
         make = self._ids.resume(sid)
         if make is None:
@@ -273,6 +279,14 @@ class McpApp:
         if self._idle is not None and self._ticker is not None:
             self._ticker.watch(self._expiry)
         return session
+
+    def _note_ended(self, sid: str) -> None:
+        """Remember an ended session's id (the lock held), when ids can be resumed."""
+        if self._ids is None:
+            return
+        self._ended[sid] = None
+        while len(self._ended) > _ENDED_KEPT:
+            self._ended.popitem(last=False)
 
     def _hold_session(self, session: _Session) -> None:
         with self._lock:
@@ -298,6 +312,8 @@ class McpApp:
             old = [sid for sid, session in self._sessions.items()
                    if session.busy == 0 and now - session.last_active >= idle]
             ended = [self._sessions.pop(sid) for sid in old]
+            for sid in old:
+                self._note_ended(sid)
         for session in ended:
             session.close()
 
@@ -546,6 +562,8 @@ class McpApp:
         if session is None:
             return _refuse(start_response, 404, None, INVALID_REQUEST,
                            f"MCP server {self.name!r}: unknown or ended session")
+        with self._lock:
+            self._note_ended(str(sid))
         session.close()
         return _empty(start_response, 204)
 

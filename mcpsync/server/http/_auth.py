@@ -145,7 +145,9 @@ class ProtectedApp:
 
     def __init__(self, app: McpApp, verifier: TokenVerifier, *, resource: str | None = None,
                  authorization_servers: Sequence[str] = (), scopes: Sequence[str] = (),
-                 allowed_hosts: Iterable[str] | None = None) -> None:
+                 allowed_hosts: Iterable[str] | None = None,
+                 session_owner: Callable[[str], tuple[str, str | None] | None] | None = None,
+                 ) -> None:
         if not callable(verifier):
             raise ValueError(f"token_verifier must be callable as verifier(token) -> "
                              f"AccessToken | None, got {verifier!r}")
@@ -160,6 +162,8 @@ class ProtectedApp:
         self.authorization_servers = tuple(authorization_servers)
         self.scopes = tuple(scopes)
         self._verify = verifier
+        # who opened a session this process never saw (one sealed by another replica)
+        self._session_owner = session_owner
         self._hosts = HostCheck(allowed_hosts)
         if self.resource is None and "*" in self._hosts.entries:
             raise ValueError(f"MCP server {app.name!r}: with allowed_hosts=['*'] the resource "
@@ -264,6 +268,13 @@ class ProtectedApp:
         key = hashlib.sha256(sid.encode()).digest()
         with self._lock:
             owner = self._owners.get(key)
+        if owner is None and self._session_owner is not None:
+            owner = self._session_owner(sid)   # opened elsewhere, its owner sealed in its id
+            if owner is not None:
+                with self._lock:
+                    self._owners[key] = owner
+                    while len(self._owners) > self._max_owners:
+                        self._owners.popitem(last=False)
         # Unknown: never opened through this layer, or ended (the endpoint answers 404 then
         # anyway). Refused either way: a session is usable only by the token that opened it.
         return owner == principal
