@@ -6,7 +6,9 @@ first is carried on by the second from its sealed id alone: the HTTP upstream's 
 on (the same upstream ``Mcp-Session-Id``, no second ``initialize`` reaching it), the stdio
 upstream is a new process that got the host's ``initialize``. An id altered by one byte, or
 sealed under another key, is unknown (404); the id holds neither the key nor any upstream
-credential, and the key file must be 0600.
+credential, and the key file must be 0600. The log level and subscriptions a host sets after
+``initialize`` travel through the replicas' session store (one sealed 0600 file per session
+next to the key file): the other replica's fresh stdio upstream gets them again.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ import base64
 import http.client
 import json
 import os
+import stat
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -175,6 +179,109 @@ def test_behind_a_token_verifier_a_session_moves_for_its_opener_only(tmp_path: P
         status, _, _ = post(two.port, {"jsonrpc": "2.0", "id": 4, "method": "ping"},
                             {**session, "Authorization": "Bearer bob-token"})
         assert status == 404
+
+
+FEATURES = [sys.executable, str(Path(__file__).parents[1] / "peers" / "feature_server.py")]
+GREETING = "mcpgw://feat/memo://greeting"
+
+
+def _events(port: int, sid: str, rid: int, method: str, params: Any) -> list[Any]:
+    """Every message of one POST's reply (its event stream, or the one JSON body)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request("POST", "/mcp", json.dumps({"jsonrpc": "2.0", "id": rid, "method": method,
+                                                 "params": params}),
+                     {"Content-Type": "application/json",
+                      "Accept": "application/json, text/event-stream",
+                      "Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"})
+        response = conn.getresponse()
+        assert response.status == 200
+        raw = response.read().decode()
+        if not response.getheader("Content-Type", "").startswith("text/event-stream"):
+            return [json.loads(raw)]
+        return [json.loads(x[5:]) for x in raw.splitlines()
+                if x.startswith("data:") and x[5:].strip()]
+    finally:
+        conn.close()
+
+
+def _stream_until(port: int, sid: str, method: str, timeout: float = 15.0) -> Any:
+    """Open the session's GET stream and read it until a ``method`` notification comes."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request("GET", "/mcp", headers={"Accept": "text/event-stream",
+                                             "Mcp-Session-Id": sid,
+                                             "MCP-Protocol-Version": "2025-11-25"})
+        response = conn.getresponse()
+        assert response.status == 200
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            line = response.fp.readline().decode()
+            if line.startswith("data:") and line[5:].strip():
+                message = json.loads(line[5:])
+                if message.get("method") == method:
+                    return message
+        return None
+    finally:
+        conn.close()
+
+
+def test_the_log_level_and_subscriptions_follow_a_session_to_the_other_replica(
+        tmp_path: Path, fault_server: FaultServer) -> None:
+    config = write_config(tmp_path, {"remote": {"url": fault_server.url}, "feat": FEATURES})
+    key = _key(tmp_path)
+    store = Path(key + ".sessions")
+    with Front(config, session_key_file=key) as one, Front(config, session_key_file=key) as two:
+        sid = _open(one)
+        assert _call(one.port, sid, 2, "tools/list")[0] == 200
+        assert _call(one.port, sid, 3, "logging/setLevel", {"level": "info"})[0] == 200
+        for rid, uri in ((4, GREETING), (5, "mcpgw://feat/memo://logo")):
+            status, reply = _call(one.port, sid, rid, "resources/subscribe", {"uri": uri})
+            assert status == 200 and reply["result"] == {}, reply
+        status, _ = _call(one.port, sid, 6, "resources/unsubscribe",
+                          {"uri": "mcpgw://feat/memo://logo"})
+        assert status == 200
+        (first_pids,) = one.app.session_processes()
+
+        # The store: one sealed file, 0600 in a 0700 directory, named by no session id.
+        (kept,) = list(store.iterdir())
+        assert stat.S_IMODE(store.stat().st_mode) == 0o700
+        assert stat.S_IMODE(kept.stat().st_mode) == 0o600
+        text = kept.read_text()
+        for clear in (sid, "memo://", "info", SECRET):
+            assert clear not in kept.name and clear not in text
+
+        # The other replica: a new feature_server process, which logs at info and above
+        # and tells of a change to the one resource still subscribed.
+        got = _events(two.port, sid, 7, "tools/call", {"name": "feat__log_some",
+                                                       "arguments": {}})
+        (second_pids,) = two.app.session_processes()
+        assert set(second_pids).isdisjoint(first_pids)
+        levels = [m["params"]["level"] for m in got
+                  if m.get("method") == "notifications/message"]
+        assert levels == ["info", "error"], got
+        assert got[-1]["result"]["content"][0]["text"] == "logged"
+        for rid, uri in ((8, "memo://logo"), (9, "memo://greeting")):
+            status, reply = _call(two.port, sid, rid, "tools/call",
+                                  {"name": "feat__touch", "arguments": {"uri": uri}})
+            assert status == 200, reply
+        updated = _stream_until(two.port, sid, "notifications/resources/updated")
+        assert updated is not None and updated["params"]["uri"] == GREETING
+
+        # DELETE removes the file; closing a process keeps another session's (other
+        # processes may carry that one on).
+        other = _open(one)
+        assert _call(one.port, other, 2, "logging/setLevel", {"level": "debug"})[0] == 200
+        (other_file,) = set(store.iterdir()) - {kept}
+        conn = http.client.HTTPConnection("127.0.0.1", two.port, timeout=10)
+        try:
+            conn.request("DELETE", "/mcp", headers={"Mcp-Session-Id": sid,
+                                                    "MCP-Protocol-Version": "2025-11-25"})
+            assert conn.getresponse().status == 204
+        finally:
+            conn.close()
+        assert list(store.iterdir()) == [other_file]
+    assert list(store.iterdir()) == [other_file]
 
 
 def test_a_key_file_others_can_read_is_refused(tmp_path: Path) -> None:

@@ -3,7 +3,8 @@
 ``_front`` holds :class:`HttpFront` (the WSGI application, the process bound) and the built-in
 server loop; ``_session`` one legacy host session's relay to its own gateway core;
 ``_shared`` the relay every 2026-07-28 host shares, with remapped ids; ``_relay`` the wait on
-a request's own thread; ``_caller`` who sent a request, for the guard's budgets.
+a request's own thread; ``_caller`` who sent a request, for the guard's budgets;
+``_replicas`` the sealed session ids and ``_store`` the state replicas share beside them.
 """
 
 from __future__ import annotations

@@ -33,6 +33,7 @@ from mcpsync.gateway._front._caller import Caller, caller_of
 from mcpsync.gateway._front._replicas import KEY_FILE_ENV, SessionSealer, read_key_file
 from mcpsync.gateway._front._session import SessionRelay
 from mcpsync.gateway._front._shared import SharedRelay
+from mcpsync.gateway._front._store import SessionStore, state_dir_for
 from mcpsync.jsonrpc import Message
 from mcpsync.server._router import Send
 from mcpsync.server.http._app import AppDispatcher, DispatcherFactory, McpApp, StartResponse
@@ -85,7 +86,12 @@ class HttpFront:
         self._live: set[SessionRelay] = set()   # the legacy sessions' relays
         self._schemas: dict[str, Any] = {}    # tool name -> inputSchema, as listed
         key_file = session_key_file or os.environ.get(KEY_FILE_ENV) or None
-        self._sealer = SessionSealer([read_key_file(key_file)]) if key_file else None
+        key = read_key_file(key_file) if key_file else None
+        self._sealer = SessionSealer([key]) if key is not None else None
+        #: What legacy sessions set after initialize, for the replicas (see ``_store``).
+        self.store = (SessionStore(state_dir_for(os.fspath(key_file)), [key])
+                      if key is not None and key_file else None)
+        self.closing = False
         self.app = McpApp(self._session, name="gateway", path=path, tool_schema=self._schema,
                           session_ids=_SealedIds(self) if self._sealer is not None else None,
                           allowed_hosts=allowed_hosts, max_sessions=max_sessions,
@@ -136,7 +142,9 @@ class HttpFront:
         return out
 
     def close(self) -> None:
-        """End every host session (their upstreams stop) and the shared upstreams."""
+        """End every host session (their upstreams stop) and the shared upstreams. The
+        sessions' stored state stays: other replicas may carry them on."""
+        self.closing = True
         self.app.close()
         if self._on_close is not None:
             self._on_close()
@@ -197,8 +205,9 @@ class HttpFront:
         return who[0], who[1]
 
     def _session(self, send: Send, send_batch: Callable[[list[Message]], None], *,
-                 resumed: dict[str, Any] | None = None) -> AppDispatcher:
-        relay = SessionRelay(self, send, send_batch, resumed=resumed)
+                 resumed: dict[str, Any] | None = None, sid: str | None = None
+                 ) -> AppDispatcher:
+        relay = SessionRelay(self, send, send_batch, resumed=resumed, sid=sid)
         with self._lock:
             self._live.add(relay)
         return relay
@@ -220,6 +229,7 @@ class _SealedIds:
         sealed = None
         if sealer is not None and isinstance(dispatcher, SessionRelay):
             sealed = sealer.seal(dispatcher.sealable_state())
+            dispatcher.sid = sealed
         return sealed or secrets.token_urlsafe(24)
 
     def resume(self, sid: str) -> DispatcherFactory | None:
@@ -228,7 +238,7 @@ class _SealedIds:
         if state is None:
             return None
         _log.info("carrying on a host session opened by another gateway process")
-        return functools.partial(self._front._session, resumed=state)
+        return functools.partial(self._front._session, resumed=state, sid=sid)
 
 
 def serve_front(front: HttpFront, host: str, port: int, *,

@@ -13,8 +13,8 @@ A process that meets an id it never drew opens it and starts a core for the sess
 HTTP upstreams carry on the upstream sessions named in it (no new handshake), its stdio
 upstreams, which are per process, are started afresh with the host's ``initialize``
 replayed. A log level or subscriptions the host set on the first process are not in the id
-(it is drawn once, at ``initialize``): an HTTP upstream keeps them itself, a fresh stdio one
-starts without them.
+(it is drawn once, at ``initialize``): an HTTP upstream keeps them itself, and a fresh stdio
+one gets them from the replicas' session store (see ``_store``).
 """
 
 from __future__ import annotations

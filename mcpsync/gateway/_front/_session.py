@@ -11,11 +11,18 @@ asked; a progress notification on the stream of the request whose ``progressToke
 carries; a log or a server-to-client request on the stream of the one request in flight,
 when there is exactly one (the upstream cannot say which request caused it otherwise);
 everything else on the session's GET stream.
+
+A session with a sealed id (replicas sharing a key file) also keeps the log level and the
+subscriptions the host set in the replicas' session store (see ``_store``); a replica that
+carries the session on sends its fresh upstreams the host's own requests again, through the
+core's usual path (so several upstreams get them routed as the host's would be), and answers
+the host nothing for them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import queue
 import threading
@@ -67,8 +74,12 @@ class SessionRelay:
 
     def __init__(self, front: HttpFront, send: Send,
                  send_batch: Callable[[list[Message]], None], *,
-                 resumed: dict[str, Any] | None = None) -> None:
+                 resumed: dict[str, Any] | None = None, sid: str | None = None) -> None:
         self._front = front
+        #: The session's sealed id (``None``: a plain id, or not drawn yet).
+        self.sid = sid
+        self._level: str | None = None
+        self._subscribed: dict[str, None] = {}   # the host's URIs, in order
         # What another gateway process needs to carry this session on (see _replicas):
         # the host's initialize params and the revision, or what such a process sealed.
         self._resumed = resumed
@@ -158,7 +169,8 @@ class SessionRelay:
         call.cancel()
 
     def cancel_all(self) -> None:
-        """The session ended (DELETE, expiry, the app closing): stop its upstreams."""
+        """The session ended (DELETE, expiry, the app closing): stop its upstreams; unless
+        the app is closing, the session's stored state goes too."""
         with self._lock:
             self._ended = True
             core, self._core = self._core, None
@@ -171,6 +183,9 @@ class SessionRelay:
             core.close()
         self._front.release(reserved)
         self._front.forget(self)
+        store = self._front.store
+        if store is not None and self.sid is not None and not self._front.closing:
+            store.remove(self.sid)   # deleted or expired; a closing process keeps it
 
     # -- the host's side ----------------------------------------------------------------
 
@@ -196,6 +211,8 @@ class SessionRelay:
             call.finish(error(call.id, INVALID_REQUEST, "this gateway session has ended; "
                               "start a new one with initialize"), send)
             return
+        if message.method in _KEPT:   # after a resumed core got back what was kept
+            self._keep(message.method, message.params)
         if caller.kind == "session":
             core.caller = caller   # for what the relay feeds itself (cancellations)
         waiting = Waiting(call)
@@ -241,6 +258,8 @@ class SessionRelay:
         core.serve_host(self._from_core)
         if resumed is not None and len(core.upstreams) > 1:
             self._learn_names(core)
+        if resumed is not None:
+            self._restore(core)
         return None
 
     def _learn_names(self, core: Gateway) -> None:
@@ -248,24 +267,69 @@ class SessionRelay:
         host was given: it lists tools and prompts once, for itself, before the host's
         request goes on (each answer is awaited at most ``_LEARN_TIMEOUT`` seconds)."""
         for n, method in enumerate(("tools/list", "prompts/list")):
-            call = _Call(RequestId(f'"mcpsync-gateway-resume-{n}"',
-                                   f"mcpsync-gateway-resume-{n}"), method)
-            waiting = Waiting(call)
+            self._ask_self(core, f"mcpsync-gateway-resume-{n}", method, {})
+
+    def _keep(self, method: str, params: Any) -> None:
+        """The host set its log level or (un)subscribed: the replicas' store says so."""
+        value = params.get("level" if method == "logging/setLevel" else "uri") \
+            if isinstance(params, dict) else None
+        if not isinstance(value, str):
+            return
+        with self._lock:
+            if method == "logging/setLevel":
+                self._level = value
+            elif method == "resources/subscribe":
+                self._subscribed[value] = None
+            else:
+                self._subscribed.pop(value, None)
+            state: dict[str, Any] = {"level": self._level, "subscribed": list(self._subscribed)}
+        store = self._front.store
+        if store is not None and self.sid is not None:
+            store.save(self.sid, state)
+
+    def _restore(self, core: Gateway) -> None:
+        """A resumed session: the log level and subscriptions the host set on another
+        replica, sent again to this core's upstreams (their answers go nowhere)."""
+        store = self._front.store
+        if store is None or self.sid is None:
+            return
+        state = store.load(self.sid)
+        level = state.get("level")
+        found = state.get("subscribed")
+        uris = [u for u in found if isinstance(u, str)] if isinstance(found, list) else []
+        with self._lock:
+            self._level = level if isinstance(level, str) else None
+            self._subscribed = dict.fromkeys(uris)
+        if self._level is not None:
+            self._ask_self(core, "mcpsync-gateway-restore-level", "logging/setLevel",
+                           {"level": self._level})
+        for n, uri in enumerate(uris):
+            self._ask_self(core, f"mcpsync-gateway-restore-{n}", "resources/subscribe",
+                           {"uri": uri})
+        if self._level is not None or uris:
+            _log.info("a resumed host session got its log level and %d subscription(s) back",
+                      len(uris))
+
+    def _ask_self(self, core: Gateway, rid: str, method: str, params: dict[str, Any]) -> None:
+        """Send ``method`` through the core for the session itself and await its answer (at
+        most ``_LEARN_TIMEOUT`` seconds); what comes back is not the host's."""
+        call = _Call(RequestId(json.dumps(rid), rid), method)
+        waiting = Waiting(call)
+        with self._lock:
+            self._waiting[call.id.key] = waiting
+        try:
+            core.feed(serialize(request(call.id, method, params)))
+            deadline = time.monotonic() + _LEARN_TIMEOUT
+            while (left := deadline - time.monotonic()) > 0:
+                got = waiting.frames.get(timeout=left)
+                if got is None or got.method is None:
+                    break
+        except queue.Empty:
+            _log.warning("a resumed host session's %s was not answered in %g s",
+                         method, _LEARN_TIMEOUT)
+        finally:
             with self._lock:
-                self._waiting[call.id.key] = waiting
-            try:
-                core.feed(serialize(request(call.id, method, {})))
-                deadline = time.monotonic() + _LEARN_TIMEOUT
-                while (left := deadline - time.monotonic()) > 0:
-                    got = waiting.frames.get(timeout=left)
-                    if got is None or got.method is None:
-                        break
-            except queue.Empty:
-                _log.warning("a resumed host session's %s was not answered in %g s",
-                             method, _LEARN_TIMEOUT)
-            finally:
-                with self._lock:
-                    self._waiting.pop(call.id.key, None)
+                self._waiting.pop(call.id.key, None)
 
     def _cancelled(self, waiting: Waiting) -> None:
         if waiting.cancel_sent:
@@ -318,6 +382,9 @@ class SessionRelay:
                 return next(iter(self._waiting.values()))
             return None
 
+
+#: What the host sets on its session after initialize, kept for the replicas.
+_KEPT = frozenset({"logging/setLevel", "resources/subscribe", "resources/unsubscribe"})
 
 #: What an upstream sends while handling a request: it goes on that request's stream when
 #: there is no doubt which request that is.
