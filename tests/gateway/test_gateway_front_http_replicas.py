@@ -326,14 +326,27 @@ def _legacy(conn: http.client.HTTPConnection, sid: str | None, rid: int, method:
     return response.status, dict(response.getheaders()), _read(response)
 
 
+def _legacy_events(conn: http.client.HTTPConnection, sid: str, rid: int, method: str,
+                   params: Any) -> list[Any]:
+    """Every message of a legacy POST's event-stream reply."""
+    body = {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
+    conn.request("POST", "/mcp", json.dumps(body), {
+        "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+        "Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"})
+    raw = conn.getresponse().read().decode()
+    return [json.loads(x[5:]) for x in raw.splitlines() if x.startswith("data:")
+            and x[5:].strip()]
+
+
 def test_two_gunicorn_workers_share_modern_hosts_and_carry_on_legacy_sessions(
         tmp_path: Path, fault_server: FaultServer) -> None:
     """Two real workers behind one address. Sixteen keep-alive connections are opened at once
     and each asks (2026-07-28) which stdio process answers: the worker's shared one, so two
     pids mean two workers, one connection kept for each. A legacy session opened through one
-    worker then goes on through the other."""
+    worker then goes on through the other, with the log level it set there."""
     require_peer("gunicorn")
-    config = write_config(tmp_path, {"pid": PID, "remote": {"url": fault_server.url}})
+    config = write_config(tmp_path, {"pid": PID, "remote": {"url": fault_server.url},
+                                     "feat": FEATURES})
     env = {"MCPSYNC_GATEWAY_CONFIG": config,
            "MCPSYNC_GATEWAY_SESSION_KEY_FILE": _key(tmp_path)}
     with Gunicorn(tmp_path / "gunicorn.log", "mcpsync.gateway:wsgi()", workers=2,
@@ -361,6 +374,8 @@ def test_two_gunicorn_workers_share_modern_hosts_and_carry_on_legacy_sessions(
             assert status == 200, reply
             sid = headers["Mcp-Session-Id"]
             _legacy(here, sid, 2, "tools/list")
+            status, _, reply = _legacy(here, sid, 6, "logging/setLevel", {"level": "error"})
+            assert status == 200 and reply["result"] == {}, reply
             _, _, first = _legacy(here, sid, 3, "tools/call",
                                   {"name": "pid__whoami", "arguments": {}})
             status, _, second = _legacy(there, sid, 4, "tools/call",
@@ -369,12 +384,17 @@ def test_two_gunicorn_workers_share_modern_hosts_and_carry_on_legacy_sessions(
             status, _, echoed = _legacy(there, sid, 5, "tools/call",
                                         {"name": "remote__echo", "arguments": {"text": "w2"}})
             assert status == 200 and "w2" in json.dumps(echoed)
+            logged = _legacy_events(there, sid, 7, "tools/call",
+                                    {"name": "feat__log_some", "arguments": {}})
         finally:
             for conn in kept:
                 conn.close()
     one = first["result"]["content"][0]["text"]
     two = second["result"]["content"][0]["text"]
     assert one != two   # each worker runs the session's stdio upstream in a process of its own
+    # ... which got the log level the host set through the first worker (the shared store).
+    assert [m["params"]["level"] for m in logged
+            if m.get("method") == "notifications/message"] == ["error"], logged
     upstream = {r.header("Mcp-Session-Id") for r in fault_server.requests
                 if r.rpc_method not in (None, "initialize")
                 and r.header("Mcp-Session-Id") is not None}
