@@ -4,8 +4,10 @@ official SDK's server and the odd peer behind it.
 
 Seen: denied tools hidden from lists and refused -32010, argument rules, budgets per tool,
 per upstream and per process (the stdio front's one caller), a short window that resets,
-``retry_after`` and what is left, approval without an approver (-32011 at once), and the
-session alive after every refusal.
+``retry_after`` and what is left, approval without an approver (-32011 at once), the
+official client through a hold a command hook approves or rejects, a call whose params hold
+a key twice refused before it reaches the upstream (and passed untouched without a policy),
+and the session alive after every refusal.
 """
 
 from __future__ import annotations
@@ -412,3 +414,56 @@ def test_without_a_policy_a_key_twice_passes_through_untouched(tmp_path: Path) -
         assert answer["result"]["content"][0]["text"] == "last"   # our server: last wins
     finally:
         assert host.close() == 0
+
+
+# --- the official SDK's client as the host of an approval hold ------------------------------
+
+#: A command hook approving ``add`` when its ``a`` is 1 and rejecting it otherwise.
+APPROVE_A1 = """\
+import json, sys
+call = json.load(sys.stdin)
+sys.exit(0 if call["arguments"]["a"] == 1 else 1)
+"""
+
+
+async def _official_held(argv: list[str], mode: str) -> dict[str, Any]:
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+    from mcp.shared.exceptions import MCPError
+
+    params = StdioServerParameters(command=argv[0], args=argv[1:])
+    seen: dict[str, Any] = {"answers": [], "errors": []}
+    async with Client(params, mode=mode, read_timeout_seconds=30) as client:
+        for a in (1, 2, 1):
+            started = time.monotonic()
+            try:
+                result = await client.call_tool("add", {"a": a, "b": 1})
+                seen["answers"].append(result.structured_content)
+            except MCPError as exc:
+                seen["errors"].append((exc.error.code, exc.error.message, exc.error.data))
+            seen.setdefault("seconds", []).append(time.monotonic() - started)
+        seen["after"] = (await client.call_tool("echo", {"text": "alive"})).content[0].text
+    return seen
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_official_sdk_client_waits_out_an_approval_hold(tmp_path: Path, mode: str) -> None:
+    require_peer("mcp")
+    anyio = require_peer("anyio")
+    hook = tmp_path / "hook.py"
+    hook.write_text(APPROVE_A1, encoding="utf-8")
+    config = guarded_config(tmp_path, {"demo": DEMO}, {
+        "require_approval": ["demo/add"],
+        "approval": {"approver": {"command": [sys.executable, str(hook)]},
+                     "hold_seconds": 3},
+    })
+    seen = anyio.run(_official_held, [*GATEWAY, config], mode)
+    assert seen["answers"] == [{"sum": 2}, {"sum": 2}]     # approved, then approved again
+    ((code, message, data),) = seen["errors"]
+    assert code == -32011
+    assert data["rule"] == "require_approval['demo/add']"
+    assert data["reason"] == "rejected by the command hook (exit status 1)"
+    assert (data["upstream"], data["tool"]) == ("demo", "add")
+    assert "rejected by the command hook" in message
+    assert all(s < 3 for s in seen["seconds"])             # decided by the hook, not the clock
+    assert seen["after"] == "alive"
