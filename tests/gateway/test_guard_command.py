@@ -4,8 +4,10 @@ official SDK's server and the odd peer behind it.
 
 Seen: denied tools hidden from lists and refused -32010, argument rules, budgets per tool,
 per upstream and per process (the stdio front's one caller), a short window that resets,
-``retry_after`` and what is left, approval without an approver (-32011 at once), and the
-session alive after every refusal.
+``retry_after`` and what is left, approval without an approver (-32011 at once), the
+official client through a hold a command hook approves or rejects, a call whose params hold
+a key twice refused before it reaches the upstream (and passed untouched without a policy),
+and the session alive after every refusal.
 """
 
 from __future__ import annotations
@@ -352,3 +354,116 @@ def test_the_traffic_log_shows_a_refused_call_that_never_reached_the_upstream(
     assert [r["dir"] for r in calls] == ["host->gateway", "gateway->host"]
     assert (calls[1]["outcome"], calls[1]["code"]) == ("refused", -32010)
     assert "deny['demo/fail']" in calls[1]["message"]
+
+
+# --- a key twice in a call's params ----------------------------------------------------------
+
+def _raw_session(host: RawHost) -> None:
+    host.send(INIT)
+    host.recv()
+    host.send('{"jsonrpc":"2.0","method":"notifications/initialized"}')
+
+
+@pytest.mark.parametrize("several", [False, True])
+def test_a_key_twice_in_a_call_is_refused_and_never_reaches_the_upstream(
+        tmp_path: Path, several: bool) -> None:
+    # The rule sees the last "text" (short, allowed); an upstream keeping the first would
+    # echo the long one. The gateway refuses both readings before anything is sent.
+    servers = {"demo": DEMO, "odd": ODD} if several else {"demo": DEMO}
+    echo = "demo__echo" if several else "echo"
+    log = tmp_path / "gateway.log"
+    host = RawHost(guarded_config(tmp_path, servers, {
+        "arguments": [{"tool": "demo/echo", "argument": "text", "max_length": 8}]}),
+        "--log", str(log))
+    try:
+        _raw_session(host)
+        twice = host.call(f'{{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{{"name":'
+                          f'"{echo}","arguments":{{"text":"far too long","text":"ok"}}}}}}')
+        error = twice["error"]
+        assert (twice["id"], error["code"]) == (5, -32010)
+        assert error["data"]["rule"] == "duplicate-keys"
+        assert error["data"]["reason"] == ("the arguments hold the key 'text' twice; a "
+                                           "policy cannot judge them")
+        assert "far too long" not in json.dumps(twice)
+        deep = host.call(f'{{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{{"name":'
+                         f'"{echo}","arguments":{{"text":"ok","x":[{{"a":1,"\\u0061":2}}]}}}}}}')
+        assert deep["error"]["data"]["reason"].startswith("the arguments hold the key 'a' twice")
+        named = host.call(f'{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":'
+                          f'"{echo}","name":"{echo}","arguments":{{"text":"ok"}}}}}}')
+        assert named["error"]["data"] == {
+            "reason": "the call's params hold the key 'name' twice; a policy cannot judge "
+                      "them", "rule": "duplicate-keys", "upstream": "demo", "tool": "echo"}
+        fine = host.call(f'{{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{{"name":'
+                         f'"{echo}","arguments":{{"text":"ok"}}}}}}')
+        assert fine["result"]["content"][0]["text"] == "ok"        # the session is alive
+    finally:
+        assert host.close() == 0
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    sent = [r.get("id") for r in records if r.get("dir") == "gateway->upstream"
+            and r.get("method") == "tools/call"]
+    # only the clean call went to the upstream (with several, under the gateway's own id)
+    assert len(sent) == 1 and (several or sent == [8]), records
+
+
+def test_without_a_policy_a_key_twice_passes_through_untouched(tmp_path: Path) -> None:
+    host = RawHost(guarded_config(tmp_path, {"demo": DEMO}, {}))
+    try:
+        _raw_session(host)
+        answer = host.call('{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":'
+                           '"echo","arguments":{"text":"first","text":"last"}}}')
+        assert answer["result"]["content"][0]["text"] == "last"   # our server: last wins
+    finally:
+        assert host.close() == 0
+
+
+# --- the official SDK's client as the host of an approval hold ------------------------------
+
+#: A command hook approving ``add`` when its ``a`` is 1 and rejecting it otherwise.
+APPROVE_A1 = """\
+import json, sys
+call = json.load(sys.stdin)
+sys.exit(0 if call["arguments"]["a"] == 1 else 1)
+"""
+
+
+async def _official_held(argv: list[str], mode: str) -> dict[str, Any]:
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+    from mcp.shared.exceptions import MCPError
+
+    params = StdioServerParameters(command=argv[0], args=argv[1:])
+    seen: dict[str, Any] = {"answers": [], "errors": []}
+    async with Client(params, mode=mode, read_timeout_seconds=30) as client:
+        for a in (1, 2, 1):
+            started = time.monotonic()
+            try:
+                result = await client.call_tool("add", {"a": a, "b": 1})
+                seen["answers"].append(result.structured_content)
+            except MCPError as exc:
+                seen["errors"].append((exc.error.code, exc.error.message, exc.error.data))
+            seen.setdefault("seconds", []).append(time.monotonic() - started)
+        seen["after"] = (await client.call_tool("echo", {"text": "alive"})).content[0].text
+    return seen
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_official_sdk_client_waits_out_an_approval_hold(tmp_path: Path, mode: str) -> None:
+    require_peer("mcp")
+    anyio = require_peer("anyio")
+    hook = tmp_path / "hook.py"
+    hook.write_text(APPROVE_A1, encoding="utf-8")
+    config = guarded_config(tmp_path, {"demo": DEMO}, {
+        "require_approval": ["demo/add"],
+        "approval": {"approver": {"command": [sys.executable, str(hook)]},
+                     "hold_seconds": 3},
+    })
+    seen = anyio.run(_official_held, [*GATEWAY, config], mode)
+    assert seen["answers"] == [{"sum": 2}, {"sum": 2}]     # approved, then approved again
+    ((code, message, data),) = seen["errors"]
+    assert code == -32011
+    assert data["rule"] == "require_approval['demo/add']"
+    assert data["reason"] == "rejected by the command hook (exit status 1)"
+    assert (data["upstream"], data["tool"]) == ("demo", "add")
+    assert "rejected by the command hook" in message
+    assert all(s < 3 for s in seen["seconds"])             # decided by the hook, not the clock
+    assert seen["after"] == "alive"

@@ -6,11 +6,11 @@ Seen: a denied tool hidden and refused -32010, an argument rule, a budget per le
 (two sessions, each its own), the 2026-07-28 hosts' budget by remote address (and by
 principal behind a token verifier), a window that resets with ``retry_after``, approval
 holds decided by a command hook (approved after a progress notification on the call's own
-stream, rejected) whose summary names the caller, a held call withdrawn from the one
-shared desk when its session ends, several upstreams counted per session, the session alive
-after each refusal, one traffic log naming each session, a bridged gateway on the HTTP
-front, the gunicorn entry point reading the ``mcpsync`` key, and the web approver kept off
-the MCP port.
+stream, rejected) whose summary names the caller, the official client through such a hold, a
+held call withdrawn from the one shared desk when its session ends, several upstreams
+counted per session, the session alive after each refusal, one traffic log naming each
+session, a bridged gateway on the HTTP front, the gunicorn entry point reading the
+``mcpsync`` key, and the web approver kept off the MCP port.
 """
 
 from __future__ import annotations
@@ -247,6 +247,57 @@ def test_the_official_client_hears_the_refusals_over_http(served: Command, mode:
     assert (args, args_data["rule"]) == (-32010, "arguments[0]")
     assert (budget, budget_data["rule"]) == (-32012, "budgets['demo/add']")
     assert 0 < budget_data["retry_after"] <= 2 and budget_data["left"] == {"calls": 0}
+    assert seen["after"] == "alive"
+
+
+#: A command hook approving ``add`` when its ``a`` is 1 and rejecting it otherwise.
+APPROVE_A1 = """\
+import json, sys
+call = json.load(sys.stdin)
+sys.exit(0 if call["arguments"]["a"] == 1 else 1)
+"""
+
+
+async def _official_held(url: str, mode: str) -> dict[str, Any]:
+    from mcp import Client
+    from mcp.shared.exceptions import MCPError
+
+    seen: dict[str, Any] = {"answers": [], "errors": [], "seconds": []}
+    async with Client(url, mode=mode, read_timeout_seconds=30) as client:
+        for a in (1, 2, 1):
+            started = time.monotonic()
+            try:
+                result = await client.call_tool("add", {"a": a, "b": 1})
+                seen["answers"].append(result.structured_content)
+            except MCPError as exc:
+                seen["errors"].append((exc.error.code, exc.error.message, exc.error.data))
+            seen["seconds"].append(time.monotonic() - started)
+        seen["after"] = (await client.call_tool("echo", {"text": "alive"})).content[0].text
+    return seen
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_the_official_client_waits_out_an_approval_hold_over_http(tmp_path: Path,
+                                                                   mode: str) -> None:
+    require_peer("mcp")
+    anyio = require_peer("anyio")
+    hook = tmp_path / "hook.py"
+    hook.write_text(APPROVE_A1, encoding="utf-8")
+    config = guarded_config(tmp_path, {
+        "require_approval": ["demo/add"],
+        "approval": {"approver": {"command": [sys.executable, str(hook)]},
+                     "hold_seconds": 3},
+    })
+    with Command(config, log=tmp_path / "gw.log") as served:
+        seen = anyio.run(_official_held, served.url, mode)
+    assert seen["answers"] == [{"sum": 2}, {"sum": 2}]     # approved, then approved again
+    ((code, message, data),) = seen["errors"]
+    assert code == -32011
+    assert data["rule"] == "require_approval['demo/add']"
+    assert data["reason"] == "rejected by the command hook (exit status 1)"
+    assert (data["upstream"], data["tool"]) == ("demo", "add")
+    assert "rejected by the command hook" in message
+    assert all(s < 3 for s in seen["seconds"])             # decided by the hook, not the clock
     assert seen["after"] == "alive"
 
 

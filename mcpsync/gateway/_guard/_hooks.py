@@ -23,8 +23,10 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+from mcpsync._codes import DENIED_BY_POLICY
 from mcpsync._envelope import Envelope, IdKey, parse_envelope
 from mcpsync.gateway._guard._core import PROCESS, Caller, Guard, Hold, Refusal
+from mcpsync.gateway._guard._duplicates import duplicate_key
 from mcpsync.gateway._guard._frames import (
     filter_list_answer,
     filter_tools,
@@ -183,8 +185,15 @@ class GuardHooks:
         """Check a ``tools/call`` for ``tool`` of ``upstream_id`` (its own name there).
 
         Returns True when the guard answered it (a refusal) or holds it (``send`` runs
-        once approved); False when the caller sends it now."""
+        once approved); False when the caller sends it now. A call whose params hold a
+        key twice is refused before any rule: the rules would judge one of its values and
+        the upstream might act on the other."""
         assert env.id is not None and env.id_key is not None
+        twice = self._duplicate_refusal(env, upstream_id, tool)
+        if twice is not None:
+            self._log_host_frame(env, upstream_id)
+            self._refuse(env.id, twice)
+            return True
         arguments = params.get("arguments") if isinstance(params, dict) else None
         if not isinstance(arguments, Mapping):
             arguments = {}
@@ -248,6 +257,16 @@ class GuardHooks:
         return filter_tools(result, visible)[0]
 
     # ---------------------------------------------------------------- inside
+
+    @staticmethod
+    def _duplicate_refusal(env: Envelope, upstream_id: str, tool: str) -> Refusal | None:
+        found = duplicate_key(env.raw("params"))
+        if found is None:
+            return None
+        where, key = found
+        holder = "the arguments hold" if where == "arguments" else "the call's params hold"
+        return Refusal(DENIED_BY_POLICY, f"{holder} the key {key!r} twice; a policy cannot "
+                       "judge them", "duplicate-keys", upstream_id, tool)
 
     def _remember(self, key: IdKey, kind: str, upstream_id: str, tool: str,
                   caller: Caller) -> None:
