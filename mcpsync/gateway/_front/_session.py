@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 __all__ = ["SessionRelay", "progress_token"]
 
 _log = logging.getLogger("mcpsync.gateway")
-#: How long a resumed session waits for each listing it makes for itself.
+#: How long a resumed session waits for each request it replays for itself.
 _LEARN_TIMEOUT = 10.0
 
 
@@ -256,18 +256,9 @@ class SessionRelay:
             up = resumed.get("up")
             resume_core(core, self._init_params, up if isinstance(up, dict) else {})
         core.serve_host(self._from_core)
-        if resumed is not None and len(core.upstreams) > 1:
-            self._learn_names(core)
         if resumed is not None:
             self._restore(core)
         return None
-
-    def _learn_names(self, core: Gateway) -> None:
-        """A resumed core serving several upstreams knows none of the prefixed names the
-        host was given: it lists tools and prompts once, for itself, before the host's
-        request goes on (each answer is awaited at most ``_LEARN_TIMEOUT`` seconds)."""
-        for n, method in enumerate(("tools/list", "prompts/list")):
-            self._ask_self(core, f"mcpsync-gateway-resume-{n}", method, {})
 
     def _keep(self, method: str, params: Any) -> None:
         """The host set its log level or (un)subscribed: the replicas' store says so."""

@@ -18,9 +18,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
-import queue
 import threading
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -36,13 +34,10 @@ from mcpsync.jsonrpc import (
     error,
     notification,
     parse,
-    request,
     serialize,
 )
 from mcpsync.protocol import (
-    META_CLIENT_CAPABILITIES,
     META_LOG_LEVEL,
-    META_PROTOCOL_VERSION,
     META_SUBSCRIPTION_ID,
 )
 from mcpsync.server._context import _Call
@@ -55,8 +50,6 @@ if TYPE_CHECKING:
 __all__ = ["SharedRelay"]
 
 _log = logging.getLogger("mcpsync.gateway")
-#: How long a new shared core waits for each listing it makes for itself.
-_LEARN_TIMEOUT = 10.0
 
 
 class _Entry:
@@ -81,7 +74,6 @@ class SharedRelay:
         self._reserved = 0
         self._ended = False
         self._entries: dict[int, _Entry] = {}
-        self._learned = threading.Lock()
 
     @property
     def core(self) -> Gateway | None:
@@ -145,10 +137,6 @@ class SharedRelay:
     # ------------------------------------------------------------------------------
 
     def _ensure(self, first: Message) -> tuple[Gateway | None, str]:
-        with self._learned:    # a first request waits while a new core learns its names
-            return self._ensure_locked(first)
-
-    def _ensure_locked(self, first: Message) -> tuple[Gateway | None, str]:
         with self._lock:
             if self._core is not None:
                 return self._core, ""
@@ -165,39 +153,7 @@ class SharedRelay:
                 raise
             self._core, self._reserved = core, need
         core.serve_host(lambda frame: self._from_core(core, frame))
-        if len(core.upstreams) > 1:
-            self._learn_names(core, first)
         return core, ""
-
-    def _learn_names(self, core: Gateway, first: Message) -> None:
-        """Several upstreams: the host may call a prefixed name it was given by another
-        gateway process, which this new core has never listed; so it lists tools and
-        prompts once, for itself, in the revision of the first request (each answer is
-        awaited at most ``_LEARN_TIMEOUT`` seconds)."""
-        params = first.params if isinstance(first.params, dict) else {}
-        raw = params.get("_meta")
-        meta: dict[str, Any] = raw if isinstance(raw, dict) else {}
-        own = {k: v for k, v in meta.items() if k in (META_PROTOCOL_VERSION,
-                                                      META_CLIENT_CAPABILITIES)}
-        for method in ("tools/list", "prompts/list"):
-            gid = next(self._ids)
-            call = _Call(RequestId(str(gid), gid), method)
-            waiting = Waiting(call)
-            with self._lock:
-                self._entries[gid] = _Entry(waiting, None, False, False)
-            try:
-                core.feed(serialize(request(gid, method, {"_meta": own})))
-                deadline = time.monotonic() + _LEARN_TIMEOUT
-                while (left := deadline - time.monotonic()) > 0:
-                    got = waiting.frames.get(timeout=left)
-                    if got is None or got.method is None:
-                        break
-            except queue.Empty:
-                _log.warning("the shared upstreams did not answer %s in %g s", method,
-                             _LEARN_TIMEOUT)
-            finally:
-                with self._lock:
-                    self._entries.pop(gid, None)
 
     def _cancelled(self, core: Gateway, gid: int) -> None:
         params = {"requestId": gid, "reason": "the host went away"}
