@@ -36,7 +36,7 @@ def _cmd_gateway(args: argparse.Namespace, ctx: _Context) -> _Outcome:
     if args.log:
         from mcpsync.gateway._inspector import Inspector
         try:
-            inspector = Inspector(args.log, detail=args.log_detail)
+            inspector = Inspector(args.log, detail=args.log_detail, helper=True)
         except OSError as exc:
             raise CLIError(f"cannot write the gateway log {args.log!r}: {exc.strerror or exc} "
                            "(choose a file in a directory you own)", EXIT_USAGE) from None

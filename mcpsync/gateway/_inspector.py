@@ -40,14 +40,15 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, NamedTuple
 
 from mcpsync._codes import APPROVAL_REJECTED, BUDGET_EXCEEDED, DENIED_BY_POLICY
-from mcpsync._envelope import Envelope
+from mcpsync._envelope import Envelope, EnvelopeError, parse_envelope
+from mcpsync.gateway._loghelper import LogHelper
 from mcpsync.gateway._logqueue import LogQueue
 from mcpsync.gateway._redact import Redactor
 
-__all__ = ["DETAILS", "DIRECTIONS", "REFUSALS", "Inspector"]
+__all__ = ["DETAILS", "DIRECTIONS", "REFUSALS", "Inspector", "adopt_log_file"]
 
 _log = logging.getLogger("mcpsync.gateway")
 
@@ -108,6 +109,25 @@ def _iso(epoch: float) -> str:
     return f"{_second[1]}.{micro:06d}Z"
 
 
+class _Single(NamedTuple):
+    """A :meth:`Inspector.record` call queued for the helper process, with its times."""
+
+    direction: str
+    message: Any
+    upstream: str | None
+    size: int | None
+    session: str | None
+    wall: float
+    now: float
+
+
+def adopt_log_file(inspector: Inspector, fd: int, path: str, max_bytes: int,
+                   backups: int) -> None:
+    """The helper process's side: ``inspector`` writes to the log file ``fd``, opened (and
+    checked) by the gateway at ``path``."""
+    inspector._file = _LogFile(path, max_bytes, backups, fd=fd)
+
+
 def _dir_text(record: dict[str, Any]) -> str:
     return f'"dir":"{record["dir"]}"'
 
@@ -123,6 +143,18 @@ def _same_but_dir(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return other == a
 
 
+def _parsed(item: Any) -> Any:
+    """A queued item with a raw line parsed into its envelope (kept raw when it is no
+    JSON-RPC message: :meth:`Inspector._other_records` writes it as ``invalid``)."""
+    if type(item) is not tuple or type(item[1]) is not bytes:
+        return item
+    try:
+        envelope = parse_envelope(item[1])
+    except EnvelopeError:
+        return item
+    return (item[0], envelope, *item[2:])
+
+
 def _requester(direction: str, is_request: bool) -> str:
     """Who sent the request a message belongs to: the sender of a request, the receiver of a
     response. With the leg, it names the id space the message's id lives in."""
@@ -133,14 +165,16 @@ def _requester(direction: str, is_request: bool) -> str:
 class _LogFile:
     """An append-only JSON-lines file: 0600, never through a symlink, rotated at a size."""
 
-    def __init__(self, path: str, max_bytes: int, backups: int) -> None:
+    def __init__(self, path: str, max_bytes: int, backups: int, *, fd: int | None = None
+                 ) -> None:
         if max_bytes <= 0 or backups < 0:
             raise ValueError(f"inspector log {path!r}: max_bytes must be > 0 and backups >= 0 "
                              f"(got {max_bytes}, {backups})")
         self.path = os.fspath(path)
         self.max_bytes = max_bytes
         self.backups = backups
-        self._fd = self._open(exclusive=False)
+        # ``fd``: the file already opened, by the process that started this one
+        self._fd = self._open(exclusive=False) if fd is None else fd
         self._size = os.fstat(self._fd).st_size
 
     def _open(self, *, exclusive: bool) -> int:
@@ -224,14 +258,23 @@ class Inspector:
     (called on the recording thread with each record as a dict) may be used together.
     ``redactor`` sets the redaction rules; ``max_bytes`` and ``backups`` the rotation;
     ``clock`` the monotonic clock latencies are measured with.
+
+    ``helper=True`` builds and writes the file's records in a helper process instead of on
+    a thread of this one (see :mod:`mcpsync.gateway._loghelper`): the same lines, without
+    the records' cost competing with the traffic for this interpreter. It needs a ``path``
+    and no ``callback`` (a callback runs in this process).
     """
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *,
                  callback: Callback | None = None, detail: Detail = "summary",
                  redactor: Redactor | None = None, max_bytes: int = 10 * 1024 * 1024,
-                 backups: int = 5, clock: Callable[[], float] = time.monotonic) -> None:
+                 backups: int = 5, clock: Callable[[], float] = time.monotonic,
+                 helper: bool = False) -> None:
         if detail not in DETAILS:
             raise ValueError(f"inspector detail {detail!r} is not one of {', '.join(DETAILS)}")
+        if helper and (callback is not None or path is None):
+            raise ValueError("Inspector(helper=True) writes a log file in a helper process: "
+                             "give a path, and no callback (a callback runs in this process)")
         self.detail: Detail = detail
         self.redactor = redactor if redactor is not None else Redactor()
         self._callback = callback
@@ -247,8 +290,17 @@ class Inspector:
         self._names_of: Redactor = self.redactor
         self._texts: dict[str, str] = {}   # strings as JSON, see _json
         self._queue = LogQueue(self._drain)
+        self._helper: LogHelper | None = None
         if path is not None and detail != "off":
             self._file = _LogFile(os.fspath(path), max_bytes, backups)
+            if helper:
+                log, self._file = self._file, None
+                try:   # the child gets the file the checks above opened
+                    self._helper = LogHelper(log._fd, log.path, detail=detail,
+                                             max_bytes=max_bytes, backups=backups,
+                                             redactor=self.redactor)
+                finally:
+                    log.close()
 
     def __repr__(self) -> str:
         where = self._file.path if self._file is not None else None
@@ -259,7 +311,8 @@ class Inspector:
         """False when recording does nothing (``detail="off"``, closed, or nowhere to go):
         the gateway may skip building the call."""
         return not self._closed and self.detail != "off" and (
-            self._file is not None or self._callback is not None)
+            self._file is not None or self._callback is not None
+            or (self._helper is not None and self._helper.alive))
 
     def record(self, direction: str, message: Message, *, upstream: str | None = None,
                size: int | None = None, session: str | None = None) -> None:
@@ -269,6 +322,14 @@ class Inspector:
         object; ``size`` is its size in bytes when ``message`` is a decoded object.
         Never raises."""
         if not self.enabled:
+            return
+        if self._helper is not None:   # queued, in order with the frames, for the helper
+            if isinstance(message, (bytearray, memoryview)):
+                message = bytes(message)
+            elif not isinstance(message, (bytes, str, dict)):
+                message = dict(message)
+            self._queue.put(_Single(direction, message, upstream, size, session,
+                                    time.time(), self._clock()))
             return
         try:
             record = self._build(direction, message, upstream, size, session)
@@ -287,9 +348,37 @@ class Inspector:
             return
         self._queue.put((legs, envelope, upstream, time.time(), self._clock(), session))
 
+    def record_line(self, legs: Sequence[str], line: bytes, upstream: str | None,
+                    session: str | None = None) -> None:
+        """:meth:`record_frame` for a frame the gateway forwarded without parsing it:
+        ``line`` is its bytes as forwarded (no newline). Nothing is parsed here: the log
+        thread (or the helper process) parses it, and writes what ``record_frame(legs,
+        parse_envelope(line), ...)`` would; a line that is not a JSON-RPC message gets an
+        ``invalid`` record per leg. Never raises."""
+        if not self.enabled:
+            return
+        self._queue.put((legs, line, upstream, time.time(), self._clock(), session))
+
     def _drain(self, batch: list[Any], dropped: int) -> None:
         """The log thread: the records of ``batch``'s frames, written in as few writes as
-        the rotation allows."""
+        the rotation allows; or, with a helper process, the frames shipped to it."""
+        helper = self._helper
+        if helper is None:
+            self.write_batch(batch, dropped)
+            return
+        shipped: list[Any] = []
+        for item in batch:
+            if type(item) is tuple and type(item[1]) is not bytes:
+                legs, envelope, upstream, wall, now, session = item
+                item = (legs, envelope.to_bytes(), upstream, wall, now, session)
+            shipped.append(item)
+        helper.send(("batch", shipped, dropped))
+
+    def write_batch(self, batch: list[Any], dropped: int) -> None:
+        """Build and write the records of ``batch`` (queued frames, lines and messages) in
+        this process, and a ``dropped`` record first when ``dropped`` frames were not
+        queued."""
+        batch = [_parsed(item) for item in batch]
         records: list[dict[str, Any]] = []
         if dropped:
             _log.warning("inspector: %d frame(s) were not logged, the log thread was "
@@ -300,11 +389,16 @@ class Inspector:
         if callback is None and self.detail == "summary" and self._file is not None:
             self._write(self._summary_lines(records, batch))
             return
-        for legs, envelope, upstream, wall, now, session in batch:
+        for item in batch:
             try:
+                other = self._other_records(item)
+                if other is not None:
+                    records += other
+                    continue
+                legs, envelope, upstream, wall, now, session = item
                 records += self._frame_records(legs, envelope, upstream, wall, now, session)
             except Exception:
-                _log.warning("inspector: could not record a %s frame", legs[0], exc_info=True)
+                _log.warning("inspector: could not record a frame", exc_info=True)
         if callback is not None:
             for record in records:
                 try:
@@ -331,8 +425,13 @@ class Inspector:
         path does not cover (an error answer, a batch, an odd shape) goes through the
         dicts."""
         lines = [(_encode(record) + "\n").encode() for record in records]
-        for legs, envelope, upstream, wall, now, session in batch:
+        for item in batch:
             try:
+                other = self._other_records(item)
+                if other is not None:
+                    lines += [(_encode(record) + "\n").encode() for record in other]
+                    continue
+                legs, envelope, upstream, wall, now, session = item
                 fast = self._frame_lines(legs, envelope, upstream, wall, now, session)
                 if fast is None:
                     fast = [(_encode(record) + "\n").encode() for record in
@@ -340,8 +439,20 @@ class Inspector:
                                                 session)]
                 lines += fast
             except Exception:
-                _log.warning("inspector: could not record a %s frame", legs[0], exc_info=True)
+                _log.warning("inspector: could not record a frame", exc_info=True)
         return lines
+
+    def _other_records(self, item: Any) -> list[dict[str, Any]] | None:
+        """The records of a queued :meth:`record` call, or of a line that is no JSON-RPC
+        message (one per leg, as :meth:`record` writes it); ``None`` for a parsed frame."""
+        if type(item) is _Single:
+            return [self._build(item.direction, item.message, item.upstream, item.size,
+                                item.session, at=(item.wall, item.now))]
+        legs, data, upstream, wall, now, session = item
+        if type(data) is not bytes:
+            return None
+        return [self._build(leg, data, upstream, None, session, at=(wall, now))
+                for leg in legs]
 
     def _frame_lines(self, legs: Sequence[str], envelope: Envelope, upstream: str | None,
                      wall: float, now: float, session: str | None = None
@@ -481,11 +592,14 @@ class Inspector:
         return out
 
     def _build(self, direction: str, message: Message, upstream: str | None,
-               size: int | None, session: str | None = None) -> dict[str, Any]:
+               size: int | None, session: str | None = None,
+               at: tuple[float, float] | None = None) -> dict[str, Any]:
+        """The record of one message; ``at``: its wall-clock and clock times, when it was
+        queued rather than recorded now."""
         if direction not in DIRECTIONS:
             raise ValueError(f"direction {direction!r} is not one of {DIRECTIONS}")
-        now = self._clock()
-        record: dict[str, Any] = {"time": _iso(time.time()), "dir": direction,
+        wall, now = (time.time(), self._clock()) if at is None else at
+        record: dict[str, Any] = {"time": _iso(wall), "dir": direction,
                                   "upstream": upstream}
         if session is not None:
             record["session"] = session
@@ -672,8 +786,15 @@ class Inspector:
 
     def close(self) -> None:
         """Write the frames still queued, stop the log thread and close the log file;
-        later :meth:`record` calls do nothing. Idempotent."""
-        self._queue.close()
+        later :meth:`record` calls do nothing. Idempotent. With a helper process, it then
+        waits for the helper to write them and exit."""
+        helper = self._helper
+        if not self._queue.close() and helper is not None:
+            # The log thread is stuck on a helper that stopped reading: free it.
+            helper.kill()
+            self._queue.close()
+        if helper is not None:
+            helper.close()
         with self._lock:
             self._closed = True
             log, self._file = self._file, None

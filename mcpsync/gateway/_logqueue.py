@@ -102,11 +102,12 @@ class LogQueue:
                 if not self._closing:
                     self._cond.wait(BATCH_WAIT)
 
-    def close(self) -> None:
+    def close(self) -> bool:
         """Write what is queued, then stop the log thread (waits at most
-        :data:`CLOSE_BUDGET`). Later :meth:`put` calls drop their item. Idempotent."""
+        :data:`CLOSE_BUDGET`). Later :meth:`put` calls drop their item. Idempotent.
+        ``False`` when the log thread is still running after the wait."""
         with self._cond:
             self._closing = True
             self._cond.notify()
             thread = self._thread
-        join_all([thread], time.monotonic() + CLOSE_BUDGET)
+        return not join_all([thread], time.monotonic() + CLOSE_BUDGET)

@@ -1,0 +1,219 @@
+"""The traffic log written by a helper process (``Inspector(path, helper=True)``, what
+``mcpsync gateway --log FILE`` uses), and ``record_line``, the raw-bytes way to queue a frame.
+
+The helper must write exactly the lines the in-process inspector writes, rotate and cap like
+it, keep the file 0600, count what it could not take as dropped, never hold the gateway's
+secrets in its argv or environment, end with the gateway, and never stall the traffic when
+it dies."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gateway.test_inspector_lines import TRAFFIC
+from mcpsync._envelope import parse_envelope
+from mcpsync.cli._inspect import summarize
+from mcpsync.gateway._inspector import Inspector
+from mcpsync.gateway._logqueue import LogQueue
+
+TO_UPSTREAM = ("host->gateway", "gateway->upstream")
+_TIME = re.compile(rb'^\{"time":"[^"]*",')
+
+
+def _clock() -> Any:
+    now = [100.0]
+
+    def clock() -> float:
+        now[0] += 0.0125
+        return now[0]
+    return clock
+
+
+def _write(path: Path, *, helper: bool, raw: bool, session: str | None = None) -> list[bytes]:
+    inspector = Inspector(path, clock=_clock(), helper=helper)
+    for legs, upstream, frame in TRAFFIC:
+        if raw:
+            inspector.record_line(legs, frame, upstream, session)
+        else:
+            inspector.record_frame(legs, parse_envelope(frame), upstream, session)
+    inspector.close()
+    assert inspector._helper is None or inspector._helper._proc.returncode == 0
+    return [_TIME.sub(b"{", line) for line in path.read_bytes().splitlines()]
+
+
+def _call(rid: int, text: str = "hi") -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": rid, "method": "tools/call",
+                       "params": {"name": "echo", "arguments": {"text": text}}}).encode()
+
+
+def _state(pid: int) -> str:
+    """A process's state letter (``Z`` for a zombie), ``""`` once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
+
+
+@pytest.mark.parametrize("session", [None, "0123456789ab"])
+def test_record_line_writes_what_record_frame_writes(tmp_path: Path,
+                                                     session: str | None) -> None:
+    framed = _write(tmp_path / "frame.log", helper=False, raw=False, session=session)
+    lined = _write(tmp_path / "line.log", helper=False, raw=True, session=session)
+    assert len(framed) == sum(len(legs) for legs, _, _ in TRAFFIC)
+    assert lined == framed
+
+
+def test_the_helper_writes_the_same_bytes_as_the_log_thread(tmp_path: Path) -> None:
+    here = _write(tmp_path / "here.log", helper=False, raw=False)
+    there = _write(tmp_path / "there.log", helper=True, raw=False)
+    there_raw = _write(tmp_path / "raw.log", helper=True, raw=True)
+    assert there == here and there_raw == here
+    assert (tmp_path / "there.log").stat().st_mode & 0o777 == 0o600
+    records = [json.loads(line) for line in there]
+    assert records[11]["latency_ms"] == 25.0 and records[11]["tool"] == "échö"
+    assert "pw" not in there[16].decode() and "abc" not in there[16].decode()
+
+
+def test_record_goes_through_the_helper_in_order_with_the_frames(tmp_path: Path) -> None:
+    log = tmp_path / "g.log"
+    inspector = Inspector(log, helper=True, detail="full")
+    inspector.record_line(TO_UPSTREAM, _call(1), "demo")
+    inspector.record("gateway->host", {"jsonrpc": "2.0", "id": 1, "result": {
+        "content": [], "api_key": "sk-" + "a1B2" * 8}}, upstream="demo", size=52)
+    inspector.record("host->gateway", b"not json {", upstream="demo")
+    inspector.record_line(TO_UPSTREAM, b"[1, 2", "demo")
+    inspector.close()
+    records = [json.loads(line) for line in log.read_bytes().splitlines()]
+    assert [(r["dir"], r["kind"]) for r in records] == [
+        ("host->gateway", "request"), ("gateway->upstream", "request"),
+        ("gateway->host", "response"), ("host->gateway", "invalid"),
+        ("host->gateway", "invalid"), ("gateway->upstream", "invalid")]
+    assert records[2]["tool"] == "echo" and records[2]["size"] == 52
+    assert records[2]["payload"]["result"]["api_key"] == "[redacted]"
+    assert "a1B2" not in log.read_text()
+
+
+def test_the_helper_rotates_at_the_cap_and_keeps_every_file_private(tmp_path: Path) -> None:
+    log = tmp_path / "g.log"
+    inspector = Inspector(log, helper=True, max_bytes=2000, backups=2)
+    for rid in range(60):
+        inspector.record_line(TO_UPSTREAM, _call(rid), "demo")
+    inspector.close()
+    files = sorted(tmp_path.iterdir())
+    assert [f.name for f in files] == ["g.log", "g.log.1", "g.log.2"]
+    assert all(f.stat().st_size <= 2000 and f.stat().st_mode & 0o777 == 0o600 for f in files)
+    ids = [json.loads(line)["id"] for f in (files[2], files[1], files[0])
+           for line in f.read_bytes().splitlines()]
+    assert ids == sorted(ids) and ids[-1] == 59   # the newest kept, in order
+
+
+def test_a_stalled_helper_makes_frames_dropped_and_counted(tmp_path: Path) -> None:
+    log = tmp_path / "g.log"
+    inspector = Inspector(log, helper=True)
+    inspector._queue = LogQueue(inspector._drain, limit=64)
+    helper = inspector._helper
+    assert helper is not None
+    big = "x" * 4000
+    os.kill(helper.pid, signal.SIGSTOP)   # it reads nothing: its pipe fills up
+    try:
+        for rid in range(1, 401):
+            inspector.record_line(TO_UPSTREAM, _call(rid, big), "demo")
+            time.sleep(0.0005)
+    finally:
+        os.kill(helper.pid, signal.SIGCONT)
+    inspector.close()
+    records = [json.loads(line) for line in log.read_bytes().splitlines()]
+    lost = sum(r["count"] for r in records if r["kind"] == "dropped")
+    logged = [r for r in records if r["kind"] == "request"]
+    assert lost > 0 and len(logged) // 2 + lost == 400, "every frame is logged or counted"
+    assert summarize([str(log)])["dropped_frames"] == lost
+
+
+def test_a_helper_that_dies_is_reported_once_and_the_traffic_goes_on(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    log = tmp_path / "g.log"
+    inspector = Inspector(log, helper=True)
+    helper = inspector._helper
+    assert helper is not None
+    inspector.record_line(TO_UPSTREAM, _call(1), "demo")
+    time.sleep(0.3)
+    os.kill(helper.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while _state(helper.pid) not in ("Z", "") and time.monotonic() < deadline:
+        time.sleep(0.01)
+    with caplog.at_level(logging.WARNING, logger="mcpsync.gateway"):
+        started = time.monotonic()
+        for rid in range(2, 200):
+            inspector.record_line(TO_UPSTREAM, _call(rid), "demo")
+        assert time.monotonic() - started < 1.0
+        deadline = time.monotonic() + 10
+        while inspector.enabled and time.monotonic() < deadline:
+            inspector.record_line(TO_UPSTREAM, _call(999), "demo")
+            time.sleep(0.01)
+        assert not inspector.enabled
+        inspector.close()
+    said = [r.getMessage() for r in caplog.records if "helper process" in r.getMessage()]
+    assert len(said) == 1 and "given up" in said[0], said
+
+
+def test_the_helper_holds_no_secret_of_the_gateway(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "ghp_" + "Zx9" * 12
+    monkeypatch.setenv("GITHUB_TOKEN", secret)
+    inspector = Inspector(tmp_path / "g.log", helper=True)
+    helper = inspector._helper
+    assert helper is not None
+    try:
+        environ = Path(f"/proc/{helper.pid}/environ").read_bytes()
+        argv = Path(f"/proc/{helper.pid}/cmdline").read_bytes().split(b"\0")
+    finally:
+        inspector.close()
+    assert secret.encode() not in environ and b"GITHUB_TOKEN" not in environ
+    assert secret.encode() not in b" ".join(argv)
+    assert all(a.startswith(b"--") for a in argv[3::2] if a), argv
+
+
+def test_the_helper_ends_with_a_gateway_that_is_killed(tmp_path: Path) -> None:
+    log = tmp_path / "g.log"
+    code = textwrap.dedent(f"""
+        import json, os, signal, sys, time
+        from mcpsync.gateway._inspector import Inspector
+        inspector = Inspector({str(log)!r}, helper=True)
+        for rid in range(5):
+            inspector.record_line(("host->gateway",), json.dumps(
+                {{"jsonrpc": "2.0", "id": rid, "method": "ping"}}).encode(), "demo")
+        time.sleep(0.5)   # the log thread ships them
+        print(inspector._helper.pid, flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    pid = int(done.stdout.split()[0])
+    deadline = time.monotonic() + 10
+    while _state(pid) not in ("", "Z") and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert _state(pid) in ("", "Z"), "the helper outlived the gateway"
+    assert [json.loads(line)["id"] for line in log.read_bytes().splitlines()] == \
+        [0, 1, 2, 3, 4]
+
+
+def test_a_helper_needs_a_file_and_no_callback(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="helper"):
+        Inspector(tmp_path / "g.log", helper=True, callback=print)
+    with pytest.raises(ValueError, match="helper"):
+        Inspector(helper=True)
+    with pytest.raises(OSError, match="missing"):
+        Inspector(tmp_path / "missing" / "g.log", helper=True)
