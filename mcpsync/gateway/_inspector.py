@@ -143,16 +143,55 @@ def _same_but_dir(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return other == a
 
 
+class _Line:
+    """A raw line decoded for its records: what the record code reads of an
+    :class:`Envelope` (its text, bytes and decoded object), without the rest of the
+    gateway's parse (id keys, kinds), which the log does not use."""
+
+    __slots__ = ("_data", "_decoded", "text")
+
+    def __init__(self, text: str, data: bytes, decoded: dict[str, Any]) -> None:
+        self.text = text
+        self._data = data
+        self._decoded = decoded
+
+    def decoded(self) -> dict[str, Any]:
+        return self._decoded
+
+    def to_bytes(self) -> bytes:
+        return self._data
+
+
+def _line(data: bytes) -> _Line | None:
+    """``data`` decoded when :func:`parse_envelope` would take it (UTF-8 JSON, an object
+    of a message kind); ``None`` when in doubt, for :func:`parse_envelope` to judge."""
+    try:
+        text = data.decode("utf-8")
+        decoded = _decode(text[1:] if text[:1] == "\ufeff" else text)
+    except (ValueError, RecursionError):   # UnicodeDecodeError is a ValueError
+        return None
+    if type(decoded) is not dict:
+        return None
+    if "method" in decoded:
+        if type(decoded["method"]) is not str:
+            return None
+    elif "error" not in decoded and "result" not in decoded:
+        return None
+    return _Line(text, data, decoded)
+
+
 def _parsed(item: Any) -> Any:
-    """A queued item with a raw line parsed into its envelope (kept raw when it is no
+    """A queued item with a raw line decoded for its records (kept raw when it is no
     JSON-RPC message: :meth:`Inspector._other_records` writes it as ``invalid``)."""
     if type(item) is not tuple or type(item[1]) is not bytes:
         return item
-    try:
-        envelope = parse_envelope(item[1])
-    except EnvelopeError:
-        return item
-    return (item[0], envelope, *item[2:])
+    frame: Envelope | _Line | None = _line(item[1])
+    if frame is None:
+        try:
+            frame = parse_envelope(item[1])
+        except EnvelopeError:
+            return item
+    return (item[0], frame, *item[2:])
 
 
 def _requester(direction: str, is_request: bool) -> str:
@@ -160,6 +199,11 @@ def _requester(direction: str, is_request: bool) -> str:
     response. With the leg, it names the id space the message's id lives in."""
     sender, _, receiver = direction.partition("->")
     return sender if is_request else receiver
+
+
+_REQUESTERS: Final = {(leg, is_request): _requester(leg, is_request)
+                      for leg in DIRECTIONS for is_request in (True, False)}
+_HOST_LEGS: Final = (HOST_TO_GATEWAY, GATEWAY_TO_HOST)
 
 
 class _LogFile:
@@ -280,15 +324,20 @@ class Inspector:
         self._callback = callback
         self._clock = clock
         self._lock = threading.Lock()
-        # (host session, leg, requester, id): two sessions may use one id at once
+        # (host session, leg, requester, id): two sessions may use one id at once. The
+        # value: when, what the request was about, and (from the text path) that as text.
         self._pending: OrderedDict[tuple[str | None, str | None, str, int | str],
-                                   tuple[float, dict[str, Any]]]
+                                   tuple[float, dict[str, Any]] | tuple[float, dict[str, Any],
+                                                                         str]]
         self._pending = OrderedDict()
         self._file: _LogFile | None = None
         self._closed = False
         self._names: dict[str, str] = {}
         self._names_of: Redactor = self.redactor
         self._texts: dict[str, str] = {}   # strings as JSON, see _json
+        # an object's shape text by its keys and its values' shape texts, see _shape_text
+        self._shapes: dict[tuple[Any, ...], str | None] = {}
+        self._shapes_of: Redactor = self.redactor
         self._queue = LogQueue(self._drain)
         self._helper: LogHelper | None = None
         if path is not None and detail != "off":
@@ -483,8 +532,10 @@ class Inspector:
             return None
         target: dict[str, Any] = self._target(method, decoded.get("params")) \
             if kind == "request" else {}
-        rest = "".join(f',"{k}":{self._json(v)}' for k, v in target.items())
-        rest += f',"size":{len(envelope.to_bytes())}'
+        # what a response's line takes from its request, written once for both legs
+        about_text = "".join(f',"{k}":{self._json(v)}' for k, v in target.items()) \
+            if target else ""
+        rest = f'{about_text},"size":{len(envelope.to_bytes())}'
         if kind == "response":
             result = decoded.get("result")
             tool_error = type(result) is dict and result.get("isError") is True
@@ -500,15 +551,15 @@ class Inspector:
             tail = ""
             if rid is not None and kind != "notification":
                 # As _pair: a request is remembered, a response takes what it was about.
-                key = (session, None if leg in (HOST_TO_GATEWAY, GATEWAY_TO_HOST) else upstream,
-                       _requester(leg, kind == "request"),
+                key = (session, None if leg in _HOST_LEGS else upstream,
+                       _REQUESTERS[leg, kind == "request"],
                        rid if type(rid) is int else id_text)
                 if kind == "request":
                     kept = {"method": method, **target}
                     if upstream is not None:
                         kept["upstream"] = upstream
                     with self._lock:
-                        self._pending[key] = (now, kept)
+                        self._pending[key] = (now, kept, about_text)
                         if len(self._pending) > _MAX_PENDING:
                             self._pending.popitem(last=False)
                 else:
@@ -517,8 +568,10 @@ class Inspector:
                     if started is not None:
                         about = started[1]
                         tail = f',"latency_ms":{round((now - started[0]) * 1000.0, 3)!r}'
-                        tail += "".join(f',"{k}":{self._json(about[k])}' for k in _ABOUT[1:4]
-                                        if k in about)
+                        # a request the dicts' path remembered has no text of it
+                        tail += started[2] if len(started) > 2 else "".join(
+                            f',"{k}":{self._json(about[k])}' for k in _ABOUT[1:4]
+                            if k in about)
             name = method if is_call else about.get("method")
             where = upstream if upstream is not None else about.get("upstream")
             out.append(f'{head}{leg}","upstream":{self._json(where)}{in_session},"kind":"{kind}",'
@@ -548,17 +601,34 @@ class Inspector:
         if type(value) is dict:
             if len(value) > _SHAPE_KEYS:
                 return None
+            scalars, shape, deeper = _SCALAR_TEXTS, self._shape_text, depth + 1
+            inners = [scalars.get(type(item)) or shape(item, deeper)
+                      for item in value.values()]
+            if None in inners:
+                return None
+            # The same keys with the same inner shapes: the same text (calls repeat).
+            key = (*value, "", *inners)   # "" apart: a shape text is never empty
+            if self._shapes_of is not self.redactor:
+                self._shapes, self._shapes_of = {}, self.redactor
+            shapes = self._shapes
+            if key in shapes:
+                return shapes[key]
+            if len(shapes) >= _NAMES_CACHED:
+                shapes.clear()
             parts = []
             names = set()
-            name, text, scalars, deeper = self._name, self._json, _SCALAR_TEXTS, depth + 1
-            for key, item in value.items():
-                redacted = name(key)
-                inner = scalars.get(type(item)) or self._shape_text(item, deeper)
-                if inner is None or redacted in names:
-                    return None
+            name, text = self._name, self._json
+            done: str | None = None
+            for item_key, inner in zip(value, inners, strict=True):
+                redacted = name(item_key)
+                if redacted in names:
+                    break
                 names.add(redacted)
                 parts.append(f"{text(redacted)}:{inner}")
-            return "{" + ",".join(parts) + "}"
+            else:
+                done = "{" + ",".join(parts) + "}"
+            shapes[key] = done
+            return done
         if type(value) is list:
             if not value:
                 return "[]"

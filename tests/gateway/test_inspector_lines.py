@@ -138,3 +138,24 @@ def test_answers_pair_with_requests_of_their_own_session(tmp_path: Path) -> None
             if json.loads(line)["dir"] == "gateway->host"]
     assert [(r["session"], r["latency_ms"]) for r in done] == \
         [("bbbbbbbbbbbb", 1000.0), ("aaaaaaaaaaaa", 3000.0)]
+
+
+def test_repeated_keys_with_other_value_types_get_their_own_shape(tmp_path: Path) -> None:
+    # The text path remembers an object's shape by its keys and its values' shapes.
+    frames = [{"n": 1, "m": {"a": "x"}}, {"n": "1", "m": {"a": "x"}}, {"n": 1, "m": {"a": 2}},
+              {"n": 1, "m": {"a": "x"}}, {"n": 1, "m": ["x"]}, {"n": 1, "m": {"a": "x"}}]
+    got: dict[bool, list[Any]] = {}
+    for callback in (False, True):
+        path = tmp_path / f"{callback}.log"
+        inspector = Inspector(path, callback=(lambda r: None) if callback else None)
+        for rid, arguments in enumerate(frames):
+            inspector.record_frame(("host->gateway",), parse_envelope(_frame(
+                {"jsonrpc": "2.0", "id": rid, "method": "tools/call",
+                 "params": {"name": "t", "arguments": arguments}})), "demo")
+        inspector.close()
+        got[callback] = [json.loads(line)["shape"]["arguments"]
+                         for line in path.read_bytes().splitlines()]
+    assert got[False] == got[True] == [
+        {"n": "int", "m": {"a": "str"}}, {"n": "str", "m": {"a": "str"}},
+        {"n": "int", "m": {"a": "int"}}, {"n": "int", "m": {"a": "str"}},
+        {"n": "int", "m": ["str"]}, {"n": "int", "m": {"a": "str"}}]
