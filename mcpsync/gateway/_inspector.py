@@ -77,6 +77,8 @@ _SHAPE_KEYS: Final = 50
 # An unparseable message is kept (redacted, at full detail) up to this many characters.
 _MAX_RAW_TEXT: Final = 4096
 
+# Bytes of frames shipped to the helper process per message at most (a frame is not split).
+_SHIP_BYTES: Final = 1 << 20
 # What a response takes from its request.
 _ABOUT: Final = ("method", "tool", "prompt", "uri", "upstream")
 # Redacted object keys and names, remembered (they repeat on every call); cleared when full.
@@ -416,12 +418,22 @@ class Inspector:
             self.write_batch(batch, dropped)
             return
         shipped: list[Any] = []
+        size = 0
         for item in batch:
-            if type(item) is tuple and type(item[1]) is not bytes:
-                legs, envelope, upstream, wall, now, session = item
-                item = (legs, envelope.to_bytes(), upstream, wall, now, session)
+            if type(item) is tuple:
+                if type(item[1]) is not bytes:
+                    legs, envelope, upstream, wall, now, session = item
+                    item = (legs, envelope.to_bytes(), upstream, wall, now, session)
+                size += len(item[1])
+            else:
+                size += _SHIP_BYTES // 64   # a record() call's message, about
             shipped.append(item)
-        helper.send(("batch", shipped, dropped))
+            if size >= _SHIP_BYTES:   # a flood of big frames: several writes, bounded
+                if not helper.send(("batch", shipped, dropped)):
+                    return
+                shipped, size, dropped = [], 0, 0
+        if shipped or dropped:
+            helper.send(("batch", shipped, dropped))
 
     def write_batch(self, batch: list[Any], dropped: int) -> None:
         """Build and write the records of ``batch`` (queued frames, lines and messages) in

@@ -217,3 +217,25 @@ def test_a_helper_needs_a_file_and_no_callback(tmp_path: Path) -> None:
         Inspector(helper=True)
     with pytest.raises(OSError, match="missing"):
         Inspector(tmp_path / "missing" / "g.log", helper=True)
+
+
+def test_a_flood_of_big_frames_reaches_the_helper_in_bounded_writes(tmp_path: Path) -> None:
+    log = tmp_path / "g.log"
+    inspector = Inspector(log, helper=True, max_bytes=100_000_000)
+    helper = inspector._helper
+    assert helper is not None
+    sizes: list[int] = []
+    real_write = helper._write
+
+    def write(data: bytes) -> bool:
+        sizes.append(len(data))
+        return real_write(data)
+
+    helper._write = write   # type: ignore[method-assign]
+    blob = "y" * 300_000
+    for rid in range(1, 21):
+        inspector.record_line(TO_UPSTREAM, _call(rid, blob), "demo")
+    inspector.close()
+    ids = [json.loads(line)["id"] for line in log.read_bytes().splitlines()]
+    assert ids == [rid for rid in range(1, 21) for _ in TO_UPSTREAM]
+    assert len(sizes) >= 5 and max(sizes) < 2_000_000, sizes   # 6 MB in all
