@@ -408,6 +408,8 @@ class Inspector:
         ``invalid`` record per leg. Never raises."""
         if not self.enabled:
             return
+        if type(line) is not bytes:   # a bytearray or memoryview would change under us
+            line = bytes(line)
         self._queue.put((legs, line, upstream, time.time(), self._clock(), session))
 
     def _drain(self, batch: list[Any], dropped: int) -> None:

@@ -94,12 +94,14 @@ def test_record_goes_through_the_helper_in_order_with_the_frames(tmp_path: Path)
         "content": [], "api_key": "sk-" + "a1B2" * 8}}, upstream="demo", size=52)
     inspector.record("host->gateway", b"not json {", upstream="demo")
     inspector.record_line(TO_UPSTREAM, b"[1, 2", "demo")
+    inspector.record_line(("host->gateway",), bytearray(_call(2)), "demo")
     inspector.close()
     records = [json.loads(line) for line in log.read_bytes().splitlines()]
     assert [(r["dir"], r["kind"]) for r in records] == [
         ("host->gateway", "request"), ("gateway->upstream", "request"),
         ("gateway->host", "response"), ("host->gateway", "invalid"),
-        ("host->gateway", "invalid"), ("gateway->upstream", "invalid")]
+        ("host->gateway", "invalid"), ("gateway->upstream", "invalid"),
+        ("host->gateway", "request")]
     assert records[2]["tool"] == "echo" and records[2]["size"] == 52
     assert records[2]["payload"]["result"]["api_key"] == "[redacted]"
     assert "a1B2" not in log.read_text()
