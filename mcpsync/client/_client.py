@@ -26,6 +26,7 @@ from dataclasses import replace
 from typing import Any
 
 from mcpsync._display import DisplayList
+from mcpsync._gateway_refusal import gateway_refusal
 from mcpsync.client._arguments import check_arguments
 from mcpsync.client._cache import ListCache
 from mcpsync.client._callback_warnings import CallbackGuard
@@ -79,7 +80,6 @@ from mcpsync.errors import (
     UnsupportedInThisEra,
     UsedAfterFork,
 )
-from mcpsync.policy import gateway_refusal
 from mcpsync.protocol import (
     LOG_LEVELS,
     describe_call,
