@@ -54,3 +54,19 @@ def test_the_import_benchmark_runs() -> None:
         assert set(row) == {"cached", "cached CPU", "uncached", "uncached CPU", "cold",
                             "cold CPU"}, (label, row)
         assert all(value > 0 for value in row.values()), (label, row)
+
+
+def test_a_server_started_through_setpriv_needs_no_ctypes() -> None:
+    probe = ("import sys\nfrom mcpsync.transport.stdio import _spawner, StdioTransport\n"
+             "t = StdioTransport([sys.executable, '-c', 'pass'], name='probe')\n"
+             "t.start(); t.close()\n"
+             "wrapped = _spawner.spawn(_spawner.die_with_parent_wrapper) is not None\n"
+             "_spawner.release()\n"
+             "print(wrapped, 'ctypes' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=True, timeout=60)
+    wrapped, loaded = done.stdout.split()
+    if wrapped == "True":
+        assert loaded == "False"     # setpriv set the death signal: no preexec, no ctypes
+    else:
+        assert loaded == "True"      # the preexec fallback needed libc's prctl

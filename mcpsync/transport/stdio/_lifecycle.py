@@ -177,8 +177,8 @@ class ProcessLifecycle:
         except ConfigError as exc:
             exc.server = self.name
             raise
-        preexec = _spawner.die_with_parent_preexec() if self._die_with_parent else None
-        wrappable = preexec is not None and _execs_directly(argv[0], self._cwd)
+        die = self._die_with_parent and _spawner.HAS_DEATH_SIGNAL
+        wrappable = die and _execs_directly(argv[0], self._cwd)
         kwargs: dict[str, Any] = {}
         if _IS_WINDOWS:  # pragma: no cover - best-effort, untested on this CI
             kwargs["creationflags"] = getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)
@@ -188,11 +188,11 @@ class ProcessLifecycle:
         def _popen() -> subprocess.Popen[bytes]:
             # On the spawner thread: the death signal follows the thread that forks.
             full_argv, extra = argv, kwargs
-            if preexec is not None:
+            if die:
                 wrapper = _spawner.die_with_parent_wrapper() if wrappable else None
                 if wrapper is not None:  # vfork() path: setpriv sets it, then execs argv
                     full_argv = [*wrapper, *argv]
-                else:
+                elif (preexec := _spawner.die_with_parent_preexec()) is not None:
                     extra = {**kwargs, "preexec_fn": preexec}
             return subprocess.Popen(
                 full_argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,

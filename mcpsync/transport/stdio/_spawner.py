@@ -32,6 +32,7 @@ from mcpsync._threads import new_thread
 
 __all__ = [
     "EXEC_WRAPPER",
+    "HAS_DEATH_SIGNAL",
     "JOIN_TIMEOUT",
     "active_thread",
     "die_with_parent_preexec",
@@ -80,13 +81,18 @@ def _load_prctl() -> Callable[[], Any] | None:
 
 _prctl: list[Callable[[], Any] | None] = []   # empty: not resolved yet; else [prctl or None]
 
+#: Whether this platform has a parent-death signal at all (Linux's ``PR_SET_PDEATHSIG``),
+#: known without loading ``ctypes``: where ``setpriv`` sets it, the preexec is never needed.
+HAS_DEATH_SIGNAL = sys.platform.startswith("linux")
+
 
 def die_with_parent_preexec() -> Callable[[], Any] | None:
     """The ``preexec_fn`` that makes the child get SIGTERM when the spawner (hence the
     process) dies, or ``None`` where the platform has no such thing.
 
-    Resolved on the first call (in ``start()``, before any fork), not at import: loading
-    ``ctypes`` costs an ``import mcpsync.client`` several milliseconds.
+    Resolved on the first call (on the spawner thread, before its fork), not at import, and
+    only when ``setpriv`` cannot start the server: loading ``ctypes`` costs several
+    milliseconds.
     """
     if not _prctl:
         _prctl.append(_load_prctl())   # two racing first calls make equal partials
