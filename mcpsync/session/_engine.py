@@ -287,12 +287,15 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
         server's stdin is closed, so it starts exiting). :meth:`close` does the rest.
 
         Whoever closes many sessions calls this on each first, so that their servers all
-        shut down at once. A no-op once closing began, and in a forked child.
+        shut down at once. A no-op once closing began, while another thread is closing it
+        (that one does it all), and in a forked child.
         """
-        if os.getpid() != self._pid:
+        if os.getpid() != self._pid or not self._close_lock.acquire(blocking=False):
             return
-        with self._close_lock:
+        try:
             self._begin_close(reason)
+        finally:
+            self._close_lock.release()
 
     def _begin_close(self, reason: str) -> None:
         """Under ``_close_lock``: the non-blocking half of the close, done once."""
