@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import html
 import json
 import re
 from collections.abc import Iterable, Sequence
@@ -74,6 +73,8 @@ def human_size(n: int) -> str:
 
 
 def _esc(value: object) -> str:
+    import html  # here: only notebooks render HTML, and the module costs an import ~1 ms
+
     return html.escape(str(value), quote=True)
 
 

@@ -10,7 +10,6 @@ server does that, and full JSON Schema validation would cost more than the call.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -22,6 +21,8 @@ __all__ = ["check_arguments", "did_you_mean", "missing_arguments", "unknown_tool
 
 def did_you_mean(name: str, choices: Iterable[str]) -> tuple[str, ...]:
     """The choices closest to ``name`` (at most three, best first)."""
+    import difflib  # here: only a mistyped name needs it
+
     return tuple(difflib.get_close_matches(name, list(choices), n=3, cutoff=0.6))
 
 

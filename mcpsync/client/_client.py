@@ -26,6 +26,7 @@ from dataclasses import replace
 from typing import Any
 
 from mcpsync._display import DisplayList
+from mcpsync._gateway_refusal import gateway_refusal
 from mcpsync.client._arguments import check_arguments
 from mcpsync.client._cache import ListCache
 from mcpsync.client._callback_warnings import CallbackGuard
@@ -79,7 +80,6 @@ from mcpsync.errors import (
     UnsupportedInThisEra,
     UsedAfterFork,
 )
-from mcpsync.policy import gateway_refusal
 from mcpsync.protocol import (
     LOG_LEVELS,
     describe_call,
@@ -182,6 +182,7 @@ class Client(SessionLifecycle):
         # means "re-detected"; futures compare their round's session with it.
         self._redetected_from: weakref.ref[Session] | None = None
         self._closed = False
+        self._close_rest = False   # _close_early() ran: close() still has to finish it
         self._restarts = RestartBudget()
         self._workers = RoundWorkers(self._safe_name)   # submitted calls between rounds
         self._log_level = options.log_level
@@ -888,15 +889,41 @@ class Client(SessionLifecycle):
             _open_clients.discard(self)
             self._finalizer.detach()
             return
+        if not self._begin_close():
+            with self._state_lock:
+                if not self._close_rest:
+                    return   # closed, or another thread is closing it
+                self._close_rest = False
+        self._session.close()
+        self._workers.join(1.0)
+
+    def _close_early(self) -> None:
+        """Start :meth:`close` without waiting, where that needs no exchange with the
+        server: refuse new calls, fail pending ones, begin the shutdown (a stdio server's
+        stdin is closed). :meth:`close` must still be called: it waits for the server to exit
+        and joins every thread.
+
+        The Manager calls it on every server before closing them, so that all of them exit
+        at once. A client with an open ``subscriptions/listen`` is left alone (ending a listen
+        takes a round with the server): :meth:`close` does all of it then.
+        """
+        if os.getpid() != self._pid or self._subs.listening:
+            return
+        if self._begin_close():
+            with self._state_lock:
+                self._close_rest = True
+
+    def _begin_close(self) -> bool:
+        """Mark the client closed and begin the session's close; False if already closed."""
         with self._state_lock:
             if self._closed:
-                return
+                return False
             self._closed = True
         _open_clients.discard(self)
         self._finalizer.detach()
         self._subs.close()
-        self._session.close()
-        self._workers.join(1.0)
+        self._session.begin_close()
+        return True
 
     def __enter__(self) -> Client:
         if os.getpid() != self._pid:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import re
 import threading
 from collections.abc import Callable, Mapping
@@ -163,6 +162,8 @@ def fetch_verified(reader: Reader, listed: SkillFile, skill: Skill) -> bytes:
             f"server {skill.server!r}: skill file {listed.uri!r} is {len(data)} bytes, but its "
             f"entry says {listed.size}; the content is not used", server=skill.server,
             uri=listed.uri)
+    import hashlib  # here: only skill files are digested, and OpenSSL is slow to load
+
     actual = "sha256:" + hashlib.sha256(data).hexdigest()
     if actual != listed.digest:
         raise SkillVerificationError(

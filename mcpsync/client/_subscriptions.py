@@ -274,6 +274,12 @@ class Subscriptions:
                 _log.warning("server %r: subscribing to %r again failed: %s", self._name, uri,
                              exc)
 
+    @property
+    def listening(self) -> bool:
+        """True while a ``subscriptions/listen`` is open (closing it takes a round trip)."""
+        with self._lock:
+            return bool(self._listens)
+
     def close(self) -> None:
         """Stop every listen and join its thread (the session fails the requests on close)."""
         with self._lock:

@@ -30,8 +30,8 @@ from mcpsync.secrets import (
     write_secret_file,
 )
 
-__all__ = ["begin_discovery", "close_config_auth", "close_entry", "spawn_entry",
-           "watch_tool_list"]
+__all__ = ["begin_close_entry", "begin_discovery", "close_config_auth", "close_entry",
+           "spawn_entry", "watch_tool_list"]
 
 _log = logging.getLogger("mcpsync.manager")
 
@@ -164,6 +164,26 @@ def _discover(entry: ServerEntry) -> None:
         entry.refresh_error = None
     finally:
         entry.discovered.set()
+
+
+def begin_close_entry(entry: ServerEntry) -> None:
+    """Begin an entry's close without waiting for anything: no re-discovery starts, and
+    the server is told to stop (a stdio server's stdin is closed, so it starts exiting).
+
+    ``Manager.close()`` calls it on every server, one after another on its own thread,
+    before :func:`close_entry` waits for each in parallel: all the servers then exit at
+    once, as if their stdins had been closed together, rather than each when its closing
+    thread gets to it. A server with a tool-list watch open is left to :func:`close_entry`
+    (ending the watch is an exchange with the server).
+    """
+    with entry.discover_lock:
+        entry.closing = True          # no re-discovery starts after this
+        if entry.list_watch is not None:
+            return
+    try:
+        entry.client._close_early()
+    except Exception as exc:  # close_entry() below closes it all the same
+        _log.debug("server %r: beginning the close failed: %s", entry.server_id, exc)
 
 
 def close_entry(entry: ServerEntry) -> None:

@@ -41,6 +41,7 @@ from mcpsync.errors import (
     UsedAfterFork,
 )
 from mcpsync.manager._lifecycle import (
+    begin_close_entry,
     begin_discovery,
     close_config_auth,
     close_entry,
@@ -403,6 +404,11 @@ class Manager:
             self._start_errors.clear()
         _managers.discard(self)
         if entries:
+            # Two phases, as a client closing many servers by hand would: every server is
+            # told to stop first (stdin closed, here, one after another: no waiting), then
+            # each is waited for (and signalled if it lingers) on its own thread.
+            for entry in entries:
+                begin_close_entry(entry)
             _, unfinished = run_parallel(close_entry, entries, what="close",
                                          limit=len(entries), timeout=CLOSE_TIMEOUT)
             if unfinished:

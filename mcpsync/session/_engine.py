@@ -172,6 +172,7 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
         self._answered: set[Call] = set()  # popped, waiting for the dispatcher to settle them
         self._lock = threading.Lock()
         self._close_lock = threading.Lock()
+        self._close_done = False   # close() ran its second half (joins, transport close)
         # Reader role. Invariant: while the role is free, the background reader is awake, or
         # asleep for at most HANDOFF_GRACE (see _release_role and _bg_run).
         self._role = Role()
@@ -267,22 +268,10 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
             self._on_lost = self._on_request = self._on_notification = None
             return
         with self._close_lock:
-            if self._phase >= Phase.CLOSING:
+            self._begin_close(reason)
+            if self._close_done:
                 return
-            self._phase = Phase.CLOSING
-            self._fail_all(lambda call: ConnectionLost(
-                f"{self._describe(call)}: {reason}", maybe_executed=True, server=self.name,
-                method=call.method))
-            with self._lock:
-                self._phase = Phase.CLOSED
-                self._role.want = None
-                self._role.unpark()
-            if self._watching:
-                # It never answered: no MCP shutdown to wait for (stdin EOF, then 2 s).
-                hurry = getattr(self._transport, "hurry", None)
-                if hurry is not None:
-                    hurry()
-            self._transport.wake()
+            self._close_done = True
             me = threading.current_thread()
             bg = self._bg_thread
             if bg is not None and bg is not me:
@@ -291,6 +280,47 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
             self._dispatcher.stop(JOIN_TIMEOUT)
             self._settle_answered()
             self._pool.stop(JOIN_TIMEOUT)
+
+    def begin_close(self, reason: str = "client closed") -> None:
+        """The first half of :meth:`close`, which never waits: refuse new calls, fail the
+        pending ones, tell the reader to stop and begin the transport's shutdown (a stdio
+        server's stdin is closed, so it starts exiting). :meth:`close` does the rest.
+
+        Whoever closes many sessions calls this on each first, so that their servers all
+        shut down at once. A no-op once closing began, while another thread is closing it
+        (that one does it all), and in a forked child.
+        """
+        if os.getpid() != self._pid or not self._close_lock.acquire(blocking=False):
+            return
+        try:
+            self._begin_close(reason)
+        finally:
+            self._close_lock.release()
+
+    def _begin_close(self, reason: str) -> None:
+        """Under ``_close_lock``: the non-blocking half of the close, done once."""
+        if self._phase >= Phase.CLOSING:
+            return
+        self._phase = Phase.CLOSING
+        self._fail_all(lambda call: ConnectionLost(
+            f"{self._describe(call)}: {reason}", maybe_executed=True, server=self.name,
+            method=call.method))
+        with self._lock:
+            self._phase = Phase.CLOSED
+            self._role.want = None
+            self._role.unpark()
+        if self._watching:
+            # It never answered: no MCP shutdown to wait for (stdin EOF, then 2 s).
+            hurry = getattr(self._transport, "hurry", None)
+            if hurry is not None:
+                hurry()
+        # The phase is CLOSED, so the reader takes the server's exit for the close it is, not
+        # for a loss: stdin may go now, before the reader is woken and joined (closing it
+        # first lets the server start exiting before the reader competes for the GIL).
+        close_input = getattr(self._transport, "close_input", None)
+        if close_input is not None:
+            close_input()
+        self._transport.wake()
 
     # ------------------------------------------------------------------ sending
 

@@ -150,6 +150,7 @@ class ProcessLifecycle:
     _holds_spawner: bool
     _finisher: FrameFinisher | None
     _stdin_grace: float
+    _stdin_closed_at: float
 
     if TYPE_CHECKING:
         def wake(self) -> None:
@@ -176,8 +177,8 @@ class ProcessLifecycle:
         except ConfigError as exc:
             exc.server = self.name
             raise
-        preexec = _spawner.die_with_parent_preexec() if self._die_with_parent else None
-        wrappable = preexec is not None and _execs_directly(argv[0], self._cwd)
+        die = self._die_with_parent and _spawner.HAS_DEATH_SIGNAL
+        wrappable = die and _execs_directly(argv[0], self._cwd)
         kwargs: dict[str, Any] = {}
         if _IS_WINDOWS:  # pragma: no cover - best-effort, untested on this CI
             kwargs["creationflags"] = getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)
@@ -187,11 +188,11 @@ class ProcessLifecycle:
         def _popen() -> subprocess.Popen[bytes]:
             # On the spawner thread: the death signal follows the thread that forks.
             full_argv, extra = argv, kwargs
-            if preexec is not None:
+            if die:
                 wrapper = _spawner.die_with_parent_wrapper() if wrappable else None
                 if wrapper is not None:  # vfork() path: setpriv sets it, then execs argv
                     full_argv = [*wrapper, *argv]
-                else:
+                elif (preexec := _spawner.die_with_parent_preexec()) is not None:
                     extra = {**kwargs, "preexec_fn": preexec}
             return subprocess.Popen(
                 full_argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -326,10 +327,26 @@ class ProcessLifecycle:
             finally:
                 self._closed = True
 
+    def close_input(self) -> None:
+        """Begin the shutdown without waiting: close the server's stdin now, if no write
+        holds it. Safe from any thread; a no-op once closing, or in a forked child.
+
+        The server sees EOF and starts exiting while the caller goes on; :meth:`close` then
+        waits for that exit, counting the stdin grace from this moment. Closing many servers
+        this way first, and only then waiting for each, lets them all exit at once instead
+        of one after another. A write in progress keeps stdin open: :meth:`close` deals with
+        it as before.
+        """
+        if self._proc is None or self._closing or self.forked():
+            return
+        if self._stdin_fd >= 0 and self._close_stdin(timeout=0):
+            self._stdin_closed_at = time.monotonic()
+
     def _shutdown(self) -> None:
         proc = self._proc
         assert proc is not None
-        deadline = time.monotonic() + CLOSE_BOUND
+        now = time.monotonic()
+        deadline = now + CLOSE_BOUND
 
         def left(step: float) -> float:
             return max(0.0, min(step, deadline - time.monotonic()))
@@ -340,9 +357,13 @@ class ProcessLifecycle:
         self.wake()
         # "the client SHOULD initiate shutdown by first closing the input stream to the child
         # process (the server)" - unless a writer is stuck in a full pipe; then the signals
-        # below will break its write.
+        # below will break its write. close_input() may have closed it already: the grace
+        # then runs from that moment.
         stdin_closed = self._close_stdin(timeout=0.2)
-        exited = self._wait_exited(left(self._stdin_grace)) if stdin_closed else False
+        grace = self._stdin_grace
+        if self._stdin_closed_at:
+            grace = max(0.0, grace - (now - self._stdin_closed_at))
+        exited = self._wait_exited(left(grace)) if stdin_closed else False
         # "wait for the server to exit, or send SIGTERM if the server does not exit within a
         # reasonable time"
         if not exited:

@@ -20,8 +20,6 @@ program, about 0.9 ms), the child is started through it on the ``vfork()`` path 
 from __future__ import annotations
 
 import collections
-import ctypes
-import ctypes.util
 import functools
 import os
 import subprocess
@@ -34,6 +32,7 @@ from mcpsync._threads import new_thread
 
 __all__ = [
     "EXEC_WRAPPER",
+    "HAS_DEATH_SIGNAL",
     "JOIN_TIMEOUT",
     "active_thread",
     "die_with_parent_preexec",
@@ -54,14 +53,24 @@ def _load_prctl() -> Callable[[], Any] | None:
     """Resolve ``libc.prctl`` *before* any fork, so the child runs no import and no lookup.
 
     The returned callable is a ``functools.partial`` over the ctypes function: in the child
-    it converts two small ints and makes the system call, nothing else.
+    it converts two small ints and makes the system call, nothing else. glibc's
+    ``libc.so.6`` is tried by name first: ``ctypes.util.find_library`` runs ``ldconfig`` in a
+    subprocess, which is left for other C libraries.
     """
     if not sys.platform.startswith("linux"):
         return None
+    import ctypes  # here, not at import: most processes never need it (setpriv does the job)
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    except OSError:
+        import ctypes.util
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so", use_errno=True)
+        except OSError:
+            return None
+    try:
         prctl = libc.prctl
-    except (OSError, AttributeError):
+    except AttributeError:
         return None
     prctl.argtypes = [ctypes.c_int, ctypes.c_ulong]
     prctl.restype = ctypes.c_int
@@ -70,13 +79,24 @@ def _load_prctl() -> Callable[[], Any] | None:
     return functools.partial(prctl, _PR_SET_PDEATHSIG, int(signal.SIGTERM))
 
 
-_PRCTL = _load_prctl()
+_prctl: list[Callable[[], Any] | None] = []   # empty: not resolved yet; else [prctl or None]
+
+#: Whether this platform has a parent-death signal at all (Linux's ``PR_SET_PDEATHSIG``),
+#: known without loading ``ctypes``: where ``setpriv`` sets it, the preexec is never needed.
+HAS_DEATH_SIGNAL = sys.platform.startswith("linux")
 
 
 def die_with_parent_preexec() -> Callable[[], Any] | None:
     """The ``preexec_fn`` that makes the child get SIGTERM when the spawner (hence the
-    process) dies, or ``None`` where the platform has no such thing."""
-    return _PRCTL
+    process) dies, or ``None`` where the platform has no such thing.
+
+    Resolved on the first call (on the spawner thread, before its fork), not at import, and
+    only when ``setpriv`` cannot start the server: loading ``ctypes`` costs several
+    milliseconds.
+    """
+    if not _prctl:
+        _prctl.append(_load_prctl())   # two racing first calls make equal partials
+    return _prctl[0]
 
 
 #: Use ``setpriv --pdeathsig`` where it works (tests set this to False to force the preexec).

@@ -1,0 +1,168 @@
+"""Many servers at once: ``Manager.start_all()`` and ``close()`` of N stdio servers against
+a floor of plain ``subprocess.Popen`` (a benchmark, not a test).
+
+The floor is the least a client can do for the same result: start N servers with
+``Popen`` (all at once, so their interpreters start in parallel), write one ``initialize``
+to each and read its answer, then close them: close every stdin first, then wait for every
+process. The Manager does the same through its public API: ``start_all()`` of N
+``ServerConfig`` entries (handshake, then tool discovery in the background, which is let
+finish before ``close()`` is timed), then ``close()``.
+
+Both start each server in a session of its own (``start_new_session``, as mcpsync does): where
+the kernel groups processes by session for scheduling (Linux's autogroup), servers sharing
+this process's session would otherwise get one share of the CPUs between them, and on a
+busy machine the floor would lose by that alone.
+
+Each round runs the floor and then the Manager, side by side, so that both see the same
+load; the figures are medians over the rounds: wall milliseconds and this process's CPU
+milliseconds (all threads), for the start and for the close.
+
+Run: ``python benchmarks/manager_many.py [--servers 50] [--rounds 7] [--server-dir DIR] [--json]``
+where DIR holds ``echo_server.py`` (a dependency-free MCP stdio server that exits at stdin
+EOF), which is started as ``python -S echo_server.py``. ``--affinity 1`` pins this process
+and the servers to CPU 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from mcpsync import Manager, ServerConfig
+
+_INIT = (json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                     "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                                "clientInfo": {"name": "bench-floor", "version": "0"}}})
+         + "\n").encode()
+_INITIALIZED = b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
+_DEFAULT_DIR = Path(__file__).resolve().parent.parent.parent / "shared" / "bench"
+
+Timing = dict[str, float]
+
+
+def _timed(fn: Callable[[], object]) -> tuple[float, float]:
+    """Wall and CPU milliseconds of ``fn()``."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    fn()
+    return (time.perf_counter() - wall) * 1e3, (time.process_time() - cpu) * 1e3
+
+
+def floor_round(argv: list[str], servers: int) -> Timing:
+    """Popen N servers, one initialize each; then close every stdin and wait for all."""
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start() -> None:
+        for _ in range(servers):
+            procs.append(subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                          start_new_session=True))
+        for proc in procs:
+            assert proc.stdin is not None
+            os.write(proc.stdin.fileno(), _INIT)
+        for proc in procs:
+            assert proc.stdout is not None and proc.stdin is not None
+            reply = json.loads(proc.stdout.readline())
+            assert "result" in reply, reply
+            os.write(proc.stdin.fileno(), _INITIALIZED)
+
+    def close() -> None:
+        for proc in procs:
+            assert proc.stdin is not None
+            proc.stdin.close()
+        for proc in procs:
+            proc.wait()
+            assert proc.stdout is not None
+            proc.stdout.close()
+
+    start_wall, start_cpu = _timed(start)
+    close_wall, close_cpu = _timed(close)
+    return {"start_ms": start_wall, "start_cpu_ms": start_cpu,
+            "close_ms": close_wall, "close_cpu_ms": close_cpu}
+
+
+def manager_round(argv: list[str], servers: int) -> Timing:
+    """``Manager.start_all()`` of N servers, then (once every discovery ended) ``close()``."""
+    configs = [ServerConfig(id=f"echo{i}", command=argv[0], args=argv[1:])
+               for i in range(servers)]
+    manager = Manager(configs=configs, max_parallel_starts=servers)
+    outcome: dict[str, BaseException | None] = {}
+
+    def start() -> None:
+        outcome.update(manager.start_all())
+
+    try:
+        start_wall, start_cpu = _timed(start)
+        failed = {k: v for k, v in outcome.items() if v is not None}
+        if failed:
+            raise RuntimeError(f"servers failed to start: {failed}")
+        deadline = time.monotonic() + 30
+        while not all(manager.server_ready(c.id) for c in configs):
+            if time.monotonic() > deadline:
+                raise RuntimeError("tool discovery did not finish within 30 s")
+            time.sleep(0.005)
+        close_wall, close_cpu = _timed(manager.close)
+    finally:
+        manager.close()
+    return {"start_ms": start_wall, "start_cpu_ms": start_cpu,
+            "close_ms": close_wall, "close_cpu_ms": close_cpu}
+
+
+def _median(rounds: list[Timing], key: str) -> float:
+    return statistics.median(r[key] for r in rounds)
+
+
+def run(server_dir: Path, servers: int, rounds: int) -> dict[str, dict[str, float]]:
+    """Alternate floor and Manager rounds; return the medians of each figure per client."""
+    script = server_dir / "echo_server.py"
+    if not script.is_file():
+        raise SystemExit(f"no echo_server.py in {server_dir}; pass --server-dir DIR")
+    argv = [sys.executable, "-S", str(script)]
+    floor_round(argv, min(servers, 4))   # warm the page cache and the imports
+    manager_round(argv, min(servers, 4))
+    results: dict[str, list[Timing]] = {"floor": [], "mcpsync": []}
+    for _ in range(rounds):
+        results["floor"].append(floor_round(argv, servers))
+        results["mcpsync"].append(manager_round(argv, servers))
+    keys = ("start_ms", "start_cpu_ms", "close_ms", "close_cpu_ms")
+    return {label: {key: _median(runs, key) for key in keys} for label, runs in results.items()}
+
+
+def report(medians: dict[str, dict[str, float]], servers: int, rounds: int) -> None:
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    floor = medians["floor"]
+    print(f"{servers} servers, {rounds} rounds, medians, load average {load:.2f}")
+    print(f"{'client':<10} {'start ms':>9} {'x floor':>8} {'CPU ms':>8} "
+          f"{'close ms':>9} {'x floor':>8} {'CPU ms':>8}")
+    for label, m in medians.items():
+        print(f"{label:<10} {m['start_ms']:9.1f} {m['start_ms'] / floor['start_ms']:8.2f} "
+              f"{m['start_cpu_ms']:8.1f} {m['close_ms']:9.1f} "
+              f"{m['close_ms'] / floor['close_ms']:8.2f} {m['close_cpu_ms']:8.1f}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--servers", type=int, default=50)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--server-dir", type=Path, default=_DEFAULT_DIR,
+                        help="the directory holding echo_server.py")
+    parser.add_argument("--affinity", type=int, default=None,
+                        help="pin this process (and so the servers) to this CPU")
+    parser.add_argument("--json", action="store_true", help="print the medians as JSON")
+    args = parser.parse_args(argv)
+    if args.affinity is not None:
+        os.sched_setaffinity(0, {args.affinity})
+    medians = run(args.server_dir, args.servers, args.rounds)
+    if args.json:
+        print(json.dumps({"servers": args.servers, "rounds": args.rounds, "medians": medians}))
+    else:
+        report(medians, args.servers, args.rounds)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,72 @@
+"""What ``import mcpsync.client`` leaves for later, and ``benchmarks/import_time.py`` as a
+smoke test.
+
+The client's import is kept small by loading some modules only where they are needed: the
+C-library bindings (``ctypes``: only when the server cannot be started through ``setpriv``),
+``html`` (notebook rendering), ``hashlib`` (skill digests), ``difflib`` (suggestions for a
+mistyped name) and the policy engine (the Manager's). A fresh interpreter tells whether an
+eager import crept back. The benchmark's figures are not judged (a shared machine's timing is
+noise); that it measures every condition and prints positive times is.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "import_time.py"
+DEFERRED = ("ctypes", "html", "hashlib", "difflib", "mcpsync.policy", "mcpsync._budget_ledger")
+
+
+def test_the_client_import_leaves_these_for_later() -> None:
+    code = ("import sys, mcpsync, mcpsync.client, mcpsync.transport.stdio, "
+            "mcpsync.transport.http; print(' '.join(sorted(sys.modules)))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, timeout=60)
+    loaded = set(done.stdout.split())
+    assert "mcpsync.client._client" in loaded
+    assert loaded.isdisjoint(DEFERRED), loaded & set(DEFERRED)
+
+
+def test_the_deferred_pieces_still_load_when_used() -> None:
+    from mcpsync._display import _esc
+    from mcpsync.client._arguments import did_you_mean
+    from mcpsync.transport.stdio import _spawner
+
+    assert _esc("<a>") == "&lt;a&gt;"
+    assert did_you_mean("ech", ["echo", "add"]) == ("echo",)
+    if sys.platform.startswith("linux"):
+        assert callable(_spawner.die_with_parent_preexec())
+
+
+@pytest.mark.timeout(240)
+def test_the_import_benchmark_runs() -> None:
+    done = subprocess.run([sys.executable, str(BENCH), "--runs", "1", "--json"],
+                          capture_output=True, text=True, timeout=230, check=False)
+    assert done.returncode == 0, done.stderr
+    medians = json.loads(done.stdout)["medians"]
+    assert {"mcpsync", "mcpsync client"} <= set(medians)
+    for label, row in medians.items():
+        assert set(row) == {"cached", "cached CPU", "uncached", "uncached CPU", "cold",
+                            "cold CPU"}, (label, row)
+        assert all(value > 0 for value in row.values()), (label, row)
+
+
+def test_a_server_started_through_setpriv_needs_no_ctypes() -> None:
+    probe = ("import sys\nfrom mcpsync.transport.stdio import _spawner, StdioTransport\n"
+             "t = StdioTransport([sys.executable, '-c', 'pass'], name='probe')\n"
+             "t.start(); t.close()\n"
+             "wrapped = _spawner.spawn(_spawner.die_with_parent_wrapper) is not None\n"
+             "_spawner.release()\n"
+             "print(wrapped, 'ctypes' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=True, timeout=60)
+    wrapped, loaded = done.stdout.split()
+    if wrapped == "True":
+        assert loaded == "False"     # setpriv set the death signal: no preexec, no ctypes
+    else:
+        assert loaded == "True"      # the preexec fallback needed libc's prctl
