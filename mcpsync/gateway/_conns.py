@@ -63,6 +63,11 @@ class Conn:
         """Send now if that cannot block; ``False``: nothing sent, queue it instead."""
         return False
 
+    def try_send_raw(self, data: bytes) -> bool:
+        """Send ``data`` (whole frames with their newlines, as the host wrote them) now if
+        that cannot block; ``False``: nothing sent, queue the frames instead."""
+        return False
+
     def read(self, on_line: OnLine, on_failed: OnFailed) -> str:
         """Hand over incoming frames until the connection ends; return why it ended.
         Raises nothing: stream errors become the returned reason."""
@@ -140,6 +145,11 @@ class StdioConn(Conn):
         except MCPError:   # closed: the writer thread restarts the server
             return False
         return True
+
+    def try_send_raw(self, data: bytes) -> bool:
+        """As :meth:`try_send`, for a read of the host's frames passed on whole: only when it
+        fits in ``PIPE_BUF``."""
+        return len(data) <= _ATOMIC and self._transport.write_now(data)
 
     def read(self, on_line: OnLine, on_failed: OnFailed) -> str:
         try:
