@@ -147,6 +147,9 @@ class Upstream:
         self._replay_id: IdKey | None = None
         self._replayed = threading.Event()
         self._resuming: dict[str, str] | None = None   # carry on another process's session
+        #: Set by the gateway before :meth:`start` to get each read's stdout lines at once
+        #: (``on_lines(upstream, lines)``, on the reader thread) instead of ``on_line``.
+        self.on_lines: Callable[[Upstream, list[bytes]], None] | None = None
         self.last_error = ""
         self.restarts = 0
         self._writer = new_thread(f"mcpsync-gateway-writer-{self._safe}", self._write_loop)
@@ -262,7 +265,7 @@ class Upstream:
                 self._replayed.set()
                 return -1.0
             entry = self._inflight.pop(key, None)
-            return None if entry is None else entry[0]
+        return None if entry is None else entry[0]
 
     def forget(self, key: IdKey) -> None:
         """The call ``key`` was answered some other way (refused): forget it."""
@@ -390,8 +393,10 @@ class Upstream:
     # ---------------------------------------------------------------- the reader thread
 
     def _read_loop(self, conn: Conn, generation: int) -> None:
+        on_lines = self.on_lines
         why = conn.read(functools.partial(self._on_line, self),
-                        lambda key, why: self._call_failed(key, why))
+                        lambda key, why: self._call_failed(key, why),
+                        None if on_lines is None else functools.partial(on_lines, self))
         if self._stopping:
             return
         code = conn.exit_code(1.0)
