@@ -130,8 +130,8 @@ class Upstream:
         self._max_frame = max_frame_bytes
         # The per-frame paths take the lock itself (a C call); ``with self._cond`` runs two
         # Python methods around the same lock, so only code that waits or notifies uses it.
-        self._lock = threading.Lock()
-        self._cond = threading.Condition(self._lock)
+        self._state_lock = threading.Lock()
+        self._cond = threading.Condition(self._state_lock)
         self._queue: collections.deque[Envelope | bytes] = collections.deque()
         self._queued_bytes = 0
         self._busy = False
@@ -232,7 +232,7 @@ class Upstream:
         take it now the frames are queued for the writer thread, in order. ``False``:
         nothing done (closing, frames queued, the table near full: the caller takes each
         frame through :meth:`submit`, which refuses or queues it)."""
-        with self._lock:
+        with self._state_lock:
             conn = self._conn
             inflight = self._inflight
             if (self._queue or self._busy or conn is None or self._stopping
@@ -259,7 +259,7 @@ class Upstream:
     def answered(self, key: IdKey) -> float | None:
         """The server answered call ``key``: forget it; returns when it was sent (or None when
         it was not in flight; -1.0 for the answer to a replayed initialize, to be dropped)."""
-        with self._lock:
+        with self._state_lock:
             if key == self._replay_id:
                 self._replay_id = None
                 self._replayed.set()
