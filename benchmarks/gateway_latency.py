@@ -30,12 +30,23 @@ and the ratios against the floor proxy; ``--json`` prints the same as one JSON d
 Run from the project root::
 
     .venv/bin/python benchmarks/gateway_latency.py [--calls N] [--rounds R] [--json]
+
+``--instructions`` measures instead what load cannot move: the user-space instructions the
+proxy process (floor, gateway, and the baseline's gateway) executes per call, under
+``valgrind --tool=callgrind`` (which must be installed), sequential and from 8 threads: two
+runs of each path, of ``--calls`` and of 5x as many calls, and the difference divided by
+the extra calls, so start-up and the handshake drop out. Slow (valgrind runs the proxy
+about 50x slower: a minute or two per path); only the proxy process is counted, not the
+demo it starts.
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
 import json
+import os
+import re
 import statistics
 import sys
 import tempfile
@@ -183,6 +194,54 @@ def measure(calls: int, rounds: int, warmup: int,
             "log_lines": log_lines, "log_lines_per_call": log_lines / exchanges}
 
 
+def _instructions_of(argv: list[str], calls: int, concurrent: bool, out: Path) -> int:
+    """User-space instructions of every thread of the proxy over a session of ``calls``."""
+    vg = ["valgrind", "--tool=callgrind", "--separate-threads=yes",
+          f"--callgrind-out-file={out}"]
+    with mcpsync.connect(vg + argv, timeout=300) as client:
+        if concurrent:
+            _concurrent(client, calls)
+        else:
+            _sequential(client, calls)
+    total = 0
+    for name in glob.glob(f"{out}"):
+        os.unlink(name)   # the head of the per-thread files (cg-01, cg-02, ...): no counts
+    names = glob.glob(f"{out}-*")
+    for name in names:
+        found = re.search(r"^(?:totals|summary):\s*(\d+)", Path(name).read_text(errors="replace"),
+                          re.M)
+        if found is None:
+            raise RuntimeError(f"callgrind wrote no totals in {name}")
+        total += int(found.group(1))
+        os.unlink(name)
+    if not names:
+        raise RuntimeError("callgrind wrote nothing (is valgrind installed?)")
+    return total
+
+
+def instructions(calls: int, baseline: str | None = None) -> dict[str, dict[str, float]]:
+    """Instructions per call of each proxy path, sequential and with 8 threads."""
+    paths = ("floor", "gateway") + (("gateway@base",) if baseline is not None else ())
+    result: dict[str, dict[str, float]] = {}
+    # Under valgrind the proxy takes seconds to exit and write its counts; the client's
+    # close must wait for that rather than stop it (SIGTERM: nothing written).
+    from mcpsync.transport.stdio import _lifecycle
+    _lifecycle.STDIN_GRACE = 300.0
+    with tempfile.TemporaryDirectory(prefix="mcpsync-gwbench-") as tmp:
+        config = Path(tmp) / "gateway.json"
+        config.write_text(json.dumps({"mcpServers": {"demo": {"command": DEMO[0],
+                                                               "args": DEMO[1:]}}}))
+        argvs = _argvs(str(config), str(Path(tmp) / "gateway.log"), baseline)
+        for path in paths:
+            row = {}
+            for mode, concurrent in (("seq", False), ("8x", True)):
+                short = _instructions_of(argvs[path], calls, concurrent, Path(tmp) / "cg")
+                long = _instructions_of(argvs[path], calls * 5, concurrent, Path(tmp) / "cg")
+                row[mode] = (long - short) / (calls * 4)
+            result[path] = row
+    return result
+
+
 def _print(result: dict[str, Any]) -> None:
     print(f"{result['calls']} calls each, {result['rounds']} rounds (medians over rounds); "
           "microseconds per call")
@@ -209,7 +268,21 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.add_argument("--baseline", metavar="DIR",
                         help="also measure the gateway of the mcpsync package under DIR")
+    parser.add_argument("--instructions", action="store_true",
+                        help="count the proxy's instructions per call under callgrind "
+                             "(--calls per run, default 200 here)")
     args = parser.parse_args(argv)
+    if args.instructions:
+        calls = args.calls if "--calls" in argv else 200
+        counted = instructions(calls, args.baseline)
+        if args.json:
+            print(json.dumps(counted))
+        else:
+            print(f"user-space instructions of the proxy process per call ({calls} and "
+                  f"{calls * 5} calls per run, the difference)")
+            for path, row in counted.items():
+                print(f"{path:14} seq {row['seq']:9.0f}   8 threads {row['8x']:9.0f}")
+        return 0
     result = measure(args.calls, args.rounds, args.warmup, args.baseline)
     if args.json:
         print(json.dumps(result))

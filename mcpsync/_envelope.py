@@ -28,7 +28,8 @@ from typing import Any, Final, Literal
 from mcpsync._codes import INVALID_REQUEST, PARSE_ERROR
 from mcpsync.errors import MCPError
 
-__all__ = ["KEEP_DECODED", "Envelope", "EnvelopeError", "IdKey", "Kind", "parse_envelope"]
+__all__ = ["KEEP_DECODED", "Envelope", "EnvelopeError", "IdKey", "Kind", "decode_object",
+           "parse_envelope"]
 
 Kind = Literal["request", "notification", "response", "error"]
 #: How calls are matched: ``("int", 1)``, ``("str", "a1")`` or ``("raw", id text)``.
@@ -231,6 +232,27 @@ def parse_envelope(data: bytes | str) -> Envelope:
                             f"{_excerpt(text)!r}", code=INVALID_REQUEST)
     return Envelope(text, None, kind, id_key, method, raw_bytes,
                     obj if len(text) < KEEP_DECODED else None)
+
+
+def decode_object(data: bytes) -> dict[str, Any] | None:
+    """The JSON object ``data`` (one frame, UTF-8, no newline) holds, or ``None`` when it is
+    anything else or this quick look cannot tell (then :func:`parse_envelope` decides, and
+    names what is wrong).
+
+    The gateway's pass-through reads most frames with this alone: one call into the C
+    scanner, without the Python steps of ``json.loads`` (two regular-expression matches for
+    the whitespace around the value) or an :class:`Envelope`. A frame that begins or ends
+    with whitespace or a byte-order mark, or is not an object, gets ``None``; so does text
+    that is not JSON, exactly where ``parse_envelope`` would fail.
+    """
+    try:
+        text = data.decode("utf-8")
+        obj, end = _scan_once(text, 0)
+    except (UnicodeDecodeError, StopIteration, ValueError, RecursionError):
+        return None
+    if end != len(text) or type(obj) is not dict:
+        return None
+    return obj
 
 
 def _raw_id(text: str) -> str | None:

@@ -46,6 +46,7 @@ _ATOMIC = getattr(select, "PIPE_BUF", 512)
 
 OnLine = Callable[[bytes], None]
 OnFailed = Callable[[IdKey, str], None]   # (the call's id key, why)
+OnLines = Callable[[list[bytes]], None]   # the lines of one read
 
 
 class Conn:
@@ -63,9 +64,17 @@ class Conn:
         """Send now if that cannot block; ``False``: nothing sent, queue it instead."""
         return False
 
-    def read(self, on_line: OnLine, on_failed: OnFailed) -> str:
+    def try_send_raw(self, data: bytes) -> bool:
+        """Send ``data`` (whole frames with their newlines, as the host wrote them) now if
+        that cannot block; ``False``: nothing sent, queue the frames instead."""
+        return False
+
+    def read(self, on_line: OnLine, on_failed: OnFailed,
+             on_lines: OnLines | None = None) -> str:
         """Hand over incoming frames until the connection ends; return why it ended.
-        Raises nothing: stream errors become the returned reason."""
+        Raises nothing: stream errors become the returned reason. ``on_lines``, when given,
+        gets the frames of each read together instead (where the connection reads lines:
+        stdio); ``on_line`` gets them one by one otherwise."""
         raise NotImplementedError
 
     def running(self) -> bool:
@@ -141,10 +150,24 @@ class StdioConn(Conn):
             return False
         return True
 
-    def read(self, on_line: OnLine, on_failed: OnFailed) -> str:
+    def try_send_raw(self, data: bytes) -> bool:
+        """As :meth:`try_send`, for a read of the host's frames passed on whole: only when it
+        fits in ``PIPE_BUF``."""
+        return len(data) <= _ATOMIC and self._transport.write_now(data)
+
+    def read(self, on_line: OnLine, on_failed: OnFailed,
+             on_lines: OnLines | None = None) -> str:
+        receive = self._transport.receive_lines
         try:
+            if on_lines is not None:   # each read's lines at once
+                while True:
+                    lines = receive(None)
+                    if lines is None:
+                        return "it closed its output"
+                    if lines:
+                        on_lines(lines)
             while True:
-                lines = self._transport.receive_lines(None)
+                lines = receive(None)
                 if lines is None:
                     return "it closed its output"
                 for line in lines:
@@ -199,7 +222,8 @@ class HttpConn(Conn):
             self._init_id = envelope.id_key
         self._transport.send_bytes(envelope.to_bytes())
 
-    def read(self, on_line: OnLine, on_failed: OnFailed) -> str:
+    def read(self, on_line: OnLine, on_failed: OnFailed,
+             on_lines: OnLines | None = None) -> str:
         try:
             while True:
                 items = self._transport.receive(None)

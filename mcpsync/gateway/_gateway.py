@@ -36,7 +36,13 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, BinaryIO, Final
 
 from mcpsync._codes import INTERNAL_ERROR
-from mcpsync._envelope import Envelope, EnvelopeError, IdKey, parse_envelope
+from mcpsync._envelope import (
+    Envelope,
+    EnvelopeError,
+    IdKey,
+    decode_object,
+    parse_envelope,
+)
 from mcpsync._threads import join_all
 from mcpsync.config import ServerConfig
 from mcpsync.config_files import load_config
@@ -78,6 +84,11 @@ _FRONT_OPTIONS: Final = frozenset({"allowed_hosts", "max_upstream_processes", "m
                                    "token_verifier", "resource", "authorization_servers",
                                    "scopes"})
 _READ_SIZE: Final = 256 * 1024
+_TO_UPSTREAM_LEGS: Final = (HOST_TO_GATEWAY, GATEWAY_TO_UPSTREAM)
+_TO_HOST_LEGS: Final = (UPSTREAM_TO_GATEWAY, GATEWAY_TO_HOST)
+#: Methods the pass-through's fast path leaves to the full one: the upstream keeps them for
+#: a restart's replay.
+_KEPT_METHODS: Final = frozenset({"initialize", "notifications/initialized"})
 
 
 def _load(config: str | os.PathLike[str] | Mapping[str, Any] | Sequence[ServerConfig]
@@ -163,6 +174,10 @@ class Gateway:
         self._caller: Caller = PROCESS
         self._log_session: str | None = None   # the traffic log's name of a legacy session
         self._wake_r, self._wake_w = os.pipe()
+        # The pass-through's fast path (serve_stdio with one plain upstream, no guard): the
+        # usual frames go from the read to the write without an Envelope or a hop through
+        # the routing seams; everything else takes the full path. See _host_fast.
+        self._fast = False
         self._closed = False
         self._started = False
         self._close_lock = threading.Lock()
@@ -200,6 +215,10 @@ class Gateway:
             os.dup2(2, 1)   # only the gateway writes to the host's stdout from now on
         else:
             self._out_fd = os.dup(stdout.fileno())
+        self._fast = (self._agg is None and self._guard is None
+                      and type(self._upstreams[0]) is Upstream)
+        if self._fast:
+            self._upstreams[0].on_lines = self._from_upstream_lines
         try:
             self._start_upstreams()
             self._read_host(in_fd)
@@ -350,16 +369,60 @@ class Gateway:
                 return
             if data is None:
                 return
-            try:
-                batch = lines.feed(data) if data else lines.finish()
-            except StreamError as exc:
-                _log.error("the host's input broke: %s", exc)
-                return
+            # Whole lines, none held from the read before: the read can go on as it is.
+            batch = lines.whole_lines(data) if self._fast and self.on_frame is None else None
+            if batch is not None:
+                if self._host_fast(batch, data):
+                    continue
+            else:
+                try:
+                    batch = lines.feed(data) if data else lines.finish()
+                except StreamError as exc:
+                    _log.error("the host's input broke: %s", exc)
+                    return
             for line in batch:
                 self._from_host(line)
             if not data:
                 _log.info("the host closed its input; the gateway stops")
                 return
+
+    def _host_fast(self, batch: list[bytes], data: bytes) -> bool:
+        """The pass-through's usual case: every line of the read ``data`` (``batch``: its
+        lines, see ``RawLines.whole_lines``) is a request with a number or string id, other than
+        ``initialize``, that goes to the one upstream unchanged; then the calls are entered
+        in flight and ``data`` goes out as it came, in one write. ``False`` (nothing done):
+        the lines take the full path, one by one. With the inspector on, each frame still
+        reaches it, as the bytes forwarded (``Inspector.record_line``: parsed on the log's
+        side, not here)."""
+        inspector = self.inspector
+        record = inspector is not None and inspector.enabled
+        upstream = self._upstreams[0]
+        calls: list[tuple[IdKey, Envelope | bytes]] = []
+        for line in batch:
+            obj = decode_object(line)
+            if obj is None:
+                return False
+            method = obj.get("method")
+            rid = obj.get("id")
+            kind = type(rid)
+            if type(method) is not str or method in _KEPT_METHODS or (
+                    kind is not int and kind is not str):
+                return False
+            calls.append((("int" if kind is int else "str", rid), line))
+        if record:
+            assert inspector is not None
+            for _, call in calls:
+                assert isinstance(call, bytes)
+                inspector.record_line(_TO_UPSTREAM_LEGS, call, upstream.id,
+                                      self._log_session)
+        if upstream.pass_requests(calls, data):
+            return True
+        if record:   # recorded already: the full path must not record them again
+            for _, call in calls:
+                assert isinstance(call, bytes)
+                upstream.submit(parse_envelope(call))
+            return True
+        return False
 
     def _from_host(self, line: bytes, caller: Caller | None = None) -> None:
         # ``caller`` (None: ``self.caller``) is whom the guard counts this frame against.
@@ -394,10 +457,12 @@ class Gateway:
             fd = self._out_fd
             if fd < 0:
                 return
-            view = memoryview(data)
             try:
-                while view:
-                    view = view[os.write(fd, view):]
+                written = os.write(fd, data)
+                if written < len(data):
+                    view = memoryview(data)[written:]
+                    while view:
+                        view = view[os.write(fd, view):]
             except OSError as exc:   # the host went away; its input's EOF ends serving
                 _log.info("writing to the host failed: %s", exc)
 
@@ -413,7 +478,55 @@ class Gateway:
 
     # ---------------------------------------------------------------- the upstream side
 
+    def _from_upstream_lines(self, upstream: Upstream, lines: list[bytes]) -> None:
+        """One read of the upstream's stdout (the pass-through's fast path): the answers
+        with a number or string id among its lines go on unchanged, as many as follow one
+        another in one write to the host; any other line takes the full path, in order."""
+        if len(lines) == 1 or not self._fast or self.on_frame is not None:
+            for line in lines:
+                self._from_upstream(upstream, line)
+            return
+        inspector = self.inspector
+        record = inspector is not None and inspector.enabled
+        pending: list[bytes] = []
+        for line in lines:
+            obj = decode_object(line)
+            rid = None if obj is None else obj.get("id")
+            kind = type(rid)
+            if (obj is not None and "method" not in obj and ("result" in obj or "error" in obj)
+                    and (kind is int or kind is str)):
+                key: IdKey = ("int" if kind is int else "str", rid)
+                if upstream.answered(key) == -1.0:
+                    continue   # the answer to a replayed initialize: the host had its own
+                if record:
+                    assert inspector is not None
+                    inspector.record_line(_TO_HOST_LEGS, line, upstream.id, self._log_session)
+                pending.append(line)
+                continue
+            if pending:
+                self._write_stdout(b"\n".join(pending))
+                pending = []
+            self._from_upstream(upstream, line)
+        if pending:
+            self._write_stdout(b"\n".join(pending))
+
     def _from_upstream(self, upstream: Upstream, line: bytes) -> None:
+        if self._fast and self.on_frame is None:
+            # The pass-through's usual case: an answer with a number or string id, passed
+            # on as it came (no Envelope unless the inspector records it).
+            obj = decode_object(line)
+            if obj is not None and "method" not in obj and ("result" in obj or "error" in obj):
+                rid = obj.get("id")
+                kind = type(rid)
+                if kind is int or kind is str:
+                    if upstream.answered(("int" if kind is int else "str", rid)) == -1.0:
+                        return   # the answer to a replayed initialize: the host had its own
+                    inspector = self.inspector
+                    if inspector is not None and inspector.enabled:
+                        inspector.record_line(_TO_HOST_LEGS, line, upstream.id,
+                                              self._log_session)
+                    self._write_stdout(line)
+                    return
         try:
             envelope = parse_envelope(line)
         except EnvelopeError as exc:

@@ -68,6 +68,8 @@ class HostReader:
                     self._misses = 0
                     return self._view[:n].tobytes()
         ready = self._poller.poll()
-        if any(r_fd == self._wake for r_fd, _ in ready):
+        # Usually just the input; else the wake-up pipe (or both).
+        if (len(ready) != 1 or ready[0][0] != self._fd) and any(
+                r_fd == self._wake for r_fd, _ in ready):
             return None
         return self._view[:os.readv(self._fd, [self._buf])].tobytes()

@@ -10,6 +10,8 @@ non-blocking writes with deadlines, exit detection and the bounded shutdown sequ
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from typing import cast
 
 from mcpsync.jsonrpc import MAX_FRAME_BYTES, FrameDecoder
@@ -25,8 +27,30 @@ class RawLines(FrameDecoder):
     __slots__ = ()
 
     def feed(self, data: bytes | bytearray) -> list[bytes]:  # type: ignore[override]
+        if not self._buf and self._error is None:
+            # The usual read: one whole object line, nothing held from the read before.
+            last = len(data) - 1
+            if 0 < last <= self._max and data[0] == 0x7B and data.find(b"\n") == last:
+                return [bytes(data[:last])]
         lines: list[bytes] = []
         self._split(data, lines.append)
+        return lines
+
+    def whole_lines(self, data: bytes) -> list[bytes] | None:
+        """The lines of ``data`` when it is whole lines that start a frame each (``{``), none
+        over the limit, and nothing is held from the read before: then it can be passed on
+        as it is. ``None`` otherwise; :meth:`feed` then takes ``data`` (nothing was taken)."""
+        if self._buf or self._error is not None or data[-1:] != b"\n":
+            return None
+        last = len(data) - 1
+        if data.find(b"\n") == last:
+            return [data[:last]] if data[0] == 0x7B and last <= self._max else None
+        lines = data.split(b"\n")
+        lines.pop()
+        limit = self._max
+        for line in lines:
+            if not line or line[0] != 0x7B or len(line) > limit:
+                return None
         return lines
 
     def finish(self) -> list[bytes]:  # type: ignore[override]
@@ -49,6 +73,29 @@ class RawStdioTransport(StdioTransport):
         reader reports the exit and fails the calls in flight."""
         return self._closed or self._rx_done
 
-    def receive_lines(self, timeout: float | None) -> list[bytes] | None:
-        """Like ``receive()``: ``[]`` on timeout, ``None`` at EOF; raises ``StreamError``."""
-        return cast("list[bytes] | None", self.receive(timeout))
+    def write_now(self, data: bytes) -> bool:
+        """Write ``data`` (whole frames, each with its newline) in one ``os.write`` if that
+        can be done at once: ``False`` (nothing written) when another thread is writing,
+        the pipe is full, or the connection has ended. For the gateway's pass-through,
+        which sends a read of the host's frames as it came; ``data`` must fit in
+        ``PIPE_BUF``, so the kernel takes it whole or not at all."""
+        if self._closed or self._rx_done:
+            return False
+        lock = self._write_lock
+        if not lock.acquire(False):
+            return False
+        try:
+            fd = self._stdin_fd
+            if fd < 0 or self._closing:
+                return False
+            try:
+                return os.write(fd, data) == len(data)
+            except OSError:   # full (BlockingIOError) or broken: the writer thread's turn
+                return False
+        finally:
+            lock.release()
+
+    #: Like ``receive()``: ``[]`` on timeout, ``None`` at EOF; raises ``StreamError``. The
+    #: same method (its decoder is :class:`RawLines`), not a wrapper: one call less per read.
+    receive_lines = cast("Callable[[RawStdioTransport, float | None], list[bytes] | None]",
+                         StdioTransport.receive)

@@ -20,6 +20,7 @@ exchange (legacy era) so the new process is in the state the host believes it is
 from __future__ import annotations
 
 import collections
+import functools
 import json
 import logging
 import os
@@ -30,7 +31,7 @@ import time
 from collections.abc import Callable
 from typing import Final
 
-from mcpsync._envelope import Envelope, IdKey
+from mcpsync._envelope import Envelope, IdKey, parse_envelope
 from mcpsync._threads import join_all, new_thread
 from mcpsync.config import ServerConfig
 from mcpsync.errors import ConfigError, MCPError
@@ -127,11 +128,16 @@ class Upstream:
         self._on_refused = on_refused
         self._on_failed = on_failed
         self._max_frame = max_frame_bytes
-        self._cond = threading.Condition(threading.Lock())
+        # The per-frame paths take the lock itself (a C call); ``with self._cond`` runs two
+        # Python methods around the same lock, so only code that waits or notifies uses it.
+        self._state_lock = threading.Lock()
+        self._cond = threading.Condition(self._state_lock)
         self._queue: collections.deque[Envelope | bytes] = collections.deque()
         self._queued_bytes = 0
         self._busy = False
-        self._inflight: dict[IdKey, tuple[float, Envelope]] = {}
+        # When each call was sent, and the call: an Envelope, or (from the pass-through's
+        # fast path) the frame's bytes, parsed only if the call must be failed.
+        self._inflight: dict[IdKey, tuple[float, Envelope | bytes]] = {}
         self._conn: Conn | None = None
         self._readers: list[threading.Thread] = []
         self._generation = 0
@@ -141,6 +147,9 @@ class Upstream:
         self._replay_id: IdKey | None = None
         self._replayed = threading.Event()
         self._resuming: dict[str, str] | None = None   # carry on another process's session
+        #: Set by the gateway before :meth:`start` to get each read's stdout lines at once
+        #: (``on_lines(upstream, lines)``, on the reader thread) instead of ``on_line``.
+        self.on_lines: Callable[[Upstream, list[bytes]], None] | None = None
         self.last_error = ""
         self.restarts = 0
         self._writer = new_thread(f"mcpsync-gateway-writer-{self._safe}", self._write_loop)
@@ -214,6 +223,33 @@ class Upstream:
                          envelope.method, self.id, why)
         return False
 
+    def pass_requests(self, calls: list[tuple[IdKey, Envelope | bytes]], data: bytes) -> bool:
+        """The pass-through's fast path: ``data`` is one read of the host's, whole lines,
+        each a request (``calls``: its id key and its frame, an Envelope or the line's
+        bytes) that goes out unchanged and is neither ``initialize`` nor a notification.
+        When nothing waits in the queue and the in-flight table has room, the calls are
+        entered and ``data`` is written at once, in one ``os.write``; if the pipe cannot
+        take it now the frames are queued for the writer thread, in order. ``False``:
+        nothing done (closing, frames queued, the table near full: the caller takes each
+        frame through :meth:`submit`, which refuses or queues it)."""
+        with self._state_lock:
+            conn = self._conn
+            inflight = self._inflight
+            if (self._queue or self._busy or conn is None or self._stopping
+                    or len(inflight) + len(calls) > MAX_INFLIGHT):
+                return False
+            now = time.monotonic()
+            for key, item in calls:
+                inflight[key] = (now, item)
+        if conn.try_send_raw(data):
+            return True
+        with self._cond:   # the pipe is full (or gone): the writer's turn
+            if not self._stopping:
+                for _, item in calls:
+                    envelope = _as_envelope(item)
+                    self._enqueue(envelope, len(envelope.to_bytes()))
+        return True
+
     def _enqueue(self, envelope: Envelope, size: int) -> None:
         """For the writer thread; the caller holds the lock."""
         self._queue.append(envelope)
@@ -223,13 +259,13 @@ class Upstream:
     def answered(self, key: IdKey) -> float | None:
         """The server answered call ``key``: forget it; returns when it was sent (or None when
         it was not in flight; -1.0 for the answer to a replayed initialize, to be dropped)."""
-        with self._cond:
+        with self._state_lock:
             if key == self._replay_id:
                 self._replay_id = None
                 self._replayed.set()
                 return -1.0
             entry = self._inflight.pop(key, None)
-            return None if entry is None else entry[0]
+        return None if entry is None else entry[0]
 
     def forget(self, key: IdKey) -> None:
         """The call ``key`` was answered some other way (refused): forget it."""
@@ -357,8 +393,10 @@ class Upstream:
     # ---------------------------------------------------------------- the reader thread
 
     def _read_loop(self, conn: Conn, generation: int) -> None:
-        why = conn.read(lambda line: self._on_line(self, line),
-                        lambda key, why: self._call_failed(key, why))
+        on_lines = self.on_lines
+        why = conn.read(functools.partial(self._on_line, self),
+                        lambda key, why: self._call_failed(key, why),
+                        None if on_lines is None else functools.partial(on_lines, self))
         if self._stopping:
             return
         code = conn.exit_code(1.0)
@@ -367,7 +405,7 @@ class Upstream:
         with self._cond:
             if generation != self._generation:
                 return
-            calls = [envelope for _, envelope in self._inflight.values()]
+            calls = [_as_envelope(call) for _, call in self._inflight.values()]
             self._inflight.clear()
             if self._replay_id is not None:
                 self._replayed.set()
@@ -389,4 +427,10 @@ class Upstream:
                 return
             entry = self._inflight.pop(key, None)
         if entry is not None:
-            self._on_failed(self, entry[1], why)
+            self._on_failed(self, _as_envelope(entry[1]), why)
+
+
+def _as_envelope(call: Envelope | bytes) -> Envelope:
+    """An in-flight call as an envelope (the fast path keeps a request's bytes only; they
+    were decoded as a JSON object with a method when it was sent, so this parse succeeds)."""
+    return call if isinstance(call, Envelope) else parse_envelope(call)

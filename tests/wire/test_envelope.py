@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from mcpsync._codes import INVALID_REQUEST, PARSE_ERROR
-from mcpsync._envelope import KEEP_DECODED, EnvelopeError, parse_envelope
+from mcpsync._envelope import KEEP_DECODED, EnvelopeError, decode_object, parse_envelope
 
 ODD = ('{"result":{"n":1.50,"big":1E2,"neg":-0,"s":"caf\\u00e9","z":1,"a":2},'
        '"x-future":{"k":[1.0,2E-3]},"id":"r\\u0031","jsonrpc":"2.0"}')
@@ -175,3 +175,35 @@ def test_a_small_frame_keeps_what_its_parse_decoded_and_a_large_one_does_not() -
     assert small.replace("id", "2").decoded() is None   # a copy's values would be stale
     text = '{"jsonrpc":"2.0","id":1,"result":{"text":"%s"}}' % ("x" * KEEP_DECODED)
     assert parse_envelope(text).decoded() is None
+
+
+# --- the quick look of the gateway's pass-through -----------------------------------------
+
+@pytest.mark.parametrize("text", [
+    b"{", b'{"id":1,}', b"nope", b'{"id":1,"method":"m"} x', b'{"id":"\xff"}', b"[1,2]",
+    b'{"a":01}', b" {}", b"{} ", b"\xef\xbb\xbf{}", b"", b"1", b'"s"',
+])
+def test_the_quick_look_gives_up_on_what_is_not_one_bare_object(text: bytes) -> None:
+    """None: the full parse decides (and names the error, where there is one)."""
+    assert decode_object(text) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(_frames(), st.sampled_from(["", " ", "x", "}", "\ufeff"]))
+def test_the_quick_look_agrees_with_the_parse(frame: Frame, extra: str) -> None:
+    """On any frame the quick look either gives up or decodes what the parse decodes, and
+    gives up on a frame the parse takes only when space or a byte-order mark surrounds it."""
+    text = frame[0]
+    for candidate in (text, text + extra, extra + text):
+        data = candidate.encode("utf-8", "surrogatepass")
+        quick = decode_object(data)
+        try:
+            env = parse_envelope(data)
+        except EnvelopeError:
+            assert quick is None
+            continue
+        if quick is not None:
+            assert quick == json.loads(candidate)
+            assert env.decoded() in (None, quick)   # None: a frame too large to keep it
+        else:   # only a frame with space or a byte-order mark around it
+            assert candidate != candidate.strip(" \t\r\n\ufeff")

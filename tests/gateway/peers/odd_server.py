@@ -5,7 +5,10 @@ Its answers hold what a re-serialising proxy would change: ``1.50``, ``1E2``, ``
 compares what a host behind the gateway receives with :data:`ODD_RESULT` exactly. Tools:
 ``odd`` (the odd result), ``echo_raw`` (answers with the request's own line inside a
 string, so the test sees what reached the upstream), ``ask`` (sends a server-to-client request
-first and answers with the host's reply line) and ``die`` (exits mid-call).
+first and answers with the host's reply line), ``die`` (exits mid-call), ``later`` (answered
+only at the next ``flush``) and ``flush`` (writes the held answers, a log notification
+between the first two, and its own answer, all in one write, so the gateway reads several
+lines at once).
 Run: ``python tests/gateway/peers/odd_server.py``.
 """
 
@@ -25,6 +28,7 @@ ODD_EXTRA = '"x-future-member":{"keep":1.10}'
 def main() -> None:
     out = sys.stdout.buffer
     pending_ask: str | None = None
+    held: list[str] = []
     for raw in sys.stdin.buffer:
         line = raw.rstrip(b"\n").decode()
         if not line.strip():
@@ -52,6 +56,16 @@ def main() -> None:
                 reply = '{"jsonrpc":"2.0","id":"s2c-1","method":"roots/list","x-k":1.50}'
             elif name == "die":
                 os._exit(3)
+            elif name == "later":
+                held.append(f'{{"jsonrpc":"2.0","id":{rid},"result":{{"content":[],'
+                            f'"held":{len(held)}}}}}')
+            elif name == "flush":
+                note = ('{"jsonrpc":"2.0","method":"notifications/message","params":'
+                        '{"level":"info","data":"between"}}')
+                lines = [*held[:1], note, *held[1:]]
+                lines.append(f'{{"jsonrpc":"2.0","id":{rid},"result":{{"flushed":{len(held)}}}}}')
+                held = []
+                reply = "\n".join(lines)
         elif method is None and msg.get("id") == "s2c-1" and pending_ask is not None:
             body = json.dumps({"content": [{"type": "text", "text": line}]})
             reply = f'{{"jsonrpc":"2.0","id":{pending_ask},"result":{body}}}'

@@ -1,0 +1,145 @@
+"""The pass-through's fast path: reads of several lines, lines split over reads, frames that
+must take the full path in the middle of a read, and an upstream dying with fast-path calls
+in flight. The host is raw bytes on the gateway command's pipes; the upstream is the odd peer,
+whose ``later``/``flush`` tools make it write several answers (and a notification) in one
+write, so the gateway reads them together."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gateway.helpers_gw import ODD, RawHost, child_pids, write_config
+
+pytestmark = pytest.mark.timeout(60)
+
+INIT = ('{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":'
+        '"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}')
+INITIALIZED = '{"jsonrpc":"2.0","method":"notifications/initialized"}'
+
+
+def _call(rid: str, name: str) -> str:
+    return f'{{"jsonrpc":"2.0","id":{rid},"method":"tools/call","params":{{"name":"{name}"}}}}'
+
+
+def _write(host: RawHost, *lines: str) -> None:
+    """All ``lines`` in one write, so the gateway reads them at once."""
+    assert host.proc.stdin is not None
+    host.proc.stdin.write("".join(line + "\n" for line in lines).encode())
+    host.proc.stdin.flush()
+
+
+def _recv(host: RawHost, n: int) -> list[dict[str, Any]]:
+    return [json.loads(host.recv()) for _ in range(n)]
+
+
+def _recv_after(host: RawHost, line: str, n: int) -> list[dict[str, Any]]:
+    host.send(line)
+    return _recv(host, n)
+
+
+@pytest.fixture
+def host(tmp_path: Path) -> Any:
+    host = RawHost(write_config(tmp_path, {"odd": ODD}), "--log", str(tmp_path / "log.jsonl"))
+    try:
+        host.call(INIT)
+        host.send(INITIALIZED)
+        # Answered only once the notification was read: the test's lines are a read of
+        # their own.
+        assert host.call('{"jsonrpc":"2.0","id":"p","method":"ping"}')["result"] == {}
+        yield host
+    finally:
+        if host.proc.poll() is None:
+            assert host.close() == 0
+
+
+def test_several_requests_in_one_read_and_several_answers_in_one_read(
+        host: RawHost, tmp_path: Path) -> None:
+    _write(host, _call("1", "later"), _call('"two"', "later"), _call("3", "later"),
+           _call("4", "flush"))
+    got = _recv(host, 5)
+    # The upstream wrote its four answers and a notification in one write; each reaches
+    # the host once, in the order written, the notification in its place.
+    assert [m.get("id") for m in got] == [1, None, "two", 3, 4]
+    assert got[1]["method"] == "notifications/message"
+    assert [m["result"].get("held") for m in (got[0], got[2], got[3])] == [0, 1, 2]
+    assert got[4]["result"] == {"flushed": 3}
+    # The calls were entered in flight on the way in: the answers are matched (a second
+    # flush has nothing held), and the log has both legs of every frame.
+    note, again = _recv_after(host, _call("5", "flush"), 2)
+    assert note["method"] == "notifications/message" and again["result"] == {"flushed": 0}
+    assert host.close() == 0
+    records = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    legs = [(r["dir"], r.get("id")) for r in records]
+    for rid in (1, "two", 3, 4):
+        assert legs.count(("host->gateway", rid)) == 1
+        assert legs.count(("gateway->upstream", rid)) == 1
+        assert legs.count(("upstream->gateway", rid)) == 1
+        assert legs.count(("gateway->host", rid)) == 1
+
+
+def test_a_line_split_over_two_reads(host: RawHost) -> None:
+    line = _call("7", "odd").encode() + b"\n"
+    assert host.proc.stdin is not None
+    host.proc.stdin.write(line[:20])
+    host.proc.stdin.flush()
+    time.sleep(0.2)   # the gateway reads the first part alone
+    host.proc.stdin.write(line[20:] + _call("8", "odd").encode()[:10])
+    host.proc.stdin.flush()
+    time.sleep(0.2)
+    host.proc.stdin.write(_call("8", "odd").encode()[10:] + b"\n")
+    host.proc.stdin.flush()
+    got = _recv(host, 2)
+    assert [m["id"] for m in got] == [7, 8]
+    assert got[0]["result"]["z"] == 1.5
+
+
+def test_frames_of_the_full_path_in_the_middle_of_a_read(host: RawHost) -> None:
+    """A notification, a line that is not JSON, a blank line, a request with an id of
+    another type and an answer-less frame among requests of one read: each is handled as
+    alone, in order."""
+    _write(host, _call("1", "later"),
+           '{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":99}}',
+           "{not json", "", _call("[2]", "later"), " " + _call("3", "later"), _call("4", "flush"))
+    got = _recv(host, 6)
+    # The parse error at once; then the flush's write: 1, its notification, [2], 3, 4.
+    assert [m.get("id", "note") for m in got] == [None, 1, "note", [2], 3, 4]
+    bad = [m for m in got if "error" in m]
+    assert len(bad) == 1 and bad[0]["id"] is None and bad[0]["error"]["code"] == -32700
+    answered = [m.get("id") for m in got if "result" in m]
+    assert answered == [1, [2], 3, 4]
+    assert got[-1]["result"] == {"flushed": 3}
+
+
+def test_death_with_fast_path_calls_in_flight_fails_each_and_replays_the_handshake(
+        tmp_path: Path) -> None:
+    host = RawHost(write_config(tmp_path, {"odd": ODD}))
+    try:
+        # The handshake in one read with calls: initialize takes the full path (kept for
+        # the replay), the calls the fast one.
+        _write(host, INIT, INITIALIZED, _call("1", "odd"))
+        first = _recv(host, 2)
+        assert [m["id"] for m in first] == [0, 1]
+        [pid] = child_pids(host.proc.pid)
+        _write(host, _call('"a\\u0031"', "later"), _call("2", "later"), _call("3", "die"))
+        raw = [host.recv() for _ in range(3)]
+        failed = [json.loads(line) for line in raw]
+        assert sorted(map(str, (m["id"] for m in failed))) == ["2", "3", "a1"]
+        for m in failed:
+            assert m["error"]["data"] == {"upstream": "odd"}
+            assert "upstream 'odd' stopped" in m["error"]["message"]
+        # The string id comes back as the host spelled it.
+        assert any(line.startswith(b'{"jsonrpc":"2.0","id":"a\\u0031",') for line in raw)
+        # The next call restarts the server with the host's initialize replayed (its answer
+        # is not passed on), and is answered.
+        again = host.call(_call("4", "odd"))
+        assert again["id"] == 4 and again["result"]["z"] == 1.5
+        [second] = child_pids(host.proc.pid)
+        assert second != pid
+    finally:
+        assert host.close() == 0
+    assert b"restarted" in b"".join(host.stderr)
