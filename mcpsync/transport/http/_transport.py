@@ -45,17 +45,16 @@ from mcpsync.auth_hooks import AuthHooks
 from mcpsync.jsonrpc import MAX_FRAME_BYTES, Message, RequestId, StreamError
 from mcpsync.transport.base import TransportClosed, safe_name
 from mcpsync.transport.http._auth import AuthFlow
-from mcpsync.transport.http._conn import close_session, new_session
+from mcpsync.transport.http._conn import MAX_WORKERS, close_session, new_session
 from mcpsync.transport.http._exchange import LISTEN, Exchange, Exchanger, Link
 from mcpsync.transport.http._legacy import ACCEPTED_WAIT, GET_OPEN_WAIT, LegacySession
 from mcpsync.transport.http._modern import ModernExchange
 from mcpsync.transport.http._sse2024 import SseRoute
 
-__all__ = ["ACCEPTED_WAIT", "GET_OPEN_WAIT", "HttpTransport", "SessionState"]
+__all__ = ["ACCEPTED_WAIT", "GET_OPEN_WAIT", "MAX_WORKERS", "HttpTransport", "SessionState"]
 
 logger = logging.getLogger("mcpsync.transport.http")
 
-MAX_WORKERS: Final = 64
 JOIN_TIMEOUT: Final = 1.0
 _WAKE: Final = object()
 _EOF: Final = object()
@@ -129,7 +128,8 @@ class HttpTransport:
     """An MCP server at ``url`` over Streamable HTTP, as a pull transport for ``Session``.
 
     ``session``: a caller's ``requests.Session`` used as given (never remounted or closed);
-    otherwise we create one with a 64-connection pool and close it in :meth:`close`.
+    otherwise we create one with a pool of 66 connections (one per worker thread, two for
+    long-lived streams) and close it in :meth:`close`.
     ``headers``: static headers on every request; ``auth``: an :class:`AuthHooks` (see
     ``mcpsync.auth_hooks.make_auth``). ``max_frame_bytes`` bounds one JSON body or SSE event.
     """
