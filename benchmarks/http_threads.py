@@ -128,15 +128,18 @@ def _drive(threads: int, calls: int, server_pid: int | None, conns: _Connections
     for t in workers:
         t.start()
     start.wait()
-    opened0, s0, c0, t0 = conns.opened, _server_cpu(server_pid), time.process_time(), \
+    opened0, s0, c0, t0 = conns.opened, _server_cpu(server_pid), os.times(), \
         time.perf_counter()
     stop.wait()
-    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    c1, wall = os.times(), time.perf_counter() - t0
+    user, system = c1.user - c0.user, c1.system - c0.system
+    cpu = user + system
     server, opened = _server_cpu(server_pid) - s0, conns.opened - opened0
     for t in workers:
         t.join()
     n = threads * calls
     return {"calls": n, "calls_s": n / wall, "client_cpu_us": cpu / n * 1e6,
+            "client_sys_us": system / n * 1e6,
             "server_cpu_us": server / n * 1e6, "new_connections": opened,
             "warmup_calls": warm["calls"], "warmup_connections": opened0 - first,
             "errors": errors[:5], "error_count": len(errors)}
@@ -191,7 +194,7 @@ def _mcpsync(url: str, threads: int, calls: int, server_pid: int | None,
         import cProfile
 
         def start(*_: Any) -> None:
-            prof = cProfile.Profile()
+            prof = cProfile.Profile(time.thread_time)   # CPU, not waits
             profiles.append(prof)
             prof.enable()
         threading.setprofile(start)
