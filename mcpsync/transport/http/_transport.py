@@ -74,7 +74,12 @@ class SessionState:
 
 
 class _Workers:
-    """Daemon threads ``mcpsync-http-<name>-<k>``, started on demand up to MAX_WORKERS."""
+    """Daemon threads ``mcpsync-http-<name>-<k>``, started on demand up to MAX_WORKERS.
+
+    Once all MAX_WORKERS run, no more are started, so the count of busy ones (which decides
+    when to start one) is no longer kept: with 64 threads calling at once, that lock, taken
+    twice per request, was one more place where they queued up behind each other.
+    """
 
     def __init__(self, safe: str) -> None:
         self._safe = safe
@@ -82,9 +87,15 @@ class _Workers:
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self._busy = 0
+        self._full = False     # all MAX_WORKERS started: _busy is no longer needed
         self._stopped = False
 
     def submit(self, job: Callable[[], None]) -> bool:
+        if self._full:
+            if self._stopped:
+                return False
+            self._jobs.put(job)
+            return True
         with self._lock:
             if self._stopped:
                 return False
@@ -93,6 +104,7 @@ class _Workers:
                 thread = new_thread(f"mcpsync-http-{self._safe}-{len(self._threads)}",
                                     self._run)
                 self._threads.append(thread)
+                self._full = len(self._threads) >= MAX_WORKERS
                 thread.start()
         self._jobs.put(job)
         return True
@@ -108,8 +120,9 @@ class _Workers:
             except Exception:  # a bug: never let a worker die silently
                 logger.error("an HTTP worker job failed", exc_info=True)
             finally:
-                with self._lock:
-                    self._busy -= 1
+                if not self._full:
+                    with self._lock:
+                        self._busy -= 1
 
     def stop(self, timeout: float) -> None:
         with self._lock:
