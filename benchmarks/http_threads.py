@@ -5,7 +5,7 @@ What it measures: T threads (default 64) all calling ``tools/call echo`` through
 from T threads through one ``requests.Session`` mounted with ``HTTPAdapter(pool_maxsize=T)``
 (prebuilt bodies, one ``json.loads`` per reply). Each client runs in a child process of its
 own, so its CPU is its own: per client the table shows calls per second, the client's CPU per
-call (``time.process_time`` of the child, all its threads), the server's CPU per call (read
+call (``os.times`` of the child, user and system, all its threads), the server's CPU per call (read
 from ``/proc``, so a run the server bounds shows as such) and the TCP connections opened
 after the warm-up (counted by urllib3's pools: every client here sends through urllib3; with
 a pool as large as the thread count this is 0).
@@ -22,8 +22,10 @@ Usage, from the project root::
     HARNESS=<harness> .venv/bin/python benchmarks/http_threads.py --calls 50 --runs 1
     .venv/bin/python benchmarks/http_threads.py --url http://127.0.0.1:PORT/mcp --server-pid PID
 
-``--profile FILE`` runs the mcpsync child once more, not counted, under cProfile (every
-thread it starts, warm-up included); read it with ``python -m pstats FILE``.
+``--baseline DIR`` adds ``mcpsync@base``: the same client importing the ``mcpsync`` package
+found in DIR (another version, e.g. ``git archive <commit> mcpsync | tar -x -C DIR``), in
+the same runs. ``--profile FILE`` runs the mcpsync child once more, not counted, under
+cProfile (every thread it starts, warm-up included); read it with ``python -m pstats FILE``.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from typing import Any
 
 HERE = os.path.abspath(__file__)
 CLIENTS = ("floor", "mcpsync")
+BASE = "mcpsync@base"      # with --baseline: another version of mcpsync, in the same runs
 MIN_WARMUP = 5             # warm-up calls per thread at least
 MAX_WARMUP = 200           # and at most
 QUIET_CALLS = 10           # warm-up ends once this many calls per thread opened nothing
@@ -89,6 +92,7 @@ def _drive(threads: int, calls: int, server_pid: int | None, conns: _Connections
     start = threading.Barrier(threads + 1)
     stop = threading.Barrier(threads + 1)
     errors: list[str] = []
+    warmup_errors: list[str] = []   # a connection refused in the opening burst, say
 
     first = conns.opened
     warm = {"calls": 0, "quiet_since": 0, "seen": first, "done": False}
@@ -104,7 +108,7 @@ def _drive(threads: int, calls: int, server_pid: int | None, conns: _Connections
             try:
                 call(i)
             except BaseException as exc:  # report, and still meet the barriers
-                errors.append(f"thread {k} warm-up: {exc!r}")
+                warmup_errors.append(f"thread {k} warm-up: {exc!r}")
                 break
             warm["calls"] += 1
             opened = conns.opened
@@ -142,7 +146,8 @@ def _drive(threads: int, calls: int, server_pid: int | None, conns: _Connections
             "client_sys_us": system / n * 1e6,
             "server_cpu_us": server / n * 1e6, "new_connections": opened,
             "warmup_calls": warm["calls"], "warmup_connections": opened0 - first,
-            "errors": errors[:5], "error_count": len(errors)}
+            "errors": errors[:5], "error_count": len(errors),
+            "warmup_errors": warmup_errors[:3], "warmup_error_count": len(warmup_errors)}
 
 
 def _floor(url: str, threads: int, calls: int, server_pid: int | None,
@@ -210,6 +215,7 @@ def _mcpsync(url: str, threads: int, calls: int, server_pid: int | None,
 
         row = _drive(threads, calls, server_pid, conns, make_call)
     row["protocol_version"] = proto
+    row["package"] = os.path.dirname(os.path.dirname(os.path.abspath(mcpsync.__file__)))
     if profile:
         import pstats
         threading.setprofile(None)
@@ -256,13 +262,19 @@ def _start_server(command: str) -> tuple[subprocess.Popen[bytes], str]:
 
 def _run_child(client: str, url: str, pid: int | None, args: argparse.Namespace,
                profile: str | None) -> dict[str, Any]:
+    env = None
+    if client == BASE:   # the same client, importing mcpsync from the baseline folder
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            p for p in (os.path.abspath(args.baseline), os.environ.get("PYTHONPATH")) if p)}
+        client = "mcpsync"
     argv = [sys.executable, HERE, "--child", client, "--url", url, "--threads",
             str(args.threads), "--calls", str(args.calls), "--era", args.era]
     if pid:
         argv += ["--server-pid", str(pid)]
     if profile:
         argv += ["--profile", profile]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False,
+                          env=env)
     if done.returncode != 0:
         raise SystemExit(f"the {client} client failed (exit {done.returncode}):\n"
                          f"{done.stderr[-3000:]}")
@@ -288,6 +300,8 @@ def main() -> None:
     parser.add_argument("--url", help="an already running server")
     parser.add_argument("--server-pid", type=int, default=0, help="its pid, for its CPU")
     parser.add_argument("--profile", help="write a cProfile of one extra mcpsync run here")
+    parser.add_argument("--baseline", help="a folder holding another version's mcpsync "
+                        "package, measured in the same runs as mcpsync@base")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--child", choices=CLIENTS, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -312,6 +326,10 @@ def main() -> None:
             command = f"{shlex.quote(sys.executable)} {shlex.quote(script)} --floor-server {{port}}"
         proc, url = _start_server(command)
         pid = proc.pid
+    if args.baseline:
+        if not os.path.isfile(os.path.join(args.baseline, "mcpsync", "__init__.py")):
+            parser.error(f"--baseline {args.baseline}: no mcpsync package in that folder")
+        clients.append(BASE)
     rows: dict[str, list[dict[str, Any]]] = {c: [] for c in clients}
     try:
         for rnd in range(args.runs):
@@ -336,21 +354,27 @@ def main() -> None:
                                          / medians["floor"]["client_cpu_us"])
         result["mcpsync_x_floor_calls"] = (medians["mcpsync"]["calls_s"]
                                            / medians["floor"]["calls_s"])
+    if "floor" in medians and BASE in medians:
+        result["base_x_floor_cpu"] = (medians[BASE]["client_cpu_us"]
+                                      / medians["floor"]["client_cpu_us"])
     if args.json:
         print(json.dumps(result))
     else:
         print(f"{args.threads} threads x {args.calls} calls, {args.runs} runs, medians "
               f"(min-max); load average {result['loadavg']:.2f}")
-        print(f"{'client':8s} {'calls/s':>18s} {'client CPU us/call':>24s} "
+        print(f"{'client':12s} {'calls/s':>18s} {'client CPU us/call':>24s} "
               f"{'server CPU us/call':>22s} {'new conns':>9s} errors")
         for c, rs in rows.items():
-            print(f"{c:8s} {_span(rs, 'calls_s', '%.0f'):>18s} "
+            print(f"{c:12s} {_span(rs, 'calls_s', '%.0f'):>18s} "
                   f"{_span(rs, 'client_cpu_us', '%.1f'):>24s} "
                   f"{_span(rs, 'server_cpu_us', '%.1f'):>22s} "
                   f"{max(r['new_connections'] for r in rs):9d} {errors[c]}")
         if "mcpsync_x_floor_cpu" in result:
             print(f"mcpsync client CPU per call {result['mcpsync_x_floor_cpu']:.2f}x the floor's; "
                   f"calls/s {result['mcpsync_x_floor_calls']:.2f}x")
+        if "base_x_floor_cpu" in result:
+            print(f"mcpsync@base client CPU per call {result['base_x_floor_cpu']:.2f}x the "
+                  "floor's")
     if any(errors.values()):
         sys.exit(1)
 
