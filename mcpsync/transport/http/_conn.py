@@ -32,11 +32,17 @@ from mcpsync.transport.http._auth import redact_url
 if TYPE_CHECKING:
     from requests.sessions import _Settings
 
-__all__ = ["NETWORK_ERRORS", "Abortable", "Described", "abort_socket", "close_session",
-           "connect_failure", "from_network", "iter_chunks", "map_network_errors",
-           "media_type", "new_session", "read_body", "tracking"]
+__all__ = ["MAX_WORKERS", "NETWORK_ERRORS", "POOL_MAXSIZE", "Abortable", "Described",
+           "abort_socket", "close_session", "connect_failure", "from_network", "iter_chunks",
+           "map_network_errors", "media_type", "new_session", "read_body", "tracking"]
 
-POOL_MAXSIZE = 64
+MAX_WORKERS: Final = 64   # requests in flight at once: the transport's worker threads
+# Connections kept per origin: one per worker, plus the long-lived streams that run on
+# threads of their own (the legacy GET stream or the HTTP+SSE stream, and the modern
+# ``subscriptions/listen`` stream). Smaller than that, 64 calls at once while a stream is
+# open need one connection more than the pool keeps: urllib3 opens it and drops it on
+# return, over and over.
+POOL_MAXSIZE: Final = MAX_WORKERS + 2
 READ1_SIZE = 65536
 ENV_TTL = 1.0   # seconds between two reads of the environment's proxy/CA settings
 
@@ -178,7 +184,8 @@ class _OwnSession(requests.Session):
 
 
 def new_session() -> requests.Session:
-    """Our own session: a 64-connection pool whose connections can be aborted early."""
+    """Our own session: a pool with a connection per worker and stream (POOL_MAXSIZE), whose
+    connections can be aborted early."""
     session = _OwnSession()
     adapter = _TrackingAdapter(pool_connections=4, pool_maxsize=POOL_MAXSIZE)
     session.mount("http://", adapter)

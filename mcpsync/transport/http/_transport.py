@@ -45,17 +45,16 @@ from mcpsync.auth_hooks import AuthHooks
 from mcpsync.jsonrpc import MAX_FRAME_BYTES, Message, RequestId, StreamError
 from mcpsync.transport.base import TransportClosed, safe_name
 from mcpsync.transport.http._auth import AuthFlow
-from mcpsync.transport.http._conn import close_session, new_session
+from mcpsync.transport.http._conn import MAX_WORKERS, close_session, new_session
 from mcpsync.transport.http._exchange import LISTEN, Exchange, Exchanger, Link
 from mcpsync.transport.http._legacy import ACCEPTED_WAIT, GET_OPEN_WAIT, LegacySession
 from mcpsync.transport.http._modern import ModernExchange
 from mcpsync.transport.http._sse2024 import SseRoute
 
-__all__ = ["ACCEPTED_WAIT", "GET_OPEN_WAIT", "HttpTransport", "SessionState"]
+__all__ = ["ACCEPTED_WAIT", "GET_OPEN_WAIT", "MAX_WORKERS", "HttpTransport", "SessionState"]
 
 logger = logging.getLogger("mcpsync.transport.http")
 
-MAX_WORKERS: Final = 64
 JOIN_TIMEOUT: Final = 1.0
 _WAKE: Final = object()
 _EOF: Final = object()
@@ -75,7 +74,12 @@ class SessionState:
 
 
 class _Workers:
-    """Daemon threads ``mcpsync-http-<name>-<k>``, started on demand up to MAX_WORKERS."""
+    """Daemon threads ``mcpsync-http-<name>-<k>``, started on demand up to MAX_WORKERS.
+
+    Once all MAX_WORKERS run, no more are started, so the count of busy ones (which decides
+    when to start one) is no longer kept: with 64 threads calling at once, that lock, taken
+    twice per request, was one more place where they queued up behind each other.
+    """
 
     def __init__(self, safe: str) -> None:
         self._safe = safe
@@ -83,9 +87,15 @@ class _Workers:
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self._busy = 0
+        self._full = False     # all MAX_WORKERS started: _busy is no longer needed
         self._stopped = False
 
     def submit(self, job: Callable[[], None]) -> bool:
+        if self._full:
+            if self._stopped:
+                return False
+            self._jobs.put(job)
+            return True
         with self._lock:
             if self._stopped:
                 return False
@@ -94,6 +104,7 @@ class _Workers:
                 thread = new_thread(f"mcpsync-http-{self._safe}-{len(self._threads)}",
                                     self._run)
                 self._threads.append(thread)
+                self._full = len(self._threads) >= MAX_WORKERS
                 thread.start()
         self._jobs.put(job)
         return True
@@ -109,8 +120,9 @@ class _Workers:
             except Exception:  # a bug: never let a worker die silently
                 logger.error("an HTTP worker job failed", exc_info=True)
             finally:
-                with self._lock:
-                    self._busy -= 1
+                if not self._full:
+                    with self._lock:
+                        self._busy -= 1
 
     def stop(self, timeout: float) -> None:
         with self._lock:
@@ -129,7 +141,8 @@ class HttpTransport:
     """An MCP server at ``url`` over Streamable HTTP, as a pull transport for ``Session``.
 
     ``session``: a caller's ``requests.Session`` used as given (never remounted or closed);
-    otherwise we create one with a 64-connection pool and close it in :meth:`close`.
+    otherwise we create one with a pool of 66 connections (one per worker thread, two for
+    long-lived streams) and close it in :meth:`close`.
     ``headers``: static headers on every request; ``auth``: an :class:`AuthHooks` (see
     ``mcpsync.auth_hooks.make_auth``). ``max_frame_bytes`` bounds one JSON body or SSE event.
     """
