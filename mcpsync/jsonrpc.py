@@ -55,6 +55,7 @@ __all__ = [
     "RESOURCE_NOT_FOUND",
     "UNSUPPORTED_PROTOCOL_VERSION",
     "URL_ELICITATION_REQUIRED",
+    "AnswerSink",
     "Batch",
     "FrameDecoder",
     "FrameReader",
@@ -671,15 +672,23 @@ def _parse_plain(text: str) -> Message | None:
         return None
 
 
-def _parse_line(data: bytes | bytearray, allow_batch: bool) -> Message | Batch | ParseError:
+#: ``answer(id, result)``: takes a plain result response (a non-zero integer id) off the frame
+#: decoder's hands (True) or declines it (False). See ``FrameDecoder.answer``.
+AnswerSink = Callable[[int, Any], bool]
+
+
+def _parse_line(data: bytes | bytearray, allow_batch: bool,
+                answer: AnswerSink | None) -> Message | Batch | ParseError | None:
     """One complete line that starts with ``{`` and ends with its only newline, as the frame
-    decoder's usual read holds it: what ``parse(data[:-1])`` returns or raises.
+    decoder's usual read holds it: what ``parse(data[:-1])`` returns or raises, or ``None``
+    when ``answer`` took the line (a plain result response it was waiting for).
 
     This is :func:`parse` and :func:`_parse_plain` folded into one function for the common
     case (UTF-8 bytes, one object, no ``\\u`` escape), with the usual response,
-    ``{"jsonrpc", "id": <non-zero integer>, "result"}``, built inline: a sequential call pays
-    for one function here instead of four. Anything else goes to :func:`parse` (on the line
-    without its newline), which decides and words every error as before.
+    ``{"jsonrpc", "id": <non-zero integer>, "result"}``, handled inline: a sequential call
+    pays for one function here instead of four, and, when the reader hands it straight to
+    the waiting call, for no :class:`Message` at all. Anything else goes to :func:`parse`
+    (on the line without its newline), which decides and words every error as before.
     """
     text = ""
     try:
@@ -694,6 +703,8 @@ def _parse_line(data: bytes | bytearray, allow_batch: bool) -> Message | Batch |
             if type(id_value) is int and id_value and get("jsonrpc") == "2.0":
                 res = get("result", MISSING)
                 if res is not MISSING:
+                    if answer is not None and answer(id_value, res):
+                        return None
                     return Message(RequestId(str(id_value), id_value), None, None, res, None,
                                    {})
         try:
@@ -782,7 +793,7 @@ class FrameDecoder:
     ``max_frame_bytes`` bytes of a partial line. Not thread-safe: one reader feeds it.
     """
 
-    __slots__ = ("_buf", "_error", "_max", "allow_batch")
+    __slots__ = ("_buf", "_error", "_max", "allow_batch", "answer")
 
     def __init__(self, *, max_frame_bytes: int = MAX_FRAME_BYTES,
                  allow_batch: bool = False) -> None:
@@ -790,6 +801,10 @@ class FrameDecoder:
             raise ValueError("max_frame_bytes must be positive")
         self._max = max_frame_bytes
         self.allow_batch = allow_batch
+        # The reader's shortcut (the session's, through its transport): when a read holds
+        # exactly one line and it is a plain result response, ``answer(id, result)`` may
+        # take it, and the read then decodes to no frame. None: every line becomes a frame.
+        self.answer: AnswerSink | None = None
         self._buf = bytearray()
         self._error: StreamError | None = None
 
@@ -809,7 +824,8 @@ class FrameDecoder:
             # The usual read: exactly one complete object line and nothing buffered.
             last = len(data) - 1
             if 0 < last <= self._max and data[0] == 0x7B and data.find(b"\n") == last:
-                return [_parse_line(data, self.allow_batch)]
+                frame = _parse_line(data, self.allow_batch, self.answer)
+                return [] if frame is None else [frame]
         lines: list[bytes] = []
         self._split(data, lines.append)
         return [self._decode(line) for line in lines]
