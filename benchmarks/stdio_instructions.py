@@ -13,7 +13,7 @@ available.
 Run from the project root::
 
     python benchmarks/stdio_instructions.py --echo <harness>/echo_server.py
-    python benchmarks/stdio_instructions.py --echo <harness>/echo_server.py --calls 1200 --base 200
+    python benchmarks/stdio_instructions.py --echo <harness>/echo_server.py --client floor
 
 valgrind runs the process about 50 times slower than it runs natively, so the background
 reader's short sleep between two calls (``HANDOFF_GRACE``, 5 ms: about 250 sequential calls
@@ -94,10 +94,8 @@ def _count(echo: str, n: int, pin: str | None, client: str, grace: float) -> int
 
 
 def main() -> None:
-    here = os.path.dirname(os.path.abspath(__file__))
-    default_echo = os.path.join(here, "..", "..", "shared", "bench", "echo_server.py")
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--echo", default=default_echo, help="the harness's echo_server.py")
+    parser.add_argument("--echo", required=True, help="the harness's echo_server.py")
     parser.add_argument("--calls", type=int, default=1200, help="timed calls of the long run")
     parser.add_argument("--base", type=int, default=200, help="timed calls of the short run")
     parser.add_argument("--cpu", default="1", help="CPU to pin to ('' for none)")
@@ -116,7 +114,7 @@ def main() -> None:
             _loop(echo, args.child, args.grace)
         return
     if not os.path.exists(echo):
-        raise SystemExit(f"no echo server at {echo}; pass --echo <harness>/echo_server.py")
+        raise SystemExit(f"no echo server at {echo}; pass the harness's echo_server.py")
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed; install it (apt-get install valgrind)")
     pin = args.cpu or None
