@@ -55,6 +55,7 @@ __all__ = [
     "RESOURCE_NOT_FOUND",
     "UNSUPPORTED_PROTOCOL_VERSION",
     "URL_ELICITATION_REQUIRED",
+    "AnswerSink",
     "Batch",
     "FrameDecoder",
     "FrameReader",
@@ -402,6 +403,8 @@ def _build_value_encoder() -> Callable[[Any], str]:
             def encode(value: Any) -> str:
                 return "".join(c_encode(value, 0))
 
+            encode.c_encode = c_encode  # type: ignore[attr-defined]
+
             sample = {"a": [1, 2.5, "é\n", None, True], "b": {}}
             if encode(sample) == _ENCODER.encode(sample):
                 return encode
@@ -411,6 +414,8 @@ def _build_value_encoder() -> Callable[[Any], str]:
 
 
 _encode_value: Final = _build_value_encoder()
+# The C encoder itself, when _encode_value wraps it (serialize_request calls it directly).
+_c_chunks: Final[Callable[[Any, int], Any] | None] = getattr(_encode_value, "c_encode", None)
 
 
 def _serialize_text(message: Message) -> str:
@@ -454,17 +459,34 @@ def serialize(message: Message) -> bytes:
         raise ValueError("cannot serialise a circular or too deeply nested value") from None
 
 
+# A method's name as JSON text, per method: a client sends a handful of methods, over and
+# over. Bounded, so that a caller inventing method names cannot grow it without limit.
+_METHOD_PARTS: Final[dict[str, str]] = {}
+_METHOD_PARTS_MAX: Final = 256
+
+
+def _method_part(method: str) -> str:
+    part = _encode_str(method)
+    if len(_METHOD_PARTS) < _METHOD_PARTS_MAX:
+        _METHOD_PARTS[method] = part
+    return part
+
+
 def serialize_request(rid: int, method: str, params: dict[str, Any] | None) -> bytes:
     """``serialize(request(rid, method, params))`` for a positive integer id, without
     building the :class:`Message` (the session's hot path; the caller guarantees the types).
     Raises ``ValueError`` / ``TypeError`` exactly as :func:`serialize` does."""
     try:
+        middle = _METHOD_PARTS.get(method)
+        if middle is None:
+            middle = _method_part(method)
         if params is None:
-            text = '{"jsonrpc":"2.0","id":' + str(rid) + ',"method":' + _encode_str(method) + "}"
-        else:
-            text = ('{"jsonrpc":"2.0","id":' + str(rid) + ',"method":' + _encode_str(method)
-                    + ',"params":' + _encode_value(params) + "}")
-        return text.encode("utf-8")
+            return f'{{"jsonrpc":"2.0","id":{rid},"method":{middle}}}'.encode()
+        if _c_chunks is not None:
+            return (f'{{"jsonrpc":"2.0","id":{rid},"method":{middle},"params":'
+                    f'{"".join(_c_chunks(params, 0))}}}').encode()
+        return f'{{"jsonrpc":"2.0","id":{rid},"method":{middle},"params":' \
+            f'{_encode_value(params)}}}'.encode()  # pragma: no cover - no C encoder
     except UnicodeEncodeError:
         raise ValueError("cannot serialise a message holding a lone surrogate "
                          "(U+D800-U+DFFF) in a string") from None
@@ -650,6 +672,51 @@ def _parse_plain(text: str) -> Message | None:
         return None
 
 
+#: ``answer(id, result)``: takes a plain result response (a non-zero integer id) off the frame
+#: decoder's hands (True) or declines it (False). See ``FrameDecoder.answer``.
+AnswerSink = Callable[[int, Any], bool]
+
+
+def _parse_line(data: bytes | bytearray, allow_batch: bool,
+                answer: AnswerSink | None) -> Message | Batch | ParseError | None:
+    """One complete line that starts with ``{`` and ends with its only newline, as the frame
+    decoder's usual read holds it: what ``parse(data[:-1])`` returns or raises, or ``None``
+    when ``answer`` took the line (a plain result response it was waiting for).
+
+    This is :func:`parse` and :func:`_parse_plain` folded into one function for the common
+    case (UTF-8 bytes, one object, no ``\\u`` escape), with the usual response,
+    ``{"jsonrpc", "id": <non-zero integer>, "result"}``, handled inline: a sequential call
+    pays for one function here instead of four, and, when the reader hands it straight to
+    the waiting call, for no :class:`Message` at all. Anything else goes to :func:`parse`
+    (on the line without its newline), which decides and words every error as before.
+    """
+    text = ""
+    try:
+        text = data.decode("utf-8")
+        obj, end = _scan_once(text, 0)
+    except Exception:  # UnicodeDecodeError, StopIteration (not JSON), _NonFinite...
+        end = 0  # never len(text) - 1: a decoded line holds at least "{" and its newline
+    if end == len(text) - 1 and "\\u" not in text:  # the object ends at the newline
+        if len(obj) == 3:
+            get = obj.get
+            id_value = get("id")
+            if type(id_value) is int and id_value and get("jsonrpc") == "2.0":
+                res = get("result", MISSING)
+                if res is not MISSING:
+                    if answer is not None and answer(id_value, res):
+                        return None
+                    return Message(RequestId(str(id_value), id_value), None, None, res, None,
+                                   {})
+        try:
+            return _to_message(obj, text, -1)
+        except _Invalid:
+            pass
+    try:
+        return parse(data[:-1], allow_batch=allow_batch)
+    except ParseError as exc:
+        return exc
+
+
 def parse(data: bytes | bytearray | str, *, allow_batch: bool = False) -> Message | Batch:
     """Parse one line (without its newline) into a :class:`Message` or a :class:`Batch`.
 
@@ -726,7 +793,7 @@ class FrameDecoder:
     ``max_frame_bytes`` bytes of a partial line. Not thread-safe: one reader feeds it.
     """
 
-    __slots__ = ("_buf", "_error", "_max", "allow_batch")
+    __slots__ = ("_buf", "_error", "_max", "allow_batch", "answer")
 
     def __init__(self, *, max_frame_bytes: int = MAX_FRAME_BYTES,
                  allow_batch: bool = False) -> None:
@@ -734,6 +801,10 @@ class FrameDecoder:
             raise ValueError("max_frame_bytes must be positive")
         self._max = max_frame_bytes
         self.allow_batch = allow_batch
+        # The reader's shortcut (the session's, through its transport): when a read holds
+        # exactly one line and it is a plain result response, ``answer(id, result)`` may
+        # take it, and the read then decodes to no frame. None: every line becomes a frame.
+        self.answer: AnswerSink | None = None
         self._buf = bytearray()
         self._error: StreamError | None = None
 
@@ -753,10 +824,8 @@ class FrameDecoder:
             # The usual read: exactly one complete object line and nothing buffered.
             last = len(data) - 1
             if 0 < last <= self._max and data[0] == 0x7B and data.find(b"\n") == last:
-                try:
-                    return [parse(data[:last], allow_batch=self.allow_batch)]
-                except ParseError as exc:
-                    return [exc]
+                frame = _parse_line(data, self.allow_batch, self.answer)
+                return [] if frame is None else [frame]
         lines: list[bytes] = []
         self._split(data, lines.append)
         return [self._decode(line) for line in lines]

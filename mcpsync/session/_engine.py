@@ -197,6 +197,12 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
             def send_until(frame: bytes, deadline: float) -> None:
                 send_bytes(frame)
         self._send_until: Callable[[bytes, float], None] = send_until
+        # Where the transport can (stdio), a plain result response read alone is handed
+        # straight to _take_answer, without a Message or a pass through _feed (the hot path).
+        self._route_answers: Callable[[jsonrpc.AnswerSink | None], None] | None = getattr(
+            transport, "route_answers", None)
+        if self._route_answers is not None:
+            self._route_answers(self._take_answer)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -213,9 +219,15 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
     def lost(self) -> ConnectionLost | None:
         """The error that ended the connection, or ``None`` while it is alive (while the
         error is being built, this waits for it: up to EXIT_WAIT for the exit status)."""
-        if self._lost is None and Phase.LOSING <= self._phase <= Phase.TORN_DOWN:
-            self._loss_settled.wait(EXIT_WAIT + JOIN_TIMEOUT)
-        return self._lost
+        lost = self._lost
+        if lost is None:
+            phase = self._phase
+            if phase is _OPEN:  # the usual answer, checked first: call_tool asks every call
+                return None
+            if Phase.LOSING <= phase <= Phase.TORN_DOWN:
+                self._loss_settled.wait(EXIT_WAIT + JOIN_TIMEOUT)
+            return self._lost
+        return lost
 
     @property
     def closed(self) -> bool:
@@ -277,6 +289,8 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
             if bg is not None and bg is not me:
                 bg.join(JOIN_TIMEOUT)
             self._transport.close()
+            if self._route_answers is not None:
+                self._route_answers(None)  # the transport no longer holds on to us
             self._dispatcher.stop(JOIN_TIMEOUT)
             self._settle_answered()
             self._pool.stop(JOIN_TIMEOUT)
@@ -457,8 +471,10 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
             # while its stdout is full), the background reader takes the role over after
             # HANDOFF_GRACE and drains stdout, so the write can finish.
             with self._lock:
-                if self._phase is not _CLOSED:
-                    claimed = self._role.claim(call)
+                role = self._role
+                if role.holder is None and self._phase is not _CLOSED:  # Role.claim, inlined
+                    role.holder = role.sending = call
+                    claimed = True
         try:
             self._send_until(frame, call.deadline)
         except WriteTimedOut as exc:
@@ -604,11 +620,35 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
         thread switch per call, and most often the same caller claims the role again for its
         next call before that sleep ends. See docs/performance.md.
         """
-        with self._lock:
-            self._role.release(call, EAGER_HANDBACK or bool(self._pending)
-                              or self._phase is _CLOSED)
+        role = self._role
+        with self._lock:  # Role.release, inlined (this runs once per call)
+            if role.want is call:
+                role.want = None
+            if role.holder is call:
+                role.holder = None
+                if (role.long_park or EAGER_HANDBACK or self._pending
+                        or self._phase is _CLOSED):
+                    role.unpark()
 
     # ------------------------------------------------------------------ incoming frames
+
+    def _take_answer(self, rid: int, result: Any) -> bool:
+        """The transport's shortcut (see ``route_answers``): a plain result response for the
+        integer id ``rid``, read alone, on the thread that holds the reader role. Settles the
+        call exactly as :meth:`_feed` would and returns True; False when no call waits for
+        ``rid``, so that the response comes back as a frame and :meth:`_feed` drops and logs
+        it as before."""
+        call = self._pending.pop(("int", rid), None)
+        if call is None:
+            return False
+        self._watching = False  # an answer: this speaks JSON-RPC (see _feed)
+        if call.attended is False:
+            self._unattended.discard(call)
+        if call.ordered:
+            self._settle_later(call, result, None)
+        else:
+            call.finish(result, None)
+        return True
 
     def _feed(self, items: Iterable[Message | Batch | ParseError | CallFailed]) -> None:
         """Route every decoded item; runs on whichever thread holds the reader role."""

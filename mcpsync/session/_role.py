@@ -30,7 +30,9 @@ BG: Final = object()  # the background reader, as holder of the reader role
 
 
 class Role:
-    """Holder, want, sending and parked, changed under the session's lock."""
+    """Holder, want, sending and parked, changed under the session's lock. Claiming and
+    giving back the role are written inline in the session (``_send``, ``_release_role``),
+    since they run on every call."""
 
     __slots__ = ("gate", "holder", "long_park", "parked", "sending", "want")
 
@@ -42,24 +44,6 @@ class Role:
         self.long_park = True
         self.gate = threading.Lock()
         self.gate.acquire()
-
-    def claim(self, call: Call) -> bool:
-        """Under the lock: take the role for ``call`` if it is free, marking it as writing."""
-        if self.holder is None:
-            self.holder = call
-            self.sending = call
-            return True
-        return False
-
-    def release(self, call: Call, wake: bool) -> None:
-        """Under the lock: ``call`` gives the role (and any request for it) back; the
-        background reader is woken when ``wake`` says it must read or it sleeps long."""
-        if self.want is call:
-            self.want = None
-        if self.holder is call:
-            self.holder = None
-            if wake or self.long_park:
-                self.unpark()
 
     def grant(self, call: Call) -> None:
         """Under the lock, by the background reader: hand the role to ``call`` and wake it."""

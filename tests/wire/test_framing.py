@@ -566,3 +566,34 @@ def test_write_frame_takes_pre_serialised_bytes() -> None:
     assert stream.getvalue() == PING + b"\n"
     with pytest.raises(ValueError):
         writer.write_frame(PING + b"\n" + PING)
+
+
+def test_answer_sink_takes_a_plain_result_read_alone() -> None:
+    taken: list[tuple[int, Any]] = []
+    decoder = FrameDecoder()
+    decoder.answer = lambda rid, result: taken.append((rid, result)) or rid == 7
+    # Taken: the read decodes to no frame.
+    assert decoder.feed(b'{"jsonrpc":"2.0","id":7,"result":{"ok":1}}\n') == []
+    # Declined (nobody waits for 8): the same line comes back as a frame.
+    [declined] = decoder.feed(b'{"jsonrpc":"2.0","id":8,"result":{"ok":2}}\n')
+    assert isinstance(declined, Message) and declined.id is not None
+    assert (declined.id.raw, declined.result) == ("8", {"ok": 2})
+    assert taken == [(7, {"ok": 1}), (8, {"ok": 2})]
+
+
+@pytest.mark.parametrize("data", [
+    b'{"jsonrpc":"2.0","id":7,"error":{"code":-32601,"message":"no"}}\n',  # an error
+    b'{"jsonrpc":"2.0","id":"7","result":{}}\n',                           # a string id
+    b'{"jsonrpc":"2.0","id":7,"result":{},"x":1}\n',                       # an extra member
+    b'{"jsonrpc":"2.0","method":"notifications/progress","params":{}}\n',  # a notification
+    b'{"jsonrpc":"2.0","id":7,"result":{"t":"\\u00e9"}}\n',                # an escape
+    b'{"jsonrpc":"2.0","id":7,"result":{}}\n{"jsonrpc":"2.0","id":8,"result":{}}\n',  # two
+])
+def test_answer_sink_sees_only_the_plain_case(data: bytes) -> None:
+    taken: list[int] = []
+    decoder = FrameDecoder()
+    decoder.answer = lambda rid, result: taken.append(rid) is None
+    expected = FrameDecoder().feed(data)
+    got = decoder.feed(data)
+    assert taken == []
+    assert [repr(f) for f in got] == [repr(f) for f in expected] and got

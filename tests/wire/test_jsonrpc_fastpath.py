@@ -126,3 +126,67 @@ def test_serialize_request_matches_serialize(rid: int, method: str,
     except ValueError:
         got = ValueError
     assert got == expected
+
+
+def _fed(data: bytes) -> Any:
+    """What the frame decoder makes of ``data`` read as one complete line (its fast path)."""
+    items = jsonrpc.FrameDecoder().feed(data + b"\n")
+    assert len(items) == 1
+    if isinstance(items[0], jsonrpc.ParseError):
+        raise items[0]
+    return items[0]
+
+
+def _worded(parse: Any, data: bytes) -> tuple[Any, ...]:
+    try:
+        return _outcome(parse, data)  # type: ignore[no-any-return]
+    finally:
+        try:
+            parse(data)
+        except jsonrpc.ParseError as exc:
+            message = str(exc)
+        else:
+            message = ""
+        assert message == _message(data)
+
+
+def _message(data: bytes) -> str:
+    try:
+        _general_parse(data)
+    except jsonrpc.ParseError as exc:
+        return str(exc)
+    return ""
+
+
+@settings(max_examples=400, deadline=None)
+@given(_objects(), st.integers(0, 1))
+def test_framed_line_agrees_with_the_general_path(obj: dict[str, Any], style: int) -> None:
+    try:
+        text = _render(obj, style)
+    except ValueError:
+        return
+    data = text.encode("utf-8", "surrogatepass")
+    assert _worded(_fed, data) == _outcome(_general_parse, data)
+
+
+@pytest.mark.parametrize("data", [
+    b'{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"hi"}]}}',
+    b'{"jsonrpc":"2.0","id":7,"result":{"t":"\xc3\xa9"}}',
+    b'{"jsonrpc":"2.0","id":7,"result":{"t":"\xff"}}',
+    b'{"jsonrpc":"2.0","id":7,"result":{}}  \r',
+    b'{"jsonrpc":"2.0","id":7,"result":{}}{}',
+    b'{"jsonrpc":"2.0","id":0,"result":{}}',
+    b'{"jsonrpc":"2.0","id":-0,"result":{}}',
+    b'{"jsonrpc":"2.0","id":7,"error":{"code":-32601,"message":"no"}}',
+    b'{"jsonrpc":"2.0","id":7,"result":{},"error":{"code":1,"message":"x"}}',
+    b'{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":1}}',
+    b'{"jsonrpc":"2.0","id":"s\\"q","method":"ping"}',
+    b'{"jsonrpc":"2.0","id":7,"result":{"t":"\\ud800"}}',
+    b'{"jsonrpc":"1.0","id":7,"result":{}}',
+    b'{"jsonrpc":"2.0","id":7,"x":1}',
+    b'{"jsonrpc":"2.0","id":7,"result":NaN}',
+    b'{',
+    b'{}',
+])
+def test_known_framed_lines_agree(data: bytes) -> None:
+    assert _worded(_fed, data) == _outcome(_general_parse, data)

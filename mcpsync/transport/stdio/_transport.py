@@ -35,6 +35,7 @@ from typing import NoReturn
 
 from ...jsonrpc import (
     MAX_FRAME_BYTES,
+    AnswerSink,
     Batch,
     FrameDecoder,
     Message,
@@ -156,6 +157,13 @@ class StdioTransport(ProcessLifecycle):
         """True once :meth:`close` has run (a transport is never reopened)."""
         return self._closed
 
+
+    def route_answers(self, answer: AnswerSink | None) -> None:
+        """Hand plain result responses read alone (one line in one read, an integer id)
+        straight to ``answer(id, result)`` while it returns True, instead of as frames from
+        :meth:`receive`; ``None`` stops it. The session's shortcut from the read buffer to
+        the waiting call; ``answer`` runs in :meth:`receive`, on the reading thread."""
+        self._decoder.answer = answer
 
     # ------------------------------------------------------------------ writing
 
@@ -317,6 +325,11 @@ class StdioTransport(ProcessLifecycle):
                                               server=self.name), exc)
                 else:
                     self._eager_misses = 0
+                    if n:  # _got, inlined for the usual read
+                        try:
+                            return self._decoder.feed(self._rx_view[:n].tobytes())
+                        except StreamError as exc:
+                            self._fail_rx(exc, None)
                     return self._got(n)
             else:
                 self._skip_eager -= 1
