@@ -75,14 +75,19 @@ class LogHelper:
         inherited = os.environ.get("PYTHONPATH")
         env = build_env({"PYTHONPATH": package_root if not inherited
                          else f"{package_root}{os.pathsep}{inherited}"})
-        argv = [sys.executable, "-m", WORKER, "--fd", str(fd), "--path", path,
+        # ``python -m`` puts the working directory first on ``sys.path``: started in a
+        # folder holding an ``mcpsync/`` of its own (a host's workspace), the child would
+        # run that code and be handed every frame. So it starts in the directory this
+        # package comes from, and the log's path (rotation reopens it) is made absolute.
+        argv = [sys.executable, "-m", WORKER, "--fd", str(fd), "--path", os.path.abspath(path),
                 "--detail", detail, "--max-bytes", str(max_bytes), "--backups", str(backups)]
         rules = _pack(("rules", redactor))   # before the spawn: a failure leaves no child
         self._lock = threading.Lock()
         self._dead = False
         self._reported = False   # its end was logged: once is enough
         self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                      pass_fds=(fd,), env=env, close_fds=True)
+                                      pass_fds=(fd,), env=env, close_fds=True,
+                                      cwd=package_root)
         self.pid = self._proc.pid
         self._write(rules)
 

@@ -187,6 +187,29 @@ def test_the_helper_holds_no_secret_of_the_gateway(tmp_path: Path,
     assert all(a.startswith(b"--") for a in argv[3::2] if a), argv
 
 
+def test_the_helper_never_runs_code_from_the_gateways_working_directory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A host may start the gateway in a workspace that holds a folder named ``mcpsync``:
+    the helper, which is handed every frame, must import the gateway's own package, not
+    that one; and a relative log path still names the file the gateway opened."""
+    workspace = tmp_path / "workspace"
+    planted = workspace / "mcpsync" / "gateway"
+    planted.mkdir(parents=True)
+    marker = tmp_path / "planted-code-ran"
+    for folder in (workspace / "mcpsync", planted):
+        (folder / "__init__.py").write_text(
+            f"open({str(marker)!r}, 'w').close()\n", encoding="utf-8")
+    monkeypatch.chdir(workspace)
+    inspector = Inspector("traffic.log", clock=_clock(), helper=True)
+    for legs, upstream, frame in TRAFFIC:
+        inspector.record_line(legs, frame, upstream, None)
+    inspector.close()
+    assert not marker.exists(), "the helper imported the workspace's mcpsync"
+    assert inspector._helper is None or inspector._helper._proc.returncode == 0
+    lines = (workspace / "traffic.log").read_bytes().splitlines()
+    assert len(lines) == sum(len(legs) for legs, _, _ in TRAFFIC)
+
+
 def test_the_helper_ends_with_a_gateway_that_is_killed(tmp_path: Path) -> None:
     log = tmp_path / "g.log"
     code = textwrap.dedent(f"""
