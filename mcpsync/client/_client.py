@@ -889,13 +889,18 @@ class Client(SessionLifecycle):
             _open_clients.discard(self)
             self._finalizer.detach()
             return
-        if not self._begin_close():
-            with self._state_lock:
-                if not self._close_rest:
-                    return   # closed, or another thread is closing it
-                self._close_rest = False
-        self._session.close()
-        self._workers.join(1.0)
+        with self._state_lock:
+            first = not self._closed
+            self._closed = True
+            rest, self._close_rest = self._close_rest, False
+        if not first and not rest:
+            return   # closed, or another thread is closing it
+        try:
+            if first:
+                self._begin_rest()
+        finally:   # whatever failed above, the server is stopped and the threads joined
+            self._session.close()
+            self._workers.join(1.0)
 
     def _close_early(self) -> None:
         """Start :meth:`close` without waiting, where that needs no exchange with the
@@ -909,21 +914,20 @@ class Client(SessionLifecycle):
         """
         if os.getpid() != self._pid or self._subs.listening:
             return
-        if self._begin_close():
-            with self._state_lock:
-                self._close_rest = True
-
-    def _begin_close(self) -> bool:
-        """Mark the client closed and begin the session's close; False if already closed."""
         with self._state_lock:
             if self._closed:
-                return False
-            self._closed = True
+                return
+            # Set first: should a step below fail, close() still does everything.
+            self._closed = self._close_rest = True
+        self._begin_rest()
+
+    def _begin_rest(self) -> None:
+        """Past marking the client closed: refuse it to new uses, end the subscriptions and
+        begin the session's close (which does not wait)."""
         _open_clients.discard(self)
         self._finalizer.detach()
         self._subs.close()
         self._session.begin_close()
-        return True
 
     def __enter__(self) -> Client:
         if os.getpid() != self._pid:

@@ -183,7 +183,8 @@ def begin_close_entry(entry: ServerEntry) -> None:
     try:
         entry.client._close_early()
     except Exception as exc:  # close_entry() below closes it all the same
-        _log.debug("server %r: beginning the close failed: %s", entry.server_id, exc)
+        _log.warning("server %r: beginning the close failed (it is closed all the same): "
+                     "%s", entry.server_id, exc)
 
 
 def close_entry(entry: ServerEntry) -> None:

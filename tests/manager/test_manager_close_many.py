@@ -147,3 +147,26 @@ def test_close_from_several_threads_at_once(no_leaks: None, server: Path,
     assert not any(t.is_alive() for t in threads)
     manager.close()
     assert wait_for(lambda: all(pid_gone(pid) for pid in pids if pid is not None))
+
+
+def test_a_failing_first_pass_still_stops_the_server(
+        no_leaks: None, server: Path, tmp_path: Path, short_graces: None,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Should beginning a client's close fail (here its subscriptions' close raises), the
+    Manager's second pass still stops that server, TERM included for one that ignores EOF,
+    and joins its threads; the failure is logged as a warning, not hidden."""
+    manager = Manager(configs=[config("s0", [sys.executable, str(server), "linger",
+                                             str(tmp_path / "s0.log")])])
+    assert manager.start_all() == {"s0": None}
+    client = manager.client("s0")
+    pid = client.pid
+
+    def broken() -> None:
+        raise RuntimeError("subscriptions would not close")
+
+    client._subs.close = broken  # type: ignore[method-assign]
+    with caplog.at_level(logging.WARNING, logger="mcpsync"):
+        manager.close()
+    assert pid is not None and pid_gone(pid)
+    assert "term" in _events(tmp_path / "s0.log")
+    assert any("beginning the close failed" in r.getMessage() for r in caplog.records)
