@@ -17,7 +17,7 @@ Each round runs the floor and then the Manager, side by side, so that both see t
 load; the figures are medians over the rounds: wall milliseconds and this process's CPU
 milliseconds (all threads), for the start and for the close.
 
-Run: ``python benchmarks/manager_many.py [--servers 50] [--rounds 7] [--server-dir DIR] [--json]``
+Run: ``python benchmarks/manager_many.py [--servers 50] [--rounds 7] --server-dir DIR [--json]``
 where DIR holds ``echo_server.py`` (a dependency-free MCP stdio server that exits at stdin
 EOF), which is started as ``python -S echo_server.py``. ``--affinity 1`` pins this process
 and the servers to CPU 1.
@@ -42,7 +42,6 @@ _INIT = (json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize",
                                 "clientInfo": {"name": "bench-floor", "version": "0"}}})
          + "\n").encode()
 _INITIALIZED = b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
-_DEFAULT_DIR = Path(__file__).resolve().parent.parent.parent / "shared" / "bench"
 
 Timing = dict[str, float]
 
@@ -149,8 +148,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--servers", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--server-dir", type=Path, default=_DEFAULT_DIR,
-                        help="the directory holding echo_server.py")
+    parser.add_argument("--server-dir", type=Path, required=True,
+                        help="the directory holding the cross-SDK harness's echo_server.py")
     parser.add_argument("--affinity", type=int, default=None,
                         help="pin this process (and so the servers) to this CPU")
     parser.add_argument("--json", action="store_true", help="print the medians as JSON")
