@@ -44,8 +44,11 @@ _log = logging.getLogger("mcpsync.gateway")
 
 #: The module the child runs (``python -m``).
 WORKER: Final = "mcpsync.gateway._logworker"
-#: How long :meth:`LogHelper.close` waits for the child to write what it got.
-CLOSE_WAIT: Final = 10.0
+#: How long :meth:`LogHelper.close` waits for the child to write what it got. A healthy
+#: child writes a full queue's records in well under a second; a host that closes the
+#: gateway's input often kills it a few seconds later, so a child that is stuck (stopped,
+#: starved) is not waited for longer than the gateway's own close takes.
+CLOSE_WAIT: Final = 3.0
 _HEADER: Final = 4   # each message: its length, 4 bytes big-endian, then a pickle
 
 
