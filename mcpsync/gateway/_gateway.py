@@ -28,26 +28,29 @@ import contextlib
 import json
 import logging
 import os
+import select
 import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, BinaryIO, Final
+from typing import TYPE_CHECKING, Any, BinaryIO, Final, cast
 
 from mcpsync._codes import INTERNAL_ERROR
 from mcpsync._envelope import (
     Envelope,
     EnvelopeError,
     IdKey,
+    _scan_once,  # the C scanner decode_object calls
     decode_object,
     parse_envelope,
 )
 from mcpsync._threads import join_all
 from mcpsync.config import ServerConfig
 from mcpsync.config_files import load_config
-from mcpsync.errors import ConfigError
+from mcpsync.errors import ConfigError, MCPError
 from mcpsync.gateway._bridge import upstream_factory
+from mcpsync.gateway._conns import _ATOMIC, StdioConn
 from mcpsync.gateway._gather import DEFAULT_MERGE_TIMEOUT, check_merge_timeout
 from mcpsync.gateway._guard._core import PROCESS, Caller
 from mcpsync.gateway._guard._hooks import GuardHooks
@@ -219,6 +222,7 @@ class Gateway:
                       and type(self._upstreams[0]) is Upstream)
         if self._fast:
             self._upstreams[0].on_lines = self._from_upstream_lines
+            self._upstreams[0].fast_reader = self._upstream_loop
         try:
             self._start_upstreams()
             self._read_host(in_fd)
@@ -360,6 +364,9 @@ class Gateway:
 
     def _read_host(self, fd: int) -> None:
         lines = RawLines(max_frame_bytes=self._max_frame)
+        if self._fast:
+            self._host_loop(fd, lines)
+            return
         reader = HostReader(fd, self._wake_r, _READ_SIZE)
         while not self._closed:
             try:
@@ -367,23 +374,102 @@ class Gateway:
             except OSError as exc:
                 _log.warning("reading the host's input failed: %s", exc)
                 return
-            if data is None:
+            if data is None or not self._host_read(lines, data):
                 return
-            # Whole lines, none held from the read before: the read can go on as it is.
-            batch = lines.whole_lines(data) if self._fast and self.on_frame is None else None
-            if batch is not None:
-                if self._host_fast(batch, data):
-                    continue
-            else:
+
+    def _host_read(self, lines: RawLines, data: bytes) -> bool:
+        """One read of the host's input by the full path (the fast path's several lines
+        first, when they qualify); ``False``: the input ended or broke, stop serving."""
+        # Whole lines, none held from the read before: the read can go on as it is.
+        batch = lines.whole_lines(data) if self._fast and self.on_frame is None else None
+        if batch is not None:
+            if self._host_fast(batch, data):
+                return True
+        else:
+            try:
+                batch = lines.feed(data) if data else lines.finish()
+            except StreamError as exc:
+                _log.error("the host's input broke: %s", exc)
+                return False
+        for line in batch:
+            self._from_host(line)
+        if not data:
+            _log.info("the host closed its input; the gateway stops")
+            return False
+        return True
+
+    def _host_loop(self, fd: int, lines: RawLines) -> None:
+        """The host's reader in the pass-through (one plain stdio-or-HTTP upstream, no
+        guard, no bridge, no aggregation): one tight loop. Per read: ``poll`` the input and
+        the close wake-up, ``readv`` into one buffer allocated once, and when the read is
+        one whole line (nothing held from before, at most ``PIPE_BUF``) holding a request
+        with a number or string id other than ``initialize``, and ``on_frame`` is unset:
+        the call is entered in flight (one dict store under the upstream's lock) and the
+        read goes to the upstream's pipe in one ``os.write``. Any other read (several
+        lines, a notification, an answer, a line split over reads, one that is not JSON)
+        takes :meth:`_host_read`, the full path, so the order of frames is kept.
+
+        Everything is bound once outside the loop; the upstream's attributes read here are
+        its ``_state_lock``, ``_inflight``, ``_queue``, ``_busy``, ``_stopping`` and
+        ``_conn`` (the same checks as ``Upstream.pass_requests``)."""
+        wake = self._wake_r
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        poller.register(wake, select.POLLIN)
+        poll = poller.poll
+        buf = bytearray(_READ_SIZE)
+        view = memoryview(buf)
+        bufs = [buf]
+        readv = os.readv
+        scan = _scan_once
+        kept = _KEPT_METHODS
+        monotonic = time.monotonic
+        upstream = self._upstreams[0]
+        state_lock = upstream._state_lock
+        inflight = upstream._inflight
+        limit = min(_ATOMIC, self._max_frame)
+        while not self._closed:
+            ready = poll()
+            if (len(ready) != 1 or ready[0][0] != fd) and any(r == wake for r, _ in ready):
+                return   # closing
+            try:
+                n = readv(fd, bufs)
+            except OSError as exc:
+                _log.warning("reading the host's input failed: %s", exc)
+                return
+            data = view[:n].tobytes()
+            if (0 < n <= limit and buf[n - 1] == 10 and buf[0] == 0x7B and not lines._buf
+                    and data.find(b"\n") == n - 1 and self.on_frame is None):
                 try:
-                    batch = lines.feed(data) if data else lines.finish()
-                except StreamError as exc:
-                    _log.error("the host's input broke: %s", exc)
-                    return
-            for line in batch:
-                self._from_host(line)
-            if not data:
-                _log.info("the host closed its input; the gateway stops")
+                    text = data.decode("utf-8")
+                    obj, end = scan(text, 0)
+                except (UnicodeDecodeError, StopIteration, ValueError, RecursionError):
+                    obj = end = None
+                if end == len(text) - 1 and type(obj) is dict:
+                    method = obj.get("method")
+                    rid = obj.get("id")
+                    kind = type(rid)
+                    if type(method) is str and method not in kept and (
+                            kind is int or kind is str):
+                        line = data[:-1]
+                        with state_lock:
+                            conn = upstream._conn
+                            entered = not (upstream._queue or upstream._busy or conn is None
+                                           or upstream._stopping
+                                           or len(inflight) >= MAX_INFLIGHT)
+                            if entered:
+                                inflight["int" if kind is int else "str", rid] = (
+                                    monotonic(), line)
+                        if entered:
+                            assert conn is not None
+                            inspector = self.inspector
+                            if inspector is not None and inspector.enabled:
+                                inspector.record_line(_TO_UPSTREAM_LEGS, line, upstream.id,
+                                                      self._log_session)
+                            if not conn.write_now(data):   # full (or gone): the writer's turn
+                                upstream.queue_entered([line])
+                            continue
+            if not self._host_read(lines, data):
                 return
 
     def _host_fast(self, batch: list[bytes], data: bytes) -> bool:
@@ -477,6 +563,116 @@ class Gateway:
         self._write_host(text.encode())
 
     # ---------------------------------------------------------------- the upstream side
+
+    def _upstream_loop(self, upstream: Upstream, conn: StdioConn) -> str | None:
+        """The upstream's reader in the pass-through, for one process generation: one tight
+        loop over the stdio transport's stdout instead of its ``receive``. Per read, under
+        the transport's read lock as ``receive`` takes it: ``poll`` what the transport
+        polls (stdout, its wake-up pipe for close, the process's pidfd for an exit while a
+        grandchild holds stdout), ``readv`` into the transport's buffer; when the read is
+        whole lines, nothing held from before, and at most the frame limit, the lines are
+        handled here: one answer with a number or string id is taken out of the in-flight
+        table and the read written to the host in one ``os.write``; several lines go to
+        :meth:`_from_upstream_lines` (each answer the same way, anything else by the full
+        path, in order). Any other poll result (the wake-up, the exit, nothing ready),
+        ``_rx_done`` (closing, EOF, a sticky error) or a read error is left to the
+        transport's ``receive``; a read with a partial or over-long line, or EOF, to its
+        decoder (``_got``: the over-long line breaks the stream naming the upstream).
+        Returns why the connection ended, as ``Conn.read`` does; ``None`` (nothing read)
+        where the transport has no ``poll`` (a stdout pump thread): ``Conn.read`` then.
+
+        The transport's attributes read (``StdioTransport``, unchanged for this):
+        ``_pump``, ``_poller``, ``_stdout_fd``, ``_rx_bufs``, ``_rx_view``, ``_rx_lock``,
+        ``_rx_done``, ``_decoder`` (``_buf``, ``_max``), ``_got``; the upstream's
+        ``_state_lock``, ``_inflight`` and ``_replay_id`` (as ``Upstream.answered``)."""
+        t = conn.transport
+        if t._pump is not None or t._poller is None:
+            return None
+        poll = t._poller.poll
+        fd = t._stdout_fd
+        bufs = t._rx_bufs
+        view = t._rx_view
+        rx_lock = t._rx_lock
+        decoder = t._decoder
+        limit = decoder._max
+        got = cast("Callable[[int], list[bytes] | None]", t._got)   # RawLines: bytes
+        receive = t.receive_lines
+        readv = os.readv
+        scan = _scan_once
+        state_lock = upstream._state_lock
+        pop = upstream._inflight.pop
+        out_lock = self._out_lock
+        write = os.write
+        several = self._from_upstream_lines
+        try:
+            while True:
+                data: bytes | None = None
+                lines: list[bytes] | None = None
+                with rx_lock:
+                    if not t._rx_done:
+                        ready = poll()
+                        if len(ready) == 1 and ready[0][0] == fd:
+                            try:
+                                n = readv(fd, bufs)
+                            except BlockingIOError:
+                                n = -1
+                                lines = []
+                            except OSError:
+                                n = -1   # receive() reads again and reports it
+                            if n > 0 and n <= limit and view[n - 1] == 10 and not decoder._buf:
+                                data = view[:n].tobytes()
+                            elif n >= 0:
+                                lines = got(n)
+                if data is None:
+                    if lines is None:
+                        lines = receive(None)
+                        if lines is None:
+                            return "it closed its output"
+                    if lines:
+                        several(upstream, lines)
+                    continue
+                if data.find(b"\n") != n - 1 or data[0] != 0x7B or self.on_frame is not None:
+                    lines = data.split(b"\n")
+                    lines.pop()
+                    several(upstream, lines)
+                    continue
+                try:
+                    text = data.decode("utf-8")
+                    obj, end = scan(text, 0)
+                except (UnicodeDecodeError, StopIteration, ValueError, RecursionError):
+                    obj = end = None
+                rid = None
+                if end == len(text) - 1 and type(obj) is dict and "method" not in obj and (
+                        "result" in obj or "error" in obj):
+                    rid = obj.get("id")
+                    kind = type(rid)
+                if rid is None or (kind is not int and kind is not str):
+                    several(upstream, [data[:-1]])
+                    continue
+                with state_lock:
+                    replay = upstream._replay_id is not None
+                    if not replay:
+                        pop(("int" if kind is int else "str", rid), None)
+                if replay:   # a restart's replayed initialize may be answered: the full way
+                    several(upstream, [data[:-1]])
+                    continue
+                inspector = self.inspector
+                if inspector is not None and inspector.enabled:
+                    inspector.record_line(_TO_HOST_LEGS, data[:-1], upstream.id,
+                                          self._log_session)
+                with out_lock:
+                    out = self._out_fd
+                    if out >= 0:
+                        try:
+                            written = write(out, data)
+                            if written < n:
+                                view_out = memoryview(data)[written:]
+                                while view_out:
+                                    view_out = view_out[write(out, view_out):]
+                        except OSError as exc:   # the host went away; its EOF ends serving
+                            _log.info("writing to the host failed: %s", exc)
+        except MCPError as exc:   # StreamError: an over-long line, a read that failed
+            return str(exc)
 
     def _from_upstream_lines(self, upstream: Upstream, lines: list[bytes]) -> None:
         """One read of the upstream's stdout (the pass-through's fast path): the answers
