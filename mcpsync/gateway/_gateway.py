@@ -50,7 +50,7 @@ from mcpsync.config import ServerConfig
 from mcpsync.config_files import load_config
 from mcpsync.errors import ConfigError, MCPError
 from mcpsync.gateway._bridge import upstream_factory
-from mcpsync.gateway._conns import _ATOMIC, StdioConn
+from mcpsync.gateway._conns import _ATOMIC, Conn, StdioConn
 from mcpsync.gateway._gather import DEFAULT_MERGE_TIMEOUT, check_merge_timeout
 from mcpsync.gateway._guard._core import PROCESS, Caller
 from mcpsync.gateway._guard._hooks import GuardHooks
@@ -63,7 +63,7 @@ from mcpsync.gateway._inspector import (
     Inspector,
 )
 from mcpsync.gateway._multi import Aggregator
-from mcpsync.gateway._rawstdio import RawLines
+from mcpsync.gateway._rawstdio import RawLines, RawStdioTransport
 from mcpsync.gateway._redact import redact_for_log
 from mcpsync.gateway._secretdir import check_secrets
 from mcpsync.gateway._upstream import MAX_INFLIGHT, Upstream, refuse_self_launch
@@ -399,35 +399,44 @@ class Gateway:
         return True
 
     def _host_loop(self, fd: int, lines: RawLines) -> None:
-        """The host's reader in the pass-through (one plain stdio-or-HTTP upstream, no
-        guard, no bridge, no aggregation): one tight loop. Per read: ``poll`` the input and
-        the close wake-up, ``readv`` into one buffer allocated once, and when the read is
-        one whole line (nothing held from before, at most ``PIPE_BUF``) holding a request
-        with a number or string id other than ``initialize``, and ``on_frame`` is unset:
-        the call is entered in flight (one dict store under the upstream's lock) and the
-        read goes to the upstream's pipe in one ``os.write``. Any other read (several
-        lines, a notification, an answer, a line split over reads, one that is not JSON)
-        takes :meth:`_host_read`, the full path, so the order of frames is kept.
+        """The host's reader in the pass-through (one plain upstream, no guard, no bridge,
+        no aggregation): one tight loop. Per read: ``poll`` the input and the close
+        wake-up, ``readv`` into one buffer allocated once; when the read is one whole line
+        (nothing held from before, at most ``PIPE_BUF``) holding a request with a number or
+        string id other than ``initialize``, and ``on_frame`` is unset, the call is entered
+        in flight (one dict store under the upstream's lock, after the checks of
+        ``Upstream.pass_requests``) and the read goes to the upstream's stdin in one
+        ``os.write``. Any other read (several lines, a notification, an answer, a line split
+        over reads, one that is not JSON, EOF) takes :meth:`_host_read`, the full path, in
+        its turn, so the order of frames is kept. The JSON check is the C scanner's, as in
+        :func:`~mcpsync._envelope.decode_object`: the object must end where the line does.
 
-        Everything is bound once outside the loop; the upstream's attributes read here are
-        its ``_state_lock``, ``_inflight``, ``_queue``, ``_busy``, ``_stopping`` and
-        ``_conn`` (the same checks as ``Upstream.pass_requests``)."""
+        Everything is bound once outside the loop. Read here without changing those
+        classes: the upstream's ``_state_lock``, ``_inflight``, ``_queue``, ``_busy``,
+        ``_stopping`` and ``_conn``; the stdio transport's ``_write_lock``, ``_stdin_fd``,
+        ``_rx_done`` (also set once closed) and ``_closing`` (the checks of
+        ``RawStdioTransport.write_now``); the line splitter's ``_buf`` (a partial line held)."""
         wake = self._wake_r
         poller = select.poll()
         poller.register(fd, select.POLLIN)
         poller.register(wake, select.POLLIN)
         poll = poller.poll
-        buf = bytearray(_READ_SIZE)
-        view = memoryview(buf)
-        bufs = [buf]
+        view = memoryview(bytearray(_READ_SIZE))
+        bufs = [view]
         readv = os.readv
+        write = os.write
         scan = _scan_once
         kept = _KEPT_METHODS
         monotonic = time.monotonic
         upstream = self._upstreams[0]
         state_lock = upstream._state_lock
+        lock, unlock = state_lock.acquire, state_lock.release
         inflight = upstream._inflight
+        held = lines._buf
         limit = min(_ATOMIC, self._max_frame)
+        seen: Conn | None = None   # the connection the write's bindings are for
+        t: RawStdioTransport | None = None
+        wlock, wunlock = lock, unlock   # rebound to the transport's write lock below
         while not self._closed:
             ready = poll()
             if (len(ready) != 1 or ready[0][0] != fd) and any(r == wake for r, _ in ready):
@@ -438,21 +447,21 @@ class Gateway:
                 _log.warning("reading the host's input failed: %s", exc)
                 return
             data = view[:n].tobytes()
-            if (0 < n <= limit and buf[n - 1] == 10 and buf[0] == 0x7B and not lines._buf
-                    and data.find(b"\n") == n - 1 and self.on_frame is None):
+            if 0 < n <= limit and view[n - 1] == 10 and not held and self.on_frame is None:
                 try:
-                    text = data.decode("utf-8")
+                    text = data.decode()
                     obj, end = scan(text, 0)
                 except (UnicodeDecodeError, StopIteration, ValueError, RecursionError):
-                    obj = end = None
-                if end == len(text) - 1 and type(obj) is dict:
+                    obj = None
+                if type(obj) is dict and end == len(text) - 1:
                     method = obj.get("method")
                     rid = obj.get("id")
                     kind = type(rid)
                     if type(method) is str and method not in kept and (
                             kind is int or kind is str):
                         line = data[:-1]
-                        with state_lock:
+                        lock()
+                        try:
                             conn = upstream._conn
                             entered = not (upstream._queue or upstream._busy or conn is None
                                            or upstream._stopping
@@ -460,13 +469,29 @@ class Gateway:
                             if entered:
                                 inflight["int" if kind is int else "str", rid] = (
                                     monotonic(), line)
+                        finally:
+                            unlock()
                         if entered:
-                            assert conn is not None
                             inspector = self.inspector
                             if inspector is not None and inspector.enabled:
                                 inspector.record_line(_TO_UPSTREAM_LEGS, line, upstream.id,
                                                       self._log_session)
-                            if not conn.write_now(data):   # full (or gone): the writer's turn
+                            if conn is not seen:
+                                seen = conn
+                                t = conn.transport if type(conn) is StdioConn else None
+                                if t is not None:
+                                    wlock, wunlock = t._write_lock.acquire, t._write_lock.release
+                            sent = False
+                            if t is not None and not t._rx_done and wlock(False):
+                                try:
+                                    out = t._stdin_fd
+                                    if out >= 0 and not t._closing:
+                                        sent = write(out, data) == n   # atomic: <= PIPE_BUF
+                                except OSError:   # full or broken: the writer thread's turn
+                                    pass
+                                finally:
+                                    wunlock()
+                            if not sent:
                                 upstream.queue_entered([line])
                             continue
             if not self._host_read(lines, data):
@@ -569,60 +594,72 @@ class Gateway:
         loop over the stdio transport's stdout instead of its ``receive``. Per read, under
         the transport's read lock as ``receive`` takes it: ``poll`` what the transport
         polls (stdout, its wake-up pipe for close, the process's pidfd for an exit while a
-        grandchild holds stdout), ``readv`` into the transport's buffer; when the read is
-        whole lines, nothing held from before, and at most the frame limit, the lines are
-        handled here: one answer with a number or string id is taken out of the in-flight
-        table and the read written to the host in one ``os.write``; several lines go to
+        grandchild holds stdout), ``readv`` into the transport's buffer. A read that is one
+        whole line (nothing held from before, within the frame limit) holding an answer
+        with a number or string id is handled here: the call is taken out of the in-flight
+        table and the read written to the host in one ``os.write``. Several lines go to
         :meth:`_from_upstream_lines` (each answer the same way, anything else by the full
-        path, in order). Any other poll result (the wake-up, the exit, nothing ready),
-        ``_rx_done`` (closing, EOF, a sticky error) or a read error is left to the
-        transport's ``receive``; a read with a partial or over-long line, or EOF, to its
-        decoder (``_got``: the over-long line breaks the stream naming the upstream).
+        path, in order). Any other poll result (the wake-up, the exit), ``_rx_done``
+        (closing, EOF, a sticky error) or a read error is left to the transport's
+        ``receive``; a read with a partial or over-long line, or EOF, to its decoder
+        (``_got``: an over-long line breaks the stream with an error naming the upstream).
         Returns why the connection ended, as ``Conn.read`` does; ``None`` (nothing read)
         where the transport has no ``poll`` (a stdout pump thread): ``Conn.read`` then.
 
-        The transport's attributes read (``StdioTransport``, unchanged for this):
-        ``_pump``, ``_poller``, ``_stdout_fd``, ``_rx_bufs``, ``_rx_view``, ``_rx_lock``,
-        ``_rx_done``, ``_decoder`` (``_buf``, ``_max``), ``_got``; the upstream's
-        ``_state_lock``, ``_inflight`` and ``_replay_id`` (as ``Upstream.answered``)."""
+        The in-flight entry is popped without the upstream's lock: a ``dict.pop`` of a key
+        of ``str``/``int`` runs no Python code, so under the GIL it is one atomic step
+        against the other users of the table, which insert and pop under the lock or (the
+        death of a process) take a snapshot with ``list()``. ``_replay_id`` is read without
+        it as well: it is set before the replayed ``initialize`` is sent, so its answer
+        cannot come before this loop sees it set (then the full path drops that answer).
+
+        Read here without changing those classes: the transport's ``_pump``, ``_poller``,
+        ``_stdout_fd``, ``_rx_buf``, ``_rx_bufs``, ``_rx_lock``, ``_rx_done``,
+        ``_decoder`` (``_buf``, ``_max``) and ``_got``; the upstream's ``_inflight`` and
+        ``_replay_id``."""
         t = conn.transport
         if t._pump is not None or t._poller is None:
             return None
         poll = t._poller.poll
         fd = t._stdout_fd
+        buf = t._rx_buf
         bufs = t._rx_bufs
-        view = t._rx_view
         rx_lock = t._rx_lock
+        lock, unlock = rx_lock.acquire, rx_lock.release
         decoder = t._decoder
         limit = decoder._max
         got = cast("Callable[[int], list[bytes] | None]", t._got)   # RawLines: bytes
         receive = t.receive_lines
         readv = os.readv
+        write = os.write
         scan = _scan_once
-        state_lock = upstream._state_lock
         pop = upstream._inflight.pop
         out_lock = self._out_lock
-        write = os.write
+        out_lock_acquire, out_unlock = out_lock.acquire, out_lock.release
         several = self._from_upstream_lines
         try:
             while True:
-                data: bytes | None = None
+                data: bytearray | None = None
                 lines: list[bytes] | None = None
-                with rx_lock:
+                lock()
+                try:
                     if not t._rx_done:
                         ready = poll()
                         if len(ready) == 1 and ready[0][0] == fd:
                             try:
                                 n = readv(fd, bufs)
                             except BlockingIOError:
-                                n = -1
-                                lines = []
+                                n = -2
                             except OSError:
                                 n = -1   # receive() reads again and reports it
-                            if n > 0 and n <= limit and view[n - 1] == 10 and not decoder._buf:
-                                data = view[:n].tobytes()
+                            if 0 < n <= limit and buf[n - 1] == 10 and not decoder._buf:
+                                data = buf[:n]
                             elif n >= 0:
-                                lines = got(n)
+                                lines = got(n)   # EOF, a partial or over-long line
+                            elif n == -2:
+                                lines = []
+                finally:
+                    unlock()
                 if data is None:
                     if lines is None:
                         lines = receive(None)
@@ -631,46 +668,37 @@ class Gateway:
                     if lines:
                         several(upstream, lines)
                     continue
-                if data.find(b"\n") != n - 1 or data[0] != 0x7B or self.on_frame is not None:
-                    lines = data.split(b"\n")
-                    lines.pop()
-                    several(upstream, lines)
-                    continue
                 try:
-                    text = data.decode("utf-8")
+                    text = data.decode()
                     obj, end = scan(text, 0)
                 except (UnicodeDecodeError, StopIteration, ValueError, RecursionError):
-                    obj = end = None
-                rid = None
-                if end == len(text) - 1 and type(obj) is dict and "method" not in obj and (
+                    obj = None
+                if type(obj) is dict and end == len(text) - 1 and "method" not in obj and (
                         "result" in obj or "error" in obj):
                     rid = obj.get("id")
                     kind = type(rid)
-                if rid is None or (kind is not int and kind is not str):
-                    several(upstream, [data[:-1]])
-                    continue
-                with state_lock:
-                    replay = upstream._replay_id is not None
-                    if not replay:
+                    if (kind is int or kind is str) and upstream._replay_id is None and (
+                            self.on_frame is None):
                         pop(("int" if kind is int else "str", rid), None)
-                if replay:   # a restart's replayed initialize may be answered: the full way
-                    several(upstream, [data[:-1]])
-                    continue
-                inspector = self.inspector
-                if inspector is not None and inspector.enabled:
-                    inspector.record_line(_TO_HOST_LEGS, data[:-1], upstream.id,
-                                          self._log_session)
-                with out_lock:
-                    out = self._out_fd
-                    if out >= 0:
+                        inspector = self.inspector
+                        if inspector is not None and inspector.enabled:
+                            inspector.record_line(_TO_HOST_LEGS, bytes(data[:-1]),
+                                                  upstream.id, self._log_session)
+                        out_lock_acquire()
                         try:
-                            written = write(out, data)
-                            if written < n:
-                                view_out = memoryview(data)[written:]
-                                while view_out:
-                                    view_out = view_out[write(out, view_out):]
+                            out = self._out_fd
+                            if out >= 0:
+                                written = write(out, data)
+                                while written < n:
+                                    written += write(out, data[written:])
                         except OSError as exc:   # the host went away; its EOF ends serving
                             _log.info("writing to the host failed: %s", exc)
+                        finally:
+                            out_unlock()
+                        continue
+                lines = bytes(data).split(b"\n")
+                lines.pop()
+                several(upstream, lines)
         except MCPError as exc:   # StreamError: an over-long line, a read that failed
             return str(exc)
 

@@ -416,7 +416,8 @@ class Upstream:
         with self._cond:
             if generation != self._generation:
                 return
-            calls = [_as_envelope(call) for _, call in self._inflight.values()]
+            # list(): one step under the GIL, against the pass-through's pops without the lock
+            calls = [_as_envelope(call) for _, call in list(self._inflight.values())]
             self._inflight.clear()
             if self._replay_id is not None:
                 self._replayed.set()
