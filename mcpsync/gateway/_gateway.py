@@ -673,32 +673,61 @@ class Gateway:
                     obj, end = scan(text, 0)
                 except (UnicodeDecodeError, StopIteration, ValueError, RecursionError):
                     obj = None
-                if type(obj) is dict and end == len(text) - 1 and "method" not in obj and (
-                        "result" in obj or "error" in obj):
-                    rid = obj.get("id")
-                    kind = type(rid)
-                    if (kind is int or kind is str) and upstream._replay_id is None and (
-                            self.on_frame is None):
-                        pop(("int" if kind is int else "str", rid), None)
+                passed = False
+                if upstream._replay_id is not None or self.on_frame is not None:
+                    pass   # a restart's replayed initialize may be answered: the full way
+                elif type(obj) is dict and end == len(text) - 1:   # one line
+                    if "method" not in obj and ("result" in obj or "error" in obj):
+                        rid = obj.get("id")
+                        kind = type(rid)
+                        if kind is int or kind is str:
+                            pop(("int" if kind is int else "str", rid), None)
+                            passed = True
+                            inspector = self.inspector
+                            if inspector is not None and inspector.enabled:
+                                inspector.record_line(_TO_HOST_LEGS, bytes(data[:-1]),
+                                                      upstream.id, self._log_session)
+                else:   # several lines: all answers with a number or string id, or none
+                    lines = bytes(data).split(b"\n")
+                    lines.pop()
+                    keys: list[IdKey] = []
+                    for line in lines:
+                        try:
+                            text = line.decode()
+                            obj, end = scan(text, 0)
+                        except (UnicodeDecodeError, StopIteration, ValueError, RecursionError):
+                            break
+                        if type(obj) is not dict or end != len(text) or "method" in obj or (
+                                "result" not in obj and "error" not in obj):
+                            break
+                        rid = obj.get("id")
+                        kind = type(rid)
+                        if kind is not int and kind is not str:
+                            break
+                        keys.append(("int" if kind is int else "str", rid))
+                    else:
+                        for key in keys:
+                            pop(key, None)
+                        passed = True
                         inspector = self.inspector
                         if inspector is not None and inspector.enabled:
-                            inspector.record_line(_TO_HOST_LEGS, bytes(data[:-1]),
-                                                  upstream.id, self._log_session)
-                        out_lock_acquire()
-                        try:
-                            out = self._out_fd
-                            if out >= 0:
-                                written = write(out, data)
-                                while written < n:
-                                    written += write(out, data[written:])
-                        except OSError as exc:   # the host went away; its EOF ends serving
-                            _log.info("writing to the host failed: %s", exc)
-                        finally:
-                            out_unlock()
-                        continue
-                lines = bytes(data).split(b"\n")
-                lines.pop()
-                several(upstream, lines)
+                            for line in lines:
+                                inspector.record_line(_TO_HOST_LEGS, line, upstream.id,
+                                                      self._log_session)
+                if not passed:
+                    several(upstream, lines if lines else bytes(data[:-1]).split(b"\n"))
+                    continue
+                out_lock_acquire()
+                try:
+                    out = self._out_fd
+                    if out >= 0:
+                        written = write(out, data)
+                        while written < n:
+                            written += write(out, data[written:])
+                except OSError as exc:   # the host went away; its EOF ends serving
+                    _log.info("writing to the host failed: %s", exc)
+                finally:
+                    out_unlock()
         except MCPError as exc:   # StreamError: an over-long line, a read that failed
             return str(exc)
 
