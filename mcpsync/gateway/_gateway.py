@@ -401,15 +401,16 @@ class Gateway:
     def _host_loop(self, fd: int, lines: RawLines) -> None:
         """The host's reader in the pass-through (one plain upstream, no guard, no bridge,
         no aggregation): one tight loop. Per read: ``poll`` the input and the close
-        wake-up, ``readv`` into one buffer allocated once; when the read is one whole line
-        (nothing held from before, at most ``PIPE_BUF``) holding a request with a number or
-        string id other than ``initialize``, and ``on_frame`` is unset, the call is entered
-        in flight (one dict store under the upstream's lock, after the checks of
+        wake-up, ``readv`` into one buffer allocated once; when the read is whole lines
+        (nothing held from before, at most ``PIPE_BUF`` in all), each a request with a
+        number or string id other than ``initialize``, and ``on_frame`` is unset, the calls
+        are entered in flight (dict stores under the upstream's lock, after the checks of
         ``Upstream.pass_requests``) and the read goes to the upstream's stdin in one
-        ``os.write``. Any other read (several lines, a notification, an answer, a line split
-        over reads, one that is not JSON, EOF) takes :meth:`_host_read`, the full path, in
-        its turn, so the order of frames is kept. The JSON check is the C scanner's, as in
-        :func:`~mcpsync._envelope.decode_object`: the object must end where the line does.
+        ``os.write``; one line needs no list. Any other read (a notification, an answer, a
+        line split over reads, one that is not JSON, EOF, among others) takes
+        :meth:`_host_read`, the full path, in its turn, so the order of frames is kept. The
+        JSON check is the C scanner's, as in :func:`~mcpsync._envelope.decode_object`: the
+        object must end where the line does.
 
         Everything is bound once outside the loop. Read here without changing those
         classes: the upstream's ``_state_lock``, ``_inflight``, ``_queue``, ``_busy``,
@@ -437,6 +438,7 @@ class Gateway:
         seen: Conn | None = None   # the connection the write's bindings are for
         t: RawStdioTransport | None = None
         wlock, wunlock = lock, unlock   # rebound to the transport's write lock below
+        no_entries: list[tuple[IdKey, bytes]] = []   # never filled
         while not self._closed:
             ready = poll()
             if (len(ready) != 1 or ready[0][0] != fd) and any(r == wake for r, _ in ready):
@@ -453,47 +455,78 @@ class Gateway:
                     obj, end = scan(text, 0)
                 except (UnicodeDecodeError, StopIteration, ValueError, RecursionError):
                     obj = None
-                if type(obj) is dict and end == len(text) - 1:
+                one = many = False
+                entries = no_entries   # several lines: each call (a new list then)
+                if type(obj) is dict and end == len(text) - 1:   # one line
                     method = obj.get("method")
                     rid = obj.get("id")
                     kind = type(rid)
-                    if type(method) is str and method not in kept and (
-                            kind is int or kind is str):
+                    one = type(method) is str and method not in kept and (
+                        kind is int or kind is str)
+                    if one:
+                        key: IdKey = ("int" if kind is int else "str", rid)
                         line = data[:-1]
-                        lock()
+                elif type(obj) is dict and text[end:end + 1] == "\n":   # several lines
+                    entries = []
+                    calls = data.split(b"\n")
+                    calls.pop()
+                    for line in calls:
                         try:
-                            conn = upstream._conn
-                            entered = not (upstream._queue or upstream._busy or conn is None
-                                           or upstream._stopping
-                                           or len(inflight) >= MAX_INFLIGHT)
-                            if entered:
-                                inflight["int" if kind is int else "str", rid] = (
-                                    monotonic(), line)
-                        finally:
-                            unlock()
+                            text = line.decode()
+                            obj, end = scan(text, 0)
+                        except (UnicodeDecodeError, StopIteration, ValueError, RecursionError):
+                            break
+                        if type(obj) is not dict or end != len(text):
+                            break
+                        method = obj.get("method")
+                        rid = obj.get("id")
+                        kind = type(rid)
+                        if type(method) is not str or method in kept or (
+                                kind is not int and kind is not str):
+                            break
+                        entries.append((("int" if kind is int else "str", rid), line))
+                    else:
+                        many = True
+                if one or many:
+                    lock()
+                    try:
+                        conn = upstream._conn
+                        entered = not (upstream._queue or upstream._busy or conn is None
+                                       or upstream._stopping
+                                       or len(inflight) + (len(entries) or 1) > MAX_INFLIGHT)
                         if entered:
-                            inspector = self.inspector
-                            if inspector is not None and inspector.enabled:
-                                inspector.record_line(_TO_UPSTREAM_LEGS, line, upstream.id,
+                            now = monotonic()
+                            if one:
+                                inflight[key] = (now, line)
+                            else:
+                                for key, line in entries:
+                                    inflight[key] = (now, line)
+                    finally:
+                        unlock()
+                    if entered:
+                        inspector = self.inspector
+                        if inspector is not None and inspector.enabled:
+                            for _, frame in entries if many else ((key, line),):
+                                inspector.record_line(_TO_UPSTREAM_LEGS, frame, upstream.id,
                                                       self._log_session)
-                            if conn is not seen:
-                                seen = conn
-                                t = conn.transport if type(conn) is StdioConn else None
-                                if t is not None:
-                                    wlock, wunlock = t._write_lock.acquire, t._write_lock.release
-                            sent = False
-                            if t is not None and not t._rx_done and wlock(False):
-                                try:
-                                    out = t._stdin_fd
-                                    if out >= 0 and not t._closing:
-                                        sent = write(out, data) == n   # atomic: <= PIPE_BUF
-                                except OSError:   # full or broken: the writer thread's turn
-                                    pass
-                                finally:
-                                    wunlock()
-                            if not sent:
-                                upstream.queue_entered([line])
-                            continue
+                        if conn is not seen:
+                            seen = conn
+                            t = conn.transport if type(conn) is StdioConn else None
+                            if t is not None:
+                                wlock, wunlock = t._write_lock.acquire, t._write_lock.release
+                        sent = False
+                        if t is not None and not t._rx_done and wlock(False):
+                            try:
+                                out = t._stdin_fd
+                                if out >= 0 and not t._closing:
+                                    sent = write(out, data) == n   # atomic: <= PIPE_BUF
+                            except OSError:   # full or broken: the writer thread's turn
+                                pass
+                            finally:
+                                wunlock()
+                        if not sent:
+                            upstream.queue_entered([c for _, c in entries] if many else [line])
+                        continue
             if not self._host_read(lines, data):
                 return
 
