@@ -69,6 +69,11 @@ class Conn:
         that cannot block; ``False``: nothing sent, queue the frames instead."""
         return False
 
+    def write_now(self, data: bytes) -> bool:
+        """As :meth:`try_send_raw` for ``data`` known to fit in ``PIPE_BUF`` (the gateway's
+        host loop checks that itself): one call less on its path."""
+        return False
+
     def read(self, on_line: OnLine, on_failed: OnFailed,
              on_lines: OnLines | None = None) -> str:
         """Hand over incoming frames until the connection ends; return why it ended.
@@ -120,6 +125,12 @@ class StdioConn(Conn):
             if self._secret is not None:
                 self._secret.remove()
             raise
+        self.write_now = self._transport.write_now   # type: ignore[method-assign]
+
+    @property
+    def transport(self) -> RawStdioTransport:
+        """The transport itself: the gateway's pass-through loop reads its stdout."""
+        return self._transport
 
     def start(self) -> None:
         try:

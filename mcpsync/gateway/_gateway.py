@@ -28,26 +28,29 @@ import contextlib
 import json
 import logging
 import os
+import select
 import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, BinaryIO, Final
+from typing import TYPE_CHECKING, Any, BinaryIO, Final, cast
 
 from mcpsync._codes import INTERNAL_ERROR
 from mcpsync._envelope import (
     Envelope,
     EnvelopeError,
     IdKey,
+    _scan_once,  # the C scanner decode_object calls
     decode_object,
     parse_envelope,
 )
 from mcpsync._threads import join_all
 from mcpsync.config import ServerConfig
 from mcpsync.config_files import load_config
-from mcpsync.errors import ConfigError
+from mcpsync.errors import ConfigError, MCPError
 from mcpsync.gateway._bridge import upstream_factory
+from mcpsync.gateway._conns import _ATOMIC, Conn, StdioConn
 from mcpsync.gateway._gather import DEFAULT_MERGE_TIMEOUT, check_merge_timeout
 from mcpsync.gateway._guard._core import PROCESS, Caller
 from mcpsync.gateway._guard._hooks import GuardHooks
@@ -60,7 +63,7 @@ from mcpsync.gateway._inspector import (
     Inspector,
 )
 from mcpsync.gateway._multi import Aggregator
-from mcpsync.gateway._rawstdio import RawLines
+from mcpsync.gateway._rawstdio import RawLines, RawStdioTransport
 from mcpsync.gateway._redact import redact_for_log
 from mcpsync.gateway._secretdir import check_secrets
 from mcpsync.gateway._upstream import MAX_INFLIGHT, Upstream, refuse_self_launch
@@ -219,6 +222,7 @@ class Gateway:
                       and type(self._upstreams[0]) is Upstream)
         if self._fast:
             self._upstreams[0].on_lines = self._from_upstream_lines
+            self._upstreams[0].fast_reader = self._upstream_loop
         try:
             self._start_upstreams()
             self._read_host(in_fd)
@@ -360,6 +364,9 @@ class Gateway:
 
     def _read_host(self, fd: int) -> None:
         lines = RawLines(max_frame_bytes=self._max_frame)
+        if self._fast:
+            self._host_loop(fd, lines)
+            return
         reader = HostReader(fd, self._wake_r, _READ_SIZE)
         while not self._closed:
             try:
@@ -367,23 +374,160 @@ class Gateway:
             except OSError as exc:
                 _log.warning("reading the host's input failed: %s", exc)
                 return
-            if data is None:
+            if data is None or not self._host_read(lines, data):
                 return
-            # Whole lines, none held from the read before: the read can go on as it is.
-            batch = lines.whole_lines(data) if self._fast and self.on_frame is None else None
-            if batch is not None:
-                if self._host_fast(batch, data):
-                    continue
-            else:
+
+    def _host_read(self, lines: RawLines, data: bytes) -> bool:
+        """One read of the host's input by the full path (the fast path's several lines
+        first, when they qualify); ``False``: the input ended or broke, stop serving."""
+        # Whole lines, none held from the read before: the read can go on as it is.
+        batch = lines.whole_lines(data) if self._fast and self.on_frame is None else None
+        if batch is not None:
+            if self._host_fast(batch, data):
+                return True
+        else:
+            try:
+                batch = lines.feed(data) if data else lines.finish()
+            except StreamError as exc:
+                _log.error("the host's input broke: %s", exc)
+                return False
+        for line in batch:
+            self._from_host(line)
+        if not data:
+            _log.info("the host closed its input; the gateway stops")
+            return False
+        return True
+
+    def _host_loop(self, fd: int, lines: RawLines) -> None:
+        """The host's reader in the pass-through (one plain upstream, no guard, no bridge,
+        no aggregation): one tight loop. Per read: ``poll`` the input and the close
+        wake-up, ``readv`` into one buffer allocated once; when the read is whole lines
+        (nothing held from before, at most ``PIPE_BUF`` in all), each a request with a
+        number or string id other than ``initialize``, and ``on_frame`` is unset, the calls
+        are entered in flight (dict stores under the upstream's lock, after the checks of
+        ``Upstream.pass_requests``) and the read goes to the upstream's stdin in one
+        ``os.write``; one line needs no list. Any other read (a notification, an answer, a
+        line split over reads, one that is not JSON, EOF, among others) takes
+        :meth:`_host_read`, the full path, in its turn, so the order of frames is kept. The
+        JSON check is the C scanner's, as in :func:`~mcpsync._envelope.decode_object`: the
+        object must end where the line does.
+
+        Everything is bound once outside the loop. Read here without changing those
+        classes: the upstream's ``_state_lock``, ``_inflight``, ``_queue``, ``_busy``,
+        ``_stopping`` and ``_conn``; the stdio transport's ``_write_lock``, ``_stdin_fd``,
+        ``_rx_done`` (also set once closed) and ``_closing`` (the checks of
+        ``RawStdioTransport.write_now``); the line splitter's ``_buf`` (a partial line held)."""
+        wake = self._wake_r
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        poller.register(wake, select.POLLIN)
+        poll = poller.poll
+        view = memoryview(bytearray(_READ_SIZE))
+        bufs = [view]
+        readv = os.readv
+        write = os.write
+        scan = _scan_once
+        kept = _KEPT_METHODS
+        monotonic = time.monotonic
+        upstream = self._upstreams[0]
+        state_lock = upstream._state_lock
+        lock, unlock = state_lock.acquire, state_lock.release
+        inflight = upstream._inflight
+        held = lines._buf
+        limit = min(_ATOMIC, self._max_frame)
+        seen: Conn | None = None   # the connection the write's bindings are for
+        t: RawStdioTransport | None = None
+        wlock, wunlock = lock, unlock   # rebound to the transport's write lock below
+        no_entries: list[tuple[IdKey, bytes]] = []   # never filled
+        while not self._closed:
+            ready = poll()
+            if (len(ready) != 1 or ready[0][0] != fd) and any(r == wake for r, _ in ready):
+                return   # closing
+            try:
+                n = readv(fd, bufs)
+            except OSError as exc:
+                _log.warning("reading the host's input failed: %s", exc)
+                return
+            data = view[:n].tobytes()
+            if 0 < n <= limit and view[n - 1] == 10 and not held and self.on_frame is None:
                 try:
-                    batch = lines.feed(data) if data else lines.finish()
-                except StreamError as exc:
-                    _log.error("the host's input broke: %s", exc)
-                    return
-            for line in batch:
-                self._from_host(line)
-            if not data:
-                _log.info("the host closed its input; the gateway stops")
+                    text = data.decode()
+                    obj, end = scan(text, 0)
+                except (UnicodeDecodeError, StopIteration, ValueError, RecursionError):
+                    obj = None
+                one = many = False
+                entries = no_entries   # several lines: each call (a new list then)
+                if type(obj) is dict and end == len(text) - 1:   # one line
+                    method = obj.get("method")
+                    rid = obj.get("id")
+                    kind = type(rid)
+                    one = type(method) is str and method not in kept and (
+                        kind is int or kind is str)
+                    if one:
+                        key: IdKey = ("int" if kind is int else "str", rid)
+                        line = data[:-1]
+                elif type(obj) is dict and text[end:end + 1] == "\n":   # several lines
+                    entries = []
+                    calls = data.split(b"\n")
+                    calls.pop()
+                    for line in calls:
+                        try:
+                            text = line.decode()
+                            obj, end = scan(text, 0)
+                        except (UnicodeDecodeError, StopIteration, ValueError, RecursionError):
+                            break
+                        if type(obj) is not dict or end != len(text):
+                            break
+                        method = obj.get("method")
+                        rid = obj.get("id")
+                        kind = type(rid)
+                        if type(method) is not str or method in kept or (
+                                kind is not int and kind is not str):
+                            break
+                        entries.append((("int" if kind is int else "str", rid), line))
+                    else:
+                        many = True
+                if one or many:
+                    lock()
+                    try:
+                        conn = upstream._conn
+                        entered = not (upstream._queue or upstream._busy or conn is None
+                                       or upstream._stopping
+                                       or len(inflight) + (len(entries) or 1) > MAX_INFLIGHT)
+                        if entered:
+                            now = monotonic()
+                            if one:
+                                inflight[key] = (now, line)
+                            else:
+                                for key, line in entries:
+                                    inflight[key] = (now, line)
+                    finally:
+                        unlock()
+                    if entered:
+                        inspector = self.inspector
+                        if inspector is not None and inspector.enabled:
+                            for _, frame in entries if many else ((key, line),):
+                                inspector.record_line(_TO_UPSTREAM_LEGS, frame, upstream.id,
+                                                      self._log_session)
+                        if conn is not seen:
+                            seen = conn
+                            t = conn.transport if type(conn) is StdioConn else None
+                            if t is not None:
+                                wlock, wunlock = t._write_lock.acquire, t._write_lock.release
+                        sent = False
+                        if t is not None and not t._rx_done and wlock(False):
+                            try:
+                                out = t._stdin_fd
+                                if out >= 0 and not t._closing:
+                                    sent = write(out, data) == n   # atomic: <= PIPE_BUF
+                            except OSError:   # full or broken: the writer thread's turn
+                                pass
+                            finally:
+                                wunlock()
+                        if not sent:
+                            upstream.queue_entered([c for _, c in entries] if many else [line])
+                        continue
+            if not self._host_read(lines, data):
                 return
 
     def _host_fast(self, batch: list[bytes], data: bytes) -> bool:
@@ -477,6 +621,148 @@ class Gateway:
         self._write_host(text.encode())
 
     # ---------------------------------------------------------------- the upstream side
+
+    def _upstream_loop(self, upstream: Upstream, conn: StdioConn) -> str | None:
+        """The upstream's reader in the pass-through, for one process generation: one tight
+        loop over the stdio transport's stdout instead of its ``receive``. Per read, under
+        the transport's read lock as ``receive`` takes it: ``poll`` what the transport
+        polls (stdout, its wake-up pipe for close, the process's pidfd for an exit while a
+        grandchild holds stdout), ``readv`` into the transport's buffer. A read that is one
+        whole line (nothing held from before, within the frame limit) holding an answer
+        with a number or string id is handled here: the call is taken out of the in-flight
+        table and the read written to the host in one ``os.write``. Several lines go to
+        :meth:`_from_upstream_lines` (each answer the same way, anything else by the full
+        path, in order). Any other poll result (the wake-up, the exit), ``_rx_done``
+        (closing, EOF, a sticky error) or a read error is left to the transport's
+        ``receive``; a read with a partial or over-long line, or EOF, to its decoder
+        (``_got``: an over-long line breaks the stream with an error naming the upstream).
+        Returns why the connection ended, as ``Conn.read`` does; ``None`` (nothing read)
+        where the transport has no ``poll`` (a stdout pump thread): ``Conn.read`` then.
+
+        The in-flight entry is popped without the upstream's lock: a ``dict.pop`` of a key
+        of ``str``/``int`` runs no Python code, so under the GIL it is one atomic step
+        against the other users of the table, which insert and pop under the lock or (the
+        death of a process) take a snapshot with ``list()``. ``_replay_id`` is read without
+        it as well: it is set before the replayed ``initialize`` is sent, so its answer
+        cannot come before this loop sees it set (then the full path drops that answer).
+
+        Read here without changing those classes: the transport's ``_pump``, ``_poller``,
+        ``_stdout_fd``, ``_rx_buf``, ``_rx_bufs``, ``_rx_lock``, ``_rx_done``,
+        ``_decoder`` (``_buf``, ``_max``) and ``_got``; the upstream's ``_inflight`` and
+        ``_replay_id``."""
+        t = conn.transport
+        if t._pump is not None or t._poller is None:
+            return None
+        poll = t._poller.poll
+        fd = t._stdout_fd
+        buf = t._rx_buf
+        bufs = t._rx_bufs
+        rx_lock = t._rx_lock
+        lock, unlock = rx_lock.acquire, rx_lock.release
+        decoder = t._decoder
+        limit = decoder._max
+        got = cast("Callable[[int], list[bytes] | None]", t._got)   # RawLines: bytes
+        receive = t.receive_lines
+        readv = os.readv
+        write = os.write
+        scan = _scan_once
+        pop = upstream._inflight.pop
+        out_lock = self._out_lock
+        out_lock_acquire, out_unlock = out_lock.acquire, out_lock.release
+        several = self._from_upstream_lines
+        try:
+            while True:
+                data: bytearray | None = None
+                lines: list[bytes] | None = None
+                lock()
+                try:
+                    if not t._rx_done:
+                        ready = poll()
+                        if len(ready) == 1 and ready[0][0] == fd:
+                            try:
+                                n = readv(fd, bufs)
+                            except BlockingIOError:
+                                n = -2
+                            except OSError:
+                                n = -1   # receive() reads again and reports it
+                            if 0 < n <= limit and buf[n - 1] == 10 and not decoder._buf:
+                                data = buf[:n]
+                            elif n >= 0:
+                                lines = got(n)   # EOF, a partial or over-long line
+                            elif n == -2:
+                                lines = []
+                finally:
+                    unlock()
+                if data is None:
+                    if lines is None:
+                        lines = receive(None)
+                        if lines is None:
+                            return "it closed its output"
+                    if lines:
+                        several(upstream, lines)
+                    continue
+                try:
+                    text = data.decode()
+                    obj, end = scan(text, 0)
+                except (UnicodeDecodeError, StopIteration, ValueError, RecursionError):
+                    obj = None
+                passed = False
+                if upstream._replay_id is not None or self.on_frame is not None:
+                    pass   # a restart's replayed initialize may be answered: the full way
+                elif type(obj) is dict and end == len(text) - 1:   # one line
+                    if "method" not in obj and ("result" in obj or "error" in obj):
+                        rid = obj.get("id")
+                        kind = type(rid)
+                        if kind is int or kind is str:
+                            pop(("int" if kind is int else "str", rid), None)
+                            passed = True
+                            inspector = self.inspector
+                            if inspector is not None and inspector.enabled:
+                                inspector.record_line(_TO_HOST_LEGS, bytes(data[:-1]),
+                                                      upstream.id, self._log_session)
+                else:   # several lines: all answers with a number or string id, or none
+                    lines = bytes(data).split(b"\n")
+                    lines.pop()
+                    keys: list[IdKey] = []
+                    for line in lines:
+                        try:
+                            text = line.decode()
+                            obj, end = scan(text, 0)
+                        except (UnicodeDecodeError, StopIteration, ValueError, RecursionError):
+                            break
+                        if type(obj) is not dict or end != len(text) or "method" in obj or (
+                                "result" not in obj and "error" not in obj):
+                            break
+                        rid = obj.get("id")
+                        kind = type(rid)
+                        if kind is not int and kind is not str:
+                            break
+                        keys.append(("int" if kind is int else "str", rid))
+                    else:
+                        for key in keys:
+                            pop(key, None)
+                        passed = True
+                        inspector = self.inspector
+                        if inspector is not None and inspector.enabled:
+                            for line in lines:
+                                inspector.record_line(_TO_HOST_LEGS, line, upstream.id,
+                                                      self._log_session)
+                if not passed:
+                    several(upstream, lines if lines else bytes(data[:-1]).split(b"\n"))
+                    continue
+                out_lock_acquire()
+                try:
+                    out = self._out_fd
+                    if out >= 0:
+                        written = write(out, data)
+                        while written < n:
+                            written += write(out, data[written:])
+                except OSError as exc:   # the host went away; its EOF ends serving
+                    _log.info("writing to the host failed: %s", exc)
+                finally:
+                    out_unlock()
+        except MCPError as exc:   # StreamError: an over-long line, a read that failed
+            return str(exc)
 
     def _from_upstream_lines(self, upstream: Upstream, lines: list[bytes]) -> None:
         """One read of the upstream's stdout (the pass-through's fast path): the answers

@@ -35,7 +35,7 @@ from mcpsync._envelope import Envelope, IdKey, parse_envelope
 from mcpsync._threads import join_all, new_thread
 from mcpsync.config import ServerConfig
 from mcpsync.errors import ConfigError, MCPError
-from mcpsync.gateway._conns import Conn, open_conn
+from mcpsync.gateway._conns import Conn, StdioConn, open_conn
 from mcpsync.gateway._redact import redact_for_log
 from mcpsync.jsonrpc import MAX_FRAME_BYTES, ParseError, StreamError
 from mcpsync.secrets import SecretResolver
@@ -150,6 +150,10 @@ class Upstream:
         #: Set by the gateway before :meth:`start` to get each read's stdout lines at once
         #: (``on_lines(upstream, lines)``, on the reader thread) instead of ``on_line``.
         self.on_lines: Callable[[Upstream, list[bytes]], None] | None = None
+        #: Set by the gateway before :meth:`start`: for a stdio connection, the reader thread
+        #: runs ``fast_reader(upstream, conn)`` (it reads the connection itself until it
+        #: ends and returns why, like ``Conn.read``; ``None``: it cannot, read as usual).
+        self.fast_reader: Callable[[Upstream, StdioConn], str | None] | None = None
         self.last_error = ""
         self.restarts = 0
         self._writer = new_thread(f"mcpsync-gateway-writer-{self._safe}", self._write_loop)
@@ -241,14 +245,18 @@ class Upstream:
             now = time.monotonic()
             for key, item in calls:
                 inflight[key] = (now, item)
-        if conn.try_send_raw(data):
-            return True
-        with self._cond:   # the pipe is full (or gone): the writer's turn
+        if not conn.try_send_raw(data):   # the pipe is full (or gone): the writer's turn
+            self.queue_entered([item for _, item in calls])
+        return True
+
+    def queue_entered(self, items: list[Envelope | bytes]) -> None:
+        """Queue for the writer thread, in order, calls the fast path entered in flight but
+        could not write at once (the pipe was full, or the connection gone)."""
+        with self._cond:
             if not self._stopping:
-                for _, item in calls:
+                for item in items:
                     envelope = _as_envelope(item)
                     self._enqueue(envelope, len(envelope.to_bytes()))
-        return True
 
     def _enqueue(self, envelope: Envelope, size: int) -> None:
         """For the writer thread; the caller holds the lock."""
@@ -394,9 +402,12 @@ class Upstream:
 
     def _read_loop(self, conn: Conn, generation: int) -> None:
         on_lines = self.on_lines
-        why = conn.read(functools.partial(self._on_line, self),
-                        lambda key, why: self._call_failed(key, why),
-                        None if on_lines is None else functools.partial(on_lines, self))
+        fast = self.fast_reader
+        why = fast(self, conn) if fast is not None and type(conn) is StdioConn else None
+        if why is None:
+            why = conn.read(functools.partial(self._on_line, self),
+                            lambda key, why: self._call_failed(key, why),
+                            None if on_lines is None else functools.partial(on_lines, self))
         if self._stopping:
             return
         code = conn.exit_code(1.0)
@@ -405,7 +416,8 @@ class Upstream:
         with self._cond:
             if generation != self._generation:
                 return
-            calls = [_as_envelope(call) for _, call in self._inflight.values()]
+            # list(): one step under the GIL, against the pass-through's pops without the lock
+            calls = [_as_envelope(call) for _, call in list(self._inflight.values())]
             self._inflight.clear()
             if self._replay_id is not None:
                 self._replayed.set()

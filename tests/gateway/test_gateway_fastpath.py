@@ -143,3 +143,86 @@ def test_death_with_fast_path_calls_in_flight_fails_each_and_replays_the_handsha
     finally:
         assert host.close() == 0
     assert b"restarted" in b"".join(host.stderr)
+
+
+def test_an_answer_split_over_two_reads_of_the_upstream(host: RawHost) -> None:
+    """The upstream writes one answer in two parts: the first read holds no whole line, so
+    the reader's loop leaves both to the transport's line splitter; the next single-line
+    answer takes the loop's own way again."""
+    got = host.call(_call("1", "split"))
+    assert got == {"jsonrpc": "2.0", "id": 1, "result": {"content": [], "split": 1}}
+    assert host.call(_call("2", "odd"))["result"]["z"] == 1.5
+
+
+def test_a_read_of_the_upstream_mixing_answers_and_a_notification_keeps_their_order(
+        host: RawHost) -> None:
+    """One read of the upstream's: two answers, a notification between them, the flush's
+    own answer; then single-line reads again, each by the loop's own way."""
+    for rid in ("10", "11"):
+        host.send(_call(rid, "later"))
+    got = _recv_after(host, _call("12", "flush"), 4)
+    assert [m.get("id", "note") for m in got] == [10, "note", 11, 12]
+    assert [host.call(_call(str(i), "odd"))["id"] for i in (13, 14)] == [13, 14]
+
+
+def test_an_over_long_line_from_the_upstream_breaks_its_stream_naming_it(
+        tmp_path: Path) -> None:
+    """A line past ``max_frame_bytes`` from the upstream: the call in flight is failed with
+    the reason, naming the upstream; the next call restarts it."""
+    import os
+    import threading
+
+    import mcpsync
+
+    host_w_r, host_w_w = os.pipe()
+    host_r_r, host_r_w = os.pipe()
+    with mcpsync.Gateway(write_config(tmp_path, {"odd": ODD}), max_frame_bytes=2000) as gw, \
+            os.fdopen(host_w_r, "rb") as stdin, os.fdopen(host_r_w, "wb") as stdout, \
+            os.fdopen(host_w_w, "wb") as to_gw, os.fdopen(host_r_r, "rb") as from_gw:
+        server = threading.Thread(target=gw.serve_stdio, args=(stdin, stdout),
+                                  name="mcpsync-test-gateway", daemon=True)
+        server.start()
+
+        def call(line: str) -> dict[str, Any]:
+            to_gw.write(line.encode() + b"\n")
+            to_gw.flush()
+            return json.loads(from_gw.readline())   # type: ignore[no-any-return]
+
+        assert call(INIT)["id"] == 0
+        to_gw.write(INITIALIZED.encode() + b"\n")
+        small = call('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"big",'
+                     '"arguments":{"size":1500}}}')
+        assert len(small["result"]["pad"]) == 1500   # under the limit: passed on
+        big = call('{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"big",'
+                   '"arguments":{"size":5000}}}')
+        assert big["id"] == 2 and big["error"]["data"] == {"upstream": "odd"}
+        message = big["error"]["message"]
+        assert "upstream 'odd' stopped" in message and "frame limit of 2000 bytes" in message
+        assert call(_call("3", "odd"))["result"]["z"] == 1.5   # restarted
+        to_gw.close()
+        server.join(15)
+        assert not server.is_alive()
+
+
+def test_death_with_a_grandchild_holding_stdout_fails_fast_path_calls_at_once(
+        tmp_path: Path) -> None:
+    """The server exits while a child it left holds its stdout open (no EOF for 30 s): the
+    reader's loop wakes on the process's exit and the calls in flight are failed at once."""
+    host = RawHost(write_config(tmp_path, {"odd": ODD}))
+    try:
+        host.call(INIT)
+        host.send(INITIALIZED)
+        assert host.call(_call("1", "odd"))["id"] == 1
+        host.send(_call("2", "later"))
+        started = time.monotonic()
+        host.send(_call("3", "orphan"))
+        failed = _recv(host, 2)
+        took = time.monotonic() - started
+        assert sorted(m["id"] for m in failed) == [2, 3]
+        for m in failed:
+            assert "upstream 'odd' stopped" in m["error"]["message"]
+            assert "exited with code 4" in m["error"]["message"]
+        assert took < 10, took   # not the 30 s until the grandchild lets stdout go
+        assert host.call(_call("4", "odd"))["result"]["z"] == 1.5   # restarted
+    finally:
+        assert host.close() == 0

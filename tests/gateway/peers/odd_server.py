@@ -5,7 +5,10 @@ Its answers hold what a re-serialising proxy would change: ``1.50``, ``1E2``, ``
 compares what a host behind the gateway receives with :data:`ODD_RESULT` exactly. Tools:
 ``odd`` (the odd result), ``echo_raw`` (answers with the request's own line inside a
 string, so the test sees what reached the upstream), ``ask`` (sends a server-to-client request
-first and answers with the host's reply line), ``die`` (exits mid-call), ``later`` (answered
+first and answers with the host's reply line), ``die`` (exits mid-call), ``orphan``
+(exits mid-call, leaving a child process that holds its stdout open), ``split`` (writes its
+answer in two parts, 0.2 s apart), ``big`` (an answer line of about ``arguments.size``
+bytes), ``later`` (answered
 only at the next ``flush``) and ``flush`` (writes the held answers, a log notification
 between the first two, and its own answer, all in one write, so the gateway reads several
 lines at once).
@@ -16,7 +19,9 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
+import time
 
 from mcpsync._envelope import parse_envelope
 
@@ -56,6 +61,21 @@ def main() -> None:
                 reply = '{"jsonrpc":"2.0","id":"s2c-1","method":"roots/list","x-k":1.50}'
             elif name == "die":
                 os._exit(3)
+            elif name == "orphan":   # exit, leaving a child that holds stdout open
+                subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+                os._exit(4)
+            elif name == "split":   # the answer in two writes, 0.2 s apart
+                reply = f'{{"jsonrpc":"2.0","id":{rid},"result":{{"content":[],"split":1}}}}'
+                out.write(reply.encode()[:15])
+                out.flush()
+                time.sleep(0.2)
+                out.write(reply.encode()[15:] + b"\n")
+                out.flush()
+                reply = None
+            elif name == "big":   # one line of the size asked for
+                size = int(msg["params"]["arguments"]["size"])
+                pad = "x" * size
+                reply = f'{{"jsonrpc":"2.0","id":{rid},"result":{{"pad":"{pad}"}}}}'
             elif name == "later":
                 held.append(f'{{"jsonrpc":"2.0","id":{rid},"result":{{"content":[],'
                             f'"held":{len(held)}}}}}')
