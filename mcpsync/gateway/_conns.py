@@ -21,7 +21,7 @@ import json
 import logging
 import select
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Final
 
 from mcpsync._envelope import Envelope, IdKey
 from mcpsync.config import ServerConfig
@@ -38,11 +38,12 @@ from mcpsync.secrets import (
 )
 from mcpsync.transport.base import CallFailed, WriteTimedOut
 
-__all__ = ["Conn", "HttpConn", "StdioConn", "open_conn"]
+__all__ = ["PIPE_ATOMIC", "Conn", "HttpConn", "StdioConn", "open_conn"]
 
 _log = logging.getLogger("mcpsync.gateway")
 #: Writes up to this size to a pipe are atomic (POSIX PIPE_BUF; 4096 on Linux).
-_ATOMIC = getattr(select, "PIPE_BUF", 512)
+PIPE_ATOMIC: Final = getattr(select, "PIPE_BUF", 512)
+_ATOMIC = PIPE_ATOMIC
 
 OnLine = Callable[[bytes], None]
 OnFailed = Callable[[IdKey, str], None]   # (the call's id key, why)

@@ -35,7 +35,7 @@ from mcpsync._envelope import Envelope, IdKey, parse_envelope
 from mcpsync._threads import join_all, new_thread
 from mcpsync.config import ServerConfig
 from mcpsync.errors import ConfigError, MCPError
-from mcpsync.gateway._conns import Conn, StdioConn, open_conn
+from mcpsync.gateway._conns import PIPE_ATOMIC, Conn, StdioConn, open_conn
 from mcpsync.gateway._redact import redact_for_log
 from mcpsync.jsonrpc import MAX_FRAME_BYTES, ParseError, StreamError
 from mcpsync.secrets import SecretResolver
@@ -235,7 +235,11 @@ class Upstream:
         entered and ``data`` is written at once, in one ``os.write``; if the pipe cannot
         take it now the frames are queued for the writer thread, in order. ``False``:
         nothing done (closing, frames queued, the table near full: the caller takes each
-        frame through :meth:`submit`, which refuses or queues it)."""
+        frame through :meth:`submit`, which refuses or queues it). A read larger than a
+        pipe takes whole (``PIPE_BUF``) is left to :meth:`submit` too: frame by frame, each
+        that fits is still written at once, where this would queue all of them."""
+        if len(data) > PIPE_ATOMIC:
+            return False
         with self._state_lock:
             conn = self._conn
             inflight = self._inflight

@@ -226,3 +226,53 @@ def test_death_with_a_grandchild_holding_stdout_fails_fast_path_calls_at_once(
         assert host.call(_call("4", "odd"))["result"]["z"] == 1.5   # restarted
     finally:
         assert host.close() == 0
+
+
+def test_a_host_read_larger_than_a_pipe_takes_whole_is_still_written_frame_by_frame(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read of the host's over ``PIPE_BUF`` cannot go out in one atomic write; its frames
+    must then still be written at once, each by itself (as the full path always did), not
+    all handed to the writer thread."""
+    import os
+    import threading
+
+    from mcpsync.config import ServerConfig
+    from mcpsync.gateway import Gateway, _upstream
+
+    hops: list[object] = []
+    real = _upstream.Upstream._write_one
+
+    def counted(self: _upstream.Upstream, item: object) -> None:
+        if item:
+            hops.append(item)
+        real(self, item)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_upstream.Upstream, "_write_one", counted)
+    gateway = Gateway([ServerConfig(id="odd", command=ODD[0], args=ODD[1:])])
+    host_r, host_w = os.pipe()
+    out_r, out_w = os.pipe()
+    with os.fdopen(host_r, "rb", buffering=0) as stdin, \
+            os.fdopen(out_w, "wb", buffering=0) as stdout, os.fdopen(out_r, "rb") as answers:
+        serving = threading.Thread(target=gateway.serve_stdio, args=(stdin, stdout),
+                                   name="mcpsync-test-serve", daemon=True)
+        serving.start()
+        try:
+            os.write(host_w, (INIT + "\n").encode())
+            assert json.loads(answers.readline())["id"] == 0
+            os.write(host_w, (INITIALIZED + "\n").encode())
+            hops.clear()
+            pad = "x" * 500
+            for r in range(5):
+                blob = "".join(
+                    f'{{"jsonrpc":"2.0","id":{r * 10 + i},"method":"ping",'
+                    f'"params":{{"pad":"{pad}"}}}}\n' for i in range(10)).encode()
+                assert len(blob) > 4096
+                os.write(host_w, blob)
+                got = sorted(json.loads(answers.readline())["id"] for _ in range(10))
+                assert got == [r * 10 + i for i in range(10)]
+        finally:
+            os.close(host_w)
+            serving.join(15)
+            gateway.close()
+    assert not serving.is_alive()
+    assert hops == [], f"{len(hops)} frames went through the writer thread"
