@@ -747,8 +747,10 @@ class Gateway:
                             for line in lines:
                                 inspector.record_line(_TO_HOST_LEGS, line, upstream.id,
                                                       self._log_session)
-                if not passed:
-                    several(upstream, lines if lines else bytes(data[:-1]).split(b"\n"))
+                if not passed:   # the full way, without blank lines (as RawLines skips them)
+                    several(upstream, [
+                        line for line in (lines if lines else bytes(data[:-1]).split(b"\n"))
+                        if line and (line[0] == 0x7B or line.strip(b" \t\r"))])
                     continue
                 out_lock_acquire()
                 try:

@@ -328,6 +328,16 @@ class Upstream:
         """Deliver one queued frame (``b""``: just start the server), starting or
         restarting the server first when it is not running."""
         is_request = isinstance(item, Envelope) and item.kind == "request"
+        if is_request:
+            assert isinstance(item, Envelope)
+            with self._state_lock:
+                answered = item.id_key not in self._inflight
+            if answered:
+                # Already answered while it waited here: its upstream died with it in
+                # flight (the death fails every call entered, queued ones too) or it was
+                # refused. Sending it now, to a restarted process, would give the host a
+                # second answer for one id.
+                return
         if not self.running:
             if isinstance(item, Envelope) and not is_request and self._conn is not None:
                 return   # a notification or an answer for a process that is gone

@@ -7,6 +7,7 @@ write, so the gateway reads them together."""
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -276,3 +277,84 @@ def test_a_host_read_larger_than_a_pipe_takes_whole_is_still_written_frame_by_fr
             gateway.close()
     assert not serving.is_alive()
     assert hops == [], f"{len(hops)} frames went through the writer thread"
+
+
+STALLER = r'''
+import json, sys, time
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    if msg.get("method") == "tools/call":   # stop reading, let the pipe fill, then die
+        time.sleep(1.0)
+        sys.exit(3)
+    result = ({"protocolVersion": msg["params"]["protocolVersion"], "capabilities": {},
+               "serverInfo": {"name": "staller", "version": "1"}}
+              if msg["method"] == "initialize" else {})
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}) + "\n")
+    sys.stdout.flush()
+'''
+
+
+def test_calls_queued_when_the_upstream_dies_are_answered_once(tmp_path: Path) -> None:
+    """Calls the gateway had to queue (the server stopped reading, its pipe was full) are
+    in flight: when the server dies they are failed at once, and must not then be sent to
+    the restarted server as well, which would answer the host twice for one id."""
+    peer = tmp_path / "staller.py"
+    peer.write_text(STALLER, encoding="utf-8")
+    host = RawHost(write_config(tmp_path, {"st": [sys.executable, str(peer)]}))
+    try:
+        host.call(INIT)
+        host.send(INITIALIZED)
+        assert host.call('{"jsonrpc":"2.0","id":"p","method":"ping"}')["result"] == {}
+        pad = "x" * 1000
+        pings = [f'{{"jsonrpc":"2.0","id":{i},"method":"ping","params":{{"pad":"{pad}"}}}}'
+                 for i in range(1, 301)]   # 300 KB: far more than the pipe holds
+        _write(host, _call("0", "stall"))
+        for at in range(0, 300, 50):
+            _write(host, *pings[at:at + 50])
+        answers: dict[Any, list[dict[str, Any]]] = {}
+        for _ in range(301):
+            message = json.loads(host.recv())
+            answers.setdefault(message["id"], []).append(message)
+        assert sorted(answers) == list(range(301))
+        # The next call restarts the server; if a failed call had been sent to it as well,
+        # its second answer would come before this one.
+        assert host.call('{"jsonrpc":"2.0","id":"after","method":"ping"}') == {
+            "jsonrpc": "2.0", "id": "after", "result": {}}
+        assert all(len(each) == 1 for each in answers.values()), \
+            [rid for rid, each in answers.items() if len(each) > 1][:10]
+        assert all("error" in each[0] for each in answers.values())
+    finally:
+        if host.proc.poll() is None:
+            host.close()
+
+
+def test_blank_lines_from_the_upstream_are_skipped_quietly(tmp_path: Path) -> None:
+    """A server that writes blank or whitespace-only lines between its answers: the host
+    gets every answer, and the gateway does not warn about lines that are not there."""
+    peer = tmp_path / "blank.py"
+    peer.write_text(r'''
+import json, sys
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    result = ({"protocolVersion": msg["params"]["protocolVersion"], "capabilities": {},
+               "serverInfo": {"name": "blank", "version": "1"}}
+              if msg["method"] == "initialize" else {})
+    answer = json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result})
+    sys.stdout.write({0: answer + "\n\n", 1: "\n" + answer + "\n",
+                      2: answer + "\n   \n"}.get(msg["id"] % 3 if isinstance(msg["id"], int)
+                                                 else 0, answer + "\n"))
+    sys.stdout.flush()
+''', encoding="utf-8")
+    host = RawHost(write_config(tmp_path, {"b": [sys.executable, str(peer)]}))
+    host.call(INIT)
+    host.send(INITIALIZED)
+    for rid in range(1, 10):
+        assert host.call(f'{{"jsonrpc":"2.0","id":{rid},"method":"ping"}}') == {
+            "jsonrpc": "2.0", "id": rid, "result": {}}
+    assert host.close() == 0
+    assert not [line for line in host.stderr if b"not a JSON-RPC message" in line], \
+        host.stderr
