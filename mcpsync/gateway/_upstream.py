@@ -354,6 +354,12 @@ class Upstream:
                 return
         if not isinstance(item, Envelope):
             return
+        if is_request:
+            # Once more after a restart: the old process's death was reported during
+            # _launch (its reader is joined there), and may have failed this very call.
+            with self._state_lock:
+                if item.id_key not in self._inflight:
+                    return
         conn = self._conn
         assert conn is not None
         try:
