@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shlex
 import socket
 import statistics
@@ -136,9 +137,11 @@ def _drive(threads: int, calls: int, server_pid: int | None, conns: _Connections
         t.start()
     start.wait()
     opened0, stream0 = conns.opened, conns.for_stream
+    r0 = resource.getrusage(resource.RUSAGE_SELF)   # context switches: every thread's
     s0, c0, t0 = _server_cpu(server_pid), os.times(), time.perf_counter()
     stop.wait()
     c1, wall = os.times(), time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
     user, system = c1.user - c0.user, c1.system - c0.system
     cpu = user + system
     server, opened = _server_cpu(server_pid) - s0, conns.opened - opened0
@@ -148,6 +151,8 @@ def _drive(threads: int, calls: int, server_pid: int | None, conns: _Connections
     n = threads * calls
     return {"calls": n, "calls_s": n / wall, "client_cpu_us": cpu / n * 1e6,
             "client_sys_us": system / n * 1e6,
+            "voluntary_switches": (r1.ru_nvcsw - r0.ru_nvcsw) / n,
+            "involuntary_switches": (r1.ru_nivcsw - r0.ru_nivcsw) / n,
             "server_cpu_us": server / n * 1e6, "new_connections": opened,
             "new_stream_connections": stream,
             "warmup_calls": warm["calls"], "warmup_connections": opened0 - first,
@@ -301,6 +306,20 @@ def _most(rows: list[dict[str, Any]]) -> str:
     return f"{row['new_connections']}" + (f" ({stream} GET)" if stream else "")
 
 
+def _round_ratios(mine: list[dict[str, Any]], floor: list[dict[str, Any]]) -> list[float]:
+    """Client CPU per call over the floor's, round by round: the two ran minutes apart at
+    most, under much the same load, so the ratio of one round moves less than either
+    figure does across rounds (a shared machine's load changes from one minute to the
+    next)."""
+    return [m["client_cpu_us"] / f["client_cpu_us"] for m, f in zip(mine, floor, strict=True)]
+
+
+def _ratios(values: list[float]) -> str:
+    """``median (min-max)`` of per-round ratios."""
+    return (f"median {statistics.median(values):.2f}x ({min(values):.2f}-{max(values):.2f}, "
+            f"{len(values)} rounds)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, default=64)
@@ -356,7 +375,7 @@ def main() -> None:
             proc.kill()
             proc.wait()
     keys = ("calls_s", "client_cpu_us", "client_sys_us", "server_cpu_us", "new_connections",
-            "new_stream_connections")
+            "new_stream_connections", "voluntary_switches", "involuntary_switches")
     medians = {c: {k: statistics.median(r[k] for r in rs) for k in keys}
                for c, rs in rows.items()}
     errors = {c: sum(r["error_count"] for r in rs) for c, rs in rows.items()}
@@ -368,9 +387,11 @@ def main() -> None:
                                          / medians["floor"]["client_cpu_us"])
         result["mcpsync_x_floor_calls"] = (medians["mcpsync"]["calls_s"]
                                            / medians["floor"]["calls_s"])
+        result["mcpsync_round_ratios"] = _round_ratios(rows["mcpsync"], rows["floor"])
     if "floor" in medians and BASE in medians:
         result["base_x_floor_cpu"] = (medians[BASE]["client_cpu_us"]
                                       / medians["floor"]["client_cpu_us"])
+        result["base_round_ratios"] = _round_ratios(rows[BASE], rows["floor"])
     if args.json:
         print(json.dumps(result))
     else:
@@ -383,12 +404,19 @@ def main() -> None:
                   f"{_span(rs, 'client_cpu_us', '%.1f'):>24s} "
                   f"{_span(rs, 'server_cpu_us', '%.1f'):>22s} "
                   f"{_most(rs):>9s} {errors[c]}")
+        print(f"{'':12s} {'context switches/call, voluntary':>34s} {'involuntary':>12s} "
+              f"{'system CPU us/call':>20s}")
+        for c, rs in rows.items():
+            print(f"{c:12s} {_span(rs, 'voluntary_switches', '%.2f'):>34s} "
+                  f"{statistics.median(r['involuntary_switches'] for r in rs):>12.2f} "
+                  f"{_span(rs, 'client_sys_us', '%.1f'):>20s}")
         if "mcpsync_x_floor_cpu" in result:
-            print(f"mcpsync client CPU per call {result['mcpsync_x_floor_cpu']:.2f}x the floor's; "
+            print(f"mcpsync client CPU per call {result['mcpsync_x_floor_cpu']:.2f}x the floor's "
+                  f"(medians); per round {_ratios(result['mcpsync_round_ratios'])}; "
                   f"calls/s {result['mcpsync_x_floor_calls']:.2f}x")
         if "base_x_floor_cpu" in result:
             print(f"mcpsync@base client CPU per call {result['base_x_floor_cpu']:.2f}x the "
-                  "floor's")
+                  f"floor's (medians); per round {_ratios(result['base_round_ratios'])}")
     if any(errors.values()):
         sys.exit(1)
 
