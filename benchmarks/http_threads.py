@@ -10,9 +10,10 @@ from ``/proc``, so a run the server bounds shows as such) and the TCP connection
 after the warm-up (counted by urllib3's pools: every client here sends through urllib3; with
 a pool as large as the thread count this is 0), and the context switches per call, voluntary
 ones split by the kind of thread (the benchmark's callers, mcpsync's HTTP workers, its session
-reader, its GET stream). The client CPU per call is also given as the
-ratio to the floor's round by round (both ran in the same minute), the figure least moved by
-other load on the machine.
+reader, its GET stream). The client CPU per call is also given as the ratio to the floor's
+round by round: both ran in the same minute, so a change of load between rounds does not
+move it (a change within a round still does; on a busy machine one round's ratio can be
+off by half).
 
 The server is the cross-SDK harness's dependency-free floor server (stdlib
 ``ThreadingHTTPServer``, legacy 2025-06-18 session, JSON replies), kept outside this
@@ -348,10 +349,10 @@ def _most(rows: list[dict[str, Any]]) -> str:
 
 
 def _round_ratios(mine: list[dict[str, Any]], floor: list[dict[str, Any]]) -> list[float]:
-    """Client CPU per call over the floor's, round by round: the two ran minutes apart at
-    most, under much the same load, so the ratio of one round moves less than either
-    figure does across rounds (a shared machine's load changes from one minute to the
-    next)."""
+    """Client CPU per call over the floor's, round by round: the two ran back to back,
+    under much the same load, so a load that changes from one round to the next moves
+    the ratio less than it moves either figure (one that changes within a round still
+    moves it)."""
     return [m["client_cpu_us"] / f["client_cpu_us"] for m, f in zip(mine, floor, strict=True)]
 
 
