@@ -8,7 +8,12 @@ own, so its CPU is its own: per client the table shows calls per second, the cli
 call (``os.times`` of the child, user and system, all its threads), the server's CPU per call (read
 from ``/proc``, so a run the server bounds shows as such) and the TCP connections opened
 after the warm-up (counted by urllib3's pools: every client here sends through urllib3; with
-a pool as large as the thread count this is 0).
+a pool as large as the thread count this is 0), and the context switches per call, voluntary
+ones split by the kind of thread (the benchmark's callers, mcpsync's HTTP workers, its session
+reader, its GET stream). The client CPU per call is also given as the ratio to the floor's
+round by round: both ran in the same minute, so a change of load between rounds does not
+move it (a change within a round still does; on a busy machine one round's ratio can be
+off by half).
 
 The server is the cross-SDK harness's dependency-free floor server (stdlib
 ``ThreadingHTTPServer``, legacy 2025-06-18 session, JSON replies), kept outside this
@@ -33,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shlex
 import socket
 import statistics
@@ -85,6 +91,37 @@ class _Connections:
         connection.create_connection = counted
 
 
+def _kind(name: str) -> str:
+    """Which part of the client a thread is: the benchmark's callers, mcpsync's session
+    reader, its GET stream, its HTTP workers, or anything else."""
+    if name.startswith("bench-"):
+        return "callers"
+    if name.startswith("mcpsync-http-reader-"):
+        return "reader"
+    if name.startswith("mcpsync-http-get-"):
+        return "get"
+    if name.startswith("mcpsync-http-"):
+        return "workers"
+    return "other"
+
+
+def _switches_by_kind() -> dict[str, int]:
+    """Voluntary context switches so far of every live thread, summed by :func:`_kind`
+    (``/proc/self/task/<tid>/status``; empty where there is no ``/proc``)."""
+    out: dict[str, int] = {}
+    for thread in threading.enumerate():
+        try:
+            with open(f"/proc/self/task/{thread.native_id}/status") as f:
+                for line in f:
+                    if line.startswith("voluntary_ctxt_switches:"):
+                        kind = _kind(thread.name)
+                        out[kind] = out.get(kind, 0) + int(line.split()[1])
+                        break
+        except OSError:
+            continue
+    return out
+
+
 def _drive(threads: int, calls: int, server_pid: int | None, conns: _Connections,
            make_call: Callable[[int], Callable[[int], str]]) -> dict[str, Any]:
     """Warm up, then run ``threads`` threads of ``calls`` calls each and time that.
@@ -94,6 +131,7 @@ def _drive(threads: int, calls: int, server_pid: int | None, conns: _Connections
     """
     start = threading.Barrier(threads + 1)
     stop = threading.Barrier(threads + 1)
+    counted = threading.Barrier(threads + 1)   # callers live on until their switches are read
     errors: list[str] = []
     warmup_errors: list[str] = []   # a connection refused in the opening burst, say
 
@@ -129,6 +167,7 @@ def _drive(threads: int, calls: int, server_pid: int | None, conns: _Connections
         except BaseException as exc:
             errors.append(f"thread {k}: {exc!r}")
         stop.wait()
+        counted.wait()
 
     workers = [threading.Thread(target=worker, args=(k,), name=f"bench-{k}", daemon=True)
                for k in range(threads)]
@@ -136,9 +175,14 @@ def _drive(threads: int, calls: int, server_pid: int | None, conns: _Connections
         t.start()
     start.wait()
     opened0, stream0 = conns.opened, conns.for_stream
+    r0 = resource.getrusage(resource.RUSAGE_SELF)   # context switches: every thread's
+    k0 = _switches_by_kind()
     s0, c0, t0 = _server_cpu(server_pid), os.times(), time.perf_counter()
     stop.wait()
     c1, wall = os.times(), time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    k1 = _switches_by_kind()
+    counted.wait()
     user, system = c1.user - c0.user, c1.system - c0.system
     cpu = user + system
     server, opened = _server_cpu(server_pid) - s0, conns.opened - opened0
@@ -148,6 +192,9 @@ def _drive(threads: int, calls: int, server_pid: int | None, conns: _Connections
     n = threads * calls
     return {"calls": n, "calls_s": n / wall, "client_cpu_us": cpu / n * 1e6,
             "client_sys_us": system / n * 1e6,
+            "voluntary_switches": (r1.ru_nvcsw - r0.ru_nvcsw) / n,
+            "involuntary_switches": (r1.ru_nivcsw - r0.ru_nivcsw) / n,
+            "voluntary_by_kind": {k: (v - k0.get(k, 0)) / n for k, v in sorted(k1.items())},
             "server_cpu_us": server / n * 1e6, "new_connections": opened,
             "new_stream_connections": stream,
             "warmup_calls": warm["calls"], "warmup_connections": opened0 - first,
@@ -301,6 +348,20 @@ def _most(rows: list[dict[str, Any]]) -> str:
     return f"{row['new_connections']}" + (f" ({stream} GET)" if stream else "")
 
 
+def _round_ratios(mine: list[dict[str, Any]], floor: list[dict[str, Any]]) -> list[float]:
+    """Client CPU per call over the floor's, round by round: the two ran back to back,
+    under much the same load, so a load that changes from one round to the next moves
+    the ratio less than it moves either figure (one that changes within a round still
+    moves it)."""
+    return [m["client_cpu_us"] / f["client_cpu_us"] for m, f in zip(mine, floor, strict=True)]
+
+
+def _ratios(values: list[float]) -> str:
+    """``median (min-max)`` of per-round ratios."""
+    return (f"median {statistics.median(values):.2f}x ({min(values):.2f}-{max(values):.2f}, "
+            f"{len(values)} rounds)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, default=64)
@@ -356,7 +417,7 @@ def main() -> None:
             proc.kill()
             proc.wait()
     keys = ("calls_s", "client_cpu_us", "client_sys_us", "server_cpu_us", "new_connections",
-            "new_stream_connections")
+            "new_stream_connections", "voluntary_switches", "involuntary_switches")
     medians = {c: {k: statistics.median(r[k] for r in rs) for k in keys}
                for c, rs in rows.items()}
     errors = {c: sum(r["error_count"] for r in rs) for c, rs in rows.items()}
@@ -368,9 +429,11 @@ def main() -> None:
                                          / medians["floor"]["client_cpu_us"])
         result["mcpsync_x_floor_calls"] = (medians["mcpsync"]["calls_s"]
                                            / medians["floor"]["calls_s"])
+        result["mcpsync_round_ratios"] = _round_ratios(rows["mcpsync"], rows["floor"])
     if "floor" in medians and BASE in medians:
         result["base_x_floor_cpu"] = (medians[BASE]["client_cpu_us"]
                                       / medians["floor"]["client_cpu_us"])
+        result["base_round_ratios"] = _round_ratios(rows[BASE], rows["floor"])
     if args.json:
         print(json.dumps(result))
     else:
@@ -383,12 +446,23 @@ def main() -> None:
                   f"{_span(rs, 'client_cpu_us', '%.1f'):>24s} "
                   f"{_span(rs, 'server_cpu_us', '%.1f'):>22s} "
                   f"{_most(rs):>9s} {errors[c]}")
+        print(f"{'':12s} {'context switches/call, voluntary':>34s} {'involuntary':>12s} "
+              f"{'system CPU us/call':>20s}")
+        for c, rs in rows.items():
+            kinds = sorted({k for r in rs for k in r["voluntary_by_kind"]})
+            split = ", ".join(
+                f"{k} {statistics.median(r['voluntary_by_kind'].get(k, 0.0) for r in rs):.1f}"
+                for k in kinds)
+            print(f"{c:12s} {_span(rs, 'voluntary_switches', '%.2f'):>34s} "
+                  f"{statistics.median(r['involuntary_switches'] for r in rs):>12.2f} "
+                  f"{_span(rs, 'client_sys_us', '%.1f'):>20s}  voluntary by thread: {split}")
         if "mcpsync_x_floor_cpu" in result:
-            print(f"mcpsync client CPU per call {result['mcpsync_x_floor_cpu']:.2f}x the floor's; "
+            print(f"mcpsync client CPU per call {result['mcpsync_x_floor_cpu']:.2f}x the floor's "
+                  f"(medians); per round {_ratios(result['mcpsync_round_ratios'])}; "
                   f"calls/s {result['mcpsync_x_floor_calls']:.2f}x")
         if "base_x_floor_cpu" in result:
             print(f"mcpsync@base client CPU per call {result['base_x_floor_cpu']:.2f}x the "
-                  "floor's")
+                  f"floor's (medians); per round {_ratios(result['base_round_ratios'])}")
     if any(errors.values()):
         sys.exit(1)
 

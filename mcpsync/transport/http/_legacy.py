@@ -47,6 +47,12 @@ DELETE_TIMEOUT: Final = (2.0, 2.0)
 GET_OPEN_WAIT: Final = 2.0               # how long requests wait for the GET stream's answer
 ACCEPTED_WAIT: Final = 30.0              # a legacy 202 to a request: its answer on the GET
 _NONE_YET: Final = object()
+# GET answers that mean "this server has no GET stream, ever": 405 is the answer the spec
+# gives a server that offers none; 501 Not Implemented is HTTP's own answer for a method the
+# server does not implement at all (a stdlib BaseHTTPRequestHandler without do_GET sends it,
+# closing the connection). Asking again would only open a new connection per attempt. Any
+# other refusal (a 503, a 4xx) may be temporary and is asked again on the back-off schedule.
+_NO_STREAM: Final = frozenset({405, 501})
 _RESTORED: Final = frozenset({"logging/setLevel", "resources/subscribe",
                               "resources/unsubscribe"})
 
@@ -320,9 +326,9 @@ class LegacySession:
             if response is not None:
                 self._note_get_answered(sid)
                 status = response.status_code
-                if status == 405:
+                if status in _NO_STREAM:
                     response.close()
-                    logger.debug("server %r offers no GET stream (405)", link.name)
+                    logger.debug("server %r offers no GET stream (HTTP %d)", link.name, status)
                     return
                 lost = self._get_session_lost(response, sid)
                 if lost is not None:

@@ -34,6 +34,7 @@ from mcpsync.errors import (
     SessionExpired,
     TransportError,
 )
+from mcpsync.transport.http import _legacy as _legacy_mod
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -305,6 +306,39 @@ def test_get_405_is_never_retried(fault_server: FaultServer) -> None:
         for _ in range(3):
             client.call_tool("echo", {"text": "x"})
     assert len([r for r in server.requests if r.method == "GET"]) == 1
+
+
+def _gets(server: FaultServer) -> list[RecordedRequest]:
+    return [r for r in server.requests if r.method == "GET"]
+
+
+def test_get_501_is_never_retried(fault_server: FaultServer,
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # A server that implements no GET at all (a stdlib handler without do_GET) answers 501
+    # and closes the connection: asking again would only open a connection per attempt.
+    monkeypatch.setattr(_legacy_mod, "RESUME_DEFAULT", 0.05)   # the first back-off
+    server = _legacy(fault_server)
+    server.faults.script.append(Scripted(501, [("Connection", "close")], b"", None, "GET"))
+    with mcpsync.connect(server.url, era="legacy", timeout=5) as client:
+        server.wait_for_requests(lambda r: r.method == "GET")
+        for _ in range(3):
+            assert client.call_tool("echo", {"text": "x"}).text == "x"
+        time.sleep(0.5)   # ten first back-offs: a retry would have come by now
+        assert len(_gets(server)) == 1
+
+
+def test_get_503_is_asked_again_until_the_stream_opens(
+        fault_server: FaultServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A temporary refusal does not give the stream up: the server does offer it.
+    monkeypatch.setattr(_legacy_mod, "RESUME_DEFAULT", 0.05)
+    server = _legacy(fault_server)
+    server.faults.script.append(Scripted(503, [], b"", None, "GET"))
+    with mcpsync.connect(server.url, era="legacy", timeout=5) as client:
+        server.wait_for_requests(lambda r: r.method == "GET", count=2)
+        assert server.push_written({"jsonrpc": "2.0", "method": "notifications/message",
+                                    "params": {"level": "info", "data": "on the stream"}})
+        assert client.call_tool("echo", {"text": "x"}).text == "x"
+    assert len(_gets(server)) == 2
 
 
 def test_redirects(fault_server: FaultServer,

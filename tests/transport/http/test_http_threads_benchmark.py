@@ -40,6 +40,20 @@ def test_the_http_threads_benchmark_runs_both_clients(fault_server: FaultServer)
             assert 1 <= row["warmup_connections"] <= threads + 1, (client, row)
     assert result["rows"]["mcpsync"][0]["protocol_version"].startswith("2025-")
     assert result["mcpsync_x_floor_cpu"] > 0
+    # Context switches, split by the kind of thread: the callers block on every call (a
+    # read, or the wait for an answer); mcpsync's POSTs run on its HTTP workers.
+    for client, rows in result["rows"].items():
+        for row in rows:
+            assert row["voluntary_switches"] > 0, (client, row)
+            assert row["voluntary_by_kind"]["callers"] > 0, (client, row)
+    assert all(row["voluntary_by_kind"]["workers"] > 0 for row in result["rows"]["mcpsync"])
+    assert all("workers" not in row["voluntary_by_kind"] for row in result["rows"]["floor"])
+    # One ratio per round, each from runs of the same round.
+    ratios = result["mcpsync_round_ratios"]
+    assert len(ratios) == 2 and all(r > 0 for r in ratios)
+    rows = result["rows"]
+    assert ratios == [m["client_cpu_us"] / f["client_cpu_us"]
+                      for m, f in zip(rows["mcpsync"], rows["floor"], strict=True)]
     # Every timed call reached the server: the benchmark measured real traffic.
     echoed = [r for r in fault_server.requests if r.rpc_method == "tools/call"]
     assert len(echoed) >= 2 * 2 * threads * calls
