@@ -409,7 +409,12 @@ class Gateway:
     def _host_loop(self, fd: int, lines: RawLines) -> None:
         """The host's reader in the pass-through (one plain upstream, no guard, no bridge,
         no aggregation): one tight loop. Per read: ``poll`` the input and the close
-        wake-up, ``readv`` into one buffer allocated once; when the read is whole lines
+        wake-up, ``readv`` into one buffer allocated once. A read that is one call of a
+        usual shape (its id and method read from its bytes: inline for a plain positive id
+        first, the commonest, since a function call costs microseconds on this path; else
+        ``_heads.call_head``), with nothing queued before it, is written first and checked
+        and entered after (:meth:`_after_call_sent`; docs/gateway.md, "Lines checked after
+        they are forwarded"). Otherwise, when the read is whole lines
         (nothing held from before, at most ``PIPE_BUF`` in all), each a request with a
         number or string id other than ``initialize``, and ``on_frame`` is unset, the calls
         are entered in flight (dict stores under the upstream's lock, after the checks of
@@ -438,6 +443,8 @@ class Gateway:
         kept = _KEPT_METHODS
         kept_heads = _KEPT_HEADS
         call_head = _heads.call_head
+        head_start, head_at, head_method = _heads.START, _heads.AT, _heads.METHOD
+        head_end, head_skip = head_at + 1 + _heads.LONGEST_ID, len(head_method)
         monotonic = time.monotonic
         upstream = self._upstreams[0]
         state_lock = upstream._state_lock
@@ -463,7 +470,19 @@ class Gateway:
                 # One call of a usual shape, nothing waiting before it: written first (what
                 # the host waits for), checked and entered after (_after_call_sent). The
                 # queue and busy flag are read without the lock: see Upstream._write_loop.
-                head = call_head(data) if view[n - 2] == 0x7D else None
+                head = None
+                if view[n - 2] == 0x7D:   # a plain positive id first: read here, at once
+                    if data.startswith(head_start):
+                        comma = data.find(44, head_at, head_end)
+                        value = data[head_at:comma]
+                        if (comma > head_at and value.isdigit() and data.startswith(
+                                head_method, comma) and (value[0] != 0x30 or len(value) == 1)):
+                            close = data.find(34, comma + head_skip)
+                            named = data[comma + head_skip:close]
+                            if close > 0 and 92 not in named:
+                                head = (("int", int(value)), named)
+                    if head is None:
+                        head = call_head(data)   # the other shapes
                 conn = upstream._conn
                 if (head is not None and head[1] not in kept_heads and data.find(10) == n - 1
                         and not (upstream._queue or upstream._busy or conn is None
@@ -696,8 +715,11 @@ class Gateway:
         polls (stdout, its wake-up pipe for close, the process's pidfd for an exit while a
         grandchild holds stdout), ``readv`` into the transport's buffer. A read that is one
         whole line (nothing held from before, within the frame limit) holding an answer
-        with a number or string id is handled here: the call is taken out of the in-flight
-        table and the read written to the host in one ``os.write``. Several lines go to
+        of a usual shape (its id read from its bytes, inline or by ``_heads.answer_head``,
+        as on the host's side) has its call taken out of the in-flight table, is written to
+        the host in one ``os.write``, and is checked after (:meth:`_after_answer_sent`); one
+        of another shape with a number or string id is checked first, then handled the
+        same way. Several lines go to
         :meth:`_from_upstream_lines` (each answer the same way, anything else by the full
         path, in order). Any other poll result (the wake-up, the exit), ``_rx_done``
         (closing, EOF, a sticky error) or a read error is left to the transport's
@@ -738,6 +760,8 @@ class Gateway:
         out_lock_acquire, out_unlock = out_lock.acquire, out_lock.release
         several = self._from_upstream_lines
         answer_head = _heads.answer_head
+        head_start, head_at, answer_keys = _heads.START, _heads.AT, _heads.ANSWER_KEYS
+        head_end = head_at + 1 + _heads.LONGEST_ID
         try:
             while True:
                 data: bytearray | None = None
@@ -769,9 +793,19 @@ class Gateway:
                     if lines:
                         several(upstream, lines)
                     continue
-                head = answer_head(data) if (
-                    buf[n - 2] == 0x7D and upstream._replay_id is None
-                    and self.on_frame is None and data.find(10) == n - 1) else None
+                head = None
+                if (buf[n - 2] == 0x7D and upstream._replay_id is None
+                        and self.on_frame is None and data.find(10) == n - 1):
+                    # A plain positive id first: read here, at once; else answer_head.
+                    comma = data.find(44, head_at, head_end) if data.startswith(
+                        head_start) else -1
+                    value = data[head_at:comma]
+                    if (comma > head_at and value.isdigit()
+                            and data.startswith(answer_keys, comma)
+                            and (value[0] != 0x30 or len(value) == 1)):
+                        head = ("int", int(value))
+                    else:
+                        head = answer_head(data)
                 if head is not None:
                     # One answer of a usual shape: its call out of the table first (before
                     # the host has the answer and may reuse the id), the write, then the

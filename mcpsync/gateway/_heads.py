@@ -2,10 +2,11 @@
 parsing it, so the pass-through can forward the line first and check it afterwards.
 
 Between reading a frame and writing it on, the gateway's work is what the caller waits for.
-Measured inside the gateway (the time from a read's wake-up to the write), checking the line
-is JSON with the C scanner, and entering the call in flight under a lock, took about 28 us
-of it in each direction; a loop that only forwards, about 9. The check still has to happen:
-it is done after the write. What the write needs first is only:
+Timed inside the gateway (from a read's wake-up to the write), checking the line is JSON
+with the C scanner and entering the call in flight under a lock took about three times as
+long as a loop that only forwards (docs/performance.md, "Forwarded first, checked after").
+The check still has to happen: it is done after the write. What the write needs first is
+only:
 
 - for a line from the host, that it is a call (a request with a number or string id) and not
   one the gateway keeps for a restart (``initialize``); its id is entered after the write;
@@ -31,15 +32,15 @@ from typing import Final
 
 from mcpsync._envelope import IdKey
 
-__all__ = ["answer_head", "call_head"]
+__all__ = ["ANSWER_KEYS", "AT", "LONGEST_ID", "METHOD", "START", "answer_head", "call_head"]
 
-_START: Final = b'{"jsonrpc":"2.0","id":'
-_AT: Final = len(_START)
-_METHOD: Final = b',"method":"'
+START: Final = b'{"jsonrpc":"2.0","id":'
+AT: Final = len(START)
+METHOD: Final = b',"method":"'
 _TAIL: Final = b',"jsonrpc":"2.0","id":'
 _ANSWER_STARTS: Final = (b'{"result":', b'{"error":')
-_ANSWER_KEYS: Final = (b',"result":', b',"error":')
-_LONGEST_ID: Final = 64   # bytes of an id read here; a longer one is checked first
+ANSWER_KEYS: Final = (b',"result":', b',"error":')
+LONGEST_ID: Final = 64   # bytes of an id read here; a longer one is checked first
 
 
 def _id_at(line: bytes | bytearray, at: int, stop: int) -> IdKey | None:
@@ -62,19 +63,19 @@ def _id_at(line: bytes | bytearray, at: int, stop: int) -> IdKey | None:
 
 def _head_id(line: bytes | bytearray) -> tuple[IdKey, int] | None:
     """The id of ``{"jsonrpc":"2.0","id":7,...`` and the index of the comma after it."""
-    if line[_AT:_AT + 1] == b'"':
-        comma = line.find(b'",', _AT + 1, _AT + 3 + _LONGEST_ID) + 1
+    if line[AT:AT + 1] == b'"':
+        comma = line.find(b'",', AT + 1, AT + 3 + LONGEST_ID) + 1
     else:
-        comma = line.find(b",", _AT, _AT + 1 + _LONGEST_ID)
-    if comma <= _AT:
+        comma = line.find(b",", AT, AT + 1 + LONGEST_ID)
+    if comma <= AT:
         return None
-    key = _id_at(line, _AT, comma)
+    key = _id_at(line, AT, comma)
     return None if key is None else (key, comma)
 
 
 def _tail_id(line: bytes | bytearray) -> IdKey | None:
     """The id of ``...,"jsonrpc":"2.0","id":7}`` ending the line (before its newline)."""
-    at = line.rfind(_TAIL, max(0, len(line) - len(_TAIL) - _LONGEST_ID - 4))
+    at = line.rfind(_TAIL, max(0, len(line) - len(_TAIL) - LONGEST_ID - 4))
     if at < 0:
         return None
     return _id_at(line, at + len(_TAIL), len(line) - 2)
@@ -85,13 +86,13 @@ def call_head(line: bytes) -> tuple[IdKey, bytes] | None:
     when it looks like a call of a usual shape, else None. The method is the raw bytes of a
     string without escapes. The commonest shape (a plain positive integer id first) is read
     in one flat run of byte methods: this is on the path the host waits on."""
-    if line.startswith(_START):
-        comma = line.find(b",", _AT, _AT + 1 + _LONGEST_ID)
-        value = line[_AT:comma]
-        if comma > _AT and value.isdigit() and (value[0] != 0x30 or comma == _AT + 1):
-            if not line.startswith(_METHOD, comma):
+    if line.startswith(START):
+        comma = line.find(b",", AT, AT + 1 + LONGEST_ID)
+        value = line[AT:comma]
+        if comma > AT and value.isdigit() and (value[0] != 0x30 or comma == AT + 1):
+            if not line.startswith(METHOD, comma):
                 return None
-            after = comma + len(_METHOD)
+            after = comma + len(METHOD)
             close = line.find(b'"', after)
             method = line[after:close]
             if close < 0 or b"\\" in method:
@@ -101,11 +102,11 @@ def call_head(line: bytes) -> tuple[IdKey, bytes] | None:
 
 
 def _other_call_head(line: bytes) -> tuple[IdKey, bytes] | None:
-    if line.startswith(_START):
+    if line.startswith(START):
         found = _head_id(line)
-        if found is None or not line.startswith(_METHOD, found[1]):
+        if found is None or not line.startswith(METHOD, found[1]):
             return None
-        key, after = found[0], found[1] + len(_METHOD)
+        key, after = found[0], found[1] + len(METHOD)
     elif line.startswith(b'{"method":"'):
         tail = _tail_id(line)
         if tail is None:
@@ -124,13 +125,13 @@ def answer_head(line: bytes | bytearray) -> IdKey | None:
     """The id key of ``line`` (one whole line with its newline, ending ``}\n``) when it
     looks like an answer (a result or an error) of a usual shape, else None; the commonest
     shape in one flat run, as in :func:`call_head`."""
-    if line.startswith(_START):
-        comma = line.find(b",", _AT, _AT + 1 + _LONGEST_ID)
-        value = line[_AT:comma]
-        if comma > _AT and value.isdigit() and (value[0] != 0x30 or comma == _AT + 1):
-            return ("int", int(value)) if line.startswith(_ANSWER_KEYS, comma) else None
+    if line.startswith(START):
+        comma = line.find(b",", AT, AT + 1 + LONGEST_ID)
+        value = line[AT:comma]
+        if comma > AT and value.isdigit() and (value[0] != 0x30 or comma == AT + 1):
+            return ("int", int(value)) if line.startswith(ANSWER_KEYS, comma) else None
         found = _head_id(line)
-        if found is None or not line.startswith(_ANSWER_KEYS, found[1]):
+        if found is None or not line.startswith(ANSWER_KEYS, found[1]):
             return None
         return found[0]
     if line.startswith(_ANSWER_STARTS):

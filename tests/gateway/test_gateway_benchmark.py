@@ -54,3 +54,40 @@ def test_a_baseline_version_is_measured_in_the_same_rounds(tmp_path: Path) -> No
     assert set(result["x_floor"]) == {"gateway", "gateway+log", "gateway@base",
                                       "gateway+log@base"}
     assert (base / "mcpsync" / "imported").exists()
+
+
+CRITICAL = BENCH.with_name("gateway_critical.py")
+
+
+def test_the_critical_path_benchmark_times_both_loops_of_this_tree_and_a_baseline(
+        tmp_path: Path) -> None:
+    """``benchmarks/gateway_critical.py``: every sequential call gives one sample per loop
+    (its timers were placed in both loops of both copies), and the times are plausible."""
+    base = tmp_path / "base"
+    shutil.copytree(BENCH.parents[1] / "mcpsync", base / "mcpsync",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    done = subprocess.run([sys.executable, str(CRITICAL), "--calls", "20", "--rounds", "1",
+                           "--warmup", "5", "--json", "--baseline", str(base)],
+                          capture_output=True, text=True, timeout=110, check=False)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert list(result) == ["gateway", "gateway@base"]
+    for path, loops in result.items():
+        assert set(loops) == {"_host_loop", "_upstream_loop"}, path
+        for loop, row in loops.items():
+            # 20 calls after the warm-up; the handshake's frames add one or two
+            assert 20 <= row["samples"] <= 24, (path, loop, row)
+            assert 0 < row["p10"] <= row["median"] <= row["p90"] < 100_000, (path, loop, row)
+
+
+def test_the_critical_path_benchmark_refuses_a_version_it_cannot_time(tmp_path: Path) -> None:
+    base = tmp_path / "base"
+    shutil.copytree(BENCH.parents[1] / "mcpsync", base / "mcpsync",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    loops = base / "mcpsync" / "gateway" / "_gateway.py"
+    loops.write_text(loops.read_text().replace("ready = poll()", "ready = poll( )"))
+    done = subprocess.run([sys.executable, str(CRITICAL), "--calls", "5", "--rounds", "1",
+                           "--baseline", str(base)],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode != 0
+    assert "cannot be measured this way" in done.stderr
