@@ -19,8 +19,7 @@ from typing import Any
 import pytest
 from helpers import open_fds
 
-from mcpsync.manager import Manager
-from mcpsync.manager import _closing
+from mcpsync.manager import Manager, _closing
 from mcpsync.transport.stdio import _lifecycle
 
 from .test_manager import config, pid_gone, wait_for

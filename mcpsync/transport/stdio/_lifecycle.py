@@ -485,6 +485,10 @@ class ProcessLifecycle:
             os.close(fd)
 
     def _close_stdin(self, timeout: float) -> bool:
+        if self._stdin_fd < 0:
+            # Closed already (close_input, a stuck write): the descriptor is set to -1 under
+            # the write lock and never set back, so seeing -1 needs no lock.
+            return True
         if not self._write_lock.acquire(timeout=timeout):
             return False
         try:
