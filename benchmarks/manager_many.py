@@ -25,8 +25,9 @@ and the servers to CPU 1.
 ``--baseline BASE`` (a folder holding another version's ``mcpsync`` package, for instance
 ``git archive main mcpsync | tar -x -C BASE``) adds ``mcpsync@base`` to every round. Then
 both Manager versions run in worker processes of their own (this script with ``--worker``,
-the baseline's folder first on ``PYTHONPATH``), started once and given one round at a time,
-so that the two are measured alike and side by side with the floor.
+this checkout's or the baseline's folder first on ``PYTHONPATH``), started once and given
+one round at a time, so that the two are measured alike and side by side with the floor;
+their order swaps from round to round.
 """
 
 from __future__ import annotations
@@ -122,11 +123,10 @@ class _Worker:
     """A child process running Manager rounds on request (``--worker``): one line in (the
     server count), one JSON line out (the round's timings)."""
 
-    def __init__(self, argv: list[str], baseline: str | None) -> None:
+    def __init__(self, argv: list[str], source: str) -> None:
         env = dict(os.environ)
-        if baseline is not None:
-            env["PYTHONPATH"] = os.pathsep.join(
-                p for p in (os.path.abspath(baseline), env.get("PYTHONPATH")) if p)
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (os.path.abspath(source), env.get("PYTHONPATH")) if p)
         self._proc = subprocess.Popen(
             [sys.executable, __file__, "--worker", "--server-dir", str(Path(argv[-1]).parent)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True)
@@ -170,17 +170,22 @@ def run(server_dir: Path, servers: int, rounds: int,
         "mcpsync": lambda n: manager_round(argv, n)}
     workers: list[_Worker] = []
     if baseline is not None:
-        workers = [_Worker(argv, None), _Worker(argv, baseline)]
+        # Both import mcpsync through PYTHONPATH (this checkout's, the baseline's), so
+        # that neither pays for another way of finding it.
+        workers = [_Worker(argv, str(Path(__file__).resolve().parents[1])),
+                   _Worker(argv, baseline)]
         clients = {"mcpsync": workers[0].round, "mcpsync@base": workers[1].round}
     try:
         floor_round(argv, min(servers, 4))   # warm the page cache and the imports
         for client in clients.values():
             client(min(servers, 4))
         results: dict[str, list[Timing]] = {"floor": [], **{label: [] for label in clients}}
+        order = list(clients)
         for _ in range(rounds):
             results["floor"].append(floor_round(argv, servers))
-            for label, client in clients.items():
-                results[label].append(client(servers))
+            for label in order:
+                results[label].append(clients[label](servers))
+            order.reverse()   # neither version always runs right after the floor
     finally:
         for worker in workers:
             worker.close()
