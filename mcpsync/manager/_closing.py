@@ -93,27 +93,40 @@ def close_entries(entries: Sequence[ServerEntry], timeout: float) -> list[int]:
         else:
             closer.on_thread(index)
     exited: queue.SimpleQueue[int] = queue.SimpleQueue()
+    taken: set[int] = set()   # claimed entries the teardown loop has taken from the queue
     waiter: threading.Thread | None = None
-    try:
-        if claimed:
+    if claimed:
+        try:
             waiter = spawn("mcpsync-close-wait", wait_for_exits, claimed,
                            lambda transport: exited.put(index_of[id(transport)]), deadline)
-        _tear_down(closer, exited, len(claimed), deadline)
-    except BaseException:
-        # Interrupted (Ctrl-C): whatever was claimed is still waited for, and what the
-        # waiter reports is torn down on threads, so nothing is left running.
-        # Their close() waits for the waiter to release them, then finds the exit.
-        for _, transport in claimed:
-            index = index_of[id(transport)]
-            if not closer.done[index]:
+        except BaseException as exc:
+            # No thread for the wait: release every claim, so that each close() runs its
+            # own shutdown; here, one after another, when the system refused a thread.
+            for _, transport in claimed:
+                transport.release_exit_wait()
+            if not isinstance(exc, Exception):
+                raise
+            _log.warning("Manager.close(): no thread to wait for the servers (%s); "
+                         "closing them one after another", exc)
+            for index in index_of.values():
+                closer.close_one(index)
+            index_of.clear()
+            claimed.clear()
+    try:
+        _tear_down(closer, exited, taken, len(claimed), deadline)
+    finally:
+        # Interrupted (Ctrl-C), or the deadline passed first: what the loop did not take
+        # is torn down on threads (their close() waits for the waiter's release, then
+        # finds the exit or resumes the steps), so no server is left unreaped.
+        for index in index_of.values():
+            if index not in taken:
                 closer.on_thread(index)
-        raise
     join_all([waiter, *closer.threads], deadline)
     return closer.unfinished()
 
 
-def _tear_down(closer: _Closer, exited: queue.SimpleQueue[int], count: int,
-               deadline: float) -> None:
+def _tear_down(closer: _Closer, exited: queue.SimpleQueue[int], taken: set[int],
+               count: int, deadline: float) -> None:
     """Tear down the ``count`` claimed entries as the waiter reports them, on this thread
     until one teardown is slow, then each on a thread of its own."""
     slow = False
@@ -125,6 +138,7 @@ def _tear_down(closer: _Closer, exited: queue.SimpleQueue[int], count: int,
             index = exited.get(timeout=left)
         except queue.Empty:
             return
+        taken.add(index)
         if slow:
             closer.on_thread(index)
             continue

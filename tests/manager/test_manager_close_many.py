@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from helpers import open_fds
 
-from mcpsync.manager import Manager, _closing
+from mcpsync.manager import Manager, _closing, _manager
 from mcpsync.transport.stdio import _lifecycle
 
 from .test_manager import config, pid_gone, wait_for
@@ -303,3 +303,51 @@ def test_a_slow_teardown_does_not_delay_another_servers_signal(
     events = _events(logs["linger"])
     assert grace - 0.01 <= events["term"] - close_began < grace + 0.5, events
     assert all(_reaped(pid) for pid in pids)
+
+
+def test_no_thread_for_the_wait_closes_the_servers_one_by_one(
+        no_leaks: None, server: Path, tmp_path: Path, short_graces: None,
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """Should the system refuse the waiting thread, the claims are released and each
+    server closed by its own close(), TERM included for one that ignores EOF; a WARNING
+    says why."""
+    real_spawn = _closing.spawn
+
+    def refusing_spawn(name: str, target: Any, *args: Any) -> threading.Thread:
+        if name == "mcpsync-close-wait":
+            raise RuntimeError("can't start new thread")
+        return real_spawn(name, target, *args)
+
+    monkeypatch.setattr(_closing, "spawn", refusing_spawn)
+    logs = [tmp_path / "s0.log", tmp_path / "s1.log"]
+    manager = Manager(configs=[config("s0", [sys.executable, str(server), "exit", str(logs[0])]),
+                               config("s1", [sys.executable, str(server), "linger",
+                                             str(logs[1])])])
+    assert manager.start_all() == {"s0": None, "s1": None}
+    pids = [manager.client(name).pid for name in ("s0", "s1")]
+    with caplog.at_level(logging.WARNING, logger="mcpsync"):
+        manager.close()
+    assert all(_reaped(pid) for pid in pids)
+    assert "term" not in _events(logs[0]) and "term" in _events(logs[1])
+    assert any("no thread to wait" in r.getMessage() for r in caplog.records)
+
+
+def test_past_the_close_timeout_a_server_is_still_stopped_in_the_background(
+        no_leaks: None, server: Path, tmp_path: Path, short_graces: None,
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """close() returns at its timeout naming the server still stopping (one deaf to
+    SIGTERM, whose shutdown takes both graces); its teardown goes on on a thread, so the
+    process is still killed and reaped."""
+    monkeypatch.setattr(_manager, "CLOSE_TIMEOUT", 0.3)
+    log = tmp_path / "s0.log"
+    manager = Manager(configs=[config("s0", [sys.executable, str(server), "deaf", str(log)])])
+    assert manager.start_all() == {"s0": None}
+    pid = manager.client("s0").pid
+    began = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="mcpsync"):
+        manager.close()
+    assert time.monotonic() - began < GRACE   # it did not wait for the TERM grace
+    assert any("still stopping" in r.getMessage() and "'s0'" in r.getMessage()
+               for r in caplog.records)
+    assert wait_for(lambda: _reaped(pid), timeout=3 * GRACE + 5)
+    assert "term" in _events(log)
