@@ -6,25 +6,25 @@ then join its threads and close its descriptors. A thread per server did that be
 small machine those threads cost more CPU than the close itself (each started, woken, and
 joined beside fifty exiting servers). Now:
 
-- the stdio servers whose stdin was closed are waited for together by one thread,
-  ``mcpsync-close-wait``, polling all their pidfds at once and taking each server's
-  SIGTERM/SIGKILL steps on that server's own schedule (``transport.stdio._reaper``);
-- the calling thread tears each server down as its exit is reported (its ``close()`` then
-  waits for nothing): in the order they exit, while the others are still exiting;
+- the stdio servers whose stdin was closed are waited for together, by the calling thread
+  polling all their pidfds at once (``transport.stdio._reaper``), and each is torn down on
+  that thread the moment it exits (its ``close()`` then waits for nothing), while the others
+  are still exiting; one thread, ``mcpsync-close-wait``, takes each server's SIGTERM and
+  SIGKILL steps on that server's own schedule;
 - every other server (HTTP, a tool-list watch open, stdin held by a write, no pidfd) is
   closed on a thread of its own, ``mcpsync-close-<n>``, as before.
 
 A teardown can still block: a user callback that does not return keeps its thread from
-being joined (a second at most per thread). So that one such server does not hold the
-others' teardowns up, the calling thread hands every later teardown to a thread of its own
-once one of them took longer than ``SLOW_TEARDOWN``. The signals never wait for a teardown:
-they are sent by the waiting thread.
+being joined (a second at most per thread). The signals do not wait for it (they are sent
+by the other thread), and so that it does not hold the others' teardowns up either, every
+later teardown gets a thread of its own once one took longer than ``SLOW_TEARDOWN``. Past
+the deadline, or on Ctrl-C, whatever was not yet torn down is closed on threads, which
+finish its shutdown (the Manager names it as still stopping).
 """
 
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
 from collections.abc import Sequence
@@ -51,6 +51,8 @@ class _Closer:
         self.entries = entries
         self.done = [False] * len(entries)
         self.threads: list[threading.Thread] = []
+        self.taken = [False] * len(entries)   # handed to tear_down (claimed entries only)
+        self._slow = False
         self._lock = threading.Lock()
 
     def close_one(self, index: int) -> None:
@@ -64,8 +66,23 @@ class _Closer:
             with self._lock:
                 self.done[index] = True
 
+    def tear_down(self, index: int) -> None:
+        """Tear one exited entry down on this thread, or on a thread of its own once a
+        teardown here was slow (so that one stuck teardown holds no other up)."""
+        self.taken[index] = True
+        if self._slow:
+            self.on_thread(index)
+            return
+        began = time.monotonic()
+        self.close_one(index)
+        self._slow = time.monotonic() - began > SLOW_TEARDOWN
+
     def on_thread(self, index: int) -> None:
-        self.threads.append(spawn(f"mcpsync-close-{index}", self.close_one, index))
+        """Close one entry on a thread of its own (here, should the system refuse one)."""
+        try:
+            self.threads.append(spawn(f"mcpsync-close-{index}", self.close_one, index))
+        except RuntimeError:   # "can't start new thread"
+            self.close_one(index)
 
     def unfinished(self) -> list[int]:
         with self._lock:
@@ -92,56 +109,11 @@ def close_entries(entries: Sequence[ServerEntry], timeout: float) -> list[int]:
             index_of[id(transport)] = index
         else:
             closer.on_thread(index)
-    exited: queue.SimpleQueue[int] = queue.SimpleQueue()
-    taken: set[int] = set()   # claimed entries the teardown loop has taken from the queue
-    waiter: threading.Thread | None = None
-    if claimed:
-        try:
-            waiter = spawn("mcpsync-close-wait", wait_for_exits, claimed,
-                           lambda transport: exited.put(index_of[id(transport)]), deadline)
-        except BaseException as exc:
-            # No thread for the wait: release every claim, so that each close() runs its
-            # own shutdown; here, one after another, when the system refused a thread.
-            for _, transport in claimed:
-                transport.release_exit_wait()
-            if not isinstance(exc, Exception):
-                raise
-            _log.warning("Manager.close(): no thread to wait for the servers (%s); "
-                         "closing them one after another", exc)
-            for index in index_of.values():
-                closer.close_one(index)
-            index_of.clear()
-            claimed.clear()
     try:
-        _tear_down(closer, exited, taken, len(claimed), deadline)
-    finally:
-        # Interrupted (Ctrl-C), or the deadline passed first: what the loop did not take
-        # is torn down on threads (their close() waits for the waiter's release, then
-        # finds the exit or resumes the steps), so no server is left unreaped.
-        for index in index_of.values():
-            if index not in taken:
-                closer.on_thread(index)
-    join_all([waiter, *closer.threads], deadline)
+        wait_for_exits(claimed, lambda transport: closer.tear_down(index_of[id(transport)]),
+                       lambda transport: closer.on_thread(index_of[id(transport)]), deadline)
+    except Exception as exc:   # no thread or pipe for the wait: each closes on its own
+        _log.warning("Manager.close(): cannot wait for the servers together (%s); each is "
+                     "closed on its own", exc)
+    join_all(closer.threads, deadline)
     return closer.unfinished()
-
-
-def _tear_down(closer: _Closer, exited: queue.SimpleQueue[int], taken: set[int],
-               count: int, deadline: float) -> None:
-    """Tear down the ``count`` claimed entries as the waiter reports them, on this thread
-    until one teardown is slow, then each on a thread of its own."""
-    slow = False
-    for _ in range(count):
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return
-        try:
-            index = exited.get(timeout=left)
-        except queue.Empty:
-            return
-        taken.add(index)
-        if slow:
-            closer.on_thread(index)
-            continue
-        began = time.monotonic()
-        closer.close_one(index)
-        slow = time.monotonic() - began > SLOW_TEARDOWN

@@ -20,7 +20,7 @@ import pytest
 from helpers import open_fds
 
 from mcpsync.manager import Manager, _closing, _manager
-from mcpsync.transport.stdio import _lifecycle
+from mcpsync.transport.stdio import _lifecycle, _reaper
 
 from .test_manager import config, pid_gone, wait_for
 
@@ -229,8 +229,8 @@ def test_servers_that_exit_at_once_are_reaped_before_a_lingering_ones_grace(
 def test_no_thread_per_server_waits_for_the_exits(
         no_leaks: None, server: Path, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Stdio servers whose stdin the first pass closed are waited for by one thread (the
-    waiter), and torn down on the calling thread: no thread is started per server."""
+    """Stdio servers whose stdin the first pass closed are waited for and torn down by the
+    calling thread, with one thread for their signals: no thread is started per server."""
     names: list[str] = []
     real_spawn = _closing.spawn
 
@@ -239,6 +239,7 @@ def test_no_thread_per_server_waits_for_the_exits(
         return real_spawn(name, target, *args)
 
     monkeypatch.setattr(_closing, "spawn", counting_spawn)
+    monkeypatch.setattr(_reaper, "spawn", counting_spawn)
     manager = Manager(configs=[config(f"s{i}", [sys.executable, str(server), "exit",
                                                 str(tmp_path / f"s{i}.log")])
                                for i in range(8)], max_parallel_starts=8)
@@ -305,20 +306,16 @@ def test_a_slow_teardown_does_not_delay_another_servers_signal(
     assert all(_reaped(pid) for pid in pids)
 
 
-def test_no_thread_for_the_wait_closes_the_servers_one_by_one(
+def test_no_thread_for_the_signals_closes_each_server_on_its_own(
         no_leaks: None, server: Path, tmp_path: Path, short_graces: None,
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    """Should the system refuse the waiting thread, the claims are released and each
+    """Should the system refuse the signalling thread, the claims are released and each
     server closed by its own close(), TERM included for one that ignores EOF; a WARNING
     says why."""
-    real_spawn = _closing.spawn
-
     def refusing_spawn(name: str, target: Any, *args: Any) -> threading.Thread:
-        if name == "mcpsync-close-wait":
-            raise RuntimeError("can't start new thread")
-        return real_spawn(name, target, *args)
+        raise RuntimeError("can't start new thread")
 
-    monkeypatch.setattr(_closing, "spawn", refusing_spawn)
+    monkeypatch.setattr(_reaper, "spawn", refusing_spawn)
     logs = [tmp_path / "s0.log", tmp_path / "s1.log"]
     manager = Manager(configs=[config("s0", [sys.executable, str(server), "exit", str(logs[0])]),
                                config("s1", [sys.executable, str(server), "linger",
@@ -329,7 +326,8 @@ def test_no_thread_for_the_wait_closes_the_servers_one_by_one(
         manager.close()
     assert all(_reaped(pid) for pid in pids)
     assert "term" not in _events(logs[0]) and "term" in _events(logs[1])
-    assert any("no thread to wait" in r.getMessage() for r in caplog.records)
+    assert any("cannot wait for the servers together" in r.getMessage()
+               for r in caplog.records)
 
 
 def test_past_the_close_timeout_a_server_is_still_stopped_in_the_background(

@@ -410,6 +410,13 @@ class ProcessLifecycle:
                 with self._wake_lock:
                     self._close_raw("_wake_w")
                 self._close_raw("_wake_r")
+                # No receive() reads again (it returns None from now on, before touching the
+                # buffer): let the 256 KiB read buffer go here, one server at a time while
+                # others still exit, rather than all of them at once when the last reference
+                # to their clients goes (50 of them took 3-6 ms of wall time at that point).
+                self._rx_buf = bytearray()
+                self._rx_view = memoryview(self._rx_buf)
+                self._rx_bufs = [self._rx_buf]
             finally:
                 self._rx_lock.release()
         self._close_raw("_pidfd")
