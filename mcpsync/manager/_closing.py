@@ -51,7 +51,6 @@ class _Closer:
         self.entries = entries
         self.done = [False] * len(entries)
         self.threads: list[threading.Thread] = []
-        self.taken = [False] * len(entries)   # handed to tear_down (claimed entries only)
         self._slow = False
         self._lock = threading.Lock()
 
@@ -69,7 +68,6 @@ class _Closer:
     def tear_down(self, index: int) -> None:
         """Tear one exited entry down on this thread, or on a thread of its own once a
         teardown here was slow (so that one stuck teardown holds no other up)."""
-        self.taken[index] = True
         if self._slow:
             self.on_thread(index)
             return
