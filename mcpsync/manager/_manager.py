@@ -40,6 +40,7 @@ from mcpsync.errors import (
     UnknownServer,
     UsedAfterFork,
 )
+from mcpsync.manager._closing import close_entries
 from mcpsync.manager._lifecycle import (
     begin_close_entry,
     begin_discovery,
@@ -406,11 +407,11 @@ class Manager:
         if entries:
             # Two phases, as a client closing many servers by hand would: every server is
             # told to stop first (stdin closed, here, one after another: no waiting), then
-            # each is waited for (and signalled if it lingers) on its own thread.
+            # all are waited for at once (each signalled on its own schedule if it lingers)
+            # and each torn down as it exits (see _closing).
             for entry in entries:
                 begin_close_entry(entry)
-            _, unfinished = run_parallel(close_entry, entries, what="close",
-                                         limit=len(entries), timeout=CLOSE_TIMEOUT)
+            unfinished = close_entries(entries, CLOSE_TIMEOUT)
             if unfinished:
                 for index in unfinished:   # the process is being killed: the file goes now
                     entries[index].remove_secret()
