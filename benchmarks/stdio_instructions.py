@@ -24,7 +24,13 @@ machine's load (+-8,000 instructions per call and more between runs). ``--grace`
 0.25 s, 50 times 5 ms) sets that sleep in the counted process so that it ends as rarely per
 call as natively; ``--grace 0`` counts with the library's own 5 ms.
 
-It prints one line per run and then ``instructions per call: <n>``; ``--client floor`` counts
+Each thread is counted apart (``--separate-threads``): besides the whole process, the script
+prints what the calling (main) thread alone executes per call, which leaves out the
+background reader's wake-ups and so moves much less between runs; a call that had to take
+the reader role back from it still pays its part of that hand-over in the main thread.
+
+It prints one line per run, then ``main thread per call: <n>`` and ``instructions per call:
+<n>`` (all threads); ``--client floor`` counts
 the harness's floor (``floor.py``, beside the echo server) the same way, for the ratio.
 Needs ``valgrind``.
 """
@@ -71,11 +77,13 @@ def _floor(echo: str, n: int) -> None:
     floor.run("seq", n, [sys.executable, "-S", echo])
 
 
-def _count(echo: str, n: int, pin: str | None, client: str, grace: float) -> int:
-    """Total instructions (``Ir``) of one run of the loop with ``n`` timed calls."""
+def _count(echo: str, n: int, pin: str | None, client: str, grace: float) -> tuple[int, int]:
+    """Total instructions (``Ir``) of one run of the loop with ``n`` timed calls: of the whole
+    process, and of its main thread alone (the thread that calls)."""
     with tempfile.TemporaryDirectory(prefix="mcpsync-callgrind-") as tmp:
         out = os.path.join(tmp, "callgrind.out")
-        argv = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+        argv = ["valgrind", "--tool=callgrind", "--separate-threads=yes",
+                f"--callgrind-out-file={out}",
                 sys.executable, os.path.abspath(__file__), "--child", str(n), "--echo", echo,
                 "--client", client, "--grace", str(grace)]
         if pin is not None and shutil.which("taskset"):
@@ -85,12 +93,19 @@ def _count(echo: str, n: int, pin: str | None, client: str, grace: float) -> int
         env = {**os.environ, "PYTHONHASHSEED": "0"}
         subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                        env=env)
-        with open(out, encoding="utf-8", errors="replace") as f:
-            text = f.read()
-    found = re.search(r"^(?:summary|totals): (\d+)", text, re.MULTILINE)
-    if found is None:
+        # One file per thread (callgrind.out-01 is the main thread), each with its totals.
+        per_thread: dict[int, int] = {}
+        for entry in os.listdir(tmp):
+            number = re.fullmatch(r"callgrind\.out-(\d+)", entry)
+            if number is None:
+                continue
+            with open(os.path.join(tmp, entry), encoding="utf-8", errors="replace") as f:
+                found = re.search(r"^(?:summary|totals): (\d+)", f.read(), re.MULTILINE)
+            if found is not None:
+                per_thread[int(number.group(1))] = int(found.group(1))
+    if 1 not in per_thread:
         raise SystemExit("callgrind wrote no totals")
-    return int(found.group(1))
+    return sum(per_thread.values()), per_thread[1]
 
 
 def main() -> None:
@@ -121,12 +136,15 @@ def main() -> None:
     # One native run first, so that neither counted run pays for compiling bytecode.
     subprocess.run([sys.executable, os.path.abspath(__file__), "--child", "1", "--echo", echo,
                     "--client", args.client], check=True)
-    long_run = _count(echo, args.calls, pin, args.client, args.grace)
-    print(f"{args.client}, {args.calls} calls: {long_run} instructions", flush=True)
-    short_run = _count(echo, args.base, pin, args.client, args.grace)
-    print(f"{args.client}, {args.base} calls: {short_run} instructions", flush=True)
-    print(f"instructions per call: {(long_run - short_run) / (args.calls - args.base):.0f}")
-
+    long_run, long_main = _count(echo, args.calls, pin, args.client, args.grace)
+    print(f"{args.client}, {args.calls} calls: {long_run} instructions "
+          f"({long_main} in the main thread)", flush=True)
+    short_run, short_main = _count(echo, args.base, pin, args.client, args.grace)
+    print(f"{args.client}, {args.base} calls: {short_run} instructions "
+          f"({short_main} in the main thread)", flush=True)
+    calls = args.calls - args.base
+    print(f"main thread per call: {(long_main - short_main) / calls:.0f}")
+    print(f"instructions per call: {(long_run - short_run) / calls:.0f}")
 
 if __name__ == "__main__":
     main()

@@ -472,6 +472,18 @@ def _method_part(method: str) -> str:
     return part
 
 
+# The start of a ``tools/call``'s params, ``{"name":<the name as JSON>,"arguments":``, per
+# tool name: a client calls a handful of tools over and over. Bounded like _METHOD_PARTS.
+_TOOL_PARTS: Final[dict[str, str]] = {}
+
+
+def _tool_part(name: str) -> str:
+    part = '{"name":' + _encode_str(name) + ',"arguments":'
+    if len(_TOOL_PARTS) < _METHOD_PARTS_MAX:
+        _TOOL_PARTS[name] = part
+    return part
+
+
 def serialize_request(rid: int, method: str, params: dict[str, Any] | None) -> bytes:
     """``serialize(request(rid, method, params))`` for a positive integer id, without
     building the :class:`Message` (the session's hot path; the caller guarantees the types).
@@ -483,6 +495,21 @@ def serialize_request(rid: int, method: str, params: dict[str, Any] | None) -> b
         if params is None:
             return f'{{"jsonrpc":"2.0","id":{rid},"method":{middle}}}'.encode()
         if _c_chunks is not None:
+            if len(params) == 2 and method == "tools/call":
+                # The usual tools/call params, {"name": <str>, "arguments": <dict>} in that
+                # order (the encoder writes a dict's members in its order): the name's part
+                # comes from the cache and the encoder writes the arguments only. The same
+                # bytes as encoding the whole dict; any other shape takes that path.
+                for first in params:  # noqa: B007 - the first key, without two calls
+                    break
+                name = params.get("name")
+                arguments = params.get("arguments")
+                if first == "name" and type(name) is str and type(arguments) is dict:
+                    start = _TOOL_PARTS.get(name)
+                    if start is None:
+                        start = _tool_part(name)
+                    return (f'{{"jsonrpc":"2.0","id":{rid},"method":{middle},"params":'
+                            f'{start}{"".join(_c_chunks(arguments, 0))}}}}}').encode()
             return (f'{{"jsonrpc":"2.0","id":{rid},"method":{middle},"params":'
                     f'{"".join(_c_chunks(params, 0))}}}').encode()
         return f'{{"jsonrpc":"2.0","id":{rid},"method":{middle},"params":' \

@@ -637,21 +637,15 @@ class CallToolResult(_Shown):
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> CallToolResult:
-        if type(d) is not dict:
+        if type(d) is dict:
+            result = _plain_text_result(d)
+            if result is not None:
+                return result
+        else:
             d = _require_dict(d, "a tool result")
         content = d.get("content")
         if type(content) is list:
-            if len(content) == 1:
-                # The usual result is one plain text block: build it here, without the call
-                # (the same test as content_block_from_dict's fast path).
-                block = content[0]
-                text = block.get("text") if type(block) is dict and len(block) == 2 \
-                    and block.get("type") == "text" else None
-                blocks: list[Content] = [
-                    TextContent(text, None, None, {}, block) if type(text) is str
-                    else content_block_from_dict(block)]
-            else:
-                blocks = [content_block_from_dict(b) for b in content]
+            blocks = [content_block_from_dict(b) for b in content]
         else:
             blocks = _content_list(content, "a tool result's 'content'")
         n = len(d)
@@ -665,6 +659,50 @@ class CallToolResult(_Shown):
     def text(self) -> str:
         """The text blocks joined with newlines (``""`` when there are none)."""
         return "\n".join([b.text for b in self.content if type(b) is TextContent])
+
+
+_new = object.__new__
+
+
+def _plain_text_result(d: dict[str, Any]) -> CallToolResult | None:
+    """``CallToolResult.from_dict`` for the usual answer of a tool, or ``None`` for anything
+    else: one ``{"type": "text", "text": ...}`` block in ``content``, beside it at most
+    ``structuredContent`` and ``isError``. The two objects are made without their dataclass
+    ``__init__`` (every field set here, to what the general path gives), which is most of
+    what building a result costs per call; a test holds every field of both to what the
+    constructors build, so a field added to either class cannot be missed here."""
+    content = d.get("content")
+    if type(content) is not list or len(content) != 1:
+        return None
+    block = content[0]
+    if type(block) is not dict or len(block) != 2 or block.get("type") != "text":
+        return None
+    text = block.get("text")
+    if type(text) is not str:
+        return None
+    n = len(d)
+    if n == 1:
+        structured = None
+        is_error = False
+    else:
+        if n != 1 + ("structuredContent" in d) + ("isError" in d):
+            return None   # _meta, resultType or an unknown member: the general path
+        structured = d.get("structuredContent")
+        is_error = d.get("isError") is True
+    part: TextContent = _new(TextContent)
+    part.text = text
+    part.annotations = part.meta = None
+    part.extra = {}
+    part.raw = block
+    part.type = "text"
+    result: CallToolResult = _new(CallToolResult)
+    result.content = [part]
+    result.structured = structured
+    result.is_error = is_error
+    result.meta = None
+    result.extra = {}
+    result.raw = d
+    return result
 
 
 # --- resources --------------------------------------------------------------------------

@@ -36,6 +36,7 @@ class BackgroundReader(SessionBase):
         last_holder: object = None
         seen_sending: Call | None = None
         park_for = HANDOFF_GRACE
+        yielded = False
         while True:
             with self._lock:
                 if self._phase is not Phase.OPEN:
@@ -43,7 +44,15 @@ class BackgroundReader(SessionBase):
                         self._role.holder = None
                     break
                 holder = self._role.holder
-                if holder is None or holder is _BG or (
+                if yielded and holder is None:
+                    # Gave the role up to a sole caller (see _bg_read): sleep HANDOFF_GRACE
+                    # with the role free, as after a leader gives it back.
+                    park = True
+                    park_for = HANDOFF_GRACE
+                    last_holder = seen_sending = None
+                    self._role.long_park = False
+                    self._role.parked = True
+                elif holder is None or holder is _BG or (
                         holder is seen_sending and self._role.sending is holder):
                     self._role.holder = _BG
                     park = False
@@ -55,6 +64,7 @@ class BackgroundReader(SessionBase):
                     seen_sending = holder if self._role.sending is holder else None
                     self._role.long_park = park_for > HANDOFF_GRACE
                     self._role.parked = True
+            yielded = False
             if park:
                 if not gate.acquire(timeout=park_for):
                     with self._lock:  # timed out: leave the gate locked and ourselves awake
@@ -66,7 +76,7 @@ class BackgroundReader(SessionBase):
             last_holder = seen_sending = None
             self._role.long_park = True
             try:
-                self._bg_read(transport)
+                yielded = self._bg_read(transport)
             except StreamError as exc:
                 with self._lock:
                     self._role.holder = None
@@ -79,8 +89,9 @@ class BackgroundReader(SessionBase):
                                           f"{exc!r}", server=self.name))
         self._teardown_after_loss()
 
-    def _bg_read(self, transport: Transport) -> None:
-        """Hold the role and read until told to stop or a caller asks for the role."""
+    def _bg_read(self, transport: Transport) -> bool:
+        """Hold the role and read until told to stop or a caller asks for the role. True when
+        it gave the role up (nobody holds it now) to a sole caller it had answered."""
         monotonic = time.monotonic
         while True:
             timeout: float | None = None
@@ -96,11 +107,23 @@ class BackgroundReader(SessionBase):
                 self._on_eof()
             with self._lock:
                 if self._phase is not Phase.OPEN:
-                    return
+                    return False
                 want = self._role.want
                 if want is not None:
                     self._role.want = None
                     if not want.done and not want.answered:
                         # Grant the role to the caller whose call is the only one in flight.
                         self._role.grant(want)
-                        return
+                        return False
+                    if not self._pending:
+                        # The sole caller that asked for the role was answered by this very
+                        # read (on one CPU the server answers before we see the wake-up).
+                        # Keeping the role would make its next call ask again and be
+                        # answered here again: two thread hops per call for as long as it
+                        # keeps calling. Give the role up instead, so that its next call
+                        # claims it free and reads its own answer. Nothing is pending, so
+                        # nothing waits for a read; _bg_run sleeps HANDOFF_GRACE with the
+                        # role free (the invariant a leader's hand-back keeps), so what the
+                        # server sends meanwhile is read within that time.
+                        self._role.holder = None
+                        return True

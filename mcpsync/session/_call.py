@@ -9,6 +9,14 @@ The waiter itself is a plain ``threading.Lock`` created locked: the caller block
 ``acquire(timeout)`` and the completer ``release()``\\ s it. That is the cheapest blocking
 primitive CPython has (no ``Condition``, no per-wait allocation), and a timed ``acquire`` is
 interrupted by a real SIGINT, so Ctrl-C works while a call waits.
+
+The lock is made only when the caller is about to sleep (:meth:`Call.waiter`): a caller that
+reads its own answer (the sequential case) never sleeps, and would pay for allocating and
+acquiring a lock it never uses. Why no wake-up is lost: the waiter first publishes the lock,
+then tests the conditions it waits for (``done``; the reader role granted); the completer
+first sets ``done`` (the granter sets the role's holder), then reads ``lock``. Under the GIL
+these plain attribute stores and loads happen in one order, so either the completer sees the
+lock and releases it, or the waiter sees ``done`` (or the grant) and does not sleep.
 """
 
 from __future__ import annotations
@@ -25,6 +33,8 @@ if TYPE_CHECKING:
 ProgressCallback = Callable[[float, "float | None", "str | None"], None]
 
 __all__ = ["Call", "ProgressCallback"]
+
+_allocate_lock = threading.Lock
 
 
 class Call:
@@ -69,19 +79,30 @@ class Call:
         self.result: Any = None
         self.error: BaseException | None = None
         self.future: RequestFuture | None = None
-        lock = threading.Lock()
-        lock.acquire()
-        self.lock = lock
+        self.lock: threading.Lock | None = None   # made by waiter(), on the first sleep
+
+    def waiter(self) -> threading.Lock:
+        """The lock the caller sleeps on, made (locked) on first use. Only the call's own
+        caller calls this, and only before it tests what it waits for (see the module
+        docstring: that order is what makes a lazily made lock safe)."""
+        lock = self.lock
+        if lock is None:
+            lock = _allocate_lock()
+            lock.acquire()
+            self.lock = lock
+        return lock
 
     def finish(self, result: Any, error: BaseException | None, *, deliver: bool = True) -> None:
         """Settle the call. Only the thread that popped it from the pending table calls this."""
         self.result = result
         self.error = error
-        self.done = True
-        try:  # noqa: SIM105 - self.signal(), inlined: this runs once per call
-            self.lock.release()
-        except RuntimeError:  # already released: a wake-up is pending anyway
-            pass
+        self.done = True   # before reading self.lock: see the module docstring
+        lock = self.lock
+        if lock is not None:  # self.signal(), inlined: this runs once per call
+            try:  # noqa: SIM105 - try/except is free on the hot path, contextlib.suppress is not
+                lock.release()
+            except RuntimeError:  # already released: a wake-up is pending anyway
+                pass
         future = self.future
         if future is not None and deliver:
             try:
@@ -93,9 +114,14 @@ class Call:
                 pass
 
     def signal(self) -> None:
-        """Wake the thread sleeping on this call (completion, or the reader role granted)."""
+        """Wake the thread sleeping on this call (completion, or the reader role granted).
+        The caller has set what the sleeper tests (``done``, the role's holder) before this:
+        a sleeper that has not made its lock yet sees that instead."""
+        lock = self.lock
+        if lock is None:
+            return
         try:  # noqa: SIM105 - try/except is free on the hot path, contextlib.suppress is not
-            self.lock.release()
+            lock.release()
         except RuntimeError:  # already released: a wake-up is pending anyway
             pass
 

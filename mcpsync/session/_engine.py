@@ -350,8 +350,34 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
         :class:`ProtocolError`. A ``KeyboardInterrupt`` while waiting cancels the request on
         the wire and is re-raised; the session stays usable.
         """
-        call = self._open(method, params, timeout, progress, reset_timeout_on_progress,
-                          cancellable, attended=True)
+        if (progress is None and reset_timeout_on_progress is None and self._phase is _OPEN
+                and self._pid == _current_pid and not self._reset_on_progress
+                and type(method) is str and (params is None or type(params) is dict)
+                and (timeout is None or timeout > 0)):
+            # The usual call (hot path): what _open does for it, inlined, which saves a
+            # frame and its eight arguments per call. Anything else (progress, a session not
+            # open, a bad timeout or method) goes through _open, which checks and words it.
+            rid = next(self._ids)
+            frame = jsonrpc.serialize_request(rid, method, params)
+            call = Call(rid, method, params,
+                        self._default_timeout if timeout is None else timeout, None, False,
+                        cancellable, time.monotonic(), self._max_timeout)
+            pending = self._pending
+            pending[call.key] = call
+            if self._phase is not _OPEN:  # close()/loss may have swept before we registered
+                if pending.pop(call.key, None) is not None:
+                    self._check_usable(method, params)
+            else:
+                try:
+                    self._send(call, frame, True)
+                except BaseException:  # Ctrl-C in the write, say: as _open does
+                    self._role.sending = None
+                    self._release_role(call)
+                    pending.pop(call.key, None)
+                    raise
+        else:
+            call = self._open(method, params, timeout, progress, reset_timeout_on_progress,
+                              cancellable, attended=True)
         # From here until the call is settled, any exception (Ctrl-C above all) abandons it.
         try:
             while not call.done:
@@ -571,7 +597,7 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
     def _follow(self, call: Call) -> None:
         """Sleep until ``call`` is settled, granted the reader role, or its deadline passes."""
         main = threading.current_thread() is threading.main_thread()
-        acquire = call.lock.acquire
+        acquire = call.waiter().acquire  # before testing what we wait for
         while not call.done and self._role.holder is not call:
             remaining = call.deadline - time.monotonic()
             if remaining <= 0:
@@ -589,7 +615,7 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
         self._release_role(call)  # it may have been granted the role after its answer came
         slice_ = MAIN_THREAD_SLICE if threading.current_thread() is threading.main_thread() \
             else JOIN_TIMEOUT
-        acquire = call.lock.acquire
+        acquire = call.waiter().acquire  # before testing what we wait for
         while not call.done:
             acquire(timeout=slice_)
 
@@ -644,6 +670,17 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
         self._watching = False  # an answer: this speaks JSON-RPC (see _feed)
         if call.attended is False:
             self._unattended.discard(call)
+        elif not call.ordered:
+            # Call.finish for an attended call (no future), inlined: the usual answer.
+            call.result = result
+            call.done = True   # before reading call.lock (see session/_call.py)
+            lock = call.lock
+            if lock is not None:
+                try:  # noqa: SIM105 - try/except is free on the hot path
+                    lock.release()
+                except RuntimeError:  # already released: a wake-up is pending anyway
+                    pass
+            return True
         if call.ordered:
             self._settle_later(call, result, None)
         else:

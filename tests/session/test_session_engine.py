@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -75,6 +76,7 @@ class FakeTransport(MemoryTransport):
         self.readers = 0
         self.max_readers = 0
         self.reader_threads: set[str] = set()
+        self.frames_read: dict[str, int] = {}   # thread name -> frames its receive() returned
         self.start()
 
     @property
@@ -92,6 +94,9 @@ class FakeTransport(MemoryTransport):
             items = super().receive(timeout)
             if items and self.peer is not None:
                 self.peer.read_since_block.set()
+            if items:
+                name = threading.current_thread().name
+                self.frames_read[name] = self.frames_read.get(name, 0) + len(items)
             return items
         finally:
             with self._count_lock:
@@ -134,6 +139,34 @@ def test_sole_caller_takes_the_role_from_the_background_reader(no_leaks: None) -
         for j in range(20):
             assert session.request("m", {"j": j}) == {"j": j}
         assert "MainThread" in transport.reader_threads
+    finally:
+        session.close()
+
+
+def test_a_sole_caller_answered_by_the_background_reader_gets_the_role_back(
+        no_leaks: None) -> None:
+    # The peer answers inside the write, so the answer is there before the caller asks the
+    # background reader for the role: the reader reads it and settles the call. It must
+    # then give the role up, or every later call would ask again and be answered by it
+    # again (two thread hops per call); instead the caller's next calls read their own.
+    transport = FakeTransport()
+    session = Session(transport, name="fake")
+    session.start()
+    try:
+        assert session.request("m", {"warm": 1}) == {"warm": 1}
+        for _ in range(3):
+            time.sleep(0.1)   # idle beyond HANDOFF_GRACE: the background reader takes over
+            before = dict(transport.frames_read)
+            for j in range(20):
+                assert session.request("m", {"j": j}) == {"j": j}
+            led = transport.frames_read.get("MainThread", 0) - before.get("MainThread", 0)
+            assert led >= 18, transport.frames_read
+        # And it still reads what arrives between calls, with the role given up.
+        seen = threading.Event()
+        session._on_notification = lambda message: seen.set()
+        assert transport.peer is not None
+        transport.peer._deliver(jsonrpc.serialize(jsonrpc.notification("test/n", {})))
+        assert seen.wait(5)
     finally:
         session.close()
 

@@ -128,6 +128,54 @@ def test_serialize_request_matches_serialize(rid: int, method: str,
     assert got == expected
 
 
+_tool_params = st.one_of(
+    st.fixed_dictionaries({"name": st.text(max_size=6), "arguments": _json}),
+    st.fixed_dictionaries({"arguments": _json, "name": st.text(max_size=6)}),   # other order
+    st.fixed_dictionaries({"name": _json, "arguments": _json}),
+    st.dictionaries(st.sampled_from(["name", "arguments", "_meta"]), _json, max_size=3),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.integers(1, 2**62), _tool_params)
+def test_serialize_request_of_a_tool_call_matches_serialize(rid: int,
+                                                            params: dict[str, Any]) -> None:
+    # tools/call with {"name", "arguments"} takes the cached name's part; byte for byte
+    # (and error for error) the same as encoding the whole params.
+    outcomes = []
+    for _ in range(2):   # the second time the name's part comes from the cache
+        try:
+            expected: Any = jsonrpc.serialize(jsonrpc.request(rid, "tools/call", params))
+        except (ValueError, TypeError) as exc:
+            expected = type(exc)
+        try:
+            got: Any = jsonrpc.serialize_request(rid, "tools/call", params)
+        except (ValueError, TypeError) as exc:
+            got = type(exc)
+        outcomes.append(got)
+        assert got == expected
+    assert outcomes[0] == outcomes[1]
+
+
+def test_serialize_request_of_a_tool_call_known_cases() -> None:
+    circular: dict[str, Any] = {}
+    circular["self"] = circular
+    for params in ({"name": "echo", "arguments": {"text": "hello"}},
+                   {"name": "é\n\"\u2028", "arguments": {}},
+                   {"name": "\ud800", "arguments": {}},
+                   {"name": "n", "arguments": {"f": float("nan")}},
+                   {"name": "n", "arguments": circular},
+                   {"name": "n", "arguments": {"o": object()}}):
+        outcomes = []
+        for encode in (lambda p: jsonrpc.serialize_request(3, "tools/call", p),
+                       lambda p: jsonrpc.serialize(jsonrpc.request(3, "tools/call", p))):
+            try:
+                outcomes.append(encode(params))
+            except (ValueError, TypeError) as exc:
+                outcomes.append((type(exc), str(exc)))
+        assert outcomes[0] == outcomes[1], params
+
+
 def _fed(data: bytes) -> Any:
     """What the frame decoder makes of ``data`` read as one complete line (its fast path)."""
     items = jsonrpc.FrameDecoder().feed(data + b"\n")

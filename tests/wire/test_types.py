@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import copy
+import dataclasses
+import pickle
 from typing import Any
 
 import pytest
@@ -215,6 +217,68 @@ def test_call_result_does_not_mutate_input() -> None:
     before = copy.deepcopy(d)
     CallToolResult.from_dict(d)
     assert d == before
+
+
+_TEXT = {"type": "text", "text": "hi"}
+
+
+def _slow_result(d: dict[str, Any]) -> CallToolResult:
+    """What ``from_dict`` built before its fast path: the dataclass constructors."""
+    blocks = [TextContent(b["text"], b.get("annotations"), b.get("_meta"),
+                          {k: v for k, v in b.items()
+                           if k not in ("type", "text", "annotations", "_meta")}, b)
+              for b in d.get("content", [])]
+    meta = d.get("_meta")
+    return CallToolResult(blocks, d.get("structuredContent"), d.get("isError") is True,
+                          meta if isinstance(meta, dict) else None,
+                          {k: v for k, v in d.items() if k not in (
+                              "content", "structuredContent", "isError", "_meta",
+                              "resultType")}, d)
+
+
+def _fields(obj: Any) -> dict[str, Any]:
+    # Every field, read one by one: a field the fast path forgot to set raises here.
+    return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+
+
+@pytest.mark.parametrize("d", [
+    {"content": [dict(_TEXT)]},
+    {"content": [dict(_TEXT)], "isError": False},
+    {"content": [dict(_TEXT)], "isError": True},
+    {"content": [dict(_TEXT)], "isError": "yes"},
+    {"content": [dict(_TEXT)], "structuredContent": {"a": 1}},
+    {"content": [dict(_TEXT)], "structuredContent": None, "isError": False},
+    {"content": [dict(_TEXT)], "structuredContent": [1], "isError": True},
+    # Not the usual shape: these take the general path, and must come out the same too.
+    {"content": [dict(_TEXT)], "_meta": {"m": 1}},
+    {"content": [dict(_TEXT)], "resultType": "complete", "isError": False},
+    {"content": [dict(_TEXT)], "structuredContent": 1, "other": 2},
+    {"content": [dict(_TEXT), dict(_TEXT)]},
+    {"content": [{"type": "text", "text": "a", "annotations": {"p": 1}}]},
+    {"content": [{"type": "text", "text": "a", "z": 1}], "isError": False},
+])
+def test_call_result_usual_shape_is_built_like_the_constructors(d: dict[str, Any]) -> None:
+    fast = CallToolResult.from_dict(d)
+    slow = _slow_result(d)
+    assert type(fast) is CallToolResult and fast == slow
+    assert _fields(fast) == _fields(slow)
+    assert [_fields(b) for b in fast.content] == [_fields(b) for b in slow.content]
+    assert all(type(b) is TextContent for b in fast.content)
+    assert fast.raw is d and fast.content[0].raw is d["content"][0]
+    assert repr(fast) == repr(slow)
+    copied = pickle.loads(pickle.dumps(fast))
+    assert copied == fast and _fields(copied.content[0]) == _fields(fast.content[0])
+    assert dataclasses.replace(fast, is_error=not fast.is_error).is_error is not fast.is_error
+    fast.content[0].extra["k"] = 1   # each result has its own dicts
+    assert CallToolResult.from_dict(d).content[0].extra == slow.content[0].extra
+
+
+def test_call_result_usual_shape_rejects_odd_blocks() -> None:
+    # A text block whose text is not a string, or an unknown type, is not the fast shape.
+    odd = CallToolResult.from_dict({"content": [{"type": "text", "text": 3}]})
+    assert type(odd.content[0]) is not TextContent
+    other = CallToolResult.from_dict({"content": [{"type": "texts", "text": "x"}]})
+    assert type(other.content[0]) is not TextContent
 
 
 # --- resources ------------------------------------------------------------------------------
