@@ -21,13 +21,6 @@ Run: ``python benchmarks/manager_many.py [--servers 50] [--rounds 7] --server-di
 where DIR holds ``echo_server.py`` (a dependency-free MCP stdio server that exits at stdin
 EOF), which is started as ``python -S echo_server.py``. ``--affinity 1`` pins this process
 and the servers to CPU 1.
-
-``--baseline BASE`` (a folder holding another version's ``mcpsync`` package, for instance
-``git archive main mcpsync | tar -x -C BASE``) adds ``mcpsync@base`` to every round. Then
-both Manager versions run in worker processes of their own (this script with ``--worker``,
-this checkout's or the baseline's folder first on ``PYTHONPATH``), started once and given
-one round at a time, so that the two are measured alike and side by side with the floor;
-their order swaps from round to round.
 """
 
 from __future__ import annotations
@@ -119,76 +112,22 @@ def manager_round(argv: list[str], servers: int) -> Timing:
             "close_ms": close_wall, "close_cpu_ms": close_cpu}
 
 
-class _Worker:
-    """A child process running Manager rounds on request (``--worker``): one line in (the
-    server count), one JSON line out (the round's timings)."""
-
-    def __init__(self, argv: list[str], source: str) -> None:
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (os.path.abspath(source), env.get("PYTHONPATH")) if p)
-        self._proc = subprocess.Popen(
-            [sys.executable, __file__, "--worker", "--server-dir", str(Path(argv[-1]).parent)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True)
-
-    def round(self, servers: int) -> Timing:
-        assert self._proc.stdin is not None and self._proc.stdout is not None
-        self._proc.stdin.write(f"{servers}\n")
-        self._proc.stdin.flush()
-        line = self._proc.stdout.readline()
-        if not line:
-            raise SystemExit(f"the benchmark worker exited (status {self._proc.wait()})")
-        timing: Timing = json.loads(line)
-        return timing
-
-    def close(self) -> None:
-        assert self._proc.stdin is not None and self._proc.stdout is not None
-        self._proc.stdin.close()
-        self._proc.wait()
-        self._proc.stdout.close()
-
-
-def _serve_rounds(server_dir: Path) -> None:
-    """``--worker``: run one Manager round per line of stdin, print its timings."""
-    argv = [sys.executable, "-S", str(server_dir / "echo_server.py")]
-    for line in sys.stdin:
-        print(json.dumps(manager_round(argv, int(line))), flush=True)
-
-
 def _median(rounds: list[Timing], key: str) -> float:
     return statistics.median(r[key] for r in rounds)
 
 
-def run(server_dir: Path, servers: int, rounds: int,
-        baseline: str | None = None) -> dict[str, dict[str, float]]:
+def run(server_dir: Path, servers: int, rounds: int) -> dict[str, dict[str, float]]:
     """Alternate floor and Manager rounds; return the medians of each figure per client."""
     script = server_dir / "echo_server.py"
     if not script.is_file():
         raise SystemExit(f"no echo_server.py in {server_dir}; pass --server-dir DIR")
     argv = [sys.executable, "-S", str(script)]
-    clients: dict[str, Callable[[int], Timing]] = {
-        "mcpsync": lambda n: manager_round(argv, n)}
-    workers: list[_Worker] = []
-    if baseline is not None:
-        # Both import mcpsync through PYTHONPATH (this checkout's, the baseline's), so
-        # that neither pays for another way of finding it.
-        workers = [_Worker(argv, str(Path(__file__).resolve().parents[1])),
-                   _Worker(argv, baseline)]
-        clients = {"mcpsync": workers[0].round, "mcpsync@base": workers[1].round}
-    try:
-        floor_round(argv, min(servers, 4))   # warm the page cache and the imports
-        for client in clients.values():
-            client(min(servers, 4))
-        results: dict[str, list[Timing]] = {"floor": [], **{label: [] for label in clients}}
-        order = list(clients)
-        for _ in range(rounds):
-            results["floor"].append(floor_round(argv, servers))
-            for label in order:
-                results[label].append(clients[label](servers))
-            order.reverse()   # neither version always runs right after the floor
-    finally:
-        for worker in workers:
-            worker.close()
+    floor_round(argv, min(servers, 4))   # warm the page cache and the imports
+    manager_round(argv, min(servers, 4))
+    results: dict[str, list[Timing]] = {"floor": [], "mcpsync": []}
+    for _ in range(rounds):
+        results["floor"].append(floor_round(argv, servers))
+        results["mcpsync"].append(manager_round(argv, servers))
     keys = ("start_ms", "start_cpu_ms", "close_ms", "close_cpu_ms")
     return {label: {key: _median(runs, key) for key in keys} for label, runs in results.items()}
 
@@ -197,10 +136,10 @@ def report(medians: dict[str, dict[str, float]], servers: int, rounds: int) -> N
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     floor = medians["floor"]
     print(f"{servers} servers, {rounds} rounds, medians, load average {load:.2f}")
-    print(f"{'client':<13} {'start ms':>9} {'x floor':>8} {'CPU ms':>8} "
+    print(f"{'client':<10} {'start ms':>9} {'x floor':>8} {'CPU ms':>8} "
           f"{'close ms':>9} {'x floor':>8} {'CPU ms':>8}")
     for label, m in medians.items():
-        print(f"{label:<13} {m['start_ms']:9.1f} {m['start_ms'] / floor['start_ms']:8.2f} "
+        print(f"{label:<10} {m['start_ms']:9.1f} {m['start_ms'] / floor['start_ms']:8.2f} "
               f"{m['start_cpu_ms']:8.1f} {m['close_ms']:9.1f} "
               f"{m['close_ms'] / floor['close_ms']:8.2f} {m['close_cpu_ms']:8.1f}")
 
@@ -214,21 +153,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--affinity", type=int, default=None,
                         help="pin this process (and so the servers) to this CPU")
     parser.add_argument("--json", action="store_true", help="print the medians as JSON")
-    parser.add_argument("--baseline", metavar="BASE", default=None,
-                        help="a folder holding another version's mcpsync package, measured "
-                             "as mcpsync@base in the same rounds")
-    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.worker:
-        _serve_rounds(args.server_dir)
-        return
-    if args.baseline is not None and not os.path.isfile(
-            os.path.join(args.baseline, "mcpsync", "__init__.py")):
-        parser.error(f"--baseline {args.baseline}: no mcpsync package in that folder; make "
-                     "one with: git archive main mcpsync | tar -x -C BASE")
     if args.affinity is not None:
         os.sched_setaffinity(0, {args.affinity})
-    medians = run(args.server_dir, args.servers, args.rounds, args.baseline)
+    medians = run(args.server_dir, args.servers, args.rounds)
     if args.json:
         print(json.dumps({"servers": args.servers, "rounds": args.rounds, "medians": medians}))
     else:

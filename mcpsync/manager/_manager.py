@@ -40,7 +40,6 @@ from mcpsync.errors import (
     UnknownServer,
     UsedAfterFork,
 )
-from mcpsync.manager._closing import close_entries
 from mcpsync.manager._lifecycle import (
     begin_close_entry,
     begin_discovery,
@@ -407,11 +406,11 @@ class Manager:
         if entries:
             # Two phases, as a client closing many servers by hand would: every server is
             # told to stop first (stdin closed, here, one after another: no waiting), then
-            # all are waited for at once (each signalled on its own schedule if it lingers)
-            # and each torn down as it exits (see _closing).
+            # each is waited for (and signalled if it lingers) on its own thread.
             for entry in entries:
                 begin_close_entry(entry)
-            unfinished = close_entries(entries, CLOSE_TIMEOUT)
+            _, unfinished = run_parallel(close_entry, entries, what="close",
+                                         limit=len(entries), timeout=CLOSE_TIMEOUT)
             if unfinished:
                 for index in unfinished:   # the process is being killed: the file goes now
                     entries[index].remove_secret()

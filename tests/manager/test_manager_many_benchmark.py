@@ -54,21 +54,3 @@ def test_a_missing_server_dir_is_named(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode != 0
     assert str(tmp_path) in done.stderr and "--server-dir" in done.stderr
-
-
-def test_the_benchmark_measures_a_baseline_beside_this_version(tmp_path: Path) -> None:
-    """``--baseline`` runs another mcpsync (here this checkout again) as ``mcpsync@base``
-    in the same rounds; a folder without a package is refused, naming it."""
-    (tmp_path / "echo_server.py").write_text(ECHO, encoding="utf-8")
-    done = subprocess.run([sys.executable, str(BENCH), "--servers", "2", "--rounds", "1",
-                           "--server-dir", str(tmp_path), "--baseline", str(BENCH.parents[1]),
-                           "--json"], capture_output=True, text=True, timeout=110, check=False)
-    assert done.returncode == 0, done.stderr
-    medians = json.loads(done.stdout)["medians"]
-    assert set(medians) == {"floor", "mcpsync", "mcpsync@base"}
-    assert all(row["close_ms"] > 0 and row["start_ms"] > 0 for row in medians.values())
-    refused = subprocess.run([sys.executable, str(BENCH), "--server-dir", str(tmp_path),
-                              "--baseline", str(tmp_path)],
-                             capture_output=True, text=True, timeout=60, check=False)
-    assert refused.returncode != 0
-    assert str(tmp_path) in refused.stderr and "no mcpsync package" in refused.stderr

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import os
 import select
 import signal
@@ -152,11 +151,6 @@ class ProcessLifecycle:
     _finisher: FrameFinisher | None
     _stdin_grace: float
     _stdin_closed_at: float
-    # When SIGTERM and SIGKILL went to the group (0: not yet), by close() or by a collective
-    # wait (see claim_exit_wait): each grace runs from its signal, whoever sent it, and no
-    # signal is sent twice. Class defaults, so that __init__ need not know of them.
-    _term_at: float = 0.0
-    _kill_at: float = 0.0
 
     if TYPE_CHECKING:
         def wake(self) -> None:
@@ -371,20 +365,14 @@ class ProcessLifecycle:
             grace = max(0.0, grace - (now - self._stdin_closed_at))
         exited = self._wait_exited(left(grace)) if stdin_closed else False
         # "wait for the server to exit, or send SIGTERM if the server does not exit within a
-        # reasonable time". A collective wait (claim_exit_wait) may have sent it already: its
-        # grace then runs from that moment.
+        # reasonable time"
         if not exited:
-            if not self._term_at:
-                self._signal_group(kill=False)
-                self._term_at = time.monotonic()
-            exited = self._wait_exited(left(self._term_at + TERM_GRACE - time.monotonic()))
+            self._signal_group(kill=False)
+            exited = self._wait_exited(left(TERM_GRACE))
         # "send SIGKILL if the server does not exit within a reasonable time after SIGTERM"
         if not exited:
-            if not self._kill_at:
-                self._signal_group(kill=True)
-                self._kill_at = time.monotonic()
-            exited = self._wait_exited(
-                max(left(self._kill_at + KILL_WAIT - time.monotonic()), 0.05))
+            self._signal_group(kill=True)
+            exited = self._wait_exited(max(left(KILL_WAIT), 0.05))
         # The leader is gone (and, with a pidfd, not yet reaped): anything left in its group
         # is an orphan of the server, which must not outlive close().
         self._signal_group(kill=True, leftovers_only=True)
@@ -410,13 +398,6 @@ class ProcessLifecycle:
                 with self._wake_lock:
                     self._close_raw("_wake_w")
                 self._close_raw("_wake_r")
-                # No receive() reads again (it returns None from now on, before touching the
-                # buffer): let the 256 KiB read buffer go here, one server at a time while
-                # others still exit, rather than all of them at once when the last reference
-                # to their clients goes (50 of them took 3-6 ms of wall time at that point).
-                self._rx_buf = bytearray()
-                self._rx_view = memoryview(self._rx_buf)
-                self._rx_bufs = [self._rx_buf]
             finally:
                 self._rx_lock.release()
         self._close_raw("_pidfd")
@@ -426,59 +407,6 @@ class ProcessLifecycle:
         elif self._holds_spawner:
             self._holds_spawner = False
             _spawner.release()
-
-    # ------------------------------------------------------------------ collective wait
-
-    def claim_exit_wait(self) -> int:
-        """For one thread that waits for many servers' exits at once (``Manager.close()``,
-        polling every pidfd in one ``poll()`` instead of a thread per server): claim this
-        server's shutdown steps and return the pidfd to poll, or -1 when this server is not
-        for such a wait (stdin not closed by :meth:`close_input`, no pidfd, a forked child,
-        already exited, or another thread closing it); its :meth:`close` then does it all.
-
-        A claim holds the close lock until :meth:`release_exit_wait`, so the pidfd cannot be
-        closed under the poll and the process cannot be reaped under a signal to its group
-        by this close; a :meth:`close` from another thread meanwhile waits for the release,
-        then finds the steps already taken (it sends no signal twice).
-        """
-        if not self._close_lock.acquire(blocking=False):
-            return -1
-        proc = self._proc
-        if (self._closed or proc is None or self.forked() or not self._stdin_closed_at
-                or self._pidfd < 0 or proc.returncode is not None):
-            self._close_lock.release()
-            return -1
-        return self._pidfd
-
-    def exit_step(self, now: float) -> float:
-        """Claimed (:meth:`claim_exit_wait`): take the shutdown step due at ``now``, if any,
-        and return when the next one is due; ``math.inf`` once the wait is over (SIGKILL
-        sent and ``KILL_WAIT`` passed). The same steps as :meth:`close`, each counted from
-        the previous one of this server alone: SIGTERM once the stdin grace has passed
-        since :meth:`close_input`, SIGKILL once the TERM grace has passed since SIGTERM."""
-        proc = self._proc
-        if proc is None or proc.returncode is not None:
-            return math.inf   # reaped meanwhile (an exit code asked for): nothing to signal
-        if self._kill_at:
-            due = self._kill_at + KILL_WAIT
-            return math.inf if now >= due else due
-        if self._term_at:
-            due = self._term_at + TERM_GRACE
-            if now < due:
-                return due
-            self._signal_group(kill=True)
-            self._kill_at = now
-            return now + KILL_WAIT
-        due = self._stdin_closed_at + self._stdin_grace
-        if now < due:
-            return due
-        self._signal_group(kill=False)
-        self._term_at = now
-        return now + TERM_GRACE
-
-    def release_exit_wait(self) -> None:
-        """End a claim: :meth:`close` may run (it finds the exit, or resumes the steps)."""
-        self._close_lock.release()
 
     def hurry(self) -> None:
         """Make :meth:`close` send SIGTERM right after closing stdin (no 2 s grace): for a
@@ -492,10 +420,6 @@ class ProcessLifecycle:
             os.close(fd)
 
     def _close_stdin(self, timeout: float) -> bool:
-        if self._stdin_fd < 0:
-            # Closed already (close_input, a stuck write): the descriptor is set to -1 under
-            # the write lock and never set back, so seeing -1 needs no lock.
-            return True
         if not self._write_lock.acquire(timeout=timeout):
             return False
         try:

@@ -104,9 +104,8 @@ class StderrDrain:
             if self._stopped:
                 return
             self._stopped = True
-        if not self._exited:   # once it ended (at the server's EOF), nobody reads the pipe
-            with contextlib.suppress(OSError):  # the pipe is ours and empty
-                os.write(self._stop_w, b"x")
+        with contextlib.suppress(OSError):  # the pipe is ours and empty
+            os.write(self._stop_w, b"x")
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout)
         with self._exit_lock:
