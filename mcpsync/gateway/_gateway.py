@@ -49,7 +49,6 @@ from mcpsync._threads import join_all
 from mcpsync.config import ServerConfig
 from mcpsync.config_files import load_config
 from mcpsync.errors import ConfigError, MCPError
-from mcpsync.gateway import _heads
 from mcpsync.gateway._bridge import upstream_factory
 from mcpsync.gateway._conns import _ATOMIC, Conn, StdioConn
 from mcpsync.gateway._gather import DEFAULT_MERGE_TIMEOUT, check_merge_timeout
@@ -93,13 +92,6 @@ _TO_HOST_LEGS: Final = (UPSTREAM_TO_GATEWAY, GATEWAY_TO_HOST)
 #: Methods the pass-through's fast path leaves to the full one: the upstream keeps them for
 #: a restart's replay.
 _KEPT_METHODS: Final = frozenset({"initialize", "notifications/initialized"})
-_KEPT_HEADS: Final = frozenset(method.encode() for method in _KEPT_METHODS)
-
-
-def _stopped(upstream: Upstream, why: str) -> str:
-    """The error message of a call failed by its upstream's death."""
-    return (f"upstream {upstream.id!r} stopped while handling this request ({why}); it will "
-            "be restarted on the next call")
 
 
 def _load(config: str | os.PathLike[str] | Mapping[str, Any] | Sequence[ServerConfig]
@@ -409,12 +401,7 @@ class Gateway:
     def _host_loop(self, fd: int, lines: RawLines) -> None:
         """The host's reader in the pass-through (one plain upstream, no guard, no bridge,
         no aggregation): one tight loop. Per read: ``poll`` the input and the close
-        wake-up, ``readv`` into one buffer allocated once. A read that is one call of a
-        usual shape (its id and method read from its bytes: inline for a plain positive id
-        first, the commonest, since a function call costs microseconds on this path; else
-        ``_heads.call_head``), with nothing queued before it, is written first and checked
-        and entered after (:meth:`_after_call_sent`; docs/gateway.md, "Lines checked after
-        they are forwarded"). Otherwise, when the read is whole lines
+        wake-up, ``readv`` into one buffer allocated once; when the read is whole lines
         (nothing held from before, at most ``PIPE_BUF`` in all), each a request with a
         number or string id other than ``initialize``, and ``on_frame`` is unset, the calls
         are entered in flight (dict stores under the upstream's lock, after the checks of
@@ -441,10 +428,6 @@ class Gateway:
         write = os.write
         scan = _scan_once
         kept = _KEPT_METHODS
-        kept_heads = _KEPT_HEADS
-        call_head = _heads.call_head
-        head_start, head_at, head_method = _heads.START, _heads.AT, _heads.METHOD
-        head_end, head_skip = head_at + 1 + _heads.LONGEST_ID, len(head_method)
         monotonic = time.monotonic
         upstream = self._upstreams[0]
         state_lock = upstream._state_lock
@@ -467,45 +450,6 @@ class Gateway:
                 return
             data = view[:n].tobytes()
             if 0 < n <= limit and view[n - 1] == 10 and not held and self.on_frame is None:
-                # One call of a usual shape, nothing waiting before it: written first (what
-                # the host waits for), checked and entered after (_after_call_sent). The
-                # queue and busy flag are read without the lock: see Upstream._write_loop.
-                head = None
-                if view[n - 2] == 0x7D:   # a plain positive id first: read here, at once
-                    if data.startswith(head_start):
-                        comma = data.find(44, head_at, head_end)
-                        value = data[head_at:comma]
-                        if (comma > head_at and value.isdigit() and data.startswith(
-                                head_method, comma) and (value[0] != 0x30 or len(value) == 1)):
-                            close = data.find(34, comma + head_skip)
-                            named = data[comma + head_skip:close]
-                            if close > 0 and 92 not in named:
-                                head = (("int", int(value)), named)
-                    if head is None:
-                        head = call_head(data)   # the other shapes
-                conn = upstream._conn
-                if (head is not None and head[1] not in kept_heads and data.find(10) == n - 1
-                        and not (upstream._queue or upstream._busy or conn is None
-                                 or upstream._stopping or len(inflight) >= MAX_INFLIGHT)):
-                    deaths = upstream._deaths
-                    if conn is not seen:
-                        seen = conn
-                        t = conn.transport if type(conn) is StdioConn else None
-                        if t is not None:
-                            wlock, wunlock = t._write_lock.acquire, t._write_lock.release
-                    sent = False
-                    if t is not None and not t._rx_done and wlock(False):
-                        try:
-                            out = t._stdin_fd
-                            if out >= 0 and not t._closing:
-                                sent = write(out, data) == n   # atomic: <= PIPE_BUF
-                        except OSError:   # full or broken: the way below queues it
-                            pass
-                        finally:
-                            wunlock()
-                    if sent:
-                        self._after_call_sent(upstream, head, data[:-1], deaths)
-                        continue
                 try:
                     text = data.decode()
                     obj, end = scan(text, 0)
@@ -585,36 +529,6 @@ class Gateway:
                         continue
             if not self._host_read(lines, data):
                 return
-
-    def _after_call_sent(self, upstream: Upstream, head: tuple[IdKey, bytes], line: bytes,
-                         deaths: int) -> None:
-        """The host's ``line``, read by its head (``_heads.call_head``: ``head`` is its id
-        key and method) was written to the upstream at once; now check it is the call the
-        head said, and enter it in flight (``Upstream.enter_sent``: if the process died
-        since the write, ``deaths`` tells, and the call is failed here as the death failed
-        the others). A line that fails the check is not entered: the upstream has it and
-        answers it as it sees it (a line that is not JSON with the parse error, as JSON-RPC
-        asks); the gateway says so in its log."""
-        key, method = head
-        obj = decode_object(line)
-        rid = None if obj is None else obj.get("id")
-        kind = type(rid)
-        if (obj is None or (kind is not int and kind is not str)
-                or ("int" if kind is int else "str", rid) != key
-                or obj.get("method") != method.decode()):
-            upstream.forget(key)
-            _log.warning("a line from the host that began like call %s to upstream %r is "
-                         "not that valid JSON-RPC request; it was forwarded before this "
-                         "check and is not tracked: the upstream answers it as it reads it",
-                         key[1], upstream.id)
-            return
-        if not upstream.enter_sent(key, line, deaths):
-            self._write_error(json.dumps(rid), INTERNAL_ERROR,
-                              _stopped(upstream, upstream.last_error), upstream)
-            return
-        inspector = self.inspector
-        if inspector is not None and inspector.enabled:
-            inspector.record_line(_TO_UPSTREAM_LEGS, line, upstream.id, self._log_session)
 
     def _host_fast(self, batch: list[bytes], data: bytes) -> bool:
         """The pass-through's usual case: every line of the read ``data`` (``batch``: its
@@ -715,11 +629,8 @@ class Gateway:
         polls (stdout, its wake-up pipe for close, the process's pidfd for an exit while a
         grandchild holds stdout), ``readv`` into the transport's buffer. A read that is one
         whole line (nothing held from before, within the frame limit) holding an answer
-        of a usual shape (its id read from its bytes, inline or by ``_heads.answer_head``,
-        as on the host's side) has its call taken out of the in-flight table, is written to
-        the host in one ``os.write``, and is checked after (:meth:`_after_answer_sent`); one
-        of another shape with a number or string id is checked first, then handled the
-        same way. Several lines go to
+        with a number or string id is handled here: the call is taken out of the in-flight
+        table and the read written to the host in one ``os.write``. Several lines go to
         :meth:`_from_upstream_lines` (each answer the same way, anything else by the full
         path, in order). Any other poll result (the wake-up, the exit), ``_rx_done``
         (closing, EOF, a sticky error) or a read error is left to the transport's
@@ -759,9 +670,6 @@ class Gateway:
         out_lock = self._out_lock
         out_lock_acquire, out_unlock = out_lock.acquire, out_lock.release
         several = self._from_upstream_lines
-        answer_head = _heads.answer_head
-        head_start, head_at, answer_keys = _heads.START, _heads.AT, _heads.ANSWER_KEYS
-        head_end = head_at + 1 + _heads.LONGEST_ID
         try:
             while True:
                 data: bytearray | None = None
@@ -792,40 +700,6 @@ class Gateway:
                             return "it closed its output"
                     if lines:
                         several(upstream, lines)
-                    continue
-                head = None
-                if (buf[n - 2] == 0x7D and upstream._replay_id is None
-                        and self.on_frame is None and data.find(10) == n - 1):
-                    # A plain positive id first: read here, at once; else answer_head.
-                    comma = data.find(44, head_at, head_end) if data.startswith(
-                        head_start) else -1
-                    value = data[head_at:comma]
-                    if (comma > head_at and value.isdigit()
-                            and data.startswith(answer_keys, comma)
-                            and (value[0] != 0x30 or len(value) == 1)):
-                        head = ("int", int(value))
-                    else:
-                        head = answer_head(data)
-                if head is not None:
-                    # One answer of a usual shape: its call out of the table first (before
-                    # the host has the answer and may reuse the id), the write, then the
-                    # check (_after_answer_sent). A death is reported by this thread, after
-                    # this loop: the pop without the lock cannot cross it.
-                    entry = pop(head, None)
-                    if entry is None:
-                        upstream.answered(head)   # its call may be written, not yet entered
-                    out_lock_acquire()
-                    try:
-                        out = self._out_fd
-                        if out >= 0:
-                            written = write(out, data)
-                            while written < n:
-                                written += write(out, data[written:])
-                    except OSError as exc:   # the host went away; its EOF ends serving
-                        _log.info("writing to the host failed: %s", exc)
-                    finally:
-                        out_unlock()
-                    self._after_answer_sent(upstream, head, entry, bytes(data[:-1]))
                     continue
                 try:
                     text = data.decode()
@@ -866,8 +740,7 @@ class Gateway:
                         keys.append(("int" if kind is int else "str", rid))
                     else:
                         for key in keys:
-                            if pop(key, None) is None:
-                                upstream.answered(key)   # written, maybe not yet entered
+                            pop(key, None)
                         passed = True
                         inspector = self.inspector
                         if inspector is not None and inspector.enabled:
@@ -892,31 +765,6 @@ class Gateway:
                     out_unlock()
         except MCPError as exc:   # StreamError: an over-long line, a read that failed
             return str(exc)
-
-    def _after_answer_sent(self, upstream: Upstream, head: IdKey,
-                           entry: tuple[float, Envelope | bytes] | None, line: bytes) -> None:
-        """The upstream's ``line``, read by its head (``_heads.answer_head``: ``head`` is its
-        id key) was written to the host at once, its call ``entry`` taken out of the table
-        (None: it was not there); now check it is an answer with that id. One that is not
-        puts the call back (a death still fails it) and takes out the one it does answer,
-        if any; the host had the line as the upstream wrote it, and the log says so."""
-        obj = decode_object(line)
-        rid = None if obj is None else obj.get("id")
-        kind = type(rid)
-        if (obj is not None and "method" not in obj and ("result" in obj or "error" in obj)
-                and (kind is int or kind is str)
-                and ("int" if kind is int else "str", rid) == head):
-            inspector = self.inspector
-            if inspector is not None and inspector.enabled:
-                inspector.record_line(_TO_HOST_LEGS, line, upstream.id, self._log_session)
-            return
-        if entry is not None:
-            upstream.unanswer(head, entry)
-        if obj is not None and "method" not in obj and (kind is int or kind is str):
-            upstream.answered(("int" if kind is int else "str", rid))
-        _log.warning("upstream %r sent a line that began like the answer to call %s but is "
-                     "not a valid JSON-RPC answer for it; it was forwarded to the host "
-                     "before this check", upstream.id, head[1])
 
     def _from_upstream_lines(self, upstream: Upstream, lines: list[bytes]) -> None:
         """One read of the upstream's stdout (the pass-through's fast path): the answers
@@ -1008,8 +856,9 @@ class Gateway:
             for key in [k for k, u in self._s2c.items() if u is upstream]:
                 del self._s2c[key]
         for call in calls:
-            self._write_error(call.id or "null", INTERNAL_ERROR, _stopped(upstream, why),
-                              upstream)
+            self._write_error(call.id or "null", INTERNAL_ERROR,
+                              f"upstream {upstream.id!r} stopped while handling this request "
+                              f"({why}); it will be restarted on the next call", upstream)
 
     def _call_failed(self, upstream: Upstream, call: Envelope, why: str) -> None:
         if self._agg is not None:

@@ -52,10 +52,6 @@ QUEUE_FRAMES: Final = 1024
 MAX_INFLIGHT: Final = 4096
 #: How long a restart waits for the replayed ``initialize`` to be answered.
 REPLAY_TIMEOUT: Final = 30.0
-#: How long an answer read before its call was entered (see ``Upstream.enter_sent``) is
-#: taken for that call's: the gap is one thread's few steps after a write, so an older one
-#: was for no call of the host's (a broken server's, or one already failed).
-EARLY_WINDOW: Final = 5.0
 
 _log = logging.getLogger("mcpsync.gateway")
 _MODULES: Final = frozenset({"mcpsync", "mcpsync.cli", "mcpsync.__main__"})
@@ -142,10 +138,6 @@ class Upstream:
         # When each call was sent, and the call: an Envelope, or (from the pass-through's
         # fast path) the frame's bytes, parsed only if the call must be failed.
         self._inflight: dict[IdKey, tuple[float, Envelope | bytes]] = {}
-        # Answers read before their call was entered: the pass-through writes a call first
-        # and enters it after (see enter_sent); when each came.
-        self._early: dict[IdKey, float] = {}
-        self._deaths = 0   # processes seen dead: a call written before a death, entered after
         self._conn: Conn | None = None
         self._readers: list[threading.Thread] = []
         self._generation = 0
@@ -278,50 +270,19 @@ class Upstream:
 
     def answered(self, key: IdKey) -> float | None:
         """The server answered call ``key``: forget it; returns when it was sent (or None when
-        it was not in flight; -1.0 for the answer to a replayed initialize, to be dropped).
-        An answer for a call not in flight is remembered for a while: the pass-through may
-        have written that call and not yet entered it (:meth:`enter_sent`)."""
+        it was not in flight; -1.0 for the answer to a replayed initialize, to be dropped)."""
         with self._state_lock:
             if key == self._replay_id:
                 self._replay_id = None
                 self._replayed.set()
                 return -1.0
             entry = self._inflight.pop(key, None)
-            if entry is None:
-                early = self._early
-                if len(early) >= MAX_INFLIGHT:   # answers to calls never made: a broken server
-                    early.clear()
-                early[key] = time.monotonic()
         return None if entry is None else entry[0]
-
-    def enter_sent(self, key: IdKey, call: bytes, deaths: int) -> bool:
-        """Enter in flight call ``key`` (its frame ``call``), which the pass-through's host
-        thread wrote to the process before entering it: the write is what the host waits
-        for, so it comes first. ``deaths`` is ``_deaths`` (the processes seen dead) read
-        before the write. ``False``: the process died since, and its death failed the calls
-        in flight before this one was entered: the caller fails it. An answer already read for it
-        (:meth:`answered` found nothing to take out) means it is done: not entered."""
-        with self._state_lock:
-            came = self._early.pop(key, None)
-            if came is not None and time.monotonic() - came < EARLY_WINDOW:
-                return True
-            if self._deaths != deaths:
-                return False
-            self._inflight[key] = (time.monotonic(), call)
-        return True
-
-    def unanswer(self, key: IdKey, entry: tuple[float, Envelope | bytes]) -> None:
-        """Put back call ``key``, taken out for a line that turned out not to answer it
-        (the pass-through's check after forwarding), unless the host has a new call of
-        that id in flight already."""
-        with self._state_lock:
-            self._inflight.setdefault(key, entry)
 
     def forget(self, key: IdKey) -> None:
         """The call ``key`` was answered some other way (refused): forget it."""
         with self._cond:
             self._inflight.pop(key, None)
-            self._early.pop(key, None)
 
     @property
     def running(self) -> bool:
@@ -357,11 +318,8 @@ class Upstream:
                     self._cond.wait()
                 if self._stopping:
                     return
-                # Busy before the frame leaves the queue: the pass-through's host thread
-                # reads both without the lock (queue empty and not busy: no frame of its
-                # own is between the queue and the pipe), so it must never see neither.
-                self._busy = True
                 item = self._queue.popleft()
+                self._busy = True   # the host's thread must not write past this frame
                 if isinstance(item, Envelope):
                     self._queued_bytes -= len(item.to_bytes())
             self._write_one(item)
@@ -481,8 +439,6 @@ class Upstream:
             # list(): one step under the GIL, against the pass-through's pops without the lock
             calls = [_as_envelope(call) for _, call in list(self._inflight.values())]
             self._inflight.clear()
-            self._early.clear()
-            self._deaths += 1   # a call written before now and entered after is failed too
             if self._replay_id is not None:
                 self._replayed.set()
         self.last_error = why

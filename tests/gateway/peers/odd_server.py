@@ -8,8 +8,7 @@ string, so the test sees what reached the upstream), ``ask`` (sends a server-to-
 first and answers with the host's reply line), ``die`` (exits mid-call), ``orphan``
 (exits mid-call, leaving a child process that holds its stdout open), ``split`` (writes its
 answer in two parts, 0.2 s apart), ``big`` (an answer line of about ``arguments.size``
-bytes), ``broken`` (an answer line whose start is well formed and whose rest is not JSON),
-``later`` (answered
+bytes), ``later`` (answered
 only at the next ``flush``) and ``flush`` (writes the held answers, a log notification
 between the first two, and its own answer, all in one write, so the gateway reads several
 lines at once).
@@ -39,14 +38,8 @@ def main() -> None:
         line = raw.rstrip(b"\n").decode()
         if not line.strip():
             continue
-        try:
-            msg = json.loads(line)
-            rid = parse_envelope(line).id   # the id's own text, echoed back as it came
-        except ValueError:   # as JSON-RPC asks: the parse error, with a null id
-            out.write(b'{"jsonrpc":"2.0","id":null,"error":{"code":-32700,'
-                      b'"message":"odd-peer could not parse a line"}}\n')
-            out.flush()
-            continue
+        msg = json.loads(line)
+        rid = parse_envelope(line).id   # the id's own text, echoed back as it came
         method = msg.get("method")
         reply: str | None = None
         if method == "initialize":
@@ -79,8 +72,6 @@ def main() -> None:
                 out.write(reply.encode()[15:] + b"\n")
                 out.flush()
                 reply = None
-            elif name == "broken":   # a well-formed start, then not JSON
-                reply = f'{{"jsonrpc":"2.0","id":{rid},"result":{{"content":]}}}}'
             elif name == "big":   # one line of the size asked for
                 size = int(msg["params"]["arguments"]["size"])
                 pad = "x" * size
