@@ -638,9 +638,10 @@ class CallToolResult(_Shown):
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> CallToolResult:
         if type(d) is dict:
-            result = _plain_text_result(d)
-            if result is not None:
-                return result
+            if cls is CallToolResult:   # a subclass gets its own type, by the general way
+                result = _plain_text_result(d)
+                if result is not None:
+                    return result
         else:
             d = _require_dict(d, "a tool result")
         content = d.get("content")

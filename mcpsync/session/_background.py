@@ -44,9 +44,12 @@ class BackgroundReader(SessionBase):
                         self._role.holder = None
                     break
                 holder = self._role.holder
-                if yielded and holder is None:
+                if yielded and holder is None and not self._pending:
                     # Gave the role up to a sole caller (see _bg_read): sleep HANDOFF_GRACE
-                    # with the role free, as after a leader gives it back.
+                    # with the role free, as after a leader gives it back. Not when a call
+                    # waits: a caller may have taken the free role, read its own answer
+                    # and given it back in the gap (its wake-up found no sleeper), so the
+                    # reader takes the role now rather than leave that answer unread.
                     park = True
                     park_for = HANDOFF_GRACE
                     last_holder = seen_sending = None

@@ -398,3 +398,14 @@ def test_docs_examples_run() -> None:
     assert len(blocks) >= 2
     for block in blocks:
         exec(compile(block, str(doc), "exec"), {})
+
+
+def test_a_subclass_of_the_call_result_gets_its_own_type_for_every_shape() -> None:
+    class Mine(CallToolResult):
+        pass
+
+    for d in ({"content": [_TEXT]}, {"content": [_TEXT], "isError": True},
+              {"content": [], "structuredContent": {"a": 1}}):
+        got = Mine.from_dict(d)
+        assert type(got) is Mine
+        assert got == Mine.from_dict(dict(d))
