@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import json.encoder
+import sys
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -472,6 +473,10 @@ def _method_part(method: str) -> str:
     return part
 
 
+# From Python 3.14 the JSON encoder notes on its errors where in the value they happened
+# (``__notes__``); the tools/call path below encodes the arguments alone, so it adds the
+# note for the level it skips.
+
 # The start of a ``tools/call``'s params, ``{"name":<the name as JSON>,"arguments":``, per
 # tool name: a client calls a handful of tools over and over. Bounded like _METHOD_PARTS.
 _TOOL_PARTS: Final[dict[str, str]] = {}
@@ -508,8 +513,14 @@ def serialize_request(rid: int, method: str, params: dict[str, Any] | None) -> b
                     start = _TOOL_PARTS.get(name)
                     if start is None:
                         start = _tool_part(name)
+                    try:
+                        body = "".join(_c_chunks(arguments, 0))
+                    except (TypeError, ValueError) as exc:
+                        if sys.version_info >= (3, 14):   # as encoding all params would
+                            exc.add_note("when serializing dict item 'arguments'")
+                        raise
                     return (f'{{"jsonrpc":"2.0","id":{rid},"method":{middle},"params":'
-                            f'{start}{"".join(_c_chunks(arguments, 0))}}}}}').encode()
+                            f'{start}{body}}}}}').encode()
             return (f'{{"jsonrpc":"2.0","id":{rid},"method":{middle},"params":'
                     f'{"".join(_c_chunks(params, 0))}}}').encode()
         return f'{{"jsonrpc":"2.0","id":{rid},"method":{middle},"params":' \
