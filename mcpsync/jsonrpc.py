@@ -460,32 +460,18 @@ def serialize(message: Message) -> bytes:
         raise ValueError("cannot serialise a circular or too deeply nested value") from None
 
 
-# A method's name as JSON text, per method: a client sends a handful of methods, over and
-# over. Bounded, so that a caller inventing method names cannot grow it without limit.
+# Pieces of request lines as JSON text, kept per name: a client sends a handful of methods
+# and calls a handful of tools, over and over. A method's name; the start of a tools/call's
+# params, ``{"name":<the tool's name>,"arguments":``. Each table is bounded, so that a
+# caller inventing names cannot grow it without limit.
 _METHOD_PARTS: Final[dict[str, str]] = {}
-_METHOD_PARTS_MAX: Final = 256
-
-
-def _method_part(method: str) -> str:
-    part = _encode_str(method)
-    if len(_METHOD_PARTS) < _METHOD_PARTS_MAX:
-        _METHOD_PARTS[method] = part
-    return part
-
-
-# From Python 3.14 the JSON encoder notes on its errors where in the value they happened
-# (``__notes__``); the tools/call path below encodes the arguments alone, so it adds the
-# note for the level it skips.
-
-# The start of a ``tools/call``'s params, ``{"name":<the name as JSON>,"arguments":``, per
-# tool name: a client calls a handful of tools over and over. Bounded like _METHOD_PARTS.
 _TOOL_PARTS: Final[dict[str, str]] = {}
+_PARTS_MAX: Final = 256
 
 
-def _tool_part(name: str) -> str:
-    part = '{"name":' + _encode_str(name) + ',"arguments":'
-    if len(_TOOL_PARTS) < _METHOD_PARTS_MAX:
-        _TOOL_PARTS[name] = part
+def _remember(parts: dict[str, str], name: str, part: str) -> str:
+    if len(parts) < _PARTS_MAX:
+        parts[name] = part
     return part
 
 
@@ -496,7 +482,7 @@ def serialize_request(rid: int, method: str, params: dict[str, Any] | None) -> b
     try:
         middle = _METHOD_PARTS.get(method)
         if middle is None:
-            middle = _method_part(method)
+            middle = _remember(_METHOD_PARTS, method, _encode_str(method))
         if params is None:
             return f'{{"jsonrpc":"2.0","id":{rid},"method":{middle}}}'.encode()
         if _c_chunks is not None:
@@ -512,11 +498,14 @@ def serialize_request(rid: int, method: str, params: dict[str, Any] | None) -> b
                 if first == "name" and type(name) is str and type(arguments) is dict:
                     start = _TOOL_PARTS.get(name)
                     if start is None:
-                        start = _tool_part(name)
+                        start = _remember(_TOOL_PARTS, name,
+                                          '{"name":' + _encode_str(name) + ',"arguments":')
                     try:
                         body = "".join(_c_chunks(arguments, 0))
                     except (TypeError, ValueError) as exc:
-                        if sys.version_info >= (3, 14):   # as encoding all params would
+                        # From Python 3.14 the encoder notes on its errors where in the value
+                        # they happened; encoding the whole params would add this level's.
+                        if sys.version_info >= (3, 14):
                             exc.add_note("when serializing dict item 'arguments'")
                         raise
                     return (f'{{"jsonrpc":"2.0","id":{rid},"method":{middle},"params":'

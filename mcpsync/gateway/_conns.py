@@ -43,7 +43,6 @@ __all__ = ["PIPE_ATOMIC", "Conn", "HttpConn", "StdioConn", "open_conn"]
 _log = logging.getLogger("mcpsync.gateway")
 #: Writes up to this size to a pipe are atomic (POSIX PIPE_BUF; 4096 on Linux).
 PIPE_ATOMIC: Final = getattr(select, "PIPE_BUF", 512)
-_ATOMIC = PIPE_ATOMIC
 
 OnLine = Callable[[bytes], None]
 OnFailed = Callable[[IdKey, str], None]   # (the call's id key, why)
@@ -152,7 +151,7 @@ class StdioConn(Conn):
         larger frames wait for the writer thread, which waits as long as the server does."""
         frame = envelope.to_bytes()
         t = self._transport
-        if len(frame) >= _ATOMIC or t.ended:
+        if len(frame) >= PIPE_ATOMIC or t.ended:
             return False
         try:
             t.send_bytes_until(frame, 0.0)
@@ -165,7 +164,7 @@ class StdioConn(Conn):
     def try_send_raw(self, data: bytes) -> bool:
         """As :meth:`try_send`, for a read of the host's frames passed on whole: only when it
         fits in ``PIPE_BUF``."""
-        return len(data) <= _ATOMIC and self._transport.write_now(data)
+        return len(data) <= PIPE_ATOMIC and self._transport.write_now(data)
 
     def read(self, on_line: OnLine, on_failed: OnFailed,
              on_lines: OnLines | None = None) -> str:

@@ -50,7 +50,7 @@ from mcpsync.config import ServerConfig
 from mcpsync.config_files import load_config
 from mcpsync.errors import ConfigError, MCPError
 from mcpsync.gateway._bridge import upstream_factory
-from mcpsync.gateway._conns import _ATOMIC, Conn, StdioConn
+from mcpsync.gateway._conns import PIPE_ATOMIC, Conn, StdioConn
 from mcpsync.gateway._gather import DEFAULT_MERGE_TIMEOUT, check_merge_timeout
 from mcpsync.gateway._guard._core import PROCESS, Caller
 from mcpsync.gateway._guard._hooks import GuardHooks
@@ -434,7 +434,7 @@ class Gateway:
         lock, unlock = state_lock.acquire, state_lock.release
         inflight = upstream._inflight
         held = lines._buf
-        limit = min(_ATOMIC, self._max_frame)
+        limit = min(PIPE_ATOMIC, self._max_frame)
         seen: Conn | None = None   # the connection the write's bindings are for
         t: RawStdioTransport | None = None
         wlock, wunlock = lock, unlock   # rebound to the transport's write lock below

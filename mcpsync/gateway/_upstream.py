@@ -328,16 +328,12 @@ class Upstream:
         """Deliver one queued frame (``b""``: just start the server), starting or
         restarting the server first when it is not running."""
         is_request = isinstance(item, Envelope) and item.kind == "request"
-        if is_request:
-            assert isinstance(item, Envelope)
-            with self._state_lock:
-                answered = item.id_key not in self._inflight
-            if answered:
-                # Already answered while it waited here: its upstream died with it in
-                # flight (the death fails every call entered, queued ones too) or it was
-                # refused. Sending it now, to a restarted process, would give the host a
-                # second answer for one id.
-                return
+        if is_request and isinstance(item, Envelope) and self._answered(item):
+            # Already answered while it waited here: its upstream died with it in flight
+            # (the death fails every call entered, queued ones too) or it was refused.
+            # Sending it now, to a restarted process, would give the host a second answer
+            # for one id.
+            return
         if not self.running:
             if isinstance(item, Envelope) and not is_request and self._conn is not None:
                 return   # a notification or an answer for a process that is gone
@@ -354,12 +350,10 @@ class Upstream:
                 return
         if not isinstance(item, Envelope):
             return
-        if is_request:
+        if is_request and self._answered(item):
             # Once more after a restart: the old process's death was reported during
             # _launch (its reader is joined there), and may have failed this very call.
-            with self._state_lock:
-                if item.id_key not in self._inflight:
-                    return
+            return
         conn = self._conn
         assert conn is not None
         try:
@@ -371,6 +365,12 @@ class Upstream:
                                  f"which needs a strict JSON-RPC frame: {exc}")
         except MCPError as exc:   # TransportClosed: the reader reports the death
             _log.info("write to upstream %r failed: %s", self.id, exc)
+
+    def _answered(self, call: Envelope) -> bool:
+        """The queued request ``call`` is no longer in flight: it was answered (failed by a
+        death, or refused) while it waited for the writer thread."""
+        with self._state_lock:
+            return call.id_key not in self._inflight
 
     def _launch(self, *, replay: bool) -> None:
         """Open a connection (start the process) and its reader; replay the handshake

@@ -157,7 +157,6 @@ class StdioTransport(ProcessLifecycle):
         """True once :meth:`close` has run (a transport is never reopened)."""
         return self._closed
 
-
     def route_answers(self, answer: AnswerSink | None) -> None:
         """Hand plain result responses read alone (one line in one read, an integer id)
         straight to ``answer(id, result)`` while it returns True, instead of as frames from
