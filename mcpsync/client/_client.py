@@ -86,6 +86,7 @@ from mcpsync.protocol import (
     retry_version_from_error,
 )
 from mcpsync.session import RequestFuture, Session
+from mcpsync.session._base import Phase
 from mcpsync.transport.base import Transport
 from mcpsync.transport.memory import MemoryTransport
 from mcpsync.transport.stdio import StdioTransport
@@ -104,6 +105,7 @@ from mcpsync.types import (
 __all__ = ["Client", "ElicitationRequest", "SamplingRequest", "Subscription"]
 
 _log = logging.getLogger("mcpsync.client")
+_SESSION_OPEN = Phase.OPEN   # call_tool compares the session's phase by identity
 
 ProgressCallback = Callable[[float, "float | None", "str | None"], Any]
 
@@ -353,7 +355,9 @@ class Client(SessionLifecycle):
                 check_arguments(self._name, name, arguments, self._toolset,
                                 self._relist_tools)
         session = self._session
-        if session.lost is not None:
+        # An open session has no loss to report: its phase answers that without calling the
+        # ``lost`` property (a nested evaluation per call); any other phase asks it.
+        if session._phase is not _SESSION_OPEN and session.lost is not None:
             session = self._revive()
         modern = self._modern
         params: dict[str, Any] = {"name": name,

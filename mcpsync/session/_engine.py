@@ -97,6 +97,7 @@ SessionTransport = Transport
 
 _OPEN: Final = Phase.OPEN      # module globals: the hot path compares phases by identity
 _CLOSED: Final = Phase.CLOSED
+_new_call: Final = object.__new__
 
 
 # The pid of this process, refreshed in a forked child. Comparing it with the session's pid
@@ -131,6 +132,7 @@ def _with_token(params: Any, token: int) -> dict[str, Any]:
     meta["progressToken"] = token
     out["_meta"] = meta
     return out
+
 
 
 class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
@@ -359,9 +361,23 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
             # open, a bad timeout or method) goes through _open, which checks and words it.
             rid = next(self._ids)
             frame = jsonrpc.serialize_request(rid, method, params)
-            call = Call(rid, method, params,
-                        self._default_timeout if timeout is None else timeout, None, False,
-                        cancellable, time.monotonic(), self._max_timeout)
+            # Call(rid, method, params, timeout, None, False, cancellable, now, max_timeout),
+            # without calling the class: a class call runs __init__ as a nested evaluation
+            # that costs about as much again as these stores (docs/performance.md). A test
+            # holds every slot to what the constructor gives, so none can be missed here.
+            call = _new_call(Call)
+            call.id = rid
+            call.key = ("int", rid)
+            call.method = method
+            call.params = params
+            call.timeout = span = self._default_timeout if timeout is None else timeout
+            call.progress = call.future = call.lock = call.result = call.error = None
+            call.reset = call.ordered = call.answered = call.done = False
+            call.cancellable = cancellable
+            call.attended = True
+            now = time.monotonic()
+            call.deadline = now + span
+            call.limit = now + self._max_timeout
             pending = self._pending
             pending[call.key] = call
             if self._phase is not _OPEN:  # close()/loss may have swept before we registered

@@ -6,6 +6,7 @@ first)."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 import time
@@ -14,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from mcpsync.errors import ConnectionLost, ServerExited
+from mcpsync.errors import ConnectionLost, RequestTimeout, ServerExited
 from mcpsync.session import Session
 from mcpsync.session._call import Call
 
@@ -30,6 +31,40 @@ def peer(no_leaks: None) -> Iterator[Session]:
 
 def _call() -> Call:
     return Call(1, "m", None, 5.0, None, False, True, time.monotonic(), math.inf)
+
+
+@pytest.mark.parametrize(("timeout", "cancellable"), [(0.3, True), (0.4, False)])
+def test_the_usual_requests_record_has_every_slot_the_constructor_gives(
+        peer: Session, timeout: float, cancellable: bool) -> None:
+    """Session.request makes the usual call's record without calling Call (a hot-path
+    shortcut): caught while it waits, it matches Call(...) slot by slot, so a slot added to
+    Call and forgotten there fails here."""
+    seen: list[Call] = []
+    done = threading.Event()
+
+    def call() -> None:
+        with contextlib.suppress(RequestTimeout):
+            peer.request("ignore", {"n": 1}, timeout=timeout, cancellable=cancellable)
+        done.set()
+
+    threading.Thread(target=call, name="mcpsync-test-caller", daemon=True).start()
+    deadline = time.monotonic() + 5
+    while not seen and time.monotonic() < deadline:
+        seen = [c for c in list(peer._pending.values()) if c.method == "ignore"]
+        time.sleep(0.001)
+    assert seen, "the request never appeared in the pending table"
+    made = seen[0]
+    built = Call(made.id, "ignore", {"n": 1}, timeout, None, False, cancellable,
+                 made.deadline - (timeout), made.limit - made.deadline + (timeout))
+    assert type(made) is Call
+    for slot in Call.__slots__:
+        if slot in ("deadline", "limit", "lock", "done", "result", "error", "answered"):
+            continue   # the clock's values, and what waiting may have changed already
+        assert getattr(made, slot) == getattr(built, slot), slot
+        assert type(getattr(made, slot)) is type(getattr(built, slot)), slot
+    assert made.deadline == pytest.approx(built.deadline)
+    assert made.limit == pytest.approx(built.limit)
+    assert done.wait(10)
 
 
 def test_a_caller_that_never_sleeps_makes_no_lock() -> None:

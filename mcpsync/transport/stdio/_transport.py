@@ -363,6 +363,11 @@ class StdioTransport(ProcessLifecycle):
             except OSError as exc:
                 self._fail_rx(StreamError(f"reading from server {self.name!r}: {exc}",
                                           server=self.name), exc)
+            if n:  # _got, inlined for the usual read
+                try:
+                    return self._decoder.feed(self._rx_view[:n].tobytes())
+                except StreamError as exc:
+                    self._fail_rx(exc, None)
             return self._got(n)
 
     def _got(self, n: int) -> list[Message | Batch | ParseError] | None:
