@@ -565,7 +565,7 @@ class ExitWatch:
     """
 
     def __init__(self) -> None:
-        self._poller = select.poll()
+        self._poller: Any = None      # made by the first add(): no poll() on Windows
         self._watched: dict[int, _Watched] = {}   # by pidfd
 
     def __len__(self) -> int:
@@ -581,6 +581,8 @@ class ExitWatch:
         start = transport._claimed_at
         grace = max(0.0, transport._stdin_grace - (start - transport._stdin_closed_at))
         bound = start + CLOSE_BOUND
+        if self._poller is None:
+            self._poller = select.poll()
         self._watched[transport._pidfd] = _Watched(transport, key,
                                                    start + min(grace, CLOSE_BOUND), bound)
         self._poller.register(transport._pidfd, select.POLLIN)
