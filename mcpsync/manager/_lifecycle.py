@@ -412,9 +412,11 @@ class _Closing:
         entry = self.entries[index]
         assert entry is not None
         try:
-            if transport is not None:
-                transport.finish_claimed_close(exited)
-            close_entry(entry)
+            try:
+                if transport is not None:
+                    transport.finish_claimed_close(exited)   # closed, whatever it raises
+            finally:
+                close_entry(entry)
         except BaseException as exc:   # the entry is as closed as it gets; go on with others
             _log.debug("server %r: closing failed: %r", entry.server_id, exc)
         finally:

@@ -374,3 +374,25 @@ def test_a_stalled_teardown_does_not_hold_up_the_others(
         closed.set()                              # the stderr threads end (and close)
     assert took < 4.0, took                       # one after the other: 6 s or more
     assert all(pid_gone(pid) for pid in pids if pid is not None)
+
+
+def test_a_failing_finish_still_closes_the_rest_of_the_entry(
+        no_leaks: None, server: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Should a server's finish raise once the server is down, its client is closed all
+    the same (threads joined) and the other servers are not held up."""
+    manager = _manager(server, tmp_path, ["exit", "exit", "exit"])
+    transports = _transports(manager, 3)
+    pids = [t.pid for t in transports]
+    sessions = [manager.client(f"s{i}")._session for i in range(3)]
+    real = transports[1]._release
+
+    def broken(deadline: float, *, exited: bool, stdin_closed: bool) -> None:
+        real(deadline, exited=exited, stdin_closed=stdin_closed)
+        raise RuntimeError("the finish failed")
+
+    monkeypatch.setattr(transports[1], "_release", broken)
+    manager.close()
+    assert all(pid_gone(pid) for pid in pids if pid is not None)
+    assert _all_settled(transports)
+    assert all(session._close_done for session in sessions)   # the client's close ran
