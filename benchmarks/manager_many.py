@@ -21,6 +21,13 @@ Run: ``python benchmarks/manager_many.py [--servers 50] [--rounds 7] --server-di
 where DIR holds ``echo_server.py`` (a dependency-free MCP stdio server that exits at stdin
 EOF), which is started as ``python -S echo_server.py``. ``--affinity 1`` pins this process
 and the servers to CPU 1.
+
+``--baseline DIR`` (a folder holding another version's ``mcpsync`` package, for example
+main's, unpacked with ``git archive``) adds ``mcpsync@base`` to the same rounds. Then both
+Managers run in worker processes of their own (the same script, one importing this tree's
+``mcpsync``, the other the baseline's), each timing its rounds with its own clocks, so that
+neither pays for the other's imports or threads; the floor stays in this process. Each
+round runs the floor, then the two Managers, in an order that alternates round by round.
 """
 
 from __future__ import annotations
@@ -112,22 +119,89 @@ def manager_round(argv: list[str], servers: int) -> Timing:
             "close_ms": close_wall, "close_cpu_ms": close_cpu}
 
 
+class _Worker:
+    """A worker process running Manager rounds on request, importing ``mcpsync`` from
+    ``path`` (``None``: wherever this interpreter finds it)."""
+
+    def __init__(self, path: str | None, server_dir: Path, servers: int) -> None:
+        env = dict(os.environ)
+        if path is not None:
+            env["PYTHONPATH"] = os.pathsep.join(
+                p for p in (os.path.abspath(path), os.environ.get("PYTHONPATH")) if p)
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--worker", "--server-dir", str(server_dir),
+             "--servers", str(servers)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            env=env, text=True)
+        self.package = self._ask("where")["package"]
+
+    def _ask(self, what: str) -> dict[str, object]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(what + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the worker ended (status {self.proc.wait()})")
+        answer: dict[str, object] = json.loads(line)
+        return answer
+
+    def round(self) -> Timing:
+        return {k: float(v) for k, v in self._ask("round").items()}  # type: ignore[arg-type]
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
+def worker(server_dir: Path, servers: int) -> None:
+    """The worker's side: warm up, then answer ``where`` and ``round`` lines on stdin."""
+    import mcpsync
+
+    argv = [sys.executable, "-S", str(server_dir / "echo_server.py")]
+    manager_round(argv, min(servers, 4))
+    for line in sys.stdin:
+        if line.strip() == "where":
+            answer: object = {"package": os.path.dirname(mcpsync.__file__)}
+        else:
+            answer = manager_round(argv, servers)
+        print(json.dumps(answer), flush=True)
+
+
 def _median(rounds: list[Timing], key: str) -> float:
     return statistics.median(r[key] for r in rounds)
 
 
-def run(server_dir: Path, servers: int, rounds: int) -> dict[str, dict[str, float]]:
+def run(server_dir: Path, servers: int, rounds: int,
+        baseline: str | None = None) -> dict[str, dict[str, float]]:
     """Alternate floor and Manager rounds; return the medians of each figure per client."""
     script = server_dir / "echo_server.py"
     if not script.is_file():
         raise SystemExit(f"no echo_server.py in {server_dir}; pass --server-dir DIR")
     argv = [sys.executable, "-S", str(script)]
     floor_round(argv, min(servers, 4))   # warm the page cache and the imports
-    manager_round(argv, min(servers, 4))
     results: dict[str, list[Timing]] = {"floor": [], "mcpsync": []}
-    for _ in range(rounds):
-        results["floor"].append(floor_round(argv, servers))
-        results["mcpsync"].append(manager_round(argv, servers))
+    if baseline is None:
+        manager_round(argv, min(servers, 4))
+        for _ in range(rounds):
+            results["floor"].append(floor_round(argv, servers))
+            results["mcpsync"].append(manager_round(argv, servers))
+    else:
+        workers = {"mcpsync": _Worker(None, server_dir, servers),
+                   "mcpsync@base": _Worker(baseline, server_dir, servers)}
+        try:
+            for label, each in workers.items():
+                print(f"{label}: {each.package}", file=sys.stderr, flush=True)
+            if workers["mcpsync"].package == workers["mcpsync@base"].package:
+                raise SystemExit(f"--baseline {baseline}: both import the same mcpsync")
+            results["mcpsync@base"] = []
+            for n in range(rounds):
+                results["floor"].append(floor_round(argv, servers))
+                for label in (("mcpsync", "mcpsync@base") if n % 2 == 0
+                              else ("mcpsync@base", "mcpsync")):
+                    results[label].append(workers[label].round())
+        finally:
+            for each in workers.values():
+                each.close()
     keys = ("start_ms", "start_cpu_ms", "close_ms", "close_cpu_ms")
     return {label: {key: _median(runs, key) for key in keys} for label, runs in results.items()}
 
@@ -136,10 +210,10 @@ def report(medians: dict[str, dict[str, float]], servers: int, rounds: int) -> N
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     floor = medians["floor"]
     print(f"{servers} servers, {rounds} rounds, medians, load average {load:.2f}")
-    print(f"{'client':<10} {'start ms':>9} {'x floor':>8} {'CPU ms':>8} "
+    print(f"{'client':<12} {'start ms':>9} {'x floor':>8} {'CPU ms':>8} "
           f"{'close ms':>9} {'x floor':>8} {'CPU ms':>8}")
     for label, m in medians.items():
-        print(f"{label:<10} {m['start_ms']:9.1f} {m['start_ms'] / floor['start_ms']:8.2f} "
+        print(f"{label:<12} {m['start_ms']:9.1f} {m['start_ms'] / floor['start_ms']:8.2f} "
               f"{m['start_cpu_ms']:8.1f} {m['close_ms']:9.1f} "
               f"{m['close_ms'] / floor['close_ms']:8.2f} {m['close_cpu_ms']:8.1f}")
 
@@ -153,10 +227,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--affinity", type=int, default=None,
                         help="pin this process (and so the servers) to this CPU")
     parser.add_argument("--json", action="store_true", help="print the medians as JSON")
+    parser.add_argument("--baseline", metavar="DIR",
+                        help="a folder holding another version's mcpsync package, timed in "
+                             "the same rounds as mcpsync@base")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.affinity is not None:
         os.sched_setaffinity(0, {args.affinity})
-    medians = run(args.server_dir, args.servers, args.rounds)
+    if args.worker:
+        worker(args.server_dir, args.servers)
+        return
+    if args.baseline is not None and not os.path.isfile(
+            os.path.join(args.baseline, "mcpsync", "__init__.py")):
+        parser.error(f"--baseline {args.baseline}: no mcpsync package in that folder")
+    medians = run(args.server_dir, args.servers, args.rounds, args.baseline)
     if args.json:
         print(json.dumps({"servers": args.servers, "rounds": args.rounds, "medians": medians}))
     else:

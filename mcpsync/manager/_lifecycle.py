@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from mcpsync._threads import spawn
+from mcpsync._threads import join_all, spawn
 from mcpsync.client._connect import connect
 from mcpsync.client._options import ClientOptions
 from mcpsync.config import ServerConfig
@@ -29,9 +31,11 @@ from mcpsync.secrets import (
     check_secret_config,
     write_secret_file,
 )
+from mcpsync.transport.stdio import StdioTransport
+from mcpsync.transport.stdio._lifecycle import ExitWatch
 
-__all__ = ["begin_close_entry", "begin_discovery", "close_config_auth", "close_entry",
-           "spawn_entry", "watch_tool_list"]
+__all__ = ["begin_close_entry", "begin_discovery", "close_config_auth", "close_entries",
+           "close_entry", "spawn_entry", "watch_tool_list"]
 
 _log = logging.getLogger("mcpsync.manager")
 
@@ -206,6 +210,222 @@ def close_entry(entry: ServerEntry) -> None:
         if thread is not None and thread is not threading.current_thread():
             thread.join(5.0)
         entry.remove_secret()
+
+
+#: A teardown still running after this long (a thread it joins is held by a callback of
+#: yours, say) makes :func:`close_entries` start another teardown thread for those queued
+#: behind it, so that one slow server delays the others by at most this much.
+TEARDOWN_STALL = 0.05
+
+
+def close_entries(entries: list[ServerEntry], timeout: float) -> list[ServerEntry]:
+    """Close every entry at once within ``timeout`` seconds in all; return those still
+    closing then (their close goes on, on daemon threads).
+
+    The entries are taken out of ``entries`` (the list is left empty): each is let go as
+    soon as it is closed, so that its client's objects are freed on the teardown thread
+    while other servers are still exiting, not all at once when ``close()`` returns.
+
+    What ``Manager.close()`` does. One thread, ``mcpsync-close-wait``, tells every server to
+    stop (:func:`begin_close_entry`), then waits for all the stdio servers' exits at once
+    and signals those that linger, each on the bounded schedule of a single close (see
+    ``ExitWatch``); each server that exited is torn down (threads joined, descriptors
+    closed, secret file deleted) on a teardown thread, ``mcpsync-close-<n>``: one, and
+    another only when every one is held up for ``TEARDOWN_STALL``. Before, a thread per
+    server waited for its own server's exit: starting, waking and joining those 50 threads
+    was most of the CPU a close of 50 servers took. A server that cannot be watched that
+    way (an HTTP server, one with a tool-list watch, one whose stdin stayed open because a
+    write held it, one another thread is closing) is closed whole on a thread of its own,
+    in parallel, as before.
+
+    The calling thread only waits: interrupted (Ctrl-C), it leaves, and the close carries
+    on in the background to its end, every thread joined by the one that started it.
+    """
+    closing = _Closing(entries[:])
+    entries.clear()
+    deadline = time.monotonic() + timeout
+    closing.start()
+    closing.all_done.wait(timeout)
+    join_all(closing.threads(), deadline)
+    return closing.unfinished()
+
+
+class _Closing:
+    """The state of one :func:`close_entries`: the watch's thread, the teardown queue and
+    its threads, and which entries are done."""
+
+    def __init__(self, entries: list[ServerEntry]) -> None:
+        # Each becomes None once closed (see close_entries).
+        self.entries: list[ServerEntry | None] = list(entries)
+        self.all_done = threading.Event()
+        self._lock = threading.Lock()
+        self._work = threading.Condition(self._lock)      # a job queued, or no more jobs
+        self._drained = threading.Condition(self._lock)   # the queue just emptied
+        # (entry index, its claimed transport, what the watch found: see _close_one)
+        self._jobs: deque[tuple[int, StdioTransport | None, bool | None]] = deque()
+        self._no_more = False
+        self._idle = 0
+        self._busy: dict[int, float] = {}                 # worker number: since when
+        self._done = [False] * len(entries)
+        self._left = len(entries)
+        self._threads: list[threading.Thread] = []
+        self._count = 0
+        if not entries:
+            self.all_done.set()
+
+    def start(self) -> None:
+        with self._lock:
+            self._threads.append(spawn("mcpsync-close-wait", self._coordinate))
+
+    def threads(self) -> list[threading.Thread]:
+        with self._lock:
+            return list(self._threads)
+
+    def unfinished(self) -> list[ServerEntry]:
+        with self._lock:
+            return [entry for entry, done in zip(self.entries, self._done, strict=True)
+                    if not done and entry is not None]
+
+    # -- the watching thread ---------------------------------------------------------------
+
+    def _coordinate(self) -> None:
+        """Thread ``mcpsync-close-wait``: tell every server to stop, watch the exits of
+        those it could claim, hand each settled one to a teardown thread, and see that the
+        teardowns keep moving until the last is taken."""
+        watch = ExitWatch()
+        claimed: dict[int, StdioTransport] = {}
+        handed = 0    # entries [0, handed) are watched or closing alone
+        try:
+            for index in range(len(self.entries)):
+                transport = self._begin(index)
+                if transport is not None:
+                    claimed[index] = transport
+                    watch.add(transport, index)
+                else:
+                    self._alone(index)
+                handed = index + 1
+            transport = None   # the teardowns are to let go of it (see close_entries)
+            while len(watch):
+                for key, exited in watch.step(self._supervise()):
+                    assert isinstance(key, int)
+                    self._submit(key, claimed.pop(key), exited)
+        except BaseException:   # a bug: whatever is left is closed in full all the same
+            for index, transport in claimed.items():   # the finish runs the whole sequence
+                self._submit(index, transport, None)
+            for index in range(handed, len(self.entries)):
+                if index not in claimed:
+                    self._alone(index)
+            raise
+        finally:
+            self._wind_down()
+
+    def _begin(self, index: int) -> StdioTransport | None:
+        """Tell the server to stop; return its transport if the watch can take its close
+        over (a stdio server whose stdin is closed now, no tool-list watch open)."""
+        entry = self.entries[index]
+        assert entry is not None   # none is closed before it is handed over
+        begin_close_entry(entry)
+        transport = entry.client._transport
+        if (isinstance(transport, StdioTransport) and entry.list_watch is None
+                and transport.claim_close()):
+            return transport
+        return None
+
+    def _wind_down(self) -> None:
+        """Keep the teardowns moving until every queued one is taken, then let the teardown
+        threads end."""
+        with self._lock:
+            while self._jobs:
+                wait = self._stall_check(time.monotonic())
+                self._drained.wait(wait)
+            self._no_more = True
+            self._idle = 0
+            self._work.notify_all()
+
+    def _supervise(self) -> float | None:
+        with self._lock:
+            return self._stall_check(time.monotonic())
+
+    def _stall_check(self, now: float) -> float | None:
+        """Under the lock: start another teardown thread when jobs wait and every thread
+        has been busy for ``TEARDOWN_STALL``; return how long until the next look (None:
+        nothing to look after)."""
+        if not self._jobs or self._idle:
+            return None
+        if not self._busy:
+            self._spawn_worker()
+            return None
+        newest = max(self._busy.values())
+        if now - newest >= TEARDOWN_STALL:
+            self._spawn_worker()
+            return TEARDOWN_STALL
+        return newest + TEARDOWN_STALL - now
+
+    def _submit(self, index: int, transport: StdioTransport | None,
+                exited: bool | None) -> None:
+        with self._lock:
+            self._jobs.append((index, transport, exited))
+            if self._idle:
+                self._idle -= 1    # taken off here: a second job must not count on it too
+                self._work.notify()
+            elif not self._busy:
+                self._spawn_worker()
+
+    def _spawn_worker(self) -> None:
+        """Under the lock: one more teardown thread."""
+        self._count += 1
+        number = self._count
+        self._busy[number] = time.monotonic()   # busy until it asks for its first job
+        self._threads.append(spawn(f"mcpsync-close-{number}", self._teardowns, number))
+
+    def _alone(self, index: int) -> None:
+        """Close an entry the watch does not hold, whole, on a thread of its own."""
+        with self._lock:
+            self._count += 1
+            self._threads.append(spawn(f"mcpsync-close-{self._count}", self._close_one,
+                                       index, None, None))
+
+    # -- the teardown threads --------------------------------------------------------------
+
+    def _teardowns(self, number: int) -> None:
+        """Thread ``mcpsync-close-<n>``: tear down settled servers until there are no more."""
+        while True:
+            with self._lock:
+                del self._busy[number]
+                while not self._jobs:
+                    if self._no_more:
+                        return
+                    self._idle += 1   # whoever wakes us takes us off the count
+                    self._work.wait()
+                index, transport, exited = self._jobs.popleft()
+                self._busy[number] = time.monotonic()
+                if not self._jobs:
+                    self._drained.notify()
+            self._close_one(index, transport, exited)
+            transport = None   # let it go now, not at the next job
+
+    def _close_one(self, index: int, transport: StdioTransport | None,
+                   exited: bool | None) -> None:
+        """Close one entry: first its claimed transport's finish (``exited`` as the watch
+        found it; ``None``, the watch never ran: the whole shutdown), then the rest of the
+        client and the entry (which then finds its transport closed)."""
+        entry = self.entries[index]
+        assert entry is not None
+        try:
+            try:
+                if transport is not None:
+                    transport.finish_claimed_close(exited)   # closed, whatever it raises
+            finally:
+                close_entry(entry)
+        except BaseException as exc:   # the entry is as closed as it gets; go on with others
+            _log.debug("server %r: closing failed: %r", entry.server_id, exc)
+        finally:
+            with self._lock:
+                self.entries[index] = None
+                self._done[index] = True
+                self._left -= 1
+                if self._left == 0:
+                    self.all_done.set()
 
 
 def close_config_auth(configs: Iterable[ServerConfig]) -> None:

@@ -41,9 +41,9 @@ from mcpsync.errors import (
     UsedAfterFork,
 )
 from mcpsync.manager._lifecycle import (
-    begin_close_entry,
     begin_discovery,
     close_config_auth,
+    close_entries,
     close_entry,
     spawn_entry,
     watch_tool_list,
@@ -403,21 +403,19 @@ class Manager:
             self._entries.clear()
             self._start_errors.clear()
         _managers.discard(self)
+        configs = [*self._configs, *(e.config for e in entries)]
         if entries:
             # Two phases, as a client closing many servers by hand would: every server is
-            # told to stop first (stdin closed, here, one after another: no waiting), then
-            # each is waited for (and signalled if it lingers) on its own thread.
-            for entry in entries:
-                begin_close_entry(entry)
-            _, unfinished = run_parallel(close_entry, entries, what="close",
-                                         limit=len(entries), timeout=CLOSE_TIMEOUT)
+            # told to stop first (stdin closed, one after another: no waiting), then all
+            # are waited for at once (and signalled if they linger), and each torn down as
+            # it exits. close_entries() takes the entries out of the list.
+            unfinished = close_entries(entries, CLOSE_TIMEOUT)
             if unfinished:
-                for index in unfinished:   # the process is being killed: the file goes now
-                    entries[index].remove_secret()
+                for entry in unfinished:   # the process is being killed: the file goes now
+                    entry.remove_secret()
                 _log.warning("Manager.close(): servers still stopping after %.0f s: %s",
-                             CLOSE_TIMEOUT,
-                             ", ".join(repr(entries[i].server_id) for i in unfinished))
-        close_config_auth([*self._configs, *(e.config for e in entries)])
+                             CLOSE_TIMEOUT, ", ".join(repr(e.server_id) for e in unfinished))
+        close_config_auth(configs)
 
     def __enter__(self) -> Manager:
         self._check()

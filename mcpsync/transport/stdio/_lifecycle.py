@@ -42,7 +42,7 @@ from ._pump import StdoutPump
 from ._stderr import StderrDrain, excerpt
 from ._writer import FrameFinisher
 
-__all__ = ["ProcessLifecycle"]
+__all__ = ["ExitWatch", "ProcessLifecycle"]
 
 # Grace periods of the shutdown sequence. Module constants so that tests may patch them.
 STDIN_GRACE = 2.0
@@ -151,6 +151,9 @@ class ProcessLifecycle:
     _finisher: FrameFinisher | None
     _stdin_grace: float
     _stdin_closed_at: float
+    #: When claim_close() took the close over (a class default: the transport sets no
+    #: such attribute of its own).
+    _claimed_at: float = 0.0
 
     if TYPE_CHECKING:
         def wake(self) -> None:
@@ -343,8 +346,6 @@ class ProcessLifecycle:
             self._stdin_closed_at = time.monotonic()
 
     def _shutdown(self) -> None:
-        proc = self._proc
-        assert proc is not None
         now = time.monotonic()
         deadline = now + CLOSE_BOUND
 
@@ -373,6 +374,18 @@ class ProcessLifecycle:
         if not exited:
             self._signal_group(kill=True)
             exited = self._wait_exited(max(left(KILL_WAIT), 0.05))
+        self._release(deadline, exited=exited, stdin_closed=stdin_closed)
+
+    def _release(self, deadline: float, *, exited: bool, stdin_closed: bool) -> None:
+        """The end of the shutdown, once the server exited (or was given up after SIGKILL):
+        kill its group's orphans, reap it, join the threads and close every descriptor,
+        each wait bounded by ``deadline``."""
+        proc = self._proc
+        assert proc is not None
+
+        def left(step: float) -> float:
+            return max(0.0, min(step, deadline - time.monotonic()))
+
         # The leader is gone (and, with a pidfd, not yet reaped): anything left in its group
         # is an orphan of the server, which must not outlive close().
         self._signal_group(kill=True, leftovers_only=True)
@@ -407,6 +420,51 @@ class ProcessLifecycle:
         elif self._holds_spawner:
             self._holds_spawner = False
             _spawner.release()
+
+    # ------------------------------------------------------------------ many at once
+
+    def claim_close(self) -> bool:
+        """Take this transport's close over for an :class:`ExitWatch`; True when the caller
+        now owns it and must end it with :meth:`finish_claimed_close`.
+
+        Only a server whose stdin :meth:`close_input` already closed, and whose exit a pidfd
+        reports, can be watched that way; otherwise (or when another thread is closing it)
+        this returns False and the caller closes it with :meth:`close`. The close lock is
+        held from here to the finish, so a :meth:`close` from any other thread meanwhile
+        waits for the whole shutdown and then returns, as it does when two threads close.
+        Never waits.
+        """
+        if (self._proc is None or self._pidfd < 0 or not self._stdin_closed_at
+                or self._stdin_fd >= 0 or self.forked()):
+            return False
+        if not self._close_lock.acquire(blocking=False):
+            return False
+        if self._closed or self._closing or self._pidfd < 0:
+            self._close_lock.release()
+            return False
+        self._closing = True
+        self._rx_done = True
+        self._claimed_at = time.monotonic()
+        return True
+
+    def finish_claimed_close(self, exited: bool | None) -> None:
+        """End a close that :meth:`claim_close` took over, on any thread.
+
+        ``exited`` is what the watch found: True, the server exited; False, it was given up
+        after SIGKILL; ``None``, the watch did not run its sequence, so the whole shutdown
+        (waits and signals included) runs here, as in :meth:`close`.
+        """
+        try:
+            if exited is None:
+                self._shutdown()
+            else:
+                if self._rx_lock.locked():   # a receive() still waits: let it return
+                    self.wake()
+                self._release(self._claimed_at + CLOSE_BOUND, exited=exited,
+                              stdin_closed=True)
+        finally:
+            self._closed = True
+            self._close_lock.release()
 
     def hurry(self) -> None:
         """Make :meth:`close` send SIGTERM right after closing stdin (no 2 s grace): for a
@@ -476,3 +534,92 @@ class ProcessLifecycle:
         self._proc = None
         self._holds_spawner = False
 
+
+
+class _Watched:
+    """One server in an :class:`ExitWatch`: where it is in the shutdown sequence."""
+
+    __slots__ = ("bound", "due", "key", "stage", "transport")
+
+    def __init__(self, transport: ProcessLifecycle, key: object, due: float,
+                 bound: float) -> None:
+        self.transport = transport
+        self.key = key
+        self.stage = 0        # 0: stdin closed; 1: SIGTERM sent; 2: SIGKILL sent
+        self.due = due        # when the next step is due if the server has not exited
+        self.bound = bound    # CLOSE_BOUND after the claim
+
+
+class ExitWatch:
+    """The exits of many servers whose close was claimed (:meth:`ProcessLifecycle.claim_close`),
+    waited for together by one thread.
+
+    Each server keeps the sequence of :meth:`ProcessLifecycle.close`: SIGTERM to its process
+    group once the stdin grace has run (counted from the moment its stdin was closed),
+    SIGKILL after the TERM grace, given up ``KILL_WAIT`` later, all within ``CLOSE_BOUND`` of
+    the claim. One ``poll()`` on every pidfd replaces a waiting thread per server, which is
+    what closing many servers costs most. The watch only waits and signals: it never reaps a
+    server (the pid, and so the group id, stays ours until the finish) and never closes a
+    descriptor; :meth:`ProcessLifecycle.finish_claimed_close` does the rest, on whichever
+    thread the owner chooses, so that a slow finish never delays another server's signal.
+    """
+
+    def __init__(self) -> None:
+        self._poller: Any = None      # made by the first add(): no poll() on Windows
+        self._watched: dict[int, _Watched] = {}   # by pidfd
+
+    def __len__(self) -> int:
+        return len(self._watched)
+
+    def keys(self) -> list[object]:
+        """The keys of the servers still watched (not yet returned by :meth:`step`)."""
+        return [w.key for w in self._watched.values()]
+
+    def add(self, transport: ProcessLifecycle, key: object) -> None:
+        """Watch a server whose close ``claim_close()`` just took over; ``key`` names it in
+        what :meth:`step` returns."""
+        start = transport._claimed_at
+        grace = max(0.0, transport._stdin_grace - (start - transport._stdin_closed_at))
+        bound = start + CLOSE_BOUND
+        if self._poller is None:
+            self._poller = select.poll()
+        self._watched[transport._pidfd] = _Watched(transport, key,
+                                                   start + min(grace, CLOSE_BOUND), bound)
+        self._poller.register(transport._pidfd, select.POLLIN)
+
+    def step(self, timeout: float | None) -> list[tuple[object, bool]]:
+        """Wait up to ``timeout`` seconds (``None``: until something happens) for exits,
+        never past the next signal due; send the signals due. Returns ``(key, exited)`` for
+        every server settled meanwhile: exited (True), or given up after SIGKILL (False)."""
+        watched = self._watched
+        if not watched:
+            return []
+        due = min(w.due for w in watched.values())
+        wait = max(0.0, due - time.monotonic())
+        if timeout is not None:
+            wait = min(wait, timeout)
+        settled: list[tuple[object, bool]] = []
+        for fd, _ in self._poller.poll(_poll_ms(wait)):
+            self._poller.unregister(fd)
+            settled.append((watched.pop(fd).key, True))
+        now = time.monotonic()
+        for fd, w in list(watched.items()):
+            if w.due <= now:
+                self._advance(fd, w, settled)
+        return settled
+
+    def _advance(self, fd: int, w: _Watched, settled: list[tuple[object, bool]]) -> None:
+        """The next step of a server that has not exited by its due time: as in ``close()``,
+        SIGTERM after the stdin grace, SIGKILL after the TERM grace, then give it up."""
+        if w.stage == 2:
+            self._poller.unregister(fd)
+            del self._watched[fd]
+            settled.append((w.key, False))
+            return
+        w.transport._signal_group(kill=w.stage == 1)
+        now = time.monotonic()
+        left = max(0.0, w.bound - now)
+        if w.stage == 0:
+            w.stage, w.due = 1, now + min(TERM_GRACE, left)
+        else:
+            w.stage, w.due = 2, now + max(min(KILL_WAIT, left), 0.05)

@@ -1,0 +1,192 @@
+"""Closing many stdio servers with one thread: ``claim_close()``, ``ExitWatch`` and
+``finish_claimed_close()``.
+
+The Manager closes its servers this way: stdin closed first (``close_input()``), then the
+close claimed, every claimed server's exit watched by one ``poll()`` on all the pidfds, with
+SIGTERM and SIGKILL sent on each one's own schedule, and each finished (reaped, threads
+joined, descriptors closed) as it exits. What must hold, with real processes: the sequence
+of a single ``close()`` (SIGTERM only after the stdin grace, counted from the stdin close;
+SIGKILL only after the TERM grace), a server given up after SIGKILL settled at once rather
+than waited for, a ``close()`` from another thread during a claim waiting for the whole
+shutdown, a claim refused whenever it cannot keep those promises, and nothing left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from helpers import open_fds
+
+from mcpsync.transport.stdio import StdioTransport, _lifecycle as stdio, _spawner
+
+pytestmark = pytest.mark.timeout(60)
+
+# At stdin EOF: "exit" exits; "linger" waits for SIGTERM; "deaf" ignores SIGTERM too.
+SERVER = r'''
+import signal, sys, time
+mode = sys.argv[1]
+if mode == "deaf":
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+sys.stdin.buffer.read()
+if mode == "exit":
+    sys.exit(0)
+while True:
+    time.sleep(1)
+'''
+
+GRACE = 0.6
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Path:
+    path = tmp_path / "server.py"
+    path.write_text(SERVER, encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def short_graces(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stdio, "STDIN_GRACE", GRACE)
+    monkeypatch.setattr(stdio, "TERM_GRACE", GRACE)
+    monkeypatch.setattr(stdio, "KILL_WAIT", 0.2)
+
+
+def _started(server: Path, mode: str, name: str) -> StdioTransport:
+    t = StdioTransport([sys.executable, str(server), mode], name=name)
+    t.start()
+    return t
+
+
+def _death_time(pid: int, out: dict[int, float]) -> threading.Thread:
+    """A thread noting when ``pid`` dies (its own pidfd turns readable)."""
+    fd = os.pidfd_open(pid)
+
+    def watch() -> None:
+        try:
+            poller = select.poll()
+            poller.register(fd, select.POLLIN)
+            poller.poll(30_000)
+            out[pid] = time.monotonic()
+        finally:
+            os.close(fd)
+
+    thread = threading.Thread(target=watch, name="test-death-watch")
+    thread.start()
+    return thread
+
+
+def _watch_all(transports: list[StdioTransport]) -> dict[int, bool]:
+    """Claim every transport, watch them to the end, finish each as it settles."""
+    watch = stdio.ExitWatch()
+    for index, t in enumerate(transports):
+        t.close_input()
+        assert t.claim_close()
+        watch.add(t, index)
+    settled: dict[int, bool] = {}
+    while len(watch):
+        for key, exited in watch.step(None):
+            assert isinstance(key, int)
+            settled[key] = exited
+            transports[key].finish_claimed_close(exited)
+    return settled
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="needs pidfd_open")
+def test_the_watch_keeps_each_servers_sequence(no_leaks: None, server: Path,
+                                               short_graces: None) -> None:
+    fds = open_fds()
+    modes = ["exit", "exit", "linger", "deaf"]
+    transports = [_started(server, mode, f"w{i}") for i, mode in enumerate(modes)]
+    pids = [t.pid for t in transports]
+    assert all(isinstance(pid, int) for pid in pids)
+    deaths: dict[int, float] = {}
+    watchers = [_death_time(pid, deaths) for pid in pids if pid is not None]
+    began = time.monotonic()
+    settled = _watch_all(transports)
+    for w in watchers:
+        w.join(10)
+    assert settled == {0: True, 1: True, 2: True, 3: True}
+    assert [t.returncode() for t in transports] == [0, 0, -signal.SIGTERM, -signal.SIGKILL]
+    linger, deaf = (deaths[pid] - began for pid in pids[2:] if pid is not None)
+    assert linger >= GRACE - 0.05           # SIGTERM only once the stdin grace had run
+    assert deaf >= 2 * GRACE - 0.05         # SIGKILL only once the TERM grace had run too
+    assert all(t.closed for t in transports)
+    assert open_fds() <= fds
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="needs pidfd_open")
+def test_a_server_that_never_dies_is_given_up_not_waited_for(
+        no_leaks: None, server: Path, short_graces: None, caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGKILL that does not take (here: never delivered) settles the server KILL_WAIT
+    later as given up: its threads are joined and descriptors closed all the same, with a
+    warning, and the watch does not wait for it any longer."""
+    fds = open_fds()
+    stuck = _started(server, "deaf", "stuck")
+    quick = _started(server, "exit", "quick")
+    sent: list[bool] = []
+    monkeypatch.setattr(stuck, "_signal_group",
+                        lambda *, kill, leftovers_only=False: sent.append(kill))
+    began = time.monotonic()
+    settled = _watch_all([stuck, quick])
+    took = time.monotonic() - began
+    assert settled == {0: False, 1: True}
+    assert sent[:2] == [False, True]                # TERM, then KILL, then given up
+    assert took < 2 * GRACE + 0.2 + 2.0             # not the close bound, nor more
+    assert stuck.closed and stuck.returncode() is None
+    assert any("could not be reaped" in r.getMessage() for r in caplog.records)
+    # Clean up what close() leaves to the process's owner: the process itself and the
+    # spawner reference an unreaped server keeps.
+    assert stuck.pid is not None
+    os.kill(stuck.pid, signal.SIGKILL)
+    assert stuck._proc is not None
+    stuck._proc.wait(10)
+    _spawner.release()
+    assert open_fds() <= fds
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="needs pidfd_open")
+def test_close_from_another_thread_during_a_claim_waits_for_the_end(
+        no_leaks: None, server: Path, short_graces: None) -> None:
+    t = _started(server, "linger", "claimed")
+    t.close_input()
+    assert t.claim_close()
+    returned: list[float] = []
+    closer = threading.Thread(target=lambda: (t.close(), returned.append(time.monotonic())),
+                              name="test-closer")
+    closer.start()
+    time.sleep(0.1)
+    assert not returned                    # it waits for the claimed close
+    watch = stdio.ExitWatch()
+    watch.add(t, "only")
+    settled: list[tuple[object, bool]] = []
+    while len(watch):
+        settled += watch.step(None)
+    finished = time.monotonic()
+    t.finish_claimed_close(settled[0][1])
+    closer.join(10)
+    assert settled == [("only", True)]
+    assert returned and returned[0] >= finished
+    assert t.closed and t.returncode() == -signal.SIGTERM
+
+
+def test_a_claim_is_refused_when_it_could_not_keep_the_sequence(
+        no_leaks: None, server: Path) -> None:
+    t = _started(server, "exit", "refused")
+    assert not t.claim_close()             # stdin still open: close() must handle it
+    t.close_input()
+    other = threading.Thread(target=t.close, name="test-closer")
+    with t._close_lock:                    # another thread is inside close()
+        assert not t.claim_close()
+        other.start()
+    other.join(10)
+    assert t.closed
+    assert not t.claim_close()             # closed
+    assert not StdioTransport([sys.executable, "-c", "pass"], name="new").claim_close()
