@@ -31,6 +31,7 @@ from mcpsync.secrets import (
     check_secret_config,
     write_secret_file,
 )
+from mcpsync.session._base import MAIN_THREAD_SLICE
 from mcpsync.transport.stdio import StdioTransport
 from mcpsync.transport.stdio._lifecycle import ExitWatch
 
@@ -174,11 +175,11 @@ def begin_close_entry(entry: ServerEntry) -> None:
     """Begin an entry's close without waiting for anything: no re-discovery starts, and
     the server is told to stop (a stdio server's stdin is closed, so it starts exiting).
 
-    ``Manager.close()`` calls it on every server, one after another on its own thread,
-    before :func:`close_entry` waits for each in parallel: all the servers then exit at
-    once, as if their stdins had been closed together, rather than each when its closing
-    thread gets to it. A server with a tool-list watch open is left to :func:`close_entry`
-    (ending the watch is an exchange with the server).
+    ``Manager.close()`` calls it on every server, one after another on the close's
+    waiting thread (see :func:`close_entries`), before any server is waited for: all the
+    servers then exit at once, as if their stdins had been closed together. A server with
+    a tool-list watch open is left to :func:`close_entry` (ending the watch is an exchange
+    with the server).
     """
     with entry.discover_lock:
         entry.closing = True          # no re-discovery starts after this
@@ -238,14 +239,25 @@ def close_entries(entries: list[ServerEntry], timeout: float) -> list[ServerEntr
     write held it, one another thread is closing) is closed whole on a thread of its own,
     in parallel, as before.
 
-    The calling thread only waits: interrupted (Ctrl-C), it leaves, and the close carries
-    on in the background to its end, every thread joined by the one that started it.
+    The calling thread only waits (on the main thread in slices of ``MAIN_THREAD_SLICE``,
+    so that a simulated Ctrl-C is seen too): interrupted, it leaves, and the close carries
+    on in the background to its end; its threads, all daemons, end by themselves (the
+    teardown threads when no job is left) and are joined here when nothing interrupts.
     """
     closing = _Closing(entries[:])
     entries.clear()
     deadline = time.monotonic() + timeout
     closing.start()
-    closing.all_done.wait(timeout)
+    if threading.current_thread() is threading.main_thread():
+        # In short slices: a simulated Ctrl-C (``_thread.interrupt_main()``) is only seen
+        # between two waits, where a real SIGINT interrupts the wait itself.
+        while not closing.all_done.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            closing.all_done.wait(min(left, MAIN_THREAD_SLICE))
+    else:
+        closing.all_done.wait(timeout)
     join_all(closing.threads(), deadline)
     return closing.unfinished()
 

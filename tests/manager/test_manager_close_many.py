@@ -7,6 +7,7 @@ server that exits because we closed its stdin, and close() being idempotent from
 
 from __future__ import annotations
 
+import _thread
 import json
 import logging
 import os
@@ -259,6 +260,42 @@ def test_ctrl_c_during_close_leaves_nothing_behind(
             assert events["term"] - began >= GRACE - 0.01, events
     manager.close()                                # closed already: returns at once
     assert wait_for(lambda: open_fds() <= fds_before), open_fds() - fds_before
+
+
+def test_a_simulated_ctrl_c_is_seen_while_servers_linger(
+        no_leaks: None, server: Path, tmp_path: Path, short_graces: None,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``_thread.interrupt_main()`` does not wake a lock's wait the way a real SIGINT
+    does: on the main thread close() waits in short slices, so it still leaves at once
+    (not when the lingering servers are done, GRACE and more later)."""
+    modes = ["linger"] * 3
+    manager = _manager(server, tmp_path, modes)
+    transports = _transports(manager, len(modes))
+    pids = [t.pid for t in transports]
+    waiting = threading.Event()
+    start = _closing._Closing.start
+
+    def started(self: object) -> None:
+        start(self)
+        waiting.set()
+
+    monkeypatch.setattr(_closing._Closing, "start", started)
+
+    def fire() -> None:
+        waiting.wait(10)
+        time.sleep(0.1)
+        _thread.interrupt_main()
+
+    firing = threading.Thread(target=fire, name="test-interrupt-main")
+    firing.start()
+    began = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        manager.close()
+    left_after = time.monotonic() - began
+    firing.join(10)
+    assert left_after < GRACE / 2, left_after     # before the lingering servers' SIGTERM
+    assert wait_for(lambda: all(pid_gone(pid) for pid in pids if pid is not None))
+    assert wait_for(lambda: _all_settled(transports))
 
 
 @pytest.mark.parametrize("delay", [0.0, 0.001, 0.003, 0.01, 0.03])

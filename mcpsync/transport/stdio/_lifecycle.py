@@ -571,10 +571,6 @@ class ExitWatch:
     def __len__(self) -> int:
         return len(self._watched)
 
-    def keys(self) -> list[object]:
-        """The keys of the servers still watched (not yet returned by :meth:`step`)."""
-        return [w.key for w in self._watched.values()]
-
     def add(self, transport: ProcessLifecycle, key: object) -> None:
         """Watch a server whose close ``claim_close()`` just took over; ``key`` names it in
         what :meth:`step` returns."""
