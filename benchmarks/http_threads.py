@@ -472,6 +472,10 @@ def main() -> None:
             print(f"mcpsync@base client CPU per call {result['base_x_floor_cpu']:.2f}x the "
                   f"floor's (medians); per round {_ratios(result['base_round_ratios'])}")
     if any(errors.values()):
+        for client, rs in rows.items():
+            for row in rs:
+                for text in row["warmup_errors"] + row["errors"]:
+                    print(f"error ({client}): {text}", file=sys.stderr)
         sys.exit(1)
 
 
