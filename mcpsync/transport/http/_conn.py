@@ -36,6 +36,7 @@ from mcpsync.errors import ConnectFailed, ConnectionLost, MCPError, TransportErr
 from mcpsync.transport.http._auth import redact_url
 
 if TYPE_CHECKING:
+    from requests.adapters import _HostParams, _PoolKwargs
     from requests.sessions import _Settings
 
 __all__ = ["MAX_WORKERS", "NETWORK_ERRORS", "POOL_MAXSIZE", "Abortable", "Described",
@@ -157,10 +158,44 @@ class _TrackedHTTPSPool(HTTPSConnectionPool):
 
 
 class _TrackingAdapter(HTTPAdapter):
+    """Our pools' connections can be aborted (see :func:`tracking`); the pool key of a
+    request is kept for ENV_TTL seconds (see :meth:`build_connection_pool_key_attributes`)."""
+
+    _key_cache: dict[tuple[Any, ...], tuple[float, _HostParams, _PoolKwargs]]
+
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
         super().init_poolmanager(*args, **kwargs)
         self.poolmanager.pool_classes_by_scheme = {"http": _TrackedHTTPPool,
                                                    "https": _TrackedHTTPSPool}
+        # Here, not in __init__: unpickling calls this and not __init__. A new pool
+        # manager may have another SSL context, on which the pool key depends.
+        self._key_cache = {}
+
+    def build_connection_pool_key_attributes(
+            self, request: PreparedRequest, verify: Any,
+            cert: Any = None) -> tuple[_HostParams, _PoolKwargs]:
+        """``requests``' pool key for the request, kept per URL, ``verify`` and ``cert`` for
+        ENV_TTL seconds.
+
+        Why: with a CA bundle given as a path (``REQUESTS_CA_BUNDLE``, ``CURL_CA_BUNDLE``,
+        which many images set), ``requests`` asks the file system whether that path is a
+        directory on every request, for plain ``http://`` too: a ``stat`` system call, and
+        with many threads each system call also hands the GIL over. The answer depends only
+        on these arguments, the pool manager's SSL context and that path, so a CA path
+        that becomes a directory at run time is still seen, within that delay.
+        """
+        key = (request.url, verify, cert)
+        try:
+            hit = self._key_cache.get(key)
+        except TypeError:   # an unhashable cert (a list): not kept
+            return super().build_connection_pool_key_attributes(request, verify, cert)
+        now = time.monotonic()
+        if hit is None or now - hit[0] > ENV_TTL:
+            host, pool = super().build_connection_pool_key_attributes(request, verify, cert)
+            if len(self._key_cache) > 64:   # many URLs (redirect targets): start over
+                self._key_cache.clear()
+            self._key_cache[key] = hit = (now, host, pool)
+        return hit[1].copy(), hit[2].copy()   # urllib3 may add to them: never share
 
 
 class _OwnSession(requests.Session):

@@ -1,7 +1,8 @@
 """Our own HTTP session prepares a request exactly as ``requests.Session.prepare_request``
 does (its faster header merge, its ``None`` for no query parameters and its ``~/.netrc``
 lookup kept for ENV_TTL seconds change the CPU, not the result): the same session object is
-prepared both ways, over the inputs the transport sends and those it never sends."""
+prepared both ways, over the inputs the transport sends and those it never sends. Likewise
+our adapter's pool key (kept for ENV_TTL seconds) is ``requests``' own."""
 
 from __future__ import annotations
 
@@ -32,10 +33,11 @@ def _both(session: requests.Session, request: requests.Request) -> tuple[Any, An
 
 
 def _described(prepared: requests.PreparedRequest) -> tuple[Any, ...]:
-    cookies = sorted((c.name, c.value, c.domain, c.path) for c in prepared._cookies or [])
+    jar: Any = getattr(prepared, "_cookies", None)   # the jar a redirect would carry on
+    cookies = sorted((c.name, c.value, c.domain, c.path) for c in jar or [])
     hooks = {k: list(v) for k, v in prepared.hooks.items()}
     return (prepared.method, prepared.url, list(prepared.headers.items()), prepared.body,
-            cookies, hooks, type(prepared._cookies).__name__)
+            cookies, hooks, type(jar).__name__)
 
 
 @pytest.fixture()
@@ -182,3 +184,48 @@ def test_real_request_carries_the_same_headers(no_netrc: Path) -> None:
         thread.join(5)
     assert len(seen) == 2
     assert seen[0] == seen[1]
+
+
+@pytest.mark.parametrize("url", [URL, "https://127.0.0.1/mcp", "https://example.org:8443/x",
+                                 "HTTP://LOCALHOST:80/"])
+@pytest.mark.parametrize("cert", [None, "/tmp/client.pem", ("/tmp/c.pem", "/tmp/k.pem")])
+def test_pool_key_as_requests_makes_it(url: str, cert: Any, tmp_path: Path) -> None:
+    bundle = tmp_path / "ca.pem"
+    bundle.write_text("")
+    session = new_session()
+    try:
+        adapter: Any = session.get_adapter(url)
+        request = requests.Request("POST", url, data=b"{}").prepare()
+        for verify in (True, False, str(bundle), str(tmp_path)):
+            for _ in range(2):   # the second one is the kept answer
+                ours = adapter.build_connection_pool_key_attributes(request, verify, cert)
+                theirs = requests.adapters.HTTPAdapter.build_connection_pool_key_attributes(
+                    adapter, request, verify, cert)
+                assert ours == theirs
+                ours[1]["changed"] = True   # a copy: the kept answer stays as it was
+    finally:
+        session.close()
+
+
+def test_pool_key_kept_for_env_ttl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CA path that becomes a directory is seen once ENV_TTL has passed; an unhashable
+    cert is never kept."""
+    path = tmp_path / "ca"
+    path.write_text("")
+    session = new_session()
+    try:
+        adapter: Any = session.get_adapter(URL)
+        request = requests.Request("POST", URL, data=b"{}").prepare()
+        monkeypatch.setattr(_http_conn, "ENV_TTL", 3600.0)
+        assert "ca_certs" in adapter.build_connection_pool_key_attributes(request, str(path))[1]
+        path.unlink()
+        path.mkdir()
+        assert "ca_certs" in adapter.build_connection_pool_key_attributes(request, str(path))[1]
+        monkeypatch.setattr(_http_conn, "ENV_TTL", -1.0)
+        assert adapter.build_connection_pool_key_attributes(request, str(path))[1][
+            "ca_cert_dir"] == str(path)
+        listed: Any = ["/tmp/c.pem", "/tmp/k.pem"]
+        assert adapter.build_connection_pool_key_attributes(request, True, listed)[1][
+            "cert_file"] == listed
+    finally:
+        session.close()
