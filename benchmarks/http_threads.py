@@ -129,7 +129,8 @@ def _drive(threads: int, calls: int, server_pid: int | None, conns: _Connections
     ``make_call(k)`` returns thread k's call function: ``call(i)`` makes call i and returns
     the echoed text, which must be ``TEXT % (k, i)``.
     """
-    start = threading.Barrier(threads + 1)
+    ready = threading.Barrier(threads + 1)     # every thread is warm and idle
+    start = threading.Barrier(threads + 1)     # the counters are read: go
     stop = threading.Barrier(threads + 1)
     counted = threading.Barrier(threads + 1)   # callers live on until their switches are read
     errors: list[str] = []
@@ -157,6 +158,7 @@ def _drive(threads: int, calls: int, server_pid: int | None, conns: _Connections
                 warm["seen"], warm["quiet_since"] = opened, warm["calls"]
             if opened - first >= threads or warm["calls"] - warm["quiet_since"] >= quiet:
                 warm["done"] = True
+        ready.wait()
         start.wait()
         try:
             for i in range(MAX_WARMUP, MAX_WARMUP + calls):
@@ -173,11 +175,17 @@ def _drive(threads: int, calls: int, server_pid: int | None, conns: _Connections
                for k in range(threads)]
     for t in workers:
         t.start()
-    start.wait()
+    # The counters are read while every caller waits idle, before they are let go: read
+    # after (as before 2026-12-05), the 64 released callers held the GIL while this thread
+    # read ~130 /proc files, so the clocks started late, after a part of the calls, by a
+    # varying amount (the "other regime" of docs/performance.md: rounds at several times
+    # the usual calls per second and a fraction of the CPU per call).
+    ready.wait()
     opened0, stream0 = conns.opened, conns.for_stream
     r0 = resource.getrusage(resource.RUSAGE_SELF)   # context switches: every thread's
     k0 = _switches_by_kind()
     s0, c0, t0 = _server_cpu(server_pid), os.times(), time.perf_counter()
+    start.wait()
     stop.wait()
     c1, wall = os.times(), time.perf_counter() - t0
     r1 = resource.getrusage(resource.RUSAGE_SELF)
@@ -464,6 +472,10 @@ def main() -> None:
             print(f"mcpsync@base client CPU per call {result['base_x_floor_cpu']:.2f}x the "
                   f"floor's (medians); per round {_ratios(result['base_round_ratios'])}")
     if any(errors.values()):
+        for client, rs in rows.items():
+            for row in rs:
+                for text in row["warmup_errors"] + row["errors"]:
+                    print(f"error ({client}): {text}", file=sys.stderr)
         sys.exit(1)
 
 
