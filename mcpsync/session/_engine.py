@@ -134,7 +134,6 @@ def _with_token(params: Any, token: int) -> dict[str, Any]:
     return out
 
 
-
 class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
     """One JSON-RPC connection: blocking and future-based requests, safe from any thread.
 
