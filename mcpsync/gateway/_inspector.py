@@ -89,7 +89,11 @@ Callback = Callable[[dict[str, Any]], object]
 
 # One encoder and decoder built once: json.dumps with options builds an encoder per call.
 _encode: Callable[[Any], str] = json.JSONEncoder(ensure_ascii=True, separators=(",", ":")).encode
-_decode: Callable[[str], Any] = json.JSONDecoder().decode
+_DECODER: Final = json.JSONDecoder()
+_decode: Callable[[str], Any] = _DECODER.decode
+# The same decoder's C scanner: what ``_decode`` runs on a text with no surrounding
+# whitespace, without the Python wrapper and its whitespace matches.
+_scan: Callable[[str, int], tuple[Any, int]] = getattr(_DECODER, "scan_once")  # noqa: B009
 # The shape of a scalar by its exact type (decoded JSON has no subclasses).
 _SCALARS: Final[Mapping[type, str]] = {str: "str", int: "int", float: "float", bool: "bool",
                                       type(None): "null"}
@@ -206,6 +210,16 @@ def _requester(direction: str, is_request: bool) -> str:
 _REQUESTERS: Final = {(leg, is_request): _requester(leg, is_request)
                       for leg in DIRECTIONS for is_request in (True, False)}
 _HOST_LEGS: Final = (HOST_TO_GATEWAY, GATEWAY_TO_HOST)
+# The legs a queued frame may name that :meth:`Inspector._raw_lines` takes: one or two
+# valid directions (any other value is checked, and refused, by the way that raises).
+_LEG_TUPLES: Final = frozenset([(a,) for a in DIRECTIONS]
+                               + [(a, b) for a in DIRECTIONS for b in DIRECTIONS])
+# For each of those and a request (True) or a response (False): per leg, the leg, whether
+# it is the host's, and the requester (the parts of a pairing key :meth:`Inspector._pair`
+# derives per record).
+_LEG_ROLES: Final = {(legs, is_request): tuple((leg, leg in _HOST_LEGS,
+                                                _requester(leg, is_request)) for leg in legs)
+                     for legs in _LEG_TUPLES for is_request in (True, False)}
 
 
 class _LogFile:
@@ -340,6 +354,9 @@ class Inspector:
         # an object's shape text by its keys and its values' shape texts, see _shape_text
         self._shapes: dict[tuple[Any, ...], str | None] = {}
         self._shapes_of: Redactor = self.redactor
+        # what a tools/call request is about by (tool, upstream), see _raw_lines
+        self._tools: dict[tuple[str, str | None], tuple[dict[str, Any], str]] = {}
+        self._tools_of: Redactor = self.redactor
         self._queue = LogQueue(self._drain)
         self._helper: LogHelper | None = None
         if path is not None and detail != "off":
@@ -441,7 +458,6 @@ class Inspector:
         """Build and write the records of ``batch`` (queued frames, lines and messages) in
         this process, and a ``dropped`` record first when ``dropped`` frames were not
         queued."""
-        batch = [_parsed(item) for item in batch]
         records: list[dict[str, Any]] = []
         if dropped:
             _log.warning("inspector: %d frame(s) were not logged, the log thread was "
@@ -452,6 +468,7 @@ class Inspector:
         if callback is None and self.detail == "summary" and self._file is not None:
             self._write(self._summary_lines(records, batch))
             return
+        batch = [_parsed(item) for item in batch]
         for item in batch:
             try:
                 other = self._other_records(item)
@@ -488,8 +505,15 @@ class Inspector:
         path does not cover (an error answer, a batch, an odd shape) goes through the
         dicts."""
         lines = [(_encode(record) + "\n").encode() for record in records]
+        raw = self._raw_lines
         for item in batch:
             try:
+                if type(item) is tuple and type(item[1]) is bytes:
+                    done = raw(*item)
+                    if done is not None:
+                        lines += done
+                        continue
+                    item = _parsed(item)
                 other = self._other_records(item)
                 if other is not None:
                     lines += [(_encode(record) + "\n").encode() for record in other]
@@ -591,6 +615,127 @@ class Inspector:
             out.append(f'{head}{leg}","upstream":{self._json(where)}{in_session},"kind":"{kind}",'
                        f'"method":{self._json(name)},"id":{id_text}{rest}{tail}}}\n'.encode())
         return out
+
+    def _raw_lines(self, legs: Any, data: bytes, upstream: str | None, wall: float,
+                   now: float, session: str | None) -> list[bytes] | None:
+        """The lines of a raw line queued by :meth:`record_line` (the pass-through's
+        frames), at ``summary`` detail with no callback: what :func:`_parsed` then
+        :meth:`_frame_lines` write, byte for byte, with less work for the usual frames (a
+        request, a notification, a result): the C scanner's decode without the decoder's
+        Python wrapper and no :class:`_Line`, the legs checked by one set look-up, a
+        ``tools/call``'s tool remembered with what its answer takes from it, and the part
+        of the line both legs share formatted once. ``None``, with nothing changed, for
+        anything else (an error answer, whitespace or a BOM around the object, a shape
+        with a summarised part, ...): the caller takes the way it took before.
+
+        The helper process runs this for every frame of ``mcpsync gateway --log``: there
+        it is most of the log's CPU, which with the calls using every core is taken from
+        them."""
+        if type(legs) is not tuple or legs not in _LEG_TUPLES:
+            return None
+        try:
+            text = data.decode()
+            obj, end = _scan(text, 0)
+        except (UnicodeDecodeError, StopIteration, ValueError, RecursionError):
+            return None
+        if end != len(text) or type(obj) is not dict or "error" in obj:
+            return None
+        method = obj.get("method")
+        rid = obj.get("id")
+        if method is None:
+            if "method" in obj or "result" not in obj:
+                return None
+            kind = "response"
+            body = obj["result"]
+        elif type(method) is str:
+            kind = "request" if rid is not None else "notification"
+            body = obj.get("params")
+        else:
+            return None
+        shape = "" if body is None else self._shape_text(body, 0)
+        if shape is None:
+            return None
+        json_text = self._json
+        id_text = str(rid) if type(rid) is int else _encode(rid)
+        pair_id = rid if type(rid) is int else id_text
+        head = f'{{"time":"{_iso(wall)}","dir":"'
+        in_session = "" if session is None else f',"session":{json_text(session)}'
+        shape_text = f',"shape":{shape}' if shape else ""
+        out = []
+        if kind == "response":
+            tool_error = type(body) is dict and body.get("isError") is True
+            rest = (f',"size":{len(data)},"outcome":"tool_error"{shape_text}' if tool_error
+                    else f',"size":{len(data)},"outcome":"ok"{shape_text}')
+            pending = self._pending
+            with self._lock:
+                starts = [(leg, pending.pop((session, None if host else upstream, who,
+                                             pair_id), None))
+                          for leg, host, who in _LEG_ROLES[legs, False]]
+            previous: Any = None
+            line = ""
+            for leg, started in starts:
+                if started is None:
+                    out.append(f'{head}{leg}","upstream":{json_text(upstream)}{in_session},'
+                               f'"kind":"response","method":null,"id":{id_text}{rest}}}\n'
+                               .encode())
+                elif started is previous:
+                    # Both legs answer one request frame (its legs share one entry): the
+                    # same line but for the leg.
+                    out.append(f"{head}{leg}{line}".encode())
+                else:
+                    about = started[1]
+                    tail = f',"latency_ms":{round((now - started[0]) * 1000.0, 3)!r}'
+                    # a request the dicts' path remembered has no text of it
+                    tail += started[2] if len(started) > 2 else "".join(
+                        f',"{k}":{json_text(about[k])}' for k in _ABOUT[1:4] if k in about)
+                    where = upstream if upstream is not None else about.get("upstream")
+                    line = (f'","upstream":{json_text(where)}{in_session},"kind":"response",'
+                            f'"method":{json_text(about.get("method"))},"id":{id_text}{rest}'
+                            f'{tail}}}\n')
+                    out.append(f"{head}{leg}{line}".encode())
+                previous = started
+            return out
+        about_text = ""
+        if kind == "request":
+            tool = body.get("name") if method == "tools/call" and type(body) is dict else None
+            if type(tool) is str:
+                kept, about_text = self._tool_about(tool, upstream)
+            else:
+                target = self._target(method, body)
+                about_text = "".join(f',"{k}":{json_text(v)}' for k, v in target.items())
+                kept = {"method": method, **target}
+                if upstream is not None:
+                    kept["upstream"] = upstream
+            entry = (now, kept, about_text)
+            pending = self._pending
+            with self._lock:
+                for _, host, who in _LEG_ROLES[legs, True]:
+                    pending[session, None if host else upstream, who, pair_id] = entry
+                    if len(pending) > _MAX_PENDING:
+                        pending.popitem(last=False)
+        mid = (f'","upstream":{json_text(upstream)}{in_session},"kind":"{kind}",'
+               f'"method":{json_text(method)},"id":{id_text}{about_text},"size":{len(data)}'
+               f'{shape_text}}}\n')
+        for leg in legs:
+            out.append(f"{head}{leg}{mid}".encode())
+        return out
+
+    def _tool_about(self, tool: str, upstream: str | None) -> tuple[dict[str, Any], str]:
+        """What a ``tools/call`` of ``tool`` is about, as :meth:`_frame_lines` keeps it for
+        the answer (the dict) and writes it (the text); remembered, since calls repeat."""
+        if self._tools_of is not self.redactor:
+            self._tools, self._tools_of = {}, self.redactor
+        tools = self._tools
+        done = tools.get((tool, upstream))
+        if done is None:
+            if len(tools) >= _NAMES_CACHED:
+                tools.clear()
+            name = self._name(tool)
+            kept: dict[str, Any] = {"method": "tools/call", "tool": name}
+            if upstream is not None:
+                kept["upstream"] = upstream
+            done = tools[tool, upstream] = (kept, f',"tool":{self._json(name)}')
+        return done
 
     def _json(self, value: Any) -> str:
         """``value`` as JSON; strings (names, methods, ids of upstreams) remembered."""
