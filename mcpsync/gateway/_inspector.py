@@ -83,6 +83,8 @@ _SHIP_BYTES: Final = 1 << 20
 _ABOUT: Final = ("method", "tool", "prompt", "uri", "upstream")
 # Redacted object keys and names, remembered (they repeat on every call); cleared when full.
 _NAMES_CACHED: Final = 4096
+# A body's skeleton longer than this (keys, types, counts) is not remembered by its shape.
+_SKELETON_ITEMS: Final = 512
 
 Message = bytes | bytearray | str | Mapping[str, Any]
 Callback = Callable[[dict[str, Any]], object]
@@ -354,6 +356,9 @@ class Inspector:
         # an object's shape text by its keys and its values' shape texts, see _shape_text
         self._shapes: dict[tuple[Any, ...], str | None] = {}
         self._shapes_of: Redactor = self.redactor
+        # a body's shape text by its skeleton, see _body_shape
+        self._bodies: dict[tuple[Any, ...], str | None] = {}
+        self._bodies_of: Redactor = self.redactor
         # what a tools/call request is about by (tool, upstream), see _raw_lines
         self._tools: dict[tuple[str, str | None], tuple[dict[str, Any], str]] = {}
         self._tools_of: Redactor = self.redactor
@@ -565,7 +570,7 @@ class Inspector:
         is_call = isinstance(method, str)
         kind = ("request" if rid is not None else "notification") if is_call else "response"
         body = decoded.get("params") if is_call else decoded.get("result")
-        shape = "" if body is None else self._shape_text(body, 0)
+        shape = "" if body is None else self._body_shape(body)
         if shape is None:
             return None
         target: dict[str, Any] = self._target(method, decoded.get("params")) \
@@ -652,7 +657,7 @@ class Inspector:
             body = obj.get("params")
         else:
             return None
-        shape = "" if body is None else self._shape_text(body, 0)
+        shape = "" if body is None else self._body_shape(body)
         if shape is None:
             return None
         json_text = self._json
@@ -747,6 +752,51 @@ class Inspector:
             if len(texts) >= _NAMES_CACHED:
                 texts.clear()
             done = texts[value] = _encode(value)
+        return done
+
+    def _body_shape(self, body: Any) -> str | None:
+        """``self._shape_text(body, 0)``, remembered by the body's skeleton: its tree of
+        object keys, list lengths and value types (every object's values, a list's first
+        item: what the shape reads), as one flat tuple in preorder (an object as ``dict``,
+        its key count, its keys, then its values' skeletons; a list as ``list``, its length,
+        its first item's; any other value as its type), which names one tree only. Calls
+        repeat their bodies' shapes, and one loop over the values is about half the cost
+        of the walk that builds the text (a call per object, its keys' redaction looked
+        up). A skeleton past :data:`_SKELETON_ITEMS` items is not remembered."""
+        if type(body) is not dict and type(body) is not list:
+            return self._shape_text(body, 0)
+        skeleton: list[Any] = []
+        add, extend = skeleton.append, skeleton.extend
+        stack: list[Any] = [body]
+        pop, push, push_all = stack.pop, stack.append, stack.extend
+        while stack:
+            value = pop()
+            kind = type(value)
+            if kind is dict:
+                if len(value) > _SHAPE_KEYS or len(skeleton) > _SKELETON_ITEMS:
+                    return self._shape_text(body, 0)
+                add(dict)
+                add(len(value))
+                extend(value)
+                push_all(reversed(value.values()))
+            elif kind is list:
+                if len(skeleton) > _SKELETON_ITEMS:
+                    return self._shape_text(body, 0)
+                add(list)
+                add(len(value))
+                if value:
+                    push(value[0])
+            else:
+                add(kind)
+        if self._bodies_of is not self.redactor:
+            self._bodies, self._bodies_of = {}, self.redactor
+        bodies = self._bodies
+        key = tuple(skeleton)
+        if key in bodies:
+            return bodies[key]
+        if len(bodies) >= _NAMES_CACHED:
+            bodies.clear()
+        done = bodies[key] = self._shape_text(body, 0)
         return done
 
     def _shape_text(self, value: Any, depth: int) -> str | None:
