@@ -280,6 +280,9 @@ class _LogFile:
     def write_lines(self, lines: Sequence[bytes]) -> None:
         """Append ``lines``, as many per ``write`` as the rotation cap allows; the caller
         holds the lock."""
+        if self._size + sum(map(len, lines)) <= self.max_bytes:   # no rotation: one write
+            self.write(lines[0] if len(lines) == 1 else b"".join(lines))
+            return
         chunk: list[bytes] = []
         size = 0
         for line in lines:
