@@ -9,9 +9,12 @@ call. It prints the thread CPU time per frame (the minimum over ``--runs`` runs 
 ``--batches`` batches each, so other jobs on the machine inflate it little), for this tree
 and, with ``--baseline DIR`` (a copy of another version's ``mcpsync`` package directory's
 parent), for that version too, each in its own process, run one after the other in turn.
-Run from the project root::
+``--instructions`` counts instead the instructions per frame under ``valgrind
+--tool=callgrind`` (a run of ``--batches`` batches and one of 5x as many, the difference),
+which load does not move. Run from the project root::
 
     .venv/bin/python benchmarks/gateway_log_records.py [--runs N] [--batches N] [--baseline DIR]
+    .venv/bin/python benchmarks/gateway_log_records.py --instructions [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -59,22 +63,40 @@ def measure(batches: int) -> float:
     with tempfile.TemporaryDirectory(prefix="mcpsync-logrec-") as tmp:
         inspector = Inspector(os.path.join(tmp, "gateway.log"))
         inspector.write_batch(_batch(0), 0)   # warm: caches of names and shapes
-        work = [_batch(CALLS * (k + 1)) for k in range(batches)]
+        # One batch written again and again (each answer takes its request out of the
+        # pairing table again): building it is not counted, even in instructions.
+        batch = _batch(CALLS)
         start = time.thread_time()
-        for batch in work:
+        for _ in range(batches):
             inspector.write_batch(batch, 0)
         spent = time.thread_time() - start
         inspector.close()
     return spent / (batches * CALLS * 2) * 1e6
 
 
-def _child(root: str | None, batches: int) -> float:
+def _child(root: str | None, batches: int, valgrind: list[str] | None = None) -> float:
     code = ("import sys; sys.path.insert(0, sys.argv[1]); sys.path.insert(0, sys.argv[2]); "
             "import gateway_log_records as m; print(m.measure(int(sys.argv[3])))")
-    out = subprocess.run([sys.executable, "-c", code, root or str(HERE.parent), str(HERE),
-                          str(batches)], check=True, capture_output=True, text=True,
-                         cwd=str(HERE.parent))
+    out = subprocess.run([*(valgrind or []), sys.executable, "-c", code,
+                          root or str(HERE.parent), str(HERE), str(batches)], check=True,
+                         capture_output=True, text=True, cwd=str(HERE.parent))
     return float(out.stdout.split()[-1])
+
+
+def _instructions(root: str | None, batches: int) -> float:
+    """Instructions per frame of ``write_batch``: a run of 5x ``batches`` batches minus one
+    of ``batches``, so start-up and the warm-up drop out."""
+    counts = []
+    with tempfile.TemporaryDirectory(prefix="mcpsync-logrec-") as tmp:
+        out = Path(tmp) / "cg"
+        for n in (batches, batches * 5):
+            _child(root, n, ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"])
+            found = re.search(r"^(?:totals|summary):\s*(\d+)",
+                              out.read_text(errors="replace"), re.M)
+            if found is None:
+                raise RuntimeError("callgrind wrote no totals (is valgrind installed?)")
+            counts.append(int(found.group(1)))
+    return (counts[1] - counts[0]) / (batches * 4 * CALLS * 2)
 
 
 def main(argv: list[str]) -> int:
@@ -83,8 +105,21 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--batches", type=int, default=10)
     parser.add_argument("--baseline", metavar="DIR")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--instructions", action="store_true",
+                        help="count instructions per frame under callgrind instead")
     args = parser.parse_args(argv)
     versions = {"this tree": None} | ({"baseline": args.baseline} if args.baseline else {})
+    if args.instructions:
+        counted = {name: _instructions(root, args.batches) for name, root in versions.items()}
+        if args.json:
+            print(json.dumps(counted))
+        else:
+            print(f"instructions per frame of the log's records (write_batch, summary, "
+                  f"{args.batches} and {args.batches * 5} batches of {CALLS} calls, the "
+                  f"difference)")
+            for name, count in counted.items():
+                print(f"{name:10s} {count:9.0f}")
+        return 0
     runs: dict[str, list[float]] = {name: [] for name in versions}
     for _ in range(args.runs):
         for name, root in versions.items():
