@@ -85,6 +85,12 @@ _ABOUT: Final = ("method", "tool", "prompt", "uri", "upstream")
 _NAMES_CACHED: Final = 4096
 # A body's skeleton longer than this (keys, types, counts) is not remembered by its shape.
 _SKELETON_ITEMS: Final = 512
+# Nor one whose object keys hold more characters than this in all: keys that are data (paths,
+# record ids) make every body's skeleton new, and each would hold its keys.
+_SKELETON_TEXT: Final = 2048
+# Body shapes remembered (real bodies repeat a few shapes); cleared when full. With the two
+# bounds above, the cache holds a few MB at most.
+_BODIES_CACHED: Final = 256
 
 Message = bytes | bytearray | str | Mapping[str, Any]
 Callback = Callable[[dict[str, Any]], object]
@@ -765,18 +771,24 @@ class Inspector:
         its first item's; any other value as its type), which names one tree only. Calls
         repeat their bodies' shapes, and one loop over the values is about half the cost
         of the walk that builds the text (a call per object, its keys' redaction looked
-        up). A skeleton past :data:`_SKELETON_ITEMS` items is not remembered."""
+        up). A skeleton past :data:`_SKELETON_ITEMS` items, or whose keys hold more than
+        :data:`_SKELETON_TEXT` characters, is not remembered, and at most
+        :data:`_BODIES_CACHED` are: what the cache holds stays small whatever the keys."""
         if type(body) is not dict and type(body) is not list:
             return self._shape_text(body, 0)
         skeleton: list[Any] = []
         add, extend = skeleton.append, skeleton.extend
         stack: list[Any] = [body]
         pop, push, push_all = stack.pop, stack.append, stack.extend
+        key_text = 0
         while stack:
             value = pop()
             kind = type(value)
             if kind is dict:
                 if len(value) > _SHAPE_KEYS or len(skeleton) > _SKELETON_ITEMS:
+                    return self._shape_text(body, 0)
+                key_text += sum(map(len, value))
+                if key_text > _SKELETON_TEXT:
                     return self._shape_text(body, 0)
                 add(dict)
                 add(len(value))
@@ -797,7 +809,7 @@ class Inspector:
         key = tuple(skeleton)
         if key in bodies:
             return bodies[key]
-        if len(bodies) >= _NAMES_CACHED:
+        if len(bodies) >= _BODIES_CACHED:
             bodies.clear()
         done = bodies[key] = self._shape_text(body, 0)
         return done

@@ -182,3 +182,24 @@ def test_a_remembered_body_shape_is_the_walked_one(tmp_path: Path) -> None:
         for body in bodies + bodies[::-1]:
             assert inspector._body_shape(body) == inspector._shape_text(body, 0), body
     inspector.close()
+
+
+def test_the_body_shape_cache_stays_small_when_keys_are_data(tmp_path: Path) -> None:
+    # Keys that are data (paths, record ids) make each body's skeleton new: the cache must
+    # not keep thousands of them, nor a body whose keys are long, and every shape it gives
+    # is still the walked one.
+    _BODIES_CACHED, _SKELETON_TEXT = 256, 2048
+
+    inspector = Inspector(tmp_path / "x.log")
+    long_keys = {"rows": {f"/srv/data/{'d' * 60}/{n:06d}.json": 1 for n in range(40)}}
+    assert inspector._body_shape(long_keys) == inspector._shape_text(long_keys, 0)
+    assert inspector._bodies == {}   # 2.7 KB of keys: not remembered
+    held = 0
+    for n in range(2000):
+        body = {"name": "t", "arguments": {f"rec-{n:08d}-{k:02d}": {"v": k} for k in range(30)}}
+        assert inspector._body_shape(body) == inspector._shape_text(body, 0)
+        held = max(held, len(inspector._bodies))
+        text = sum(len(part) for key in inspector._bodies for part in key if type(part) is str)
+        assert text <= len(inspector._bodies) * _SKELETON_TEXT
+    assert 0 < held <= _BODIES_CACHED <= 256
+    inspector.close()
