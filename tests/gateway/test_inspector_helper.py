@@ -304,7 +304,8 @@ def test_raw_lines_write_what_the_dicts_write_for_repeated_calls(tmp_path: Path)
         path = tmp_path / f"{raw}.log"
         inspector = Inspector(path, callback=None if raw else (lambda record: None))
         inspector.write_batch(list(queued), 0)
-        inspector.redactor = Redactor(extra_patterns=["echo"])   # "echo" is secret now
+        # "echo" is secret now, and so is the key "text" (the remembered shapes must go)
+        inspector.redactor = Redactor(extra_patterns=["echo", "^text$"])
         inspector.write_batch(list(queued), 0)
         inspector.close()
         written[raw] = path.read_bytes().splitlines()
@@ -314,4 +315,8 @@ def test_raw_lines_write_what_the_dicts_write_for_repeated_calls(tmp_path: Path)
     assert secret_tool not in b"".join(written[True]).decode()
     assert [r.get("tool") for r in records[:2]] == ["echo", "echo"]
     assert [r.get("tool") for r in records[len(records) // 2:][:2]] == ["[redacted]"] * 2
+    shapes = [r.get("shape") for r in records]
+    assert shapes[0] == {"name": "str", "arguments": {"text": "str"}}
+    assert shapes[len(records) // 2] == {"name": "str", "arguments": {"[redacted]": "str"}}
+    assert not any('"text":' in json.dumps(shape) for shape in shapes[len(records) // 2:])
     assert [r.get("latency_ms") for r in records[10:12]] == [62.5, 62.5]   # id 1: 5 later
