@@ -327,8 +327,9 @@ class Inspector:
 
     ``path`` (a file, opened at once: a bad path fails here, naming it) and ``callback``
     (called on the recording thread with each record as a dict) may be used together.
-    ``redactor`` sets the redaction rules; ``max_bytes`` and ``backups`` the rotation;
-    ``clock`` the monotonic clock latencies are measured with.
+    ``redactor`` sets the redaction rules (replacing the attribute later applies the new
+    rules to every frame not yet written, in the helper process too); ``max_bytes`` and
+    ``backups`` the rotation; ``clock`` the monotonic clock latencies are measured with.
 
     ``helper=True`` builds and writes the file's records in a helper process instead of on
     a thread of this one (see :mod:`mcpsync.gateway._loghelper`): the same lines, without
@@ -373,6 +374,7 @@ class Inspector:
         self._tools_of: Redactor = self.redactor
         self._queue = LogQueue(self._drain)
         self._helper: LogHelper | None = None
+        self._helper_rules: Redactor = self.redactor   # the rules the helper has
         if path is not None and detail != "off":
             self._file = _LogFile(os.fspath(path), max_bytes, backups)
             if helper:
@@ -450,6 +452,13 @@ class Inspector:
         if helper is None:
             self.write_batch(batch, dropped)
             return
+        rules = self.redactor
+        if rules is not self._helper_rules:
+            # ``redactor`` was replaced: the helper writes this batch and the next ones
+            # with the new rules (every frame queued after the change is in them).
+            if not helper.send(("rules", rules)):
+                return
+            self._helper_rules = rules
         shipped: list[Any] = []
         size = 0
         for item in batch:

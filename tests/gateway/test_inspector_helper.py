@@ -320,3 +320,28 @@ def test_raw_lines_write_what_the_dicts_write_for_repeated_calls(tmp_path: Path)
     assert shapes[len(records) // 2] == {"name": "str", "arguments": {"[redacted]": "str"}}
     assert not any('"text":' in json.dumps(shape) for shape in shapes[len(records) // 2:])
     assert [r.get("latency_ms") for r in records[10:12]] == [62.5, 62.5]   # id 1: 5 later
+
+
+def test_new_redaction_rules_reach_the_helper(tmp_path: Path) -> None:
+    # Rules replaced after the helper started: the frames queued after the change are
+    # written with the new rules (the helper got its rules once, at spawn, before).
+    from mcpsync.gateway._redact import Redactor
+
+    log = tmp_path / "rules.log"
+    inspector = Inspector(log, helper=True)
+    line = (b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo",'
+            b'"arguments":{"customer":"x"}}}')
+    inspector.record_line(("host->gateway",), line % 1, "up")
+    deadline = time.monotonic() + 10
+    while not log.read_bytes() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    inspector.redactor = Redactor(extra_patterns=["echo", "^customer$"])
+    inspector.record_line(("host->gateway",), line % 2, "up")
+    inspector.record("host->gateway", line % 3, upstream="up")
+    inspector.close()
+    assert inspector._helper is not None and inspector._helper._proc.returncode == 0
+    records = [json.loads(text) for text in log.read_bytes().splitlines()]
+    assert [(r["id"], r["tool"], r["shape"]["arguments"]) for r in records] == [
+        (1, "echo", {"customer": "str"}),
+        (2, "[redacted]", {"[redacted]": "str"}),
+        (3, "[redacted]", {"[redacted]": "str"})]
