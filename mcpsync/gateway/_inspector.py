@@ -789,15 +789,11 @@ class Inspector:
         add, extend = skeleton.append, skeleton.extend
         stack: list[Any] = [body]
         pop, push, push_all = stack.pop, stack.append, stack.extend
-        key_text = 0
         while stack:
             value = pop()
             kind = type(value)
             if kind is dict:
                 if len(value) > _SHAPE_KEYS or len(skeleton) > _SKELETON_ITEMS:
-                    return self._shape_text(body, 0)
-                key_text += sum(map(len, value))
-                if key_text > _SKELETON_TEXT:
                     return self._shape_text(body, 0)
                 add(dict)
                 add(len(value))
@@ -818,9 +814,12 @@ class Inspector:
         key = tuple(skeleton)
         if key in bodies:
             return bodies[key]
-        if len(bodies) >= _BODIES_CACHED:
-            bodies.clear()
-        done = bodies[key] = self._shape_text(body, 0)
+        done = self._shape_text(body, 0)
+        # Only a skeleton new to the cache is measured: one found there was measured then.
+        if sum(len(part) for part in key if type(part) is str) <= _SKELETON_TEXT:
+            if len(bodies) >= _BODIES_CACHED:
+                bodies.clear()
+            bodies[key] = done
         return done
 
     def _shape_text(self, value: Any, depth: int) -> str | None:
