@@ -461,7 +461,9 @@ class Aggregator:
 
     def _answer_host(self, text: str) -> None:
         """A merged answer the gateway made: on the host's leg of the log, then written."""
-        self._gw._record_legs("to_host", None, None, parse_envelope(text))
+        inspector = self._gw.inspector
+        if inspector is not None and inspector.enabled:   # parsed for the log only
+            self._gw._record_legs("to_host", None, None, parse_envelope(text))
         self._gw._write_host(text.encode())
 
     def _expose_tools(self, upstream: str, result: Any) -> Any:
