@@ -32,7 +32,8 @@ Run from the project root::
     .venv/bin/python benchmarks/gateway_latency.py [--calls N] [--rounds R] [--json]
 
 ``--instructions`` measures instead what load cannot move: the user-space instructions the
-proxy process (floor, gateway, and the baseline's gateway) executes per call, under
+proxy process (floor, gateway, gateway+log, and the baseline's two gateways) executes per
+call, with its log helper process where it has one, under
 ``valgrind --tool=callgrind`` (which must be installed), sequential and from 8 threads: two
 runs of each path, of ``--calls`` and of 5x as many calls, and the difference divided by
 the extra calls, so start-up and the handshake drop out. Slow (valgrind runs the proxy
@@ -102,8 +103,19 @@ def _children(pid: int | None) -> list[int]:
     return found
 
 
-def _argvs(config: str, log: str, baseline: str | None) -> dict[str, list[str]]:
+# Under valgrind the log's helper process takes seconds to write what it was sent and to
+# exit: the gateway must wait for it rather than kill it (then it writes no counts).
+_PATIENT = ("import mcpsync.gateway._loghelper as h, mcpsync.gateway._logqueue as q; "
+            "h.CLOSE_WAIT = q.CLOSE_BUDGET = 600.0; ")
+
+
+def _argvs(config: str, log: str, baseline: str | None,
+           patient: bool = False) -> dict[str, list[str]]:
     gateway = [sys.executable, "-m", "mcpsync", "gateway", "--config", config]
+    if patient:
+        gateway = [sys.executable, "-c", _PATIENT + "import runpy; runpy.run_module("
+                   "'mcpsync', run_name='__main__', alter_sys=True)", "gateway", "--config",
+                   config]
     argvs = {"direct": DEMO,
              "floor": [sys.executable, str(HERE / "gateway_floor.py"), "--", *DEMO],
              "gateway": gateway,
@@ -112,7 +124,8 @@ def _argvs(config: str, log: str, baseline: str | None) -> dict[str, list[str]]:
         # The other version's package first on the path (the client does not pass
         # PYTHONPATH on to what it spawns, so the path is set in the process itself).
         run = (f"import runpy, sys; sys.path.insert(0, {baseline!r}); "
-               "runpy.run_module('mcpsync', run_name='__main__', alter_sys=True)")
+               + (_PATIENT if patient else "")
+               + "runpy.run_module('mcpsync', run_name='__main__', alter_sys=True)")
         base = [sys.executable, "-c", run, "gateway", "--config", config]
         argvs["gateway@base"] = base
         argvs["gateway+log@base"] = [*base, "--log", log, "--log-detail", "summary"]
@@ -194,34 +207,44 @@ def measure(calls: int, rounds: int, warmup: int,
             "log_lines": log_lines, "log_lines_per_call": log_lines / exchanges}
 
 
-def _instructions_of(argv: list[str], calls: int, concurrent: bool, out: Path) -> int:
-    """User-space instructions of every thread of the proxy over a session of ``calls``."""
+def _instructions_of(argv: list[str], calls: int, concurrent: bool,
+                     out: Path) -> tuple[int, int]:
+    """User-space instructions of every thread of the proxy over a session of ``calls``,
+    and of those, the ones of its child processes other than the demo server (the log's
+    helper process; valgrind follows children, all but the demo)."""
     vg = ["valgrind", "--tool=callgrind", "--separate-threads=yes",
-          f"--callgrind-out-file={out}"]
+          "--trace-children=yes", "--trace-children-skip-by-arg=*mcpsync.demo*",
+          f"--callgrind-out-file={out}.%p"]
     with mcpsync.connect(vg + argv, timeout=300) as client:
+        pid = client.pid
         if concurrent:
             _concurrent(client, calls)
         else:
             _sequential(client, calls)
-    total = 0
-    for name in glob.glob(f"{out}"):
-        os.unlink(name)   # the head of the per-thread files (cg-01, cg-02, ...): no counts
-    names = glob.glob(f"{out}-*")
+    total = children = 0
+    names = glob.glob(f"{out}.*-*")   # {out}.PID-NN: one per thread of each process
+    for name in glob.glob(f"{out}.*"):
+        if name not in names:
+            os.unlink(name)   # the head of a process's per-thread files: no counts
     for name in names:
         found = re.search(r"^(?:totals|summary):\s*(\d+)", Path(name).read_text(errors="replace"),
                           re.M)
         if found is None:
             raise RuntimeError(f"callgrind wrote no totals in {name}")
         total += int(found.group(1))
+        if not name.startswith(f"{out}.{pid}-"):
+            children += int(found.group(1))
         os.unlink(name)
     if not names:
         raise RuntimeError("callgrind wrote nothing (is valgrind installed?)")
-    return total
+    return total, children
 
 
 def instructions(calls: int, baseline: str | None = None) -> dict[str, dict[str, float]]:
-    """Instructions per call of each proxy path, sequential and with 8 threads."""
-    paths = ("floor", "gateway") + (("gateway@base",) if baseline is not None else ())
+    """Instructions per call of each proxy path, sequential and with 8 threads (for the
+    log's paths also ``seq_helper`` and ``8x_helper``: the log helper's share)."""
+    paths = ("floor", "gateway", "gateway+log") + (
+        ("gateway@base", "gateway+log@base") if baseline is not None else ())
     result: dict[str, dict[str, float]] = {}
     # Under valgrind the proxy takes seconds to exit and write its counts; the client's
     # close must wait for that rather than stop it (SIGTERM: nothing written).
@@ -231,13 +254,15 @@ def instructions(calls: int, baseline: str | None = None) -> dict[str, dict[str,
         config = Path(tmp) / "gateway.json"
         config.write_text(json.dumps({"mcpServers": {"demo": {"command": DEMO[0],
                                                                "args": DEMO[1:]}}}))
-        argvs = _argvs(str(config), str(Path(tmp) / "gateway.log"), baseline)
+        argvs = _argvs(str(config), str(Path(tmp) / "gateway.log"), baseline, patient=True)
         for path in paths:
             row = {}
             for mode, concurrent in (("seq", False), ("8x", True)):
                 short = _instructions_of(argvs[path], calls, concurrent, Path(tmp) / "cg")
                 long = _instructions_of(argvs[path], calls * 5, concurrent, Path(tmp) / "cg")
-                row[mode] = (long - short) / (calls * 4)
+                row[mode] = (long[0] - short[0]) / (calls * 4)
+                if "+log" in path:
+                    row[f"{mode}_helper"] = (long[1] - short[1]) / (calls * 4)
             result[path] = row
     return result
 
@@ -281,7 +306,9 @@ def main(argv: list[str]) -> int:
             print(f"user-space instructions of the proxy process per call ({calls} and "
                   f"{calls * 5} calls per run, the difference)")
             for path, row in counted.items():
-                print(f"{path:14} seq {row['seq']:9.0f}   8 threads {row['8x']:9.0f}")
+                helper = (f"   (of which the log helper: seq {row['seq_helper']:.0f}, "
+                          f"8 threads {row['8x_helper']:.0f})" if "seq_helper" in row else "")
+                print(f"{path:16} seq {row['seq']:9.0f}   8 threads {row['8x']:9.0f}{helper}")
         return 0
     result = measure(args.calls, args.rounds, args.warmup, args.baseline)
     if args.json:

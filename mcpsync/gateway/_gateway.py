@@ -360,6 +360,30 @@ class Gateway:
             except Exception:   # an observer must never break the traffic
                 _log.warning("the gateway's frame observer raised", exc_info=True)
 
+    def _record_legs(self, direction: str, upstream: Upstream | None,
+                     received: Envelope | None, sent: Envelope | None) -> None:
+        """A frame the gateway rewrote on its way (with several upstreams: a call's id, the
+        host's on the host's legs, the upstream's on the upstream's): each leg is recorded
+        with the frame as that leg carried it, so its ``id`` is that leg's and an answer
+        pairs with its request. ``received`` (the first leg) or ``sent`` (the second) may be
+        ``None``: that leg is not recorded here (the host's request sent to several
+        upstreams is recorded once; a merged answer was received from no one). ``on_frame``
+        sees the frame sent, as for any frame."""
+        inspector = self.inspector
+        uid = None if upstream is None else upstream.id
+        if inspector is not None and inspector.enabled:
+            first, second = _TO_HOST_LEGS if direction == "to_host" else _TO_UPSTREAM_LEGS
+            if received is not None:
+                inspector.record_frame((first,), received, uid, self._log_session)
+            if sent is not None:
+                inspector.record_frame((second,), sent, uid, self._log_session)
+        observer = self.on_frame
+        if observer is not None and sent is not None and uid is not None:
+            try:
+                observer(direction, uid, sent, None)
+            except Exception:   # an observer must never break the traffic
+                _log.warning("the gateway's frame observer raised", exc_info=True)
+
     # ---------------------------------------------------------------- the host side
 
     def _read_host(self, fd: int) -> None:

@@ -83,13 +83,25 @@ _SHIP_BYTES: Final = 1 << 20
 _ABOUT: Final = ("method", "tool", "prompt", "uri", "upstream")
 # Redacted object keys and names, remembered (they repeat on every call); cleared when full.
 _NAMES_CACHED: Final = 4096
+# A body's skeleton longer than this (keys, types, counts) is not remembered by its shape.
+_SKELETON_ITEMS: Final = 512
+# Nor one whose object keys hold more characters than this in all: keys that are data (paths,
+# record ids) make every body's skeleton new, and each would hold its keys.
+_SKELETON_TEXT: Final = 2048
+# Body shapes remembered (real bodies repeat a few shapes); cleared when full. With the two
+# bounds above, the cache holds a few MB at most.
+_BODIES_CACHED: Final = 256
 
 Message = bytes | bytearray | str | Mapping[str, Any]
 Callback = Callable[[dict[str, Any]], object]
 
 # One encoder and decoder built once: json.dumps with options builds an encoder per call.
 _encode: Callable[[Any], str] = json.JSONEncoder(ensure_ascii=True, separators=(",", ":")).encode
-_decode: Callable[[str], Any] = json.JSONDecoder().decode
+_DECODER: Final = json.JSONDecoder()
+_decode: Callable[[str], Any] = _DECODER.decode
+# The same decoder's C scanner: what ``_decode`` runs on a text with no surrounding
+# whitespace, without the Python wrapper and its whitespace matches.
+_scan: Callable[[str, int], tuple[Any, int]] = getattr(_DECODER, "scan_once")  # noqa: B009
 # The shape of a scalar by its exact type (decoded JSON has no subclasses).
 _SCALARS: Final[Mapping[type, str]] = {str: "str", int: "int", float: "float", bool: "bool",
                                       type(None): "null"}
@@ -206,6 +218,16 @@ def _requester(direction: str, is_request: bool) -> str:
 _REQUESTERS: Final = {(leg, is_request): _requester(leg, is_request)
                       for leg in DIRECTIONS for is_request in (True, False)}
 _HOST_LEGS: Final = (HOST_TO_GATEWAY, GATEWAY_TO_HOST)
+# The legs a queued frame may name that :meth:`Inspector._raw_lines` takes: one or two
+# valid directions (any other value is checked, and refused, by the way that raises).
+_LEG_TUPLES: Final = frozenset([(a,) for a in DIRECTIONS]
+                               + [(a, b) for a in DIRECTIONS for b in DIRECTIONS])
+# For each of those and a request (True) or a response (False): per leg, the leg, whether
+# it is the host's, and the requester (the parts of a pairing key :meth:`Inspector._pair`
+# derives per record).
+_LEG_ROLES: Final = {(legs, is_request): tuple((leg, leg in _HOST_LEGS,
+                                                _requester(leg, is_request)) for leg in legs)
+                     for legs in _LEG_TUPLES for is_request in (True, False)}
 
 
 class _LogFile:
@@ -264,6 +286,9 @@ class _LogFile:
     def write_lines(self, lines: Sequence[bytes]) -> None:
         """Append ``lines``, as many per ``write`` as the rotation cap allows; the caller
         holds the lock."""
+        if self._size + sum(map(len, lines)) <= self.max_bytes:   # no rotation: one write
+            self.write(lines[0] if len(lines) == 1 else b"".join(lines))
+            return
         chunk: list[bytes] = []
         size = 0
         for line in lines:
@@ -302,8 +327,9 @@ class Inspector:
 
     ``path`` (a file, opened at once: a bad path fails here, naming it) and ``callback``
     (called on the recording thread with each record as a dict) may be used together.
-    ``redactor`` sets the redaction rules; ``max_bytes`` and ``backups`` the rotation;
-    ``clock`` the monotonic clock latencies are measured with.
+    ``redactor`` sets the redaction rules (replacing the attribute later applies the new
+    rules to every frame not yet written, in the helper process too); ``max_bytes`` and
+    ``backups`` the rotation; ``clock`` the monotonic clock latencies are measured with.
 
     ``helper=True`` builds and writes the file's records in a helper process instead of on
     a thread of this one (see :mod:`mcpsync.gateway._loghelper`): the same lines, without
@@ -340,8 +366,15 @@ class Inspector:
         # an object's shape text by its keys and its values' shape texts, see _shape_text
         self._shapes: dict[tuple[Any, ...], str | None] = {}
         self._shapes_of: Redactor = self.redactor
+        # a body's shape text by its skeleton, see _body_shape
+        self._bodies: dict[tuple[Any, ...], str | None] = {}
+        self._bodies_of: Redactor = self.redactor
+        # what a tools/call request is about by (tool, upstream), see _raw_lines
+        self._tools: dict[tuple[str, str | None], tuple[dict[str, Any], str]] = {}
+        self._tools_of: Redactor = self.redactor
         self._queue = LogQueue(self._drain)
         self._helper: LogHelper | None = None
+        self._helper_rules: Redactor = self.redactor   # the rules the helper has
         if path is not None and detail != "off":
             self._file = _LogFile(os.fspath(path), max_bytes, backups)
             if helper:
@@ -419,6 +452,13 @@ class Inspector:
         if helper is None:
             self.write_batch(batch, dropped)
             return
+        rules = self.redactor
+        if rules is not self._helper_rules:
+            # ``redactor`` was replaced: the helper writes this batch and the next ones
+            # with the new rules (every frame queued after the change is in them).
+            if not helper.send(("rules", rules)):
+                return
+            self._helper_rules = rules
         shipped: list[Any] = []
         size = 0
         for item in batch:
@@ -441,7 +481,6 @@ class Inspector:
         """Build and write the records of ``batch`` (queued frames, lines and messages) in
         this process, and a ``dropped`` record first when ``dropped`` frames were not
         queued."""
-        batch = [_parsed(item) for item in batch]
         records: list[dict[str, Any]] = []
         if dropped:
             _log.warning("inspector: %d frame(s) were not logged, the log thread was "
@@ -452,6 +491,7 @@ class Inspector:
         if callback is None and self.detail == "summary" and self._file is not None:
             self._write(self._summary_lines(records, batch))
             return
+        batch = [_parsed(item) for item in batch]
         for item in batch:
             try:
                 other = self._other_records(item)
@@ -488,8 +528,15 @@ class Inspector:
         path does not cover (an error answer, a batch, an odd shape) goes through the
         dicts."""
         lines = [(_encode(record) + "\n").encode() for record in records]
+        raw = self._raw_lines
         for item in batch:
             try:
+                if type(item) is tuple and type(item[1]) is bytes:
+                    done = raw(*item)
+                    if done is not None:
+                        lines += done
+                        continue
+                    item = _parsed(item)
                 other = self._other_records(item)
                 if other is not None:
                     lines += [(_encode(record) + "\n").encode() for record in other]
@@ -541,7 +588,7 @@ class Inspector:
         is_call = isinstance(method, str)
         kind = ("request" if rid is not None else "notification") if is_call else "response"
         body = decoded.get("params") if is_call else decoded.get("result")
-        shape = "" if body is None else self._shape_text(body, 0)
+        shape = "" if body is None else self._body_shape(body)
         if shape is None:
             return None
         target: dict[str, Any] = self._target(method, decoded.get("params")) \
@@ -592,6 +639,127 @@ class Inspector:
                        f'"method":{self._json(name)},"id":{id_text}{rest}{tail}}}\n'.encode())
         return out
 
+    def _raw_lines(self, legs: Any, data: bytes, upstream: str | None, wall: float,
+                   now: float, session: str | None) -> list[bytes] | None:
+        """The lines of a raw line queued by :meth:`record_line` (the pass-through's
+        frames), at ``summary`` detail with no callback: what :func:`_parsed` then
+        :meth:`_frame_lines` write, byte for byte, with less work for the usual frames (a
+        request, a notification, a result): the C scanner's decode without the decoder's
+        Python wrapper and no :class:`_Line`, the legs checked by one set look-up, a
+        ``tools/call``'s tool remembered with what its answer takes from it, and the part
+        of the line both legs share formatted once. ``None``, with nothing changed, for
+        anything else (an error answer, whitespace or a BOM around the object, a shape
+        with a summarised part, ...): the caller takes the way it took before.
+
+        The helper process runs this for every frame of ``mcpsync gateway --log``: there
+        it is most of the log's CPU, which with the calls using every core is taken from
+        them."""
+        if type(legs) is not tuple or legs not in _LEG_TUPLES:
+            return None
+        try:
+            text = data.decode()
+            obj, end = _scan(text, 0)
+        except (UnicodeDecodeError, StopIteration, ValueError, RecursionError):
+            return None
+        if end != len(text) or type(obj) is not dict or "error" in obj:
+            return None
+        method = obj.get("method")
+        rid = obj.get("id")
+        if method is None:
+            if "method" in obj or "result" not in obj:
+                return None
+            kind = "response"
+            body = obj["result"]
+        elif type(method) is str:
+            kind = "request" if rid is not None else "notification"
+            body = obj.get("params")
+        else:
+            return None
+        shape = "" if body is None else self._body_shape(body)
+        if shape is None:
+            return None
+        json_text = self._json
+        id_text = str(rid) if type(rid) is int else _encode(rid)
+        pair_id = rid if type(rid) is int else id_text
+        head = f'{{"time":"{_iso(wall)}","dir":"'
+        in_session = "" if session is None else f',"session":{json_text(session)}'
+        shape_text = f',"shape":{shape}' if shape else ""
+        out = []
+        if kind == "response":
+            tool_error = type(body) is dict and body.get("isError") is True
+            rest = (f',"size":{len(data)},"outcome":"tool_error"{shape_text}' if tool_error
+                    else f',"size":{len(data)},"outcome":"ok"{shape_text}')
+            pending = self._pending
+            with self._lock:
+                starts = [(leg, pending.pop((session, None if host else upstream, who,
+                                             pair_id), None))
+                          for leg, host, who in _LEG_ROLES[legs, False]]
+            previous: Any = None
+            line = ""
+            for leg, started in starts:
+                if started is None:
+                    out.append(f'{head}{leg}","upstream":{json_text(upstream)}{in_session},'
+                               f'"kind":"response","method":null,"id":{id_text}{rest}}}\n'
+                               .encode())
+                elif started is previous:
+                    # Both legs answer one request frame (its legs share one entry): the
+                    # same line but for the leg.
+                    out.append(f"{head}{leg}{line}".encode())
+                else:
+                    about = started[1]
+                    tail = f',"latency_ms":{round((now - started[0]) * 1000.0, 3)!r}'
+                    # a request the dicts' path remembered has no text of it
+                    tail += started[2] if len(started) > 2 else "".join(
+                        f',"{k}":{json_text(about[k])}' for k in _ABOUT[1:4] if k in about)
+                    where = upstream if upstream is not None else about.get("upstream")
+                    line = (f'","upstream":{json_text(where)}{in_session},"kind":"response",'
+                            f'"method":{json_text(about.get("method"))},"id":{id_text}{rest}'
+                            f'{tail}}}\n')
+                    out.append(f"{head}{leg}{line}".encode())
+                previous = started
+            return out
+        about_text = ""
+        if kind == "request":
+            tool = body.get("name") if method == "tools/call" and type(body) is dict else None
+            if type(tool) is str:
+                kept, about_text = self._tool_about(tool, upstream)
+            else:
+                target = self._target(method, body)
+                about_text = "".join(f',"{k}":{json_text(v)}' for k, v in target.items())
+                kept = {"method": method, **target}
+                if upstream is not None:
+                    kept["upstream"] = upstream
+            entry = (now, kept, about_text)
+            pending = self._pending
+            with self._lock:
+                for _, host, who in _LEG_ROLES[legs, True]:
+                    pending[session, None if host else upstream, who, pair_id] = entry
+                    if len(pending) > _MAX_PENDING:
+                        pending.popitem(last=False)
+        mid = (f'","upstream":{json_text(upstream)}{in_session},"kind":"{kind}",'
+               f'"method":{json_text(method)},"id":{id_text}{about_text},"size":{len(data)}'
+               f'{shape_text}}}\n')
+        for leg in legs:
+            out.append(f"{head}{leg}{mid}".encode())
+        return out
+
+    def _tool_about(self, tool: str, upstream: str | None) -> tuple[dict[str, Any], str]:
+        """What a ``tools/call`` of ``tool`` is about, as :meth:`_frame_lines` keeps it for
+        the answer (the dict) and writes it (the text); remembered, since calls repeat."""
+        if self._tools_of is not self.redactor:
+            self._tools, self._tools_of = {}, self.redactor
+        tools = self._tools
+        done = tools.get((tool, upstream))
+        if done is None:
+            if len(tools) >= _NAMES_CACHED:
+                tools.clear()
+            name = self._name(tool)
+            kept: dict[str, Any] = {"method": "tools/call", "tool": name}
+            if upstream is not None:
+                kept["upstream"] = upstream
+            done = tools[tool, upstream] = (kept, f',"tool":{self._json(name)}')
+        return done
+
     def _json(self, value: Any) -> str:
         """``value`` as JSON; strings (names, methods, ids of upstreams) remembered."""
         if type(value) is not str:
@@ -602,6 +770,56 @@ class Inspector:
             if len(texts) >= _NAMES_CACHED:
                 texts.clear()
             done = texts[value] = _encode(value)
+        return done
+
+    def _body_shape(self, body: Any) -> str | None:
+        """``self._shape_text(body, 0)``, remembered by the body's skeleton: its tree of
+        object keys, list lengths and value types (every object's values, a list's first
+        item: what the shape reads), as one flat tuple in preorder (an object as ``dict``,
+        its key count, its keys, then its values' skeletons; a list as ``list``, its length,
+        its first item's; any other value as its type), which names one tree only. Calls
+        repeat their bodies' shapes, and one loop over the values is about half the cost
+        of the walk that builds the text (a call per object, its keys' redaction looked
+        up). A skeleton past :data:`_SKELETON_ITEMS` items, or whose keys hold more than
+        :data:`_SKELETON_TEXT` characters, is not remembered, and at most
+        :data:`_BODIES_CACHED` are: what the cache holds stays small whatever the keys."""
+        if type(body) is not dict and type(body) is not list:
+            return self._shape_text(body, 0)
+        skeleton: list[Any] = []
+        add, extend = skeleton.append, skeleton.extend
+        stack: list[Any] = [body]
+        pop, push, push_all = stack.pop, stack.append, stack.extend
+        while stack:
+            value = pop()
+            kind = type(value)
+            if kind is dict:
+                if len(value) > _SHAPE_KEYS or len(skeleton) > _SKELETON_ITEMS:
+                    return self._shape_text(body, 0)
+                add(dict)
+                add(len(value))
+                extend(value)
+                push_all(reversed(value.values()))
+            elif kind is list:
+                if len(skeleton) > _SKELETON_ITEMS:
+                    return self._shape_text(body, 0)
+                add(list)
+                add(len(value))
+                if value:
+                    push(value[0])
+            else:
+                add(kind)
+        if self._bodies_of is not self.redactor:
+            self._bodies, self._bodies_of = {}, self.redactor
+        bodies = self._bodies
+        key = tuple(skeleton)
+        if key in bodies:
+            return bodies[key]
+        done = self._shape_text(body, 0)
+        # Only a skeleton new to the cache is measured: one found there was measured then.
+        if sum(len(part) for part in key if type(part) is str) <= _SKELETON_TEXT:
+            if len(bodies) >= _BODIES_CACHED:
+                bodies.clear()
+            bodies[key] = done
         return done
 
     def _shape_text(self, value: Any, depth: int) -> str | None:

@@ -2,9 +2,10 @@
 
 Started by :class:`mcpsync.gateway._loghelper.LogHelper`, never by hand: it inherits the
 log file already opened (``--fd``; ``--path`` is where rotation reopens it), reads the
-redaction rules and then batches of frames from its stdin, and builds and writes their
-records with the inspector's own code, so the lines are byte for byte the ones an
-in-process inspector writes. It stops when its stdin ends (the gateway closed the log,
+redaction rules and then batches of frames from its stdin (and new rules, in order with
+them, when the gateway's are replaced), and builds and writes their records with the
+inspector's own code, so the lines are byte for byte the ones an in-process inspector
+writes. It stops when its stdin ends (the gateway closed the log,
 exited or died), after writing everything it read. Ctrl-C in a terminal reaches the whole
 process group: the helper ignores it, so the gateway can still hand it the last frames.
 """
@@ -44,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
         while (message := read_message(stream)) is not None:
             if message[0] == "batch":
                 inspector.write_batch(message[1], message[2])
+            elif message[0] == "rules" and isinstance(message[1], Redactor):
+                inspector.redactor = message[1]   # the gateway's rules were replaced
     finally:
         inspector.close()
     return 0

@@ -196,10 +196,11 @@ class Aggregator:
         call = self._ids.open(env.id, upstreams, method=_LISTEN)
         self._acks.opened(call)
         self._deadlines.add(self._merge_timeout, lambda: self._listen_late(call))
+        self._gw._record_legs("to_upstream", None, env, None)   # the host's leg, once
         for upstream in upstreams:
             sent = dict(params) if isinstance(params, dict) else {}
             sent["notifications"] = filters[upstream]
-            self._submit(upstream, env, call.upstream_id(upstream), sent)
+            self._submit(upstream, env, call.upstream_id(upstream), sent, host_leg=False)
 
     def _fan_out(self, env: Envelope, method: str, params: Any) -> None:
         assert env.id is not None
@@ -215,13 +216,14 @@ class Aggregator:
         gather.timer = self._deadlines.add(gather.limit, lambda: self._gather_late(call, gather))
         with self._lock:
             self._gathers[call.key] = gather
+        self._gw._record_legs("to_upstream", None, env, None)   # the host's leg, once
         for upstream in upstreams:
             sent = dict(params) if isinstance(params, dict) else {}
             if upstream in cursors:
                 sent["cursor"] = cursors[upstream]
             elif listing:
                 sent.pop("cursor", None)
-            self._submit(upstream, env, call.upstream_id(upstream), sent)
+            self._submit(upstream, env, call.upstream_id(upstream), sent, host_leg=False)
 
     def _send(self, env: Envelope, upstream: str, params: Any) -> None:
         assert env.id is not None and env.method is not None
@@ -234,12 +236,16 @@ class Aggregator:
             call = self._ids.open(env.id, upstream, method=env.method)
         self._submit(upstream, env, call.upstream_id(upstream), params)
 
-    def _submit(self, upstream: str, env: Envelope, upstream_id: int, params: Any) -> None:
+    def _submit(self, upstream: str, env: Envelope, upstream_id: int, params: Any, *,
+                host_leg: bool = True) -> None:
+        """Send the host's request ``env`` to ``upstream`` under ``upstream_id``; the log's
+        host leg carries the host's frame (``host_leg=False``: recorded once already, for a
+        request sent to several upstreams), the upstream's leg the frame sent."""
         frame = env.replace("id", str(upstream_id))
         if params is not None:
             frame = frame.replace("params", dumps(params, ensure_ascii=False))
         target = self._by_id[upstream]
-        self._gw._record("to_upstream", target, frame, None)
+        self._gw._record_legs("to_upstream", target, env if host_leg else None, frame)
         target.submit(frame)
 
     def _host_notification(self, env: Envelope) -> None:
@@ -274,7 +280,7 @@ class Aggregator:
             return
         target = self._by_id[peer.upstream]
         frame = env.replace("id", peer.upstream_id)
-        self._gw._record("to_upstream", target, frame, None)
+        self._gw._record_legs("to_upstream", target, env, frame)
         target.submit(frame)
 
     # ---------------------------------------------------------------- from an upstream
@@ -285,7 +291,7 @@ class Aggregator:
         elif env.kind == "request":
             assert env.id is not None
             peer = self._peers.open(upstream.id, env.id)
-            self._to_host(upstream, env.replace("id", json.dumps(peer.host_id)))
+            self._to_host(upstream, env.replace("id", json.dumps(peer.host_id)), received=env)
         else:
             self._upstream_notification(upstream, env)
 
@@ -295,7 +301,9 @@ class Aggregator:
         upstream_id = json.loads(env.id or "null")
         answered = self._ids.answered(upstream.id, upstream_id)
         if answered is None:   # a call already failed or cancelled, a replayed initialize,
-            self._relists.answered(upstream.id, upstream_id,   # or the gateway's own list
+            # or the gateway's own list: logged on the upstream's leg only
+            self._gw._record_legs("to_host", upstream, env, None)
+            self._relists.answered(upstream.id, upstream_id,
                                    None if env.kind == "error"
                                    else loads(env.raw("result") or "null"))
             return
@@ -305,6 +313,7 @@ class Aggregator:
         if gather is None:
             self._routed_answer(upstream, env, call, done)
             return
+        self._gw._record_legs("to_host", upstream, env, None)   # one part of a merged answer
         result = loads(env.raw("result") or "null")
         if env.kind == "error":
             gather.errors[upstream.id] = str(json.loads(env.raw("error") or "null"))
@@ -397,7 +406,8 @@ class Aggregator:
         def send(upstream: str, n: int) -> None:
             frame = parse_envelope(f'{{"jsonrpc":"2.0","id":{n},"method":"{list_method}",'
                                    f'"params":{text}}}')
-            self._gw._record("to_upstream", self._by_id[upstream], frame, None)
+            # the gateway's own request: no host leg
+            self._gw._record_legs("to_upstream", self._by_id[upstream], None, frame)
             self._by_id[upstream].submit(frame)
 
         def done(results: dict[str, Any]) -> None:
@@ -420,8 +430,9 @@ class Aggregator:
         results = gather.results
         if not results:
             why = "; ".join(f"{u}: {e}" for u, e in gather.errors.items()) or "no upstream"
-            self._gw._write_error(gather.host_id, INTERNAL_ERROR,
-                                  f"no upstream answered {gather.method}: {why}", None)
+            error = json.dumps({"code": INTERNAL_ERROR,
+                                "message": f"no upstream answered {gather.method}: {why}"})
+            self._answer_host(f'{{"jsonrpc":"2.0","id":{gather.host_id},"error":{error}}}')
             return
         for upstream, error in gather.errors.items():
             _log.warning("upstream %r failed %s: %s", upstream, gather.method, error)
@@ -446,8 +457,14 @@ class Aggregator:
         else:
             body = {}
         text = dumps(body, ensure_ascii=False)
-        self._gw._write_host(
-            f'{{"jsonrpc":"2.0","id":{gather.host_id},"result":{text}}}'.encode())
+        self._answer_host(f'{{"jsonrpc":"2.0","id":{gather.host_id},"result":{text}}}')
+
+    def _answer_host(self, text: str) -> None:
+        """A merged answer the gateway made: on the host's leg of the log, then written."""
+        inspector = self._gw.inspector
+        if inspector is not None and inspector.enabled:   # parsed for the log only
+            self._gw._record_legs("to_host", None, None, parse_envelope(text))
+        self._gw._write_host(text.encode())
 
     def _expose_tools(self, upstream: str, result: Any) -> Any:
         exposed = self._tools.expose_list(upstream, result, "tools")
@@ -476,7 +493,7 @@ class Aggregator:
             if wrap is not None and (call.method != "tools/call" or '"resource' in raw):
                 text = dumps(wrap(upstream.id, loads(raw)), ensure_ascii=False)
                 frame = frame.replace("result", text)
-        self._to_host(upstream, frame)
+        self._to_host(upstream, frame, received=env)
 
     def _ack_to_host(self, upstream: Upstream, params: dict[str, Any]) -> None:
         text = json.dumps({"jsonrpc": "2.0",
@@ -515,8 +532,14 @@ class Aggregator:
                                               ensure_ascii=False))
         self._to_host(upstream, env)   # list changes, logs, and what the gateway does not know
 
-    def _to_host(self, upstream: Upstream, env: Envelope) -> None:
-        self._gw._record("to_host", upstream, env, None)
+    def _to_host(self, upstream: Upstream, env: Envelope, received: Envelope | None = None
+                 ) -> None:
+        """Write ``env`` to the host; ``received``: the upstream's frame it was rewritten
+        from (its id), which the log's upstream leg carries."""
+        if received is None:
+            self._gw._record("to_host", upstream, env, None)
+        else:
+            self._gw._record_legs("to_host", upstream, received, env)
         self._gw._write_host(env.to_bytes())
 
     # ---------------------------------------------------------------- failures

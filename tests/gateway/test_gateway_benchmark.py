@@ -91,3 +91,26 @@ def test_the_critical_path_benchmark_refuses_a_version_it_cannot_time(tmp_path: 
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode != 0
     assert "cannot be measured this way" in done.stderr
+
+
+RECORDS = BENCH.with_name("gateway_log_records.py")
+
+
+def test_the_log_records_benchmark_times_this_tree_and_a_baseline(tmp_path: Path) -> None:
+    """``benchmarks/gateway_log_records.py``: a figure per run for each version, the
+    baseline's from the copy (it leaves a mark when imported)."""
+    base = tmp_path / "base"
+    shutil.copytree(BENCH.parents[1] / "mcpsync", base / "mcpsync",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    init = base / "mcpsync" / "__init__.py"
+    init.write_text(init.read_text() + "\n__import__('pathlib').Path(__file__)"
+                    ".with_name('imported').touch()\n")
+    done = subprocess.run([sys.executable, str(RECORDS), "--runs", "2", "--batches", "1",
+                           "--json", "--baseline", str(base)],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert list(result) == ["this tree", "baseline"]
+    assert all(len(runs) == 2 and all(0 < us < 10_000 for us in runs)
+               for runs in result.values()), result
+    assert (base / "mcpsync" / "imported").exists()

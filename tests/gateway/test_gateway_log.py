@@ -87,3 +87,59 @@ def test_a_malformed_line_or_dying_upstream_leaves_no_secret_on_stderr(tmp_path:
     err = b"".join(host.stderr).decode()
     assert "not a JSON-RPC message" in err and "last stderr lines" in err
     assert token not in err and "hunter2-stderr" not in err
+
+
+def test_with_two_upstreams_each_leg_carries_its_own_id_and_answers_pair(
+        tmp_path: Path) -> None:
+    # With several upstreams the gateway gives each call an id of its own toward the
+    # upstream: the host's legs must carry the host's id and the upstream's legs the
+    # upstream's, so that every answer pairs with its own request, under concurrent calls.
+    import threading
+
+    log = tmp_path / "gateway.log"
+    argv = [*GATEWAY, write_config(tmp_path, {"a": DEMO, "b": DEMO}), "--log", str(log)]
+    failures: list[BaseException] = []
+    with mcpsync.connect(argv, era="legacy") as client:
+        tools = sorted(t.name for t in client.list_tools() if t.name.endswith("echo"))
+        assert len(tools) == 2, tools
+
+        def calls(n: int) -> None:
+            try:
+                for k in range(12):
+                    text = f"{n}-{k}"
+                    assert client.call_tool(tools[(n + k) % 2], {"text": text}).text == text
+            except BaseException as exc:   # reported below
+                failures.append(exc)
+        threads = [threading.Thread(target=calls, args=(n,), name=f"mcpsync-test-{n}",
+                                    daemon=True) for n in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+    assert not failures, failures
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    for request_leg, answer_leg in (("host->gateway", "gateway->host"),
+                                    ("gateway->upstream", "upstream->gateway")):
+        requests = {(r["upstream"] if request_leg[0] == "g" else None, r["id"]): r
+                    for r in records if r["dir"] == request_leg and r["kind"] == "request"}
+        answers = [r for r in records if r["dir"] == answer_leg and r["kind"] == "response"]
+        assert len(requests) == len([r for r in records if r["dir"] == request_leg
+                                     and r["kind"] == "request"])   # ids unique per leg
+        assert len(answers) == len(requests), (request_leg, len(answers), len(requests))
+        for answer in answers:
+            request = requests[(answer["upstream"] if request_leg[0] == "g" else None,
+                                answer["id"])]
+            assert answer["method"] == request["method"], (answer, request)
+            assert answer.get("tool") == request.get("tool"), (answer, request)
+            assert answer["latency_ms"] >= 0, answer
+        called = [r for r in answers if r["method"] == "tools/call"]
+        assert len(called) == 96
+        # the host calls the gateway's names, the gateway the upstream's own
+        assert {r["tool"] for r in called} == (set(tools) if request_leg[0] == "h"
+                                               else {"echo"})
+    done = subprocess.run([sys.executable, "-m", "mcpsync", "inspect", str(log), "--json"],
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)["tools"]
+    assert sum(row["calls"] for row in rows) == 96
+    assert sum(row["ok"] for row in rows) == 96

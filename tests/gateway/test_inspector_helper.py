@@ -53,7 +53,7 @@ def _write(path: Path, *, helper: bool, raw: bool, session: str | None = None) -
     return [_TIME.sub(b"{", line) for line in path.read_bytes().splitlines()]
 
 
-def _call(rid: int, text: str = "hi") -> bytes:
+def _call(rid: int | str, text: str = "hi") -> bytes:
     return json.dumps({"jsonrpc": "2.0", "id": rid, "method": "tools/call",
                        "params": {"name": "echo", "arguments": {"text": text}}}).encode()
 
@@ -264,3 +264,84 @@ def test_a_flood_of_big_frames_reaches_the_helper_in_bounded_writes(tmp_path: Pa
     ids = [json.loads(line)["id"] for line in log.read_bytes().splitlines()]
     assert ids == [rid for rid in range(1, 21) for _ in TO_UPSTREAM]
     assert len(sizes) >= 5 and max(sizes) < 2_000_000, sizes   # 6 MB in all
+
+
+def test_raw_lines_write_what_the_dicts_write_for_repeated_calls(tmp_path: Path) -> None:
+    # record_line's frames take a shorter way at summary detail (a tool's about-fields
+    # remembered per tool and upstream, one line for both legs of an answer): the bytes
+    # must still be the dicts' (a callback's records), including after the redaction rules
+    # change and for the frames that way hands back (spaces around, an error answer).
+    from mcpsync.gateway._redact import Redactor
+
+    secret_tool = "ghp_" + "a1B2" * 9
+    traffic: list[tuple[tuple[str, ...], str | None, bytes]] = []
+    for rid, tool in [(1, "echo"), ("s2", "echo"), (3, secret_tool), (4, "echo"),
+                      (5, "slow")]:
+        traffic.append((TO_UPSTREAM, "demo", _call(rid, f"x{rid}").replace(
+            b'"echo"', json.dumps(tool).encode())))
+    traffic += [(("upstream->gateway", "gateway->host"), "demo", json.dumps(
+        {"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": "x"}],
+                                                 "isError": rid == 4}}).encode())
+        for rid in (1, "s2", 3, 4)]
+    traffic += [
+        (("host->gateway",), "demo", _call(6)),          # one leg only
+        (("gateway->host",), "demo", b'{"jsonrpc":"2.0","id":6,"result":{}}'),
+        (TO_UPSTREAM, "demo", b' {"jsonrpc":"2.0","id":7,"method":"tools/call",'
+                              b'"params":{"name":"echo","arguments":{}}} '),
+        (("upstream->gateway", "gateway->host"), "demo",
+         b'{"jsonrpc":"2.0","id":7,"error":{"code":-32603,"message":"token=abc"}}'),
+        (TO_UPSTREAM, None, b'{"jsonrpc":"2.0","method":"notifications/progress",'
+                            b'"params":{"progressToken":1,"progress":0.5}}'),
+        (("upstream->gateway", "gateway->host"), "demo",
+         b'{"jsonrpc":"2.0","id":5,"result":{"content":[]}}'),
+    ]
+    # As record_line queues them (legs, line, upstream, wall time, clock, session), written
+    # here in two batches, as the log thread (or the helper) writes them.
+    queued = [(legs, frame, upstream, 1_700_000_000.0 + n, 100.0 + 0.0125 * n, None)
+              for n, (legs, upstream, frame) in enumerate(traffic)]
+    written: dict[bool, list[bytes]] = {}
+    for raw in (True, False):
+        path = tmp_path / f"{raw}.log"
+        inspector = Inspector(path, callback=None if raw else (lambda record: None))
+        inspector.write_batch(list(queued), 0)
+        # "echo" is secret now, and so is the key "text" (the remembered shapes must go)
+        inspector.redactor = Redactor(extra_patterns=["echo", "^text$"])
+        inspector.write_batch(list(queued), 0)
+        inspector.close()
+        written[raw] = path.read_bytes().splitlines()
+    assert written[True] == written[False]
+    records = [json.loads(line) for line in written[True]]
+    assert len(records) == 2 * sum(len(legs) for legs, _, _ in traffic)
+    assert secret_tool not in b"".join(written[True]).decode()
+    assert [r.get("tool") for r in records[:2]] == ["echo", "echo"]
+    assert [r.get("tool") for r in records[len(records) // 2:][:2]] == ["[redacted]"] * 2
+    shapes = [r.get("shape") for r in records]
+    assert shapes[0] == {"name": "str", "arguments": {"text": "str"}}
+    assert shapes[len(records) // 2] == {"name": "str", "arguments": {"[redacted]": "str"}}
+    assert not any('"text":' in json.dumps(shape) for shape in shapes[len(records) // 2:])
+    assert [r.get("latency_ms") for r in records[10:12]] == [62.5, 62.5]   # id 1: 5 later
+
+
+def test_new_redaction_rules_reach_the_helper(tmp_path: Path) -> None:
+    # Rules replaced after the helper started: the frames queued after the change are
+    # written with the new rules (the helper got its rules once, at spawn, before).
+    from mcpsync.gateway._redact import Redactor
+
+    log = tmp_path / "rules.log"
+    inspector = Inspector(log, helper=True)
+    line = (b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo",'
+            b'"arguments":{"customer":"x"}}}')
+    inspector.record_line(("host->gateway",), line % 1, "up")
+    deadline = time.monotonic() + 10
+    while not log.read_bytes() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    inspector.redactor = Redactor(extra_patterns=["echo", "^customer$"])
+    inspector.record_line(("host->gateway",), line % 2, "up")
+    inspector.record("host->gateway", line % 3, upstream="up")
+    inspector.close()
+    assert inspector._helper is not None and inspector._helper._proc.returncode == 0
+    records = [json.loads(text) for text in log.read_bytes().splitlines()]
+    assert [(r["id"], r["tool"], r["shape"]["arguments"]) for r in records] == [
+        (1, "echo", {"customer": "str"}),
+        (2, "[redacted]", {"[redacted]": "str"}),
+        (3, "[redacted]", {"[redacted]": "str"})]

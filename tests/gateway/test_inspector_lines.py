@@ -159,3 +159,47 @@ def test_repeated_keys_with_other_value_types_get_their_own_shape(tmp_path: Path
         {"n": "int", "m": {"a": "str"}}, {"n": "str", "m": {"a": "str"}},
         {"n": "int", "m": {"a": "int"}}, {"n": "int", "m": {"a": "str"}},
         {"n": "int", "m": ["str"]}, {"n": "int", "m": {"a": "str"}}]
+
+
+def test_a_remembered_body_shape_is_the_walked_one(tmp_path: Path) -> None:
+    # The text path remembers a body's shape by its skeleton (keys, list lengths, value
+    # types): bodies that differ in any of those, in any order, get the walk's own text.
+    bodies: list[Any] = [
+        {"a": 1}, {"a": True}, {"a": 1.5}, {"a": None}, {"a": "1"}, {"b": 1}, {"a": 1, "b": 2},
+        {"b": 2, "a": 1}, {"a": []}, {"a": [1]}, {"a": [1, 2]}, {"a": [True, 2]},
+        {"a": [[1]]}, {"a": [{"x": 1}]}, {"a": [{"x": "1"}]}, {"a": {"x": 1}},
+        {"a": {}, "b": {"x": 1}}, {"a": {"x": 1}, "b": {}}, [], [1], [{"a": 1}, 2],
+        {"a": _deep(6)}, {"a": _deep(9)}, {f"k{i}": i for i in range(51)},
+        {"a": [{f"k{i}": i for i in range(51)}]}, {"api_key": 1, "API-KEY": 2},
+        {"a": [[[[[[[[[1]]]]]]]]]}, {"": 1}, {"a": {"": {"": 1}}},
+        "str", 1, {"a": list(range(600))}, [[i] for i in range(3)],
+        {"a": [[{"b": 1}] * 300]}, {f"k{i}": {"x": [i]} for i in range(40)},
+        {"a": {f"k{i}": {"y": {"z": 1}} for i in range(45)},   # a skeleton past the bound
+         "b": {f"k{i}": {"y": {"z": 1}} for i in range(45)}},
+    ]
+    inspector = Inspector(tmp_path / "x.log")
+    for _ in range(2):
+        for body in bodies + bodies[::-1]:
+            assert inspector._body_shape(body) == inspector._shape_text(body, 0), body
+    inspector.close()
+
+
+def test_the_body_shape_cache_stays_small_when_keys_are_data(tmp_path: Path) -> None:
+    # Keys that are data (paths, record ids) make each body's skeleton new: the cache must
+    # not keep thousands of them, nor a body whose keys are long, and every shape it gives
+    # is still the walked one.
+    _BODIES_CACHED, _SKELETON_TEXT = 256, 2048
+
+    inspector = Inspector(tmp_path / "x.log")
+    long_keys = {"rows": {f"/srv/data/{'d' * 60}/{n:06d}.json": 1 for n in range(40)}}
+    assert inspector._body_shape(long_keys) == inspector._shape_text(long_keys, 0)
+    assert inspector._bodies == {}   # 2.7 KB of keys: not remembered
+    held = 0
+    for n in range(2000):
+        body = {"name": "t", "arguments": {f"rec-{n:08d}-{k:02d}": {"v": k} for k in range(30)}}
+        assert inspector._body_shape(body) == inspector._shape_text(body, 0)
+        held = max(held, len(inspector._bodies))
+        text = sum(len(part) for key in inspector._bodies for part in key if type(part) is str)
+        assert text <= len(inspector._bodies) * _SKELETON_TEXT
+    assert 0 < held <= _BODIES_CACHED <= 256
+    inspector.close()
