@@ -52,6 +52,9 @@ MAX_WORKERS: Final = 64   # requests in flight at once: the transport's worker t
 POOL_MAXSIZE: Final = MAX_WORKERS + 2
 READ1_SIZE = 65536
 ENV_TTL = 1.0   # seconds between two reads of the environment's proxy/CA settings
+# Entries each per-URL cache of our session and adapter holds at most (redirect targets and
+# many servers add URLs): a full cache starts over.
+CACHE_MAX: Final = 64
 
 # What ``requests``, urllib3 and the socket layer raise when the network fails; only
 # :func:`map_network_errors` catches these, and turns them into mcpsync errors.
@@ -192,7 +195,7 @@ class _TrackingAdapter(HTTPAdapter):
         now = time.monotonic()
         if hit is None or now - hit[0] > ENV_TTL:
             host, pool = super().build_connection_pool_key_attributes(request, verify, cert)
-            if len(self._key_cache) > 64:   # many URLs (redirect targets): start over
+            if len(self._key_cache) >= CACHE_MAX:   # many URLs: start over
                 self._key_cache.clear()
             self._key_cache[key] = hit = (now, host, pool)
         return hit[1].copy(), hit[2].copy()   # urllib3 may add to them: never share
@@ -263,7 +266,7 @@ class _OwnSession(requests.Session):
         now = time.monotonic()
         hit = self._netrc_cache.get(url)
         if hit is None or now - hit[0] > ENV_TTL:
-            if len(self._netrc_cache) > 64:   # many URLs (redirect targets): start over
+            if len(self._netrc_cache) >= CACHE_MAX:   # many URLs: start over
                 self._netrc_cache.clear()
             self._netrc_cache[url] = hit = (now, get_netrc_auth(url))
         return hit[1]
@@ -277,7 +280,7 @@ class _OwnSession(requests.Session):
         hit = self._env_cache.get(key)
         if hit is None or now - hit[0] > ENV_TTL:
             settings = super().merge_environment_settings(url, {}, stream, verify, cert)
-            if len(self._env_cache) > 64:   # many URLs (redirect targets): start over
+            if len(self._env_cache) >= CACHE_MAX:   # many URLs: start over
                 self._env_cache.clear()
             self._env_cache[key] = hit = (now, settings)
         cached = hit[1]
