@@ -1,7 +1,9 @@
 """Our own HTTP session prepares a request exactly as ``requests.Session.prepare_request``
 does (its faster header merge, its ``None`` for no query parameters and its ``~/.netrc``
 lookup kept for ENV_TTL seconds change the CPU, not the result): the same session object is
-prepared both ways, over the inputs the transport sends and those it never sends. Likewise
+prepared both ways, over the inputs the transport sends and those it never sends. (One
+deliberate difference: a ``.netrc`` entry never replaces an ``Authorization`` header already
+there; tests near the end.) Likewise
 our adapter's pool key (kept for ENV_TTL seconds) is ``requests``' own. The last tests keep
 the caches warm (ENV_TTL large) over several hosts, ``verify`` and ``cert`` values, so that
 a cache key missing a part hands one request's answer to another; and 1,000 URLs stay
@@ -334,5 +336,45 @@ def test_caches_stay_within_their_bound(fill: Any, no_netrc: Path,
         cache = fill(session)
         assert 0 < len(cache) <= _http_conn.CACHE_MAX
         assert any("h999.example" in str(key) for key in cache)
+    finally:
+        session.close()
+
+
+@pytest.mark.parametrize("where, headers", [
+    ("request", {"Authorization": "Bearer mine"}),
+    ("request", {"authorization": "Bearer mine"}),
+    ("request", {b"AUTHORIZATION": b"Bearer mine"}),
+    ("session", {"Authorization": "Bearer mine"}),
+])
+def test_netrc_never_replaces_an_authorization_header(
+        where: str, headers: dict[Any, Any], no_netrc: Path) -> None:
+    """The one deliberate difference from ``requests``: an ``Authorization`` header already
+    there (any case, from the request or the session) is sent, not the ``.netrc`` entry's
+    Basic credentials, which ``requests`` puts in its place."""
+    _write_netrc(no_netrc, "127.0.0.1")
+    session = new_session()
+    try:
+        request = requests.Request("POST", URL, data=b"{}")
+        (request.headers if where == "request" else session.headers).update(headers)
+        ours, theirs = _both(session, request)
+        assert ("Authorization", "Basic bnU6bnA=") in theirs[2]   # requests' own rule
+        name, value = next(iter(headers.items()))
+        name = name.decode() if isinstance(name, bytes) else name   # requests makes it str
+        assert [(k, v) for k, v in ours[2] if k.lower() == "authorization"] == [(name, value)]
+    finally:
+        session.close()
+
+
+def test_netrc_applies_when_the_authorization_header_is_dropped(no_netrc: Path) -> None:
+    """A request that drops the session's ``Authorization`` (None) has none: the ``.netrc``
+    entry applies, as with ``requests``."""
+    _write_netrc(no_netrc, "127.0.0.1")
+    session = new_session()
+    try:
+        session.headers["Authorization"] = "Bearer session"
+        request = requests.Request("POST", URL, headers={"Authorization": None}, data=b"{}")
+        ours, theirs = _both(session, request)
+        assert ours == theirs
+        assert ("Authorization", "Basic bnU6bnA=") in ours[2]
     finally:
         session.close()
