@@ -185,7 +185,9 @@ class _TrackingAdapter(HTTPAdapter):
         directory on every request, for plain ``http://`` too: a ``stat`` system call, and
         with many threads each system call also hands the GIL over. The answer depends only
         on these arguments, the pool manager's SSL context and that path, so a CA path
-        that becomes a directory at run time is still seen, within that delay.
+        that becomes a directory at run time is still seen, within that delay. This saves
+        the ``stat`` for ``http://`` only: for ``https://``, ``HTTPAdapter.cert_verify``
+        still checks the path (``os.path.exists``, ``os.path.isdir``) on every request.
         """
         key = (request.url, verify, cert)
         try:
@@ -239,7 +241,8 @@ class _OwnSession(requests.Session):
 
         - Headers: two plain mappings are merged directly. ``requests`` turns each into a
           list of pairs first, testing it against a runtime-checkable ``Protocol``, which
-          costs microseconds per test on Python 3.11 (six tests per request in all).
+          costs microseconds per test on Python 3.11 (five tests in
+          ``Session.prepare_request``, seven in a whole ``Session.request``).
         - Query parameters: when neither the request nor the session has any, ``None`` is
           prepared, which yields the same URL without three more of those tests.
         - ``~/.netrc``: looked up (an ``expanduser``, a ``stat`` per candidate file, and a
