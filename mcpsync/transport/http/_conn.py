@@ -234,6 +234,12 @@ class _OwnSession(requests.Session):
         self._env_cache: dict[tuple[Any, ...], tuple[float, _Settings]] = {}
         self._netrc_cache: dict[Any, tuple[float, Any]] = {}
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Unpickled (``requests`` pickles only its own attributes): the caches start empty."""
+        super().__setstate__(state)  # type: ignore[misc]  # not in the stubs
+        self._env_cache = {}
+        self._netrc_cache = {}
+
     def prepare_request(self, request: requests.Request) -> PreparedRequest:
         """``requests.Session.prepare_request``, step for step, with the same result (but
         for the one difference below) and three of its costs cut (about half its CPU for a

@@ -378,3 +378,28 @@ def test_netrc_applies_when_the_authorization_header_is_dropped(no_netrc: Path) 
         assert ("Authorization", "Basic bnU6bnA=") in ours[2]
     finally:
         session.close()
+
+
+def test_an_unpickled_session_starts_with_empty_caches(no_netrc: Path) -> None:
+    """``requests`` pickles only its own attributes: our caches come back empty, and the
+    unpickled session prepares and sends as the original does."""
+    import pickle
+
+    _write_netrc(no_netrc, "127.0.0.1")
+    session = new_session()
+    try:
+        request = requests.Request("POST", URL, data=b"{}")
+        session.prepare_request(request)
+        session.merge_environment_settings(URL, {}, False, None, None)
+        copy: Any = pickle.loads(pickle.dumps(session))
+        try:
+            assert copy._netrc_cache == {} and copy._env_cache == {}
+            assert _described(copy.prepare_request(request)) == \
+                _described(session.prepare_request(request))
+            assert copy.merge_environment_settings(URL, {}, False, None, None) == \
+                session.merge_environment_settings(URL, {}, False, None, None)
+            assert copy.get_adapter(URL)._key_cache == {}
+        finally:
+            copy.close()
+    finally:
+        session.close()
