@@ -52,6 +52,9 @@ MAX_WORKERS: Final = 64   # requests in flight at once: the transport's worker t
 POOL_MAXSIZE: Final = MAX_WORKERS + 2
 READ1_SIZE = 65536
 ENV_TTL = 1.0   # seconds between two reads of the environment's proxy/CA settings
+# Entries each per-URL cache of our session and adapter holds at most (redirect targets and
+# many servers add URLs): a full cache starts over.
+CACHE_MAX: Final = 64
 
 # What ``requests``, urllib3 and the socket layer raise when the network fails; only
 # :func:`map_network_errors` catches these, and turns them into mcpsync errors.
@@ -182,7 +185,9 @@ class _TrackingAdapter(HTTPAdapter):
         directory on every request, for plain ``http://`` too: a ``stat`` system call, and
         with many threads each system call also hands the GIL over. The answer depends only
         on these arguments, the pool manager's SSL context and that path, so a CA path
-        that becomes a directory at run time is still seen, within that delay.
+        that becomes a directory at run time is still seen, within that delay. This saves
+        the ``stat`` for ``http://`` only: for ``https://``, ``HTTPAdapter.cert_verify``
+        still checks the path (``os.path.exists``, ``os.path.isdir``) on every request.
         """
         key = (request.url, verify, cert)
         try:
@@ -192,10 +197,24 @@ class _TrackingAdapter(HTTPAdapter):
         now = time.monotonic()
         if hit is None or now - hit[0] > ENV_TTL:
             host, pool = super().build_connection_pool_key_attributes(request, verify, cert)
-            if len(self._key_cache) > 64:   # many URLs (redirect targets): start over
+            if len(self._key_cache) >= CACHE_MAX:   # many URLs: start over
                 self._key_cache.clear()
             self._key_cache[key] = hit = (now, host, pool)
         return hit[1].copy(), hit[2].copy()   # urllib3 may add to them: never share
+
+
+def _has_authorization(headers: Any) -> bool:
+    """Whether merged headers carry an ``Authorization`` header (any case, str or bytes)."""
+    if not isinstance(headers, Mapping):
+        return False
+    if "authorization" in headers:   # a CaseInsensitiveDict with str names: the usual case
+        return True
+    for name in headers:
+        if isinstance(name, bytes):
+            name = name.decode("latin-1")
+        if isinstance(name, str) and name.lower() == "authorization":
+            return True
+    return False
 
 
 class _OwnSession(requests.Session):
@@ -215,18 +234,30 @@ class _OwnSession(requests.Session):
         self._env_cache: dict[tuple[Any, ...], tuple[float, _Settings]] = {}
         self._netrc_cache: dict[Any, tuple[float, Any]] = {}
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Unpickled (``requests`` pickles only its own attributes): the caches start empty."""
+        super().__setstate__(state)  # type: ignore[misc]  # not in the stubs
+        self._env_cache = {}
+        self._netrc_cache = {}
+
     def prepare_request(self, request: requests.Request) -> PreparedRequest:
-        """``requests.Session.prepare_request``, step for step, with the same result and
-        three of its costs cut (about half its CPU for a small POST, measured in
-        docs/performance.md).
+        """``requests.Session.prepare_request``, step for step, with the same result (but
+        for the one difference below) and three of its costs cut (about half its CPU for a
+        small POST, measured in docs/performance.md).
 
         - Headers: two plain mappings are merged directly. ``requests`` turns each into a
           list of pairs first, testing it against a runtime-checkable ``Protocol``, which
-          costs microseconds per test on Python 3.11 (six tests per request in all).
+          costs microseconds per test on Python 3.11 (five tests in
+          ``Session.prepare_request``, seven in a whole ``Session.request``).
         - Query parameters: when neither the request nor the session has any, ``None`` is
           prepared, which yields the same URL without three more of those tests.
         - ``~/.netrc``: looked up (an ``expanduser``, a ``stat`` per candidate file, and a
           parse when one exists) at most every ENV_TTL seconds per URL, not per request.
+
+        One deliberate difference: ``~/.netrc`` credentials are not applied when the merged
+        headers already carry an ``Authorization`` header (the transport sends its bearer
+        token that way). ``requests`` would replace that header with the ``.netrc``
+        entry's Basic credentials, so a user's own token never reached the server.
 
         Anything else (auth, cookies, hooks, files, a body) goes through the same
         ``requests`` functions as in ``Session.prepare_request``.
@@ -237,9 +268,6 @@ class _OwnSession(requests.Session):
             cookies = _cookiejar_from_dict(cookies)
         merged_cookies = _merge_cookies(_merge_cookies(RequestsCookieJar(), self.cookies),
                                         cookies)
-        auth = request.auth
-        if self.trust_env and not auth and not self.auth:
-            auth = self._netrc_auth(url)
         headers: Any
         mine, theirs = request.headers, self.headers
         if isinstance(mine, Mapping) and isinstance(theirs, Mapping):
@@ -249,6 +277,9 @@ class _OwnSession(requests.Session):
                 del headers[key]
         else:
             headers = _merge_setting(mine, theirs, dict_class=CaseInsensitiveDict)
+        auth = request.auth
+        if self.trust_env and not auth and not self.auth and not _has_authorization(headers):
+            auth = self._netrc_auth(url)
         params = None if not request.params and not self.params \
             else _merge_setting(request.params, self.params)
         prepared = PreparedRequest()
@@ -263,7 +294,7 @@ class _OwnSession(requests.Session):
         now = time.monotonic()
         hit = self._netrc_cache.get(url)
         if hit is None or now - hit[0] > ENV_TTL:
-            if len(self._netrc_cache) > 64:   # many URLs (redirect targets): start over
+            if len(self._netrc_cache) >= CACHE_MAX:   # many URLs: start over
                 self._netrc_cache.clear()
             self._netrc_cache[url] = hit = (now, get_netrc_auth(url))
         return hit[1]
@@ -277,7 +308,7 @@ class _OwnSession(requests.Session):
         hit = self._env_cache.get(key)
         if hit is None or now - hit[0] > ENV_TTL:
             settings = super().merge_environment_settings(url, {}, stream, verify, cert)
-            if len(self._env_cache) > 64:   # many URLs (redirect targets): start over
+            if len(self._env_cache) >= CACHE_MAX:   # many URLs: start over
                 self._env_cache.clear()
             self._env_cache[key] = hit = (now, settings)
         cached = hit[1]

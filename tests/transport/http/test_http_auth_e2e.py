@@ -3,14 +3,16 @@
 The flow itself is unit-tested in ``test_http_auth_flow.py``; these tests check that a real
 ``mcpsync.connect(url, auth=...)`` client runs every request through it: a second 401 ends in
 ``Unauthorized``, a DPoP nonce challenge gets its one extra retry, and a 403
-``insufficient_scope`` is a step-up.
+``insufficient_scope`` is a step-up. And a ``~/.netrc`` entry for the server's host never
+replaces the token (``requests`` alone would send the entry's Basic credentials instead).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
 import pytest
 from http_peers.fault_server import (
@@ -84,3 +86,37 @@ def test_403_insufficient_scope_is_a_step_up(fault_server: FaultServer) -> None:
     assert [c.status for c in hooks.calls] == [403]
     calls = [r for r in server.requests if r.rpc_method == "tools/call"]
     assert [r.header("Authorization") for r in calls] == ["Bearer narrow", "Bearer wide"]
+
+
+NETRC_BASIC = "Basic bnU6bnA="   # login nu, password np
+
+
+@pytest.fixture()
+def netrc_for_loopback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A home whose ``.netrc`` has credentials for 127.0.0.1 (NETRC unset)."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("NETRC", raising=False)
+    (tmp_path / ".netrc").write_text("machine 127.0.0.1 login nu password np\n")
+    (tmp_path / ".netrc").chmod(0o600)
+    return tmp_path
+
+
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+def test_netrc_never_replaces_the_token(era: Literal["legacy", "modern"], fault_server: FaultServer,
+                                        netrc_for_loopback: Path) -> None:
+    server = fault_server
+    server.faults.era = era
+    with mcpsync.connect(server.url, auth="OAUTH-TOKEN", timeout=5) as client:
+        assert client.call_tool("echo", {"text": "ok"}).text == "ok"
+    sent = [r.header_values("Authorization") for r in server.requests]
+    assert sent and all(values == ["Bearer OAUTH-TOKEN"] for values in sent), sent
+
+
+def test_netrc_credentials_still_sent_without_auth(fault_server: FaultServer,
+                                                   netrc_for_loopback: Path) -> None:
+    """Without any auth, the entry for the host is sent, as ``requests`` sends it."""
+    server = fault_server
+    with mcpsync.connect(server.url, timeout=5) as client:
+        assert client.call_tool("echo", {"text": "ok"}).text == "ok"
+    sent = [r.header_values("Authorization") for r in server.requests]
+    assert sent and all(values == [NETRC_BASIC] for values in sent), sent

@@ -1,8 +1,13 @@
 """Our own HTTP session prepares a request exactly as ``requests.Session.prepare_request``
 does (its faster header merge, its ``None`` for no query parameters and its ``~/.netrc``
 lookup kept for ENV_TTL seconds change the CPU, not the result): the same session object is
-prepared both ways, over the inputs the transport sends and those it never sends. Likewise
-our adapter's pool key (kept for ENV_TTL seconds) is ``requests``' own."""
+prepared both ways, over the inputs the transport sends and those it never sends. (One
+deliberate difference: a ``.netrc`` entry never replaces an ``Authorization`` header already
+there; tests near the end.) Likewise
+our adapter's pool key (kept for ENV_TTL seconds) is ``requests``' own. The last tests keep
+the caches warm (ENV_TTL large) over several hosts, ``verify`` and ``cert`` values, so that
+a cache key missing a part hands one request's answer to another; and 1,000 URLs stay
+within CACHE_MAX entries per cache."""
 
 from __future__ import annotations
 
@@ -227,5 +232,174 @@ def test_pool_key_kept_for_env_ttl(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         listed: Any = ["/tmp/c.pem", "/tmp/k.pem"]
         assert adapter.build_connection_pool_key_attributes(request, True, listed)[1][
             "cert_file"] == listed
+    finally:
+        session.close()
+
+
+# The caches warm: ENV_TTL large, so that every answer after the first comes from a cache,
+# and several URLs, verify and cert values share one cache. A key missing a part (a
+# constant, no URL, no cert) hands one request's answer to another here.
+
+WARM_TTL = 3600.0
+
+
+def _write_netrc(home: Path, host: str) -> None:
+    (home / ".netrc").write_text(f"machine {host} login nu password np\n")
+    (home / ".netrc").chmod(0o600)
+
+
+@pytest.mark.parametrize("first", ["a", "b"])
+def test_netrc_entry_for_one_host_only(first: str, no_netrc: Path,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a ``.netrc`` entry for a.example only, a warm session sends its credentials to
+    a.example and none to b.example, in either order, as ``requests`` does."""
+    _write_netrc(no_netrc, "a.example")
+    monkeypatch.setattr(_http_conn, "ENV_TTL", WARM_TTL)
+    urls = {"a": "http://a.example/mcp", "b": "http://b.example/mcp"}
+    order = [first, "b" if first == "a" else "a"]
+    session = new_session()
+    try:
+        for _ in range(2):   # the second pass: every lookup is a kept answer
+            for name in order:
+                request = requests.Request("POST", urls[name], data=b"{}")
+                ours, theirs = _both(session, request)
+                assert ours == theirs
+                authorization = [v for k, v in ours[2] if k.lower() == "authorization"]
+                assert authorization == (["Basic bnU6bnA="] if name == "a" else [])
+    finally:
+        session.close()
+
+
+def test_pool_keys_of_many_requests_on_one_warm_adapter(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One adapter, every URL x verify x cert: after all of them were asked once (the cache
+    warm), each answer is still ``requests``' own for that very request."""
+    bundle = tmp_path / "ca.pem"
+    bundle.write_text("")
+    urls = [URL, "http://127.0.0.1:8124/mcp", "https://127.0.0.1/mcp",
+            "https://example.org:8443/x"]
+    verifies: list[Any] = [True, False, str(bundle), str(tmp_path)]
+    certs: list[Any] = [None, str(tmp_path / "client.pem"),
+                        (str(tmp_path / "c.pem"), str(tmp_path / "k.pem"))]
+    combos = [(u, v, c) for u in urls for v in verifies for c in certs]
+    assert len(combos) <= _http_conn.CACHE_MAX   # all of them stay in the cache
+    monkeypatch.setattr(_http_conn, "ENV_TTL", WARM_TTL)
+    session = new_session()
+    try:
+        adapter: Any = session.get_adapter(URL)
+        assert session.get_adapter("https://127.0.0.1/mcp") is adapter
+        prepared = {u: requests.Request("POST", u, data=b"{}").prepare() for u in urls}
+        for url, verify, cert in combos:   # warm
+            adapter.build_connection_pool_key_attributes(prepared[url], verify, cert)
+        assert len(adapter._key_cache) == len(combos)
+        for url, verify, cert in reversed(combos):
+            ours = adapter.build_connection_pool_key_attributes(prepared[url], verify, cert)
+            theirs = requests.adapters.HTTPAdapter.build_connection_pool_key_attributes(
+                adapter, prepared[url], verify, cert)
+            assert ours == theirs, (url, verify, cert)
+    finally:
+        session.close()
+
+
+def _netrc_cache(session: Any) -> dict[Any, Any]:
+    for i in range(1000):
+        session.prepare_request(requests.Request("POST", f"http://h{i}.example/mcp"))
+        assert len(session._netrc_cache) <= _http_conn.CACHE_MAX
+    return session._netrc_cache
+
+
+def _env_cache(session: Any) -> dict[Any, Any]:
+    for i in range(1000):
+        session.merge_environment_settings(f"http://h{i}.example/mcp", {}, False, None, None)
+        assert len(session._env_cache) <= _http_conn.CACHE_MAX
+    return session._env_cache
+
+
+def _key_cache(session: Any) -> dict[Any, Any]:
+    adapter: Any = session.get_adapter(URL)
+    for i in range(1000):
+        request = requests.Request("POST", f"http://h{i}.example/mcp").prepare()
+        adapter.build_connection_pool_key_attributes(request, True, None)
+        assert len(adapter._key_cache) <= _http_conn.CACHE_MAX
+    return adapter._key_cache
+
+
+@pytest.mark.parametrize("fill", [_netrc_cache, _env_cache, _key_cache],
+                         ids=["netrc", "environment", "pool key"])
+def test_caches_stay_within_their_bound(fill: Any, no_netrc: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """1,000 distinct URLs on one warm session: each per-URL cache holds at most CACHE_MAX
+    entries, and the newest URL is among them."""
+    monkeypatch.setattr(_http_conn, "ENV_TTL", WARM_TTL)
+    session = new_session()
+    try:
+        cache = fill(session)
+        assert 0 < len(cache) <= _http_conn.CACHE_MAX
+        assert any("h999.example" in str(key) for key in cache)
+    finally:
+        session.close()
+
+
+@pytest.mark.parametrize("where, headers", [
+    ("request", {"Authorization": "Bearer mine"}),
+    ("request", {"authorization": "Bearer mine"}),
+    ("request", {b"AUTHORIZATION": b"Bearer mine"}),
+    ("session", {"Authorization": "Bearer mine"}),
+])
+def test_netrc_never_replaces_an_authorization_header(
+        where: str, headers: dict[Any, Any], no_netrc: Path) -> None:
+    """The one deliberate difference from ``requests``: an ``Authorization`` header already
+    there (any case, from the request or the session) is sent, not the ``.netrc`` entry's
+    Basic credentials, which ``requests`` puts in its place."""
+    _write_netrc(no_netrc, "127.0.0.1")
+    session = new_session()
+    try:
+        request = requests.Request("POST", URL, data=b"{}")
+        (request.headers if where == "request" else session.headers).update(headers)
+        ours, theirs = _both(session, request)
+        assert ("Authorization", "Basic bnU6bnA=") in theirs[2]   # requests' own rule
+        name, value = next(iter(headers.items()))
+        name = name.decode() if isinstance(name, bytes) else name   # requests makes it str
+        assert [(k, v) for k, v in ours[2] if k.lower() == "authorization"] == [(name, value)]
+    finally:
+        session.close()
+
+
+def test_netrc_applies_when_the_authorization_header_is_dropped(no_netrc: Path) -> None:
+    """A request that drops the session's ``Authorization`` (None) has none: the ``.netrc``
+    entry applies, as with ``requests``."""
+    _write_netrc(no_netrc, "127.0.0.1")
+    session = new_session()
+    try:
+        session.headers["Authorization"] = "Bearer session"
+        request = requests.Request("POST", URL, headers={"Authorization": None}, data=b"{}")
+        ours, theirs = _both(session, request)
+        assert ours == theirs
+        assert ("Authorization", "Basic bnU6bnA=") in ours[2]
+    finally:
+        session.close()
+
+
+def test_an_unpickled_session_starts_with_empty_caches(no_netrc: Path) -> None:
+    """``requests`` pickles only its own attributes: our caches come back empty, and the
+    unpickled session prepares and sends as the original does."""
+    import pickle
+
+    _write_netrc(no_netrc, "127.0.0.1")
+    session = new_session()
+    try:
+        request = requests.Request("POST", URL, data=b"{}")
+        session.prepare_request(request)
+        session.merge_environment_settings(URL, {}, False, None, None)
+        copy: Any = pickle.loads(pickle.dumps(session))
+        try:
+            assert copy._netrc_cache == {} and copy._env_cache == {}
+            assert _described(copy.prepare_request(request)) == \
+                _described(session.prepare_request(request))
+            assert copy.merge_environment_settings(URL, {}, False, None, None) == \
+                session.merge_environment_settings(URL, {}, False, None, None)
+            assert copy.get_adapter(URL)._key_cache == {}
+        finally:
+            copy.close()
     finally:
         session.close()
