@@ -118,8 +118,8 @@ class Redactor:
 
     ``enabled`` and ``entropy`` may be changed later, also on the rules an inspector is
     using: each change bumps :attr:`changes`, which is how the inspector (and its helper
-    process) notices rules edited in place. The names and patterns are fixed: to change
-    them, assign a new :class:`Redactor`.
+    process) notices rules edited in place. The names and patterns are fixed, and what a
+    subclass adds is not watched: to change those, assign a new :class:`Redactor`.
     """
 
     def __init__(self, *, extra_keys: Iterable[str] = (), extra_patterns: Iterable[str] = (),
@@ -148,7 +148,8 @@ class Redactor:
     @enabled.setter
     def enabled(self, value: bool) -> None:
         self._enabled = bool(value)
-        self._changes += 1
+        # (a subclass may set it before calling this class's __init__)
+        self._changes = getattr(self, "_changes", 0) + 1
 
     @property
     def entropy(self) -> bool:
@@ -158,7 +159,8 @@ class Redactor:
     @entropy.setter
     def entropy(self, value: bool) -> None:
         self._entropy = bool(value)
-        self._changes += 1
+        # (a subclass may set it before calling this class's __init__)
+        self._changes = getattr(self, "_changes", 0) + 1
 
     def __repr__(self) -> str:
         return (f"Redactor(enabled={self.enabled}, entropy={self.entropy}, "
