@@ -34,6 +34,7 @@ import contextlib
 import json
 import logging
 import os
+import pickle
 import stat
 import threading
 import time
@@ -48,7 +49,8 @@ from mcpsync.gateway._loghelper import LogHelper
 from mcpsync.gateway._logqueue import LogQueue
 from mcpsync.gateway._redact import Redactor
 
-__all__ = ["DETAILS", "DIRECTIONS", "REFUSALS", "Inspector", "adopt_log_file"]
+__all__ = ["DETAILS", "DIRECTIONS", "REFUSALS", "Inspector", "adopt_log_file",
+           "check_rules_for_helper"]
 
 _log = logging.getLogger("mcpsync.gateway")
 
@@ -107,6 +109,31 @@ _SCALARS: Final[Mapping[type, str]] = {str: "str", int: "int", float: "float", b
                                       type(None): "null"}
 _SCALAR_TEXTS: Final[Mapping[type, str]] = {k: f'"{v}"' for k, v in _SCALARS.items()}
 _second: tuple[int, str] = (-1, "")   # the last whole second formatted, and its text
+
+
+_RULES_ADVICE: Final = ("the log's helper process (helper=True) is sent the rules by pickle: "
+                         "use a Redactor, or a subclass of it defined in an importable module "
+                         "(not the program's __main__) and holding only picklable values")
+
+
+def check_rules_for_helper(rules: Any) -> None:
+    """Raise :class:`TypeError` or :class:`ValueError`, saying what to do, unless ``rules``
+    can be sent to the log's helper process and loaded there: a :class:`Redactor` whose class
+    the helper can import (not one defined in ``__main__``, which is the gateway's program,
+    not the helper's) and that survives a pickle round-trip."""
+    if not isinstance(rules, Redactor):
+        raise TypeError(f"the redaction rules {type(rules).__qualname__!r} are not a "
+                        f"Redactor: {_RULES_ADVICE}")
+    cls = type(rules)
+    if cls is not Redactor and cls.__module__ == "__main__":
+        raise ValueError(f"the redaction rules' class {cls.__qualname__!r} is defined in "
+                         f"__main__, which the helper process cannot import: {_RULES_ADVICE}")
+    try:
+        pickle.loads(pickle.dumps(rules, protocol=pickle.HIGHEST_PROTOCOL))
+    except Exception as exc:
+        raise ValueError(f"the redaction rules {cls.__qualname__!r} cannot be sent to the "
+                         f"helper process ({type(exc).__name__}: {exc}): "
+                         f"{_RULES_ADVICE}") from None
 
 
 def _iso(epoch: float) -> str:
@@ -327,14 +354,16 @@ class Inspector:
 
     ``path`` (a file, opened at once: a bad path fails here, naming it) and ``callback``
     (called on the recording thread with each record as a dict) may be used together.
-    ``redactor`` sets the redaction rules (replacing the attribute later applies the new
-    rules to every frame not yet written, in the helper process too); ``max_bytes`` and
-    ``backups`` the rotation; ``clock`` the monotonic clock latencies are measured with.
+    ``redactor`` sets the redaction rules (see :attr:`redactor` for changing them later:
+    the new rules apply to every frame queued after the change, in the helper process too);
+    ``max_bytes`` and ``backups`` the rotation; ``clock`` the monotonic clock latencies are
+    measured with.
 
     ``helper=True`` builds and writes the file's records in a helper process instead of on
     a thread of this one (see :mod:`mcpsync.gateway._loghelper`): the same lines, without
     the records' cost competing with the traffic for this interpreter. It needs a ``path``
-    and no ``callback`` (a callback runs in this process).
+    and no ``callback`` (a callback runs in this process), and rules the helper can load
+    (see :func:`check_rules_for_helper`: a bad ``redactor`` fails here).
     """
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *,
@@ -348,7 +377,12 @@ class Inspector:
             raise ValueError("Inspector(helper=True) writes a log file in a helper process: "
                              "give a path, and no callback (a callback runs in this process)")
         self.detail: Detail = detail
-        self.redactor = redactor if redactor is not None else Redactor()
+        rules = redactor if redactor is not None else Redactor()
+        if helper:   # before the file is opened and the helper spawned
+            check_rules_for_helper(rules)
+        self._redactor = rules
+        # the rules the records are built with and their changes (see _sync_rules)
+        self._rules_seen: tuple[Redactor, int] = (rules, getattr(rules, "changes", 0))
         self._callback = callback
         self._clock = clock
         self._lock = threading.Lock()
@@ -374,7 +408,8 @@ class Inspector:
         self._tools_of: Redactor = self.redactor
         self._queue = LogQueue(self._drain)
         self._helper: LogHelper | None = None
-        self._helper_rules: Redactor = self.redactor   # the rules the helper has
+        # the rules the helper has (the object and its changes count when sent)
+        self._helper_rules: tuple[Redactor, int] = self._rules_seen
         if path is not None and detail != "off":
             self._file = _LogFile(os.fspath(path), max_bytes, backups)
             if helper:
@@ -385,6 +420,46 @@ class Inspector:
                                              redactor=self.redactor)
                 finally:
                     log.close()
+
+    @property
+    def redactor(self) -> Redactor:
+        """The redaction rules. Assigning new rules (or changing ``enabled`` or ``entropy``
+        on these) applies them to every frame queued after the change, in the helper process
+        too. With a helper process, rules it could not load are refused here
+        (:class:`TypeError` or :class:`ValueError`) and the old rules are kept."""
+        return self._redactor
+
+    @redactor.setter
+    def redactor(self, rules: Redactor) -> None:
+        if self._helper is not None:
+            check_rules_for_helper(rules)
+        self._redactor = rules
+
+    def _sync_rules(self) -> None:
+        """Before records are built: when the rules were replaced or changed in place since
+        the last records, forget what was redacted with the old ones (the caches of names
+        and shapes, and what requests still waiting for their answer were about: their
+        tool, prompt or resource, so an answer written later never carries a name the new
+        rules would hide)."""
+        rules = self._redactor
+        state = (rules, getattr(rules, "changes", 0))
+        seen = self._rules_seen
+        if state[0] is seen[0] and state[1] == seen[1]:
+            return
+        self._rules_seen = state
+        self._names, self._names_of = {}, rules
+        self._shapes, self._shapes_of = {}, rules
+        self._bodies, self._bodies_of = {}, rules
+        self._tools, self._tools_of = {}, rules
+        with self._lock:
+            pending = self._pending
+            stripped: dict[int, tuple[float, dict[str, Any], str]] = {}
+            for key, entry in list(pending.items()):
+                new = stripped.get(id(entry))
+                if new is None:   # both legs of one request share an entry: still one
+                    new = stripped[id(entry)] = (entry[0], {
+                        k: v for k, v in entry[1].items() if k in ("method", "upstream")}, "")
+                pending[key] = new
 
     def __repr__(self) -> str:
         where = self._file.path if self._file is not None else None
@@ -416,6 +491,7 @@ class Inspector:
                                     time.time(), self._clock()))
             return
         try:
+            self._sync_rules()
             record = self._build(direction, message, upstream, size, session)
             self._emit(record)
         except Exception:   # the gateway's traffic must never fail because of its log
@@ -452,13 +528,23 @@ class Inspector:
         if helper is None:
             self.write_batch(batch, dropped)
             return
-        rules = self.redactor
-        if rules is not self._helper_rules:
-            # ``redactor`` was replaced: the helper writes this batch and the next ones
-            # with the new rules (every frame queued after the change is in them).
-            if not helper.send(("rules", rules)):
+        rules = self._redactor
+        state = (rules, getattr(rules, "changes", 0))
+        sent = self._helper_rules
+        if state[0] is not sent[0] or state[1] != sent[1]:
+            # ``redactor`` was replaced or changed in place: the helper writes this batch
+            # and the next ones with the new rules (every frame queued after the change is
+            # in them).
+            try:
+                ok = helper.send(("rules", rules))
+            except Exception as exc:   # the setter checks them: only a backstop
+                helper.give_up(f"the new redaction rules could not be sent to the log's "
+                               f"helper process ({type(exc).__name__}: {exc}); "
+                               f"{_RULES_ADVICE}")
                 return
-            self._helper_rules = rules
+            if not ok:
+                return
+            self._helper_rules = state
         shipped: list[Any] = []
         size = 0
         for item in batch:
@@ -481,6 +567,7 @@ class Inspector:
         """Build and write the records of ``batch`` (queued frames, lines and messages) in
         this process, and a ``dropped`` record first when ``dropped`` frames were not
         queued."""
+        self._sync_rules()
         records: list[dict[str, Any]] = []
         if dropped:
             _log.warning("inspector: %d frame(s) were not logged, the log thread was "

@@ -127,6 +127,20 @@ class LogHelper:
                 return False
         return True
 
+    def give_up(self, reason: str) -> None:
+        """Stop using the child, with one warning saying why (``reason``): it is sent
+        nothing more, and ends after writing what it got."""
+        with self._lock:
+            if self._dead:
+                return
+            self._dead = self._reported = True
+            stdin, self._proc.stdin = self._proc.stdin, None
+        _log.warning("inspector: %s; the log is given up, the gateway's traffic is not "
+                     "affected", reason)
+        if stdin is not None:
+            with contextlib.suppress(OSError):
+                stdin.close()
+
     def close(self) -> None:
         """End the child's input and wait for it to write the rest and exit (killed past
         :data:`CLOSE_WAIT`). Idempotent."""

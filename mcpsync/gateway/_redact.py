@@ -115,12 +115,18 @@ class Redactor:
     regular expressions whose matches are replaced, ``entropy=False`` stops the high-entropy
     guess (for logs full of digests), and ``enabled=False`` turns every rule off: values are
     then written as they came.
+
+    ``enabled`` and ``entropy`` may be changed later, also on the rules an inspector is
+    using: each change bumps :attr:`changes`, which is how the inspector (and its helper
+    process) notices rules edited in place. The names and patterns are fixed, and what a
+    subclass adds is not watched: to change those, assign a new :class:`Redactor`.
     """
 
     def __init__(self, *, extra_keys: Iterable[str] = (), extra_patterns: Iterable[str] = (),
                  entropy: bool = True, enabled: bool = True) -> None:
-        self.enabled = enabled
-        self.entropy = entropy
+        self._changes = 0
+        self._enabled = bool(enabled)
+        self._entropy = bool(entropy)
         self._keys = SECRET_KEYS | {_norm(k) for k in extra_keys}
         patterns = [*_VALUE_PATTERNS, *extra_patterns]
         try:
@@ -128,6 +134,33 @@ class Redactor:
         except re.error as exc:
             raise ValueError(f"a redaction pattern is not a valid regular expression: {exc} "
                              f"(patterns: {list(extra_patterns)!r})") from None
+
+    @property
+    def changes(self) -> int:
+        """How many times :attr:`enabled` or :attr:`entropy` were set since construction."""
+        return self._changes
+
+    @property
+    def enabled(self) -> bool:
+        """Whether any rule applies (``False``: values are written as they came)."""
+        return self._enabled
+
+    @enabled.setter
+    def enabled(self, value: bool) -> None:
+        self._enabled = bool(value)
+        # (a subclass may set it before calling this class's __init__)
+        self._changes = getattr(self, "_changes", 0) + 1
+
+    @property
+    def entropy(self) -> bool:
+        """Whether long high-entropy words are replaced (see :func:`_looks_random`)."""
+        return self._entropy
+
+    @entropy.setter
+    def entropy(self, value: bool) -> None:
+        self._entropy = bool(value)
+        # (a subclass may set it before calling this class's __init__)
+        self._changes = getattr(self, "_changes", 0) + 1
 
     def __repr__(self) -> str:
         return (f"Redactor(enabled={self.enabled}, entropy={self.entropy}, "
@@ -142,13 +175,13 @@ class Redactor:
 
     def text(self, value: str) -> str:
         """``value`` with every secret-looking part replaced by :data:`REDACTED`."""
-        if not self.enabled or not value:
+        if not self._enabled or not value:
             return value
         out = self._values.sub(REDACTED, value)
         out = _USERINFO.sub(lambda m: f"{m['head']}{REDACTED}@", out)
         if "=" in out or ":" in out:
             out = _PAIR.sub(self._pair, out)
-        if self.entropy:
+        if self._entropy:
             out = _RUN.sub(lambda m: REDACTED if _looks_random(m[0]) else m[0], out)
         return out
 
@@ -168,7 +201,7 @@ class Redactor:
         """A copy of the JSON value ``value`` with secrets replaced: under a secret name the
         whole value (``null`` and booleans kept), in every other string the parts that look
         like credentials. Object keys are checked as strings too."""
-        if not self.enabled:
+        if not self._enabled:
             return value
         if isinstance(value, str):
             return self.text(value)

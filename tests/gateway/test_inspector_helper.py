@@ -27,6 +27,7 @@ from mcpsync._envelope import parse_envelope
 from mcpsync.cli._inspect import summarize
 from mcpsync.gateway._inspector import Inspector
 from mcpsync.gateway._logqueue import LogQueue
+from mcpsync.gateway._redact import Redactor
 
 TO_UPSTREAM = ("host->gateway", "gateway->upstream")
 _TIME = re.compile(rb'^\{"time":"[^"]*",')
@@ -345,3 +346,154 @@ def test_new_redaction_rules_reach_the_helper(tmp_path: Path) -> None:
         (1, "echo", {"customer": "str"}),
         (2, "[redacted]", {"[redacted]": "str"}),
         (3, "[redacted]", {"[redacted]": "str"})]
+
+
+class _LambdaRules(Redactor):
+    """Rules holding a lambda: they cannot be pickled, so never reach a helper."""
+
+    def __init__(self) -> None:
+        super().__init__(extra_patterns=["echo"])
+        self.hook = lambda text: text
+
+
+class _DuckRules:
+    """Rules by duck typing, not a Redactor: the helper cannot use them."""
+
+    enabled = True
+
+    def text(self, value: str) -> str:
+        return value
+
+
+def _wait_for_lines(log: Path, count: int) -> None:
+    deadline = time.monotonic() + 10
+    while len(log.read_bytes().splitlines()) < count and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def test_rules_the_helper_cannot_load_are_refused_where_they_are_given(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A class of the program's __main__ pickles here but not in the helper: refused too.
+    main_rules = type("MainRules", (Redactor,), {"__module__": "__main__"})
+    monkeypatch.setattr(sys.modules["__main__"], "MainRules", main_rules, raising=False)
+    inspector = Inspector(tmp_path / "a.log", helper=True)
+    old = inspector.redactor
+    try:
+        with pytest.raises(ValueError, match="picklable") as info:
+            inspector.redactor = _LambdaRules()
+        assert "cannot be sent" in str(info.value)
+        with pytest.raises(ValueError, match=r"defined in __main__.*importable module"):
+            inspector.redactor = main_rules()
+        with pytest.raises(TypeError, match="not a Redactor"):
+            inspector.redactor = _DuckRules()  # type: ignore[assignment]
+        assert inspector.redactor is old and inspector.enabled
+    finally:
+        inspector.close()
+    assert inspector._helper is not None and inspector._helper._proc.returncode == 0
+    for rules in (_LambdaRules(), main_rules()):
+        with pytest.raises(ValueError, match="Redactor, or a subclass"):
+            Inspector(tmp_path / "b.log", helper=True, redactor=rules)
+    assert not (tmp_path / "b.log").exists()
+    # In this process any rules do: nothing is sent.
+    inspector = Inspector(tmp_path / "c.log")
+    inspector.redactor = _LambdaRules()
+    inspector.close()
+
+
+def test_rules_that_cannot_be_sent_give_the_log_up_once(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # The setter's check is passed by (an attribute set behind its back): the log thread
+    # gives the log up with one message, rather than failing on every batch.
+    log = tmp_path / "g.log"
+    inspector = Inspector(log, helper=True)
+    inspector.record_line(TO_UPSTREAM, _call(1), "demo")
+    _wait_for_lines(log, 2)
+    with caplog.at_level(logging.WARNING, logger="mcpsync"):
+        inspector._redactor = _LambdaRules()
+        deadline = time.monotonic() + 10
+        rid = 2
+        while inspector.enabled and time.monotonic() < deadline:
+            inspector.record_line(TO_UPSTREAM, _call(rid), "demo")
+            rid += 1
+            time.sleep(0.01)
+        assert not inspector.enabled
+        for rid in range(100, 110):
+            inspector.record_line(TO_UPSTREAM, _call(rid), "demo")
+        inspector.close()
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and "could not be sent" in said[0] and "given up" in said[0], said
+    assert inspector._helper is not None and inspector._helper._proc.returncode == 0
+    assert len(log.read_bytes().splitlines()) == 2
+
+
+@pytest.mark.parametrize("rules", [_DuckRules(), {"enabled": True}], ids=["class", "dict"])
+def test_rules_the_helper_cannot_load_end_its_log_with_a_message(
+        tmp_path: Path, capfd: pytest.CaptureFixture[str], rules: Any) -> None:
+    # Past the setter's check (set behind its back): the helper must not write on with
+    # its old rules. A class it cannot import fails to load; a dict loads but is no rules.
+    log = tmp_path / "g.log"
+    inspector = Inspector(log, helper=True)
+    inspector.record_line(TO_UPSTREAM, _call(1), "demo")
+    _wait_for_lines(log, 2)
+    inspector._redactor = rules
+    for rid in range(2, 5):
+        inspector.record_line(TO_UPSTREAM, _call(rid), "demo")
+        time.sleep(0.05)
+    inspector.close()
+    assert inspector._helper is not None and inspector._helper._proc.returncode == 3
+    assert len(log.read_bytes().splitlines()) == 2   # nothing written with the old rules
+    err = capfd.readouterr().err
+    assert "the log is given up" in err and "can import" in err, err
+    assert ("could not be loaded" if rules.__class__ is _DuckRules else "not a Redactor") in err
+
+
+@pytest.mark.parametrize(("helper", "detail"),
+                         [(True, "full"), (True, "summary"), (False, "full"),
+                          (False, "summary")])
+def test_rules_changed_in_place_apply_to_the_next_frames(
+        tmp_path: Path, helper: bool, detail: Any) -> None:
+    # ``redactor.enabled = True`` on the rules in use (no new object): the frames queued
+    # after it are redacted, their tool name too (names redacted before were remembered).
+    log = tmp_path / "g.log"
+    inspector = Inspector(log, helper=helper, detail=detail,
+                          redactor=Redactor(enabled=False))
+    secret = "sk-live4f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c"
+
+    def call(rid: int) -> bytes:
+        return json.dumps({"jsonrpc": "2.0", "id": rid, "method": "tools/call",
+                           "params": {"name": secret, "arguments": {"text": secret}}}).encode()
+    inspector.record_line(TO_UPSTREAM, call(1), "demo")
+    _wait_for_lines(log, 2)
+    inspector.redactor.enabled = True
+    inspector.record_line(TO_UPSTREAM, call(2), "demo")
+    inspector.close()
+    assert inspector._helper is None or inspector._helper._proc.returncode == 0
+    lines = log.read_bytes().splitlines()
+    assert len(lines) == 4 and secret.encode() in lines[0]
+    assert not any(secret.encode() in line for line in lines[2:]), lines[2:]
+
+
+@pytest.mark.parametrize("helper", [True, False])
+@pytest.mark.parametrize("way", ["line", "frame", "full"])
+def test_an_answer_after_new_rules_does_not_carry_what_they_hide(
+        tmp_path: Path, helper: bool, way: str) -> None:
+    # A request written before the rules change, its answer queued after: the answer's
+    # lines no longer name the tool the new rules hide (it was kept redacted by the old).
+    log = tmp_path / "g.log"
+    inspector = Inspector(log, helper=helper, detail="full" if way == "full" else "summary")
+    answer = b'{"jsonrpc":"2.0","id":1,"result":{"content":[]}}'
+
+    def record(legs: tuple[str, ...], frame: bytes) -> None:
+        if way == "line":
+            inspector.record_line(legs, frame, "demo")
+        else:
+            inspector.record_frame(legs, parse_envelope(frame), "demo")
+    record(TO_UPSTREAM, _call(1))
+    _wait_for_lines(log, 2)
+    inspector.redactor = Redactor(extra_patterns=["echo"])
+    record(("upstream->gateway", "gateway->host"), answer)
+    inspector.close()
+    records = [json.loads(line) for line in log.read_bytes().splitlines()]
+    assert [r.get("tool") for r in records] == ["echo", "echo", None, None]
+    assert [r["method"] for r in records] == ["tools/call"] * 4
+    assert all("latency_ms" in r for r in records[2:])
