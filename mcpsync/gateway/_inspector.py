@@ -446,7 +446,6 @@ class Inspector:
         seen = self._rules_seen
         if state[0] is seen[0] and state[1] == seen[1]:
             return
-        self._rules_seen = state
         self._names, self._names_of = {}, rules
         self._shapes, self._shapes_of = {}, rules
         self._bodies, self._bodies_of = {}, rules
@@ -460,6 +459,9 @@ class Inspector:
                     new = stripped[id(entry)] = (entry[0], {
                         k: v for k, v in entry[1].items() if k in ("method", "upstream")}, "")
                 pending[key] = new
+        # Marked seen only now: a thread that looks meanwhile clears the caches once more
+        # (harmless) rather than trusting caches built with the old rules.
+        self._rules_seen = state
 
     def __repr__(self) -> str:
         where = self._file.path if self._file is not None else None

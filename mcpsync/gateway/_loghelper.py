@@ -100,6 +100,8 @@ class LogHelper:
 
     @property
     def alive(self) -> bool:
+        if self._dead and self._proc.returncode is None:
+            self._proc.poll()   # reap a child given up (no zombie until close())
         return not self._dead
 
     def send(self, message: Any) -> bool:

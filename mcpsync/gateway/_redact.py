@@ -118,15 +118,19 @@ class Redactor:
 
     ``enabled`` and ``entropy`` may be changed later, also on the rules an inspector is
     using: each change bumps :attr:`changes`, which is how the inspector (and its helper
-    process) notices rules edited in place. The names and patterns are fixed, and what a
-    subclass adds is not watched: to change those, assign a new :class:`Redactor`.
+    process) notices rules edited in place; setting the value they have is no change. The
+    names and patterns are fixed, and what a subclass adds is not watched (a subclass may
+    make ``enabled`` or ``entropy`` a property of its own: redaction asks it, but its
+    changes are not counted): to change those, assign a new :class:`Redactor`.
     """
 
     def __init__(self, *, extra_keys: Iterable[str] = (), extra_patterns: Iterable[str] = (),
                  entropy: bool = True, enabled: bool = True) -> None:
+        # Through the attributes, as before they were watched: a subclass that makes either
+        # a property of its own gets the value; then the count starts at 0.
+        self.enabled = enabled
+        self.entropy = entropy
         self._changes = 0
-        self._enabled = bool(enabled)
-        self._entropy = bool(entropy)
         self._keys = SECRET_KEYS | {_norm(k) for k in extra_keys}
         patterns = [*_VALUE_PATTERNS, *extra_patterns]
         try:
@@ -147,9 +151,11 @@ class Redactor:
 
     @enabled.setter
     def enabled(self, value: bool) -> None:
-        self._enabled = bool(value)
-        # (a subclass may set it before calling this class's __init__)
-        self._changes = getattr(self, "_changes", 0) + 1
+        value = bool(value)
+        if value != getattr(self, "_enabled", None):   # the same value is no change
+            self._enabled = value
+            # (a subclass may set it before calling this class's __init__)
+            self._changes = getattr(self, "_changes", 0) + 1
 
     @property
     def entropy(self) -> bool:
@@ -158,9 +164,23 @@ class Redactor:
 
     @entropy.setter
     def entropy(self, value: bool) -> None:
-        self._entropy = bool(value)
-        # (a subclass may set it before calling this class's __init__)
-        self._changes = getattr(self, "_changes", 0) + 1
+        value = bool(value)
+        if value != getattr(self, "_entropy", None):   # the same value is no change
+            self._entropy = value
+            # (a subclass may set it before calling this class's __init__)
+            self._changes = getattr(self, "_changes", 0) + 1
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Load rules pickled before ``enabled`` and ``entropy`` were watched (they were
+        plain attributes then), as well as current ones."""
+        state = dict(state)
+        for name in ("enabled", "entropy"):
+            if name in state:
+                state["_" + name] = bool(state.pop(name))
+        state.setdefault("_enabled", True)
+        state.setdefault("_entropy", True)
+        state.setdefault("_changes", 0)
+        self.__dict__.update(state)
 
     def __repr__(self) -> str:
         return (f"Redactor(enabled={self.enabled}, entropy={self.entropy}, "
@@ -175,13 +195,13 @@ class Redactor:
 
     def text(self, value: str) -> str:
         """``value`` with every secret-looking part replaced by :data:`REDACTED`."""
-        if not self._enabled or not value:
+        if not self.enabled or not value:
             return value
         out = self._values.sub(REDACTED, value)
         out = _USERINFO.sub(lambda m: f"{m['head']}{REDACTED}@", out)
         if "=" in out or ":" in out:
             out = _PAIR.sub(self._pair, out)
-        if self._entropy:
+        if self.entropy:
             out = _RUN.sub(lambda m: REDACTED if _looks_random(m[0]) else m[0], out)
         return out
 
@@ -201,7 +221,7 @@ class Redactor:
         """A copy of the JSON value ``value`` with secrets replaced: under a secret name the
         whole value (``null`` and booleans kept), in every other string the parts that look
         like credentials. Object keys are checked as strings too."""
-        if not self._enabled:
+        if not self.enabled:
             return value
         if isinstance(value, str):
             return self.text(value)

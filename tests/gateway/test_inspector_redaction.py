@@ -7,6 +7,7 @@ import base64
 import hashlib
 import hmac
 import json
+import pickle
 import secrets
 from pathlib import Path
 from typing import Any
@@ -172,3 +173,54 @@ def test_redaction_of_a_long_value_is_not_quadratic(shape: str) -> None:
     text = _HOSTILE[shape]
     out = Redactor().text(text)
     assert len(out) <= len(text) + len(REDACTED)
+
+
+class _AlwaysOn(Redactor):
+    """Rules that cannot be switched off: a subclass with an ``enabled`` of its own."""
+
+    @property  # type: ignore[override]
+    def enabled(self) -> bool:
+        return True
+
+    @enabled.setter
+    def enabled(self, value: bool) -> None:
+        pass
+
+
+def test_a_subclass_with_its_own_enabled_is_consulted() -> None:
+    """Redaction asks ``enabled`` (and ``entropy``) through the attribute, so a subclass
+    that makes it a property of its own decides, as it did before these were watched."""
+    rules = _AlwaysOn(enabled=False)
+    assert rules.enabled is True
+    assert rules.text("token=ghp_aB3dE5gH7jK9mN1pQ3sT5vX7zA9cE1gH3jK5") == f"token={REDACTED}"
+    assert rules.value({"password": "hunter2"}) == {"password": REDACTED}
+
+
+def test_rules_pickled_with_plain_attributes_still_load() -> None:
+    """A Redactor pickled when ``enabled``/``entropy`` were plain attributes (its state
+    holds them by those names) loads, redacts and can be changed."""
+    rules = Redactor(extra_keys=["myfield"], entropy=False)
+    state = dict(vars(rules))
+    state["enabled"] = state.pop("_enabled")
+    state["entropy"] = state.pop("_entropy")
+    del state["_changes"]
+    old: Redactor = Redactor.__new__(Redactor)
+    old.__setstate__(state)
+    loaded = pickle.loads(pickle.dumps(old))
+    for each in (old, loaded):
+        assert each.enabled is True and each.entropy is False and each.changes == 0
+        assert each.value({"myfield": "x", "a": "b"}) == {"myfield": REDACTED, "a": "b"}
+        each.enabled = False
+        assert each.changes == 1 and each.value({"myfield": "x"}) == {"myfield": "x"}
+
+
+def test_setting_the_same_value_is_no_change() -> None:
+    """Only a real change counts (a change drops what waiting requests were about)."""
+    rules = Redactor()
+    assert rules.changes == 0
+    rules.enabled = True
+    rules.entropy = True
+    assert rules.changes == 0
+    rules.enabled = False
+    rules.enabled = False
+    assert rules.changes == 1
