@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from http.cookiejar import CookieJar
-from typing import TYPE_CHECKING, Any, Final, Protocol, cast
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar, cast
 
 import requests
 import urllib3.exceptions
@@ -62,12 +62,25 @@ NETWORK_ERRORS: Final = (requests.RequestException, urllib3.exceptions.HTTPError
                          http.client.HTTPException)
 
 _tls = threading.local()
+_T = TypeVar("_T")
 
 # The helpers Session.prepare_request uses (untyped in the stubs, so typed loosely here).
 _cookiejar_from_dict: Callable[..., CookieJar] = _cookies.cookiejar_from_dict
 _merge_cookies: Callable[..., CookieJar] = _cookies.merge_cookies
 _merge_setting: Callable[..., Any] = _sessions.merge_setting
 _merge_hooks: Callable[..., Any] = _sessions.merge_hooks
+
+
+def _kept(cache: dict[Any, tuple[float, _T]], key: Any, compute: Callable[[], _T]) -> _T:
+    """``compute()``, kept in ``cache`` under ``key`` for ENV_TTL seconds (the per-URL caches
+    of our session and adapter); a cache that holds CACHE_MAX entries starts over."""
+    now = time.monotonic()
+    hit = cache.get(key)
+    if hit is None or now - hit[0] > ENV_TTL:
+        if len(cache) >= CACHE_MAX:   # many URLs (redirect targets, many servers)
+            cache.clear()
+        cache[key] = hit = (now, compute())
+    return hit[1]
 
 
 class Abortable:
@@ -164,7 +177,7 @@ class _TrackingAdapter(HTTPAdapter):
     """Our pools' connections can be aborted (see :func:`tracking`); the pool key of a
     request is kept for ENV_TTL seconds (see :meth:`build_connection_pool_key_attributes`)."""
 
-    _key_cache: dict[tuple[Any, ...], tuple[float, _HostParams, _PoolKwargs]]
+    _key_cache: dict[tuple[Any, ...], tuple[float, tuple[_HostParams, _PoolKwargs]]]
 
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
         super().init_poolmanager(*args, **kwargs)
@@ -189,18 +202,14 @@ class _TrackingAdapter(HTTPAdapter):
         the ``stat`` for ``http://`` only: for ``https://``, ``HTTPAdapter.cert_verify``
         still checks the path (``os.path.exists``, ``os.path.isdir``) on every request.
         """
+        build = super().build_connection_pool_key_attributes
         key = (request.url, verify, cert)
         try:
-            hit = self._key_cache.get(key)
+            hash(key)
         except TypeError:   # an unhashable cert (a list): not kept
-            return super().build_connection_pool_key_attributes(request, verify, cert)
-        now = time.monotonic()
-        if hit is None or now - hit[0] > ENV_TTL:
-            host, pool = super().build_connection_pool_key_attributes(request, verify, cert)
-            if len(self._key_cache) >= CACHE_MAX:   # many URLs: start over
-                self._key_cache.clear()
-            self._key_cache[key] = hit = (now, host, pool)
-        return hit[1].copy(), hit[2].copy()   # urllib3 may add to them: never share
+            return build(request, verify, cert)
+        host, pool = _kept(self._key_cache, key, lambda: build(request, verify, cert))
+        return host.copy(), pool.copy()   # urllib3 may add to them: never share
 
 
 def _has_authorization(headers: Any) -> bool:
@@ -291,27 +300,15 @@ class _OwnSession(requests.Session):
 
     def _netrc_auth(self, url: Any) -> Any:
         """``get_netrc_auth(url)``, kept per URL for ENV_TTL seconds."""
-        now = time.monotonic()
-        hit = self._netrc_cache.get(url)
-        if hit is None or now - hit[0] > ENV_TTL:
-            if len(self._netrc_cache) >= CACHE_MAX:   # many URLs: start over
-                self._netrc_cache.clear()
-            self._netrc_cache[url] = hit = (now, get_netrc_auth(url))
-        return hit[1]
+        return _kept(self._netrc_cache, url, lambda: get_netrc_auth(url))
 
     def merge_environment_settings(self, url: Any, proxies: Any, stream: Any, verify: Any,
                                    cert: Any) -> _Settings:
         if proxies:   # explicit per-call proxies: nothing to cache
             return super().merge_environment_settings(url, proxies, stream, verify, cert)
-        key = (url, stream, verify, cert, self.trust_env)
-        now = time.monotonic()
-        hit = self._env_cache.get(key)
-        if hit is None or now - hit[0] > ENV_TTL:
-            settings = super().merge_environment_settings(url, {}, stream, verify, cert)
-            if len(self._env_cache) >= CACHE_MAX:   # many URLs: start over
-                self._env_cache.clear()
-            self._env_cache[key] = hit = (now, settings)
-        cached = hit[1]
+        merge = super().merge_environment_settings
+        cached = _kept(self._env_cache, (url, stream, verify, cert, self.trust_env),
+                       lambda: merge(url, {}, stream, verify, cert))
         fresh = cached.copy()   # requests may add to the proxies: never share the dict
         fresh["proxies"] = dict(cached["proxies"])
         return fresh
