@@ -124,6 +124,10 @@ class Redactor:
     changes are not counted): to change those, assign a new :class:`Redactor`.
     """
 
+    # The watched switches behind ``enabled`` and ``entropy`` (set through _change).
+    _enabled: bool
+    _entropy: bool
+
     def __init__(self, *, extra_keys: Iterable[str] = (), extra_patterns: Iterable[str] = (),
                  entropy: bool = True, enabled: bool = True) -> None:
         # Through the attributes, as before they were watched: a subclass that makes either
@@ -151,11 +155,7 @@ class Redactor:
 
     @enabled.setter
     def enabled(self, value: bool) -> None:
-        value = bool(value)
-        if value != getattr(self, "_enabled", None):   # the same value is no change
-            self._enabled = value
-            # (a subclass may set it before calling this class's __init__)
-            self._changes = getattr(self, "_changes", 0) + 1
+        self._change("_enabled", value)
 
     @property
     def entropy(self) -> bool:
@@ -164,9 +164,13 @@ class Redactor:
 
     @entropy.setter
     def entropy(self, value: bool) -> None:
+        self._change("_entropy", value)
+
+    def _change(self, name: str, value: bool) -> None:
+        """Set a watched switch; count it when it really changes (the same value is none)."""
         value = bool(value)
-        if value != getattr(self, "_entropy", None):   # the same value is no change
-            self._entropy = value
+        if value != getattr(self, name, None):
+            setattr(self, name, value)
             # (a subclass may set it before calling this class's __init__)
             self._changes = getattr(self, "_changes", 0) + 1
 
