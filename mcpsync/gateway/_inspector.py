@@ -116,6 +116,16 @@ _RULES_ADVICE: Final = ("the log's helper process (helper=True) is sent the rule
                          "(not the program's __main__) and holding only picklable values")
 
 
+def _rules_state(rules: Redactor) -> tuple[Redactor, int]:
+    """The rules and how often they were changed in place: what records were built with, or
+    the helper was sent, is compared by this (see Inspector._sync_rules)."""
+    return rules, getattr(rules, "changes", 0)
+
+
+def _same_rules(a: tuple[Redactor, int], b: tuple[Redactor, int]) -> bool:
+    return a[0] is b[0] and a[1] == b[1]
+
+
 def check_rules_for_helper(rules: Any) -> None:
     """Raise :class:`TypeError` or :class:`ValueError`, saying what to do, unless ``rules``
     can be sent to the log's helper process and loaded there: a :class:`Redactor` whose class
@@ -382,7 +392,7 @@ class Inspector:
             check_rules_for_helper(rules)
         self._redactor = rules
         # the rules the records are built with and their changes (see _sync_rules)
-        self._rules_seen: tuple[Redactor, int] = (rules, getattr(rules, "changes", 0))
+        self._rules_seen = _rules_state(rules)
         self._callback = callback
         self._clock = clock
         self._lock = threading.Lock()
@@ -442,9 +452,8 @@ class Inspector:
         tool, prompt or resource, so an answer written later never carries a name the new
         rules would hide)."""
         rules = self._redactor
-        state = (rules, getattr(rules, "changes", 0))
-        seen = self._rules_seen
-        if state[0] is seen[0] and state[1] == seen[1]:
+        state = _rules_state(rules)
+        if _same_rules(state, self._rules_seen):
             return
         self._names, self._names_of = {}, rules
         self._shapes, self._shapes_of = {}, rules
@@ -531,9 +540,8 @@ class Inspector:
             self.write_batch(batch, dropped)
             return
         rules = self._redactor
-        state = (rules, getattr(rules, "changes", 0))
-        sent = self._helper_rules
-        if state[0] is not sent[0] or state[1] != sent[1]:
+        state = _rules_state(rules)
+        if not _same_rules(state, self._helper_rules):
             # ``redactor`` was replaced or changed in place: the helper writes this batch
             # and the next ones with the new rules (every frame queued after the change is
             # in them).

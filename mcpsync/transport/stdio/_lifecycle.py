@@ -535,7 +535,6 @@ class ProcessLifecycle:
         self._holds_spawner = False
 
 
-
 class _Watched:
     """One server in an :class:`ExitWatch`: where it is in the shutdown sequence."""
 
