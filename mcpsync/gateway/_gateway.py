@@ -353,11 +353,17 @@ class Gateway:
             legs = ((GATEWAY_TO_HOST,) if made else (UPSTREAM_TO_GATEWAY, GATEWAY_TO_HOST)) \
                 if direction == "to_host" else (HOST_TO_GATEWAY, GATEWAY_TO_UPSTREAM)
             inspector.record_frame(legs, envelope, upstream.id, self._log_session)
+        if self.on_frame is not None:
+            self._observe(direction, upstream.id, envelope, latency)
+
+    def _observe(self, direction: str, uid: str, envelope: Envelope,
+                 latency: float | None) -> None:
+        """Hand a frame to ``on_frame``, which must never break the traffic."""
         observer = self.on_frame
         if observer is not None:
             try:
-                observer(direction, upstream.id, envelope, latency)
-            except Exception:   # an observer must never break the traffic
+                observer(direction, uid, envelope, latency)
+            except Exception:
                 _log.warning("the gateway's frame observer raised", exc_info=True)
 
     def _record_legs(self, direction: str, upstream: Upstream | None,
@@ -377,12 +383,8 @@ class Gateway:
                 inspector.record_frame((first,), received, uid, self._log_session)
             if sent is not None:
                 inspector.record_frame((second,), sent, uid, self._log_session)
-        observer = self.on_frame
-        if observer is not None and sent is not None and uid is not None:
-            try:
-                observer(direction, uid, sent, None)
-            except Exception:   # an observer must never break the traffic
-                _log.warning("the gateway's frame observer raised", exc_info=True)
+        if sent is not None and uid is not None:
+            self._observe(direction, uid, sent, None)
 
     # ---------------------------------------------------------------- the host side
 
