@@ -1,0 +1,406 @@
+"""The shared stderr drain ``mcpsync-stderr`` (the hub), with real server processes.
+
+Every stdio server without an ``on_stderr`` callback has its stderr pipe drained by one
+thread for the whole process. What must hold: each server's ring gets its own bytes, a
+flooding server neither blocks nor starves the others, a pipe at EOF is let go by the hub
+by itself, an escaped grandchild holding a pipe does not keep ``close()`` (or the hub) alive,
+a slow ``on_stderr`` of one server does not stop the others' draining, closes from many
+threads at once and from the hub thread itself end without deadlock, Ctrl-C in ``stop()``
+still closes the pipe, a forked child starts afresh, and when the last server is closed no
+thread and no descriptor is left.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from helpers import open_fds, wait_child
+
+from mcpsync.transport.stdio import StdioTransport, _stderr
+from mcpsync.transport.stdio._stderr import StderrDrain, active_hub_thread
+
+pytestmark = pytest.mark.timeout(60)
+
+PY = sys.executable
+
+# Writes "<tag> <n>" lines to stderr, then answers each stdin line on stdout; exits at EOF.
+TALKER = r'''
+import sys
+tag, lines = sys.argv[1], int(sys.argv[2])
+for n in range(lines):
+    sys.stderr.write(f"{tag} {n}\n")
+sys.stderr.flush()
+for line in sys.stdin.buffer:
+    sys.stdout.buffer.write(line)
+    sys.stdout.buffer.flush()
+'''
+
+# Floods stderr (8 MiB, far more than a pipe holds), then says so on stdout; exits at EOF.
+FLOODER = r'''
+import sys
+chunk = "f" * 4095 + "\n"
+for _ in range(2048):
+    sys.stderr.write(chunk)
+sys.stderr.flush()
+sys.stdout.write('{"jsonrpc":"2.0","method":"flooded"}\n'); sys.stdout.flush()
+sys.stdin.read()
+'''
+
+# Closes its stderr and keeps running, answering on stdout.
+CLOSES_STDERR = r'''
+import os, sys
+sys.stderr.write("bye stderr\n"); sys.stderr.flush()
+os.close(2)
+sys.stdout.write('{"jsonrpc":"2.0","method":"closed"}\n'); sys.stdout.flush()
+sys.stdin.read()
+'''
+
+# A grandchild that leaves the server's process group keeps stderr open for a long time.
+ESCAPED = r'''
+import subprocess, sys
+p = subprocess.Popen([sys.executable, "-c", "import os, time; os.setsid(); time.sleep(60)"])
+sys.stdout.write('{"jsonrpc":"2.0","method":"gc","params":{"pid":%d}}\n' % p.pid)
+sys.stdout.flush()
+sys.stdin.read()
+'''
+
+
+def script(tmp_path: Path, source: str, name: str) -> str:
+    path = tmp_path / name
+    path.write_text(source)
+    return str(path)
+
+
+def wait_for(predicate: object, what: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def ours() -> list[str]:
+    return [t.name for t in threading.enumerate() if "stderr" in t.name]
+
+
+def receive_one(t: StdioTransport, timeout: float = 10.0) -> object:
+    deadline = time.monotonic() + timeout
+    while True:
+        got = t.receive(min(1.0, max(0.0, deadline - time.monotonic())))
+        assert got is not None, "EOF"
+        if got:
+            return got[0]
+        assert time.monotonic() < deadline, "nothing arrived"
+
+
+def settle_hub() -> None:
+    """A test before this one may have left its hub thread ending: wait until it is gone."""
+    wait_for(lambda: not ours(), "the threads of earlier tests to end")
+
+
+def test_many_servers_share_one_thread_and_each_ring_gets_its_own_lines(
+        tmp_path: Path) -> None:
+    settle_hub()
+    before = open_fds()
+    path = script(tmp_path, TALKER, "talker.py")
+    transports = [StdioTransport([PY, path, f"s{i}", "50"], name=f"s{i}") for i in range(12)]
+    for t in transports:
+        t.start()
+    try:
+        assert ours() == ["mcpsync-stderr"]
+        for i, t in enumerate(transports):
+            wait_for(lambda t=t, i=i: t.stderr_tail().endswith(f"s{i} 49\n"), f"s{i}'s lines")
+            assert t.stderr_tail() == "".join(f"s{i} {n}\n" for n in range(50))
+    finally:
+        # Closed from many threads at once, some of them twice.
+        threads = [threading.Thread(target=t.close) for t in transports + transports[:4]]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(20)
+    assert not any(th.is_alive() for th in threads)
+    assert ours() == []
+    assert active_hub_thread() is None
+    assert open_fds() <= before
+
+
+def test_a_flooding_server_neither_blocks_nor_starves_the_others(tmp_path: Path) -> None:
+    settle_hub()
+    before = open_fds()
+    flooder = StdioTransport([PY, script(tmp_path, FLOODER, "flood.py")], name="flood")
+    talkers = [StdioTransport([PY, script(tmp_path, TALKER, "talker.py"), f"t{i}", "3"],
+                              name=f"t{i}") for i in range(3)]
+    flooder.start()
+    for t in talkers:
+        t.start()
+    try:
+        # The flooder wrote 8 MiB to stderr: it only gets to stdout if it was drained.
+        assert receive_one(flooder) is not None
+        assert len(flooder.stderr_tail()) == 65536
+        for i, t in enumerate(talkers):
+            wait_for(lambda t=t, i=i: t.stderr_tail().endswith(f"t{i} 2\n"), f"t{i}'s lines")
+    finally:
+        for t in [flooder, *talkers]:
+            t.close()
+    assert ours() == []
+    assert open_fds() <= before
+
+
+def test_a_pipe_at_eof_is_let_go_by_the_hub_itself(tmp_path: Path) -> None:
+    settle_hub()
+    before = open_fds()
+    keeper = StdioTransport([PY, script(tmp_path, TALKER, "talker.py"), "k", "1"], name="k")
+    closer = StdioTransport([PY, script(tmp_path, CLOSES_STDERR, "closes.py")], name="c")
+    keeper.start()
+    closer.start()
+    try:
+        assert receive_one(closer) is not None  # stderr closed, the server still runs
+        drain = closer._stderr
+        assert drain is not None
+        wait_for(lambda: drain._exited, "the hub to let the pipe go at EOF")
+        assert closer.returncode() is None
+        assert closer.stderr_tail() == "bye stderr\n"
+        assert ours() == ["mcpsync-stderr"]  # still draining the keeper
+    finally:
+        closer.close()
+        assert ours() == ["mcpsync-stderr"]
+        keeper.close()
+    assert ours() == []
+    assert open_fds() <= before
+
+
+def test_the_thread_ends_with_its_last_pipe_and_a_new_one_starts_after(
+        tmp_path: Path) -> None:
+    """Every polled pipe at EOF: the hub thread ends by itself, though the transport is still
+    open; the next server starts a new one; closing both leaves nothing."""
+    settle_hub()
+    before = open_fds()
+    closer = StdioTransport([PY, script(tmp_path, CLOSES_STDERR, "closes.py")], name="c")
+    closer.start()
+    try:
+        assert receive_one(closer) is not None
+        wait_for(lambda: not ours(), "the hub thread to end by itself")
+        assert active_hub_thread() is None and closer.returncode() is None
+        later = StdioTransport([PY, script(tmp_path, TALKER, "talker.py"), "n", "1"], name="n")
+        later.start()
+        try:
+            assert ours() == ["mcpsync-stderr"]
+            wait_for(lambda: later.stderr_tail() == "n 0\n", "the new server's line")
+        finally:
+            closer.close()  # the ended generation's drain: nothing to hand over
+            assert ours() == ["mcpsync-stderr"]
+            later.close()
+    finally:
+        closer.close()
+    assert ours() == []
+    assert closer.stderr_tail() == "bye stderr\n"
+    assert open_fds() <= before
+
+
+def test_an_escaped_grandchild_holding_stderr_does_not_hold_the_hub(tmp_path: Path) -> None:
+    settle_hub()
+    before = open_fds()
+    escaped = StdioTransport([PY, script(tmp_path, ESCAPED, "escaped.py")], name="esc")
+    other = StdioTransport([PY, script(tmp_path, TALKER, "talker.py"), "o", "1"], name="o")
+    escaped.start()
+    other.start()
+    grandchild = 0
+    try:
+        m = receive_one(escaped)
+        grandchild = m.params["pid"]  # type: ignore[attr-defined]
+        started = time.monotonic()
+        escaped.close()  # the pipe is still open (the grandchild holds it): handed over
+        assert time.monotonic() - started < 5.0
+        assert escaped._stderr is not None and escaped._stderr._exited
+        assert ours() == ["mcpsync-stderr"]
+        wait_for(lambda: other.stderr_tail() == "o 0\n", "the other server's line")
+        started = time.monotonic()
+        other.close()
+        assert time.monotonic() - started < 5.0
+    finally:
+        escaped.close()
+        other.close()
+        if grandchild:
+            os.kill(grandchild, 9)
+    assert ours() == []
+    assert open_fds() <= before
+
+
+def test_a_slow_on_stderr_keeps_its_own_thread_and_stalls_no_one_else(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    settle_hub()
+    before = open_fds()
+    release = threading.Event()
+    seen: list[str] = []
+
+    def slow(line: str) -> None:
+        seen.append(line)
+        if len(seen) == 1:
+            release.wait(20)  # the user's callback blocks
+        if len(seen) == 2:
+            raise RuntimeError("a callback that raises")
+
+    caplog.set_level(logging.WARNING)
+    path = script(tmp_path, TALKER, "talker.py")
+    stuck = StdioTransport([PY, path, "stuck", "3"], name="stuck", on_stderr=slow)
+    flooder = StdioTransport([PY, script(tmp_path, FLOODER, "flood.py")], name="flood")
+    stuck.start()
+    flooder.start()
+    try:
+        assert "mcpsync-stdio-stderr-stuck" in ours() and "mcpsync-stderr" in ours()
+        wait_for(lambda: seen == ["stuck 0"], "the callback to block")
+        assert receive_one(flooder) is not None  # drained by the hub meanwhile
+        release.set()
+        wait_for(lambda: seen == ["stuck 0", "stuck 1", "stuck 2"], "the other lines")
+        assert any("on_stderr callback raised" in r.getMessage() for r in caplog.records)
+    finally:
+        release.set()
+        stuck.close()
+        flooder.close()
+    assert ours() == []
+    assert open_fds() <= before
+
+
+def test_close_from_the_hub_thread_itself_does_not_deadlock(tmp_path: Path) -> None:
+    """A logging handler runs on the hub thread: one that closes the transport makes stop()
+    run there, which must neither join its own thread nor wait for itself."""
+    settle_hub()
+    before = open_fds()
+    t = StdioTransport([PY, script(tmp_path, TALKER, "talker.py"), "h", "2"], name="hubclose")
+    done = threading.Event()
+
+    class Closer(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if threading.current_thread().name == "mcpsync-stderr" and not done.is_set():
+                t.close()
+                done.set()
+
+    logger = t._logger
+    handler = Closer(level=logging.DEBUG)
+    old_level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        t.start()
+        assert done.wait(20)
+        assert t.closed
+        wait_for(lambda: not ours(), "the hub thread to end by itself")
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old_level)
+        t.close()
+    wait_for(lambda: open_fds() <= before, "the pipe to be closed")
+
+
+def test_ctrl_c_while_stop_waits_still_closes_the_pipe(tmp_path: Path) -> None:
+    """A real SIGINT while stop() waits for the hub (held up here by a logging handler that
+    blocks): stop() raises KeyboardInterrupt, the hub lets the pipe go and closes it once it
+    can, and the thread still ends with the last drain."""
+    settle_hub()
+    before = open_fds()
+    r1, w1 = os.pipe()
+    r2, w2 = os.pipe()
+    closed: list[int] = []
+    log = logging.getLogger("test.hub.ctrlc")
+    release = threading.Event()
+    blocking = threading.Event()
+
+    class Blocker(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.getMessage() == "block":
+                blocking.set()
+                release.wait(20)
+
+    handler = Blocker(level=logging.DEBUG)
+    log.addHandler(handler)
+    log.setLevel(logging.DEBUG)
+
+    def closer(fd: int) -> Callable[[], None]:
+        def close() -> None:
+            os.close(fd)
+            closed.append(fd)
+        return close
+
+    first = StderrDrain(r1, name="one", logger=log, closer=closer(r1))
+    second = StderrDrain(r2, name="two", logger=log, closer=closer(r2))
+    main = threading.get_ident()
+
+    def ctrl_c() -> None:
+        time.sleep(0.2)
+        signal.pthread_kill(main, signal.SIGINT)
+
+    firing = threading.Thread(target=ctrl_c, name="test-ctrl-c")
+    try:
+        first.start()
+        second.start()
+        os.write(w1, b"block\nlast words\n")
+        assert blocking.wait(10)  # the hub thread is held in the handler
+        firing.start()
+        with pytest.raises(KeyboardInterrupt):
+            first.stop(timeout=10)  # w1 is still open: a hand-over, interrupted
+        assert r1 not in closed  # the hub cannot have let it go yet
+        release.set()
+        wait_for(lambda: r1 in closed, "the hub to close the interrupted drain's pipe")
+        assert first.tail() == "block\nlast words\n"
+        second.stop()
+        assert closed == [r1, r2]
+        assert active_hub_thread() is None and ours() == []
+    finally:
+        release.set()
+        firing.join(10)
+        log.removeHandler(handler)
+        os.close(w1)
+        os.close(w2)
+    assert open_fds() <= before
+
+
+def test_a_forked_child_starts_a_hub_of_its_own(tmp_path: Path) -> None:
+    settle_hub()
+    path = script(tmp_path, TALKER, "talker.py")
+    parent = StdioTransport([PY, path, "p", "1"], name="parent")
+    parent.start()
+    try:
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - runs in the child
+            code = 1
+            try:
+                parent.close()  # only drops the child's copies
+                child = StdioTransport([PY, path, "c", "1"], name="child")
+                child.start()
+                deadline = time.monotonic() + 10
+                while child.stderr_tail() != "c 0\n" and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                ok = child.stderr_tail() == "c 0\n"
+                child.close()
+                code = 0 if ok and active_hub_thread() is None else 2
+            finally:
+                os._exit(code)
+        assert wait_child(pid, "a hub in a forked child") == 0
+        wait_for(lambda: parent.stderr_tail() == "p 0\n", "the parent's line")
+        assert parent.returncode() is None
+    finally:
+        parent.close()
+    assert ours() == []
+
+
+def test_without_poll_each_drain_has_its_own_thread(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    settle_hub()
+    r, w = os.pipe()
+    drain = StderrDrain(r, name="nopoll", logger=logging.getLogger("test.hub"),
+                        use_poll=False, closer=lambda: os.close(r))
+    drain.start()
+    assert ours() == ["mcpsync-stdio-stderr-nopoll"]
+    os.write(w, b"x\n")
+    os.close(w)  # EOF ends the blocking reads
+    wait_for(lambda: drain.tail() == "x\n", "the line")
+    drain.stop()
+    assert ours() == []
+    assert _stderr._hub is None
