@@ -5,12 +5,13 @@ arrives, into a bounded ring (newest bytes kept). Lines are logged at DEBUG and 
 user's ``on_stderr``. Stderr is never an error signal: it only feeds error messages.
 
 Where ``poll()`` exists and no ``on_stderr`` is set, one thread drains every server's pipe:
-``mcpsync-stderr``, the hub, started with the first drain and stopped (and joined) by the last
-``stop()``. A thread per server costs a thread start and, at close, a thread end (about 45 us
-each with the kernel's part on a small VM), which is most of what closing many servers costs.
-The hub polls every pipe and its own wake-up pipe, reads at most one chunk per pipe per turn
-(a flooding server cannot starve the others), and lets a pipe go by itself at EOF, so that
-``stop()`` after the server exited finds nothing left to hand over.
+``mcpsync-stderr``, the hub, started with the first drain; it ends when it has let its last
+pipe go, and the ``stop()`` that finds it ended joins it. A thread per server costs a thread
+start and, at close, a thread end (about 45 us each with the kernel's part on a small VM),
+which is most of what closing many servers costs. The hub polls every pipe and its own
+wake-up pipe, reads at most one chunk per pipe per turn (a flooding server cannot starve the
+others), and lets a pipe go by itself at EOF, so that ``stop()`` after the server exited
+finds nothing left to hand over.
 
 A drain with an ``on_stderr`` callback keeps a thread of its own, ``mcpsync-stdio-stderr-<name>``:
 the callback is the user's code, and one that blocks (on a lock, a full queue, a slow
