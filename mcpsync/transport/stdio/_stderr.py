@@ -114,7 +114,7 @@ class StderrDrain:
 
     def start(self) -> None:
         if self._shared:
-            self._hub = _join_hub(self)
+            _join_hub(self)  # sets self._hub, under the hub's lock, before anything can fail
             return
         self._stop_r, self._stop_w = os.pipe()
         self._thread = new_thread(f"mcpsync-stdio-stderr-{self._name}", self._run)
@@ -415,11 +415,14 @@ class _Hub:
         """Under ``_hub_lock``: leave a change for the hub thread. Only the first change of
         a batch writes to the wake-up pipe; the hub empties that pipe *before* it takes the
         batch, so a change is never left behind with its wake-up already consumed. A full
-        wake-up pipe is readable already: nothing is lost when a write fails."""
-        if not self.adds and not self.removes:
-            with contextlib.suppress(OSError):
-                os.write(self.wake_w, b"x")
-        queue.append(drain)
+        wake-up pipe is readable already: nothing is lost when a write fails. The change is
+        left even when a Ctrl-C lands just after the write."""
+        try:
+            if not self.adds and not self.removes:
+                with contextlib.suppress(OSError):
+                    os.write(self.wake_w, b"x")
+        finally:
+            queue.append(drain)
 
     def leave(self, drain: StderrDrain, *, asked: bool, timeout: float) -> None:
         """``drain.stop()`` is done with the hub: with ``asked`` (the pipe is still polled),
@@ -524,23 +527,38 @@ _hub_lock = threading.Lock()
 _hub: _Hub | None = None
 
 
-def _join_hub(drain: StderrDrain) -> _Hub:
-    """Register ``drain`` with the current hub, starting one if there is none."""
+def _join_hub(drain: StderrDrain) -> None:
+    """Register ``drain`` with the current hub, starting one if there is none.
+
+    ``drain._hub`` is set under the lock before the thread is started or the request left,
+    so that no Ctrl-C can leave the drain polled by a hub it does not know of: its
+    ``stop()`` would then close the pipe under the hub (whose poll() and reads would go to
+    whatever file next got that descriptor number).
+    """
     global _hub
     with _hub_lock:
         hub = _hub
         if hub is None:
             hub = _Hub(drain)
+            drain._hub = hub
             try:
                 hub.thread.start()
-            except BaseException:  # no thread: the drain's start() fails, as it did before
+            except Exception:  # no thread ("can't start new thread"): the drain's start() fails
+                drain._hub = None
                 os.close(hub.wake_r)
                 os.close(hub.wake_w)
                 raise
+            except BaseException:
+                # Ctrl-C in start()'s wait for the new thread: that thread runs already
+                # (CPython creates it before it waits, and checks for signals only then) and
+                # polls this drain's pipe and the wake-up pipe. It is the hub now: its pipe
+                # stays open, and the drain is let go through it like any other.
+                _hub = hub
+                raise
             _hub = hub
         else:
+            drain._hub = hub
             hub.request(hub.adds, drain)
-    return hub
 
 
 def _reset_after_fork() -> None:

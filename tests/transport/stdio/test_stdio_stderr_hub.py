@@ -404,3 +404,57 @@ def test_without_poll_each_drain_has_its_own_thread(tmp_path: Path,
     drain.stop()
     assert ours() == []
     assert _stderr._hub is None
+
+
+class _StartsThenInterrupted(threading.Thread):
+    """A thread whose start() really starts it, then raises KeyboardInterrupt: what a
+    Ctrl-C in ``Thread.start()``'s wait for the new thread does."""
+
+    def start(self) -> None:
+        super().start()
+        raise KeyboardInterrupt
+
+
+def test_ctrl_c_while_the_hub_thread_starts_leaves_it_known_and_its_pipes_open(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Interrupted in the hub thread's start(), the thread runs anyway: it must be the hub
+    (its wake-up pipe open, the drain handed to it), so that close() lets the pipe go through
+    it instead of closing the pipe under it; then the thread ends, and no descriptor is left."""
+    settle_hub()
+    before = open_fds()
+    started: list[threading.Thread] = []
+
+    def new_thread(name: str, target: Callable[[], None]) -> threading.Thread:
+        thread = _StartsThenInterrupted(target=target, name=name, daemon=True)
+        started.append(thread)
+        return thread
+
+    monkeypatch.setattr(_stderr, "new_thread", new_thread)
+    path = script(tmp_path, TALKER, "talker.py")
+    t = StdioTransport([PY, path, "late", "0"], name="interrupted")
+    failures: list[BaseException] = []
+    monkeypatch.setattr(threading, "excepthook",
+                        lambda args: failures.append(args.exc_value))  # type: ignore[arg-type]
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            t.start()
+        monkeypatch.undo()
+        assert len(started) == 1 and started[0].name == "mcpsync-stderr"
+        hub = _stderr._hub
+        assert hub is not None and hub.thread is started[0]
+        assert t._stderr is not None and t._stderr.thread is hub.thread
+        os.fstat(hub.wake_r)  # still open: the running thread polls it
+        os.fstat(hub.wake_w)
+        other = StdioTransport([PY, path, "other", "1"], name="other")
+        other.start()  # joins the same hub, which drains its pipe
+        try:
+            assert other._stderr is not None and other._stderr.thread is hub.thread
+            wait_for(lambda: other.stderr_tail() == "other 0\n", "the other server's line")
+        finally:
+            other.close()
+    finally:
+        t.close()
+    wait_for(lambda: not started[0].is_alive(), "the hub thread to end")
+    assert ours() == [] and active_hub_thread() is None
+    assert failures == []
+    assert open_fds() <= before
