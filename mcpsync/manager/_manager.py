@@ -110,6 +110,13 @@ if hasattr(os, "register_at_fork"):
 atexit.register(_close_at_exit)
 
 
+def _held_here(lock: threading.RLock) -> bool:
+    """Whether the calling thread holds ``lock``. An RLock has no public way to tell;
+    ``threading.Condition`` asks it the same way (both its C and its Python version)."""
+    is_owned: Callable[[], bool] = lock._is_owned  # type: ignore[attr-defined]
+    return is_owned()
+
+
 class Manager:
     """Many MCP servers behind one object; see ``docs/manager.md``.
 
@@ -428,7 +435,20 @@ class Manager:
             taken.append([entry.config for entry in mine])
             return mine
 
-        unfinished = close_entries(take, CLOSE_TIMEOUT)
+        hand_over = take
+        if _held_here(self._lock):
+            # Re-entered on a thread inside a Manager method (a signal handler calling
+            # close() while this thread was in tools(), say): the waiting thread's take()
+            # would wait for a lock that this thread only releases once close() returns.
+            # So the entries are taken here, as before the waiting thread took them.
+            mine = take()
+
+            def hand_over() -> list[ServerEntry]:
+                handed = mine[:]
+                mine.clear()    # the entries are let go one by one (see close_entries)
+                return handed
+
+        unfinished = close_entries(hand_over, CLOSE_TIMEOUT)
         if not taken:   # another close() took the entries: it finishes the job
             return
         if unfinished:

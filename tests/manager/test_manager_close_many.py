@@ -514,3 +514,40 @@ def test_ctrl_c_right_after_the_close_began_lets_it_finish(
     assert wait_for(lambda: manager._closed)
     manager.close()                                   # closed already: returns at once
     assert wait_for(lambda: open_fds() <= fds_before), open_fds() - fds_before
+
+
+def test_close_from_a_signal_handler_while_the_lock_is_held(
+        no_leaks: None, server: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real signal whose handler calls close() while the main thread is inside a Manager
+    method that holds the Manager's lock (an RLock: the handler's close() re-enters it):
+    the entries are taken on the calling thread, since the waiting thread could not take
+    the lock before close() returned; the close ends at once, with every server gone."""
+    from mcpsync.manager import _manager as manager_module
+
+    monkeypatch.setattr(manager_module, "CLOSE_TIMEOUT", 4.0)   # the wait, if it hangs
+    manager = _manager(server, tmp_path, ["exit"] * 3)
+    transports = _transports(manager, 3)
+    pids = [t.pid for t in transports]
+    took: list[float] = []
+
+    def handler(signum: int, frame: object) -> None:
+        began = time.monotonic()
+        manager.close()
+        took.append(time.monotonic() - began)
+
+    previous = signal.signal(signal.SIGUSR1, handler)
+    try:
+        with manager._lock:      # as inside tools(), server_ready() or a call's _entry()
+            signal.pthread_kill(threading.get_ident(), signal.SIGUSR1)
+            for _ in range(100):     # the handler runs at the next check: here, at the latest
+                if took:
+                    break
+                time.sleep(0.001)
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert len(took) == 1 and took[0] < 3.0, took
+    assert manager._closed
+    assert all(pid_gone(pid) for pid in pids if pid is not None)
+    assert _all_settled(transports)
+    manager.close()                                   # idempotent
