@@ -16,10 +16,13 @@ finds nothing left to hand over.
 A drain with an ``on_stderr`` callback keeps a thread of its own, ``mcpsync-stdio-stderr-<name>``:
 the callback is the user's code, and one that blocks (on a lock, a full queue, a slow
 terminal) must not stop the other servers' pipes from being drained, since a server blocked
-on a full stderr pipe stops answering. Without ``poll()`` (Windows pipes) each drain has its
-own thread too, making blocking reads. Either way the thread waits with ``poll()`` on the
-pipe *and* a stop descriptor where it can, so it ends on request even when an escaped
-grandchild keeps the pipe open forever; the hub does the same with its wake-up pipe.
+on a full stderr pipe stops answering. So does a drain whose logger is enabled for DEBUG
+when it starts (its lines are logged on the draining thread, through the user's handlers);
+a logger set to DEBUG only later logs from the shared thread. Without ``poll()`` (Windows
+pipes) each drain has its own thread too, making blocking reads. Either way the thread
+waits with ``poll()`` on the pipe *and* a stop descriptor where it can, so it ends on
+request even when an escaped grandchild keeps the pipe open forever; the hub does the same
+with its wake-up pipe.
 """
 
 from __future__ import annotations
@@ -56,8 +59,8 @@ def excerpt(text: str, *, lines: int = EXCERPT_LINES, max_bytes: int = EXCERPT_B
 
 class StderrDrain:
     """Drains one stderr pipe: on the shared hub thread ``mcpsync-stderr``, or, with an
-    ``on_stderr`` callback or without ``poll()``, on a thread of its own
-    ``mcpsync-stdio-stderr-<name>``.
+    ``on_stderr`` callback, a logger enabled for DEBUG at ``start()``, or without ``poll()``,
+    on a thread of its own ``mcpsync-stdio-stderr-<name>``.
 
     ``stop()`` lets the pipe go after a last non-blocking drain (the hub lets it go by
     itself at EOF) and waits for that; the pipe is closed through ``closer`` once no thread
@@ -113,7 +116,9 @@ class StderrDrain:
         return self._thread
 
     def start(self) -> None:
-        if self._shared:
+        # Each line is logged on the thread that drains it: a logger enabled for DEBUG runs
+        # its handlers there, and a slow one must hold up no other server's pipe either.
+        if self._shared and not self._logger.isEnabledFor(logging.DEBUG):
             _join_hub(self)  # sets self._hub, under the hub's lock, before anything can fail
             return
         self._stop_r, self._stop_w = os.pipe()

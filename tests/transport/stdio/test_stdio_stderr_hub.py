@@ -268,12 +268,27 @@ def test_a_slow_on_stderr_keeps_its_own_thread_and_stalls_no_one_else(
     assert open_fds() <= before
 
 
+# Answers each stdin line on stdout after writing "<tag> <n>" lines to stderr.
+LATE_TALKER = r'''
+import sys
+tag, lines = sys.argv[1], int(sys.argv[2])
+for line in sys.stdin.buffer:
+    for n in range(lines):
+        sys.stderr.write(f"{tag} {n}\n")
+    sys.stderr.flush()
+    sys.stdout.buffer.write(line)
+    sys.stdout.buffer.flush()
+'''
+
+
 def test_close_from_the_hub_thread_itself_does_not_deadlock(tmp_path: Path) -> None:
-    """A logging handler runs on the hub thread: one that closes the transport makes stop()
-    run there, which must neither join its own thread nor wait for itself."""
+    """A logging handler runs on the hub thread when its logger was set to DEBUG after the
+    server started: one that closes the transport makes stop() run there, which must neither
+    join its own thread nor wait for itself."""
     settle_hub()
     before = open_fds()
-    t = StdioTransport([PY, script(tmp_path, TALKER, "talker.py"), "h", "2"], name="hubclose")
+    t = StdioTransport([PY, script(tmp_path, LATE_TALKER, "talker.py"), "h", "2"],
+                       name="hubclose")
     done = threading.Event()
 
     class Closer(logging.Handler):
@@ -286,9 +301,11 @@ def test_close_from_the_hub_thread_itself_does_not_deadlock(tmp_path: Path) -> N
     handler = Closer(level=logging.DEBUG)
     old_level = logger.level
     logger.addHandler(handler)
-    logger.setLevel(logging.DEBUG)
     try:
         t.start()
+        assert t._stderr is not None and t._stderr.thread is active_hub_thread()
+        logger.setLevel(logging.DEBUG)   # only now: the lines are logged on the hub
+        t.send_bytes(b'{"jsonrpc":"2.0","method":"go"}')
         assert done.wait(20)
         assert t.closed
         wait_for(lambda: not ours(), "the hub thread to end by itself")
@@ -320,7 +337,6 @@ def test_ctrl_c_while_stop_waits_still_closes_the_pipe(tmp_path: Path) -> None:
 
     handler = Blocker(level=logging.DEBUG)
     log.addHandler(handler)
-    log.setLevel(logging.DEBUG)
 
     def closer(fd: int) -> Callable[[], None]:
         def close() -> None:
@@ -340,6 +356,7 @@ def test_ctrl_c_while_stop_waits_still_closes_the_pipe(tmp_path: Path) -> None:
     try:
         first.start()
         second.start()
+        log.setLevel(logging.DEBUG)  # after start(): the drains are on the hub
         os.write(w1, b"block\nlast words\n")
         assert blocking.wait(10)  # the hub thread is held in the handler
         firing.start()
@@ -458,3 +475,41 @@ def test_ctrl_c_while_the_hub_thread_starts_leaves_it_known_and_its_pipes_open(
     assert ours() == [] and active_hub_thread() is None
     assert failures == []
     assert open_fds() <= before
+
+
+def test_a_slow_debug_log_handler_keeps_its_own_thread_and_stalls_no_one_else(
+        tmp_path: Path) -> None:
+    """A server whose logger is enabled for DEBUG when it starts has each stderr line logged
+    through the user's handlers: one that blocks must not stop the draining of another
+    server, which floods its stderr and only then answers on stdout."""
+    settle_hub()
+    release = threading.Event()
+    blocking = threading.Event()
+
+    class Slow(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            blocking.set()
+            release.wait(20)
+
+    quiet = StdioTransport(["/bin/sh", "-c", "echo hello >&2; read x"], name="slowlog")
+    log = logging.getLogger(quiet._logger.name)
+    handler = Slow(level=logging.DEBUG)
+    log.addHandler(handler)
+    level = log.level
+    log.setLevel(logging.DEBUG)
+    chatty = StdioTransport([PY, script(tmp_path, FLOODER, "flooder.py")], name="chatty")
+    try:
+        quiet.start()
+        assert blocking.wait(10)   # its drain thread is held in the handler
+        chatty.start()
+        assert getattr(receive_one(chatty, timeout=10), "method", None) == "flooded"
+        assert quiet._stderr is not None and quiet._stderr.thread is not None
+        assert quiet._stderr.thread.name == "mcpsync-stdio-stderr-slowlog"
+        assert chatty._stderr is not None and chatty._stderr.thread is active_hub_thread()
+    finally:
+        release.set()
+        log.removeHandler(handler)
+        log.setLevel(level)
+        quiet.close()
+        chatty.close()
+    assert ours() == []
