@@ -6,9 +6,10 @@ user's ``on_stderr``. Stderr is never an error signal: it only feeds error messa
 
 Where ``poll()`` exists and no ``on_stderr`` is set, one thread drains every server's pipe:
 ``mcpsync-stderr``, the hub, started with the first drain; it ends when it has let its last
-pipe go, and the ``stop()`` that finds it ended joins it. A thread per server costs a thread
-start and, at close, a thread end (about 45 us each with the kernel's part on a small VM),
-which is most of what closing many servers costs. The hub polls every pipe and its own
+pipe go, and the ``stop()`` that finds it ended joins it. The next drain starts a new one,
+which may run for a moment alongside an ending one's last steps. A thread per server costs a
+thread start and, at close, a thread end (about 45 us each with the kernel's part on a small
+VM), which is most of what closing many servers costs. The hub polls every pipe and its own
 wake-up pipe, reads at most one chunk per pipe per turn (a flooding server cannot starve the
 others), and lets a pipe go by itself at EOF, so that ``stop()`` after the server exited
 finds nothing left to hand over.
@@ -141,46 +142,57 @@ class StderrDrain:
         wait is interrupted). A descriptor is never closed while a thread may still use it,
         since its number could be reused by then.
         """
-        with self._exit_lock:
-            if self._stopped:
-                return
-            self._stopped = True
-            exited = self._exited
         hub = self._hub
-        if hub is not None:
-            self._stop_shared(hub, exited, timeout)
-            return
-        thread = self._thread
+        stopping = exited = False
+        # From the moment _stopped is set, the finally below sees the stop through: a Ctrl-C
+        # anywhere after it still leaves the hub (or wakes the own thread) and has the pipe
+        # closed, here or by the draining thread on its way out.
+        try:
+            with self._exit_lock:
+                if self._stopped:
+                    return
+                self._stopped = stopping = True
+                exited = self._exited
+            if hub is not None:
+                hub.leave(self, asked=not exited, timeout=timeout)
+            else:
+                self._stop_own(timeout)
+        finally:
+            if stopping:
+                self._stopped_by(hub, exited)
+
+    def _stop_own(self, timeout: float) -> None:
+        """stop() of a drain with a thread of its own: wake the thread and join it."""
         with contextlib.suppress(OSError):  # the pipe is ours and empty
             os.write(self._stop_w, b"x")
+        thread = self._thread
         if thread is not None and thread.is_alive() and thread is not threading.current_thread():
             thread.join(timeout)
+
+    def _stopped_by(self, hub: _Hub | None, exited: bool) -> None:
+        """The end of stop(), also when it was interrupted: close the descriptors now if no
+        thread can touch them any more, else leave that to the draining thread's exit.
+
+        On the hub, usually the server has exited and the hub has let the pipe go at EOF
+        already: then nothing was handed over, the pipe is just closed. Otherwise (an
+        escaped grandchild holds the pipe, or the server still runs) stop() asked the hub to
+        drain what is readable now and let go, and waited for that; once the hub has let go
+        of its last pipe its thread has ended, and was joined there."""
+        if hub is not None:
+            if not self._left:  # interrupted before leaving: leave, without waiting
+                hub.leave(self, asked=not exited, timeout=0)
+            running = True
+        else:
+            thread = self._thread
+            running = thread is not None and thread.ident is not None
+            if running and not self._exited:  # interrupted before the wake-up, maybe
+                with contextlib.suppress(OSError):
+                    os.write(self._stop_w, b"x")
         with self._exit_lock:
-            if not self._exited and thread is not None and thread.ident is not None:
+            if running and not self._exited:  # the thread closes them on its way out
                 self._close_at_exit = True
                 return
         self._close_fds()
-
-    def _stop_shared(self, hub: _Hub, exited: bool, timeout: float) -> None:
-        """stop() of a drain on the hub. Usually the server has exited and the hub has let
-        the pipe go at EOF already: then nothing is handed over, the pipe is just closed.
-        Otherwise (an escaped grandchild holds the pipe, or the server still runs) the hub
-        is asked to drain what is readable now and let go, and this waits for it. Either
-        way, once the hub has let go of its last pipe its thread has ended, and is joined
-        here."""
-        close = False
-        try:
-            hub.leave(self, asked=not exited, timeout=timeout)
-        finally:
-            if not self._left:  # interrupted (Ctrl-C) before leaving: leave, without waiting
-                hub.leave(self, asked=not exited, timeout=0)
-            with self._exit_lock:
-                if self._exited:
-                    close = True
-                else:  # not let go in time (or interrupted): the hub closes the pipe later
-                    self._close_at_exit = True
-            if close:
-                self._close_fds()
 
     def _close_fds(self) -> None:
         for fd in (self._stop_r, self._stop_w):
@@ -521,6 +533,7 @@ class _Hub:
                 self.ended = True
                 if _hub is self:
                     _hub = None
+                _open_hubs.remove(self)
                 for fd in (self.wake_r, self.wake_w):
                     os.close(fd)
                 self.wake_r = self.wake_w = -1
@@ -530,6 +543,10 @@ class _Hub:
 
 _hub_lock = threading.Lock()
 _hub: _Hub | None = None
+# Every generation whose wake-up pipe is open (under _hub_lock): the current one, and one
+# that has ended but whose thread has not closed its pipe yet (so for a moment two
+# generations' threads may run at once). A forked child closes them all.
+_open_hubs: list[_Hub] = []
 
 
 def _join_hub(drain: StderrDrain) -> None:
@@ -545,11 +562,13 @@ def _join_hub(drain: StderrDrain) -> None:
         hub = _hub
         if hub is None:
             hub = _Hub(drain)
+            _open_hubs.append(hub)
             drain._hub = hub
             try:
                 hub.thread.start()
             except Exception:  # no thread ("can't start new thread"): the drain's start() fails
                 drain._hub = None
+                _open_hubs.remove(hub)
                 os.close(hub.wake_r)
                 os.close(hub.wake_w)
                 raise
@@ -567,13 +586,15 @@ def _join_hub(drain: StderrDrain) -> None:
 
 
 def _reset_after_fork() -> None:
-    """In a forked child the hub thread does not exist: forget it, close this process's
-    copies of its wake-up pipe, and start afresh (a new lock too: the parent's may have been
-    held by another thread at the fork)."""
+    """In a forked child no hub thread exists: forget the hub, close this process's copies
+    of the wake-up pipes (an ending generation's too), and start afresh (a new lock too: the
+    parent's may have been held by another thread at the fork)."""
     global _hub, _hub_lock
-    hub, _hub = _hub, None
+    _hub = None
     _hub_lock = threading.Lock()
-    if hub is not None:
+    hubs = list(_open_hubs)
+    _open_hubs.clear()
+    for hub in hubs:
         for fd in (hub.wake_r, hub.wake_w):
             if fd >= 0:
                 with contextlib.suppress(OSError):

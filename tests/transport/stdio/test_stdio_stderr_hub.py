@@ -1,7 +1,8 @@
 """The shared stderr drain ``mcpsync-stderr`` (the hub), with real server processes.
 
-Every stdio server without an ``on_stderr`` callback has its stderr pipe drained by one
-thread for the whole process. What must hold: each server's ring gets its own bytes, a
+Every stdio server without an ``on_stderr`` callback (or a logger at DEBUG when it starts)
+has its stderr pipe drained by one shared thread (one generation at a time; an ending one
+may overlap briefly with the next). What must hold: each server's ring gets its own bytes, a
 flooding server neither blocks nor starves the others, a pipe at EOF is let go by the hub
 by itself, an escaped grandchild holding a pipe does not keep ``close()`` (or the hub) alive,
 a slow ``on_stderr`` of one server does not stop the others' draining, closes from many
@@ -513,3 +514,106 @@ def test_a_slow_debug_log_handler_keeps_its_own_thread_and_stalls_no_one_else(
         quiet.close()
         chatty.close()
     assert ours() == []
+
+
+class _InterruptedOnceStopped:
+    """A drain's exit lock that raises KeyboardInterrupt as it is released once ``stop()``
+    has marked the drain stopped: a Ctrl-C that lands just after that, the first moment
+    one can."""
+
+    def __init__(self, drain: StderrDrain) -> None:
+        self._lock = threading.Lock()
+        self._drain = drain
+        self.fired = False
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+        if self._drain._stopped and not self.fired and threading.current_thread() is \
+                threading.main_thread():
+            self.fired = True
+            raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("own_thread", [False, True])
+def test_ctrl_c_right_after_stop_began_still_closes_the_pipe(own_thread: bool) -> None:
+    """Interrupted the moment stop() has marked the drain stopped (so a second stop() does
+    nothing), the drain still leaves its thread and its pipe is closed, with the writer
+    still open (no EOF to end it)."""
+    settle_hub()
+    before = open_fds()
+    r, w = os.pipe()
+    closed: list[int] = []
+
+    def closer() -> None:
+        os.close(r)
+        closed.append(r)
+
+    drain = StderrDrain(r, name="stopping", logger=logging.getLogger("test.hub.stopping"),
+                        on_stderr=(lambda line: None) if own_thread else None, closer=closer)
+    try:
+        drain.start()
+        lock = _InterruptedOnceStopped(drain)
+        drain._exit_lock = lock  # type: ignore[assignment]
+        with pytest.raises(KeyboardInterrupt):
+            drain.stop()
+        assert lock.fired
+        drain.stop()   # stopped already: nothing to do
+        wait_for(lambda: closed == [r], "the pipe to be closed")
+        wait_for(lambda: not ours(), "the drain's thread to end")
+    finally:
+        os.close(w)
+    assert open_fds() <= before
+
+
+def test_a_child_forked_while_a_generation_ends_closes_its_wake_up_pipe() -> None:
+    """A fork while the hub thread is letting its last pipe go (the generation has ended,
+    its wake-up pipe is not closed yet): the child closes its copies of that pipe too."""
+    settle_hub()
+    r, w = os.pipe()
+    log = logging.getLogger("test.hub.forkend")
+    release = threading.Event()
+    blocking = threading.Event()
+
+    class Blocker(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            blocking.set()
+            release.wait(20)
+
+    handler = Blocker(level=logging.DEBUG)
+    log.addHandler(handler)
+    drain = StderrDrain(r, name="forkend", logger=log, closer=lambda: os.close(r))
+    try:
+        drain.start()
+        log.setLevel(logging.DEBUG)   # after start(): the drain is on the hub
+        hub = _stderr._hub
+        assert hub is not None
+        os.write(w, b"no newline")
+        os.close(w)   # EOF: the hub's last pipe; its last partial line blocks in the handler
+        assert blocking.wait(10)
+        assert _stderr._hub is None and hub.ended   # the generation has ended...
+        wake = (hub.wake_r, hub.wake_w)
+        os.fstat(wake[0])                           # ...and its wake-up pipe is open
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - runs in the child
+            code = 1
+            try:
+                still_open = 0
+                for fd in wake:
+                    try:
+                        os.fstat(fd)
+                        still_open += 1
+                    except OSError:
+                        pass
+                code = 0 if still_open == 0 else 2
+            finally:
+                os._exit(code)
+        assert wait_child(pid, "a child forked while a generation ends") == 0
+    finally:
+        release.set()
+        log.removeHandler(handler)
+        log.setLevel(logging.NOTSET)
+    drain.stop()
+    wait_for(lambda: not ours(), "the hub thread to end")

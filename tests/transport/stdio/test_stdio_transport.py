@@ -875,7 +875,7 @@ def test_close_from_inside_on_stderr(tmp_path: Path) -> None:
     assert closed.wait(10)
     assert t.closed and t.returncode() == 0
     drain = t._stderr
-    assert drain is not None
+    assert drain is not None and drain.thread is not None
     drain.thread.join(5)
     assert not drain.thread.is_alive()
     assert open_fds() <= before_fds
