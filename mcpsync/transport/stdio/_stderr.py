@@ -573,10 +573,12 @@ def _join_hub(drain: StderrDrain) -> None:
                 os.close(hub.wake_w)
                 raise
             except BaseException:
-                # Ctrl-C in start()'s wait for the new thread: that thread runs already
-                # (CPython creates it before it waits, and checks for signals only then) and
-                # polls this drain's pipe and the wake-up pipe. It is the hub now: its pipe
-                # stays open, and the drain is let go through it like any other.
+                # Ctrl-C in start()'s wait for the new thread, where start() spends nearly
+                # all its time: that thread runs already and polls this drain's pipe and
+                # the wake-up pipe. It is the hub now: its pipe stays open, and the drain is
+                # let go through it like any other. (Not told apart, and so not handled: a
+                # Ctrl-C at the signal check start() may pass *before* it creates the
+                # thread, which would leave a hub that never runs.)
                 _hub = hub
                 raise
             _hub = hub
