@@ -567,24 +567,54 @@ def _join_hub(drain: StderrDrain) -> None:
             try:
                 hub.thread.start()
             except Exception:  # no thread ("can't start new thread"): the drain's start() fails
-                drain._hub = None
-                _open_hubs.remove(hub)
-                os.close(hub.wake_r)
-                os.close(hub.wake_w)
+                _forget(hub, drain)
                 raise
             except BaseException:
-                # Ctrl-C in start()'s wait for the new thread, where start() spends nearly
-                # all its time: that thread runs already and polls this drain's pipe and
-                # the wake-up pipe. It is the hub now: its pipe stays open, and the drain is
-                # let go through it like any other. (Not told apart, and so not handled: a
-                # Ctrl-C at the signal check start() may pass *before* it creates the
-                # thread, which would leave a hub that never runs.)
-                _hub = hub
+                # Ctrl-C in start(). Nearly always in its wait for the new thread: that thread
+                # runs already and polls this drain's pipe and the wake-up pipe, so it is the
+                # hub now (its pipe stays open, and the drain is let go through it like any
+                # other). Rarely at the signal check start() passes *before* it creates the
+                # thread: then no thread will ever run, and the hub is forgotten as above
+                # (else later servers would be handed to a hub that never drains them).
+                if _began(hub.thread):
+                    _hub = hub
+                else:
+                    _forget(hub, drain)
                 raise
             _hub = hub
         else:
             drain._hub = hub
             hub.request(hub.adds, drain)
+
+
+def _forget(hub: _Hub, drain: StderrDrain) -> None:
+    """A hub whose thread was never created: close its wake-up pipe and unhook the drain (whose
+    ``stop()`` then closes its own pipe). Under ``_hub_lock``."""
+    drain._hub = None
+    _open_hubs.remove(hub)
+    os.close(hub.wake_r)
+    os.close(hub.wake_w)
+
+
+#: How long an interrupted start() is given to show that its thread exists (a thread that was
+#: created sets its ident as soon as it first runs, within microseconds on any sane machine).
+_BEGIN_PATIENCE = 2.0
+
+
+def _began(thread: threading.Thread) -> bool:
+    """Whether ``thread``, whose start() was interrupted, was created: a created thread sets
+    its ident when it first runs; one that never was, never does. A second Ctrl-C while this
+    waits does not cut the wait short (the first is re-raised by the caller anyway)."""
+    deadline = time.monotonic() + _BEGIN_PATIENCE
+    while thread.ident is None:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        try:
+            time.sleep(min(0.001, remaining))
+        except KeyboardInterrupt:
+            continue
+    return True
 
 
 def _reset_after_fork() -> None:

@@ -28,6 +28,8 @@ from helpers import open_fds, wait_child
 from mcpsync.transport.stdio import StdioTransport, _stderr
 from mcpsync.transport.stdio._stderr import StderrDrain, active_hub_thread
 
+_real_new_thread = _stderr.new_thread
+
 pytestmark = pytest.mark.timeout(60)
 
 PY = sys.executable
@@ -475,6 +477,54 @@ def test_ctrl_c_while_the_hub_thread_starts_leaves_it_known_and_its_pipes_open(
     wait_for(lambda: not started[0].is_alive(), "the hub thread to end")
     assert ours() == [] and active_hub_thread() is None
     assert failures == []
+    assert open_fds() <= before
+
+
+class _InterruptedBeforeStarting(threading.Thread):
+    """A thread whose start() raises KeyboardInterrupt before it creates the thread: what a
+    Ctrl-C at the signal check ``Thread.start()`` passes before ``_start_new_thread`` does."""
+
+    def start(self) -> None:
+        raise KeyboardInterrupt
+
+
+def test_ctrl_c_before_the_hub_thread_exists_forgets_that_hub(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Interrupted before its thread was created, a hub would never drain anything: it must be
+    forgotten (its wake-up pipe closed, the drain unhooked and its pipe closed by close()),
+    and the next server must get a hub that runs and drains its stderr."""
+    settle_hub()
+    before = open_fds()
+    made: list[threading.Thread] = []
+
+    def new_thread(name: str, target: Callable[[], None]) -> threading.Thread:
+        thread = _InterruptedBeforeStarting(target=target, name=name, daemon=True)
+        made.append(thread)
+        return thread
+
+    monkeypatch.setattr(_stderr, "_BEGIN_PATIENCE", 0.2)
+    monkeypatch.setattr(_stderr, "new_thread", new_thread)
+    path = script(tmp_path, TALKER, "talker.py")
+    t = StdioTransport([PY, path, "late", "0"], name="never")
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            t.start()
+        monkeypatch.setattr(_stderr, "new_thread", _real_new_thread)
+        assert len(made) == 1 and made[0].ident is None
+        assert _stderr._hub is None and _stderr._open_hubs == []
+        assert t._stderr is None or t._stderr._hub is None
+        other = StdioTransport([PY, path, "other", "1"], name="other")
+        other.start()
+        try:
+            hub = _stderr._hub
+            assert hub is not None and hub.thread.ident is not None
+            wait_for(lambda: other.stderr_tail() == "other 0\n", "the other server's line")
+        finally:
+            other.close()
+    finally:
+        t.close()
+    wait_for(lambda: active_hub_thread() is None, "the hub thread to end")
+    assert ours() == []
     assert open_fds() <= before
 
 
