@@ -448,10 +448,11 @@ def test_a_failing_finish_still_closes_the_rest_of_the_entry(
     assert all(session._close_done for session in sessions)   # the client's close ran
 
 
-def test_one_stderr_thread_drains_every_server(no_leaks: None, server: Path,
-                                               tmp_path: Path) -> None:
+def test_one_stderr_thread_drains_every_server(no_leaks: None, server: Path, tmp_path: Path,
+                                               caplog: pytest.LogCaptureFixture) -> None:
     """Servers without an on_stderr callback share one stderr drain thread, which ends with
     the close (each server's stderr reached EOF, or was let go, before its teardown ended)."""
+    caplog.set_level(logging.INFO, logger="mcpsync.server")  # DEBUG would keep an own thread
     manager = _manager(server, tmp_path, ["noisy"] * 6)
     transports = _transports(manager, 6)
     assert [t.name for t in threading.enumerate() if "stderr" in t.name] == ["mcpsync-stderr"]

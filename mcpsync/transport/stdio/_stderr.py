@@ -420,6 +420,9 @@ class _Hub:
         self.adds: list[StderrDrain] = []
         self.removes: list[StderrDrain] = []
         self.ended = False
+        # Taken by the thread first thing, or by _join_hub when start() failed: whichever
+        # takes it decides whether this generation runs (see _join_hub).
+        self.claim = threading.Lock()
         if _pipe2 is not None:  # one system call instead of five
             self.wake_r, self.wake_w = _pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         else:  # pragma: no cover - no pipe2() (macOS)
@@ -456,9 +459,9 @@ class _Hub:
         with _hub_lock:
             if drain._left:  # a second try after an interrupted one: nothing to wait for
                 return
-            drain._left = True
             if asked:
                 self.request(self.removes, drain)
+            drain._left = True  # after the request: an interrupted one is tried again
         if self.thread is threading.current_thread():
             return
         if gone is not None:
@@ -479,6 +482,8 @@ class _Hub:
 
     def _run(self) -> None:
         global _hub
+        if not self.claim.acquire(False):  # start() failed and the hub was forgotten
+            return
         first, self.first = self.first, None
         drains: dict[int, StderrDrain] = {}
         try:
@@ -509,6 +514,8 @@ class _Hub:
                         drain._let_go(final=True)
                         if last:
                             return
+                    else:  # never added (a Ctrl-C before its add was left): let it go
+                        drain._let_go(final=False)
                 for fd, _ in poller.poll():
                     ready = drains.get(fd)
                     if ready is None:
@@ -566,20 +573,19 @@ def _join_hub(drain: StderrDrain) -> None:
             drain._hub = hub
             try:
                 hub.thread.start()
-            except Exception:  # no thread ("can't start new thread"): the drain's start() fails
-                _forget(hub, drain)
-                raise
             except BaseException:
-                # Ctrl-C in start(). Nearly always in its wait for the new thread: that thread
-                # runs already and polls this drain's pipe and the wake-up pipe, so it is the
-                # hub now (its pipe stays open, and the drain is let go through it like any
-                # other). Rarely at the signal check start() passes *before* it creates the
-                # thread: then no thread will ever run, and the hub is forgotten as above
-                # (else later servers would be handed to a hub that never drains them).
-                if _began(hub.thread):
-                    _hub = hub
-                else:
+                # start() failed, or was interrupted (a Ctrl-C, or whatever a signal handler
+                # raised) before or after it created the thread. The claim tells which: a
+                # thread that runs takes it first thing. Taken here, no thread will ever run
+                # this generation (one created but not yet run finds it taken and ends at
+                # once), so it is forgotten; else the thread runs already and polls this
+                # drain's pipe: it is the hub, and the drain is let go through it like any
+                # other (closing the pipe under it would hand its reads to whatever file next
+                # got that descriptor number).
+                if hub.claim.acquire(False):
                     _forget(hub, drain)
+                else:
+                    _hub = hub
                 raise
             _hub = hub
         else:
@@ -588,33 +594,13 @@ def _join_hub(drain: StderrDrain) -> None:
 
 
 def _forget(hub: _Hub, drain: StderrDrain) -> None:
-    """A hub whose thread was never created: close its wake-up pipe and unhook the drain (whose
-    ``stop()`` then closes its own pipe). Under ``_hub_lock``."""
+    """A hub that will never run (``_join_hub`` took its claim): close its wake-up pipe and
+    unhook the drain, whose ``stop()`` then closes its own pipe. Under ``_hub_lock``."""
     drain._hub = None
     _open_hubs.remove(hub)
     os.close(hub.wake_r)
     os.close(hub.wake_w)
-
-
-#: How long an interrupted start() is given to show that its thread exists (a thread that was
-#: created sets its ident as soon as it first runs, within microseconds on any sane machine).
-_BEGIN_PATIENCE = 2.0
-
-
-def _began(thread: threading.Thread) -> bool:
-    """Whether ``thread``, whose start() was interrupted, was created: a created thread sets
-    its ident when it first runs; one that never was, never does. A second Ctrl-C while this
-    waits does not cut the wait short (the first is re-raised by the caller anyway)."""
-    deadline = time.monotonic() + _BEGIN_PATIENCE
-    while thread.ident is None:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return False
-        try:
-            time.sleep(min(0.001, remaining))
-        except KeyboardInterrupt:
-            continue
-    return True
+    hub.wake_r = hub.wake_w = -1
 
 
 def _reset_after_fork() -> None:

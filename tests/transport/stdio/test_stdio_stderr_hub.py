@@ -19,7 +19,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -101,6 +101,21 @@ def receive_one(t: StdioTransport, timeout: float = 10.0) -> object:
         if got:
             return got[0]
         assert time.monotonic() < deadline, "nothing arrived"
+
+
+@pytest.fixture(autouse=True)
+def _servers_not_logged_at_debug() -> Iterator[None]:
+    """A server whose logger is enabled for DEBUG when it starts keeps a drain thread of its
+    own: pin the servers' loggers (and this module's) above DEBUG, so that these tests see
+    the shared thread however the suite is run (``pytest --log-level=DEBUG`` enables every
+    logger)."""
+    logs = [logging.getLogger(name) for name in ("mcpsync.server", "test.hub")]
+    levels = [log.level for log in logs]
+    for log in logs:
+        log.setLevel(logging.INFO)
+    yield
+    for log, level in zip(logs, levels, strict=True):
+        log.setLevel(level)
 
 
 def settle_hub() -> None:
@@ -502,7 +517,6 @@ def test_ctrl_c_before_the_hub_thread_exists_forgets_that_hub(
         made.append(thread)
         return thread
 
-    monkeypatch.setattr(_stderr, "_BEGIN_PATIENCE", 0.2)
     monkeypatch.setattr(_stderr, "new_thread", new_thread)
     path = script(tmp_path, TALKER, "talker.py")
     t = StdioTransport([PY, path, "late", "0"], name="never")
@@ -525,6 +539,62 @@ def test_ctrl_c_before_the_hub_thread_exists_forgets_that_hub(
         t.close()
     wait_for(lambda: active_hub_thread() is None, "the hub thread to end")
     assert ours() == []
+    assert open_fds() <= before
+
+
+class _StartsThenFails(threading.Thread):
+    """A thread whose start() creates the thread and then raises an ordinary exception (what a
+    signal handler raising, say, ``TimeoutError`` in start()'s wait does); the thread runs
+    only once ``go`` is set, so that start() has failed before it takes its first step."""
+
+    go = threading.Event()
+
+    def run(self) -> None:
+        self.go.wait(10)
+        super().run()
+
+    def start(self) -> None:
+        super().start()
+        raise TimeoutError("raised by a signal handler")
+
+
+def test_a_start_that_fails_after_creating_the_hub_thread_leaves_no_reader_behind(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """start() fails after it created the thread, before that thread ran: the hub is
+    forgotten, and when the thread does run it must touch nothing (the descriptors it was
+    given are closed by then, and their numbers may belong to someone else's pipe)."""
+    settle_hub()
+    before = open_fds()
+    made: list[threading.Thread] = []
+    _StartsThenFails.go.clear()
+
+    def new_thread(name: str, target: Callable[[], None]) -> threading.Thread:
+        thread = _StartsThenFails(target=target, name=name, daemon=True)
+        made.append(thread)
+        return thread
+
+    monkeypatch.setattr(_stderr, "new_thread", new_thread)
+    path = script(tmp_path, TALKER, "talker.py")
+    t = StdioTransport([PY, path, "late", "0"], name="failed")
+    try:
+        with pytest.raises(TimeoutError):
+            t.start()
+        monkeypatch.setattr(_stderr, "new_thread", _real_new_thread)
+        assert _stderr._hub is None and _stderr._open_hubs == []
+    finally:
+        t.close()
+    r, w = os.pipe()  # likely reuses the numbers the forgotten hub was given
+    try:
+        os.write(w, b"someone else's data")
+        _StartsThenFails.go.set()
+        made[0].join(5)
+        assert not made[0].is_alive()
+        os.set_blocking(r, False)
+        assert os.read(r, 100) == b"someone else's data"  # nothing read it away
+    finally:
+        os.close(r)
+        os.close(w)
+    assert ours() == [] and active_hub_thread() is None
     assert open_fds() <= before
 
 

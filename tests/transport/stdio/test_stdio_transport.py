@@ -362,7 +362,9 @@ def test_stderr_thread_name_is_sanitised(tmp_path: Path) -> None:
     assert "mcpsync-stdio-stderr-a_b_c_d-e_f" not in {th.name for th in threading.enumerate()}
 
 
-def test_without_on_stderr_the_shared_drain_thread_drains(tmp_path: Path) -> None:
+def test_without_on_stderr_the_shared_drain_thread_drains(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="mcpsync.server")  # DEBUG would keep an own thread
     t = StdioTransport([PY, "-c", "import sys; sys.stdin.read()"], name="a b/c.d-e_f")
     t.start()
     try:
