@@ -219,13 +219,20 @@ def close_entry(entry: ServerEntry) -> None:
 TEARDOWN_STALL = 0.05
 
 
-def close_entries(entries: list[ServerEntry], timeout: float) -> list[ServerEntry]:
-    """Close every entry at once within ``timeout`` seconds in all; return those still
-    closing then (their close goes on, on daemon threads).
+def close_entries(take: Callable[[], list[ServerEntry]],
+                  timeout: float) -> list[ServerEntry]:
+    """Close every entry that ``take()`` hands over, all at once, within ``timeout``
+    seconds in all; return those still closing then (their close goes on, on daemon
+    threads).
 
-    The entries are taken out of ``entries`` (the list is left empty): each is let go as
-    soon as it is closed, so that its client's objects are freed on the teardown thread
-    while other servers are still exiting, not all at once when ``close()`` returns.
+    ``take`` runs first thing on the waiting thread, not on the caller's: it takes the
+    entries out of their owner (the Manager marks itself closed there). So a Ctrl-C on the
+    calling thread lands either before that thread started, when nothing was taken yet (the
+    Manager is still open, and ``close()`` may be called again), or after, when the close is
+    under way and goes on to its end; never in between, with the servers in the hands of a
+    thread that left. The entries are not kept: each is let go as soon as it is closed, so
+    that its client's objects are freed on the teardown thread while other servers are still
+    exiting, not all at once when ``close()`` returns.
 
     What ``Manager.close()`` does. One thread, ``mcpsync-close-wait``, tells every server to
     stop (:func:`begin_close_entry`), then waits for all the stdio servers' exits at once
@@ -244,8 +251,7 @@ def close_entries(entries: list[ServerEntry], timeout: float) -> list[ServerEntr
     on in the background to its end; its threads, all daemons, end by themselves (the
     teardown threads when no job is left) and are joined here when nothing interrupts.
     """
-    closing = _Closing(entries[:])
-    entries.clear()
+    closing = _Closing(take)
     deadline = time.monotonic() + timeout
     closing.start()
     if threading.current_thread() is threading.main_thread():
@@ -266,9 +272,10 @@ class _Closing:
     """The state of one :func:`close_entries`: the watch's thread, the teardown queue and
     its threads, and which entries are done."""
 
-    def __init__(self, entries: list[ServerEntry]) -> None:
-        # Each becomes None once closed (see close_entries).
-        self.entries: list[ServerEntry | None] = list(entries)
+    def __init__(self, take: Callable[[], list[ServerEntry]]) -> None:
+        self._take: Callable[[], list[ServerEntry]] | None = take
+        # Filled by _coordinate() from take(); each becomes None once closed.
+        self.entries: list[ServerEntry | None] = []
         self.all_done = threading.Event()
         self._lock = threading.Lock()
         self._work = threading.Condition(self._lock)      # a job queued, or no more jobs
@@ -278,12 +285,10 @@ class _Closing:
         self._no_more = False
         self._idle = 0
         self._busy: dict[int, float] = {}                 # worker number: since when
-        self._done = [False] * len(entries)
-        self._left = len(entries)
+        self._done: list[bool] = []
+        self._left = 0
         self._threads: list[threading.Thread] = []
         self._count = 0
-        if not entries:
-            self.all_done.set()
 
     def start(self) -> None:
         with self._lock:
@@ -304,6 +309,19 @@ class _Closing:
         """Thread ``mcpsync-close-wait``: tell every server to stop, watch the exits of
         those it could claim, hand each settled one to a teardown thread, and see that the
         teardowns keep moving until the last is taken."""
+        take, self._take = self._take, None
+        try:
+            entries = take() if take is not None else []
+        except BaseException:   # nothing was handed over: nothing to close
+            self.all_done.set()
+            raise
+        with self._lock:
+            self.entries = list(entries)
+            self._done = [False] * len(entries)
+            self._left = len(entries)
+        del entries
+        if not self.entries:
+            self.all_done.set()
         watch = ExitWatch()
         claimed: dict[int, StdioTransport] = {}
         handed = 0    # entries [0, handed) are watched or closing alone

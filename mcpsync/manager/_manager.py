@@ -110,6 +110,13 @@ if hasattr(os, "register_at_fork"):
 atexit.register(_close_at_exit)
 
 
+def _held_here(lock: threading.RLock) -> bool:
+    """Whether the calling thread holds ``lock``. An RLock has no public way to tell;
+    ``threading.Condition`` asks it the same way (both its C and its Python version)."""
+    is_owned: Callable[[], bool] = lock._is_owned  # type: ignore[attr-defined]
+    return is_owned()
+
+
 class Manager:
     """Many MCP servers behind one object; see ``docs/manager.md``.
 
@@ -398,24 +405,58 @@ class Manager:
         with self._lock:
             if self._closed:
                 return
-            self._closed = True
-            entries = list(self._entries.values())
-            self._entries.clear()
-            self._start_errors.clear()
-        _managers.discard(self)
-        configs = [*self._configs, *(e.config for e in entries)]
-        if entries:
-            # Two phases, as a client closing many servers by hand would: every server is
-            # told to stop first (stdin closed, one after another: no waiting), then all
-            # are waited for at once (and signalled if they linger), and each torn down as
-            # it exits. close_entries() takes the entries out of the list.
-            unfinished = close_entries(entries, CLOSE_TIMEOUT)
-            if unfinished:
-                for entry in unfinished:   # the process is being killed: the file goes now
-                    entry.remove_secret()
-                _log.warning("Manager.close(): servers still stopping after %.0f s: %s",
-                             CLOSE_TIMEOUT, ", ".join(repr(e.server_id) for e in unfinished))
-        close_config_auth(configs)
+            empty = not self._entries
+            if empty:   # no server: nothing that a Ctrl-C could leave running
+                self._closed = True
+                self._start_errors.clear()
+        if empty:
+            _managers.discard(self)
+            close_config_auth(self._configs)
+            return
+        # Two phases, as a client closing many servers by hand would: every server is told
+        # to stop first (stdin closed, one after another: no waiting), then all are waited
+        # for at once (and signalled if they linger), and each torn down as it exits. The
+        # entries are taken out of the Manager on the close's own thread (take(), below), so
+        # that a Ctrl-C here finds them either still in the Manager (nothing began: close()
+        # may be called again) or in that thread's hands (the close goes on to its end).
+        # The configs of the entries taken (for close_config_auth): not the entries, which
+        # are let go one by one as they close (see close_entries).
+        taken: list[list[ServerConfig]] = []
+
+        def take() -> list[ServerEntry]:
+            with self._lock:
+                if self._closed:      # another thread's close() took them
+                    return []
+                self._closed = True
+                mine = list(self._entries.values())
+                self._entries.clear()
+                self._start_errors.clear()
+            _managers.discard(self)
+            taken.append([entry.config for entry in mine])
+            return mine
+
+        hand_over = take
+        if _held_here(self._lock):
+            # Re-entered on a thread inside a Manager method (a signal handler calling
+            # close() while this thread was in tools(), say): the waiting thread's take()
+            # would wait for a lock that this thread only releases once close() returns.
+            # So the entries are taken here, as before the waiting thread took them.
+            mine = take()
+
+            def hand_over() -> list[ServerEntry]:
+                handed = mine[:]
+                mine.clear()    # the entries are let go one by one (see close_entries)
+                return handed
+
+        unfinished = close_entries(hand_over, CLOSE_TIMEOUT)
+        if not taken:   # another close() took the entries: it finishes the job
+            return
+        if unfinished:
+            for entry in unfinished:   # the process is being killed: the file goes now
+                entry.remove_secret()
+            _log.warning("Manager.close(): servers still stopping after %.0f s: %s",
+                         CLOSE_TIMEOUT, ", ".join(repr(e.server_id) for e in unfinished))
+        close_config_auth([*self._configs, *taken[0]])
 
     def __enter__(self) -> Manager:
         self._check()

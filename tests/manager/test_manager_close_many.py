@@ -197,8 +197,8 @@ def _close_interrupted(manager: Manager, delay: float,
                        monkeypatch: pytest.MonkeyPatch) -> bool:
     """``manager.close()`` with a real SIGINT (Ctrl-C) sent to this, the main, thread
     ``delay`` seconds after the close's waiting thread started; True when it interrupted
-    the close. (Before that thread exists, the servers are only in the calling thread's
-    hands for a few bytecodes, as they were before it: not what is tested here.)"""
+    the close. (Before that thread exists nothing has been taken out of the Manager: see
+    test_ctrl_c_before_the_close_began_leaves_the_manager_open.)"""
     main = threading.get_ident()
     sent = threading.Event()
     waiting = threading.Event()
@@ -446,3 +446,109 @@ def test_a_failing_finish_still_closes_the_rest_of_the_entry(
     assert all(pid_gone(pid) for pid in pids if pid is not None)
     assert _all_settled(transports)
     assert all(session._close_done for session in sessions)   # the client's close ran
+
+
+def test_one_stderr_thread_drains_every_server(no_leaks: None, server: Path, tmp_path: Path,
+                                               caplog: pytest.LogCaptureFixture) -> None:
+    """Servers without an on_stderr callback share one stderr drain thread, which ends with
+    the close (each server's stderr reached EOF, or was let go, before its teardown ended)."""
+    caplog.set_level(logging.INFO, logger="mcpsync.server")  # DEBUG would keep an own thread
+    manager = _manager(server, tmp_path, ["noisy"] * 6)
+    transports = _transports(manager, 6)
+    assert [t.name for t in threading.enumerate() if "stderr" in t.name] == ["mcpsync-stderr"]
+    manager.close()
+    assert not [t.name for t in threading.enumerate() if "stderr" in t.name]
+    assert all(t.stderr_tail() == "bye\n" for t in transports)
+
+
+def test_ctrl_c_before_the_close_began_leaves_the_manager_open(
+        no_leaks: None, server: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real SIGINT on the calling thread before the close's waiting thread exists: nothing
+    was taken out of the Manager (that thread takes the entries itself), so the servers are
+    neither closed nor lost, and a second close() closes them all."""
+    manager = _manager(server, tmp_path, ["exit"] * 3)
+    transports = _transports(manager, 3)
+    pids = [t.pid for t in transports]
+    start = _closing._Closing.start
+
+    def interrupted_first(self: _closing._Closing) -> None:
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+        for _ in range(100):     # the handler runs at the next check: here, at the latest
+            time.sleep(0.001)
+        start(self)
+
+    monkeypatch.setattr(_closing._Closing, "start", interrupted_first)
+    with pytest.raises(KeyboardInterrupt):
+        manager.close()
+    monkeypatch.setattr(_closing._Closing, "start", start)
+    assert not any(t.closed for t in transports)
+    assert manager.client("s0")._transport is transports[0]   # still open, still usable
+    manager.close()
+    assert all(pid_gone(pid) for pid in pids if pid is not None)
+    assert _all_settled(transports)
+    manager.close()                                   # idempotent
+
+
+def test_ctrl_c_right_after_the_close_began_lets_it_finish(
+        no_leaks: None, server: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real SIGINT on the calling thread the moment the waiting thread is started: that
+    thread takes the entries and closes every server to its end in the background."""
+    fds_before = open_fds()
+    manager = _manager(server, tmp_path, ["exit"] * 3)
+    transports = _transports(manager, 3)
+    pids = [t.pid for t in transports]
+    start = _closing._Closing.start
+
+    def interrupted_after(self: _closing._Closing) -> None:
+        start(self)
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+        for _ in range(100):
+            time.sleep(0.001)
+
+    monkeypatch.setattr(_closing._Closing, "start", interrupted_after)
+    with pytest.raises(KeyboardInterrupt):
+        manager.close()
+    assert wait_for(lambda: all(pid_gone(pid) for pid in pids if pid is not None))
+    assert wait_for(lambda: _all_settled(transports))
+    assert wait_for(lambda: manager._closed)
+    manager.close()                                   # closed already: returns at once
+    assert wait_for(lambda: open_fds() <= fds_before), open_fds() - fds_before
+
+
+def test_close_from_a_signal_handler_while_the_lock_is_held(
+        no_leaks: None, server: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real signal whose handler calls close() while the main thread is inside a Manager
+    method that holds the Manager's lock (an RLock: the handler's close() re-enters it):
+    the entries are taken on the calling thread, since the waiting thread could not take
+    the lock before close() returned; the close ends at once, with every server gone."""
+    from mcpsync.manager import _manager as manager_module
+
+    monkeypatch.setattr(manager_module, "CLOSE_TIMEOUT", 4.0)   # the wait, if it hangs
+    manager = _manager(server, tmp_path, ["exit"] * 3)
+    transports = _transports(manager, 3)
+    pids = [t.pid for t in transports]
+    took: list[float] = []
+
+    def handler(signum: int, frame: object) -> None:
+        began = time.monotonic()
+        manager.close()
+        took.append(time.monotonic() - began)
+
+    previous = signal.signal(signal.SIGUSR1, handler)
+    try:
+        with manager._lock:      # as inside tools(), server_ready() or a call's _entry()
+            signal.pthread_kill(threading.get_ident(), signal.SIGUSR1)
+            for _ in range(100):     # the handler runs at the next check: here, at the latest
+                if took:
+                    break
+                time.sleep(0.001)
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert len(took) == 1 and took[0] < 3.0, took
+    assert manager._closed
+    assert all(pid_gone(pid) for pid in pids if pid is not None)
+    assert _all_settled(transports)
+    manager.close()                                   # idempotent

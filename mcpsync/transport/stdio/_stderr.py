@@ -4,8 +4,26 @@ A server that writes to a full stderr pipe blocks, so stderr is always drained, 
 arrives, into a bounded ring (newest bytes kept). Lines are logged at DEBUG and handed to the
 user's ``on_stderr``. Stderr is never an error signal: it only feeds error messages.
 
-The thread waits with ``poll()`` on the pipe *and* a stop descriptor, so it ends on request
-even when an escaped grandchild keeps the pipe open forever.
+Where ``poll()`` exists and no ``on_stderr`` is set, one thread drains every server's pipe:
+``mcpsync-stderr``, the hub, started with the first drain; it ends when it has let its last
+pipe go, and the ``stop()`` that finds it ended joins it. The next drain starts a new one,
+which may run for a moment alongside an ending one's last steps. A thread per server costs a
+thread start and, at close, a thread end (about 45 us each with the kernel's part on a small
+VM), which is most of what closing many servers costs. The hub polls every pipe and its own
+wake-up pipe, reads at most one chunk per pipe per turn (a flooding server cannot starve the
+others), and lets a pipe go by itself at EOF, so that ``stop()`` after the server exited
+finds nothing left to hand over.
+
+A drain with an ``on_stderr`` callback keeps a thread of its own, ``mcpsync-stdio-stderr-<name>``:
+the callback is the user's code, and one that blocks (on a lock, a full queue, a slow
+terminal) must not stop the other servers' pipes from being drained, since a server blocked
+on a full stderr pipe stops answering. So does a drain whose logger is enabled for DEBUG
+when it starts (its lines are logged on the draining thread, through the user's handlers);
+a logger set to DEBUG only later logs from the shared thread. Without ``poll()`` (Windows
+pipes) each drain has its own thread too, making blocking reads. Either way the thread
+waits with ``poll()`` on the pipe *and* a stop descriptor where it can, so it ends on
+request even when an escaped grandchild keeps the pipe open forever; the hub does the same
+with its wake-up pipe.
 """
 
 from __future__ import annotations
@@ -20,12 +38,13 @@ from collections.abc import Callable
 
 from mcpsync._threads import new_thread
 
-__all__ = ["EXCERPT_BYTES", "EXCERPT_LINES", "StderrDrain", "excerpt"]
+__all__ = ["EXCERPT_BYTES", "EXCERPT_LINES", "StderrDrain", "active_hub_thread", "excerpt"]
 
 EXCERPT_LINES = 20
 EXCERPT_BYTES = 4096
 _READ_SIZE = 65536
 _readv = getattr(os, "readv", None)
+_pipe2 = getattr(os, "pipe2", None)
 _FINAL_READS = 16  # at stop, read at most this many more chunks (1 MiB)
 
 
@@ -40,10 +59,13 @@ def excerpt(text: str, *, lines: int = EXCERPT_LINES, max_bytes: int = EXCERPT_B
 
 
 class StderrDrain:
-    """Drains one stderr pipe on thread ``mcpsync-stdio-stderr-<name>``.
+    """Drains one stderr pipe: on the shared hub thread ``mcpsync-stderr``, or, with an
+    ``on_stderr`` callback, a logger enabled for DEBUG at ``start()``, or without ``poll()``,
+    on a thread of its own ``mcpsync-stdio-stderr-<name>``.
 
-    ``stop()`` ends the thread after a last non-blocking drain and joins it; the pipe is
-    closed through ``closer`` once the thread can no longer touch it.
+    ``stop()`` lets the pipe go after a last non-blocking drain (the hub lets it go by
+    itself at EOF) and waits for that; the pipe is closed through ``closer`` once no thread
+    can touch it any more.
     """
 
     def __init__(self, fd: int, *, name: str, logger: logging.Logger, ring_bytes: int = 65536,
@@ -70,19 +92,38 @@ class StderrDrain:
             os.set_blocking(fd, False)
         self._logger = logger
         self._on_stderr = on_stderr
-        self._stop_r, self._stop_w = os.pipe()
         self._stopped = False
         self._closer = closer
         self._exit_lock = threading.Lock()
         self._exited = False
         self._close_at_exit = False
-        self._thread = new_thread(f"mcpsync-stdio-stderr-{name}", self._run)
+        self._let_go_done = False
+        self._left = False  # stop() has left the hub (under the hub's lock)
+        # On the hub: made by a stop() that hands the pipe over, set once the hub has let it
+        # go. With a thread of its own: the stop pipe, the thread, and stop() joins that
+        # thread.
+        self._hub: _Hub | None = None
+        self._gone: threading.Event | None = None
+        self._thread: threading.Thread | None = None
+        self._stop_r = self._stop_w = -1
+        self._name = name
+        self._shared = use_poll and on_stderr is None
 
     @property
-    def thread(self) -> threading.Thread:
+    def thread(self) -> threading.Thread | None:
+        """The thread draining this pipe: the hub's or its own (``None`` before start)."""
+        if self._hub is not None:
+            return self._hub.thread
         return self._thread
 
     def start(self) -> None:
+        # Each line is logged on the thread that drains it: a logger enabled for DEBUG runs
+        # its handlers there, and a slow one must hold up no other server's pipe either.
+        if self._shared and not self._logger.isEnabledFor(logging.DEBUG):
+            _join_hub(self)  # sets self._hub, under the hub's lock, before anything can fail
+            return
+        self._stop_r, self._stop_w = os.pipe()
+        self._thread = new_thread(f"mcpsync-stdio-stderr-{self._name}", self._run)
         self._thread.start()
 
     def tail(self) -> str:
@@ -92,24 +133,63 @@ class StderrDrain:
         return data.decode("utf-8", "replace")
 
     def stop(self, timeout: float = 1.0) -> None:
-        """Ask the thread to finish (it drains what is readable now) and join it.
+        """Ask the drain to finish (it drains what is readable now) and wait for it.
 
         The descriptors (the stop pipe, and the stderr pipe through ``closer``) are closed as
-        soon as the thread has ended: here when the join succeeds, otherwise by the thread
-        itself on its way out (when ``stop()`` is called from ``on_stderr``, or when an
-        escaped grandchild keeps a blocking read going). A descriptor is never closed while
-        the thread may still use it, since its number could be reused by then.
+        soon as no thread can use them: here when the wait succeeds, otherwise by the
+        draining thread on its way out (when ``stop()`` is called from ``on_stderr`` or on
+        the hub thread, when an escaped grandchild keeps a blocking read going, or when the
+        wait is interrupted). A descriptor is never closed while a thread may still use it,
+        since its number could be reused by then.
         """
-        with self._exit_lock:
-            if self._stopped:
-                return
-            self._stopped = True
+        hub = self._hub
+        stopping = exited = False
+        # From the moment _stopped is set, the finally below sees the stop through: a Ctrl-C
+        # anywhere after it still leaves the hub (or wakes the own thread) and has the pipe
+        # closed, here or by the draining thread on its way out.
+        try:
+            with self._exit_lock:
+                if self._stopped:
+                    return
+                self._stopped = stopping = True
+                exited = self._exited
+            if hub is not None:
+                hub.leave(self, asked=not exited, timeout=timeout)
+            else:
+                self._stop_own(timeout)
+        finally:
+            if stopping:
+                self._stopped_by(hub, exited)
+
+    def _stop_own(self, timeout: float) -> None:
+        """stop() of a drain with a thread of its own: wake the thread and join it."""
         with contextlib.suppress(OSError):  # the pipe is ours and empty
             os.write(self._stop_w, b"x")
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join(timeout)
+        thread = self._thread
+        if thread is not None and thread.is_alive() and thread is not threading.current_thread():
+            thread.join(timeout)
+
+    def _stopped_by(self, hub: _Hub | None, exited: bool) -> None:
+        """The end of stop(), also when it was interrupted: close the descriptors now if no
+        thread can touch them any more, else leave that to the draining thread's exit.
+
+        On the hub, usually the server has exited and the hub has let the pipe go at EOF
+        already: then nothing was handed over, the pipe is just closed. Otherwise (an
+        escaped grandchild holds the pipe, or the server still runs) stop() asked the hub to
+        drain what is readable now and let go, and waited for that; once the hub has let go
+        of its last pipe its thread has ended, and was joined there."""
+        if hub is not None:
+            if not self._left:  # interrupted before leaving: leave, without waiting
+                hub.leave(self, asked=not exited, timeout=0)
+            running = True
+        else:
+            thread = self._thread
+            running = thread is not None and thread.ident is not None
+            if running and not self._exited:  # interrupted before the wake-up, maybe
+                with contextlib.suppress(OSError):
+                    os.write(self._stop_w, b"x")
         with self._exit_lock:
-            if not self._exited and self._thread.ident is not None:
+            if running and not self._exited:  # the thread closes them on its way out
                 self._close_at_exit = True
                 return
         self._close_fds()
@@ -129,13 +209,17 @@ class StderrDrain:
         with self._exit_lock:
             self._exited = True
             close = self._close_at_exit
+            gone = self._gone
+        if gone is not None:
+            gone.set()
         if close:
             self._close_fds()
 
     def abandon(self) -> None:
-        """In a forked child (where this thread does not exist): close our copies of the
-        stop pipe, and nothing else."""
+        """In a forked child (where no draining thread exists): close our copies of the stop
+        pipe, and nothing else (the hub is forgotten at the fork)."""
         self._stopped = True
+        self._hub = None
         for fd in (self._stop_r, self._stop_w):
             if fd >= 0:
                 os.close(fd)
@@ -170,6 +254,38 @@ class StderrDrain:
                 self._lines(chunk)
             self._flush_partial()
             self._exit()
+
+    def _let_go(self, *, final: bool) -> None:
+        """On the hub thread, once it no longer polls the pipe: with ``final`` (stop() asked)
+        read what is already there first; then hand over what settle() read ahead, flush
+        the last partial line, and let ``stop()`` (or the hub, for it) close the pipe."""
+        if self._let_go_done:
+            return
+        self._let_go_done = True
+        try:
+            if final:
+                self._drain_now()
+            with self._io_lock:
+                backlog = self._take_backlog()
+                self._done.set()
+            for chunk in backlog:
+                self._lines(chunk)
+            self._flush_partial()
+        except Exception:
+            self._logger.warning("draining stderr failed; the pipe is let go", exc_info=True)
+        finally:
+            if not self._done.is_set():  # only when something above raised
+                self._done.set()
+            self._exit()
+
+    def _read_guarded(self) -> bool:
+        """``_read_once()`` on the hub: whatever goes wrong with one pipe is logged and that
+        pipe let go (False), so the other servers' pipes are drained on."""
+        try:
+            return self._read_once()
+        except Exception:
+            self._logger.warning("draining stderr failed; the pipe is let go", exc_info=True)
+            return False
 
     def _drain_now(self) -> None:
         """On stop: take what is already in the pipe, without waiting for more. Bounded, so
@@ -281,3 +397,234 @@ class StderrDrain:
         except Exception:
             self._logger.warning("on_stderr callback raised; stderr draining goes on",
                                  exc_info=True)
+
+
+class _Hub:
+    """One generation of the shared drain thread ``mcpsync-stderr``: the pipes it polls, its
+    wake-up pipe, and the changes other threads left for it.
+
+    Only the hub's own thread touches its ``poll()`` set and its map of drains; other threads
+    append to ``adds``/``removes`` under ``_hub_lock`` and wake it. The thread ends by itself
+    as it lets its last pipe go (at that pipe's EOF, or when its ``stop()`` asked), with no
+    change pending: it marks the generation ``ended`` under the lock *before* that drain is
+    marked let go, so the ``stop()`` that finds its drain let go also finds the generation
+    ended, and joins the thread. An ended generation is never given a new drain (the next
+    one starts a new generation), so a drain is never handed to a thread that is exiting.
+    Closing one server or many thus costs no wake-up of the hub beyond the EOFs it drains.
+    """
+
+    def __init__(self, first: StderrDrain) -> None:
+        # The drain that starts the generation is polled from the start: no request, no
+        # wake-up, no lock taken by the new thread.
+        self.first: StderrDrain | None = first
+        self.adds: list[StderrDrain] = []
+        self.removes: list[StderrDrain] = []
+        self.ended = False
+        # Taken by the thread first thing, or by _join_hub when start() failed: whichever
+        # takes it decides whether this generation runs (see _join_hub).
+        self.claim = threading.Lock()
+        if _pipe2 is not None:  # one system call instead of five
+            self.wake_r, self.wake_w = _pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        else:  # pragma: no cover - no pipe2() (macOS)
+            self.wake_r, self.wake_w = os.pipe()
+            os.set_blocking(self.wake_r, False)
+            os.set_blocking(self.wake_w, False)
+        self.thread = new_thread("mcpsync-stderr", self._run)
+
+    def request(self, queue: list[StderrDrain], drain: StderrDrain) -> None:
+        """Under ``_hub_lock``: leave a change for the hub thread. Only the first change of
+        a batch writes to the wake-up pipe; the hub empties that pipe *before* it takes the
+        batch, so a change is never left behind with its wake-up already consumed. A full
+        wake-up pipe is readable already: nothing is lost when a write fails. The change is
+        left even when a Ctrl-C lands just after the write."""
+        try:
+            if not self.adds and not self.removes:
+                with contextlib.suppress(OSError):
+                    os.write(self.wake_w, b"x")
+        finally:
+            queue.append(drain)
+
+    def leave(self, drain: StderrDrain, *, asked: bool, timeout: float) -> None:
+        """``drain.stop()`` is done with the hub: with ``asked`` (the pipe is still polled),
+        have the hub drain what is readable now and let the pipe go, and wait for that. If
+        the generation has ended (this was its last pipe, or a later one has gone since),
+        join its thread. All within ``timeout`` seconds; on the hub thread itself (a logging
+        handler that closes a transport) nothing is waited for."""
+        deadline = time.monotonic() + timeout
+        gone = None
+        if asked:
+            with drain._exit_lock:  # only a hand-over needs an event to wait on
+                if not drain._exited:
+                    gone = drain._gone = threading.Event()
+        with _hub_lock:
+            if drain._left:  # a second try after an interrupted one: nothing to wait for
+                return
+            if asked:
+                self.request(self.removes, drain)
+            drain._left = True  # after the request: an interrupted one is tried again
+        if self.thread is threading.current_thread():
+            return
+        if gone is not None:
+            gone.wait(timeout)
+        if self.ended:
+            self.thread.join(max(0.0, deadline - time.monotonic()))
+
+    def _last_gone(self, drains: dict[int, StderrDrain]) -> bool:
+        """Before a drain is let go: True, and the generation ended, if it was the last."""
+        global _hub
+        with _hub_lock:
+            if drains or self.adds:
+                return False
+            self.ended = True
+            if _hub is self:
+                _hub = None
+            return True
+
+    def _run(self) -> None:
+        global _hub
+        if not self.claim.acquire(False):  # start() failed and the hub was forgotten
+            return
+        first, self.first = self.first, None
+        drains: dict[int, StderrDrain] = {}
+        try:
+            poller = select.poll()
+            poller.register(self.wake_r, select.POLLIN)
+            if first is not None:
+                drains[first._fd] = first
+                poller.register(first._fd, select.POLLIN)
+            woken = False
+            while True:
+                if woken:
+                    woken = False
+                    with contextlib.suppress(OSError):  # empty it before taking the batch
+                        os.read(self.wake_r, 4096)
+                    with _hub_lock:
+                        adds, removes = self.adds, self.removes
+                        self.adds, self.removes = [], []
+                else:
+                    adds = removes = []
+                for drain in adds:
+                    drains[drain._fd] = drain
+                    poller.register(drain._fd, select.POLLIN)
+                for drain in removes:  # stop() asked: a last bounded drain, then let go
+                    if drains.get(drain._fd) is drain:
+                        poller.unregister(drain._fd)
+                        del drains[drain._fd]
+                        last = self._last_gone(drains)
+                        drain._let_go(final=True)
+                        if last:
+                            return
+                    else:  # never added (a Ctrl-C before its add was left): let it go
+                        drain._let_go(final=False)
+                for fd, _ in poller.poll():
+                    ready = drains.get(fd)
+                    if ready is None:
+                        woken = woken or fd == self.wake_r
+                        continue
+                    # One read (64 KiB at most) per pipe per turn: a flood from one server
+                    # cannot starve the others.
+                    if not ready._read_guarded():  # EOF: the server closed stderr
+                        poller.unregister(fd)
+                        del drains[fd]
+                        last = self._last_gone(drains)
+                        ready._let_go(final=False)
+                        if last:
+                            return
+        finally:
+            # Normally nothing is left. Should this thread die, no drain may wait for it.
+            with _hub_lock:
+                left = {id(d): d for d in (*drains.values(), *self.adds, *self.removes)}
+                if first is not None:
+                    left[id(first)] = first
+                self.adds, self.removes = [], []
+                self.ended = True
+                if _hub is self:
+                    _hub = None
+                _open_hubs.remove(self)
+                for fd in (self.wake_r, self.wake_w):
+                    os.close(fd)
+                self.wake_r = self.wake_w = -1
+            for drain in left.values():
+                drain._let_go(final=False)
+
+
+_hub_lock = threading.Lock()
+_hub: _Hub | None = None
+# Every generation whose wake-up pipe is open (under _hub_lock): the current one, and one
+# that has ended but whose thread has not closed its pipe yet (so for a moment two
+# generations' threads may run at once). A forked child closes them all.
+_open_hubs: list[_Hub] = []
+
+
+def _join_hub(drain: StderrDrain) -> None:
+    """Register ``drain`` with the current hub, starting one if there is none.
+
+    ``drain._hub`` is set under the lock before the thread is started or the request left,
+    so that no Ctrl-C can leave the drain polled by a hub it does not know of: its
+    ``stop()`` would then close the pipe under the hub (whose poll() and reads would go to
+    whatever file next got that descriptor number).
+    """
+    global _hub
+    with _hub_lock:
+        hub = _hub
+        if hub is None:
+            hub = _Hub(drain)
+            _open_hubs.append(hub)
+            drain._hub = hub
+            try:
+                hub.thread.start()
+            except BaseException:
+                # start() failed, or was interrupted (a Ctrl-C, or whatever a signal handler
+                # raised) before or after it created the thread. The claim tells which: a
+                # thread that runs takes it first thing. Taken here, no thread will ever run
+                # this generation (one created but not yet run finds it taken and ends at
+                # once), so it is forgotten; else the thread runs already and polls this
+                # drain's pipe: it is the hub, and the drain is let go through it like any
+                # other (closing the pipe under it would hand its reads to whatever file next
+                # got that descriptor number).
+                if hub.claim.acquire(False):
+                    _forget(hub, drain)
+                else:
+                    _hub = hub
+                raise
+            _hub = hub
+        else:
+            drain._hub = hub
+            hub.request(hub.adds, drain)
+
+
+def _forget(hub: _Hub, drain: StderrDrain) -> None:
+    """A hub that will never run (``_join_hub`` took its claim): close its wake-up pipe and
+    unhook the drain, whose ``stop()`` then closes its own pipe. Under ``_hub_lock``."""
+    drain._hub = None
+    _open_hubs.remove(hub)
+    os.close(hub.wake_r)
+    os.close(hub.wake_w)
+    hub.wake_r = hub.wake_w = -1
+
+
+def _reset_after_fork() -> None:
+    """In a forked child no hub thread exists: forget the hub, close this process's copies
+    of the wake-up pipes (an ending generation's too), and start afresh (a new lock too: the
+    parent's may have been held by another thread at the fork)."""
+    global _hub, _hub_lock
+    _hub = None
+    _hub_lock = threading.Lock()
+    hubs = list(_open_hubs)
+    _open_hubs.clear()
+    for hub in hubs:
+        for fd in (hub.wake_r, hub.wake_w):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        hub.wake_r = hub.wake_w = -1
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+def active_hub_thread() -> threading.Thread | None:
+    """The shared drain thread, if one is running (for tests and diagnostics)."""
+    hub = _hub
+    return hub.thread if hub is not None else None

@@ -10,7 +10,8 @@ pipes cannot be polled, on Windows: see ``_pump``). What it does own:
 - reads of stdout into one reused buffer, decoded into frames;
 - the process itself, inherited from ``_lifecycle``: spawning on the single
   ``mcpsync-spawner`` thread with a safe environment and a resolved command, the stderr
-  drain thread ``mcpsync-stdio-stderr-<name>``, event-driven exit detection (``pidfd`` +
+  drain (on the shared ``mcpsync-stderr`` thread, or a ``mcpsync-stdio-stderr-<name>`` of
+  its own: see ``_stderr``), event-driven exit detection (``pidfd`` +
   ``poll`` where the OS has it) and the shutdown sequence of the MCP stdio transport,
   bounded in time.
 

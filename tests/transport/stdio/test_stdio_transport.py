@@ -349,7 +349,9 @@ def test_stderr_lines_reach_callback_logger_ring_and_excerpt(
 
 
 def test_stderr_thread_name_is_sanitised(tmp_path: Path) -> None:
-    t = StdioTransport([PY, "-c", "import sys; sys.stdin.read()"], name="a b/c.d-e_f")
+    # With an on_stderr callback the drain has a thread of its own, named after the server.
+    t = StdioTransport([PY, "-c", "import sys; sys.stdin.read()"], name="a b/c.d-e_f",
+                       on_stderr=lambda line: None)
     t.start()
     try:
         names = {th.name for th in threading.enumerate()}
@@ -357,6 +359,21 @@ def test_stderr_thread_name_is_sanitised(tmp_path: Path) -> None:
         assert safe_name("ok-Name_9") == "ok-Name_9"
     finally:
         t.close()
+    assert "mcpsync-stdio-stderr-a_b_c_d-e_f" not in {th.name for th in threading.enumerate()}
+
+
+def test_without_on_stderr_the_shared_drain_thread_drains(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="mcpsync.server")  # DEBUG would keep an own thread
+    t = StdioTransport([PY, "-c", "import sys; sys.stdin.read()"], name="a b/c.d-e_f")
+    t.start()
+    try:
+        names = {th.name for th in threading.enumerate()}
+        assert "mcpsync-stderr" in names
+        assert not any(n.startswith("mcpsync-stdio-stderr-") for n in names)
+    finally:
+        t.close()
+    assert "mcpsync-stderr" not in {th.name for th in threading.enumerate()}
 
 
 def test_callback_errors_are_logged_and_draining_goes_on(
@@ -550,8 +567,9 @@ def test_close_in_a_forked_child_only_drops_references(echo: StdioTransport) -> 
             code = 0 if echo.forked() and echo.returncode() is None else 2
             before = open_fds()
             echo.close()
-            # stdin, stdout, stderr, two wake fds, the pidfd, two stderr stop fds: all dropped
-            if len(before - open_fds()) < 7:
+            # stdin, stdout, stderr, two wake fds, the pidfd: all dropped (the shared stderr
+            # drain's wake-up pipe was closed at the fork already)
+            if len(before - open_fds()) < 6:
                 code = 3
             if echo.receive(0) is not None:
                 code = 4
@@ -859,7 +877,7 @@ def test_close_from_inside_on_stderr(tmp_path: Path) -> None:
     assert closed.wait(10)
     assert t.closed and t.returncode() == 0
     drain = t._stderr
-    assert drain is not None
+    assert drain is not None and drain.thread is not None
     drain.thread.join(5)
     assert not drain.thread.is_alive()
     assert open_fds() <= before_fds
