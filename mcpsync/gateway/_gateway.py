@@ -441,7 +441,7 @@ class Gateway:
         Everything is bound once outside the loop. Read here without changing those
         classes: the upstream's ``_state_lock``, ``_inflight``, ``_queue``, ``_busy``,
         ``_stopping`` and ``_conn``; the stdio transport's ``_write_lock``, ``_stdin_fd``,
-        ``_rx_done`` (also set once closed) and ``_closing`` (the checks of
+        ``_rx_done`` (also set once closed), ``_closing`` and ``_try_write_lock`` (the checks of
         ``RawStdioTransport.write_now``); the line splitter's ``_buf`` (a partial line held)."""
         wake = self._wake_r
         poller = select.poll()
@@ -463,7 +463,7 @@ class Gateway:
         limit = min(PIPE_ATOMIC, self._max_frame)
         seen: Conn | None = None   # the connection the write's bindings are for
         t: RawStdioTransport | None = None
-        wlock, wunlock = lock, unlock   # rebound to the transport's write lock below
+        wunlock = unlock   # rebound to the transport's write lock below
         no_entries: list[tuple[IdKey, bytes]] = []   # never filled
         while not self._closed:
             ready = poll()
@@ -539,17 +539,21 @@ class Gateway:
                             seen = conn
                             t = conn.transport if type(conn) is StdioConn else None
                             if t is not None:
-                                wlock, wunlock = t._write_lock.acquire, t._write_lock.release
-                        sent = False
-                        if t is not None and not t._rx_done and wlock(False):
+                                wunlock = t._write_lock.release
+                        sent = got = False
+                        if t is not None and not t._rx_done:
                             try:
+                                # As write_now: the lock is taken Ctrl-C safe, from C.
+                                for got in t._try_write_lock:  # noqa: B007 - `got` is the point
+                                    break
                                 out = t._stdin_fd
-                                if out >= 0 and not t._closing:
+                                if got and out >= 0 and not t._closing:
                                     sent = write(out, data) == n   # atomic: <= PIPE_BUF
                             except OSError:   # full or broken: the writer thread's turn
                                 pass
                             finally:
-                                wunlock()
+                                if got:
+                                    wunlock()
                         if not sent:
                             upstream.queue_entered([c for _, c in entries] if many else [line])
                         continue
