@@ -606,6 +606,7 @@ class Gateway:
         except EnvelopeError as exc:
             _log.warning("a line from the host is not a JSON-RPC message: %s",
                          redact_for_log(str(exc)))
+            self._record_host_line(line)
             self._write_error("null", exc.code, f"the gateway could not read this line: {exc}",
                               None)
             return
@@ -648,7 +649,18 @@ class Gateway:
         text = f'{{"jsonrpc":"2.0","id":{raw_id},"error":{json.dumps(body)}}}'
         if upstream is not None:
             self._record("to_host", upstream, parse_envelope(text), None, made=True)
+        else:   # an answer of the gateway's own (an unroutable call, say): upstream null
+            inspector = self.inspector
+            if inspector is not None and inspector.enabled:
+                self._record_legs("to_host", None, None, parse_envelope(text))
         self._write_host(text.encode())
+
+    def _record_host_line(self, line: bytes) -> None:
+        """A line from the host that is not a JSON-RPC message: its ``host->gateway``
+        record (kind ``invalid``), since it reaches no upstream."""
+        inspector = self.inspector
+        if inspector is not None and inspector.enabled:
+            inspector.record(HOST_TO_GATEWAY, line, session=self._log_session)
 
     # ---------------------------------------------------------------- the upstream side
 
