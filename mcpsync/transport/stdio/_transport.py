@@ -234,7 +234,12 @@ class StdioTransport(ProcessLifecycle):
                 return
         except BaseException:
             if ok and (rest is None or rest[0]):
-                lock.release()
+                if rest is not None and 0 < written < len(data):
+                    # Ctrl-C as _write_rest began: the frame's tail must still go out, or
+                    # the server would read the next frame glued to this half (as there).
+                    self._finish_later(fd, memoryview(data), written, deadline)
+                else:
+                    lock.release()
             raise
         lock.release()
 

@@ -149,3 +149,38 @@ def test_ctrl_c_in_write_now_leaves_the_lock_free(tmp_path: Path, no_leaks: None
         t.close()
 
 
+
+
+def test_ctrl_c_as_a_partial_write_is_handed_over_hands_the_frame_to_the_finisher(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_leaks: None) -> None:
+    # A frame larger than the pipe, to a process that never reads: part of it goes out and
+    # send_bytes_until hands the rest to _write_rest. A Ctrl-C as that call begins (the
+    # profile hook raises at its "call" event, where CPython would check for signals) must
+    # not release the lock over half a frame: the finisher takes the frame over, and tears
+    # the connection down when it cannot finish (FINISH_GRACE, made short here).
+    monkeypatch.setattr(stdio, "FINISH_GRACE", 0.3)
+    path = tmp_path / "deaf.py"
+    path.write_text("import time\ntime.sleep(60)\n")
+    t = StdioTransport([sys.executable, str(path)], name="deaf")
+    t.start()
+    try:
+        code = stdio.StdioTransport._write_rest.__code__
+
+        def hook(frame: FrameType, event: str, arg: object) -> None:
+            if event == "call" and frame.f_code is code:
+                raise KeyboardInterrupt
+
+        sys.setprofile(hook)
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                t.send_bytes_until(b'{"x":"' + b"y" * (1 << 20) + b'"}', time.monotonic() + 0.2)
+        finally:
+            sys.setprofile(None)
+        assert t._finisher is not None   # handed over, not released under half a frame
+        deadline = time.monotonic() + 10
+        while t._write_lock.locked() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not t._write_lock.locked()
+        assert t._stdin_fd < 0   # the frame could not be finished: the stream was closed
+    finally:
+        t.close()
