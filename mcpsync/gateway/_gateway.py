@@ -441,7 +441,7 @@ class Gateway:
         Everything is bound once outside the loop. Read here without changing those
         classes: the upstream's ``_state_lock``, ``_inflight``, ``_queue``, ``_busy``,
         ``_stopping`` and ``_conn``; the stdio transport's ``_write_lock``, ``_stdin_fd``,
-        ``_rx_done`` (also set once closed) and ``_closing`` (the checks of
+        ``_rx_done`` (also set once closed), ``_closing`` and ``_try_write_lock`` (the checks of
         ``RawStdioTransport.write_now``); the line splitter's ``_buf`` (a partial line held)."""
         wake = self._wake_r
         poller = select.poll()
@@ -463,7 +463,7 @@ class Gateway:
         limit = min(PIPE_ATOMIC, self._max_frame)
         seen: Conn | None = None   # the connection the write's bindings are for
         t: RawStdioTransport | None = None
-        wlock, wunlock = lock, unlock   # rebound to the transport's write lock below
+        wunlock = unlock   # rebound to the transport's write lock below
         no_entries: list[tuple[IdKey, bytes]] = []   # never filled
         while not self._closed:
             ready = poll()
@@ -539,17 +539,21 @@ class Gateway:
                             seen = conn
                             t = conn.transport if type(conn) is StdioConn else None
                             if t is not None:
-                                wlock, wunlock = t._write_lock.acquire, t._write_lock.release
-                        sent = False
-                        if t is not None and not t._rx_done and wlock(False):
+                                wunlock = t._write_lock.release
+                        sent = got = False
+                        if t is not None and not t._rx_done:
                             try:
+                                # As write_now: the lock is taken Ctrl-C safe, from C.
+                                for got in t._try_write_lock:  # noqa: B007 - `got` is the point
+                                    break
                                 out = t._stdin_fd
-                                if out >= 0 and not t._closing:
+                                if got and out >= 0 and not t._closing:
                                     sent = write(out, data) == n   # atomic: <= PIPE_BUF
                             except OSError:   # full or broken: the writer thread's turn
                                 pass
                             finally:
-                                wunlock()
+                                if got:
+                                    wunlock()
                         if not sent:
                             upstream.queue_entered([c for _, c in entries] if many else [line])
                         continue
@@ -602,6 +606,7 @@ class Gateway:
         except EnvelopeError as exc:
             _log.warning("a line from the host is not a JSON-RPC message: %s",
                          redact_for_log(str(exc)))
+            self._record_host_line(line)
             self._write_error("null", exc.code, f"the gateway could not read this line: {exc}",
                               None)
             return
@@ -644,7 +649,18 @@ class Gateway:
         text = f'{{"jsonrpc":"2.0","id":{raw_id},"error":{json.dumps(body)}}}'
         if upstream is not None:
             self._record("to_host", upstream, parse_envelope(text), None, made=True)
+        else:   # an answer of the gateway's own (an unroutable call, say): upstream null
+            inspector = self.inspector
+            if inspector is not None and inspector.enabled:
+                self._record_legs("to_host", None, None, parse_envelope(text))
         self._write_host(text.encode())
+
+    def _record_host_line(self, line: bytes) -> None:
+        """A line from the host that is not a JSON-RPC message: its ``host->gateway``
+        record (kind ``invalid``), since it reaches no upstream."""
+        inspector = self.inspector
+        if inspector is not None and inspector.enabled:
+            inspector.record(HOST_TO_GATEWAY, line, session=self._log_session)
 
     # ---------------------------------------------------------------- the upstream side
 

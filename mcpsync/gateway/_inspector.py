@@ -85,6 +85,12 @@ _SHIP_BYTES: Final = 1 << 20
 _ABOUT: Final = ("method", "tool", "prompt", "uri", "upstream")
 # Redacted object keys and names, remembered (they repeat on every call); cleared when full.
 _NAMES_CACHED: Final = 4096
+# A name (an object key, a tool name, a string written as JSON) longer than this is not
+# remembered, nor an object's shape whose keys and inner shapes hold more characters in all:
+# an upstream that sends megabyte-long keys would otherwise fill each cache of
+# _NAMES_CACHED entries with them. Real names are short; a long one is redacted anew.
+_CACHED_CHARS: Final = 256
+_CACHED_SHAPE_CHARS: Final = 2048
 # A body's skeleton longer than this (keys, types, counts) is not remembered by its shape.
 _SKELETON_ITEMS: Final = 512
 # Nor one whose object keys hold more characters than this in all: keys that are data (paths,
@@ -848,13 +854,15 @@ class Inspector:
         tools = self._tools
         done = tools.get((tool, upstream))
         if done is None:
-            if len(tools) >= _NAMES_CACHED:
-                tools.clear()
             name = self._name(tool)
             kept: dict[str, Any] = {"method": "tools/call", "tool": name}
             if upstream is not None:
                 kept["upstream"] = upstream
-            done = tools[tool, upstream] = (kept, f',"tool":{self._json(name)}')
+            done = (kept, f',"tool":{self._json(name)}')
+            if len(tool) <= _CACHED_CHARS:
+                if len(tools) >= _NAMES_CACHED:
+                    tools.clear()
+                tools[tool, upstream] = done
         return done
 
     def _json(self, value: Any) -> str:
@@ -864,9 +872,11 @@ class Inspector:
         texts = self._texts
         done = texts.get(value)
         if done is None:
-            if len(texts) >= _NAMES_CACHED:
-                texts.clear()
-            done = texts[value] = _encode(value)
+            done = _encode(value)
+            if len(value) <= _CACHED_CHARS:
+                if len(texts) >= _NAMES_CACHED:
+                    texts.clear()
+                texts[value] = done
         return done
 
     def _body_shape(self, body: Any) -> str | None:
@@ -942,8 +952,6 @@ class Inspector:
             shapes = self._shapes
             if key in shapes:
                 return shapes[key]
-            if len(shapes) >= _NAMES_CACHED:
-                shapes.clear()
             parts = []
             names = set()
             name, text = self._name, self._json
@@ -956,7 +964,11 @@ class Inspector:
                 parts.append(f"{text(redacted)}:{inner}")
             else:
                 done = "{" + ",".join(parts) + "}"
-            shapes[key] = done
+            # Measured only when new to the cache (a key found there was measured then).
+            if sum(map(len, key)) <= _CACHED_SHAPE_CHARS:
+                if len(shapes) >= _NAMES_CACHED:
+                    shapes.clear()
+                shapes[key] = done
             return done
         if type(value) is list:
             if not value:
@@ -1086,9 +1098,11 @@ class Inspector:
         names = self._names
         done = names.get(name)
         if done is None:
-            if len(names) >= _NAMES_CACHED:
-                names.clear()
-            done = names[name] = self.redactor.text(name)
+            done = self.redactor.text(name)
+            if len(name) <= _CACHED_CHARS:
+                if len(names) >= _NAMES_CACHED:
+                    names.clear()
+                names[name] = done
         return done
 
     def _target(self, method: Any, params: Any) -> dict[str, Any]:

@@ -127,6 +127,7 @@ class Aggregator:
         except RouteError as exc:
             if env.kind == "request" and self._relist(env):
                 return   # a name not listed yet: listed from its upstream, then retried
+            self._host_leg(env)   # it reaches no upstream: the log still shows it
             if env.kind == "request" and env.id is not None:
                 self._gw._write_error(env.id, exc.code, str(exc), None)
             else:
@@ -137,7 +138,8 @@ class Aggregator:
         method = env.method
         params = self._params(env)
         if method == "ping":
-            self._gw._write_host(f'{{"jsonrpc":"2.0","id":{env.id},"result":{{}}}}'.encode())
+            self._host_leg(env)
+            self._answer_host(f'{{"jsonrpc":"2.0","id":{env.id},"result":{{}}}}')
             return
         if method in _FAN_OUT:
             self._fan_out(env, method, params)
@@ -163,9 +165,15 @@ class Aggregator:
         if method == _LISTEN:
             self._listen(env, params)
             return
+        self._host_leg(env)
         self._gw._write_error(env.id, METHOD_NOT_FOUND,
                               f"the gateway does not serve {method!r} across several "
                               "upstreams", None)
+
+    def _host_leg(self, env: Envelope) -> None:
+        """Record the host's frame alone (``upstream`` null): one the gateway answers or
+        drops itself, or one it sends to several upstreams (then recorded once)."""
+        self._gw._record_legs("to_upstream", None, env, None)
 
     def _by_uri(self, method: str, params: Any) -> tuple[str, Any]:
         found = unwrap_uri_params(params, self._by_id)
@@ -251,6 +259,9 @@ class Aggregator:
     def _host_notification(self, env: Envelope) -> None:
         method = env.method
         params = self._params(env)
+        # Recorded once, however many upstreams it goes to (each on its own leg, with the
+        # params it carries there), or none (a held call's cancellation).
+        self._host_leg(env)
         if method == "notifications/cancelled":
             guard = self._gw._guard
             if guard is not None and isinstance(params, dict) and \
@@ -266,17 +277,21 @@ class Aggregator:
             self._notify(upstream, env, None)
 
     def _notify(self, upstream: str, env: Envelope, params: Any) -> None:
+        """Send a notification to ``upstream``, recorded on its leg only (the host's frame,
+        if it came from the host, is recorded once by the caller)."""
         frame = env if params is None else env.replace("params", dumps(params))
         target = self._by_id[upstream]
-        self._gw._record("to_upstream", target, frame, None)
+        self._gw._record_legs("to_upstream", target, None, frame)
         target.submit(frame)
 
     def _host_answer(self, env: Envelope) -> None:
         if env.id_key is None:
+            self._host_leg(env)   # an answer to no request (id null): dropped, but seen
             return
         peer = self._peers.answered(json.loads(env.id or "null"))
         if peer is None:
             _log.warning("the host answered an id the gateway did not send: %s", env.id)
+            self._host_leg(env)
             return
         target = self._by_id[peer.upstream]
         frame = env.replace("id", peer.upstream_id)
@@ -506,13 +521,18 @@ class Aggregator:
         params = self._params(env)
         if method == "notifications/progress":
             routed = self._ids.progress(upstream.id, params)
-            if routed is not None:
-                self._to_host(upstream, env.replace("params", dumps(routed[1])))
+            if routed is not None:   # each leg with its own token: the upstream's, the host's
+                self._to_host(upstream, env.replace("params", dumps(routed[1])), received=env)
+            else:
+                self._dropped(upstream, env)
             return
         if method == "notifications/cancelled":
             cancelled = self._peers.cancel(upstream.id, params)
             if cancelled is not None:
-                self._to_host(upstream, env.replace("params", dumps(cancelled[1])))
+                self._to_host(upstream, env.replace("params", dumps(cancelled[1])),
+                              received=env)
+            else:
+                self._dropped(upstream, env)
             return
         if method == "notifications/resources/updated" and isinstance(params, dict):
             params = wrap_updated(upstream.id, params)
@@ -522,6 +542,7 @@ class Aggregator:
             assert isinstance(params, dict)
             call = self._ids.leg(upstream.id, meta[META_SUBSCRIPTION_ID])
             if call is None:
+                self._dropped(upstream, env)
                 return   # a listen the host has cancelled
             if method == "notifications/subscriptions/acknowledged":
                 ack = self._acks.acknowledged(call, upstream.id, params)
@@ -531,6 +552,11 @@ class Aggregator:
             env = env.replace("params", dumps(host_subscription_meta(call, params),
                                               ensure_ascii=False))
         self._to_host(upstream, env)   # list changes, logs, and what the gateway does not know
+
+    def _dropped(self, upstream: Upstream, env: Envelope) -> None:
+        """A frame from ``upstream`` the gateway does not pass on (progress or a
+        cancellation for a call no longer known): its ``upstream->gateway`` record only."""
+        self._gw._record_legs("to_host", upstream, env, None)
 
     def _to_host(self, upstream: Upstream, env: Envelope, received: Envelope | None = None
                  ) -> None:

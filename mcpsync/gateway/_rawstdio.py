@@ -82,9 +82,12 @@ class RawStdioTransport(StdioTransport):
         if self._closed or self._rx_done:
             return False
         lock = self._write_lock
-        if not lock.acquire(False):
-            return False
+        ok = False
         try:
+            for ok in self._try_write_lock:  # noqa: B007 - Ctrl-C safe: see send_bytes_until
+                break
+            if not ok:
+                return False
             fd = self._stdin_fd
             if fd < 0 or self._closing:
                 return False
@@ -93,7 +96,8 @@ class RawStdioTransport(StdioTransport):
             except OSError:   # full (BlockingIOError) or broken: the writer thread's turn
                 return False
         finally:
-            lock.release()
+            if ok:
+                lock.release()
 
     #: Like ``receive()``: ``[]`` on timeout, ``None`` at EOF; raises ``StreamError``. The
     #: same method (its decoder is :class:`RawLines`), not a wrapper: one call less per read.

@@ -344,9 +344,17 @@ class Upstream:
                 _log.warning("upstream %r could not be started: %s", self.id, exc)
                 if is_request:
                     assert isinstance(item, Envelope) and item.id_key is not None
-                    self.forget(item.id_key)
-                    self._on_refused(self, item, f"upstream {self.id!r} could not be "
-                                     f"started: {exc}")
+                    with self._state_lock:
+                        pending = self._inflight.pop(item.id_key, None) is not None
+                    if pending:   # else the restarted process's death already failed it
+                        self._on_refused(self, item, f"upstream {self.id!r} could not be "
+                                         f"started: {exc}")
+                if isinstance(exc, _ReplayUnanswered) and self._conn is not None:
+                    # A process that did not take the handshake is not used: a late answer
+                    # to the replay must not reach the host (nothing expects it now), and
+                    # the next call starts another process. Closed after the refusal, so
+                    # that its death does not fail this call a second time.
+                    self._conn.close()
                 return
         if not isinstance(item, Envelope):
             return
@@ -406,11 +414,20 @@ class Upstream:
         self._replayed.clear()
         with self._cond:
             self._replay_id = init.id_key
-        conn.send(init)
-        if not self._replayed.wait(REPLAY_TIMEOUT) and not self._stopping:
-            raise StreamError(f"upstream {self.id!r} was restarted but did not answer the "
-                              f"replayed initialize within {REPLAY_TIMEOUT:g} s",
-                              server=self.id)
+        try:
+            conn.send(init)
+            answered = self._replayed.wait(REPLAY_TIMEOUT)
+        finally:
+            # Answered (answered() cleared it), abandoned (a death or close() set the event)
+            # or given up: no answer to it is expected any more. Left set, it would send
+            # every later answer of this upstream the slow way, and drop the answer to a host
+            # call that reuses the initialize's id.
+            with self._cond:
+                self._replay_id = None
+        if not answered and not self._stopping:
+            raise _ReplayUnanswered(f"upstream {self.id!r} was restarted but did not answer "
+                                    f"the replayed initialize within {REPLAY_TIMEOUT:g} s",
+                                    server=self.id)
         if self._initialized_frame is not None:
             conn.send(self._initialized_frame)
 
@@ -439,7 +456,7 @@ class Upstream:
             # list(): one step under the GIL, against the pass-through's pops without the lock
             calls = [_as_envelope(call) for _, call in list(self._inflight.values())]
             self._inflight.clear()
-            if self._replay_id is not None:
+            if self._replay_id is not None:   # the replay is abandoned: _launch clears it
                 self._replayed.set()
         self.last_error = why
         _log.warning("upstream %r is down (%s); %d call(s) in flight failed", self.id, why,
@@ -460,6 +477,10 @@ class Upstream:
             entry = self._inflight.pop(key, None)
         if entry is not None:
             self._on_failed(self, _as_envelope(entry[1]), why)
+
+
+class _ReplayUnanswered(StreamError):
+    """A restarted server did not answer the replayed ``initialize`` in time."""
 
 
 def _as_envelope(call: Envelope | bytes) -> Envelope:

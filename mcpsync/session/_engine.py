@@ -543,6 +543,14 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
                 self._transport.wake()
         elif self._role.holder is not None:
             self._transport.wake()  # let the reader include this deadline in its poll
+        else:
+            # The role is free: a sequential caller gave it back and left the background
+            # reader in its short sleep (see _release_role), for its own next call to lead.
+            # This call never leads, so nobody would read its answer until that sleep ends
+            # (up to HANDOFF_GRACE): wake the reader now.
+            with self._lock:
+                if self._role.holder is None:
+                    self._role.unpark()
         return call
 
     def _check_usable(self, method: str | None, params: Any) -> None:

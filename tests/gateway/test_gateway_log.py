@@ -143,3 +143,63 @@ def test_with_two_upstreams_each_leg_carries_its_own_id_and_answers_pair(
     rows = json.loads(done.stdout)["tools"]
     assert sum(row["calls"] for row in rows) == 96
     assert sum(row["ok"] for row in rows) == 96
+
+
+def test_with_two_upstreams_every_frame_has_its_record(tmp_path: Path) -> None:
+    # With several upstreams the gateway answers some frames itself (ping, a method it does
+    # not serve, a URI no upstream owns), drops some (an answer to nothing), sends some to
+    # every upstream (a notification) and rewrites progress tokens: each frame has its
+    # records, a notification to every upstream one on the host's leg, and a progress
+    # notification carries the upstream's token upstream and the host's toward the host.
+    from gateway.helpers_gw import RawHost
+
+    log = tmp_path / "gateway.log"
+    host = RawHost(write_config(tmp_path, {"a": DEMO, "b": DEMO}), "--log", str(log))
+    try:
+        init = host.call('{"jsonrpc":"2.0","id":1,"method":"initialize","params":{'
+                         '"protocolVersion":"2025-06-18","capabilities":{},'
+                         '"clientInfo":{"name":"t","version":"1"}}}')
+        assert "result" in init
+        host.send('{"jsonrpc":"2.0","method":"notifications/initialized"}')
+        assert host.call('{"jsonrpc":"2.0","id":2,"method":"ping"}')["result"] == {}
+        assert host.call('{"jsonrpc":"2.0","id":3,"method":"nothing/here"}')["error"]
+        assert host.call('{"jsonrpc":"2.0","id":4,"method":"resources/read",'
+                         '"params":{"uri":"nowhere://x"}}')["error"]
+        host.send('{"jsonrpc":"2.0","id":99,"result":{}}')   # answers nothing: dropped
+        host.send('{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}')
+        tools = host.call('{"jsonrpc":"2.0","id":5,"method":"tools/list"}')["result"]["tools"]
+        slow = next(t["name"] for t in tools if t["name"].endswith("slow"))
+        host.send(json.dumps({"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {
+            "name": slow, "arguments": {"seconds": 0.05, "steps": 2},
+            "_meta": {"progressToken": "tok"}}}))
+        got: list[dict[str, object]] = []
+        while not any(m.get("id") == 6 for m in got):   # progress, logs, then the answer
+            got.append(json.loads(host.recv()))
+        assert any(m.get("method") == "notifications/progress"
+                   and m["params"]["progressToken"] == "tok" for m in got)   # type: ignore[index]
+    finally:
+        assert host.close() == 0
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+
+    def legs(**match: object) -> list[tuple[str, object]]:
+        return [(r["dir"], r.get("upstream")) for r in records
+                if all(r.get(k) == v for k, v in match.items())]
+
+    host_side = ("host->gateway", "gateway->host")
+    for rid, method in ((2, "ping"), (3, "nothing/here"), (4, "resources/read")):
+        # answered by the gateway: the host's two legs, no upstream's (ids there differ)
+        assert legs(method=method) == [("host->gateway", None), ("gateway->host", None)]
+        mine = [r for r in records if r["dir"] in host_side and r.get("id") == rid]
+        assert [r["kind"] for r in mine] == ["request", "response"], (rid, records)
+    assert [leg for leg in legs(id=99, kind="response") if leg[0] in host_side] == [
+        ("host->gateway", None)]
+    changed = legs(method="notifications/roots/list_changed")
+    assert sorted(changed, key=str) == [("gateway->upstream", "a"), ("gateway->upstream", "b"),
+                                        ("host->gateway", None)]
+    progress = [r for r in records if r.get("method") == "notifications/progress"]
+    assert progress
+    by_leg: dict[str, list[dict[str, object]]] = {}
+    for record in progress:
+        by_leg.setdefault(record["dir"], []).append(record)
+    assert set(by_leg) == {"upstream->gateway", "gateway->host"}
+    assert len(by_leg["upstream->gateway"]) == len(by_leg["gateway->host"])

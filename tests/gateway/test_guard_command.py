@@ -356,6 +356,22 @@ def test_the_traffic_log_shows_a_refused_call_that_never_reached_the_upstream(
     assert "deny['demo/fail']" in calls[1]["message"]
 
 
+def test_the_traffic_log_shows_a_held_call_that_was_refused(tmp_path: Path) -> None:
+    # A call held for approval that no approver takes is refused at the end of its hold:
+    # the log shows the host's call too (recorded when the hold ends), not only the refusal.
+    log = tmp_path / "gateway.log"
+    config = guarded_config(tmp_path, {"demo": DEMO}, {"require_approval": ["demo/slow"]})
+    with Manager(connect_options={"validate_input": False}) as m:
+        m.start_server(ServerConfig(id="gw", command=GATEWAY[0], gateway=True,
+                                    args=[*GATEWAY[1:], config, "--log", str(log)]))
+        with pytest.raises(ApprovalRejected):
+            m.call_tool("gw", "slow", {"seconds": 0.01, "steps": 1})
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    calls = [r for r in records if r.get("tool") == "slow"]
+    assert [r["dir"] for r in calls] == ["host->gateway", "gateway->host"], records
+    assert (calls[1]["outcome"], calls[1]["code"]) == ("refused", -32011)
+
+
 # --- a key twice in a call's params ----------------------------------------------------------
 
 def _raw_session(host: RawHost) -> None:

@@ -203,3 +203,37 @@ def test_the_body_shape_cache_stays_small_when_keys_are_data(tmp_path: Path) -> 
         assert text <= len(inspector._bodies) * _SKELETON_TEXT
     assert 0 < held <= _BODIES_CACHED <= 256
     inspector.close()
+
+
+def _cached_chars(inspector: Inspector) -> int:
+    """Characters held by the name, text, tool and shape caches (keys and values)."""
+    total = 0
+    for name, done in inspector._names.items():
+        total += len(name) + len(done)
+    for value, text in inspector._texts.items():
+        total += len(value) + len(text)
+    for (tool, _), (_, text) in inspector._tools.items():
+        total += len(tool) + len(text)
+    for key, shape in inspector._shapes.items():
+        total += sum(map(len, key)) + len(shape or "")
+    return total
+
+
+def test_the_name_and_shape_caches_stay_small_when_an_upstream_sends_huge_names(
+        tmp_path: Path) -> None:
+    # The caches hold at most 4096 entries each; a hostile upstream could make each entry
+    # a megabyte (a key, a tool name). Long names are redacted and written as usual but not
+    # remembered, so what the caches hold stays bounded in bytes, not only in entries.
+    inspector = Inspector(tmp_path / "x.log")
+    big = "k" * 20_000
+    for n in range(20):
+        body = {f"{big}{n}": {f"{big}-inner-{n}": 1}, "small": n}
+        assert inspector._body_shape(body) == inspector._shape_text(body, 0)
+        assert inspector._tool_about(f"{big}tool{n}", "up")[0]["tool"].startswith("kkk")
+        inspector._json(f"{big}text{n}")
+    assert _cached_chars(inspector) < 64_000, _cached_chars(inspector)
+    # Short names are still remembered.
+    inspector._body_shape({"path": "x", "limit": 1})
+    assert "path" in inspector._names and "limit" in inspector._names
+    assert any("path" in key for key in inspector._shapes)
+    inspector.close()

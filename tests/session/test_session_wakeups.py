@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from mcpsync.errors import ConnectionLost, RequestTimeout, ServerExited
-from mcpsync.session import Session
+from mcpsync.session import Session, _background as background
 from mcpsync.session._call import Call
 
 from .helpers import open_session, peer_session
@@ -169,5 +169,27 @@ def test_sleeping_followers_are_woken_by_the_servers_death(no_leaks: None) -> No
             t.join(10)
         assert not any(t.is_alive() for t in threads)
         assert len(errors) == 4 and all(isinstance(e, ConnectionLost) for e in errors)
+    finally:
+        session.close()
+
+
+def test_a_submit_after_a_sequential_call_wakes_the_background_reader(
+        monkeypatch: pytest.MonkeyPatch, no_leaks: None) -> None:
+    """A sequential call gives the reader role back and leaves the background reader in its
+    short sleep (HANDOFF_GRACE), for the caller's next call to lead. A ``submit()`` never
+    leads, so nobody reads its answer until that sleep ends, unless submit() wakes the
+    reader. The sleep is made 60 s long here: the answer arriving at all within the 30 s
+    below shows the wake-up (nothing is timed)."""
+    monkeypatch.setattr(background, "HANDOFF_GRACE", 60.0)
+    session = open_session()
+    try:
+        for i in range(3):   # sequential calls: the caller leads, then gives the role back
+            assert session.request("echo", {"i": i}) == {"i": i}
+        assert session._role.holder is None   # given back, the reader left asleep
+        future = session.submit("echo", {"submitted": True})
+        assert future.result(timeout=30) == {"submitted": True}
+        # And again after another sequential call, with the reader's role given up.
+        assert session.request("echo", {"i": 3}) == {"i": 3}
+        assert session.submit("echo", {"again": 1}).result(timeout=30) == {"again": 1}
     finally:
         session.close()

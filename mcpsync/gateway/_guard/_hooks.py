@@ -34,7 +34,7 @@ from mcpsync.gateway._guard._frames import (
     refusal_frame,
 )
 from mcpsync.gateway._guard._schema import GuardSettings
-from mcpsync.gateway._inspector import HOST_TO_GATEWAY
+from mcpsync.gateway._inspector import GATEWAY_TO_HOST, HOST_TO_GATEWAY
 
 if TYPE_CHECKING:
     from mcpsync.gateway._aggregate.names import Route
@@ -290,12 +290,17 @@ class GuardHooks:
         upstream = self._by_id.get(refusal.upstream)
         if upstream is not None:
             self._gw._record("to_host", upstream, parse_envelope(text), None, made=True)
+        else:
+            inspector = self._gw.inspector
+            if inspector is not None and inspector.enabled:
+                self._gw._record_legs("to_host", None, None, parse_envelope(text))
         self._gw._write_host(text.encode())
 
     def _hold(self, env: Envelope, hold: Hold, params: Any, send: Callable[[], None]) -> None:
         assert env.id is not None and env.id_key is not None
         module, desk = self._approval, self._desk
         if module is None or desk is None:
+            self._log_host_frame(env, hold.upstream)
             self._refuse(env.id, self.guard.refuse_hold(
                 hold, "it needs approval and approval holds are not available in this "
                       "gateway"))
@@ -306,7 +311,12 @@ class GuardHooks:
         on_progress = None
         if token is not None:
             def on_progress(elapsed: float, message: str) -> None:
-                self._gw._write_host(progress_frame(token, elapsed, message).encode())
+                text = progress_frame(token, elapsed, message)
+                inspector = self._gw.inspector
+                if inspector is not None and inspector.enabled:   # the log's record only
+                    inspector.record_frame((GATEWAY_TO_HOST,), parse_envelope(text),
+                                           hold.upstream, self._gw._log_session)
+                self._gw._write_host(text.encode())
 
         def on_done(verdict: Any) -> None:
             with self._lock:
@@ -317,11 +327,13 @@ class GuardHooks:
                 self._cancelled.discard(ticket)
             if cancelled:   # the host no longer waits: neither send nor answer it
                 self.guard.release(hold)
+                self._log_host_frame(env, hold.upstream)   # the call was made all the same
                 return
             if getattr(verdict, "approved", False):
                 self._remember(key, "call", hold.upstream, hold.tool, hold.caller)
-                send()
+                send()   # records the host's call with its upstream leg
                 return
+            self._log_host_frame(env, hold.upstream)
             self._refuse(raw_id, self.guard.refuse_hold(
                 hold, str(getattr(verdict, "reason", "") or "the approval was not given"),
                 str(getattr(verdict, "rule", "") or hold.rule)))

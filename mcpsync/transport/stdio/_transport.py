@@ -26,6 +26,7 @@ is idempotent and unblocks a pending ``receive``.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import math
 import os
@@ -57,6 +58,11 @@ READ_SIZE = 256 * 1024
 
 #: Most receive() calls that poll without trying a read first, after reads found nothing.
 _MAX_SKIP = 16
+
+# Arguments of the write lock's acquire(), for starmap (see send_bytes_until): try without
+# waiting; wait for ever.
+_NOWAIT = (False,)
+_FOREVER = (True, -1.0)
 
 
 
@@ -115,6 +121,11 @@ class StdioTransport(ProcessLifecycle):
         self._stuck: StreamError | None = None   # why _write_stuck closed stdin
         self._close_lock = threading.Lock()
         self._write_lock = threading.Lock()
+        #: Each next() is ``_write_lock.acquire(False)``, made from C: ``for ok in it: break``
+        #: takes the lock and stores the result with no call returning in between, so a
+        #: Ctrl-C cannot come after the lock was taken and before the taker knows it.
+        self._try_write_lock = itertools.starmap(self._write_lock.acquire,
+                                                 itertools.repeat(_NOWAIT))
         self._rx_lock = threading.Lock()
         self._wake_lock = threading.Lock()
         self._stdin_fd = -1
@@ -190,34 +201,59 @@ class StdioTransport(ProcessLifecycle):
         """
         data = frame + b"\n"
         lock = self._write_lock
-        if not lock.acquire(False) and not self._acquire_until(lock, deadline):
-            raise WriteTimedOut(0, len(data))
+        # Ctrl-C is raised where a call returns: after `ok = lock.acquire()`, it can leave the
+        # lock taken with nobody to release it, and every later write would wait for it
+        # for ever. So the lock is taken by a starmap() over acquire, read by a for loop: the
+        # result is in `ok` before any call returns into this frame (and none returns
+        # between the loop and the try), and `ok` is True exactly when this call must
+        # release the lock (or, on a partial write, hand it over; then `rest` says who owns
+        # it). `with lock:` would be as safe, but the lock must outlive this call when a
+        # finisher thread takes a frame over.
+        rest: list[bool] | None = None
+        for ok in self._try_write_lock:  # noqa: B007 - the point is `ok`
+            break
         try:
-            fd = self._stdin_fd
-            if fd < 0 or self._closing:
-                raise self._closed_error()
             try:
-                written = os.write(fd, data)
-            except BlockingIOError:  # the pipe is full: the server is not reading
-                written = 0
-        except OSError as exc:  # BrokenPipeError: the server is gone
-            lock.release()
-            raise self._broken(exc) from exc
+                if not ok:
+                    for ok in itertools.starmap(  # noqa: B007 - as above
+                            lock.acquire, (self._lock_wait(deadline, data),)):
+                        break
+                    if not ok:
+                        raise WriteTimedOut(0, len(data))
+                fd = self._stdin_fd
+                if fd < 0 or self._closing:
+                    raise self._closed_error()
+                try:
+                    written = os.write(fd, data)
+                except BlockingIOError:  # the pipe is full: the server is not reading
+                    written = 0
+            except OSError as exc:  # BrokenPipeError: the server is gone
+                raise self._broken(exc) from exc
+            if written != len(data):
+                rest = [True]
+                self._write_rest(fd, data, written, deadline, rest)
+                return
         except BaseException:
-            lock.release()
+            if ok and (rest is None or rest[0]):
+                if rest is not None and 0 < written < len(data):
+                    # Ctrl-C as _write_rest began: the frame's tail must still go out, or
+                    # the server would read the next frame glued to this half (as there).
+                    self._finish_later(fd, memoryview(data), written, deadline)
+                else:
+                    lock.release()
             raise
-        if written == len(data):
-            lock.release()
-            return
-        self._write_rest(fd, data, written, deadline)
+        lock.release()
 
     @staticmethod
-    def _acquire_until(lock: threading.Lock, deadline: float) -> bool:
-        """Wait for the write lock until ``deadline``; False when it passed first."""
+    def _lock_wait(deadline: float, data: bytes) -> tuple[bool, float]:
+        """The arguments of ``acquire`` for a wait for the write lock until ``deadline``;
+        raises ``WriteTimedOut`` when it has passed."""
         if deadline == math.inf:
-            return lock.acquire()
+            return _FOREVER
         remaining = deadline - time.monotonic()
-        return remaining > 0 and lock.acquire(timeout=min(remaining, threading.TIMEOUT_MAX))
+        if remaining <= 0:
+            raise WriteTimedOut(0, len(data))
+        return True, min(remaining, threading.TIMEOUT_MAX)
 
     def _closed_error(self) -> TransportClosed:
         closed = TransportClosed(f"writing to server {self.name!r}: the transport is closed",
@@ -233,12 +269,18 @@ class StdioTransport(ProcessLifecycle):
         broken.reason = self._stuck
         return broken
 
-    def _write_rest(self, fd: int, data: bytes, written: int, deadline: float) -> None:
+    def _write_rest(self, fd: int, data: bytes, written: int, deadline: float,
+                    owned: list[bool]) -> None:
         """The slow path of a write (the pipe was full), entered holding the write lock: wait
-        for room until ``deadline``; then release the lock, or hand it to a finisher."""
-        view = memoryview(data)
+        for room until ``deadline``; then release the lock, or hand it to a finisher. From
+        its first statement on, this method owns the lock (``owned[0]`` becomes False, so
+        that the caller does not release it too); an exception before that (Ctrl-C as the
+        call begins) leaves the release to the caller."""
         handed = False
+        view = None
         try:
+            owned[0] = False
+            view = memoryview(data)
             try:
                 if self._pump is not None:  # pragma: no cover - no poll() (Windows): stdin blocks
                     while written < len(data):
@@ -262,7 +304,7 @@ class StdioTransport(ProcessLifecycle):
             # Ctrl-C (say) in the middle of a frame: the rest must still go out, or the
             # server would read the next frame glued to this half of it.
             if not handed and 0 < written < len(data):
-                self._finish_later(fd, view, written, deadline)
+                self._finish_later(fd, view or memoryview(data), written, deadline)
                 handed = True
             raise
         finally:
