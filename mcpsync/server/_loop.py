@@ -43,6 +43,7 @@ Theory of operation:
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import sys
 import threading
@@ -159,8 +160,11 @@ class _WriteGate:
         thread, which may complete it after ``serve()`` has returned: waiting for it would
         let that client keep ``serve()`` from ever returning."""
         self._closed = True   # checked under the lock by every write that has not begun
-        if self._lock.acquire(timeout=wait):
-            self._lock.release()
+        # Taken through a starmap read by a for loop, so that a Ctrl-C as acquire() returns
+        # cannot leave the lock taken (and every later write waiting for it for ever).
+        for ok in itertools.starmap(self._lock.acquire, ((True, wait),)):
+            if ok:
+                self._lock.release()
 
 
 def _nothing() -> None:

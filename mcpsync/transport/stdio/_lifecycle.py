@@ -24,6 +24,7 @@ What lives here:
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
 import select
@@ -478,7 +479,14 @@ class ProcessLifecycle:
             os.close(fd)
 
     def _close_stdin(self, timeout: float) -> bool:
-        if not self._write_lock.acquire(timeout=timeout):
+        # The write lock is taken as send_bytes_until takes it (a starmap read by a for loop),
+        # so that a Ctrl-C as acquire() returns cannot leave it taken: every writer waits
+        # for it before it looks at _closing, and would wait for ever.
+        ok = False
+        for ok in itertools.starmap(self._write_lock.acquire,  # noqa: B007 - `ok` is the point
+                                    ((True, timeout),)):
+            break
+        if not ok:
             return False
         try:
             proc = self._proc

@@ -184,3 +184,31 @@ def test_ctrl_c_as_a_partial_write_is_handed_over_hands_the_frame_to_the_finishe
         assert t._stdin_fd < 0   # the frame could not be finished: the stream was closed
     finally:
         t.close()
+
+
+def test_ctrl_c_while_close_takes_the_write_lock_leaves_it_free(
+        tmp_path: Path, no_leaks: None) -> None:
+    """``close()`` closes stdin under the write lock: an interrupt at any C call's return in
+    that step leaves the lock free, so a writer on another thread is never left waiting for
+    it (writers take the lock before they look whether the transport is closing)."""
+    path = tmp_path / "echo.py"
+    path.write_text(ECHO)
+    codes = {StdioTransport._close_stdin.__code__}
+    nth = 0
+    while True:
+        t = StdioTransport([sys.executable, str(path)], name="echo")
+        t.start()
+        seen: list[str] = []
+        try:
+            try:
+                with interrupt_at_return(codes, nth, seen):
+                    t._close_stdin(5.0)
+            except KeyboardInterrupt:
+                pass
+            assert not t._write_lock.locked(), f"Ctrl-C after {seen} kept the lock"
+        finally:
+            t.close()
+        if not seen:  # no C call left to interrupt
+            break
+        nth += 1
+    assert nth >= 1
