@@ -16,13 +16,14 @@ import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING, Any
 
 from mcpsync._names import safe
 from mcpsync._urls import bad_character
-from mcpsync.auth_hooks import AuthHooks, BearerToken, make_auth
 from mcpsync.errors import ConfigError
+
+if TYPE_CHECKING:
+    from mcpsync.auth_hooks import AuthHooks, BearerToken
 
 __all__ = ["DEFAULT_TIMEOUT", "EnvInput", "ServerConfig", "logger_name_part"]
 
@@ -135,6 +136,9 @@ def _check_auth(auth: object, headers: Mapping[str, str],
     if any(key.lower() == "authorization" for key in headers):
         raise _fail("auth", "give either auth or a static Authorization header in headers, "
                             "not both (drop one of them)")
+    # Auth hooks are an HTTP matter: a stdio config never loads them.
+    from mcpsync.auth_hooks import make_auth
+
     try:
         return make_auth(auth)  # type: ignore[arg-type]  # checked there, clear error
     except ConfigError as exc:
@@ -257,6 +261,8 @@ class ServerConfig:
                 who = id or name or "?"
                 raise _fail("url", f"server {who!r}: the URL is refused because {reason}; "
                                    "write it without that character")
+            from urllib.parse import urlsplit  # a URL config only: stdio never loads it
+
             parts = urlsplit(url)
             if parts.scheme not in ("http", "https") or not parts.netloc:
                 raise _fail("url", f"expected an http:// or https:// URL, got {url!r}")
@@ -361,6 +367,8 @@ class ServerConfig:
         if self.command is not None:
             # Both separators: a Windows path may arrive on any platform via a config file.
             return re.split(r"[\\/]", self.command.rstrip("\\/"))[-1] or self.command
+        from urllib.parse import urlsplit
+
         host = urlsplit(self.url or "").hostname
         return host or (self.url or "")
 

@@ -23,12 +23,11 @@ import threading
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mcpsync._display import DisplayList
 from mcpsync._gateway_refusal import gateway_refusal
 from mcpsync.client._arguments import check_arguments
-from mcpsync.client._cache import ListCache
+from mcpsync.client._cache import ListCache, SkillRegistry
 from mcpsync.client._callback_warnings import CallbackGuard
 from mcpsync.client._callbacks import (
     Callbacks,
@@ -55,19 +54,8 @@ from mcpsync.client._lifecycle import SessionLifecycle, SessionResources
 from mcpsync.client._lists import list_all
 from mcpsync.client._notifications import Notifications
 from mcpsync.client._options import ClientOptions
-from mcpsync.client._progress import check_progress, progress_bar
-from mcpsync.client._proxies import ToolProxies
 from mcpsync.client._restart import RestartBudget
-from mcpsync.client._skills import (
-    EXTENSION as SKILLS_EXTENSION,
-    LoadedSkill,
-    Skill,
-    SkillRegistry,
-    check_frontmatter,
-    fetch_verified,
-)
 from mcpsync.client._subscriptions import Subscription, Subscriptions
-from mcpsync.client._tasks import TaskRun
 from mcpsync.client._tools import ToolSchemas
 from mcpsync.config import ServerConfig, logger_name_part
 from mcpsync.errors import (
@@ -88,19 +76,21 @@ from mcpsync.protocol import (
 from mcpsync.session import RequestFuture, Session
 from mcpsync.session._base import Phase
 from mcpsync.transport.base import Transport
-from mcpsync.transport.memory import MemoryTransport
 from mcpsync.transport.stdio import StdioTransport
-from mcpsync.types import (
-    CallToolResult,
-    CompleteResult,
-    GetPromptResult,
-    Prompt,
-    ReadResourceResult,
-    Resource,
-    ResourceTemplate,
-    ServerInfo,
-    Tool,
-)
+from mcpsync.types import CallToolResult, ServerInfo, Tool
+
+if TYPE_CHECKING:
+    from mcpsync.client._proxies import ToolProxies
+    from mcpsync.client._skills import LoadedSkill, Skill
+    from mcpsync.transport.memory import MemoryTransport
+    from mcpsync.types import (
+        CompleteResult,
+        GetPromptResult,
+        Prompt,
+        ReadResourceResult,
+        Resource,
+        ResourceTemplate,
+    )
 
 __all__ = ["Client", "ElicitationRequest", "SamplingRequest", "Subscription"]
 
@@ -252,6 +242,8 @@ class Client(SessionLifecycle):
               progress: Any, reset: bool | None) -> Call:
         if progress is not None and (progress.__class__ is bool or not callable(progress)):
             # A bar is call_tool's; a bare request takes a callable (or nothing).
+            from mcpsync.client._progress import check_progress  # a wrong value: rare
+
             check_progress(progress, describe_call(method, params, self._name))
             if progress is True:
                 raise TypeError(f"{describe_call(method, params, self._name)}: progress=True "
@@ -410,6 +402,7 @@ class Client(SessionLifecycle):
         """``call_tool(progress=True)``: the call with a progress bar that is closed when it
         ends, failed or not (``False`` is no bar; anything else a ``TypeError``). The argument
         checks run first: no bar is drawn for a call that is never sent."""
+        from mcpsync.client._progress import check_progress, progress_bar  # bars: first use
         check_progress(progress, f"calling tool {name!r} on server {self._name!r}")
         validate = options.get("validate_input")
         if (self._toolset.required is not None and
@@ -470,6 +463,8 @@ class Client(SessionLifecycle):
                    future: CallFuture | None = None) -> CallToolResult:
         """Run ``tools/call`` as a task to its end: ``params`` asks a 2025-11-25 server for
         one; ``created`` is a 2026-07-28 ``CreateTaskResult`` already in hand."""
+        from mcpsync.client._tasks import TaskRun  # loaded by the first task, not at import
+
         run = TaskRun(self._task_request, server=self._name, tool=name,
                       modern=created is not None, timeout=timeout, task_timeout=task_timeout,
                       progress=None if progress is None
@@ -499,6 +494,8 @@ class Client(SessionLifecycle):
         """Pick up a tool call's task by its id (kept from ``future.task.task_id``, say,
         after a restart of this program) and return its final result, as ``call_tool``
         would have."""
+        from mcpsync.client._tasks import TaskRun
+
         task = self._task_request("tasks/get", {"taskId": task_id}, timeout)
         run = TaskRun(self._task_request, server=self._name, tool=f"task {task_id}",
                       modern=self._modern, timeout=timeout, task_timeout=task_timeout,
@@ -514,6 +511,8 @@ class Client(SessionLifecycle):
         none: ``[]``, nothing sent."""
         if "tools" not in self._capabilities:
             return []
+        from mcpsync._display import DisplayList  # notebook rendering: loaded on first list
+
         tools = DisplayList(Tool.from_dict(t) for t in self._list_all("tools/list", "tools"))
         self._toolset.remember(tools)
         return tools
@@ -525,6 +524,8 @@ class Client(SessionLifecycle):
         Made from the cached tool list; the tools are listed only when none is cached."""
         proxies = self._proxies
         if proxies is None:
+            from mcpsync.client._proxies import ToolProxies  # loaded on first use
+
             me = weakref.ref(self)
             proxies = self._proxies = ToolProxies(
                 lambda: _alive(me)._name, lambda: _alive(me)._cached_tools(),
@@ -584,6 +585,8 @@ class Client(SessionLifecycle):
             check_arguments(self._name, name, arguments, self._toolset, self._relist_tools)
         bar = None
         if progress is not None and (progress.__class__ is bool or not callable(progress)):
+            from mcpsync.client._progress import progress_bar
+
             bar = progress_bar(progress, f"calling tool {name!r} on server {self._name!r}",
                                f"{self._name}: {name}")
             progress = bar
@@ -644,6 +647,9 @@ class Client(SessionLifecycle):
         that offers no resources has none; nothing is sent)."""
         if "resources" not in self._capabilities:
             return []
+        from mcpsync._display import DisplayList
+        from mcpsync.types import Resource
+
         return DisplayList(Resource.from_dict(r)
                            for r in self._list_all("resources/list", "resources"))
 
@@ -651,6 +657,9 @@ class Client(SessionLifecycle):
         """Every resource template (all pages); ``[]`` without the ``resources`` capability."""
         if "resources" not in self._capabilities:
             return []
+        from mcpsync._display import DisplayList
+        from mcpsync.types import ResourceTemplate
+
         return DisplayList(ResourceTemplate.from_dict(r)
                            for r in self._list_all("resources/templates/list",
                                                    "resourceTemplates"))
@@ -659,6 +668,9 @@ class Client(SessionLifecycle):
         """Every prompt (all pages); ``[]`` without the ``prompts`` capability."""
         if "prompts" not in self._capabilities:
             return []
+        from mcpsync._display import DisplayList
+        from mcpsync.types import Prompt
+
         return DisplayList(Prompt.from_dict(p) for p in self._list_all("prompts/list", "prompts"))
 
     # -- resources, prompts, completion ----------------------------------------------------
@@ -667,6 +679,8 @@ class Client(SessionLifecycle):
                       meta: Mapping[str, Any] | None = None) -> ReadResourceResult:
         """Read one resource. A missing one raises :class:`~mcpsync.errors.ResourceNotFound`."""
         self._require("resources", f"reading resource {uri!r}", "resources/read")
+        from mcpsync.types import ReadResourceResult  # first use loads the resource types
+
         return ReadResourceResult.from_dict(
             self._request("resources/read", {"uri": uri}, timeout=timeout, meta=meta))
 
@@ -678,6 +692,9 @@ class Client(SessionLifecycle):
         return config.url or " ".join([config.command or "", *config.args])
 
     def _require_skills(self, doing: str, method: str) -> None:
+        # The skills module is loaded by the first skills call, not by the client's import.
+        from mcpsync.client._skills import EXTENSION as SKILLS_EXTENSION
+
         extensions = self._capabilities.get("extensions")
         if not isinstance(extensions, dict) or SKILLS_EXTENSION not in extensions:
             raise CapabilityNotSupported(
@@ -688,6 +705,9 @@ class Client(SessionLifecycle):
         """Every skill the server offers (all pages of ``skills/list``). No file of any skill
         is read: entries are remembered so that :meth:`get_skill` can verify against them."""
         self._require_skills("listing skills", "skills/list")
+        from mcpsync._display import DisplayList
+        from mcpsync.client._skills import Skill
+
         skills = [Skill.from_dict(d, self._name)
                   for d in self._list_all("skills/list", "skills")]
         self._skills.remember(self._skill_identity(), skills)
@@ -700,6 +720,9 @@ class Client(SessionLifecycle):
         ``skills/get``. Any mismatch raises :class:`~mcpsync.errors.SkillVerificationError`
         naming the file, and nothing of it is used."""
         self._require_skills(f"loading skill {uri!r}", "skills/get")
+        from mcpsync.client._skills import LoadedSkill, Skill, check_frontmatter, fetch_verified
+        from mcpsync.types import ReadResourceResult
+
         identity = self._skill_identity()
         skill = self._skills.get(identity, uri)
         if skill is None:
@@ -732,6 +755,8 @@ class Client(SessionLifecycle):
                    meta: Mapping[str, Any] | None = None) -> GetPromptResult:
         """Render a prompt with its (string) arguments."""
         self._require("prompts", f"getting prompt {name!r}", "prompts/get")
+        from mcpsync.types import GetPromptResult
+
         params: dict[str, Any] = {"name": name}
         if arguments is not None:
             params["arguments"] = dict(arguments)
@@ -755,6 +780,8 @@ class Client(SessionLifecycle):
         if context is not None:
             params["context"] = dict(context) if "arguments" in context else {
                 "arguments": dict(context)}
+        from mcpsync.types import CompleteResult
+
         return CompleteResult.from_dict(self._request("completion/complete", params))
 
     # -- utilities -------------------------------------------------------------------------
@@ -962,6 +989,8 @@ def _alive(ref: weakref.ref[Client]) -> Client:
 def _completion_ref(ref: Any) -> dict[str, Any]:
     if isinstance(ref, Mapping):
         return dict(ref)
+    from mcpsync.types import Prompt, Resource, ResourceTemplate
+
     if isinstance(ref, Prompt):
         return {"type": "ref/prompt", "name": ref.name}
     if isinstance(ref, ResourceTemplate):

@@ -16,7 +16,7 @@ import threading
 import unicodedata
 import weakref
 from collections.abc import Callable, Hashable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcpsync._version import __version__
 from mcpsync.client._cache import ListCache
@@ -24,20 +24,28 @@ from mcpsync.client._callbacks import Callbacks
 from mcpsync.client._connect_http import HttpSettings, open_http_transport
 from mcpsync.client._finalizer import weak_method
 from mcpsync.client._flow import era_contradicted
-from mcpsync.client._handshake import HandshakeParams, Negotiated, forget_era, negotiate
+from mcpsync.client._handshake import (
+    HandshakeParams,
+    Negotiated,
+    forget_era,
+    negotiate,
+    offers_tool_tasks,
+    with_tasks_extension,
+)
 from mcpsync.client._notifications import Notifications
 from mcpsync.client._options import ClientOptions
 from mcpsync.client._restart import RESTART_LIMIT, RESTART_WINDOW, RestartBudget, dead_error
 from mcpsync.client._subscriptions import Subscriptions
-from mcpsync.client._tasks import offers_tool_tasks, with_tasks_extension
 from mcpsync.config import ServerConfig
 from mcpsync.errors import ClosedError, RemoteError
 from mcpsync.protocol import build_meta
 from mcpsync.session import Session
 from mcpsync.transport.base import Transport
-from mcpsync.transport.memory import MemoryTransport
 from mcpsync.transport.stdio import StdioTransport
 from mcpsync.types import ServerInfo
+
+if TYPE_CHECKING:
+    from mcpsync.transport.memory import MemoryTransport
 
 _log = logging.getLogger("mcpsync.client")
 

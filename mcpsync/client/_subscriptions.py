@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcpsync._threads import new_thread
-from mcpsync.client._tasks import EXTENSION as TASKS_EXTENSION
+from mcpsync.client._handshake import TASKS_EXTENSION
 from mcpsync.errors import (
     CapabilityNotSupported,
     ClosedError,

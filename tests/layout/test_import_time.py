@@ -4,9 +4,12 @@ smoke test.
 The client's import is kept small by loading some modules only where they are needed: the
 C-library bindings (``ctypes``: only when the server cannot be started through ``setpriv``),
 ``html`` (notebook rendering), ``hashlib`` (skill digests), ``difflib`` (suggestions for a
-mistyped name) and the policy engine (the Manager's). A fresh interpreter tells whether an
-eager import crept back. The benchmark's figures are not judged (a shared machine's timing is
-noise); that it measures every condition and prints positive times is.
+mistyped name), the policy engine (the Manager's), and the pieces a connect-and-call never
+uses: notebook display, tool proxies, skills, tasks, progress bars, the memory transport,
+auth hooks, the resource/prompt/completion/root types, and ``base64``/``mimetypes`` (media
+as bytes or read from a file). A fresh interpreter tells whether an eager import crept back.
+The benchmark's figures are not judged (a shared machine's timing is noise); that it
+measures every condition and prints positive times is.
 """
 
 from __future__ import annotations
@@ -19,7 +22,11 @@ from pathlib import Path
 import pytest
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "import_time.py"
-DEFERRED = ("ctypes", "html", "hashlib", "difflib", "mcpsync.policy", "mcpsync._budget_ledger")
+DEFERRED = ("ctypes", "html", "hashlib", "difflib", "mcpsync.policy", "mcpsync._budget_ledger",
+            "mcpsync._display", "mcpsync._types_more", "mcpsync.client._proxies",
+            "mcpsync.client._skills", "mcpsync.client._tasks", "mcpsync.client._progress",
+            "mcpsync.client._memory", "mcpsync.transport.memory", "mcpsync.auth_hooks",
+            "base64", "mimetypes")
 
 
 def test_the_client_import_leaves_these_for_later() -> None:
@@ -41,6 +48,38 @@ def test_the_deferred_pieces_still_load_when_used() -> None:
     assert did_you_mean("ech", ["echo", "add"]) == ("echo",)
     if sys.platform.startswith("linux"):
         assert callable(_spawner.die_with_parent_preexec())
+
+
+def test_the_lazy_types_are_the_public_ones() -> None:
+    probe = ("import sys, pickle, typing, mcpsync.types as t\n"
+             "assert 'mcpsync._types_more' not in sys.modules\n"
+             "from mcpsync.types import Prompt\n"
+             "import mcpsync._types_more as more\n"
+             "assert Prompt is more.Prompt is t.Prompt and t.Root is more.Root\n"
+             "assert set(more.__all__) <= set(dir(t)) and set(more.__all__) <= set(t.__all__)\n"
+             "assert repr(Prompt) == \"<class 'mcpsync.types.Prompt'>\"\n"
+             "assert typing.get_type_hints(Prompt)['arguments'] == list[t.PromptArgument]\n"
+             "r = t.Root('file:///x', 'x')\n"
+             "assert pickle.loads(pickle.dumps(r)) == r\n"
+             "print('ok')\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=False, timeout=60)
+    assert done.stdout.strip() == "ok", done.stderr
+    import mcpsync.types as types
+
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        types.Nope  # noqa: B018
+
+
+def test_media_bytes_and_url_configs_load_what_they_need() -> None:
+    from mcpsync.config import ServerConfig
+    from mcpsync.types import ImageContent
+
+    image = ImageContent.from_bytes(b"\x89PNG", "image/png")
+    assert image.data == "iVBORw==" and image.bytes == b"\x89PNG"
+    assert ServerConfig(url="https://example.com/mcp").display_name == "example.com"
+    with pytest.raises(Exception, match="http"):
+        ServerConfig(url="ftp://example.com/")
 
 
 @pytest.mark.timeout(240)
