@@ -71,6 +71,28 @@ def test_the_lazy_types_are_the_public_ones() -> None:
         types.Nope  # noqa: B018
 
 
+def test_the_lazy_types_load_once_when_many_threads_ask_at_once() -> None:
+    probe = ("import sys, threading\n"
+             "import mcpsync.types as t\n"
+             "names = ['Prompt', 'Resource', 'Root', 'CompleteResult'] * 4\n"
+             "start = threading.Barrier(len(names))\n"
+             "got = {}\n"
+             "def ask(i, name):\n"
+             "    start.wait()\n"
+             "    got[i] = (name, getattr(t, name))\n"
+             "threads = [threading.Thread(target=ask, args=(i, n), name=f'mcpsync-test-{i}')\n"
+             "           for i, n in enumerate(names)]\n"
+             "for th in threads: th.start()\n"
+             "for th in threads: th.join()\n"
+             "more = sys.modules['mcpsync._types_more']\n"
+             "assert len(got) == len(names)\n"
+             "assert all(cls is getattr(more, name) for name, cls in got.values())\n"
+             "print('ok')\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=False, timeout=60)
+    assert done.stdout.strip() == "ok", done.stderr
+
+
 def test_media_bytes_and_url_configs_load_what_they_need() -> None:
     from mcpsync.config import ServerConfig
     from mcpsync.types import ImageContent
