@@ -39,6 +39,18 @@ def test_the_client_import_leaves_these_for_later() -> None:
     assert loaded.isdisjoint(DEFERRED), loaded & set(DEFERRED)
 
 
+def test_a_stdio_connect_and_call_loads_none_of_them_either() -> None:
+    # Deferring a module that the first connection loads anyway would only move the cost.
+    code = ("import sys, mcpsync\n"
+            "with mcpsync.connect([sys.executable, '-m', 'mcpsync.demo']) as client:\n"
+            "    assert client.call_tool('add', {'a': 1, 'b': 2}).structured is not None\n"
+            "print(' '.join(sorted(sys.modules)))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, timeout=60)
+    loaded = set(done.stdout.split())
+    assert loaded.isdisjoint(DEFERRED), loaded & set(DEFERRED)
+
+
 def test_the_deferred_pieces_still_load_when_used() -> None:
     from mcpsync._display import _esc
     from mcpsync.client._arguments import did_you_mean
