@@ -64,15 +64,10 @@ from mcpsync.errors import (
     ConnectionLost,
     ProtocolError,
     RemoteError,
-    SkillVerificationError,
     UnsupportedInThisEra,
     UsedAfterFork,
 )
-from mcpsync.protocol import (
-    LOG_LEVELS,
-    describe_call,
-    retry_version_from_error,
-)
+from mcpsync.protocol import describe_call, retry_version_from_error
 from mcpsync.session import RequestFuture, Session
 from mcpsync.session._base import Phase
 from mcpsync.transport.base import Transport
@@ -494,16 +489,10 @@ class Client(SessionLifecycle):
         """Pick up a tool call's task by its id (kept from ``future.task.task_id``, say,
         after a restart of this program) and return its final result, as ``call_tool``
         would have."""
-        from mcpsync.client._tasks import TaskRun
+        from mcpsync.client._client_more import resume_task
 
-        task = self._task_request("tasks/get", {"taskId": task_id}, timeout)
-        run = TaskRun(self._task_request, server=self._name, tool=f"task {task_id}",
-                      modern=self._modern, timeout=timeout, task_timeout=task_timeout,
-                      progress=None if progress is None
-                      else self._guard.wrap("progress", progress),
-                      answer=self._callbacks.answer_input_request)
-        run.adopt({"taskId": task_id, **task})
-        return self._toolset.result(self._name, task_id, run.wait(), raise_on_error)
+        return resume_task(self, task_id, timeout=timeout, task_timeout=task_timeout,
+                           progress=progress, raise_on_error=raise_on_error)
 
     def list_tools(self) -> list[Tool]:
         """Every tool (all pages). Remembers the list (and output schemas) for the checks
@@ -678,40 +667,18 @@ class Client(SessionLifecycle):
     def read_resource(self, uri: str, *, timeout: float | None = None,
                       meta: Mapping[str, Any] | None = None) -> ReadResourceResult:
         """Read one resource. A missing one raises :class:`~mcpsync.errors.ResourceNotFound`."""
-        self._require("resources", f"reading resource {uri!r}", "resources/read")
-        from mcpsync.types import ReadResourceResult  # first use loads the resource types
+        from mcpsync.client._client_more import read_resource
 
-        return ReadResourceResult.from_dict(
-            self._request("resources/read", {"uri": uri}, timeout=timeout, meta=meta))
+        return read_resource(self, uri, timeout=timeout, meta=meta)
 
     # -- skills (the io.modelcontextprotocol/skills extension, see _skills) ----------------
-
-    def _skill_identity(self) -> str:
-        """Who vouches for a skill entry: the server's address (URL or command line)."""
-        config = self._config
-        return config.url or " ".join([config.command or "", *config.args])
-
-    def _require_skills(self, doing: str, method: str) -> None:
-        # The skills module is loaded by the first skills call, not by the client's import.
-        from mcpsync.client._skills import EXTENSION as SKILLS_EXTENSION
-
-        extensions = self._capabilities.get("extensions")
-        if not isinstance(extensions, dict) or SKILLS_EXTENSION not in extensions:
-            raise CapabilityNotSupported(
-                f"{doing} on server {self._name!r}: the server did not declare the "
-                f"{SKILLS_EXTENSION!r} extension", server=self._name, method=method)
 
     def list_skills(self) -> list[Skill]:
         """Every skill the server offers (all pages of ``skills/list``). No file of any skill
         is read: entries are remembered so that :meth:`get_skill` can verify against them."""
-        self._require_skills("listing skills", "skills/list")
-        from mcpsync._display import DisplayList
-        from mcpsync.client._skills import Skill
+        from mcpsync.client._client_more import list_skills
 
-        skills = [Skill.from_dict(d, self._name)
-                  for d in self._list_all("skills/list", "skills")]
-        self._skills.remember(self._skill_identity(), skills)
-        return DisplayList(skills)
+        return list_skills(self)
 
     def get_skill(self, uri: str, *, timeout: float | None = None) -> LoadedSkill:
         """Load one skill: read its ``SKILL.md`` and verify it (size, digest, frontmatter
@@ -719,49 +686,17 @@ class Client(SessionLifecycle):
         through :meth:`LoadedSkill.read`. An entry not listed yet is asked for with
         ``skills/get``. Any mismatch raises :class:`~mcpsync.errors.SkillVerificationError`
         naming the file, and nothing of it is used."""
-        self._require_skills(f"loading skill {uri!r}", "skills/get")
-        from mcpsync.client._skills import LoadedSkill, Skill, check_frontmatter, fetch_verified
-        from mcpsync.types import ReadResourceResult
+        from mcpsync.client._client_more import get_skill
 
-        identity = self._skill_identity()
-        skill = self._skills.get(identity, uri)
-        if skill is None:
-            got = self._request("skills/get", {"uri": uri}, timeout=timeout)
-            skill = Skill.from_dict(got.get("skill"), self._name)
-            if skill.uri != uri:
-                raise ProtocolError(f"server {self._name!r}: skills/get for {uri!r} answered "
-                                    f"with skill {skill.uri!r}", server=self._name,
-                                    method="skills/get")
-            self._skills.remember(identity, [skill])
-
-        def read(file_uri: str) -> dict[str, Any]:
-            return self._request("resources/read", {"uri": file_uri}, timeout=timeout)
-
-        listed = skill.file(uri)
-        if listed is None and skill.files is not None:
-            raise SkillVerificationError(
-                f"server {self._name!r}: skill {uri!r} does not list its own SKILL.md, so it "
-                "cannot be verified and is not loaded", server=self._name, uri=uri)
-        if listed is not None:
-            text = fetch_verified(read, listed, skill).decode("utf-8", errors="strict")
-        else:   # "dynamic" files: only the frontmatter can be checked
-            result = ReadResourceResult.from_dict(read(uri))
-            text = result.text
-        check_frontmatter(skill, text)
-        return LoadedSkill(skill, text, read)
+        return get_skill(self, uri, timeout=timeout)
 
     def get_prompt(self, name: str, arguments: Mapping[str, str] | None = None, *,
                    timeout: float | None = None,
                    meta: Mapping[str, Any] | None = None) -> GetPromptResult:
         """Render a prompt with its (string) arguments."""
-        self._require("prompts", f"getting prompt {name!r}", "prompts/get")
-        from mcpsync.types import GetPromptResult
+        from mcpsync.client._client_more import get_prompt
 
-        params: dict[str, Any] = {"name": name}
-        if arguments is not None:
-            params["arguments"] = dict(arguments)
-        return GetPromptResult.from_dict(
-            self._request("prompts/get", params, timeout=timeout, meta=meta))
+        return get_prompt(self, name, arguments, timeout=timeout, meta=meta)
 
     def complete(self, ref: Any, argument: Any,
                  context: Mapping[str, Any] | None = None) -> CompleteResult:
@@ -773,16 +708,9 @@ class Client(SessionLifecycle):
         contains ``://``, else a prompt name). ``argument`` is ``{"name", "value"}`` or a
         ``(name, value)`` pair; ``context`` maps already-chosen argument names to values.
         """
-        if self._protocol_version != "2024-11-05":  # the capability exists from 2025-03-26
-            self._require("completions", "completing an argument", "completion/complete")
-        params: dict[str, Any] = {"ref": _completion_ref(ref),
-                                  "argument": _completion_argument(argument)}
-        if context is not None:
-            params["context"] = dict(context) if "arguments" in context else {
-                "arguments": dict(context)}
-        from mcpsync.types import CompleteResult
+        from mcpsync.client._client_more import complete
 
-        return CompleteResult.from_dict(self._request("completion/complete", params))
+        return complete(self, ref, argument, context)
 
     # -- utilities -------------------------------------------------------------------------
 
@@ -801,15 +729,9 @@ class Client(SessionLifecycle):
         Legacy sends ``logging/setLevel``; modern puts the level in every later request's
         ``_meta`` (messages then arrive only for those requests).
         """
-        if level not in LOG_LEVELS:
-            raise ValueError(f"level must be one of {', '.join(LOG_LEVELS)}, got {level!r}")
-        if self._modern:
-            self._log_level = level
-            self._rebuild_meta()
-            return
-        self._require("logging", "setting the log level", "logging/setLevel")
-        self._request("logging/setLevel", {"level": level})
-        self._log_level = level
+        from mcpsync.client._client_more import set_log_level
+
+        set_log_level(self, level)
 
     def set_roots(self, roots: RootsInput) -> None:
         """Replace the roots offered to the server.
@@ -983,31 +905,3 @@ def _alive(ref: weakref.ref[Client]) -> Client:
     if client is None:
         raise ClosedError("the client was garbage-collected")
     return client
-
-
-
-def _completion_ref(ref: Any) -> dict[str, Any]:
-    if isinstance(ref, Mapping):
-        return dict(ref)
-    from mcpsync.types import Prompt, Resource, ResourceTemplate
-
-    if isinstance(ref, Prompt):
-        return {"type": "ref/prompt", "name": ref.name}
-    if isinstance(ref, ResourceTemplate):
-        return {"type": "ref/resource", "uri": ref.uri_template}
-    if isinstance(ref, Resource):
-        return {"type": "ref/resource", "uri": ref.uri}
-    if isinstance(ref, str):
-        if "://" in ref:
-            return {"type": "ref/resource", "uri": ref}
-        return {"type": "ref/prompt", "name": ref}
-    raise TypeError(f"ref must be a dict, a Prompt, a ResourceTemplate or a str, "
-                    f"got {type(ref).__name__}")
-
-
-def _completion_argument(argument: Any) -> dict[str, Any]:
-    if isinstance(argument, Mapping):
-        return dict(argument)
-    if isinstance(argument, (tuple, list)) and len(argument) == 2:
-        return {"name": argument[0], "value": argument[1]}
-    raise TypeError("argument must be {'name': ..., 'value': ...} or a (name, value) pair")
