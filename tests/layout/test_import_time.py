@@ -6,10 +6,11 @@ C-library bindings (``ctypes``: only when the server cannot be started through `
 ``html`` (notebook rendering), ``hashlib`` (skill digests), ``difflib`` (suggestions for a
 mistyped name), the policy engine (the Manager's), and the pieces a connect-and-call never
 uses: notebook display, tool proxies, skills, tasks, progress bars, the memory transport,
-auth hooks, the resource/prompt/completion/root types, and ``base64``/``mimetypes`` (media
-as bytes or read from a file). A fresh interpreter tells whether an eager import crept back.
-The benchmark's figures are not judged (a shared machine's timing is noise); that it
-measures every condition and prints positive times is.
+auth hooks, the resource/prompt/completion/root types, ``base64``/``mimetypes`` (media
+as bytes or read from a file), the wire side of subscriptions, the bodies of the rarely used
+``Client`` methods and the answering of a server's requests. A fresh interpreter tells
+whether an eager import crept back. The benchmark's figures are not judged (a shared
+machine's timing is noise); that it measures every condition and prints positive times is.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ DEFERRED = ("ctypes", "html", "hashlib", "difflib", "mcpsync.policy", "mcpsync._
             "mcpsync._display", "mcpsync._types_more", "mcpsync.client._proxies",
             "mcpsync.client._skills", "mcpsync.client._tasks", "mcpsync.client._progress",
             "mcpsync.client._memory", "mcpsync.transport.memory", "mcpsync.auth_hooks",
-            "base64", "mimetypes")
+            "base64", "mimetypes", "mcpsync.client._subscribing", "mcpsync.client._client_more",
+            "mcpsync.client._answering")
 
 
 def test_the_client_import_leaves_these_for_later() -> None:
@@ -99,6 +101,41 @@ def test_the_lazy_types_load_once_when_many_threads_ask_at_once() -> None:
              "more = sys.modules['mcpsync._types_more']\n"
              "assert len(got) == len(names)\n"
              "assert all(cls is getattr(more, name) for name, cls in got.values())\n"
+             "print('ok')\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=False, timeout=60)
+    assert done.stdout.strip() == "ok", done.stderr
+
+
+def test_the_moved_client_methods_keep_their_signatures_and_docs() -> None:
+    import inspect
+
+    from mcpsync.client import Client, _client_more
+
+    for name in ("get_skill", "list_skills", "complete", "resume_task", "get_prompt",
+                 "read_resource", "set_log_level"):
+        method, function = getattr(Client, name), getattr(_client_more, name)
+        assert method.__doc__ and len(method.__doc__) > 20, name
+        wanted = list(inspect.signature(function).parameters)[1:]
+        assert list(inspect.signature(method).parameters)[1:] == wanted, name
+
+
+def test_the_callbacks_answer_once_loaded_when_many_threads_ask_at_once() -> None:
+    probe = ("import sys, threading\n"
+             "import mcpsync.client\n"
+             "from mcpsync.client._callbacks import Callbacks\n"
+             "assert 'mcpsync.client._answering' not in sys.modules\n"
+             "cb = Callbacks(sampling=lambda req: {'model': str(req.max_tokens)})\n"
+             "start = threading.Barrier(8)\n"
+             "got = {}\n"
+             "def ask(i):\n"
+             "    start.wait()\n"
+             "    got[i] = cb.answer('sampling/createMessage', {'messages': [], 'maxTokens': i})\n"
+             "threads = [threading.Thread(target=ask, args=(i,), name=f'mcpsync-test-{i}')\n"
+             "           for i in range(8)]\n"
+             "for th in threads: th.start()\n"
+             "for th in threads: th.join()\n"
+             "assert got == {i: {'model': str(i)} for i in range(8)}, got\n"
              "print('ok')\n")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                           check=False, timeout=60)
