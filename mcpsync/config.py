@@ -16,14 +16,14 @@ import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+# The auth hooks load on first use (a stdio config never needs them); the annotations name
+# them as mcpsync.AuthHooks, a lazy public name, so typing.get_type_hints(ServerConfig) works.
+import mcpsync
 from mcpsync._names import safe
 from mcpsync._urls import bad_character
 from mcpsync.errors import ConfigError
-
-if TYPE_CHECKING:
-    from mcpsync.auth_hooks import AuthHooks, BearerToken
 
 __all__ = ["DEFAULT_TIMEOUT", "EnvInput", "ServerConfig", "logger_name_part"]
 
@@ -124,7 +124,7 @@ def _normalise_args(value: object) -> tuple[str, ...]:
 
 
 def _check_auth(auth: object, headers: Mapping[str, str],
-                authorization: object, on_unauthorized: object) -> AuthHooks | None:
+                authorization: object, on_unauthorized: object) -> mcpsync.AuthHooks | None:
     """``auth`` as one hooks object, refusing a second source of credentials beside it."""
     if auth is None:
         return None
@@ -209,7 +209,7 @@ class ServerConfig:
     gateway: bool = False
     extra: Mapping[str, Any] = field(default_factory=dict, hash=False, compare=False)
     # A hooks object may be unhashable (a dataclass with eq): compared, never hashed.
-    auth: AuthHooks | None = field(default=None, hash=False)
+    auth: mcpsync.AuthHooks | None = field(default=None, hash=False)
 
     # A hand-written __init__ (rather than the generated one) lets ``env`` accept the Manager's
     # list form and ``args`` any iterable while the stored fields keep one precise type.
@@ -235,7 +235,7 @@ class ServerConfig:
         disabled: bool = False,
         gateway: bool = False,
         extra: Mapping[str, Any] | None = None,
-        auth: AuthHooks | BearerToken | str | None = None,
+        auth: mcpsync.AuthHooks | mcpsync.BearerToken | str | None = None,
     ) -> None:
         _check_str("id", id)
         _check_str("name", name)

@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+import mcpsync
 from mcpsync._gateway_refusal import gateway_refusal
 from mcpsync.client._arguments import check_arguments
 from mcpsync.client._cache import ListCache, SkillRegistry
@@ -74,18 +75,12 @@ from mcpsync.transport.base import Transport
 from mcpsync.transport.stdio import StdioTransport
 from mcpsync.types import CallToolResult, ServerInfo, Tool
 
+# The types below are loaded on first use, so the annotations name them through attributes that
+# load them when read (``mcpsync.Resource``, ``mcpsync.client._proxies``): a bare name imported
+# under TYPE_CHECKING alone would make typing.get_type_hints() raise NameError on Client.
 if TYPE_CHECKING:
-    from mcpsync.client._proxies import ToolProxies
-    from mcpsync.client._skills import LoadedSkill, Skill
-    from mcpsync.transport.memory import MemoryTransport
-    from mcpsync.types import (
-        CompleteResult,
-        GetPromptResult,
-        Prompt,
-        ReadResourceResult,
-        Resource,
-        ResourceTemplate,
-    )
+    import mcpsync.client._proxies
+    import mcpsync.transport.memory
 
 __all__ = ["Client", "ElicitationRequest", "SamplingRequest", "Subscription"]
 
@@ -130,7 +125,8 @@ class Client(SessionLifecycle):
                  elicitation: ElicitationCallback | None = None,
                  roots: RootsInput | None = None,
                  http: HttpSettings | None = None,
-                 in_process: Callable[[str], MemoryTransport] | None = None) -> None:
+                 in_process: Callable[[str], mcpsync.transport.memory.MemoryTransport] | None = None
+                 ) -> None:
         self._config = config
         self._in_process = in_process  # set for an in-process server: opens its transport
         self._http = http              # set for a URL target: the HTTP transport's settings
@@ -151,7 +147,7 @@ class Client(SessionLifecycle):
         self._toolset = ToolSchemas(validate=options.validate_output)
         self._skills = SkillRegistry()
         self._validate_input = options.validate_input
-        self._proxies: ToolProxies | None = None
+        self._proxies: mcpsync.client._proxies.ToolProxies | None = None
         self._subs = Subscriptions(
             name=self._name, thread_name=f"mcpsync-listen-{self._safe_name}",
             request=weak_method(self._request, self._gone),
@@ -507,7 +503,7 @@ class Client(SessionLifecycle):
         return tools
 
     @property
-    def tools(self) -> ToolProxies:
+    def tools(self) -> mcpsync.client._proxies.ToolProxies:
         """The server's tools as Python callables: ``client.tools.add(a=1, b=2)``, or
         ``client.tools["get-sum"](...)`` by the real name (docs/client.md, "Tool proxies").
         Made from the cached tool list; the tools are listed only when none is cached."""
@@ -631,7 +627,7 @@ class Client(SessionLifecycle):
                         modern=lambda: self._modern, max_pages=self._opts.max_pages,
                         server=self._name)
 
-    def list_resources(self) -> list[Resource]:
+    def list_resources(self) -> list[mcpsync.Resource]:
         """Every resource (all pages); ``[]`` without the ``resources`` capability (a server
         that offers no resources has none; nothing is sent)."""
         if "resources" not in self._capabilities:
@@ -642,7 +638,7 @@ class Client(SessionLifecycle):
         return DisplayList(Resource.from_dict(r)
                            for r in self._list_all("resources/list", "resources"))
 
-    def list_resource_templates(self) -> list[ResourceTemplate]:
+    def list_resource_templates(self) -> list[mcpsync.ResourceTemplate]:
         """Every resource template (all pages); ``[]`` without the ``resources`` capability."""
         if "resources" not in self._capabilities:
             return []
@@ -653,7 +649,7 @@ class Client(SessionLifecycle):
                            for r in self._list_all("resources/templates/list",
                                                    "resourceTemplates"))
 
-    def list_prompts(self) -> list[Prompt]:
+    def list_prompts(self) -> list[mcpsync.Prompt]:
         """Every prompt (all pages); ``[]`` without the ``prompts`` capability."""
         if "prompts" not in self._capabilities:
             return []
@@ -665,7 +661,7 @@ class Client(SessionLifecycle):
     # -- resources, prompts, completion ----------------------------------------------------
 
     def read_resource(self, uri: str, *, timeout: float | None = None,
-                      meta: Mapping[str, Any] | None = None) -> ReadResourceResult:
+                      meta: Mapping[str, Any] | None = None) -> mcpsync.ReadResourceResult:
         """Read one resource. A missing one raises :class:`~mcpsync.errors.ResourceNotFound`."""
         from mcpsync.client._client_more import read_resource
 
@@ -673,14 +669,14 @@ class Client(SessionLifecycle):
 
     # -- skills (the io.modelcontextprotocol/skills extension, see _skills) ----------------
 
-    def list_skills(self) -> list[Skill]:
+    def list_skills(self) -> list[mcpsync.Skill]:
         """Every skill the server offers (all pages of ``skills/list``). No file of any skill
         is read: entries are remembered so that :meth:`get_skill` can verify against them."""
         from mcpsync.client._client_more import list_skills
 
         return list_skills(self)
 
-    def get_skill(self, uri: str, *, timeout: float | None = None) -> LoadedSkill:
+    def get_skill(self, uri: str, *, timeout: float | None = None) -> mcpsync.LoadedSkill:
         """Load one skill: read its ``SKILL.md`` and verify it (size, digest, frontmatter
         field by field) against the entry this server gave; its other files are read only
         through :meth:`LoadedSkill.read`. An entry not listed yet is asked for with
@@ -692,14 +688,14 @@ class Client(SessionLifecycle):
 
     def get_prompt(self, name: str, arguments: Mapping[str, str] | None = None, *,
                    timeout: float | None = None,
-                   meta: Mapping[str, Any] | None = None) -> GetPromptResult:
+                   meta: Mapping[str, Any] | None = None) -> mcpsync.GetPromptResult:
         """Render a prompt with its (string) arguments."""
         from mcpsync.client._client_more import get_prompt
 
         return get_prompt(self, name, arguments, timeout=timeout, meta=meta)
 
     def complete(self, ref: Any, argument: Any,
-                 context: Mapping[str, Any] | None = None) -> CompleteResult:
+                 context: Mapping[str, Any] | None = None) -> mcpsync.CompleteResult:
         """Ask for completions of one argument (``completion/complete``).
 
         ``ref`` is a ``{"type": "ref/prompt", "name": ...}`` /

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields, replace
 from typing import TYPE_CHECKING, Any, TypedDict
 
+import mcpsync
 from mcpsync.client._callbacks import ElicitationCallback, RootsInput, SamplingCallback
 from mcpsync.client._client import Client
 from mcpsync.client._connect_http import http_settings
@@ -25,7 +26,9 @@ from mcpsync.errors import ConnectionLost
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from mcpsync.client._memory import InProcessServer
+    # Loaded on first use: the annotation reaches it through the package attribute, which
+    # loads it when read, so typing.get_type_hints(connect) still resolves it.
+    import mcpsync.transport.memory
 
 __all__ = ["PER_SERVER", "ConnectKeywords", "connect"]
 
@@ -85,8 +88,8 @@ class ConnectKeywords(TypedDict, total=False):
     on_unauthorized: Callable[..., Any] | None
 
 
-def connect(target: ServerConfig | Sequence[str] | str | InProcessServer | os.PathLike[str]
-            | Mapping[str, Any],
+def connect(target: ServerConfig | Sequence[str] | str
+            | mcpsync.transport.memory.InProcessServer | os.PathLike[str] | Mapping[str, Any],
             options: ClientOptions | None = None, *, server_id: str | None = None,
             **overrides: Unpack[ConnectKeywords]) -> Client:
     """Start an MCP server and connect to it; return a ready :class:`Client`.

@@ -18,6 +18,7 @@ import weakref
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any
 
+import mcpsync
 from mcpsync._version import __version__
 from mcpsync.client._cache import ListCache
 from mcpsync.client._callbacks import Callbacks
@@ -45,7 +46,7 @@ from mcpsync.transport.stdio import StdioTransport
 from mcpsync.types import ServerInfo
 
 if TYPE_CHECKING:
-    from mcpsync.transport.memory import MemoryTransport
+    import mcpsync.transport.memory  # loaded on first use: see _in_process below
 
 _log = logging.getLogger("mcpsync.client")
 
@@ -56,7 +57,9 @@ class SessionLifecycle:
 
     _config: ServerConfig
     _opts: ClientOptions
-    _in_process: Callable[[str], MemoryTransport] | None
+    # Through the package attribute, which loads the module when read, so that
+    # typing.get_type_hints(Client) resolves it although the client import defers it.
+    _in_process: Callable[[str], mcpsync.transport.memory.MemoryTransport] | None
     _http: HttpSettings | None
     _name: str
     _client_info: dict[str, Any] | None
