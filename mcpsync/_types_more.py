@@ -3,8 +3,10 @@ completion and roots.
 
 They are defined here and re-exported by ``mcpsync.types`` on first access (its module
 ``__getattr__``), so that ``import mcpsync.client`` neither compiles nor builds them: a client
-that only calls tools never touches them. Each class says it belongs to ``mcpsync.types``
-(``__module__``), so reprs, pickles and type-hint lookups see the public name, unchanged.
+that only calls tools never touches them. Their ``__module__`` is this module, where their
+source is, so that ``inspect.getsource`` (and IPython's ``Resource??``) finds it; reprs and
+new pickles therefore name ``mcpsync._types_more``, which stays importable, and a pickle that
+names ``mcpsync.types`` still loads through that module's ``__getattr__``.
 Import them from ``mcpsync.types`` (or ``mcpsync``), never from here.
 """
 
@@ -55,8 +57,6 @@ _READ_KNOWN = frozenset(("contents", "_meta", "resultType", "ttlMs", "cacheScope
 class Resource(_Shown):
     """A resource the server offers (``resources/list``)."""
 
-    __module__ = "mcpsync.types"
-
     uri: str
     name: str
     title: str | None = None
@@ -82,8 +82,6 @@ class Resource(_Shown):
 class ResourceTemplate(_Shown):
     """A parameterised resource (``resources/templates/list``); ``uri_template`` is RFC 6570."""
 
-    __module__ = "mcpsync.types"
-
     uri_template: str
     name: str
     title: str | None = None
@@ -108,8 +106,6 @@ class ResourceTemplate(_Shown):
 @dataclass(slots=True, repr=False)
 class ReadResourceResult(_Shown):
     """The result of ``resources/read``: one or more contents (a directory may give many)."""
-
-    __module__ = "mcpsync.types"
 
     contents: list[ResourceContents]
     meta: dict[str, Any] | None = None
@@ -146,8 +142,6 @@ _GET_PROMPT_KNOWN = frozenset(("description", "messages", "_meta", "resultType")
 class PromptArgument(_Shown):
     """One argument a prompt takes; ``required`` defaults to False."""
 
-    __module__ = "mcpsync.types"
-
     name: str
     title: str | None = None
     description: str | None = None
@@ -166,8 +160,6 @@ class PromptArgument(_Shown):
 @dataclass(slots=True, repr=False)
 class Prompt(_Shown):
     """A prompt template the server offers (``prompts/list``)."""
-
-    __module__ = "mcpsync.types"
 
     name: str
     title: str | None = None
@@ -191,8 +183,6 @@ class Prompt(_Shown):
 class PromptMessage(_Shown):
     """One message of a rendered prompt: ``role`` (``user``/``assistant``) and one block."""
 
-    __module__ = "mcpsync.types"
-
     role: str
     content: Content
     extra: dict[str, Any] = field(default_factory=dict)
@@ -210,8 +200,6 @@ class PromptMessage(_Shown):
 @dataclass(slots=True, repr=False)
 class GetPromptResult(_Shown):
     """The result of ``prompts/get``."""
-
-    __module__ = "mcpsync.types"
 
     messages: list[PromptMessage]
     description: str | None = None
@@ -238,8 +226,6 @@ _COMPLETE_KNOWN = frozenset(("completion", "_meta", "resultType"))
 class CompleteResult(_Shown):
     """The result of ``completion/complete``: suggested ``values`` (at most 100), the
     ``total`` number of matches when known, and whether there are more (``has_more``)."""
-
-    __module__ = "mcpsync.types"
 
     values: list[str]
     total: int | None = None
@@ -269,8 +255,6 @@ _ROOT_KNOWN = frozenset(("uri", "name", "_meta"))
 @dataclass(slots=True, repr=False)
 class Root(_Shown):
     """A filesystem root the client exposes to servers (``file://`` URI, optional name)."""
-
-    __module__ = "mcpsync.types"
 
     uri: str
     name: str | None = None

@@ -71,9 +71,10 @@ def test_the_lazy_types_are_the_public_ones() -> None:
              "import mcpsync._types_more as more\n"
              "assert Prompt is more.Prompt is t.Prompt and t.Root is more.Root\n"
              "assert set(more.__all__) <= set(dir(t)) and set(more.__all__) <= set(t.__all__)\n"
-             "assert repr(Prompt) == \"<class 'mcpsync.types.Prompt'>\"\n"
+             "assert repr(Prompt) == \"<class 'mcpsync._types_more.Prompt'>\"\n"
              "assert typing.get_type_hints(Prompt)['arguments'] == list[t.PromptArgument]\n"
              "r = t.Root('file:///x', 'x')\n"
+             "assert repr(r) == \"Root(uri='file:///x', name='x')\"\n"
              "assert pickle.loads(pickle.dumps(r)) == r\n"
              "print('ok')\n")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
@@ -84,6 +85,35 @@ def test_the_lazy_types_are_the_public_ones() -> None:
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
         types.Nope  # noqa: B018
 
+
+
+def test_the_lazy_types_keep_their_source_and_old_pickles() -> None:
+    # Their __module__ is the module that holds their source, so inspect.getsource (IPython's
+    # ``Resource??``) finds the class itself, not an error or another class's text.
+    import copy
+    import dataclasses
+    import inspect
+    import pickle
+
+    import mcpsync._types_more as more
+    import mcpsync.types as types
+
+    namespace: dict[str, object] = {}
+    exec("from mcpsync.types import *", namespace)
+    for name in more.__all__:
+        cls = getattr(types, name)
+        assert namespace[name] is cls and cls.__module__ == "mcpsync._types_more"
+        source = inspect.getsource(cls)
+        assert f"class {name}(" in source.split("\n", 2)[1], source[:200]
+    root = types.Root("file:///x", "x")
+    prompt = types.Prompt("p", arguments=[types.PromptArgument("a", required=True)])
+    for value in (root, prompt):
+        assert pickle.loads(pickle.dumps(value)) == value
+        assert copy.deepcopy(value) == value == dataclasses.replace(value)
+        assert dataclasses.asdict(value)["name"] == value.name
+    # A pickle written while they claimed to be mcpsync.types' still loads (its __getattr__).
+    old = pickle.dumps(root, protocol=2).replace(b"mcpsync._types_more", b"mcpsync.types")
+    assert b"mcpsync.types\nRoot" in old and pickle.loads(old) == root
 
 def test_the_lazy_types_load_once_when_many_threads_ask_at_once() -> None:
     probe = ("import sys, threading\n"
