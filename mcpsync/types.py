@@ -780,9 +780,10 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'mcpsync.types' has no attribute {name!r}")
     from mcpsync import _types_more
 
+    # One update, so that a thread that finds one of them in the namespace finds all nine
+    # (Prompt never without PromptArgument).
     namespace = globals()
-    for other in _MORE:
-        namespace[other] = getattr(_types_more, other)
+    namespace.update({other: getattr(_types_more, other) for other in _MORE})
     return namespace[name]
 
 
