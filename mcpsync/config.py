@@ -17,11 +17,12 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
+# The auth hooks load on first use (a stdio config never needs them); the annotations name
+# them as mcpsync.AuthHooks, a lazy public name, so typing.get_type_hints(ServerConfig) works.
+import mcpsync
 from mcpsync._names import safe
 from mcpsync._urls import bad_character
-from mcpsync.auth_hooks import AuthHooks, BearerToken, make_auth
 from mcpsync.errors import ConfigError
 
 __all__ = ["DEFAULT_TIMEOUT", "EnvInput", "ServerConfig", "logger_name_part"]
@@ -123,7 +124,7 @@ def _normalise_args(value: object) -> tuple[str, ...]:
 
 
 def _check_auth(auth: object, headers: Mapping[str, str],
-                authorization: object, on_unauthorized: object) -> AuthHooks | None:
+                authorization: object, on_unauthorized: object) -> mcpsync.AuthHooks | None:
     """``auth`` as one hooks object, refusing a second source of credentials beside it."""
     if auth is None:
         return None
@@ -135,6 +136,9 @@ def _check_auth(auth: object, headers: Mapping[str, str],
     if any(key.lower() == "authorization" for key in headers):
         raise _fail("auth", "give either auth or a static Authorization header in headers, "
                             "not both (drop one of them)")
+    # Auth hooks are an HTTP matter: a stdio config never loads them.
+    from mcpsync.auth_hooks import make_auth
+
     try:
         return make_auth(auth)  # type: ignore[arg-type]  # checked there, clear error
     except ConfigError as exc:
@@ -205,7 +209,7 @@ class ServerConfig:
     gateway: bool = False
     extra: Mapping[str, Any] = field(default_factory=dict, hash=False, compare=False)
     # A hooks object may be unhashable (a dataclass with eq): compared, never hashed.
-    auth: AuthHooks | None = field(default=None, hash=False)
+    auth: mcpsync.AuthHooks | None = field(default=None, hash=False)
 
     # A hand-written __init__ (rather than the generated one) lets ``env`` accept the Manager's
     # list form and ``args`` any iterable while the stored fields keep one precise type.
@@ -231,7 +235,7 @@ class ServerConfig:
         disabled: bool = False,
         gateway: bool = False,
         extra: Mapping[str, Any] | None = None,
-        auth: AuthHooks | BearerToken | str | None = None,
+        auth: mcpsync.AuthHooks | mcpsync.BearerToken | str | None = None,
     ) -> None:
         _check_str("id", id)
         _check_str("name", name)
@@ -257,6 +261,8 @@ class ServerConfig:
                 who = id or name or "?"
                 raise _fail("url", f"server {who!r}: the URL is refused because {reason}; "
                                    "write it without that character")
+            from urllib.parse import urlsplit  # a URL config only: stdio never loads it
+
             parts = urlsplit(url)
             if parts.scheme not in ("http", "https") or not parts.netloc:
                 raise _fail("url", f"expected an http:// or https:// URL, got {url!r}")
@@ -361,6 +367,8 @@ class ServerConfig:
         if self.command is not None:
             # Both separators: a Windows path may arrive on any platform via a config file.
             return re.split(r"[\\/]", self.command.rstrip("\\/"))[-1] or self.command
+        from urllib.parse import urlsplit
+
         host = urlsplit(self.url or "").hostname
         return host or (self.url or "")
 

@@ -20,14 +20,25 @@ failing the whole call.
 
 from __future__ import annotations
 
-import base64
 import builtins
-import mimetypes
 import os
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from mcpsync.errors import ProtocolError
+
+if TYPE_CHECKING:
+    from mcpsync._types_more import (
+        CompleteResult as CompleteResult,
+        GetPromptResult as GetPromptResult,
+        Prompt as Prompt,
+        PromptArgument as PromptArgument,
+        PromptMessage as PromptMessage,
+        ReadResourceResult as ReadResourceResult,
+        Resource as Resource,
+        ResourceTemplate as ResourceTemplate,
+        Root as Root,
+    )
 
 __all__ = [
     "AudioContent",
@@ -126,7 +137,16 @@ def _b64(data: object, what: str) -> str:
     if not isinstance(data, (builtins.bytes, bytearray, memoryview)):
         raise TypeError(f"{what} takes bytes, got {type(data).__name__}"
                         + (": use a text block for text" if isinstance(data, str) else ""))
+    import base64  # media as bytes is a rare path: base64 loads on first use
+
     return base64.b64encode(data).decode("ascii")
+
+
+def _unb64(text: str) -> builtins.bytes:
+    """The bytes of base64 ``text`` (``base64.b64decode``, loaded on first use)."""
+    import base64
+
+    return base64.b64decode(text)
 
 
 def _mime(mime_type: object, what: str) -> str:
@@ -144,6 +164,8 @@ def _uri(uri: object, what: str) -> str:
 def _read_media(path: str | os.PathLike[str], mime_type: str | None, kind: str,
                 what: str) -> tuple[builtins.bytes, str]:
     """The file's bytes and its MIME type: the one given, else the one its name suggests."""
+    import mimetypes  # reading a file is rare: mimetypes (and urllib.parse) load then
+
     name = os.fspath(path)
     if mime_type is None:
         guessed, _ = mimetypes.guess_type(name)
@@ -244,11 +266,11 @@ class ImageContent(_Shown):
     @property
     def bytes(self) -> builtins.bytes:
         """The image bytes, decoded (``data`` stays the base64 text as sent)."""
-        return base64.b64decode(self.data)
+        return _unb64(self.data)
 
     def decode(self) -> builtins.bytes:
         """The same as :attr:`bytes` (the older spelling, kept)."""
-        return base64.b64decode(self.data)
+        return _unb64(self.data)
 
     @classmethod
     def from_bytes(cls, data: builtins.bytes, mime_type: str, *,
@@ -299,11 +321,11 @@ class AudioContent(_Shown):
     @property
     def bytes(self) -> builtins.bytes:
         """The audio bytes, decoded (``data`` stays the base64 text as sent)."""
-        return base64.b64decode(self.data)
+        return _unb64(self.data)
 
     def decode(self) -> builtins.bytes:
         """The same as :attr:`bytes` (the older spelling, kept)."""
-        return base64.b64decode(self.data)
+        return _unb64(self.data)
 
     @classmethod
     def from_bytes(cls, data: builtins.bytes, mime_type: str, *,
@@ -408,7 +430,7 @@ class ResourceContents(_Shown):
         """The bytes: the decoded blob, or the text encoded as UTF-8."""
         if self.text is not None:
             return self.text.encode("utf-8")
-        return base64.b64decode(self.blob or "")
+        return _unb64(self.blob or "")
 
     @property
     def data(self) -> builtins.bytes:
@@ -706,210 +728,7 @@ def _plain_text_result(d: dict[str, Any]) -> CallToolResult | None:
     return result
 
 
-# --- resources --------------------------------------------------------------------------
-
-_RESOURCE_KNOWN = frozenset(("uri", "name", "title", "description", "mimeType", "size",
-                             "annotations", "icons", "_meta"))
-_TEMPLATE_KNOWN = frozenset(("uriTemplate", "name", "title", "description", "mimeType",
-                             "annotations", "icons", "_meta"))
-_READ_KNOWN = frozenset(("contents", "_meta", "resultType", "ttlMs", "cacheScope"))
-
-
-@dataclass(slots=True, repr=False)
-class Resource(_Shown):
-    """A resource the server offers (``resources/list``)."""
-
-    uri: str
-    name: str
-    title: str | None = None
-    description: str | None = None
-    mime_type: str | None = None
-    size: int | None = None
-    annotations: dict[str, Any] | None = None
-    icons: list[Any] | None = None
-    meta: dict[str, Any] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-    raw: dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Resource:
-        d = _require_dict(d, "a resource")
-        return cls(_required_str(d, "uri", "a resource"), _required_str(d, "name", "a resource"),
-                   _str(d, "title"), _str(d, "description"), _str(d, "mimeType"),
-                   _int(d, "size"), _dict(d, "annotations"), _list(d, "icons"),
-                   _dict(d, "_meta"), _extra(d, _RESOURCE_KNOWN), d)
-
-
-@dataclass(slots=True, repr=False)
-class ResourceTemplate(_Shown):
-    """A parameterised resource (``resources/templates/list``); ``uri_template`` is RFC 6570."""
-
-    uri_template: str
-    name: str
-    title: str | None = None
-    description: str | None = None
-    mime_type: str | None = None
-    annotations: dict[str, Any] | None = None
-    icons: list[Any] | None = None
-    meta: dict[str, Any] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-    raw: dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> ResourceTemplate:
-        d = _require_dict(d, "a resource template")
-        return cls(_required_str(d, "uriTemplate", "a resource template"),
-                   _required_str(d, "name", "a resource template"),
-                   _str(d, "title"), _str(d, "description"), _str(d, "mimeType"),
-                   _dict(d, "annotations"), _list(d, "icons"), _dict(d, "_meta"),
-                   _extra(d, _TEMPLATE_KNOWN), d)
-
-
-@dataclass(slots=True, repr=False)
-class ReadResourceResult(_Shown):
-    """The result of ``resources/read``: one or more contents (a directory may give many)."""
-
-    contents: list[ResourceContents]
-    meta: dict[str, Any] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-    raw: dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> ReadResourceResult:
-        d = _require_dict(d, "a resources/read result")
-        items = d.get("contents")
-        if not isinstance(items, list):
-            if "contents" not in d:
-                raise ProtocolError(f"a resources/read result has no 'contents': {_excerpt(d)}")
-            raise ProtocolError(f"a resources/read result's 'contents' must be a list: "
-                                f"{_excerpt(d)}")
-        return cls([ResourceContents.from_dict(c) for c in items], _dict(d, "_meta"),
-                   _extra(d, _READ_KNOWN), d)
-
-    @property
-    def text(self) -> str:
-        """The text contents joined with newlines (``""`` when there are none)."""
-        return "\n".join([c.text for c in self.contents if c.text is not None])
-
-
-# --- prompts ----------------------------------------------------------------------------
-
-_ARG_KNOWN = frozenset(("name", "title", "description", "required"))
-_PROMPT_KNOWN = frozenset(("name", "title", "description", "arguments", "icons", "_meta"))
-_MESSAGE_KNOWN = frozenset(("role", "content"))
-_GET_PROMPT_KNOWN = frozenset(("description", "messages", "_meta", "resultType"))
-
-
-@dataclass(slots=True, repr=False)
-class PromptArgument(_Shown):
-    """One argument a prompt takes; ``required`` defaults to False."""
-
-    name: str
-    title: str | None = None
-    description: str | None = None
-    required: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
-    raw: dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> PromptArgument:
-        d = _require_dict(d, "a prompt argument")
-        return cls(_required_str(d, "name", "a prompt argument"), _str(d, "title"),
-                   _str(d, "description"), d.get("required") is True,
-                   _extra(d, _ARG_KNOWN), d)
-
-
-@dataclass(slots=True, repr=False)
-class Prompt(_Shown):
-    """A prompt template the server offers (``prompts/list``)."""
-
-    name: str
-    title: str | None = None
-    description: str | None = None
-    arguments: list[PromptArgument] = field(default_factory=list)
-    icons: list[Any] | None = None
-    meta: dict[str, Any] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-    raw: dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Prompt:
-        d = _require_dict(d, "a prompt")
-        args = [PromptArgument.from_dict(a) for a in (_list(d, "arguments") or [])]
-        return cls(_required_str(d, "name", "a prompt"), _str(d, "title"),
-                   _str(d, "description"), args, _list(d, "icons"), _dict(d, "_meta"),
-                   _extra(d, _PROMPT_KNOWN), d)
-
-
-@dataclass(slots=True, repr=False)
-class PromptMessage(_Shown):
-    """One message of a rendered prompt: ``role`` (``user``/``assistant``) and one block."""
-
-    role: str
-    content: Content
-    extra: dict[str, Any] = field(default_factory=dict)
-    raw: dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> PromptMessage:
-        d = _require_dict(d, "a prompt message")
-        if "content" not in d:
-            raise ProtocolError(f"a prompt message has no 'content': {_excerpt(d)}")
-        return cls(_required_str(d, "role", "a prompt message"),
-                   content_block_from_dict(d["content"]), _extra(d, _MESSAGE_KNOWN), d)
-
-
-@dataclass(slots=True, repr=False)
-class GetPromptResult(_Shown):
-    """The result of ``prompts/get``."""
-
-    messages: list[PromptMessage]
-    description: str | None = None
-    meta: dict[str, Any] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-    raw: dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> GetPromptResult:
-        d = _require_dict(d, "a prompts/get result")
-        items = d.get("messages")
-        if not isinstance(items, list):
-            raise ProtocolError(f"a prompts/get result needs a 'messages' list: {_excerpt(d)}")
-        return cls([PromptMessage.from_dict(m) for m in items], _str(d, "description"),
-                   _dict(d, "_meta"), _extra(d, _GET_PROMPT_KNOWN), d)
-
-
-# --- completion, server info, roots -------------------------------------------------------
-
-_COMPLETE_KNOWN = frozenset(("completion", "_meta", "resultType"))
-
-
-@dataclass(slots=True, repr=False)
-class CompleteResult(_Shown):
-    """The result of ``completion/complete``: suggested ``values`` (at most 100), the
-    ``total`` number of matches when known, and whether there are more (``has_more``)."""
-
-    values: list[str]
-    total: int | None = None
-    has_more: bool = False
-    meta: dict[str, Any] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-    raw: dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> CompleteResult:
-        d = _require_dict(d, "a completion/complete result")
-        completion = d.get("completion")
-        if not isinstance(completion, dict):
-            raise ProtocolError(f"a completion/complete result needs a 'completion' object: "
-                                f"{_excerpt(d)}")
-        values = completion.get("values")
-        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
-            raise ProtocolError(f"completion 'values' must be a list of strings: {_excerpt(d)}")
-        return cls(list(values), _int(completion, "total"),
-                   completion.get("hasMore") is True, _dict(d, "_meta"),
-                   _extra(d, _COMPLETE_KNOWN), d)
-
+# --- server info ------------------------------------------------------------------------
 
 _INFO_KNOWN = frozenset(("name", "title", "version"))
 
@@ -945,31 +764,28 @@ class ServerInfo(_Shown):
                    protocol_version, instructions, _extra(d, _INFO_KNOWN), d)
 
 
-_ROOT_KNOWN = frozenset(("uri", "name", "_meta"))
+# --- resources, prompts, completion and roots: defined in _types_more, loaded on first use --
+
+# A client that only calls tools never needs these: ``import mcpsync.client`` neither compiles
+# nor builds them. The first access to any of them loads all of them, and puts them in this
+# module's namespace, so later accesses (and type-hint lookups, which read this namespace) are
+# plain globals.
+_MORE = frozenset(("CompleteResult", "GetPromptResult", "Prompt", "PromptArgument",
+                   "PromptMessage", "ReadResourceResult", "Resource", "ResourceTemplate", "Root"))
 
 
-@dataclass(slots=True, repr=False)
-class Root(_Shown):
-    """A filesystem root the client exposes to servers (``file://`` URI, optional name)."""
+def __getattr__(name: str) -> Any:
+    """Load the resource, prompt, completion and root types on first access (PEP 562)."""
+    if name not in _MORE:
+        raise AttributeError(f"module 'mcpsync.types' has no attribute {name!r}")
+    from mcpsync import _types_more
 
-    uri: str
-    name: str | None = None
-    meta: dict[str, Any] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-    raw: dict[str, Any] = field(default_factory=dict)
+    # One update, so that a thread that finds one of them in the namespace finds all nine
+    # (Prompt never without PromptArgument).
+    namespace = globals()
+    namespace.update({other: getattr(_types_more, other) for other in _MORE})
+    return namespace[name]
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Root:
-        d = _require_dict(d, "a root")
-        return cls(_required_str(d, "uri", "a root"), _str(d, "name"), _dict(d, "_meta"),
-                   _extra(d, _ROOT_KNOWN), d)
 
-    def to_dict(self) -> dict[str, Any]:
-        """The root as sent in a ``roots/list`` answer (unknown fields kept)."""
-        out: dict[str, Any] = {"uri": self.uri}
-        if self.name is not None:
-            out["name"] = self.name
-        if self.meta is not None:
-            out["_meta"] = self.meta
-        out.update(self.extra)
-        return out
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | _MORE)

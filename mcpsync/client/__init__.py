@@ -7,6 +7,9 @@ private module next to it.
 """
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 from mcpsync.client._client import (
     Client as Client,
     ElicitationRequest as ElicitationRequest,
@@ -24,3 +27,16 @@ __all__ = [
     "Subscription",
     "connect",
 ]
+
+# Submodules reachable as attributes without an explicit import, so that the annotation of
+# Client.tools, ``mcpsync.client._proxies.ToolProxies``, resolves (typing.get_type_hints)
+# although the client import leaves the proxies for later. No call reads this package's
+# attributes, so the __getattr__ slows no call down.
+_SUBMODULES = frozenset({"_proxies"})
+
+
+def __getattr__(name: str) -> Any:
+    """Import a submodule on first attribute access (PEP 562)."""
+    if name in _SUBMODULES:
+        return importlib.import_module(f"mcpsync.client.{name}")
+    raise AttributeError(f"module 'mcpsync.client' has no attribute {name!r}")

@@ -13,9 +13,12 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["ListCache"]
+if TYPE_CHECKING:
+    from mcpsync.client._skills import Skill
+
+__all__ = ["ListCache", "SkillRegistry"]
 
 _Key = tuple[str, "str | None"]
 
@@ -63,3 +66,21 @@ class ListCache:
     def clear(self) -> None:
         with self._lock:
             self._pages.clear()
+
+
+class SkillRegistry:
+    """The skill entries this client has been given, keyed by (server identity, uri). Here,
+    not in _skills, because every client makes one and most never list a skill."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[tuple[str, str], Skill] = {}
+
+    def remember(self, identity: str, skills: list[Skill]) -> None:
+        with self._lock:
+            for skill in skills:
+                self._entries[(identity, skill.uri)] = skill
+
+    def get(self, identity: str, uri: str) -> Skill | None:
+        with self._lock:
+            return self._entries.get((identity, uri))

@@ -16,15 +16,14 @@ input required"). Two optional attributes on a callback object extend what is ad
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcpsync._codes import INVALID_PARAMS, METHOD_NOT_FOUND
+from mcpsync._codes import METHOD_NOT_FOUND
 from mcpsync.client._callback_warnings import CallbackGuard
-from mcpsync.errors import ProtocolError, RemoteError
+from mcpsync.errors import RemoteError
 from mcpsync.protocol import client_capabilities
 
 __all__ = [
@@ -35,9 +34,6 @@ __all__ = [
     "SamplingCallback",
     "SamplingRequest",
 ]
-
-_log = logging.getLogger("mcpsync.client")
-
 
 
 @dataclass(frozen=True)
@@ -82,10 +78,6 @@ RootsInput = Sequence[Any] | Callable[[], Sequence[Any]]
 dicts, or a callable returning such a list (asked each time the server wants them)."""
 
 
-_CALLBACK_NAMES = {"sampling/createMessage": "sampling", "elicitation/create": "elicitation",
-                   "roots/list": "roots"}
-
-
 def _remote(code: int, message: str) -> RemoteError:
     """An error the session sends back to the server as a JSON-RPC error."""
     return RemoteError(message, code=code, remote_message=message)
@@ -125,17 +117,6 @@ def apply_schema_defaults(schema: Any, content: Any) -> dict[str, Any]:
             if key not in out and isinstance(prop, Mapping) and "default" in prop:
                 out[key] = prop["default"]
     return out
-
-
-def _result_dict(value: Any, what: str) -> dict[str, Any]:
-    if isinstance(value, Mapping):
-        return dict(value)
-    to_dict = getattr(value, "to_dict", None)
-    if callable(to_dict):
-        result = to_dict()
-        if isinstance(result, Mapping):
-            return dict(result)
-    raise TypeError(f"the {what} callback must return a dict, got {type(value).__name__}")
 
 
 class Callbacks:
@@ -221,67 +202,16 @@ class Callbacks:
         A kind we did not declare is the server breaking the protocol (it must only ask
         for what this request's capabilities declared): ``ProtocolError``.
         """
-        if not isinstance(request, Mapping) or not isinstance(request.get("method"), str):
-            raise ProtocolError(f"input request {key!r} is not a {{method, params}} object")
-        method = request["method"]
-        if not self.declared(method):
-            raise ProtocolError(
-                f"the server asked for {method!r} (input request {key!r}), which this client "
-                "did not declare; pass the matching callback to connect()")
-        params = request.get("params")
-        try:
-            return self.answer(method, params if isinstance(params, Mapping) else {})
-        except RemoteError as exc:
-            raise ProtocolError(f"input request {key!r}: {exc.remote_message}") from exc
+        from mcpsync.client._answering import answer_input_request
+
+        return answer_input_request(self, key, request)
 
     def answer(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
         """Run the callback for ``method`` and return the result in wire shape; what it
         raises goes on, after a ``CallbackWarning`` when nothing would log it."""
-        try:
-            return self._answer(method, params)
-        except Exception as exc:
-            if self._guard is not None and not isinstance(exc, RemoteError):
-                self._guard.report(_CALLBACK_NAMES.get(method, method), exc)
-            raise
+        from mcpsync.client._answering import answer
 
-    def _answer(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
-        raw = dict(params)
-        if method == "sampling/createMessage":
-            assert self.sampling is not None
-            max_tokens = raw.get("maxTokens")
-            tools = raw.get("tools")
-            req = SamplingRequest(
-                messages=list(raw.get("messages") or []),
-                max_tokens=max_tokens if isinstance(max_tokens, int) else None,
-                system_prompt=raw.get("systemPrompt") if isinstance(
-                    raw.get("systemPrompt"), str) else None,
-                tools=list(tools) if isinstance(tools, list) else None,
-                params=raw)
-            return _result_dict(self.sampling(req), "sampling")
-        if method == "elicitation/create":
-            return self._elicit(raw)
-        if method == "roots/list":
-            return self.list_roots()
-        raise _remote(METHOD_NOT_FOUND, f"Method not found: {method}")
-
-    def _elicit(self, raw: dict[str, Any]) -> dict[str, Any]:
-        assert self.elicitation is not None
-        mode = raw.get("mode", "form")  # a missing mode MUST be treated as form
-        if mode not in ("form", "url") or (mode == "url" and not self.elicitation_url):
-            raise _remote(INVALID_PARAMS, f"elicitation mode {mode!r} was not declared")
-        schema = raw.get("requestedSchema")
-        url = raw.get("url")
-        eid = raw.get("elicitationId")
-        req = ElicitationRequest(
-            mode=mode, message=str(raw.get("message", "")),
-            requested_schema=dict(schema) if isinstance(schema, Mapping) else None,
-            url=url if isinstance(url, str) else None,
-            elicitation_id=eid if isinstance(eid, str) else None,
-            params=raw)
-        result = _result_dict(self.elicitation(req), "elicitation")
-        if result.get("action") == "accept" and mode == "form":
-            result["content"] = apply_schema_defaults(schema, result.get("content"))
-        return result
+        return answer(self, method, params)
 
     def elicitation_complete(self, params: Any) -> None:
         """Pass ``notifications/elicitation/complete`` to the callback's ``on_complete`` hook.
@@ -289,11 +219,6 @@ class Callbacks:
         Runs on the dispatcher thread; without a hook the notification is ignored (unknown
         ids are the hook's to ignore, as the spec asks).
         """
-        hook = getattr(self.elicitation, "on_complete", None)
-        eid = params.get("elicitationId") if isinstance(params, Mapping) else None
-        if callable(hook) and isinstance(eid, str):
-            if self._guard is not None:
-                hook = self._guard.wrap("elicitation on_complete", hook)
-            hook(eid)
-        else:
-            _log.debug("elicitation %r completed (no on_complete hook)", eid)
+        from mcpsync.client._answering import elicitation_complete
+
+        elicitation_complete(self, params)

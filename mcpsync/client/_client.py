@@ -23,12 +23,12 @@ import threading
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mcpsync._display import DisplayList
+import mcpsync
 from mcpsync._gateway_refusal import gateway_refusal
 from mcpsync.client._arguments import check_arguments
-from mcpsync.client._cache import ListCache
+from mcpsync.client._cache import ListCache, SkillRegistry
 from mcpsync.client._callback_warnings import CallbackGuard
 from mcpsync.client._callbacks import (
     Callbacks,
@@ -55,19 +55,8 @@ from mcpsync.client._lifecycle import SessionLifecycle, SessionResources
 from mcpsync.client._lists import list_all
 from mcpsync.client._notifications import Notifications
 from mcpsync.client._options import ClientOptions
-from mcpsync.client._progress import check_progress, progress_bar
-from mcpsync.client._proxies import ToolProxies
 from mcpsync.client._restart import RestartBudget
-from mcpsync.client._skills import (
-    EXTENSION as SKILLS_EXTENSION,
-    LoadedSkill,
-    Skill,
-    SkillRegistry,
-    check_frontmatter,
-    fetch_verified,
-)
 from mcpsync.client._subscriptions import Subscription, Subscriptions
-from mcpsync.client._tasks import TaskRun
 from mcpsync.client._tools import ToolSchemas
 from mcpsync.config import ServerConfig, logger_name_part
 from mcpsync.errors import (
@@ -76,31 +65,22 @@ from mcpsync.errors import (
     ConnectionLost,
     ProtocolError,
     RemoteError,
-    SkillVerificationError,
     UnsupportedInThisEra,
     UsedAfterFork,
 )
-from mcpsync.protocol import (
-    LOG_LEVELS,
-    describe_call,
-    retry_version_from_error,
-)
+from mcpsync.protocol import describe_call, retry_version_from_error
 from mcpsync.session import RequestFuture, Session
 from mcpsync.session._base import Phase
 from mcpsync.transport.base import Transport
-from mcpsync.transport.memory import MemoryTransport
 from mcpsync.transport.stdio import StdioTransport
-from mcpsync.types import (
-    CallToolResult,
-    CompleteResult,
-    GetPromptResult,
-    Prompt,
-    ReadResourceResult,
-    Resource,
-    ResourceTemplate,
-    ServerInfo,
-    Tool,
-)
+from mcpsync.types import CallToolResult, ServerInfo, Tool
+
+# The types below are loaded on first use, so the annotations name them through attributes that
+# load them when read (``mcpsync.Resource``, ``mcpsync.client._proxies``): a bare name imported
+# under TYPE_CHECKING alone would make typing.get_type_hints() raise NameError on Client.
+if TYPE_CHECKING:
+    import mcpsync.client._proxies
+    import mcpsync.transport.memory
 
 __all__ = ["Client", "ElicitationRequest", "SamplingRequest", "Subscription"]
 
@@ -145,7 +125,8 @@ class Client(SessionLifecycle):
                  elicitation: ElicitationCallback | None = None,
                  roots: RootsInput | None = None,
                  http: HttpSettings | None = None,
-                 in_process: Callable[[str], MemoryTransport] | None = None) -> None:
+                 in_process: Callable[[str], mcpsync.transport.memory.MemoryTransport] | None = None
+                 ) -> None:
         self._config = config
         self._in_process = in_process  # set for an in-process server: opens its transport
         self._http = http              # set for a URL target: the HTTP transport's settings
@@ -166,7 +147,7 @@ class Client(SessionLifecycle):
         self._toolset = ToolSchemas(validate=options.validate_output)
         self._skills = SkillRegistry()
         self._validate_input = options.validate_input
-        self._proxies: ToolProxies | None = None
+        self._proxies: mcpsync.client._proxies.ToolProxies | None = None
         self._subs = Subscriptions(
             name=self._name, thread_name=f"mcpsync-listen-{self._safe_name}",
             request=weak_method(self._request, self._gone),
@@ -252,6 +233,8 @@ class Client(SessionLifecycle):
               progress: Any, reset: bool | None) -> Call:
         if progress is not None and (progress.__class__ is bool or not callable(progress)):
             # A bar is call_tool's; a bare request takes a callable (or nothing).
+            from mcpsync.client._progress import check_progress  # a wrong value: rare
+
             check_progress(progress, describe_call(method, params, self._name))
             if progress is True:
                 raise TypeError(f"{describe_call(method, params, self._name)}: progress=True "
@@ -410,6 +393,7 @@ class Client(SessionLifecycle):
         """``call_tool(progress=True)``: the call with a progress bar that is closed when it
         ends, failed or not (``False`` is no bar; anything else a ``TypeError``). The argument
         checks run first: no bar is drawn for a call that is never sent."""
+        from mcpsync.client._progress import check_progress, progress_bar  # bars: first use
         check_progress(progress, f"calling tool {name!r} on server {self._name!r}")
         validate = options.get("validate_input")
         if (self._toolset.required is not None and
@@ -470,6 +454,8 @@ class Client(SessionLifecycle):
                    future: CallFuture | None = None) -> CallToolResult:
         """Run ``tools/call`` as a task to its end: ``params`` asks a 2025-11-25 server for
         one; ``created`` is a 2026-07-28 ``CreateTaskResult`` already in hand."""
+        from mcpsync.client._tasks import TaskRun  # loaded by the first task, not at import
+
         run = TaskRun(self._task_request, server=self._name, tool=name,
                       modern=created is not None, timeout=timeout, task_timeout=task_timeout,
                       progress=None if progress is None
@@ -499,14 +485,10 @@ class Client(SessionLifecycle):
         """Pick up a tool call's task by its id (kept from ``future.task.task_id``, say,
         after a restart of this program) and return its final result, as ``call_tool``
         would have."""
-        task = self._task_request("tasks/get", {"taskId": task_id}, timeout)
-        run = TaskRun(self._task_request, server=self._name, tool=f"task {task_id}",
-                      modern=self._modern, timeout=timeout, task_timeout=task_timeout,
-                      progress=None if progress is None
-                      else self._guard.wrap("progress", progress),
-                      answer=self._callbacks.answer_input_request)
-        run.adopt({"taskId": task_id, **task})
-        return self._toolset.result(self._name, task_id, run.wait(), raise_on_error)
+        from mcpsync.client._client_more import resume_task
+
+        return resume_task(self, task_id, timeout=timeout, task_timeout=task_timeout,
+                           progress=progress, raise_on_error=raise_on_error)
 
     def list_tools(self) -> list[Tool]:
         """Every tool (all pages). Remembers the list (and output schemas) for the checks
@@ -514,17 +496,21 @@ class Client(SessionLifecycle):
         none: ``[]``, nothing sent."""
         if "tools" not in self._capabilities:
             return []
+        from mcpsync._display import DisplayList  # notebook rendering: loaded on first list
+
         tools = DisplayList(Tool.from_dict(t) for t in self._list_all("tools/list", "tools"))
         self._toolset.remember(tools)
         return tools
 
     @property
-    def tools(self) -> ToolProxies:
+    def tools(self) -> mcpsync.client._proxies.ToolProxies:
         """The server's tools as Python callables: ``client.tools.add(a=1, b=2)``, or
         ``client.tools["get-sum"](...)`` by the real name (docs/client.md, "Tool proxies").
         Made from the cached tool list; the tools are listed only when none is cached."""
         proxies = self._proxies
         if proxies is None:
+            from mcpsync.client._proxies import ToolProxies  # loaded on first use
+
             me = weakref.ref(self)
             proxies = self._proxies = ToolProxies(
                 lambda: _alive(me)._name, lambda: _alive(me)._cached_tools(),
@@ -584,6 +570,8 @@ class Client(SessionLifecycle):
             check_arguments(self._name, name, arguments, self._toolset, self._relist_tools)
         bar = None
         if progress is not None and (progress.__class__ is bool or not callable(progress)):
+            from mcpsync.client._progress import progress_bar
+
             bar = progress_bar(progress, f"calling tool {name!r} on server {self._name!r}",
                                f"{self._name}: {name}")
             progress = bar
@@ -639,107 +627,75 @@ class Client(SessionLifecycle):
                         modern=lambda: self._modern, max_pages=self._opts.max_pages,
                         server=self._name)
 
-    def list_resources(self) -> list[Resource]:
+    def list_resources(self) -> list[mcpsync.Resource]:
         """Every resource (all pages); ``[]`` without the ``resources`` capability (a server
         that offers no resources has none; nothing is sent)."""
         if "resources" not in self._capabilities:
             return []
+        from mcpsync._display import DisplayList
+        from mcpsync.types import Resource
+
         return DisplayList(Resource.from_dict(r)
                            for r in self._list_all("resources/list", "resources"))
 
-    def list_resource_templates(self) -> list[ResourceTemplate]:
+    def list_resource_templates(self) -> list[mcpsync.ResourceTemplate]:
         """Every resource template (all pages); ``[]`` without the ``resources`` capability."""
         if "resources" not in self._capabilities:
             return []
+        from mcpsync._display import DisplayList
+        from mcpsync.types import ResourceTemplate
+
         return DisplayList(ResourceTemplate.from_dict(r)
                            for r in self._list_all("resources/templates/list",
                                                    "resourceTemplates"))
 
-    def list_prompts(self) -> list[Prompt]:
+    def list_prompts(self) -> list[mcpsync.Prompt]:
         """Every prompt (all pages); ``[]`` without the ``prompts`` capability."""
         if "prompts" not in self._capabilities:
             return []
+        from mcpsync._display import DisplayList
+        from mcpsync.types import Prompt
+
         return DisplayList(Prompt.from_dict(p) for p in self._list_all("prompts/list", "prompts"))
 
     # -- resources, prompts, completion ----------------------------------------------------
 
     def read_resource(self, uri: str, *, timeout: float | None = None,
-                      meta: Mapping[str, Any] | None = None) -> ReadResourceResult:
+                      meta: Mapping[str, Any] | None = None) -> mcpsync.ReadResourceResult:
         """Read one resource. A missing one raises :class:`~mcpsync.errors.ResourceNotFound`."""
-        self._require("resources", f"reading resource {uri!r}", "resources/read")
-        return ReadResourceResult.from_dict(
-            self._request("resources/read", {"uri": uri}, timeout=timeout, meta=meta))
+        from mcpsync.client._client_more import read_resource
+
+        return read_resource(self, uri, timeout=timeout, meta=meta)
 
     # -- skills (the io.modelcontextprotocol/skills extension, see _skills) ----------------
 
-    def _skill_identity(self) -> str:
-        """Who vouches for a skill entry: the server's address (URL or command line)."""
-        config = self._config
-        return config.url or " ".join([config.command or "", *config.args])
-
-    def _require_skills(self, doing: str, method: str) -> None:
-        extensions = self._capabilities.get("extensions")
-        if not isinstance(extensions, dict) or SKILLS_EXTENSION not in extensions:
-            raise CapabilityNotSupported(
-                f"{doing} on server {self._name!r}: the server did not declare the "
-                f"{SKILLS_EXTENSION!r} extension", server=self._name, method=method)
-
-    def list_skills(self) -> list[Skill]:
+    def list_skills(self) -> list[mcpsync.Skill]:
         """Every skill the server offers (all pages of ``skills/list``). No file of any skill
         is read: entries are remembered so that :meth:`get_skill` can verify against them."""
-        self._require_skills("listing skills", "skills/list")
-        skills = [Skill.from_dict(d, self._name)
-                  for d in self._list_all("skills/list", "skills")]
-        self._skills.remember(self._skill_identity(), skills)
-        return DisplayList(skills)
+        from mcpsync.client._client_more import list_skills
 
-    def get_skill(self, uri: str, *, timeout: float | None = None) -> LoadedSkill:
+        return list_skills(self)
+
+    def get_skill(self, uri: str, *, timeout: float | None = None) -> mcpsync.LoadedSkill:
         """Load one skill: read its ``SKILL.md`` and verify it (size, digest, frontmatter
         field by field) against the entry this server gave; its other files are read only
         through :meth:`LoadedSkill.read`. An entry not listed yet is asked for with
         ``skills/get``. Any mismatch raises :class:`~mcpsync.errors.SkillVerificationError`
         naming the file, and nothing of it is used."""
-        self._require_skills(f"loading skill {uri!r}", "skills/get")
-        identity = self._skill_identity()
-        skill = self._skills.get(identity, uri)
-        if skill is None:
-            got = self._request("skills/get", {"uri": uri}, timeout=timeout)
-            skill = Skill.from_dict(got.get("skill"), self._name)
-            if skill.uri != uri:
-                raise ProtocolError(f"server {self._name!r}: skills/get for {uri!r} answered "
-                                    f"with skill {skill.uri!r}", server=self._name,
-                                    method="skills/get")
-            self._skills.remember(identity, [skill])
+        from mcpsync.client._client_more import get_skill
 
-        def read(file_uri: str) -> dict[str, Any]:
-            return self._request("resources/read", {"uri": file_uri}, timeout=timeout)
-
-        listed = skill.file(uri)
-        if listed is None and skill.files is not None:
-            raise SkillVerificationError(
-                f"server {self._name!r}: skill {uri!r} does not list its own SKILL.md, so it "
-                "cannot be verified and is not loaded", server=self._name, uri=uri)
-        if listed is not None:
-            text = fetch_verified(read, listed, skill).decode("utf-8", errors="strict")
-        else:   # "dynamic" files: only the frontmatter can be checked
-            result = ReadResourceResult.from_dict(read(uri))
-            text = result.text
-        check_frontmatter(skill, text)
-        return LoadedSkill(skill, text, read)
+        return get_skill(self, uri, timeout=timeout)
 
     def get_prompt(self, name: str, arguments: Mapping[str, str] | None = None, *,
                    timeout: float | None = None,
-                   meta: Mapping[str, Any] | None = None) -> GetPromptResult:
+                   meta: Mapping[str, Any] | None = None) -> mcpsync.GetPromptResult:
         """Render a prompt with its (string) arguments."""
-        self._require("prompts", f"getting prompt {name!r}", "prompts/get")
-        params: dict[str, Any] = {"name": name}
-        if arguments is not None:
-            params["arguments"] = dict(arguments)
-        return GetPromptResult.from_dict(
-            self._request("prompts/get", params, timeout=timeout, meta=meta))
+        from mcpsync.client._client_more import get_prompt
+
+        return get_prompt(self, name, arguments, timeout=timeout, meta=meta)
 
     def complete(self, ref: Any, argument: Any,
-                 context: Mapping[str, Any] | None = None) -> CompleteResult:
+                 context: Mapping[str, Any] | None = None) -> mcpsync.CompleteResult:
         """Ask for completions of one argument (``completion/complete``).
 
         ``ref`` is a ``{"type": "ref/prompt", "name": ...}`` /
@@ -748,14 +704,9 @@ class Client(SessionLifecycle):
         contains ``://``, else a prompt name). ``argument`` is ``{"name", "value"}`` or a
         ``(name, value)`` pair; ``context`` maps already-chosen argument names to values.
         """
-        if self._protocol_version != "2024-11-05":  # the capability exists from 2025-03-26
-            self._require("completions", "completing an argument", "completion/complete")
-        params: dict[str, Any] = {"ref": _completion_ref(ref),
-                                  "argument": _completion_argument(argument)}
-        if context is not None:
-            params["context"] = dict(context) if "arguments" in context else {
-                "arguments": dict(context)}
-        return CompleteResult.from_dict(self._request("completion/complete", params))
+        from mcpsync.client._client_more import complete
+
+        return complete(self, ref, argument, context)
 
     # -- utilities -------------------------------------------------------------------------
 
@@ -774,15 +725,9 @@ class Client(SessionLifecycle):
         Legacy sends ``logging/setLevel``; modern puts the level in every later request's
         ``_meta`` (messages then arrive only for those requests).
         """
-        if level not in LOG_LEVELS:
-            raise ValueError(f"level must be one of {', '.join(LOG_LEVELS)}, got {level!r}")
-        if self._modern:
-            self._log_level = level
-            self._rebuild_meta()
-            return
-        self._require("logging", "setting the log level", "logging/setLevel")
-        self._request("logging/setLevel", {"level": level})
-        self._log_level = level
+        from mcpsync.client._client_more import set_log_level
+
+        set_log_level(self, level)
 
     def set_roots(self, roots: RootsInput) -> None:
         """Replace the roots offered to the server.
@@ -956,29 +901,3 @@ def _alive(ref: weakref.ref[Client]) -> Client:
     if client is None:
         raise ClosedError("the client was garbage-collected")
     return client
-
-
-
-def _completion_ref(ref: Any) -> dict[str, Any]:
-    if isinstance(ref, Mapping):
-        return dict(ref)
-    if isinstance(ref, Prompt):
-        return {"type": "ref/prompt", "name": ref.name}
-    if isinstance(ref, ResourceTemplate):
-        return {"type": "ref/resource", "uri": ref.uri_template}
-    if isinstance(ref, Resource):
-        return {"type": "ref/resource", "uri": ref.uri}
-    if isinstance(ref, str):
-        if "://" in ref:
-            return {"type": "ref/resource", "uri": ref}
-        return {"type": "ref/prompt", "name": ref}
-    raise TypeError(f"ref must be a dict, a Prompt, a ResourceTemplate or a str, "
-                    f"got {type(ref).__name__}")
-
-
-def _completion_argument(argument: Any) -> dict[str, Any]:
-    if isinstance(argument, Mapping):
-        return dict(argument)
-    if isinstance(argument, (tuple, list)) and len(argument) == 2:
-        return {"name": argument[0], "value": argument[1]}
-    raise TypeError("argument must be {'name': ..., 'value': ...} or a (name, value) pair")

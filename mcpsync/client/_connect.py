@@ -15,16 +15,20 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields, replace
 from typing import TYPE_CHECKING, Any, TypedDict
 
+import mcpsync
 from mcpsync.client._callbacks import ElicitationCallback, RootsInput, SamplingCallback
 from mcpsync.client._client import Client
 from mcpsync.client._connect_http import http_settings
-from mcpsync.client._memory import InProcessServer, in_process_target
 from mcpsync.client._options import ClientOptions, config_of, with_overrides
 from mcpsync.config import ServerConfig
 from mcpsync.errors import ConnectionLost
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
+
+    # Loaded on first use: the annotation reaches it through the package attribute, which
+    # loads it when read, so typing.get_type_hints(connect) still resolves it.
+    import mcpsync.transport.memory
 
 __all__ = ["PER_SERVER", "ConnectKeywords", "connect"]
 
@@ -36,6 +40,8 @@ PER_SERVER = ("name", "timeout", "env", "cwd", "transport", "headers", "auth", "
 CREDENTIALS = ("auth", "headers", "session", "authorization", "on_unauthorized")
 
 _DEFAULT = ClientOptions()
+#: Target types that cannot be an in-process server (exact types: a subclass is asked).
+_NOT_IN_PROCESS = frozenset((str, list, tuple, ServerConfig))
 _OPTION_NAMES = frozenset(f.name for f in fields(ClientOptions))
 
 
@@ -82,8 +88,8 @@ class ConnectKeywords(TypedDict, total=False):
     on_unauthorized: Callable[..., Any] | None
 
 
-def connect(target: ServerConfig | Sequence[str] | str | InProcessServer | os.PathLike[str]
-            | Mapping[str, Any],
+def connect(target: ServerConfig | Sequence[str] | str
+            | mcpsync.transport.memory.InProcessServer | os.PathLike[str] | Mapping[str, Any],
             options: ClientOptions | None = None, *, server_id: str | None = None,
             **overrides: Unpack[ConnectKeywords]) -> Client:
     """Start an MCP server and connect to it; return a ready :class:`Client`.
@@ -142,8 +148,13 @@ def connect(target: ServerConfig | Sequence[str] | str | InProcessServer | os.Pa
         target = config_from(target, server_id)
     elif server_id is not None:
         raise TypeError("connect(): server_id= is only for a config file or mapping")
-    if isinstance(target, InProcessServer):   # a mcpsync.Server: served in this process
-        target, in_process = in_process_target(target)
+    # A command or a config is never an in-process server: only another kind of target loads
+    # the memory transport (and its protocol) to ask.
+    if type(target) not in _NOT_IN_PROCESS:
+        from mcpsync.client._memory import InProcessServer, in_process_target
+
+        if isinstance(target, InProcessServer):   # a mcpsync.Server: served in this process
+            target, in_process = in_process_target(target)
     config = with_overrides(config_of(target), name=given.get("name"), timeout=opts.timeout,
                             env=given.get("env"), cwd=given.get("cwd"))
     config, http = http_settings(

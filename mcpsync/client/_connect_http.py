@@ -11,11 +11,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from mcpsync.auth_hooks import AuthHooks, make_auth
 from mcpsync.config import ServerConfig
 from mcpsync.errors import ConfigError
 
 if TYPE_CHECKING:
+    from mcpsync.auth_hooks import AuthHooks
     from mcpsync.transport.http import HttpTransport
 
 __all__ = ["HttpSettings", "http_settings", "open_http_transport"]
@@ -65,6 +65,8 @@ def http_settings(config: ServerConfig, *, headers: Mapping[str, str] | None, au
     if session is not None and not callable(getattr(session, "request", None)):
         raise ConfigError(f"invalid option: session: expected a requests.Session, got "
                           f"{type(session).__name__}")
+    from mcpsync.auth_hooks import make_auth  # HTTP only: a stdio connect never loads it
+
     hooks = make_auth(auth if auth is not None else config.auth, config.authorization,
                       config.on_unauthorized)
     return config, HttpSettings(session=session, auth=hooks)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -35,6 +35,7 @@ from mcpsync.protocol import (
     LATEST_LEGACY,
     LATEST_MODERN,
     LEGACY_VERSIONS,
+    META_CLIENT_CAPABILITIES,
     MODERN_VERSIONS,
     SUPPORTED_VERSIONS,
     choose_legacy_version,
@@ -45,9 +46,38 @@ from mcpsync.protocol import (
 )
 from mcpsync.types import ServerInfo
 
-__all__ = ["Negotiated", "forget_era", "negotiate", "remembered_era"]
+__all__ = ["TASKS_EXTENSION", "Negotiated", "forget_era", "negotiate", "offers_tool_tasks",
+           "remembered_era", "with_tasks_extension"]
 
 _log = logging.getLogger("mcpsync.client")
+
+# The Tasks extension (2026-07-28). Whether a server runs tools as tasks, and the ``_meta``
+# that declares the extension, are settled once per session here; the task machinery itself
+# (_tasks) is loaded only when a call turns into a task.
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+
+
+def offers_tool_tasks(capabilities: Mapping[str, Any]) -> bool:
+    """Whether a 2025-11-25 server runs ``tools/call`` as tasks
+    (``capabilities.tasks.requests.tools.call``): then a tool may demand one."""
+    node: Any = capabilities
+    for key in ("tasks", "requests", "tools", "call"):
+        node = node.get(key) if isinstance(node, Mapping) else None
+    return isinstance(node, Mapping)
+
+
+def with_tasks_extension(meta: dict[str, Any], capabilities: Mapping[str, Any]
+                         ) -> dict[str, Any]:
+    """The ``_meta`` of a 2026-07-28 ``tools/call``: ``meta`` with the Tasks extension added
+    to its client capabilities when the server declared the extension (``meta`` itself when
+    not). Built once per session, so a call pays nothing for it."""
+    extensions = capabilities.get("extensions")
+    if not isinstance(extensions, Mapping) or TASKS_EXTENSION not in extensions:
+        return meta
+    caps = dict(meta.get(META_CLIENT_CAPABILITIES) or {})
+    caps["extensions"] = {**(caps.get("extensions") or {}), TASKS_EXTENSION: {}}
+    return {**meta, META_CLIENT_CAPABILITIES: caps}
+
 
 # Seconds each handshake request may take when the client's timeout is unlimited.
 HANDSHAKE_BOUND = 30.0

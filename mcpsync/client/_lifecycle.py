@@ -16,28 +16,37 @@ import threading
 import unicodedata
 import weakref
 from collections.abc import Callable, Hashable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import mcpsync
 from mcpsync._version import __version__
 from mcpsync.client._cache import ListCache
 from mcpsync.client._callbacks import Callbacks
 from mcpsync.client._connect_http import HttpSettings, open_http_transport
 from mcpsync.client._finalizer import weak_method
 from mcpsync.client._flow import era_contradicted
-from mcpsync.client._handshake import HandshakeParams, Negotiated, forget_era, negotiate
+from mcpsync.client._handshake import (
+    HandshakeParams,
+    Negotiated,
+    forget_era,
+    negotiate,
+    offers_tool_tasks,
+    with_tasks_extension,
+)
 from mcpsync.client._notifications import Notifications
 from mcpsync.client._options import ClientOptions
 from mcpsync.client._restart import RESTART_LIMIT, RESTART_WINDOW, RestartBudget, dead_error
 from mcpsync.client._subscriptions import Subscriptions
-from mcpsync.client._tasks import offers_tool_tasks, with_tasks_extension
 from mcpsync.config import ServerConfig
 from mcpsync.errors import ClosedError, RemoteError
 from mcpsync.protocol import build_meta
 from mcpsync.session import Session
 from mcpsync.transport.base import Transport
-from mcpsync.transport.memory import MemoryTransport
 from mcpsync.transport.stdio import StdioTransport
 from mcpsync.types import ServerInfo
+
+if TYPE_CHECKING:
+    import mcpsync.transport.memory  # loaded on first use: see _in_process below
 
 _log = logging.getLogger("mcpsync.client")
 
@@ -48,7 +57,9 @@ class SessionLifecycle:
 
     _config: ServerConfig
     _opts: ClientOptions
-    _in_process: Callable[[str], MemoryTransport] | None
+    # Through the package attribute, which loads the module when read, so that
+    # typing.get_type_hints(Client) resolves it although the client import defers it.
+    _in_process: Callable[[str], mcpsync.transport.memory.MemoryTransport] | None
     _http: HttpSettings | None
     _name: str
     _client_info: dict[str, Any] | None

@@ -15,7 +15,6 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -259,20 +258,3 @@ def _scalar(value: str) -> Any:
     if re.fullmatch(r"-?\d+", value):
         return int(value)
     return value
-
-
-class SkillRegistry:
-    """The entries this client has been given, keyed by (server identity, uri)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._entries: dict[tuple[str, str], Skill] = {}
-
-    def remember(self, identity: str, skills: list[Skill]) -> None:
-        with self._lock:
-            for skill in skills:
-                self._entries[(identity, skill.uri)] = skill
-
-    def get(self, identity: str, uri: str) -> Skill | None:
-        with self._lock:
-            return self._entries.get((identity, uri))

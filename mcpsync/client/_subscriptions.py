@@ -26,22 +26,15 @@ notification order.
 from __future__ import annotations
 
 import logging
-import math
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mcpsync._threads import new_thread
-from mcpsync.client._tasks import EXTENSION as TASKS_EXTENSION
-from mcpsync.errors import (
-    CapabilityNotSupported,
-    ClosedError,
-    MCPError,
-    ProtocolError,
-    UnsupportedInThisEra,
-)
+from mcpsync.errors import ClosedError, MCPError
 from mcpsync.protocol import META_SUBSCRIPTION_ID
+
+if TYPE_CHECKING:
+    from mcpsync.client._subscribing import _Listen
 
 __all__ = ["KINDS", "Subscription", "Subscriptions"]
 
@@ -82,19 +75,6 @@ class Subscription:
         return f"<Subscription {what}{' closed' if self.closed else ''}>"
 
 
-@dataclass
-class _Listen:
-    """One ``subscriptions/listen`` request in flight."""
-
-    filter: dict[str, Any]
-    future: Any = None            # the listen's RequestFuture (set right after submitting)
-    request_key: tuple[str, Any] | None = None   # the listen's JSON-RPC id, as a correlation key
-    acked: threading.Event = field(default_factory=threading.Event)
-    ack: dict[str, Any] | None = None
-    superseded: bool = False
-    thread: threading.Thread | None = None
-
-
 class Subscriptions:
     """The subscription table of one client.
 
@@ -128,102 +108,24 @@ class Subscriptions:
         self._name = name
 
     # -- public operations (called by Client) --------------------------------------------
+    # What opening, changing and watching a listen takes is in _subscribing, which the first
+    # subscription loads: most clients never subscribe, and their import skips it.
 
     def subscribe(self, uri: str, callback: Callable[[str], Any]) -> Subscription:
-        if not isinstance(uri, str) or not uri:
-            raise TypeError("subscribe() needs a resource URI string")
-        if not callable(callback):
-            raise TypeError("subscribe() needs a callable")
-        resources = self._capabilities().get("resources")
-        if not (isinstance(resources, Mapping) and resources.get("subscribe")):
-            raise CapabilityNotSupported(
-                f"subscribing to {uri!r} on server {self._name!r}: the server does not offer "
-                "resource subscriptions (capabilities.resources.subscribe)",
-                server=self._name, method="resources/subscribe")
-        handle = Subscription(self, uri=uri, kind=None, callback=callback)
-        with self._wire:
-            with self._lock:
-                first = not self._by_uri.get(uri)
-                self._by_uri.setdefault(uri, []).append(handle)
-            try:
-                if self._era() == "legacy":
-                    if first:
-                        self._request("resources/subscribe", {"uri": uri})
-                else:
-                    ack = self._sync_modern()
-                    granted = ack.get("resourceSubscriptions") if ack is not None else None
-                    if not isinstance(granted, list) or uri not in granted:
-                        raise CapabilityNotSupported(
-                            f"subscribing to {uri!r} on server {self._name!r}: the server "
-                            "did not acknowledge this URI", server=self._name,
-                            method="subscriptions/listen")
-            except BaseException:
-                self._drop(handle)
-                raise
-        return handle
+        from mcpsync.client._subscribing import subscribe
+
+        return subscribe(self, uri, callback)
 
     def on_list_changed(self, kind: str, callback: Callable[[str], Any]) -> Subscription:
-        if kind not in KINDS:
-            raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
-        if not callable(callback):
-            raise TypeError("on_list_changed() needs a callable")
-        cap = self._capabilities().get(kind)
-        if not (isinstance(cap, Mapping) and cap.get("listChanged")):
-            raise CapabilityNotSupported(
-                f"watching the {kind} list of server {self._name!r}: the server does not "
-                f"announce changes (capabilities.{kind}.listChanged)", server=self._name,
-                method=f"notifications/{kind}/list_changed")
-        handle = Subscription(self, uri=None, kind=kind, callback=callback)
-        with self._wire:
-            with self._lock:
-                self._by_kind.setdefault(kind, []).append(handle)
-            if self._era() != "legacy":
-                try:
-                    ack = self._sync_modern()
-                    if not (ack is not None and ack.get(_FILTER_KEY[kind])):
-                        raise CapabilityNotSupported(
-                            f"watching the {kind} list of server {self._name!r}: the server "
-                            "did not acknowledge it", server=self._name,
-                            method="subscriptions/listen")
-                except BaseException:
-                    self._drop(handle)
-                    raise
-        return handle
+        from mcpsync.client._subscribing import on_list_changed
+
+        return on_list_changed(self, kind, callback)
 
     def watch_task(self, task_id: str, callback: Callable[[dict[str, Any]], Any]
                    ) -> Subscription:
-        if not isinstance(task_id, str) or not task_id:
-            raise TypeError("watch_task() needs a task id string")
-        if not callable(callback):
-            raise TypeError("watch_task() needs a callable")
-        doing = f"watching task {task_id!r} on server {self._name!r}"
-        if self._era() == "legacy":
-            raise UnsupportedInThisEra(
-                f"{doing}: task status notifications exist only in protocol 2026-07-28; "
-                "this server speaks an older one, where the client polls the task instead "
-                "(call_tool and resume_task do that)", server=self._name,
-                method="subscriptions/listen")
-        extensions = self._capabilities().get("extensions")
-        if not (isinstance(extensions, Mapping) and TASKS_EXTENSION in extensions):
-            raise CapabilityNotSupported(
-                f"{doing}: the server did not declare the {TASKS_EXTENSION!r} extension",
-                server=self._name, method="subscriptions/listen")
-        handle = Subscription(self, uri=None, kind=None, callback=callback, task_id=task_id)
-        with self._wire:
-            with self._lock:
-                self._by_task.setdefault(task_id, []).append(handle)
-            try:
-                ack = self._sync_modern()
-                granted = ack.get("taskIds") if ack is not None else None
-                if not isinstance(granted, list) or task_id not in granted:
-                    raise CapabilityNotSupported(
-                        f"{doing}: the server did not acknowledge this task (it does not "
-                        "know it, or it has expired); resume_task() says which",
-                        server=self._name, method="subscriptions/listen")
-            except BaseException:
-                self._drop(handle)
-                raise
-        return handle
+        from mcpsync.client._subscribing import watch_task
+
+        return watch_task(self, task_id, callback)
 
     def remove(self, handle: Subscription) -> None:
         """Called by ``Subscription.close()``: unsubscribe when it was the last one."""
@@ -258,21 +160,9 @@ class Subscriptions:
 
     def _resubscribe_legacy(self) -> None:
         """``resources/subscribe`` for every subscribed URI (caller holds ``_wire``)."""
-        with self._lock:
-            uris = sorted(self._by_uri)
-        if not uris or self._closed:
-            return
-        resources = self._capabilities().get("resources")
-        if not (isinstance(resources, Mapping) and resources.get("subscribe")):
-            _log.warning("server %r: cannot subscribe to %s again: the server no longer offers "
-                         "resource subscriptions", self._name, ", ".join(uris))
-            return
-        for uri in uris:
-            try:
-                self._request("resources/subscribe", {"uri": uri})
-            except MCPError as exc:
-                _log.warning("server %r: subscribing to %r again failed: %s", self._name, uri,
-                             exc)
+        from mcpsync.client._subscribing import resubscribe_legacy
+
+        resubscribe_legacy(self)
 
     @property
     def listening(self) -> bool:
@@ -335,25 +225,9 @@ class Subscriptions:
 
     def acknowledged(self, params: Any) -> None:
         """``notifications/subscriptions/acknowledged``: complete the matching listen."""
-        if not isinstance(params, Mapping):
-            return
-        meta = params.get("_meta")
-        sid = meta.get(META_SUBSCRIPTION_ID) if isinstance(meta, Mapping) else None
-        granted = params.get("notifications")
-        with self._lock:
-            waiting = [ls for ls in self._listens if not ls.acked.is_set()]
-        target = None
-        for listen in waiting:
-            if sid is not None and listen.request_key is not None:
-                if listen.request_key == _id_key(sid):
-                    target = listen
-            elif target is None:
-                target = listen
-        if target is None:
-            _log.debug("server %r: acknowledgement for an unknown listen %r", self._name, sid)
-            return
-        target.ack = dict(granted) if isinstance(granted, Mapping) else {}
-        target.acked.set()
+        from mcpsync.client._subscribing import acknowledged
+
+        acknowledged(self, params)
 
     # -- internals -----------------------------------------------------------------------
 
@@ -373,57 +247,14 @@ class Subscriptions:
                 return True
             return False
 
-    def _desired(self) -> dict[str, Any]:
-        with self._lock:
-            wanted: dict[str, Any] = {_FILTER_KEY[k]: True for k in sorted(self._by_kind)}
-            if self._by_uri:
-                wanted["resourceSubscriptions"] = sorted(self._by_uri)
-            if self._by_task:
-                wanted["taskIds"] = sorted(self._by_task)
-        return wanted
-
     def _sync_modern(self) -> dict[str, Any] | None:
         """Make the open listen match the union of handles; return its acknowledgement.
 
         Caller holds ``_wire``. The new listen is acknowledged before the old is cancelled.
         """
-        desired = self._desired()
-        old = self._listen
-        if old is not None and old.filter == desired and not old.future.done():
-            return old.ack
-        if not desired:
-            self._retire(old)
-            with self._lock:
-                self._listen = None
-            return None
-        listen = _Listen(filter=desired)
-        with self._lock:
-            self._listens.append(listen)
-        try:
-            listen.future = self._submit_listen({"notifications": desired})
-        except BaseException:
-            self._forget(listen)
-            raise
-        listen.request_key = _id_key(listen.future.request_id)
-        listen.thread = new_thread(self._thread_name, self._watch, listen)
-        listen.thread.start()
-        timeout = self._ack_timeout()
-        acked = listen.acked.wait(None if math.isinf(timeout) else timeout)
-        if not acked or listen.ack is None:
-            listen.superseded = True
-            listen.future.cancel()
-            self._forget(listen)
-            if listen.future.done() and not listen.future.cancelled():
-                error = listen.future.exception()
-                if error is not None:
-                    raise error  # the listen failed outright (an error answer, a dead server)
-            raise ProtocolError(
-                f"server {self._name!r} did not acknowledge subscriptions/listen within "
-                f"{timeout}s", server=self._name, method="subscriptions/listen")
-        with self._lock:
-            self._listen = listen
-        self._retire(old)
-        return listen.ack
+        from mcpsync.client._subscribing import sync_modern
+
+        return sync_modern(self)
 
     def _retire(self, listen: _Listen | None) -> None:
         if listen is not None:
@@ -434,21 +265,6 @@ class Subscriptions:
         with self._lock:
             if listen in self._listens:
                 self._listens.remove(listen)
-
-    def _watch(self, listen: _Listen) -> None:
-        """Wait for one listen to end; unless we replaced it, say so and drop it."""
-        try:
-            listen.future.result()
-            outcome = "the server ended it"
-        except BaseException as exc:  # any end, error or not, is an outcome to record
-            outcome = f"{type(exc).__name__}: {exc}"
-        listen.acked.set()  # never leave a subscriber waiting on a dead listen
-        self._forget(listen)
-        if not listen.superseded:
-            with self._lock:
-                if self._listen is listen:
-                    self._listen = None
-            _log.info("server %r: subscriptions/listen ended (%s)", self._name, outcome)
 
 
 def _id_key(value: Any) -> tuple[str, Any]:

@@ -25,37 +25,17 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from mcpsync.errors import Cancelled, MCPError, ProtocolError, RemoteError, RequestTimeout
-from mcpsync.protocol import META_CLIENT_CAPABILITIES
 
-EXTENSION = "io.modelcontextprotocol/tasks"
 TERMINAL = frozenset(("completed", "failed", "cancelled"))
 _MIN_POLL, _MAX_POLL, _DEFAULT_POLL = 0.1, 30.0, 1.0
 _CANCEL_TIMEOUT = 5.0
+# What every connection needs of the Tasks extension (its name, whether a server runs tools as
+# tasks, the _meta that declares it) is in _handshake: this module loads with the first task.
 
 #: one request: (method, params, timeout) -> result dict
 Request = Callable[[str, Mapping[str, Any], "float | None"], dict[str, Any]]
 
 
-def offers_tool_tasks(capabilities: Mapping[str, Any]) -> bool:
-    """Whether a 2025-11-25 server runs ``tools/call`` as tasks
-    (``capabilities.tasks.requests.tools.call``): then a tool may demand one."""
-    node: Any = capabilities
-    for key in ("tasks", "requests", "tools", "call"):
-        node = node.get(key) if isinstance(node, Mapping) else None
-    return isinstance(node, Mapping)
-
-
-def with_tasks_extension(meta: dict[str, Any], capabilities: Mapping[str, Any]
-                         ) -> dict[str, Any]:
-    """The ``_meta`` of a 2026-07-28 ``tools/call``: ``meta`` with the Tasks extension added
-    to its client capabilities when the server declared the extension (``meta`` itself when
-    not). Built once per session, so a call pays nothing for it."""
-    extensions = capabilities.get("extensions")
-    if not isinstance(extensions, Mapping) or EXTENSION not in extensions:
-        return meta
-    caps = dict(meta.get(META_CLIENT_CAPABILITIES) or {})
-    caps["extensions"] = {**(caps.get("extensions") or {}), EXTENSION: {}}
-    return {**meta, META_CLIENT_CAPABILITIES: caps}
 
 
 class TaskHandle:

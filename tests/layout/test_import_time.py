@@ -4,9 +4,13 @@ smoke test.
 The client's import is kept small by loading some modules only where they are needed: the
 C-library bindings (``ctypes``: only when the server cannot be started through ``setpriv``),
 ``html`` (notebook rendering), ``hashlib`` (skill digests), ``difflib`` (suggestions for a
-mistyped name) and the policy engine (the Manager's). A fresh interpreter tells whether an
-eager import crept back. The benchmark's figures are not judged (a shared machine's timing is
-noise); that it measures every condition and prints positive times is.
+mistyped name), the policy engine (the Manager's), and the pieces a connect-and-call never
+uses: notebook display, tool proxies, skills, tasks, progress bars, the memory transport,
+auth hooks, the resource/prompt/completion/root types, ``base64``/``mimetypes`` (media
+as bytes or read from a file), the wire side of subscriptions, the bodies of the rarely used
+``Client`` methods and the answering of a server's requests. A fresh interpreter tells
+whether an eager import crept back. The benchmark's figures are not judged (a shared
+machine's timing is noise); that it measures every condition and prints positive times is.
 """
 
 from __future__ import annotations
@@ -19,7 +23,12 @@ from pathlib import Path
 import pytest
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "import_time.py"
-DEFERRED = ("ctypes", "html", "hashlib", "difflib", "mcpsync.policy", "mcpsync._budget_ledger")
+DEFERRED = ("ctypes", "html", "hashlib", "difflib", "mcpsync.policy", "mcpsync._budget_ledger",
+            "mcpsync._display", "mcpsync._types_more", "mcpsync.client._proxies",
+            "mcpsync.client._skills", "mcpsync.client._tasks", "mcpsync.client._progress",
+            "mcpsync.client._memory", "mcpsync.transport.memory", "mcpsync.auth_hooks",
+            "base64", "mimetypes", "mcpsync.client._subscribing", "mcpsync.client._client_more",
+            "mcpsync.client._answering")
 
 
 def test_the_client_import_leaves_these_for_later() -> None:
@@ -32,6 +41,18 @@ def test_the_client_import_leaves_these_for_later() -> None:
     assert loaded.isdisjoint(DEFERRED), loaded & set(DEFERRED)
 
 
+def test_a_stdio_connect_and_call_loads_none_of_them_either() -> None:
+    # Deferring a module that the first connection loads anyway would only move the cost.
+    code = ("import sys, mcpsync\n"
+            "with mcpsync.connect([sys.executable, '-m', 'mcpsync.demo']) as client:\n"
+            "    assert client.call_tool('add', {'a': 1, 'b': 2}).structured is not None\n"
+            "print(' '.join(sorted(sys.modules)))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, timeout=60)
+    loaded = set(done.stdout.split())
+    assert loaded.isdisjoint(DEFERRED), loaded & set(DEFERRED)
+
+
 def test_the_deferred_pieces_still_load_when_used() -> None:
     from mcpsync._display import _esc
     from mcpsync.client._arguments import did_you_mean
@@ -41,6 +62,125 @@ def test_the_deferred_pieces_still_load_when_used() -> None:
     assert did_you_mean("ech", ["echo", "add"]) == ("echo",)
     if sys.platform.startswith("linux"):
         assert callable(_spawner.die_with_parent_preexec())
+
+
+def test_the_lazy_types_are_the_public_ones() -> None:
+    probe = ("import sys, pickle, typing, mcpsync.types as t\n"
+             "assert 'mcpsync._types_more' not in sys.modules\n"
+             "from mcpsync.types import Prompt\n"
+             "import mcpsync._types_more as more\n"
+             "assert Prompt is more.Prompt is t.Prompt and t.Root is more.Root\n"
+             "assert set(more.__all__) <= set(dir(t)) and set(more.__all__) <= set(t.__all__)\n"
+             "assert repr(Prompt) == \"<class 'mcpsync._types_more.Prompt'>\"\n"
+             "assert typing.get_type_hints(Prompt)['arguments'] == list[t.PromptArgument]\n"
+             "r = t.Root('file:///x', 'x')\n"
+             "assert repr(r) == \"Root(uri='file:///x', name='x')\"\n"
+             "assert pickle.loads(pickle.dumps(r)) == r\n"
+             "print('ok')\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=False, timeout=60)
+    assert done.stdout.strip() == "ok", done.stderr
+    import mcpsync.types as types
+
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        types.Nope  # noqa: B018
+
+
+
+def test_the_lazy_types_keep_their_source_and_old_pickles() -> None:
+    # Their __module__ is the module that holds their source, so inspect.getsource (IPython's
+    # ``Resource??``) finds the class itself, not an error or another class's text.
+    import copy
+    import dataclasses
+    import inspect
+    import pickle
+
+    import mcpsync._types_more as more
+    import mcpsync.types as types
+
+    namespace: dict[str, object] = {}
+    exec("from mcpsync.types import *", namespace)
+    for name in more.__all__:
+        cls = getattr(types, name)
+        assert namespace[name] is cls and cls.__module__ == "mcpsync._types_more"
+        source = inspect.getsource(cls)
+        assert f"class {name}(" in source.split("\n", 2)[1], source[:200]
+    root = types.Root("file:///x", "x")
+    prompt = types.Prompt("p", arguments=[types.PromptArgument("a", required=True)])
+    for value in (root, prompt):
+        assert pickle.loads(pickle.dumps(value)) == value
+        assert copy.deepcopy(value) == value == dataclasses.replace(value)
+        assert dataclasses.asdict(value)["name"] == value.name
+    # A pickle written while they claimed to be mcpsync.types' still loads (its __getattr__).
+    old = pickle.dumps(root, protocol=2).replace(b"mcpsync._types_more", b"mcpsync.types")
+    assert b"mcpsync.types\nRoot" in old and pickle.loads(old) == root
+
+def test_the_lazy_types_load_once_when_many_threads_ask_at_once() -> None:
+    probe = ("import sys, threading\n"
+             "import mcpsync.types as t\n"
+             "names = ['Prompt', 'Resource', 'Root', 'CompleteResult'] * 4\n"
+             "start = threading.Barrier(len(names))\n"
+             "got = {}\n"
+             "def ask(i, name):\n"
+             "    start.wait()\n"
+             "    got[i] = (name, getattr(t, name))\n"
+             "threads = [threading.Thread(target=ask, args=(i, n), name=f'mcpsync-test-{i}')\n"
+             "           for i, n in enumerate(names)]\n"
+             "for th in threads: th.start()\n"
+             "for th in threads: th.join()\n"
+             "more = sys.modules['mcpsync._types_more']\n"
+             "assert len(got) == len(names)\n"
+             "assert all(cls is getattr(more, name) for name, cls in got.values())\n"
+             "print('ok')\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=False, timeout=60)
+    assert done.stdout.strip() == "ok", done.stderr
+
+
+def test_the_moved_client_methods_keep_their_signatures_and_docs() -> None:
+    import inspect
+
+    from mcpsync.client import Client, _client_more
+
+    for name in ("get_skill", "list_skills", "complete", "resume_task", "get_prompt",
+                 "read_resource", "set_log_level"):
+        method, function = getattr(Client, name), getattr(_client_more, name)
+        assert method.__doc__ and len(method.__doc__) > 20, name
+        wanted = list(inspect.signature(function).parameters)[1:]
+        assert list(inspect.signature(method).parameters)[1:] == wanted, name
+
+
+def test_the_callbacks_answer_once_loaded_when_many_threads_ask_at_once() -> None:
+    probe = ("import sys, threading\n"
+             "import mcpsync.client\n"
+             "from mcpsync.client._callbacks import Callbacks\n"
+             "assert 'mcpsync.client._answering' not in sys.modules\n"
+             "cb = Callbacks(sampling=lambda req: {'model': str(req.max_tokens)})\n"
+             "start = threading.Barrier(8)\n"
+             "got = {}\n"
+             "def ask(i):\n"
+             "    start.wait()\n"
+             "    got[i] = cb.answer('sampling/createMessage', {'messages': [], 'maxTokens': i})\n"
+             "threads = [threading.Thread(target=ask, args=(i,), name=f'mcpsync-test-{i}')\n"
+             "           for i in range(8)]\n"
+             "for th in threads: th.start()\n"
+             "for th in threads: th.join()\n"
+             "assert got == {i: {'model': str(i)} for i in range(8)}, got\n"
+             "print('ok')\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=False, timeout=60)
+    assert done.stdout.strip() == "ok", done.stderr
+
+
+def test_media_bytes_and_url_configs_load_what_they_need() -> None:
+    from mcpsync.config import ServerConfig
+    from mcpsync.types import ImageContent
+
+    image = ImageContent.from_bytes(b"\x89PNG", "image/png")
+    assert image.data == "iVBORw==" and image.bytes == b"\x89PNG"
+    assert ServerConfig(url="https://example.com/mcp").display_name == "example.com"
+    with pytest.raises(Exception, match="http"):
+        ServerConfig(url="ftp://example.com/")
 
 
 @pytest.mark.timeout(240)

@@ -1,0 +1,261 @@
+"""The wire side of :mod:`mcpsync.client._subscriptions`, loaded by the first subscription.
+
+Every client holds a subscription table, but most never subscribe: ``import mcpsync.client``
+neither compiles nor builds what opening, changing and watching a subscription takes. The
+table's methods (``subscribe``, ``on_list_changed``, ``watch_task``, re-opening after a
+restart, the listen's acknowledgement) import these functions when they run; each takes the
+table as ``subs`` and does what the method did, under the same locks.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcpsync._threads import new_thread
+from mcpsync.client._handshake import TASKS_EXTENSION
+from mcpsync.client._subscriptions import (
+    _FILTER_KEY,
+    KINDS,
+    Subscription,
+    Subscriptions,
+    _id_key,
+)
+from mcpsync.errors import (
+    CapabilityNotSupported,
+    MCPError,
+    ProtocolError,
+    UnsupportedInThisEra,
+)
+from mcpsync.protocol import META_SUBSCRIPTION_ID
+
+_log = logging.getLogger("mcpsync.client")
+
+
+@dataclass
+class _Listen:
+    """One ``subscriptions/listen`` request in flight."""
+
+    filter: dict[str, Any]
+    future: Any = None            # the listen's RequestFuture (set right after submitting)
+    request_key: tuple[str, Any] | None = None   # the listen's JSON-RPC id, as a correlation key
+    acked: threading.Event = field(default_factory=threading.Event)
+    ack: dict[str, Any] | None = None
+    superseded: bool = False
+    thread: threading.Thread | None = None
+
+
+def subscribe(subs: Subscriptions, uri: str, callback: Callable[[str], Any]) -> Subscription:
+    if not isinstance(uri, str) or not uri:
+        raise TypeError("subscribe() needs a resource URI string")
+    if not callable(callback):
+        raise TypeError("subscribe() needs a callable")
+    resources = subs._capabilities().get("resources")
+    if not (isinstance(resources, Mapping) and resources.get("subscribe")):
+        raise CapabilityNotSupported(
+            f"subscribing to {uri!r} on server {subs._name!r}: the server does not offer "
+            "resource subscriptions (capabilities.resources.subscribe)",
+            server=subs._name, method="resources/subscribe")
+    handle = Subscription(subs, uri=uri, kind=None, callback=callback)
+    with subs._wire:
+        with subs._lock:
+            first = not subs._by_uri.get(uri)
+            subs._by_uri.setdefault(uri, []).append(handle)
+        try:
+            if subs._era() == "legacy":
+                if first:
+                    subs._request("resources/subscribe", {"uri": uri})
+            else:
+                ack = sync_modern(subs)
+                granted = ack.get("resourceSubscriptions") if ack is not None else None
+                if not isinstance(granted, list) or uri not in granted:
+                    raise CapabilityNotSupported(
+                        f"subscribing to {uri!r} on server {subs._name!r}: the server "
+                        "did not acknowledge this URI", server=subs._name,
+                        method="subscriptions/listen")
+        except BaseException:
+            subs._drop(handle)
+            raise
+    return handle
+
+
+def on_list_changed(subs: Subscriptions, kind: str, callback: Callable[[str], Any]
+                    ) -> Subscription:
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    if not callable(callback):
+        raise TypeError("on_list_changed() needs a callable")
+    cap = subs._capabilities().get(kind)
+    if not (isinstance(cap, Mapping) and cap.get("listChanged")):
+        raise CapabilityNotSupported(
+            f"watching the {kind} list of server {subs._name!r}: the server does not "
+            f"announce changes (capabilities.{kind}.listChanged)", server=subs._name,
+            method=f"notifications/{kind}/list_changed")
+    handle = Subscription(subs, uri=None, kind=kind, callback=callback)
+    with subs._wire:
+        with subs._lock:
+            subs._by_kind.setdefault(kind, []).append(handle)
+        if subs._era() != "legacy":
+            try:
+                ack = sync_modern(subs)
+                if not (ack is not None and ack.get(_FILTER_KEY[kind])):
+                    raise CapabilityNotSupported(
+                        f"watching the {kind} list of server {subs._name!r}: the server "
+                        "did not acknowledge it", server=subs._name,
+                        method="subscriptions/listen")
+            except BaseException:
+                subs._drop(handle)
+                raise
+    return handle
+
+
+def watch_task(subs: Subscriptions, task_id: str, callback: Callable[[dict[str, Any]], Any]
+               ) -> Subscription:
+    if not isinstance(task_id, str) or not task_id:
+        raise TypeError("watch_task() needs a task id string")
+    if not callable(callback):
+        raise TypeError("watch_task() needs a callable")
+    doing = f"watching task {task_id!r} on server {subs._name!r}"
+    if subs._era() == "legacy":
+        raise UnsupportedInThisEra(
+            f"{doing}: task status notifications exist only in protocol 2026-07-28; "
+            "this server speaks an older one, where the client polls the task instead "
+            "(call_tool and resume_task do that)", server=subs._name,
+            method="subscriptions/listen")
+    extensions = subs._capabilities().get("extensions")
+    if not (isinstance(extensions, Mapping) and TASKS_EXTENSION in extensions):
+        raise CapabilityNotSupported(
+            f"{doing}: the server did not declare the {TASKS_EXTENSION!r} extension",
+            server=subs._name, method="subscriptions/listen")
+    handle = Subscription(subs, uri=None, kind=None, callback=callback, task_id=task_id)
+    with subs._wire:
+        with subs._lock:
+            subs._by_task.setdefault(task_id, []).append(handle)
+        try:
+            ack = sync_modern(subs)
+            granted = ack.get("taskIds") if ack is not None else None
+            if not isinstance(granted, list) or task_id not in granted:
+                raise CapabilityNotSupported(
+                    f"{doing}: the server did not acknowledge this task (it does not "
+                    "know it, or it has expired); resume_task() says which",
+                    server=subs._name, method="subscriptions/listen")
+        except BaseException:
+            subs._drop(handle)
+            raise
+    return handle
+
+
+def resubscribe_legacy(subs: Subscriptions) -> None:
+    """``resources/subscribe`` for every subscribed URI (caller holds ``_wire``)."""
+    with subs._lock:
+        uris = sorted(subs._by_uri)
+    if not uris or subs._closed:
+        return
+    resources = subs._capabilities().get("resources")
+    if not (isinstance(resources, Mapping) and resources.get("subscribe")):
+        _log.warning("server %r: cannot subscribe to %s again: the server no longer offers "
+                     "resource subscriptions", subs._name, ", ".join(uris))
+        return
+    for uri in uris:
+        try:
+            subs._request("resources/subscribe", {"uri": uri})
+        except MCPError as exc:
+            _log.warning("server %r: subscribing to %r again failed: %s", subs._name, uri,
+                         exc)
+
+
+def acknowledged(subs: Subscriptions, params: Any) -> None:
+    """``notifications/subscriptions/acknowledged``: complete the matching listen."""
+    if not isinstance(params, Mapping):
+        return
+    meta = params.get("_meta")
+    sid = meta.get(META_SUBSCRIPTION_ID) if isinstance(meta, Mapping) else None
+    granted = params.get("notifications")
+    with subs._lock:
+        waiting = [ls for ls in subs._listens if not ls.acked.is_set()]
+    target = None
+    for listen in waiting:
+        if sid is not None and listen.request_key is not None:
+            if listen.request_key == _id_key(sid):
+                target = listen
+        elif target is None:
+            target = listen
+    if target is None:
+        _log.debug("server %r: acknowledgement for an unknown listen %r", subs._name, sid)
+        return
+    target.ack = dict(granted) if isinstance(granted, Mapping) else {}
+    target.acked.set()
+
+
+def _desired(subs: Subscriptions) -> dict[str, Any]:
+    with subs._lock:
+        wanted: dict[str, Any] = {_FILTER_KEY[k]: True for k in sorted(subs._by_kind)}
+        if subs._by_uri:
+            wanted["resourceSubscriptions"] = sorted(subs._by_uri)
+        if subs._by_task:
+            wanted["taskIds"] = sorted(subs._by_task)
+    return wanted
+
+
+def sync_modern(subs: Subscriptions) -> dict[str, Any] | None:
+    """Make the open listen match the union of handles; return its acknowledgement.
+
+    Caller holds ``_wire``. The new listen is acknowledged before the old is cancelled.
+    """
+    desired = _desired(subs)
+    old = subs._listen
+    if old is not None and old.filter == desired and not old.future.done():
+        return old.ack
+    if not desired:
+        subs._retire(old)
+        with subs._lock:
+            subs._listen = None
+        return None
+    listen = _Listen(filter=desired)
+    with subs._lock:
+        subs._listens.append(listen)
+    try:
+        listen.future = subs._submit_listen({"notifications": desired})
+    except BaseException:
+        subs._forget(listen)
+        raise
+    listen.request_key = _id_key(listen.future.request_id)
+    listen.thread = new_thread(subs._thread_name, _watch, subs, listen)
+    listen.thread.start()
+    timeout = subs._ack_timeout()
+    acked = listen.acked.wait(None if math.isinf(timeout) else timeout)
+    if not acked or listen.ack is None:
+        listen.superseded = True
+        listen.future.cancel()
+        subs._forget(listen)
+        if listen.future.done() and not listen.future.cancelled():
+            error = listen.future.exception()
+            if error is not None:
+                raise error  # the listen failed outright (an error answer, a dead server)
+        raise ProtocolError(
+            f"server {subs._name!r} did not acknowledge subscriptions/listen within "
+            f"{timeout}s", server=subs._name, method="subscriptions/listen")
+    with subs._lock:
+        subs._listen = listen
+    subs._retire(old)
+    return listen.ack
+
+
+def _watch(subs: Subscriptions, listen: _Listen) -> None:
+    """Wait for one listen to end; unless we replaced it, say so and drop it."""
+    try:
+        listen.future.result()
+        outcome = "the server ended it"
+    except BaseException as exc:  # any end, error or not, is an outcome to record
+        outcome = f"{type(exc).__name__}: {exc}"
+    listen.acked.set()  # never leave a subscriber waiting on a dead listen
+    subs._forget(listen)
+    if not listen.superseded:
+        with subs._lock:
+            if subs._listen is listen:
+                subs._listen = None
+        _log.info("server %r: subscriptions/listen ended (%s)", subs._name, outcome)
