@@ -12,7 +12,7 @@ from typing import Any
 from mcpsync.errors import OutputValidationError, ProtocolError, ToolError
 from mcpsync.types import CallToolResult, Tool
 
-__all__ = ["ToolSchemas", "required_arguments"]
+__all__ = ["ToolSchemas", "required_arguments", "task_required"]
 
 
 class ToolSchemas:
@@ -29,15 +29,17 @@ class ToolSchemas:
         # arguments are not checked at all: tools are never listed just to check them).
         self.required: dict[str, frozenset[str]] | None = None
         self.schemas: dict[str, Any] = {}       # tool name -> outputSchema (validation on)
-        # tools that run only as (2025-11-25) tasks: call_tool takes the task path for them
-        self.task_required: frozenset[str] = frozenset()
+        # tools that run only as (2025-11-25) tasks: call_tool takes the task path for them;
+        # None while no list is known. One attribute, set in one assignment, so a reader
+        # never sees a list half dropped by a concurrent ``forget``.
+        self.task_required: frozenset[str] | None = None
         self._validators: dict[str, Any] = {}   # tool name -> compiled jsonschema validator
 
     def remember(self, tools: list[Tool]) -> None:
         """Keep a fresh ``tools/list`` answer (its schemas only with ``jsonschema``)."""
         self.tools = {t.name: t for t in tools}
         self.required = {t.name: required_arguments(t) for t in tools}
-        self.task_required = frozenset(t.name for t in tools if t.task_support == "required")
+        self.task_required = task_required(tools)
         schemas: dict[str, Any] = {}
         if self._validate_output and _jsonschema_available():
             schemas = {t.name: t.output_schema for t in tools if t.output_schema is not None}
@@ -48,7 +50,7 @@ class ToolSchemas:
         """The server's tool list changed: validate nothing until it is listed again."""
         self.tools = {}
         self.required = None
-        self.task_required = frozenset()
+        self.task_required = None
         self.schemas = {}
         self._validators = {}
 
@@ -98,6 +100,11 @@ class ToolSchemas:
                 f"{doing}: the structured result does not match the tool's outputSchema at "
                 f"{where}: {error.message}; pass validate_output=False to connect() to accept "
                 "it", result=result, server=server, method="tools/call")
+
+
+def task_required(tools: list[Tool]) -> frozenset[str]:
+    """The names of the tools that run only as (2025-11-25) tasks."""
+    return frozenset(t.name for t in tools if t.task_support == "required")
 
 
 def required_arguments(tool: Tool) -> frozenset[str]:
