@@ -57,7 +57,7 @@ from mcpsync.client._notifications import Notifications
 from mcpsync.client._options import ClientOptions
 from mcpsync.client._restart import RestartBudget
 from mcpsync.client._subscriptions import Subscription, Subscriptions
-from mcpsync.client._tools import ToolSchemas
+from mcpsync.client._tools import ToolSchemas, task_required
 from mcpsync.config import ServerConfig, logger_name_part
 from mcpsync.errors import (
     CapabilityNotSupported,
@@ -433,10 +433,17 @@ class Client(SessionLifecycle):
 
     def _needs_task(self, name: str) -> bool:
         """Whether this tool of a server that offers tool tasks runs only as one; the tools
-        are listed first when no list is cached (once, then the list is kept)."""
-        if self._toolset.required is None:
-            self.list_tools()
-        return name in self._toolset.task_required
+        are listed first when no list is cached (once, then the list is kept).
+
+        The answer comes from one read of the cached set, or else from the list fetched
+        here, never from the cache after that listing: a ``tools/list_changed`` that arrived
+        before the list's answer can still be handled on the dispatcher thread after it and
+        drop the cache, and an unknown list must not read as "no task needed" (the call
+        would go out without ``params.task`` and the server refuse it)."""
+        tasks = self._toolset.task_required
+        if tasks is None:
+            tasks = task_required(self.list_tools())
+        return name in tasks
 
     def _task_request(self, method: str, params: Mapping[str, Any],
                       timeout: float | None) -> dict[str, Any]:

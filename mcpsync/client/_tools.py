@@ -7,12 +7,13 @@ so a result is never judged by a schema the server no longer declares.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from mcpsync.errors import OutputValidationError, ProtocolError, ToolError
 from mcpsync.types import CallToolResult, Tool
 
-__all__ = ["ToolSchemas", "required_arguments"]
+__all__ = ["ToolSchemas", "required_arguments", "task_required"]
 
 
 class ToolSchemas:
@@ -29,28 +30,38 @@ class ToolSchemas:
         # arguments are not checked at all: tools are never listed just to check them).
         self.required: dict[str, frozenset[str]] | None = None
         self.schemas: dict[str, Any] = {}       # tool name -> outputSchema (validation on)
-        # tools that run only as (2025-11-25) tasks: call_tool takes the task path for them
-        self.task_required: frozenset[str] = frozenset()
+        # tools that run only as (2025-11-25) tasks: call_tool takes the task path for them;
+        # None while no list is known. One attribute, so that a caller reads it once.
+        self.task_required: frozenset[str] | None = None
         self._validators: dict[str, Any] = {}   # tool name -> compiled jsonschema validator
+        # remember() (a caller's thread) and forget() (the dispatcher's) take turns: a forget
+        # landing half-way through a remember would leave a stale part of the old list that
+        # looks known (a task-tool set with no list, say) and is never fetched again.
+        self._write = threading.Lock()
 
     def remember(self, tools: list[Tool]) -> None:
         """Keep a fresh ``tools/list`` answer (its schemas only with ``jsonschema``)."""
-        self.tools = {t.name: t for t in tools}
-        self.required = {t.name: required_arguments(t) for t in tools}
-        self.task_required = frozenset(t.name for t in tools if t.task_support == "required")
+        by_name = {t.name: t for t in tools}
+        required = {t.name: required_arguments(t) for t in tools}
+        tasks = task_required(tools)
         schemas: dict[str, Any] = {}
         if self._validate_output and _jsonschema_available():
             schemas = {t.name: t.output_schema for t in tools if t.output_schema is not None}
-        self._validators = {}
-        self.schemas = schemas
+        with self._write:  # `required` last: listed() tells a list is known from it
+            self.tools = by_name
+            self.task_required = tasks
+            self._validators = {}
+            self.schemas = schemas
+            self.required = required
 
     def forget(self) -> None:
         """The server's tool list changed: validate nothing until it is listed again."""
-        self.tools = {}
-        self.required = None
-        self.task_required = frozenset()
-        self.schemas = {}
-        self._validators = {}
+        with self._write:  # `required` first: no list is known from here on
+            self.required = None
+            self.tools = {}
+            self.task_required = None
+            self.schemas = {}
+            self._validators = {}
 
     def listed(self) -> list[Tool] | None:
         """The cached tool list, or ``None`` when none is known (never listed, or changed)."""
@@ -98,6 +109,11 @@ class ToolSchemas:
                 f"{doing}: the structured result does not match the tool's outputSchema at "
                 f"{where}: {error.message}; pass validate_output=False to connect() to accept "
                 "it", result=result, server=server, method="tools/call")
+
+
+def task_required(tools: list[Tool]) -> frozenset[str]:
+    """The names of the tools that run only as (2025-11-25) tasks."""
+    return frozenset(t.name for t in tools if t.task_support == "required")
 
 
 def required_arguments(tool: Tool) -> frozenset[str]:
