@@ -17,6 +17,9 @@
 
 After an HTTP era re-detection the new session gets the same subscriptions: a listen if it is
 modern, ``resources/subscribe`` per URI if it is legacy (:meth:`Subscriptions.reopen`).
+A change on the wire can itself cause the restart (opening a listen on a dead modern server
+restarts it): then the thread making the change re-opens once its own change is done, as
+:class:`_Wire` explains.
 
 ``subscribe()`` returns once the server acknowledged; a URI (or list kind) missing from the
 acknowledgement raises ``CapabilityNotSupported``. Callbacks run on the dispatcher thread, in
@@ -95,7 +98,8 @@ class Subscriptions:
         self._capabilities = capabilities
         self._ack_timeout = ack_timeout
         self._lock = threading.Lock()        # the handle tables; never held on the wire
-        self._wire = threading.Lock()        # serialises subscribe/unsubscribe/listen changes
+        self._wire = _Wire(self)             # serialises subscribe/unsubscribe/listen changes
+        self._reopen_due = False             # a restart happened; re-open before releasing _wire
         self._by_uri: dict[str, list[Subscription]] = {}
         self._by_kind: dict[str, list[Subscription]] = {}
         self._by_task: dict[str, list[Subscription]] = {}
@@ -146,13 +150,38 @@ class Subscriptions:
         """After a restart or an era re-detection: the old session's subscriptions died with
         it, so subscribe anew on the new one - the union in one listen (modern), or one
         ``resources/subscribe`` per URI (legacy; list-changed needs nothing there). The
-        handles stay valid either way; a failure is logged, not raised (nobody is waiting)."""
+        handles stay valid either way; a failure is logged, not raised (nobody is waiting).
+
+        Called by the thread that holds ``_wire`` (its own change restarted the server), it
+        only marks the work due: that thread finishes its change on the new session and then
+        re-opens, before it lets go of ``_wire``. Taking ``_wire`` here would wait forever."""
+        if self._wire.owner == threading.get_ident():
+            self._mark_reopen()
+            return
         with self._wire:
+            self._mark_reopen()
+        # Leaving the with block re-opened (_Wire.__exit__).
+
+    def _mark_reopen(self) -> None:
+        """Forget the current listen, and end it: it is the dead session's, or (when another
+        thread's change went to the new session before this restart got ``_wire``) a live
+        one that re-opening replaces, which would otherwise stay open, unwatched."""
+        with self._lock:
+            current, self._listen = self._listen, None
+            self._reopen_due = True
+        self._retire(current)
+
+    def _reopen_now(self) -> None:
+        """Do the re-opening that :meth:`reopen` marked due (caller holds ``_wire``); again
+        if that itself restarted the server (the restart budget ends such a loop)."""
+        while True:
             with self._lock:
-                self._listen = None
+                due, self._reopen_due = self._reopen_due, False
+            if not due or self._closed:
+                return
             if self._era() == "legacy":
                 self._resubscribe_legacy()
-                return
+                continue
             try:
                 self._sync_modern()
             except MCPError as exc:
@@ -265,6 +294,42 @@ class Subscriptions:
         with self._lock:
             if listen in self._listens:
                 self._listens.remove(listen)
+
+
+class _Wire:
+    """The lock that serialises subscribe/unsubscribe/listen changes; it knows its holder.
+
+    A change made under it can restart the server: opening a listen goes through the
+    client's ``_live()``, which restarts a dead modern server and then calls
+    :meth:`Subscriptions.reopen` (an HTTP era re-detection under a legacy ``resources/
+    subscribe`` does the same). That runs on the holder's own thread, so reopen must not
+    take the lock again; it marks the re-opening due instead, and the holder, whose own
+    change by then went to the new session, does it on the way out, still holding the
+    lock, so no other change comes between. A re-entrant lock would not do: the inner
+    re-open would open a listen that the outer change, which captured the listen it
+    replaces before the restart, never retires. After a Ctrl-C the holder leaves at once;
+    the re-opening stays due and the next change under the lock does it.
+    """
+
+    __slots__ = ("_lock", "_subs", "owner")
+
+    def __init__(self, subs: Subscriptions) -> None:
+        self._lock = threading.Lock()
+        self._subs = subs
+        self.owner: int | None = None    # the holding thread's ident
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+        self.owner = threading.get_ident()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: object) -> None:
+        try:
+            if exc_type is None or issubclass(exc_type, Exception):
+                self._subs._reopen_now()
+        finally:
+            self.owner = None
+            self._lock.release()
 
 
 def _id_key(value: Any) -> tuple[str, Any]:
