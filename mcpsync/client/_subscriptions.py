@@ -154,7 +154,15 @@ class Subscriptions:
 
         Called by the thread that holds ``_wire`` (its own change restarted the server), it
         only marks the work due: that thread finishes its change on the new session and then
-        re-opens, before it lets go of ``_wire``. Taking ``_wire`` here would wait forever."""
+        re-opens, before it lets go of ``_wire``. Taking ``_wire`` here would wait forever.
+
+        With nothing subscribed there is nothing to re-open: the old listen is forgotten
+        (re-opening would do only that) and the wire side is not loaded for it. A change
+        that adds a handle after this look sends on the new session anyway."""
+        with self._lock:
+            if not (self._by_uri or self._by_kind or self._by_task):
+                self._listen = None
+                return
         if self._wire.owner == threading.get_ident():
             self._mark_reopen()
             return
