@@ -5,11 +5,15 @@ handles open a new ``subscriptions/listen``; on a modern client whose server was
 sending it restarts the server, and the restart re-opens the subscriptions. That happens on
 the thread already making the change, which must finish its change on the new server, leave
 exactly one listen open with the union of the handles, and not hang. Each server here is a
-real process killed with SIGKILL; each test has a timeout so that a hang fails.
+real process killed with SIGKILL; each test has a timeout so that a hang fails. The races
+around it: another thread restarting the server during a change, the client closed from
+another thread during a restarting change, and Ctrl-C during one (the re-opening then stays
+due and the next change does it).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -53,6 +57,15 @@ def _one_listen(client: mcpsync.Client, wanted: dict[str, Any]) -> None:
     assert subs._listen is subs._listens[0]
     assert subs._listen.filter == wanted
     assert not subs._listen.future.done()
+
+
+def _wait(predicate: Any, seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def _touched(client: mcpsync.Client, uri: str, heard: threading.Event) -> None:
@@ -163,3 +176,80 @@ def test_legacy_subscribe_on_a_killed_server_fails_at_once(no_leaks: None) -> No
         client.on_list_changed("tools", lambda kind: None).close()   # nothing to send
         old.close()
         assert old.closed and not client._subs._by_uri
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.03, 0.06, 0.3])
+def test_close_from_another_thread_while_a_subscribe_restarts_the_server(
+        delay: float, no_leaks: None) -> None:
+    """The client closed at some point of a subscribe's restart: the subscribe ends (with
+    its handle or an error), and nothing is left running."""
+    client = mcpsync.connect(FEATURES)
+    try:
+        client.subscribe("memo://greeting", lambda uri: None)
+        _kill(client)
+        closer = threading.Timer(delay, client.close)
+        closer.start()
+        with contextlib.suppress(mcpsync.MCPError):   # ClosedError, or a failed restart
+            client.subscribe("memo://logo", lambda uri: None)
+        closer.join()
+        assert _wait(lambda: not client._subs.listening)
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.05, 0.3])
+def test_ctrl_c_during_a_subscribe_that_restarts_the_server(
+        delay: float, no_leaks: None) -> None:
+    """Ctrl-C at some point of a subscribe's restart (mostly its handshake: the rest is
+    short): the subscribe ends, and the next change leaves one listen with every handle's
+    URI, which the old handle still hears."""
+    import _thread
+
+    assert threading.current_thread() is threading.main_thread()
+    greeting = threading.Event()
+    with mcpsync.connect(FEATURES) as client:
+        client.subscribe("memo://greeting", lambda uri: greeting.set())
+        _kill(client)
+        timer = threading.Timer(delay, _thread.interrupt_main)
+        try:
+            timer.start()
+            client.subscribe("memo://logo", lambda uri: None)
+            time.sleep(1)   # the interrupt may come after the subscribe ended
+        except (KeyboardInterrupt, mcpsync.MCPError):
+            pass
+        finally:
+            timer.join()
+        client.subscribe("memo://notes/a", lambda uri: None)
+        assert {"memo://greeting", "memo://notes/a"} <= set(client._subs._by_uri)
+        _one_listen(client, {"resourceSubscriptions": sorted(client._subs._by_uri)})
+        _touched(client, "memo://greeting", greeting)
+
+
+def test_ctrl_c_after_the_restart_leaves_the_reopening_to_the_next_change(
+        no_leaks: None) -> None:
+    """Ctrl-C just after the subscribe's own listen went out on the restarted server (made
+    certain here by raising it there): the subscribe leaves at once without re-opening, the
+    re-opening stays due, and the next change does it, with every handle in one listen."""
+    greeting = threading.Event()
+    with mcpsync.connect(FEATURES) as client:
+        client.subscribe("memo://greeting", lambda uri: greeting.set())
+        subs = client._subs
+        first = _kill(client)
+        real = subs._submit_listen
+
+        def interrupted(params: dict[str, Any]) -> Any:
+            subs._submit_listen = real
+            real(params).cancel()   # restarts the server, which marks the re-opening due
+            raise KeyboardInterrupt
+
+        subs._submit_listen = interrupted
+        with pytest.raises(KeyboardInterrupt):
+            client.subscribe("memo://logo", lambda uri: None)
+        assert client.pid != first
+        assert subs._reopen_due and subs._listen is None and subs._wire.owner is None
+        assert list(subs._by_uri) == ["memo://greeting"]
+        client.on_list_changed("tools", lambda kind: None)
+        assert not subs._reopen_due
+        _one_listen(client, {"toolsListChanged": True,
+                             "resourceSubscriptions": ["memo://greeting"]})
+        _touched(client, "memo://greeting", greeting)
