@@ -8,7 +8,8 @@ exactly one listen open with the union of the handles, and not hang. Each server
 real process killed with SIGKILL; each test has a timeout so that a hang fails. The races
 around it: another thread restarting the server during a change, the client closed from
 another thread during a restarting change, and Ctrl-C during one (the re-opening then stays
-due and the next change does it).
+due and the next change does it). The same happens under a legacy ``resources/subscribe``
+that makes the client detect the era again, shown with the loopback fault server.
 """
 
 from __future__ import annotations
@@ -253,3 +254,49 @@ def test_ctrl_c_after_the_restart_leaves_the_reopening_to_the_next_change(
         _one_listen(client, {"toolsListChanged": True,
                              "resourceSubscriptions": ["memo://greeting"]})
         _touched(client, "memo://greeting", greeting)
+
+
+def test_a_legacy_subscribe_that_redetects_the_era(fault_server: Any) -> None:
+    """The other way a change re-opens under itself: a legacy ``resources/subscribe``
+    answered with a modern-only error (-32022) makes the client detect the era again, on
+    the subscribing thread, which then re-opens as a listen on the modern session."""
+    from http_peers.fault_server import (
+        MODERN_VERSION,
+        SERVER_INFO,
+        SERVER_INFO_KEY,
+        Scripted,
+        result,
+        rpc_error,
+    )
+
+    server = fault_server
+    server.faults.era = "legacy"
+    with mcpsync.connect(server.url, timeout=5) as client:
+        assert client.era == "legacy"
+        client.subscribe("memo://a", lambda uri: None)
+        server.faults.era = "modern"
+        server.faults.script.append(rpc_error(
+            400, -32022, "Unsupported protocol version",
+            {"supported": [MODERN_VERSION], "requested": client.protocol_version},
+            match="resources/subscribe"))
+        server.faults.script.append(result({
+            "resultType": "complete", "supportedVersions": [MODERN_VERSION],
+            "capabilities": {"tools": {"listChanged": False},
+                             "resources": {"subscribe": True}},
+            "ttlMs": 0, "cacheScope": "private", "_meta": {SERVER_INFO_KEY: SERVER_INFO}},
+            match="server/discover"))
+        ack = ('data: {"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged",'
+               '"params":{"notifications":{"resourceSubscriptions":["memo://a"]}}}\n\n')
+        server.faults.script.append(Scripted(200, [], None, "text/event-stream",
+                                             "subscriptions/listen", sse_events=[ack]))
+        # Sent again in the modern era, resources/subscribe does not exist there; the
+        # subscription it already had is re-opened as a listen all the same.
+        with pytest.raises(mcpsync.RemoteError, match="Method not found"):
+            client.subscribe("memo://b", lambda uri: None)
+        assert list(client._subs._by_uri) == ["memo://a"]
+        assert client.era == "modern"
+        listens = [r for r in server.requests
+                   if r.method == "POST" and r.rpc_method == "subscriptions/listen"]
+        assert [r.json["params"]["notifications"]["resourceSubscriptions"]
+                for r in listens] == [["memo://a"]]
+        assert not client._subs._reopen_due and client._subs._wire.owner is None
