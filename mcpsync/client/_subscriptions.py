@@ -19,7 +19,7 @@ After an HTTP era re-detection the new session gets the same subscriptions: a li
 modern, ``resources/subscribe`` per URI if it is legacy (:meth:`Subscriptions.reopen`).
 A change on the wire can itself cause the restart (opening a listen on a dead modern server
 restarts it): then the thread making the change re-opens once its own change is done, as
-:class:`_Wire` explains.
+:meth:`Subscriptions.reopen` explains.
 
 ``subscribe()`` returns once the server acknowledged; a URI (or list kind) missing from the
 acknowledgement raises ``CapabilityNotSupported``. Callbacks run on the dispatcher thread, in
@@ -98,7 +98,11 @@ class Subscriptions:
         self._capabilities = capabilities
         self._ack_timeout = ack_timeout
         self._lock = threading.Lock()        # the handle tables; never held on the wire
-        self._wire = _Wire(self)             # serialises subscribe/unsubscribe/listen changes
+        # Serialises subscribe/unsubscribe/listen changes. Re-entrant only so that reopen()
+        # can ask _is_owned(): see there. An RLock's ``with`` runs in C, so a Ctrl-C cannot
+        # land between taking it and the block that lets it go (a Python-level lock class
+        # could be left held forever by one).
+        self._wire = threading.RLock()
         self._reopen_due = False             # a restart happened; re-open before releasing _wire
         self._by_uri: dict[str, list[Subscription]] = {}
         self._by_kind: dict[str, list[Subscription]] = {}
@@ -134,17 +138,25 @@ class Subscriptions:
     def remove(self, handle: Subscription) -> None:
         """Called by ``Subscription.close()``: unsubscribe when it was the last one."""
         with self._wire:
-            last = self._drop(handle)
-            if self._closed:
-                return
             try:
-                if self._era() == "legacy":
-                    if handle.uri is not None and last:
-                        self._request("resources/unsubscribe", {"uri": handle.uri})
-                else:
-                    self._sync_modern()
-            except (ClosedError, MCPError) as exc:
-                _log.debug("server %r: unsubscribing failed: %s", self._name, exc)
+                self._unsubscribe(handle)
+            except Exception:
+                self._reopen_now()
+                raise
+            self._reopen_now()
+
+    def _unsubscribe(self, handle: Subscription) -> None:
+        last = self._drop(handle)
+        if self._closed:
+            return
+        try:
+            if self._era() == "legacy":
+                if handle.uri is not None and last:
+                    self._request("resources/unsubscribe", {"uri": handle.uri})
+            else:
+                self._sync_modern()
+        except (ClosedError, MCPError) as exc:
+            _log.debug("server %r: unsubscribing failed: %s", self._name, exc)
 
     def reopen(self) -> None:
         """After a restart or an era re-detection: the old session's subscriptions died with
@@ -152,9 +164,15 @@ class Subscriptions:
         ``resources/subscribe`` per URI (legacy; list-changed needs nothing there). The
         handles stay valid either way; a failure is logged, not raised (nobody is waiting).
 
-        Called by the thread that holds ``_wire`` (its own change restarted the server), it
-        only marks the work due: that thread finishes its change on the new session and then
-        re-opens, before it lets go of ``_wire``. Taking ``_wire`` here would wait forever.
+        A change made under ``_wire`` can restart the server: opening a listen goes through
+        the client's ``_live()``, which restarts a dead modern server and calls this (an HTTP
+        era re-detection under a legacy ``resources/subscribe`` does the same), on the thread
+        that holds ``_wire``. Then this only marks the work due: that thread finishes its
+        change on the new session and re-opens at the end of its locked block (every such
+        block ends with :meth:`_reopen_now`), so no other change comes between. Re-opening
+        here, re-entering the lock, would open a listen that the outer change, which
+        captured the listen it replaces before the restart, never retires. After a Ctrl-C
+        the holder leaves at once; the re-opening stays due and the next change does it.
 
         With nothing subscribed there is nothing to re-open: the old listen is forgotten
         (re-opening would do only that) and the wire side is not loaded for it. A change
@@ -163,12 +181,12 @@ class Subscriptions:
             if not (self._by_uri or self._by_kind or self._by_task):
                 self._listen = None
                 return
-        if self._wire.owner == threading.get_ident():
+        if self._wire._is_owned():   # type: ignore[attr-defined]
             self._mark_reopen()
             return
         with self._wire:
             self._mark_reopen()
-        # Leaving the with block re-opened (_Wire.__exit__).
+            self._reopen_now()
 
     def _mark_reopen(self) -> None:
         """Forget the current listen, and end it: it is the dead session's, or (when another
@@ -302,42 +320,6 @@ class Subscriptions:
         with self._lock:
             if listen in self._listens:
                 self._listens.remove(listen)
-
-
-class _Wire:
-    """The lock that serialises subscribe/unsubscribe/listen changes; it knows its holder.
-
-    A change made under it can restart the server: opening a listen goes through the
-    client's ``_live()``, which restarts a dead modern server and then calls
-    :meth:`Subscriptions.reopen` (an HTTP era re-detection under a legacy ``resources/
-    subscribe`` does the same). That runs on the holder's own thread, so reopen must not
-    take the lock again; it marks the re-opening due instead, and the holder, whose own
-    change by then went to the new session, does it on the way out, still holding the
-    lock, so no other change comes between. A re-entrant lock would not do: the inner
-    re-open would open a listen that the outer change, which captured the listen it
-    replaces before the restart, never retires. After a Ctrl-C the holder leaves at once;
-    the re-opening stays due and the next change under the lock does it.
-    """
-
-    __slots__ = ("_lock", "_subs", "owner")
-
-    def __init__(self, subs: Subscriptions) -> None:
-        self._lock = threading.Lock()
-        self._subs = subs
-        self.owner: int | None = None    # the holding thread's ident
-
-    def __enter__(self) -> None:
-        self._lock.acquire()
-        self.owner = threading.get_ident()
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: object) -> None:
-        try:
-            if exc_type is None or issubclass(exc_type, Exception):
-                self._subs._reopen_now()
-        finally:
-            self.owner = None
-            self._lock.release()
 
 
 def _id_key(value: Any) -> tuple[str, Any]:

@@ -69,6 +69,19 @@ def _wait(predicate: Any, seconds: float = 10.0) -> bool:
     return True
 
 
+def _wire_free(subs: Any) -> bool:
+    """Nobody holds the change lock: another thread takes it at once."""
+    taken = threading.Event()
+
+    def take() -> None:
+        with subs._wire:
+            taken.set()
+
+    taker = threading.Thread(target=take, name="test-take-wire", daemon=True)
+    taker.start()
+    return taken.wait(5)
+
+
 def _touched(client: mcpsync.Client, uri: str, heard: threading.Event) -> None:
     heard.clear()
     assert client.call_tool("touch", {"uri": uri}).text == "touched"
@@ -247,7 +260,7 @@ def test_ctrl_c_after_the_restart_leaves_the_reopening_to_the_next_change(
         with pytest.raises(KeyboardInterrupt):
             client.subscribe("memo://logo", lambda uri: None)
         assert client.pid != first
-        assert subs._reopen_due and subs._listen is None and subs._wire.owner is None
+        assert subs._reopen_due and subs._listen is None and _wire_free(subs)
         assert list(subs._by_uri) == ["memo://greeting"]
         client.on_list_changed("tools", lambda kind: None)
         assert not subs._reopen_due
@@ -299,4 +312,62 @@ def test_a_legacy_subscribe_that_redetects_the_era(fault_server: Any) -> None:
                    if r.method == "POST" and r.rpc_method == "subscriptions/listen"]
         assert [r.json["params"]["notifications"]["resourceSubscriptions"]
                 for r in listens] == [["memo://a"]]
-        assert not client._subs._reopen_due and client._subs._wire.owner is None
+        assert not client._subs._reopen_due and _wire_free(client._subs)
+
+
+def test_ctrl_c_anywhere_around_the_change_lock_never_leaves_it_held(no_leaks: None) -> None:
+    """Real SIGINTs, every 50 us, while the main thread takes and leaves the change lock in
+    remove() and reopen() over and over: wherever a KeyboardInterrupt lands, the lock is
+    free afterwards (a lock taken and released in Python code could stay held for good,
+    and every later change, and every restart with something subscribed, would hang)."""
+    from mcpsync.client._subscriptions import Subscription, Subscriptions
+
+    assert threading.current_thread() is threading.main_thread()
+    subs = Subscriptions(name="s", thread_name="mcpsync-listen-s",
+                         request=lambda method, params: {},
+                         submit_listen=lambda params: None, era=lambda: "modern",
+                         capabilities=lambda: {}, ack_timeout=lambda: 1.0)
+    subs.close()   # the changes then stop short of the wire, around the lock only
+    main = threading.main_thread().ident
+    assert main is not None
+    stop = threading.Event()
+
+    def pester() -> None:
+        while not stop.is_set():
+            signal.pthread_kill(main, signal.SIGINT)
+            time.sleep(0.00005)
+
+    # Ctrl-C's KeyboardInterrupt, but only inside the loop below (each disarms until the
+    # loop re-arms), so that none lands in the test's own bookkeeping.
+    armed = [False]
+
+    def interrupt(signum: int, frame: object) -> None:
+        if armed[0]:
+            armed[0] = False
+            raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, interrupt)
+    pesterer = threading.Thread(target=pester, name="test-sigint", daemon=True)
+    interrupts = 0
+    try:
+        pesterer.start()
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            try:
+                armed[0] = True
+                for _ in range(200):
+                    handle = Subscription(subs, uri="memo://a", kind=None,
+                                          callback=lambda uri: None)
+                    subs._by_uri["memo://a"] = [handle]
+                    subs.reopen()
+                    handle.close()
+                armed[0] = False
+            except KeyboardInterrupt:
+                interrupts += 1
+    finally:
+        armed[0] = False
+        stop.set()
+        pesterer.join()
+        signal.signal(signal.SIGINT, previous)
+    assert interrupts > 100
+    assert _wire_free(subs)
