@@ -174,12 +174,14 @@ class Subscriptions:
         captured the listen it replaces before the restart, never retires. After a Ctrl-C
         the holder leaves at once; the re-opening stays due and the next change does it.
 
-        With nothing subscribed there is nothing to re-open: the old listen is forgotten
-        (re-opening would do only that) and the wire side is not loaded for it. A change
-        that adds a handle after this look sends on the new session anyway."""
+        With nothing subscribed there is nothing to re-open, and the wire side is not loaded
+        for it. The old listen is left alone: this look is made without ``_wire``, and a
+        remove() that just dropped the last handle is about to retire that listen, which it
+        could not if it were forgotten here; a dead one is forgotten by its watcher, and a
+        change re-opens whenever the listen it finds is done. A change that adds a handle
+        after this look sends on the new session anyway."""
         with self._lock:
             if not (self._by_uri or self._by_kind or self._by_task):
-                self._listen = None
                 return
         if self._wire._is_owned():   # type: ignore[attr-defined]
             self._mark_reopen()

@@ -371,3 +371,29 @@ def test_ctrl_c_anywhere_around_the_change_lock_never_leaves_it_held(no_leaks: N
         signal.signal(signal.SIGINT, previous)
     assert interrupts > 100
     assert _wire_free(subs)
+
+
+def test_a_restart_with_nothing_left_subscribed_during_the_last_close(no_leaks: None) -> None:
+    """Another thread's restart re-opens (finds nothing subscribed) between the last
+    handle's removal and its unsubscribing: the listen still ends, not left open."""
+    with mcpsync.connect(FEATURES) as client:
+        subs = client._subs
+        handle = client.subscribe("memo://greeting", lambda uri: None)
+        live = subs._listen
+        assert live is not None
+        real_drop = subs._drop
+
+        def drop_then_another_thread_reopens(dropped: Any) -> bool:
+            last = real_drop(dropped)
+            other = threading.Thread(target=subs.reopen, name="test-reopen")
+            other.start()
+            other.join()
+            return last
+
+        subs._drop = drop_then_another_thread_reopens   # type: ignore[method-assign]
+        try:
+            handle.close()
+        finally:
+            del subs._drop
+        assert live.superseded
+        assert _wait(lambda: not subs.listening), f"listens left open: {subs._listens}"
