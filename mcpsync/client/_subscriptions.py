@@ -201,19 +201,30 @@ class Subscriptions:
 
     def _reopen_now(self) -> None:
         """Do the re-opening that :meth:`reopen` marked due (caller holds ``_wire``); again
-        if that itself restarted the server (the restart budget ends such a loop)."""
+        if that itself restarted the server (the restart budget ends such a loop).
+
+        The flag is cleared before the work, so that a restart during it marks it anew, and
+        set again if the work ends by anything but a logged failure (a Ctrl-C, say): the
+        re-opening stays due, and the next change does it."""
         while True:
-            with self._lock:
-                due, self._reopen_due = self._reopen_due, False
-            if not due or self._closed:
-                return
-            if self._era() == "legacy":
-                self._resubscribe_legacy()
-                continue
+            due = False
             try:
-                self._sync_modern()
-            except MCPError as exc:
-                _log.warning("server %r: re-opening subscriptions failed: %s", self._name, exc)
+                with self._lock:
+                    due, self._reopen_due = self._reopen_due, False
+                if not due or self._closed:
+                    return
+                if self._era() == "legacy":
+                    self._resubscribe_legacy()
+                    continue
+                try:
+                    self._sync_modern()
+                except MCPError as exc:
+                    _log.warning("server %r: re-opening subscriptions failed: %s",
+                                 self._name, exc)
+            except BaseException:
+                if due:
+                    self._reopen_due = True
+                raise
 
     def _resubscribe_legacy(self) -> None:
         """``resources/subscribe`` for every subscribed URI (caller holds ``_wire``)."""

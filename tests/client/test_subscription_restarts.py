@@ -397,3 +397,27 @@ def test_a_restart_with_nothing_left_subscribed_during_the_last_close(no_leaks: 
             del subs._drop
         assert live.superseded
         assert _wait(lambda: not subs.listening), f"listens left open: {subs._listens}"
+
+
+def test_ctrl_c_during_the_reopening_leaves_it_due(no_leaks: None) -> None:
+    """Ctrl-C while re-opening after a restart (made certain here by raising it there): the
+    re-opening stays due, the lock is free, and the next change re-opens every handle."""
+    greeting = threading.Event()
+    with mcpsync.connect(FEATURES) as client:
+        client.subscribe("memo://greeting", lambda uri: greeting.set())
+        subs = client._subs
+        _kill(client)
+
+        def interrupted() -> Any:
+            del subs._sync_modern
+            raise KeyboardInterrupt
+
+        subs._sync_modern = interrupted   # type: ignore[method-assign]
+        with pytest.raises(KeyboardInterrupt):
+            subs.reopen()
+        assert subs._reopen_due and subs._listen is None and _wire_free(subs)
+        client.on_list_changed("tools", lambda kind: None)
+        assert not subs._reopen_due
+        _one_listen(client, {"toolsListChanged": True,
+                             "resourceSubscriptions": ["memo://greeting"]})
+        _touched(client, "memo://greeting", greeting)
