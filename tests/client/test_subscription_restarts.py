@@ -148,7 +148,12 @@ def test_watch_task_on_a_killed_modern_server(tmp_path: Path, no_leaks: None) ->
             assert time.monotonic() < deadline, "the task was not created"
             time.sleep(0.01)
         task_id = future.task.task_id
-        client.watch_task(task_id, lambda task: task["status"] == "completed" and done.set())
+
+        def heard(task: dict[str, Any]) -> None:
+            if task["status"] == "completed":
+                done.set()
+
+        client.watch_task(task_id, heard)
         assert done.wait(10)
         assert future.result(10).text == "3"
 
@@ -390,7 +395,7 @@ def test_a_restart_with_nothing_left_subscribed_during_the_last_close(no_leaks: 
             other.join()
             return last
 
-        subs._drop = drop_then_another_thread_reopens   # type: ignore[method-assign]
+        subs._drop = drop_then_another_thread_reopens   # type: ignore[method-assign,assignment]
         try:
             handle.close()
         finally:
