@@ -62,24 +62,29 @@ def subscribe(subs: Subscriptions, uri: str, callback: Callable[[str], Any]) -> 
             server=subs._name, method="resources/subscribe")
     handle = Subscription(subs, uri=uri, kind=None, callback=callback)
     with subs._wire:
-        with subs._lock:
-            first = not subs._by_uri.get(uri)
-            subs._by_uri.setdefault(uri, []).append(handle)
         try:
-            if subs._era() == "legacy":
-                if first:
-                    subs._request("resources/subscribe", {"uri": uri})
-            else:
-                ack = sync_modern(subs)
-                granted = ack.get("resourceSubscriptions") if ack is not None else None
-                if not isinstance(granted, list) or uri not in granted:
-                    raise CapabilityNotSupported(
-                        f"subscribing to {uri!r} on server {subs._name!r}: the server "
-                        "did not acknowledge this URI", server=subs._name,
-                        method="subscriptions/listen")
-        except BaseException:
-            subs._drop(handle)
+            with subs._lock:
+                first = not subs._by_uri.get(uri)
+                subs._by_uri.setdefault(uri, []).append(handle)
+            try:
+                if subs._era() == "legacy":
+                    if first:
+                        subs._request("resources/subscribe", {"uri": uri})
+                else:
+                    ack = sync_modern(subs)
+                    granted = ack.get("resourceSubscriptions") if ack is not None else None
+                    if not isinstance(granted, list) or uri not in granted:
+                        raise CapabilityNotSupported(
+                            f"subscribing to {uri!r} on server {subs._name!r}: the server "
+                            "did not acknowledge this URI", server=subs._name,
+                            method="subscriptions/listen")
+            except BaseException:
+                subs._drop(handle)
+                raise
+        except Exception:
+            subs._reopen_now()   # see Subscriptions.reopen
             raise
+        subs._reopen_now()
     return handle
 
 
@@ -97,19 +102,24 @@ def on_list_changed(subs: Subscriptions, kind: str, callback: Callable[[str], An
             method=f"notifications/{kind}/list_changed")
     handle = Subscription(subs, uri=None, kind=kind, callback=callback)
     with subs._wire:
-        with subs._lock:
-            subs._by_kind.setdefault(kind, []).append(handle)
-        if subs._era() != "legacy":
-            try:
-                ack = sync_modern(subs)
-                if not (ack is not None and ack.get(_FILTER_KEY[kind])):
-                    raise CapabilityNotSupported(
-                        f"watching the {kind} list of server {subs._name!r}: the server "
-                        "did not acknowledge it", server=subs._name,
-                        method="subscriptions/listen")
-            except BaseException:
-                subs._drop(handle)
-                raise
+        try:
+            with subs._lock:
+                subs._by_kind.setdefault(kind, []).append(handle)
+            if subs._era() != "legacy":
+                try:
+                    ack = sync_modern(subs)
+                    if not (ack is not None and ack.get(_FILTER_KEY[kind])):
+                        raise CapabilityNotSupported(
+                            f"watching the {kind} list of server {subs._name!r}: the server "
+                            "did not acknowledge it", server=subs._name,
+                            method="subscriptions/listen")
+                except BaseException:
+                    subs._drop(handle)
+                    raise
+        except Exception:
+            subs._reopen_now()   # see Subscriptions.reopen
+            raise
+        subs._reopen_now()
     return handle
 
 
@@ -133,19 +143,24 @@ def watch_task(subs: Subscriptions, task_id: str, callback: Callable[[dict[str, 
             server=subs._name, method="subscriptions/listen")
     handle = Subscription(subs, uri=None, kind=None, callback=callback, task_id=task_id)
     with subs._wire:
-        with subs._lock:
-            subs._by_task.setdefault(task_id, []).append(handle)
         try:
-            ack = sync_modern(subs)
-            granted = ack.get("taskIds") if ack is not None else None
-            if not isinstance(granted, list) or task_id not in granted:
-                raise CapabilityNotSupported(
-                    f"{doing}: the server did not acknowledge this task (it does not "
-                    "know it, or it has expired); resume_task() says which",
-                    server=subs._name, method="subscriptions/listen")
-        except BaseException:
-            subs._drop(handle)
+            with subs._lock:
+                subs._by_task.setdefault(task_id, []).append(handle)
+            try:
+                ack = sync_modern(subs)
+                granted = ack.get("taskIds") if ack is not None else None
+                if not isinstance(granted, list) or task_id not in granted:
+                    raise CapabilityNotSupported(
+                        f"{doing}: the server did not acknowledge this task (it does not "
+                        "know it, or it has expired); resume_task() says which",
+                        server=subs._name, method="subscriptions/listen")
+            except BaseException:
+                subs._drop(handle)
+                raise
+        except Exception:
+            subs._reopen_now()   # see Subscriptions.reopen
             raise
+        subs._reopen_now()
     return handle
 
 

@@ -17,6 +17,9 @@
 
 After an HTTP era re-detection the new session gets the same subscriptions: a listen if it is
 modern, ``resources/subscribe`` per URI if it is legacy (:meth:`Subscriptions.reopen`).
+A change on the wire can itself cause the restart (opening a listen on a dead modern server
+restarts it): then the thread making the change re-opens once its own change is done, as
+:meth:`Subscriptions.reopen` explains.
 
 ``subscribe()`` returns once the server acknowledged; a URI (or list kind) missing from the
 acknowledgement raises ``CapabilityNotSupported``. Callbacks run on the dispatcher thread, in
@@ -95,7 +98,12 @@ class Subscriptions:
         self._capabilities = capabilities
         self._ack_timeout = ack_timeout
         self._lock = threading.Lock()        # the handle tables; never held on the wire
-        self._wire = threading.Lock()        # serialises subscribe/unsubscribe/listen changes
+        # Serialises subscribe/unsubscribe/listen changes. Re-entrant only so that reopen()
+        # can ask _is_owned(): see there. An RLock's ``with`` runs in C, so a Ctrl-C cannot
+        # land between taking it and the block that lets it go (a Python-level lock class
+        # could be left held forever by one).
+        self._wire = threading.RLock()
+        self._reopen_due = False             # a restart happened; re-open before releasing _wire
         self._by_uri: dict[str, list[Subscription]] = {}
         self._by_kind: dict[str, list[Subscription]] = {}
         self._by_task: dict[str, list[Subscription]] = {}
@@ -130,33 +138,93 @@ class Subscriptions:
     def remove(self, handle: Subscription) -> None:
         """Called by ``Subscription.close()``: unsubscribe when it was the last one."""
         with self._wire:
-            last = self._drop(handle)
-            if self._closed:
-                return
             try:
-                if self._era() == "legacy":
-                    if handle.uri is not None and last:
-                        self._request("resources/unsubscribe", {"uri": handle.uri})
-                else:
-                    self._sync_modern()
-            except (ClosedError, MCPError) as exc:
-                _log.debug("server %r: unsubscribing failed: %s", self._name, exc)
+                self._unsubscribe(handle)
+            except Exception:
+                self._reopen_now()
+                raise
+            self._reopen_now()
+
+    def _unsubscribe(self, handle: Subscription) -> None:
+        last = self._drop(handle)
+        if self._closed:
+            return
+        try:
+            if self._era() == "legacy":
+                if handle.uri is not None and last:
+                    self._request("resources/unsubscribe", {"uri": handle.uri})
+            else:
+                self._sync_modern()
+        except (ClosedError, MCPError) as exc:
+            _log.debug("server %r: unsubscribing failed: %s", self._name, exc)
 
     def reopen(self) -> None:
         """After a restart or an era re-detection: the old session's subscriptions died with
         it, so subscribe anew on the new one - the union in one listen (modern), or one
         ``resources/subscribe`` per URI (legacy; list-changed needs nothing there). The
-        handles stay valid either way; a failure is logged, not raised (nobody is waiting)."""
-        with self._wire:
-            with self._lock:
-                self._listen = None
-            if self._era() == "legacy":
-                self._resubscribe_legacy()
+        handles stay valid either way; a failure is logged, not raised (nobody is waiting).
+
+        A change made under ``_wire`` can restart the server: opening a listen goes through
+        the client's ``_live()``, which restarts a dead modern server and calls this (an HTTP
+        era re-detection under a legacy ``resources/subscribe`` does the same), on the thread
+        that holds ``_wire``. Then this only marks the work due: that thread finishes its
+        change on the new session and re-opens at the end of its locked block (every such
+        block ends with :meth:`_reopen_now`), so no other change comes between. Re-opening
+        here, re-entering the lock, would open a listen that the outer change, which
+        captured the listen it replaces before the restart, never retires. After a Ctrl-C
+        the holder leaves at once; the re-opening stays due and the next change does it.
+
+        With nothing subscribed there is nothing to re-open, and the wire side is not loaded
+        for it. The old listen is left alone: this look is made without ``_wire``, and a
+        remove() that just dropped the last handle is about to retire that listen, which it
+        could not if it were forgotten here; a dead one is forgotten by its watcher, and a
+        change re-opens whenever the listen it finds is done. A change that adds a handle
+        after this look sends on the new session anyway."""
+        with self._lock:
+            if not (self._by_uri or self._by_kind or self._by_task):
                 return
+        if self._wire._is_owned():   # type: ignore[attr-defined]
+            self._mark_reopen()
+            return
+        with self._wire:
+            self._mark_reopen()
+            self._reopen_now()
+
+    def _mark_reopen(self) -> None:
+        """Forget the current listen, and end it: it is the dead session's, or (when another
+        thread's change went to the new session before this restart got ``_wire``) a live
+        one that re-opening replaces, which would otherwise stay open, unwatched."""
+        with self._lock:
+            current, self._listen = self._listen, None
+            self._reopen_due = True
+        self._retire(current)
+
+    def _reopen_now(self) -> None:
+        """Do the re-opening that :meth:`reopen` marked due (caller holds ``_wire``); again
+        if that itself restarted the server (the restart budget ends such a loop).
+
+        The flag is cleared before the work, so that a restart during it marks it anew, and
+        set again if the work ends by anything but a logged failure (a Ctrl-C, say): the
+        re-opening stays due, and the next change does it."""
+        while True:
+            due = False
             try:
-                self._sync_modern()
-            except MCPError as exc:
-                _log.warning("server %r: re-opening subscriptions failed: %s", self._name, exc)
+                with self._lock:
+                    due, self._reopen_due = self._reopen_due, False
+                if not due or self._closed:
+                    return
+                if self._era() == "legacy":
+                    self._resubscribe_legacy()
+                    continue
+                try:
+                    self._sync_modern()
+                except MCPError as exc:
+                    _log.warning("server %r: re-opening subscriptions failed: %s",
+                                 self._name, exc)
+            except BaseException:
+                if due:
+                    self._reopen_due = True
+                raise
 
     def _resubscribe_legacy(self) -> None:
         """``resources/subscribe`` for every subscribed URI (caller holds ``_wire``)."""

@@ -53,6 +53,27 @@ def test_a_stdio_connect_and_call_loads_none_of_them_either() -> None:
     assert loaded.isdisjoint(DEFERRED), loaded & set(DEFERRED)
 
 
+def test_a_restart_without_subscriptions_loads_no_subscription_wire_side() -> None:
+    # Re-opening after a restart has nothing to do when nothing was subscribed, so the
+    # restart of a client that never subscribed must not load what subscribing takes.
+    code = ("import os, signal, sys, time, mcpsync\n"
+            "with mcpsync.connect([sys.executable, '-m', 'mcpsync.demo']) as client:\n"
+            "    assert client.era == 'modern'\n"
+            "    first = client.pid\n"
+            "    os.kill(first, signal.SIGKILL)\n"
+            "    deadline = time.monotonic() + 10\n"
+            "    while client._session.lost is None and time.monotonic() < deadline:\n"
+            "        time.sleep(0.01)\n"
+            "    assert client.call_tool('echo', {'text': 'back'}).text == 'back'\n"
+            "    assert client.pid != first\n"
+            "print(' '.join(sorted(sys.modules)))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, timeout=60)
+    loaded = set(done.stdout.split())
+    assert "mcpsync.client._subscriptions" in loaded
+    assert "mcpsync.client._subscribing" not in loaded
+
+
 def test_the_deferred_pieces_still_load_when_used() -> None:
     from mcpsync._display import _esc
     from mcpsync.client._arguments import did_you_mean
