@@ -391,7 +391,11 @@ class ProcessLifecycle:
         # is an orphan of the server, which must not outlive close().
         self._signal_group(kill=True, leftovers_only=True)
         if exited:
-            proc.poll()
+            # wait(), not poll(): poll() gives up at once when another thread is reaping
+            # (a reader asking for the exit code, say, holds Popen's waitpid lock), and the
+            # server would then look unreaped, its hold on the spawner thread never let go.
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(left(JOIN_TIMEOUT) or 0.05)
         if not stdin_closed:
             self._close_stdin(timeout=left(JOIN_TIMEOUT))
         finisher = self._finisher

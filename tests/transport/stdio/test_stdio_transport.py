@@ -968,3 +968,22 @@ def test_server_exit_is_eof_even_when_a_grandchild_holds_stdout(tmp_path: Path) 
     while alive(grandchild) and time.monotonic() < deadline:
         time.sleep(0.01)
     assert not alive(grandchild)  # close() killed what was left in the server's group
+
+
+def test_close_reaps_the_server_while_another_thread_is_reaping_it(no_leaks: None) -> None:
+    """Another thread asking for the exit code (a reader's ``wait_exit``) holds Popen's
+    waitpid lock as close() reaps: close() must still see the server reaped and let go of the
+    spawner thread (``Popen.poll()`` gives up at once under that lock; close() waits)."""
+    t = StdioTransport([PY, "-c", "import sys; sys.stdin.read()"], name="reaped-twice")
+    t.start()
+    proc = t._proc
+    assert proc is not None
+    proc._waitpid_lock.acquire()   # as a concurrent proc.poll() or proc.wait() does
+    releaser = threading.Timer(0.3, proc._waitpid_lock.release)
+    releaser.start()
+    try:
+        t.close()
+    finally:
+        releaser.join()
+    assert proc.returncode is not None
+    assert not t._holds_spawner
