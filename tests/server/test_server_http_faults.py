@@ -172,7 +172,20 @@ def test_a_client_leaving_mid_stream_releases_its_thread_and_others_are_served()
         assert cancelled.wait(10), "the tool was not cancelled when its client left"
         wait_for(lambda: _both_served(s.port), 10,
                  "the stream's connection thread to be released")
-        add_works(s.port, 40, 2)
+        # The two connections _both_served just closed free their threads when the server
+        # reads their EOF, which may come after the next connection arrives (a 503 then):
+        # a normal call is answered, and right, once one of them is gone.
+        answers: list[tuple[int, bytes]] = []
+
+        def answered() -> bool:
+            answers.append(post(s.port, json.dumps(call_body("add", {"a": 40, "b": 2})),
+                                call_headers("add")))
+            return answers[-1][0] != 503
+
+        wait_for(answered, 10, "a call once _both_served's connections are gone")
+        status, body = answers[-1]
+        assert status == 200, body
+        assert json.loads(body)["result"]["content"][0]["text"] == "42"
     finally:
         s.close()
 
