@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final, TypeVar
 
-__all__ = ["PREFIX", "LazyPool", "join_all", "new_thread", "run_parallel", "spawn"]
+__all__ = ["PREFIX", "LazyPool", "held_here", "join_all", "new_thread", "run_parallel", "spawn"]
 
 #: The prefix of every thread name mcpsync uses.
 PREFIX: Final = "mcpsync-"
@@ -188,3 +188,10 @@ def run_parallel(fn: Callable[[T], R], items: Sequence[T], *, what: str, limit: 
     with lock:
         unfinished = [i for i, finished in enumerate(done) if not finished]
         return list(results), unfinished
+
+
+def held_here(lock: threading.RLock) -> bool:
+    """Whether the calling thread holds ``lock``. An RLock has no public way to tell;
+    ``threading.Condition`` asks it the same way (both its C and its Python version)."""
+    is_owned: Callable[[], bool] = lock._is_owned  # type: ignore[attr-defined]
+    return is_owned()

@@ -33,6 +33,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from mcpsync._threads import held_here
 from mcpsync.errors import ClosedError, MCPError
 from mcpsync.protocol import META_SUBSCRIPTION_ID
 
@@ -99,9 +100,9 @@ class Subscriptions:
         self._ack_timeout = ack_timeout
         self._lock = threading.Lock()        # the handle tables; never held on the wire
         # Serialises subscribe/unsubscribe/listen changes. Re-entrant only so that reopen()
-        # can ask _is_owned(): see there. An RLock's ``with`` runs in C, so a Ctrl-C cannot
-        # land between taking it and the block that lets it go (a Python-level lock class
-        # could be left held forever by one).
+        # can ask held_here() whether its thread holds it: see there. An RLock's ``with``
+        # runs in C, so a Ctrl-C cannot land between taking it and the block that lets it go
+        # (a Python-level lock class could be left held forever by one).
         self._wire = threading.RLock()
         self._reopen_due = False             # a restart happened; re-open before releasing _wire
         self._by_uri: dict[str, list[Subscription]] = {}
@@ -183,7 +184,7 @@ class Subscriptions:
         with self._lock:
             if not (self._by_uri or self._by_kind or self._by_task):
                 return
-        if self._wire._is_owned():   # type: ignore[attr-defined]
+        if held_here(self._wire):
             self._mark_reopen()
             return
         with self._wire:

@@ -26,7 +26,7 @@ from typing import Any
 from mcpsync._budget_ledger import BudgetLedger
 from mcpsync._display import DisplayList
 from mcpsync._secret_dirs import sweep as sweep_secret_dirs
-from mcpsync._threads import run_parallel
+from mcpsync._threads import held_here, run_parallel
 from mcpsync.client._callback_warnings import CallbackGuard
 from mcpsync.client._client import Client, ProgressCallback
 from mcpsync.client._options import ClientOptions
@@ -108,13 +108,6 @@ def _close_at_exit() -> None:
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 atexit.register(_close_at_exit)
-
-
-def _held_here(lock: threading.RLock) -> bool:
-    """Whether the calling thread holds ``lock``. An RLock has no public way to tell;
-    ``threading.Condition`` asks it the same way (both its C and its Python version)."""
-    is_owned: Callable[[], bool] = lock._is_owned  # type: ignore[attr-defined]
-    return is_owned()
 
 
 class Manager:
@@ -436,7 +429,7 @@ class Manager:
             return mine
 
         hand_over = take
-        if _held_here(self._lock):
+        if held_here(self._lock):
             # Re-entered on a thread inside a Manager method (a signal handler calling
             # close() while this thread was in tools(), say): the waiting thread's take()
             # would wait for a lock that this thread only releases once close() returns.
