@@ -95,14 +95,19 @@ def test_submit_tool_validates_output_like_call_tool() -> None:
 
 def test_submit_tool_runs_the_input_required_loop(no_leaks: None) -> None:
     threads: list[str] = []
+    first_read = threading.Event()
 
     def elicit(request: Any) -> dict[str, Any]:
         threads.append(threading.current_thread().name)
+        # The second round is not sent before the test has read the first one's id (else
+        # a fast server lets the caller read the second round's id as the "first").
+        first_read.wait(10)
         return {"action": "accept", "content": {"name": "Ada"}}
 
     with mcpsync.connect([*SCRIPTED, "modern"], elicitation=elicit) as client:
         future = client.submit_tool("t", {"mode": "one-round"})
-        first = future.request_id
+        first = future.request_id   # the first round's, or None once it was answered
+        first_read.set()
         result = future.result(10)
         assert json.loads(result.text) == {"who": {"action": "accept",
                                                    "content": {"name": "Ada"}}}
