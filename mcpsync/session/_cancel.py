@@ -78,6 +78,17 @@ class Cancelling(SessionBase):
         call.finish(None, Cancelled(f"{self._describe(call)}: {reason}", server=self.name,
                                     method=call.method))
 
+    def _interrupted_send(self, call: Call, exc: BaseException) -> None:
+        """An exception (Ctrl-C above all) came out of sending ``call``: it may have reached
+        the server (the write ends the frame it began; the interrupt can land after it), so
+        a cancellable call is cancelled on the wire, as an interrupted wait cancels it. It is
+        never left pending (its answer would go nowhere, a listen would stay open on the
+        server) nor holding the reader role."""
+        self._role.sending = None
+        self._abandon(call, "interrupted by the user (KeyboardInterrupt)"
+                      if isinstance(exc, KeyboardInterrupt) else
+                      f"abandoned after {type(exc).__name__}")
+
     def _cancel_future(self, call: Call, reason: str) -> Cancelled | None:
         """``RequestFuture.cancel()``: cancel on the wire unless already settled."""
         if self._pending.pop(call.key, None) is None:

@@ -385,10 +385,8 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
             else:
                 try:
                     self._send(call, frame, True)
-                except BaseException:  # Ctrl-C in the write, say: as _open does
-                    self._role.sending = None
-                    self._release_role(call)
-                    pending.pop(call.key, None)
+                except BaseException as exc:  # Ctrl-C in the write, say: as _open does
+                    self._interrupted_send(call, exc)
                     raise
         else:
             call = self._open(method, params, timeout, progress, reset_timeout_on_progress,
@@ -495,11 +493,8 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
             return call  # the sweep settled it
         try:
             return self._send(call, frame, attended)
-        except BaseException:  # Ctrl-C in the write, say: never leave the call or the role
-            self._role.sending = None
-            self._release_role(call)
-            if pending.pop(call.key, None) is not None:
-                self._unattended.discard(call)
+        except BaseException as exc:  # Ctrl-C in the write, say: never leave the call or the role
+            self._interrupted_send(call, exc)
             raise
 
     def _send(self, call: Call, frame: bytes, attended: bool) -> Call:

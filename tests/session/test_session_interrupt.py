@@ -112,3 +112,44 @@ def test_use_after_fork_raises_and_close_only_drops_references(peer: Session) ->
     # The parent's session and server are untouched by the child's close().
     assert peer.request("echo", {"after": 1}) == {"after": 1}
 
+
+
+def _interrupt_after_the_write(session: Session) -> None:
+    """The next request is written in full, then Ctrl-C lands before its sender returns
+    (as a signal can when the write's system call returns)."""
+    send = session._send_until
+
+    def written_then_interrupted(frame: bytes, deadline: float) -> None:
+        session._send_until = send  # type: ignore[method-assign]  # only once
+        send(frame, deadline)
+        raise KeyboardInterrupt
+
+    session._send_until = written_then_interrupted  # type: ignore[method-assign]
+
+
+@pytest.mark.parametrize("how", ["request", "submit"])
+def test_keyboard_interrupt_right_after_the_write_cancels_on_the_wire(
+        peer: Session, how: str) -> None:
+    """The server has the request: the interrupted caller never gets its answer (or its
+    future), so it is cancelled on the wire and not left pending (a listen would stay
+    open on the server for ever)."""
+    _interrupt_after_the_write(peer)
+    with pytest.raises(KeyboardInterrupt):
+        if how == "request":
+            peer.request("ignore", {}, timeout=20)
+        else:
+            peer.submit("ignore", {}, timeout=20)
+    assert _cancelled(peer) == [{"requestId": 1,
+                                 "reason": "interrupted by the user (KeyboardInterrupt)"}]
+    assert not peer._pending and not peer._unattended
+    assert peer.request("echo", {"usable": True}) == {"usable": True}
+
+
+def test_a_request_that_is_not_cancellable_is_only_forgotten(peer: Session) -> None:
+    _interrupt_after_the_write(peer)
+    with pytest.raises(KeyboardInterrupt):
+        peer.request("echo", {"x": 1}, cancellable=False)
+    assert not peer._pending
+    time.sleep(0.2)   # its answer, which nobody waits for, arrives and is dropped
+    assert peer.request("cancelled") == []
+    assert peer.request("echo", {"usable": True}) == {"usable": True}
