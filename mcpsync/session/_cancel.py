@@ -68,7 +68,8 @@ class Cancelling(SessionBase):
             timeout=call.timeout, server=self.name, method=call.method))
 
     def _abandon(self, call: Call, reason: str) -> None:
-        """Ctrl-C (or another exception) while waiting: cancel ``call`` and settle it."""
+        """Ctrl-C (or another exception) while waiting or sending: cancel ``call`` and
+        settle it."""
         self._release_role(call)
         if self._pending.pop(call.key, None) is None:
             return
@@ -79,15 +80,23 @@ class Cancelling(SessionBase):
                                     method=call.method))
 
     def _interrupted_send(self, call: Call, exc: BaseException) -> None:
-        """An exception (Ctrl-C above all) came out of sending ``call``: it may have reached
-        the server (the write ends the frame it began; the interrupt can land after it), so
-        a cancellable call is cancelled on the wire, as an interrupted wait cancels it. It is
+        """An exception (Ctrl-C above all) came out of registering or sending ``call``: it
+        may have reached the server (the write ends the frame it began; the interrupt can
+        land after it), so a cancellable call is cancelled on the wire, as an interrupted
+        wait cancels it. The call cannot tell whether any of it went out, so the
+        cancellation may name a request the server never saw, which receivers ignore. It is
         never left pending (its answer would go nowhere, a listen would stay open on the
-        server) nor holding the reader role."""
-        self._role.sending = None
+        server) nor holding the reader role.
+
+        The role is given back (in ``_abandon``) before ``sending`` is cleared, and only
+        this call's ``sending`` is: another caller may be the one writing (this call waited
+        for the write lock), and a second Ctrl-C between the two steps then leaves a mark
+        the background reader can still act on rather than a holder it would never relieve."""
         self._abandon(call, "interrupted by the user (KeyboardInterrupt)"
                       if isinstance(exc, KeyboardInterrupt) else
                       f"abandoned after {type(exc).__name__}")
+        if self._role.sending is call:
+            self._role.sending = None
 
     def _cancel_future(self, call: Call, reason: str) -> Cancelled | None:
         """``RequestFuture.cancel()``: cancel on the wire unless already settled."""

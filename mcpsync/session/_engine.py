@@ -348,8 +348,8 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
         Raises :class:`RemoteError` (the subclass follows the code), :class:`RequestTimeout`
         (the request is cancelled unless ``cancellable=False``), :class:`ConnectionLost` /
         :class:`ServerExited`, :class:`ClosedError`, :class:`UsedAfterFork` or
-        :class:`ProtocolError`. A ``KeyboardInterrupt`` while waiting cancels the request on
-        the wire and is re-raised; the session stays usable.
+        :class:`ProtocolError`. A ``KeyboardInterrupt`` while waiting (or while sending)
+        cancels the request on the wire and is re-raised; the session stays usable.
         """
         if (progress is None and reset_timeout_on_progress is None and self._phase is _OPEN
                 and self._pid == _current_pid and not self._reset_on_progress
@@ -482,18 +482,20 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
                     time.monotonic(), self._max_timeout, attended, ordered)
         pending = self._pending
         pending[call.key] = call
-        if not attended:
-            call.future = RequestFuture(lambda reason: self._cancel_future(call, reason),
-                                        self._dispatcher.post, rid)
-            self._unattended.add(call)
-        if self._phase is not _OPEN:  # close()/loss may have swept before we
-            if pending.pop(call.key, None) is not None:  # registered: never leave a call behind
-                self._unattended.discard(call)
-                self._check_usable(method, params)
-            return call  # the sweep settled it
+        # From the registration on, any exception (Ctrl-C above all, in the future's
+        # making as in the write) takes the call out again: see _interrupted_send.
         try:
+            if not attended:
+                call.future = RequestFuture(lambda reason: self._cancel_future(call, reason),
+                                            self._dispatcher.post, rid)
+                self._unattended.add(call)
+            if self._phase is not _OPEN:  # close()/loss may have swept before we registered:
+                if pending.pop(call.key, None) is not None:  # never leave a call behind
+                    self._unattended.discard(call)
+                    self._check_usable(method, params)
+                return call  # the sweep settled it
             return self._send(call, frame, attended)
-        except BaseException as exc:  # Ctrl-C in the write, say: never leave the call or the role
+        except BaseException as exc:
             self._interrupted_send(call, exc)
             raise
 
@@ -514,12 +516,16 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
         try:
             self._send_until(frame, call.deadline)
         except WriteTimedOut as exc:
-            self._role.sending = None
+            # `sending` is cleared only if it is this call's: another caller's blocked write
+            # (this one waited for the lock) must stay marked for the background reader.
+            if self._role.sending is call:
+                self._role.sending = None
             self._release_role(call)
             self._write_timed_out(call, exc)
             return call
         except ConnectionLost as exc:
-            self._role.sending = None
+            if self._role.sending is call:
+                self._role.sending = None
             self._lose_on_write(exc)  # fails this call too (it is pending)
             self._release_role(call)
             return call

@@ -13,6 +13,7 @@ import pytest
 
 from mcpsync.errors import UsedAfterFork
 from mcpsync.session import Session
+from mcpsync.session._call import Call
 
 from .helpers import peer_session
 
@@ -113,7 +114,6 @@ def test_use_after_fork_raises_and_close_only_drops_references(peer: Session) ->
     assert peer.request("echo", {"after": 1}) == {"after": 1}
 
 
-
 def _interrupt_after_the_write(session: Session) -> None:
     """The next request is written in full, then Ctrl-C lands before its sender returns
     (as a signal can when the write's system call returns)."""
@@ -127,21 +127,60 @@ def _interrupt_after_the_write(session: Session) -> None:
     session._send_until = written_then_interrupted  # type: ignore[method-assign]
 
 
-@pytest.mark.parametrize("how", ["request", "submit"])
+@pytest.mark.parametrize("how", ["request", "request after a call", "submit"])
 def test_keyboard_interrupt_right_after_the_write_cancels_on_the_wire(
         peer: Session, how: str) -> None:
     """The server has the request: the interrupted caller never gets its answer (or its
     future), so it is cancelled on the wire and not left pending (a listen would stay
-    open on the server for ever)."""
+    open on the server for ever). After a first call the caller claims the reader role
+    before it writes (the background reader holds it in a new session)."""
+    rid = 1
+    if how == "request after a call":
+        assert peer.request("echo", {"warm": True}) == {"warm": True}
+        rid = 2
     _interrupt_after_the_write(peer)
     with pytest.raises(KeyboardInterrupt):
-        if how == "request":
-            peer.request("ignore", {}, timeout=20)
-        else:
+        if how == "submit":
             peer.submit("ignore", {}, timeout=20)
-    assert _cancelled(peer) == [{"requestId": 1,
+        else:
+            peer.request("ignore", {}, timeout=20)
+    assert _cancelled(peer) == [{"requestId": rid,
                                  "reason": "interrupted by the user (KeyboardInterrupt)"}]
     assert not peer._pending and not peer._unattended
+    assert peer._role.holder is not peer._role.sending or peer._role.sending is None
+    assert peer.request("echo", {"usable": True}) == {"usable": True}
+
+
+def test_an_interrupted_send_keeps_another_callers_write_marked(peer: Session) -> None:
+    """Another caller is still writing (its write blocked on a server that does not read),
+    and this call, interrupted while it waited for the write lock, is taken out: that mark
+    stays, as the background reader needs it to take the role over and drain the server's
+    output so that the other write can finish. Only this call's own mark is cleared."""
+    role = peer._role
+    now = time.monotonic()
+    other = Call(98, "other", None, 10.0, None, False, True, now, 60.0)
+    mine = Call(99, "mine", None, 10.0, None, False, True, now, 60.0)
+    peer._pending[mine.key] = mine
+    with peer._lock:
+        role.sending = other
+    try:
+        peer._interrupted_send(mine, KeyboardInterrupt())
+        assert role.sending is other and mine.key not in peer._pending
+    finally:
+        with peer._lock:
+            role.sending = None
+    peer._pending[mine.key] = mine
+    with peer._lock:
+        role.sending = mine
+    peer._interrupted_send(mine, KeyboardInterrupt())
+    assert role.sending is None and mine.key not in peer._pending
+    # Both were cancelled on the wire (a cancellation for an id the server never saw is
+    # ignored by receivers); the session goes on.
+    deadline = time.monotonic() + 5
+    while len(ids := [c["requestId"] for c in peer.request("cancelled")]) < 2:
+        assert time.monotonic() < deadline, ids
+        time.sleep(0.01)
+    assert ids == [99, 99]
     assert peer.request("echo", {"usable": True}) == {"usable": True}
 
 
@@ -150,6 +189,7 @@ def test_a_request_that_is_not_cancellable_is_only_forgotten(peer: Session) -> N
     with pytest.raises(KeyboardInterrupt):
         peer.request("echo", {"x": 1}, cancellable=False)
     assert not peer._pending
-    time.sleep(0.2)   # its answer, which nobody waits for, arrives and is dropped
+    # Its answer, which nobody waits for, arrives and is dropped; nothing was cancelled.
+    assert peer.request("echo", {"after": 1}) == {"after": 1}
     assert peer.request("cancelled") == []
     assert peer.request("echo", {"usable": True}) == {"usable": True}
