@@ -220,6 +220,13 @@ def sync_modern(subs: Subscriptions) -> dict[str, Any] | None:
     """Make the open listen match the union of handles; return its acknowledgement.
 
     Caller holds ``_wire``. The new listen is acknowledged before the old is cancelled.
+
+    A new listen that does not become the current one, for whatever reason (no
+    acknowledgement in time, an error answer, a Ctrl-C while waiting for either), is given
+    up at once: cancelled on the wire and forgotten. Left alone it would stay open on the
+    server beside the current one, unknown to the changes that follow, with a watcher thread
+    that nobody joins. The current listen is then untouched: it still matches the handles it
+    was opened for, and the next change (or restart) compares the handles with it again.
     """
     desired = _desired(subs)
     old = subs._listen
@@ -231,22 +238,26 @@ def sync_modern(subs: Subscriptions) -> dict[str, Any] | None:
             subs._listen = None
         return None
     listen = _Listen(filter=desired)
-    with subs._lock:
-        subs._listens.append(listen)
-    try:
-        listen.future = subs._submit_listen({"notifications": desired})
-    except BaseException:
-        subs._forget(listen)
-        raise
-    listen.request_key = _id_key(listen.future.request_id)
-    listen.thread = new_thread(subs._thread_name, _watch, subs, listen)
-    listen.thread.start()
     timeout = subs._ack_timeout()
-    acked = listen.acked.wait(None if math.isinf(timeout) else timeout)
-    if not acked or listen.ack is None:
-        listen.superseded = True
-        listen.future.cancel()
-        subs._forget(listen)
+    installed = False
+    try:
+        with subs._lock:
+            subs._listens.append(listen)
+        listen.future = subs._submit_listen({"notifications": desired})
+        listen.request_key = _id_key(listen.future.request_id)
+        listen.thread = new_thread(subs._thread_name, _watch, subs, listen)
+        listen.thread.start()
+        if (listen.acked.wait(None if math.isinf(timeout) else timeout)
+                and listen.ack is not None):
+            with subs._lock:
+                subs._listen, installed = listen, True
+    finally:
+        # Also on a Ctrl-C: wherever it lands from here on, one of the two is ended.
+        if installed:
+            subs._retire(old)
+        else:
+            _give_up(subs, listen)
+    if not installed:
         if listen.future.done() and not listen.future.cancelled():
             error = listen.future.exception()
             if error is not None:
@@ -254,10 +265,17 @@ def sync_modern(subs: Subscriptions) -> dict[str, Any] | None:
         raise ProtocolError(
             f"server {subs._name!r} did not acknowledge subscriptions/listen within "
             f"{timeout}s", server=subs._name, method="subscriptions/listen")
-    with subs._lock:
-        subs._listen = listen
-    subs._retire(old)
     return listen.ack
+
+
+def _give_up(subs: Subscriptions, listen: _Listen) -> None:
+    """End a listen that never became the current one: its watcher, if it was started, sees
+    the cancelled request and ends without a word (superseded); a listen whose request never
+    went out only leaves the table."""
+    listen.superseded = True
+    if listen.future is not None:
+        listen.future.cancel()
+    subs._forget(listen)
 
 
 def _watch(subs: Subscriptions, listen: _Listen) -> None:

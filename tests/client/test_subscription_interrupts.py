@@ -1,0 +1,227 @@
+"""Ctrl-C during a subscription change, and acknowledgements that arrive late.
+
+A change (``subscribe``, ``on_list_changed``, ``watch_task``, closing one of several handles)
+opens a new ``subscriptions/listen`` and waits for the server's acknowledgement; then it
+re-opens whatever a restart left due. A Ctrl-C in either wait must leave nothing behind: no
+listen open on the server that the client no longer knows (its notifications would keep
+coming, and it would hold one of the connection's listens until the client closes), and no
+handle registered that the caller never received (its callback would fire, and nobody could
+close it). The next change then leaves one listen with exactly the handles' union.
+
+What the server really keeps open is seen on the wire: every notification a listen carries
+is tagged with its ``subscriptionId``, and a ``notification_observer`` sees them all, also
+those the client drops because they come from a listen it has replaced.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import PEERS
+
+import mcpsync
+from mcpsync.protocol import META_SUBSCRIPTION_ID
+
+pytestmark = pytest.mark.timeout(30)
+
+FEATURES = [sys.executable, str(PEERS / "feature_server.py")]
+EXTENSIONS = Path(__file__).parents[1] / "server" / "peers_http" / "extensions_server.py"
+
+
+class Observed:
+    """Every notification the client received, as ``(method, subscriptionId, params)``."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.seen: list[tuple[str, Any, Any]] = []
+
+    def __call__(self, method: str, params: Any) -> None:
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        sid = meta.get(META_SUBSCRIPTION_ID) if isinstance(meta, dict) else None
+        with self.lock:
+            self.seen.append((method, sid, params))
+
+    def sids(self, method: str) -> list[Any]:
+        with self.lock:
+            return [sid for m, sid, _ in self.seen if m == method]
+
+
+def _wait(predicate: Callable[[], bool], seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def _one_listen(client: mcpsync.Client, wanted: dict[str, Any]) -> Any:
+    """Exactly one listen is left, the current one, asking for ``wanted``; return it."""
+    subs = client._subs
+    assert _wait(lambda: len(subs._listens) == 1), f"listens left open: {subs._listens}"
+    assert subs._listen is subs._listens[0]
+    assert subs._listen.filter == wanted
+    assert not subs._listen.future.done()
+    return subs._listen
+
+
+def _updates_from(client: mcpsync.Client, observed: Observed, uri: str) -> list[Any]:
+    """Touch ``uri`` twice and return the ``subscriptionId`` of every update the client
+    received for it. The listens are told in the order they were opened, and the stream is
+    ordered: once the second touch's update of the oldest listen is in, every update of the
+    first touch is too, whichever listen it came from."""
+    def updates() -> list[Any]:
+        with observed.lock:
+            return [sid for m, sid, p in observed.seen
+                    if m == "notifications/resources/updated" and p.get("uri") == uri]
+
+    before = len(updates())
+    for _ in range(2):
+        assert client.call_tool("touch", {"uri": uri}).text == "touched"
+    current = client._subs._listen
+    assert current is not None and current.request_key is not None
+    assert _wait(lambda: updates()[before:].count(current.request_key[1]) >= 2)
+    return updates()[before:]
+
+
+def _hold_acks(subs: Any, *, deliver: Callable[[Any], bool]) -> list[Any]:
+    """Keep the acknowledgements that ``deliver(params)`` refuses from the client (as if they
+    were late); return the list they are kept in."""
+    held: list[Any] = []
+    real = subs.acknowledged
+
+    def acknowledged(params: Any) -> None:
+        if deliver(params):
+            real(params)
+        else:
+            held.append(params)
+
+    subs.acknowledged = acknowledged
+    return held
+
+
+def _newest_listen(subs: Any) -> Any:
+    with subs._lock:
+        return subs._listens[-1]
+
+
+class _SigintWhileWaiting(threading.Event):
+    """An event whose ``wait`` gets a real SIGINT from another thread once it is blocked."""
+
+    def wait(self, timeout: float | None = None) -> bool:
+        main = threading.main_thread().ident
+        assert main is not None
+        threading.Timer(0.2, signal.pthread_kill, (main, signal.SIGINT)).start()
+        return super().wait(timeout)
+
+
+class _InterruptedWait(threading.Event):
+    """An event whose ``wait`` raises KeyboardInterrupt, as Ctrl-C landing there does."""
+
+    def wait(self, timeout: float | None = None) -> bool:
+        raise KeyboardInterrupt
+
+
+def _interrupt_the_next_ack_wait(subs: Any, event: type[threading.Event]) -> None:
+    """The next listen's wait for its acknowledgement is interrupted by Ctrl-C."""
+    real = subs._submit_listen
+
+    def submit(params: dict[str, Any]) -> Any:
+        subs._submit_listen = real
+        future = real(params)
+        _newest_listen(subs).acked = event()
+        return future
+
+    subs._submit_listen = submit
+
+
+# -- Ctrl-C while a new listen waits for its acknowledgement -----------------------------------
+
+
+def test_ctrl_c_while_a_subscribe_waits_for_the_acknowledgement(no_leaks: None) -> None:
+    """A real SIGINT while the new listen (greeting + logo) waits for an acknowledgement
+    that does not come: the listen is cancelled on the wire and forgotten, the old listen
+    (greeting) stays current and is the only one the server tells, and the next change
+    opens one listen with every handle."""
+    assert threading.current_thread() is threading.main_thread()
+    observed = Observed()
+    greeting = threading.Event()
+    with mcpsync.connect(FEATURES, notification_observer=observed) as client:
+        subs = client._subs
+        client.subscribe("memo://greeting", lambda uri: greeting.set())
+        old = subs._listen
+        assert old is not None
+        held = _hold_acks(subs, deliver=lambda params: False)
+        _interrupt_the_next_ack_wait(subs, _SigintWhileWaiting)
+        with pytest.raises(KeyboardInterrupt):
+            client.subscribe("memo://logo", lambda uri: None)
+        assert _wait(lambda: len(held) == 1)   # the server did open it, and acknowledged it
+        del subs.acknowledged
+        interrupted = held[0]["_meta"][META_SUBSCRIPTION_ID]
+        assert list(subs._by_uri) == ["memo://greeting"]
+        assert subs._listen is old and not old.superseded and not subs._reopen_due
+        assert _wait(lambda: subs._listens == [old]), f"listens left open: {subs._listens}"
+        # The server no longer tells the interrupted listen anything: it was cancelled.
+        sids = _updates_from(client, observed, "memo://greeting")
+        assert interrupted not in sids and set(sids) == {old.request_key[1]}
+        assert greeting.is_set()
+        client.subscribe("memo://logo", lambda uri: None)
+        _one_listen(client, {"resourceSubscriptions": ["memo://greeting", "memo://logo"]})
+        assert old.superseded
+
+
+def test_ctrl_c_while_closing_one_of_two_handles_waits_for_the_acknowledgement(
+        no_leaks: None) -> None:
+    """Closing one of two handles opens a listen for the other only; Ctrl-C while it waits:
+    the handle is closed (and hears nothing more), the old listen for both stays current
+    until the next change, which re-opens with the handles left."""
+    observed = Observed()
+    logo_heard: list[str] = []
+    with mcpsync.connect(FEATURES, notification_observer=observed) as client:
+        subs = client._subs
+        client.subscribe("memo://greeting", lambda uri: None)
+        logo = client.subscribe("memo://logo", logo_heard.append)
+        both = subs._listen
+        assert both is not None
+        _interrupt_the_next_ack_wait(subs, _InterruptedWait)
+        with pytest.raises(KeyboardInterrupt):
+            logo.close()
+        assert logo.closed and list(subs._by_uri) == ["memo://greeting"]
+        assert subs._listen is both and not both.superseded
+        assert _wait(lambda: subs._listens == [both]), f"listens left open: {subs._listens}"
+        sids = _updates_from(client, observed, "memo://logo")
+        assert set(sids) == {both.request_key[1]} and not logo_heard
+        client.on_list_changed("tools", lambda kind: None)
+        _one_listen(client, {"toolsListChanged": True,
+                             "resourceSubscriptions": ["memo://greeting"]})
+
+
+def test_ctrl_c_while_the_reopening_waits_for_the_acknowledgement(no_leaks: None) -> None:
+    """Ctrl-C while the listen that a restart's re-opening opened waits (the re-opening
+    called here as a restart calls it): the listen is cancelled and forgotten, the
+    re-opening stays due, and the next change does it."""
+    greeting = threading.Event()
+    with mcpsync.connect(FEATURES) as client:
+        subs = client._subs
+        client.subscribe("memo://greeting", lambda uri: greeting.set())
+        old = subs._listen
+        assert old is not None
+        _interrupt_the_next_ack_wait(subs, _InterruptedWait)
+        with pytest.raises(KeyboardInterrupt):
+            subs.reopen()
+        assert subs._reopen_due and subs._listen is None and old.superseded
+        assert _wait(lambda: not subs.listening), f"listens left open: {subs._listens}"
+        client.on_list_changed("tools", lambda kind: None)
+        assert not subs._reopen_due
+        _one_listen(client, {"toolsListChanged": True,
+                             "resourceSubscriptions": ["memo://greeting"]})
+        greeting.clear()
+        assert client.call_tool("touch", {"uri": "memo://greeting"}).text == "touched"
+        assert greeting.wait(10)
