@@ -61,31 +61,20 @@ def subscribe(subs: Subscriptions, uri: str, callback: Callable[[str], Any]) -> 
             "resource subscriptions (capabilities.resources.subscribe)",
             server=subs._name, method="resources/subscribe")
     handle = Subscription(subs, uri=uri, kind=None, callback=callback)
-    with subs._wire:
-        try:
-            with subs._lock:
-                first = not subs._by_uri.get(uri)
-                subs._by_uri.setdefault(uri, []).append(handle)
-            try:
-                if subs._era() == "legacy":
-                    if first:
-                        subs._request("resources/subscribe", {"uri": uri})
-                else:
-                    ack = sync_modern(subs)
-                    granted = ack.get("resourceSubscriptions") if ack is not None else None
-                    if not isinstance(granted, list) or uri not in granted:
-                        raise CapabilityNotSupported(
-                            f"subscribing to {uri!r} on server {subs._name!r}: the server "
-                            "did not acknowledge this URI", server=subs._name,
-                            method="subscriptions/listen")
-            except BaseException:
-                subs._drop(handle)
-                raise
-        except Exception:
-            subs._reopen_now()   # see Subscriptions.reopen
-            raise
-        subs._reopen_now()
-    return handle
+
+    def change(first: bool) -> None:
+        if subs._era() == "legacy":
+            if first:
+                subs._request("resources/subscribe", {"uri": uri})
+            return
+        ack = sync_modern(subs)
+        granted = ack.get("resourceSubscriptions") if ack is not None else None
+        if not isinstance(granted, list) or uri not in granted:
+            raise CapabilityNotSupported(
+                f"subscribing to {uri!r} on server {subs._name!r}: the server did not "
+                "acknowledge this URI", server=subs._name, method="subscriptions/listen")
+
+    return _register(subs, handle, subs._by_uri, uri, change)
 
 
 def on_list_changed(subs: Subscriptions, kind: str, callback: Callable[[str], Any]
@@ -101,26 +90,17 @@ def on_list_changed(subs: Subscriptions, kind: str, callback: Callable[[str], An
             f"announce changes (capabilities.{kind}.listChanged)", server=subs._name,
             method=f"notifications/{kind}/list_changed")
     handle = Subscription(subs, uri=None, kind=kind, callback=callback)
-    with subs._wire:
-        try:
-            with subs._lock:
-                subs._by_kind.setdefault(kind, []).append(handle)
-            if subs._era() != "legacy":
-                try:
-                    ack = sync_modern(subs)
-                    if not (ack is not None and ack.get(_FILTER_KEY[kind])):
-                        raise CapabilityNotSupported(
-                            f"watching the {kind} list of server {subs._name!r}: the server "
-                            "did not acknowledge it", server=subs._name,
-                            method="subscriptions/listen")
-                except BaseException:
-                    subs._drop(handle)
-                    raise
-        except Exception:
-            subs._reopen_now()   # see Subscriptions.reopen
-            raise
-        subs._reopen_now()
-    return handle
+
+    def change(first: bool) -> None:
+        if subs._era() == "legacy":
+            return   # legacy list changes need no wire call
+        ack = sync_modern(subs)
+        if not (ack is not None and ack.get(_FILTER_KEY[kind])):
+            raise CapabilityNotSupported(
+                f"watching the {kind} list of server {subs._name!r}: the server did not "
+                "acknowledge it", server=subs._name, method="subscriptions/listen")
+
+    return _register(subs, handle, subs._by_kind, kind, change)
 
 
 def watch_task(subs: Subscriptions, task_id: str, callback: Callable[[dict[str, Any]], Any]
@@ -142,25 +122,47 @@ def watch_task(subs: Subscriptions, task_id: str, callback: Callable[[dict[str, 
             f"{doing}: the server did not declare the {TASKS_EXTENSION!r} extension",
             server=subs._name, method="subscriptions/listen")
     handle = Subscription(subs, uri=None, kind=None, callback=callback, task_id=task_id)
+
+    def change(first: bool) -> None:
+        ack = sync_modern(subs)
+        granted = ack.get("taskIds") if ack is not None else None
+        if not isinstance(granted, list) or task_id not in granted:
+            raise CapabilityNotSupported(
+                f"{doing}: the server did not acknowledge this task (it does not know it, "
+                "or it has expired); resume_task() says which",
+                server=subs._name, method="subscriptions/listen")
+
+    return _register(subs, handle, subs._by_task, task_id, change)
+
+
+def _register(subs: Subscriptions, handle: Subscription, table: dict[str, list[Subscription]],
+              key: str, change: Callable[[bool], None]) -> Subscription:
+    """Add ``handle`` to its table under ``_wire``, make the ``change`` on the wire (told
+    whether it is the first handle for ``key``), then do the re-opening that may be due (see
+    :meth:`Subscriptions.reopen`), and hand the handle over.
+
+    Whatever raises on the way, a Ctrl-C included, the handle leaves the table again, as
+    its ``close()`` would: the caller never receives it, so could never close it, while its
+    callback would keep firing. A failed change re-opens before the error goes on (a
+    restart under it may have left that due); after a Ctrl-C nothing more is sent, a
+    re-opening that was due stays due, and the next change or restart re-opens with the
+    handles left.
+    Dropping takes only the table lock, never ``_wire`` (held here), so it cannot wait on
+    anything."""
     with subs._wire:
+        changed = False
         try:
             with subs._lock:
-                subs._by_task.setdefault(task_id, []).append(handle)
-            try:
-                ack = sync_modern(subs)
-                granted = ack.get("taskIds") if ack is not None else None
-                if not isinstance(granted, list) or task_id not in granted:
-                    raise CapabilityNotSupported(
-                        f"{doing}: the server did not acknowledge this task (it does not "
-                        "know it, or it has expired); resume_task() says which",
-                        server=subs._name, method="subscriptions/listen")
-            except BaseException:
-                subs._drop(handle)
-                raise
-        except Exception:
-            subs._reopen_now()   # see Subscriptions.reopen
+                first = not table.get(key)
+                table.setdefault(key, []).append(handle)
+            change(first)
+            changed = True
+            subs._reopen_now()
+        except BaseException as exc:
+            subs._drop(handle)
+            if not changed and isinstance(exc, Exception):
+                subs._reopen_now()   # see Subscriptions.reopen
             raise
-        subs._reopen_now()
     return handle
 
 

@@ -225,3 +225,86 @@ def test_ctrl_c_while_the_reopening_waits_for_the_acknowledgement(no_leaks: None
         greeting.clear()
         assert client.call_tool("touch", {"uri": "memo://greeting"}).text == "touched"
         assert greeting.wait(10)
+
+
+# -- Ctrl-C in the re-opening at the end of a change ------------------------------------------
+
+
+def _interrupt_the_final_reopening(subs: Any) -> None:
+    """The re-opening at the end of the next change is interrupted by Ctrl-C."""
+    def interrupted() -> None:
+        del subs._reopen_now
+        raise KeyboardInterrupt
+
+    subs._reopen_now = interrupted
+
+
+@pytest.mark.parametrize("era", ["modern", "legacy"])
+def test_ctrl_c_in_the_reopening_after_a_subscribe_makes_no_handle(
+        era: str, no_leaks: None) -> None:
+    """The subscribe raised, so the caller has no handle to close: none stays registered,
+    and its callback never fires, although the server still sends the update (until the
+    next change, modern; legacy keeps the URI subscribed on the server)."""
+    observed = Observed()
+    heard: list[str] = []
+    with mcpsync.connect(FEATURES, era=era, notification_observer=observed) as client:
+        subs = client._subs
+        client.subscribe("memo://greeting", lambda uri: None)
+        _interrupt_the_final_reopening(subs)
+        with pytest.raises(KeyboardInterrupt):
+            client.subscribe("memo://logo", heard.append)
+        assert list(subs._by_uri) == ["memo://greeting"]
+        assert client.call_tool("touch", {"uri": "memo://logo"}).text == "touched"
+        # The observer sees a notification after it was routed to the callbacks.
+        assert _wait(lambda: len(observed.sids("notifications/resources/updated")) == 1)
+        assert not heard
+        client.on_list_changed("tools", lambda kind: None)
+        if era == "modern":
+            _one_listen(client, {"toolsListChanged": True,
+                                 "resourceSubscriptions": ["memo://greeting"]})
+        assert not subs._wire._is_owned()   # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("era", ["modern", "legacy"])
+def test_ctrl_c_in_the_reopening_after_on_list_changed_makes_no_handle(
+        era: str, no_leaks: None) -> None:
+    observed = Observed()
+    heard: list[str] = []
+    with mcpsync.connect(FEATURES, era=era, notification_observer=observed) as client:
+        subs = client._subs
+        client.subscribe("memo://greeting", lambda uri: None)
+        _interrupt_the_final_reopening(subs)
+        with pytest.raises(KeyboardInterrupt):
+            client.on_list_changed("tools", heard.append)
+        assert not subs._by_kind
+        client.call_tool("add_extra", {"name": "extra"})
+        # The observer sees a notification after it was routed to the callbacks.
+        assert _wait(lambda: bool(observed.sids("notifications/tools/list_changed")))
+        assert not heard
+        if era == "modern":
+            client.subscribe("memo://logo", lambda uri: None)
+            _one_listen(client, {"resourceSubscriptions": ["memo://greeting", "memo://logo"]})
+
+
+def test_ctrl_c_in_the_reopening_after_watch_task_makes_no_handle(
+        tmp_path: Path, no_leaks: None) -> None:
+    (tmp_path / "skills").mkdir()
+    observed = Observed()
+    heard: list[Any] = []
+    with mcpsync.connect([sys.executable, str(EXTENSIONS), str(tmp_path / "skills")],
+                         era="modern", notification_observer=observed) as client:
+        subs = client._subs
+        client.on_list_changed("tools", lambda kind: None)
+        future = client.submit_tool("slow_sum", {"a": 1, "b": 2, "seconds": 0.5})
+        assert _wait(lambda: future.task is not None), "the task was not created"
+        assert future.task is not None
+        _interrupt_the_final_reopening(subs)
+        with pytest.raises(KeyboardInterrupt):
+            client.watch_task(future.task.task_id, heard.append)
+        assert not subs._by_task
+        assert future.result(10).text == "3"
+        assert _wait(lambda: bool(observed.sids("notifications/tasks")))
+        assert not heard
+        assert subs._listen is not None and "taskIds" in subs._listen.filter
+        client.on_list_changed("tools", lambda kind: None)   # the next change
+        _one_listen(client, {"toolsListChanged": True})
