@@ -35,6 +35,10 @@ from mcpsync.protocol import META_SUBSCRIPTION_ID
 
 _log = logging.getLogger("mcpsync.client")
 
+#: Acknowledgements kept for a listen whose request id is not known yet (see acknowledged):
+#: its own, and a few late ones of listens given up; a server sending more is not believed.
+_EARLY_ACKS = 16
+
 
 @dataclass
 class _Listen:
@@ -186,26 +190,53 @@ def resubscribe_legacy(subs: Subscriptions) -> None:
 
 
 def acknowledged(subs: Subscriptions, params: Any) -> None:
-    """``notifications/subscriptions/acknowledged``: complete the matching listen."""
+    """``notifications/subscriptions/acknowledged``: complete the listen it names.
+
+    The acknowledgement names its listen by the listen's request id (``_meta``
+    ``subscriptionId``), and only that listen takes it: one that comes late, for a listen
+    given up already (not acknowledged in time, or a Ctrl-C), must not complete the next
+    listen, which asked for other things. A listen learns its id only once its request went
+    out, and the server may answer before that; so an acknowledgement that names no known
+    listen while one is still going out is kept for it (at most ``_EARLY_ACKS``), and that
+    listen takes it, or nothing, as it learns its id (:func:`_take_early_ack`). An
+    acknowledgement without an id (a server that omits it) can only go to the oldest
+    listen waiting."""
     if not isinstance(params, Mapping):
         return
     meta = params.get("_meta")
     sid = meta.get(META_SUBSCRIPTION_ID) if isinstance(meta, Mapping) else None
     granted = params.get("notifications")
+    ack = dict(granted) if isinstance(granted, Mapping) else {}
     with subs._lock:
         waiting = [ls for ls in subs._listens if not ls.acked.is_set()]
-    target = None
-    for listen in waiting:
-        if sid is not None and listen.request_key is not None:
-            if listen.request_key == _id_key(sid):
-                target = listen
-        elif target is None:
-            target = listen
-    if target is None:
-        _log.debug("server %r: acknowledgement for an unknown listen %r", subs._name, sid)
-        return
-    target.ack = dict(granted) if isinstance(granted, Mapping) else {}
-    target.acked.set()
+        if sid is None:
+            target = waiting[0] if waiting else None
+        else:
+            key = _id_key(sid)
+            target = next((ls for ls in waiting if ls.request_key == key), None)
+            if (target is None and isinstance(sid, (str, int, float))   # hashable
+                    and any(ls.request_key is None for ls in waiting)
+                    and len(subs._early_acks) < _EARLY_ACKS):
+                subs._early_acks[key] = ack
+                return
+        if target is not None:
+            target.ack = ack
+            target.acked.set()
+            return
+    _log.debug("server %r: acknowledgement for an unknown listen %r", subs._name, sid)
+
+
+def _take_early_ack(subs: Subscriptions, listen: _Listen, request_id: Any) -> None:
+    """The listen's request went out: note its id, and take an acknowledgement that came
+    before. Every other one kept names a listen no longer waiting (only one listen goes out
+    at a time, under ``_wire``), so they are dropped."""
+    with subs._lock:
+        listen.request_key = key = _id_key(request_id)
+        early = subs._early_acks.pop(key, None)
+        subs._early_acks.clear()
+        if early is not None:
+            listen.ack = early
+            listen.acked.set()
 
 
 def _desired(subs: Subscriptions) -> dict[str, Any]:
@@ -246,7 +277,7 @@ def sync_modern(subs: Subscriptions) -> dict[str, Any] | None:
         with subs._lock:
             subs._listens.append(listen)
         listen.future = subs._submit_listen({"notifications": desired})
-        listen.request_key = _id_key(listen.future.request_id)
+        _take_early_ack(subs, listen, listen.future.request_id)
         listen.thread = new_thread(subs._thread_name, _watch, subs, listen)
         listen.thread.start()
         if (listen.acked.wait(None if math.isinf(timeout) else timeout)
@@ -277,6 +308,8 @@ def _give_up(subs: Subscriptions, listen: _Listen) -> None:
     listen.superseded = True
     if listen.future is not None:
         listen.future.cancel()
+    with subs._lock:
+        subs._early_acks.clear()   # kept for this listen, if its request never went out
     subs._forget(listen)
 
 

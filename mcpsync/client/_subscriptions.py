@@ -110,6 +110,8 @@ class Subscriptions:
         self._by_task: dict[str, list[Subscription]] = {}
         self._listen: _Listen | None = None  # the current (acknowledged) listen
         self._listens: list[_Listen] = []    # every listen not yet finished
+        # Acknowledgements that came before their listen learnt its request id, by that id.
+        self._early_acks: dict[tuple[str, Any], dict[str, Any]] = {}
         self._closed = False
 
     def rename(self, name: str) -> None:

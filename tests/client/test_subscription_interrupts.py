@@ -11,6 +11,9 @@ close it). The next change then leaves one listen with exactly the handles' unio
 What the server really keeps open is seen on the wire: every notification a listen carries
 is tagged with its ``subscriptionId``, and a ``notification_observer`` sees them all, also
 those the client drops because they come from a listen it has replaced.
+
+The last test is about identity: an acknowledgement names its listen, and one that comes
+late, for a listen given up already, must not be taken for the acknowledgement of the next.
 """
 
 from __future__ import annotations
@@ -308,3 +311,45 @@ def test_ctrl_c_in_the_reopening_after_watch_task_makes_no_handle(
         assert subs._listen is not None and "taskIds" in subs._listen.filter
         client.on_list_changed("tools", lambda kind: None)   # the next change
         _one_listen(client, {"toolsListChanged": True})
+
+
+# -- a late acknowledgement --------------------------------------------------------------------
+
+
+def test_a_late_acknowledgement_is_not_taken_for_the_next_listens(no_leaks: None) -> None:
+    """A listen (greeting + notes) is given up for want of an acknowledgement; the next
+    (greeting + logo) goes out, and the late acknowledgement of the first comes in before
+    the client has noted the second's request id: it names the first listen, so it must not
+    acknowledge the second, whose own acknowledgement grants the logo."""
+    with mcpsync.connect(FEATURES) as client:
+        subs = client._subs
+        client.subscribe("memo://greeting", lambda uri: None)
+        held = _hold_acks(subs, deliver=lambda params: False)
+        ack_timeout, subs._ack_timeout = subs._ack_timeout, lambda: 0.5
+        with pytest.raises(mcpsync.ProtocolError, match="did not acknowledge"):
+            client.subscribe("memo://notes/a", lambda uri: None)
+        del subs.acknowledged
+        subs._ack_timeout = ack_timeout
+        assert _wait(lambda: len(held) == 1)
+        late = held[0]
+        assert late["notifications"]["resourceSubscriptions"] == ["memo://greeting",
+                                                                  "memo://notes/a"]
+        # Every acknowledgement waits until the next listen went out; then the late one
+        # comes first, as if the dispatcher had it just now, and the others after it.
+        held = _hold_acks(subs, deliver=lambda params: False)
+        real = subs._submit_listen
+
+        def submit_then_the_late_ack(params: dict[str, Any]) -> Any:
+            subs._submit_listen = real
+            future = real(params)
+            assert _wait(lambda: len(held) == 1)   # the new listen's own acknowledgement
+            del subs.acknowledged
+            for params in [late, *held]:
+                subs.acknowledged(params)
+            return future
+
+        subs._submit_listen = submit_then_the_late_ack
+        client.subscribe("memo://logo", lambda uri: None)
+        listen = _one_listen(client, {"resourceSubscriptions": ["memo://greeting",
+                                                                "memo://logo"]})
+        assert listen.ack == {"resourceSubscriptions": ["memo://greeting", "memo://logo"]}
