@@ -62,9 +62,17 @@ class Subscription:
         self.closed = False
 
     def close(self) -> None:
+        """Unsubscribe. The handle leaves its table however this ends: a Ctrl-C while
+        waiting for another thread's change would otherwise leave it there, marked closed,
+        its callback still firing and no second ``close()`` to take it out. Nothing is sent
+        for it then; the next change or restart re-opens without it."""
         if not self.closed:
-            self.closed = True
-            self._owner.remove(self)
+            try:
+                self.closed = True
+                self._owner.remove(self)
+            except BaseException:
+                self._owner._drop(self)   # the table lock only: never waits on a change
+                raise
 
     def __enter__(self) -> Subscription:
         return self

@@ -353,3 +353,46 @@ def test_a_late_acknowledgement_is_not_taken_for_the_next_listens(no_leaks: None
         listen = _one_listen(client, {"resourceSubscriptions": ["memo://greeting",
                                                                 "memo://logo"]})
         assert listen.ack == {"resourceSubscriptions": ["memo://greeting", "memo://logo"]}
+
+
+# -- Ctrl-C in close() ------------------------------------------------------------------------
+
+
+def test_ctrl_c_while_close_waits_for_another_threads_change(no_leaks: None) -> None:
+    """``close()`` waits for the change lock while another thread's change holds it; a real
+    SIGINT there: the handle is closed, and closed means it hears nothing more (a second
+    ``close()`` does nothing, so a handle left in the table could never be closed). The
+    server still sends its updates until the next change, which re-opens without it."""
+    assert threading.current_thread() is threading.main_thread()
+    observed = Observed()
+    heard: list[str] = []
+    with mcpsync.connect(FEATURES, notification_observer=observed) as client:
+        subs = client._subs
+        client.subscribe("memo://greeting", lambda uri: None)
+        logo = client.subscribe("memo://logo", heard.append)
+        taken, done = threading.Event(), threading.Event()
+
+        def hold_the_change_lock() -> None:
+            with subs._wire:
+                taken.set()
+                done.wait(10)
+
+        holder = threading.Thread(target=hold_the_change_lock, name="test-hold-wire")
+        holder.start()
+        try:
+            assert taken.wait(5)
+            main = threading.main_thread().ident
+            assert main is not None
+            threading.Timer(0.2, signal.pthread_kill, (main, signal.SIGINT)).start()
+            with pytest.raises(KeyboardInterrupt):
+                logo.close()
+        finally:
+            done.set()
+            holder.join()
+        assert logo.closed and list(subs._by_uri) == ["memo://greeting"]
+        sids = _updates_from(client, observed, "memo://logo")
+        assert sids and not heard
+        logo.close()   # nothing to do
+        client.on_list_changed("tools", lambda kind: None)
+        _one_listen(client, {"toolsListChanged": True,
+                             "resourceSubscriptions": ["memo://greeting"]})
