@@ -152,21 +152,27 @@ def _register(subs: Subscriptions, handle: Subscription, table: dict[str, list[S
     re-opening that was due stays due, and the next change or restart re-opens with the
     handles left.
     Dropping takes only the table lock, never ``_wire`` (held here), so it cannot wait on
-    anything."""
-    with subs._wire:
-        changed = False
-        try:
-            with subs._lock:
-                first = not table.get(key)
-                table.setdefault(key, []).append(handle)
-            change(first)
-            changed = True
-            subs._reopen_now()
-        except BaseException as exc:
-            subs._drop(handle)
-            if not changed and isinstance(exc, Exception):
-                subs._reopen_now()   # see Subscriptions.reopen
-            raise
+    anything; it is idempotent, and done again outside the ``with``, for a Ctrl-C that
+    comes out of releasing ``_wire``."""
+    try:
+        with subs._wire:
+            changed = False
+            try:
+                with subs._lock:
+                    first = not table.get(key)
+                    table.setdefault(key, []).append(handle)
+                change(first)
+                changed = True
+                subs._reopen_now()
+            except BaseException as exc:
+                subs._drop(handle)   # before the re-opening, which must not include it
+                if not changed and isinstance(exc, Exception):
+                    subs._reopen_now()   # see Subscriptions.reopen
+                raise
+    except BaseException:
+        # A Ctrl-C can also surface as the lock's release returns, after the inner handler.
+        subs._drop(handle)
+        raise
     return handle
 
 

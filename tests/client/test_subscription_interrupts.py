@@ -313,6 +313,59 @@ def test_ctrl_c_in_the_reopening_after_watch_task_makes_no_handle(
         _one_listen(client, {"toolsListChanged": True})
 
 
+class _SigintOnRelease:
+    """The change lock, whose release raises a real SIGINT in this thread once armed: Python
+    runs the handler as the release returns, which is where a Ctrl-C that came during the
+    change's last C call surfaces, after every handler inside the ``with``."""
+
+    def __init__(self, real: Any) -> None:
+        self.real, self.armed = real, False
+
+    def __enter__(self) -> Any:
+        return self.real.__enter__()
+
+    def __exit__(self, *exc: Any) -> Any:
+        result = self.real.__exit__(*exc)
+        if self.armed and not self.real._is_owned():
+            self.armed = False
+            signal.raise_signal(signal.SIGINT)
+        return result
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+@pytest.mark.parametrize("era", ["modern", "legacy"])
+def test_ctrl_c_as_a_subscribe_releases_the_change_lock_makes_no_handle(
+        era: str, no_leaks: None) -> None:
+    """The change is done, the lock released, and the KeyboardInterrupt comes out of the
+    release: the caller gets no handle, so none may stay registered with its callback."""
+    assert threading.current_thread() is threading.main_thread()
+    observed = Observed()
+    heard: list[str] = []
+    with mcpsync.connect(FEATURES, era=era, notification_observer=observed) as client:
+        subs = client._subs
+        client.subscribe("memo://greeting", lambda uri: None)
+        wire = subs._wire
+        subs._wire = lock = _SigintOnRelease(wire)
+        lock.armed = True
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                client.subscribe("memo://logo", heard.append)
+        finally:
+            subs._wire = wire
+        assert not lock.armed and not wire._is_owned()
+        assert list(subs._by_uri) == ["memo://greeting"]
+        assert client.call_tool("touch", {"uri": "memo://logo"}).text == "touched"
+        # The observer sees a notification after it was routed to the callbacks.
+        assert _wait(lambda: len(observed.sids("notifications/resources/updated")) == 1)
+        assert not heard
+        if era == "modern":
+            client.on_list_changed("tools", lambda kind: None)
+            _one_listen(client, {"toolsListChanged": True,
+                                 "resourceSubscriptions": ["memo://greeting"]})
+
+
 # -- a late acknowledgement --------------------------------------------------------------------
 
 
