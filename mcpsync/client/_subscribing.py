@@ -267,6 +267,7 @@ def sync_modern(subs: Subscriptions) -> dict[str, Any] | None:
     that nobody joins. The current listen is then untouched: it still matches the handles it
     was opened for, and the next change (or restart) compares the handles with it again.
     """
+    _end_strays(subs)
     desired = _desired(subs)
     old = subs._listen
     if old is not None and old.filter == desired and not old.future.done():
@@ -305,6 +306,27 @@ def sync_modern(subs: Subscriptions) -> dict[str, Any] | None:
             f"server {subs._name!r} did not acknowledge subscriptions/listen within "
             f"{timeout}s", server=subs._name, method="subscriptions/listen")
     return listen.ack
+
+
+def _end_strays(subs: Subscriptions) -> None:
+    """End every listen that is not the current one and is not ended yet (caller holds
+    ``_wire``, so no other change has one under way).
+
+    Ending the listen a change replaces, or giving up the new one, happens after the new
+    one's wait, and a Ctrl-C can land between (on entering :meth:`Subscriptions._retire`,
+    say): that listen then stays open on the server, unknown to every later change. Each
+    change first ends such leftovers. One whose request never went out has no future: it
+    only leaves the table (the session cancels a request interrupted while it was being
+    sent). Cancelling one that was ended already sends nothing; one whose watcher never
+    started also leaves the table here, as nothing else would take it out."""
+    with subs._lock:
+        strays = [ls for ls in subs._listens if ls is not subs._listen]
+    for listen in strays:
+        listen.superseded = True
+        if listen.future is not None:
+            listen.future.cancel()
+        if listen.thread is None or not listen.thread.is_alive():
+            subs._forget(listen)
 
 
 def _give_up(subs: Subscriptions, listen: _Listen) -> None:

@@ -230,6 +230,60 @@ def test_ctrl_c_while_the_reopening_waits_for_the_acknowledgement(no_leaks: None
         assert greeting.wait(10)
 
 
+def test_ctrl_c_as_the_replaced_listen_is_retired_is_ended_by_the_next_change(
+        no_leaks: None) -> None:
+    """A real SIGINT as the change starts ending the listen it replaced (on entering
+    ``_retire``, after the new listen became current): the old listen stays open on the
+    server for now; the next change ends it before anything else, so the server then tells
+    the current listen only."""
+    assert threading.current_thread() is threading.main_thread()
+    observed = Observed()
+    with mcpsync.connect(FEATURES, notification_observer=observed) as client:
+        subs = client._subs
+        client.subscribe("memo://greeting", lambda uri: None)
+        old = subs._listen
+        assert old is not None
+        real = type(subs)._retire
+
+        def retire(listen: Any) -> None:
+            del subs._retire
+            signal.raise_signal(signal.SIGINT)
+            real(subs, listen)
+
+        subs._retire = retire
+        with pytest.raises(KeyboardInterrupt):
+            client.subscribe("memo://logo", lambda uri: None)
+        new = subs._listen
+        assert new is not old and new is not None and not old.superseded
+        assert set(_updates_from(client, observed, "memo://greeting")) == {
+            old.request_key[1], new.request_key[1]}   # the stray is still open
+        assert list(subs._by_uri) == ["memo://greeting"]   # no handle from the call
+        client.subscribe("memo://notes/a", lambda uri: None)
+        assert old.superseded
+        current = _one_listen(client, {"resourceSubscriptions": [
+            "memo://greeting", "memo://notes/a"]})
+        assert set(_updates_from(client, observed, "memo://greeting")) == {
+            current.request_key[1]}
+
+
+def test_a_listen_that_never_went_out_leaves_the_table_at_the_next_change(
+        no_leaks: None) -> None:
+    """A listen left in the table without a request (a Ctrl-C as it was given up, before
+    it left the table) would be the oldest listen waiting, the one an acknowledgement
+    without an id goes to; the next change takes it out."""
+    from mcpsync.client._subscribing import _Listen
+
+    with mcpsync.connect(FEATURES) as client:
+        subs = client._subs
+        client.subscribe("memo://greeting", lambda uri: None)
+        stray = _Listen(filter={"resourceSubscriptions": ["memo://greeting"]})
+        with subs._lock:
+            subs._listens.insert(0, stray)
+        client.subscribe("memo://logo", lambda uri: None)
+        assert stray not in subs._listens
+        _one_listen(client, {"resourceSubscriptions": ["memo://greeting", "memo://logo"]})
+
+
 # -- Ctrl-C in the re-opening at the end of a change ------------------------------------------
 
 
