@@ -331,8 +331,11 @@ def _end_strays(subs: Subscriptions) -> None:
 
 def _give_up(subs: Subscriptions, listen: _Listen) -> None:
     """End a listen that never became the current one: its watcher, if it was started, sees
-    the cancelled request and ends without a word (superseded); a listen whose request never
-    went out only leaves the table."""
+    the cancelled request and ends without a word (superseded). A listen without a future
+    only leaves the table: its request never went out, or the submit was interrupted while
+    writing it and the session cancelled it on the wire, or (an instant) the Ctrl-C came
+    after the session handed the future over and before it reached here, and then nothing
+    here knows the request: it stays open on the server until the client closes."""
     listen.superseded = True
     if listen.future is not None:
         listen.future.cancel()

@@ -180,6 +180,37 @@ def test_ctrl_c_while_a_subscribe_waits_for_the_acknowledgement(no_leaks: None) 
         assert old.superseded
 
 
+def test_ctrl_c_as_the_new_listen_is_written_cancels_it_on_the_wire(no_leaks: None) -> None:
+    """The KeyboardInterrupt comes out of the session's write of the new listen, after the
+    frame went out (as a SIGINT handled when the write's last C call returns): the listen
+    has no future yet, so the change only forgets it, and the session cancels it on the
+    wire. The server then tells the old listen only."""
+    observed = Observed()
+    with mcpsync.connect(FEATURES, notification_observer=observed) as client:
+        subs = client._subs
+        client.subscribe("memo://greeting", lambda uri: None)
+        old = subs._listen
+        assert old is not None
+        session = client._session
+        real = session._send
+
+        def send(call: Any, frame: bytes, attended: bool) -> Any:
+            result = real(call, frame, attended)
+            if call.method == "subscriptions/listen":
+                del session._send
+                raise KeyboardInterrupt
+            return result
+
+        session._send = send
+        with pytest.raises(KeyboardInterrupt):
+            client.subscribe("memo://logo", lambda uri: None)
+        assert list(subs._by_uri) == ["memo://greeting"]
+        assert subs._listen is old and subs._listens == [old]
+        assert set(_updates_from(client, observed, "memo://greeting")) == {old.request_key[1]}
+        client.subscribe("memo://logo", lambda uri: None)
+        _one_listen(client, {"resourceSubscriptions": ["memo://greeting", "memo://logo"]})
+
+
 def test_ctrl_c_while_closing_one_of_two_handles_waits_for_the_acknowledgement(
         no_leaks: None) -> None:
     """Closing one of two handles opens a listen for the other only; Ctrl-C while it waits:
