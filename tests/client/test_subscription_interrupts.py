@@ -237,6 +237,44 @@ def test_ctrl_c_while_closing_one_of_two_handles_waits_for_the_acknowledgement(
                              "resourceSubscriptions": ["memo://greeting"]})
 
 
+def test_the_callback_of_an_interrupted_subscribe_may_run_before_the_ctrl_c(
+        no_leaks: None) -> None:
+    """The handle is registered while the change is under way, and the listen open before
+    may already ask for its URI (here the listen for three URIs, two of whose handles were
+    closed by an interrupted ``close()``): an update then reaches the new callback before
+    the Ctrl-C. Afterwards, nothing reaches it."""
+    observed = Observed()
+    heard: list[str] = []
+    with mcpsync.connect(FEATURES, notification_observer=observed) as client:
+        subs = client._subs
+        client.subscribe("memo://greeting", lambda uri: None)
+        for handle in [client.subscribe(uri, lambda uri: None)
+                       for uri in ("memo://logo", "memo://notes/a")]:
+            _interrupt_the_next_ack_wait(subs, _InterruptedWait)
+            with pytest.raises(KeyboardInterrupt):
+                handle.close()
+        assert subs._listen is not None
+        assert subs._listen.filter == {"resourceSubscriptions": [
+            "memo://greeting", "memo://logo", "memo://notes/a"]}
+
+        class TouchThenInterrupt(threading.Event):
+            def wait(self, timeout: float | None = None) -> bool:
+                touch = threading.Thread(
+                    target=client.call_tool, args=("touch", {"uri": "memo://logo"}),
+                    name="test-touch")
+                touch.start()
+                touch.join(10)
+                assert _wait(lambda: bool(heard))
+                raise KeyboardInterrupt
+
+        _interrupt_the_next_ack_wait(subs, TouchThenInterrupt)
+        with pytest.raises(KeyboardInterrupt):
+            client.subscribe("memo://logo", heard.append)
+        assert heard == ["memo://logo"] and list(subs._by_uri) == ["memo://greeting"]
+        _updates_from(client, observed, "memo://logo")
+        assert heard == ["memo://logo"]
+
+
 def test_ctrl_c_while_the_reopening_waits_for_the_acknowledgement(no_leaks: None) -> None:
     """Ctrl-C while the listen that a restart's re-opening opened waits (the re-opening
     called here as a restart calls it): the listen is cancelled and forgotten, the
