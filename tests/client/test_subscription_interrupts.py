@@ -12,8 +12,11 @@ What the server really keeps open is seen on the wire: every notification a list
 is tagged with its ``subscriptionId``, and a ``notification_observer`` sees them all, also
 those the client drops because they come from a listen it has replaced.
 
-The last test is about identity: an acknowledgement names its listen, and one that comes
-late, for a listen given up already, must not be taken for the acknowledgement of the next.
+One test is about identity: an acknowledgement names its listen, and one that comes late,
+for a listen given up already, must not be taken for the acknowledgement of the next.
+
+A real SIGINT is sent only once the main thread is seen (in its Python frames) where it
+blocks, so the tests do not depend on how fast a loaded machine gets there.
 """
 
 from __future__ import annotations
@@ -115,14 +118,41 @@ def _newest_listen(subs: Any) -> Any:
         return subs._listens[-1]
 
 
+def _sigint_once_in(blocked: Callable[[Any], bool]) -> threading.Thread:
+    """Send one real SIGINT to the main thread as soon as its innermost Python frame is
+    ``blocked(frame)`` (it is then in, or about to enter, the C call that blocks), however
+    long it takes to get there; return the sender thread, to be joined."""
+    main = threading.main_thread().ident
+    assert main is not None
+
+    def send() -> None:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            frame = sys._current_frames().get(main)
+            if frame is not None and blocked(frame):
+                signal.pthread_kill(main, signal.SIGINT)
+                return
+            time.sleep(0.005)
+
+    sender = threading.Thread(target=send, name="test-sigint", daemon=True)
+    sender.start()
+    return sender
+
+
+def _in_threading_wait(frame: Any) -> bool:
+    return bool(frame.f_code.co_filename == threading.__file__
+                and frame.f_code.co_name == "wait")
+
+
 class _SigintWhileWaiting(threading.Event):
     """An event whose ``wait`` gets a real SIGINT from another thread once it is blocked."""
 
     def wait(self, timeout: float | None = None) -> bool:
-        main = threading.main_thread().ident
-        assert main is not None
-        threading.Timer(0.2, signal.pthread_kill, (main, signal.SIGINT)).start()
-        return super().wait(timeout)
+        sender = _sigint_once_in(_in_threading_wait)
+        try:
+            return super().wait(timeout)
+        finally:
+            sender.join()
 
 
 class _InterruptedWait(threading.Event):
@@ -557,11 +587,14 @@ def test_ctrl_c_while_close_waits_for_another_threads_change(no_leaks: None) -> 
         holder.start()
         try:
             assert taken.wait(5)
-            main = threading.main_thread().ident
-            assert main is not None
-            threading.Timer(0.2, signal.pthread_kill, (main, signal.SIGINT)).start()
-            with pytest.raises(KeyboardInterrupt):
-                logo.close()
+            sender = _sigint_once_in(lambda frame: (
+                frame.f_code.co_name == "remove"
+                and frame.f_code.co_filename.endswith("_subscriptions.py")))
+            try:
+                with pytest.raises(KeyboardInterrupt):
+                    logo.close()
+            finally:
+                sender.join()
         finally:
             done.set()
             holder.join()
