@@ -35,6 +35,10 @@ from mcpsync.protocol import META_SUBSCRIPTION_ID
 
 _log = logging.getLogger("mcpsync.client")
 
+#: Acknowledgements kept for a listen whose request id is not known yet (see acknowledged):
+#: its own, and a few late ones of listens given up; a server sending more is not believed.
+_EARLY_ACKS = 16
+
 
 @dataclass
 class _Listen:
@@ -61,31 +65,20 @@ def subscribe(subs: Subscriptions, uri: str, callback: Callable[[str], Any]) -> 
             "resource subscriptions (capabilities.resources.subscribe)",
             server=subs._name, method="resources/subscribe")
     handle = Subscription(subs, uri=uri, kind=None, callback=callback)
-    with subs._wire:
-        try:
-            with subs._lock:
-                first = not subs._by_uri.get(uri)
-                subs._by_uri.setdefault(uri, []).append(handle)
-            try:
-                if subs._era() == "legacy":
-                    if first:
-                        subs._request("resources/subscribe", {"uri": uri})
-                else:
-                    ack = sync_modern(subs)
-                    granted = ack.get("resourceSubscriptions") if ack is not None else None
-                    if not isinstance(granted, list) or uri not in granted:
-                        raise CapabilityNotSupported(
-                            f"subscribing to {uri!r} on server {subs._name!r}: the server "
-                            "did not acknowledge this URI", server=subs._name,
-                            method="subscriptions/listen")
-            except BaseException:
-                subs._drop(handle)
-                raise
-        except Exception:
-            subs._reopen_now()   # see Subscriptions.reopen
-            raise
-        subs._reopen_now()
-    return handle
+
+    def change(first: bool) -> None:
+        if subs._era() == "legacy":
+            if first:
+                subs._request("resources/subscribe", {"uri": uri})
+            return
+        ack = sync_modern(subs)
+        granted = ack.get("resourceSubscriptions") if ack is not None else None
+        if not isinstance(granted, list) or uri not in granted:
+            raise CapabilityNotSupported(
+                f"subscribing to {uri!r} on server {subs._name!r}: the server did not "
+                "acknowledge this URI", server=subs._name, method="subscriptions/listen")
+
+    return _register(subs, handle, subs._by_uri, uri, change)
 
 
 def on_list_changed(subs: Subscriptions, kind: str, callback: Callable[[str], Any]
@@ -101,26 +94,17 @@ def on_list_changed(subs: Subscriptions, kind: str, callback: Callable[[str], An
             f"announce changes (capabilities.{kind}.listChanged)", server=subs._name,
             method=f"notifications/{kind}/list_changed")
     handle = Subscription(subs, uri=None, kind=kind, callback=callback)
-    with subs._wire:
-        try:
-            with subs._lock:
-                subs._by_kind.setdefault(kind, []).append(handle)
-            if subs._era() != "legacy":
-                try:
-                    ack = sync_modern(subs)
-                    if not (ack is not None and ack.get(_FILTER_KEY[kind])):
-                        raise CapabilityNotSupported(
-                            f"watching the {kind} list of server {subs._name!r}: the server "
-                            "did not acknowledge it", server=subs._name,
-                            method="subscriptions/listen")
-                except BaseException:
-                    subs._drop(handle)
-                    raise
-        except Exception:
-            subs._reopen_now()   # see Subscriptions.reopen
-            raise
-        subs._reopen_now()
-    return handle
+
+    def change(first: bool) -> None:
+        if subs._era() == "legacy":
+            return   # legacy list changes need no wire call
+        ack = sync_modern(subs)
+        if not (ack is not None and ack.get(_FILTER_KEY[kind])):
+            raise CapabilityNotSupported(
+                f"watching the {kind} list of server {subs._name!r}: the server did not "
+                "acknowledge it", server=subs._name, method="subscriptions/listen")
+
+    return _register(subs, handle, subs._by_kind, kind, change)
 
 
 def watch_task(subs: Subscriptions, task_id: str, callback: Callable[[dict[str, Any]], Any]
@@ -142,25 +126,53 @@ def watch_task(subs: Subscriptions, task_id: str, callback: Callable[[dict[str, 
             f"{doing}: the server did not declare the {TASKS_EXTENSION!r} extension",
             server=subs._name, method="subscriptions/listen")
     handle = Subscription(subs, uri=None, kind=None, callback=callback, task_id=task_id)
-    with subs._wire:
-        try:
-            with subs._lock:
-                subs._by_task.setdefault(task_id, []).append(handle)
+
+    def change(first: bool) -> None:
+        ack = sync_modern(subs)
+        granted = ack.get("taskIds") if ack is not None else None
+        if not isinstance(granted, list) or task_id not in granted:
+            raise CapabilityNotSupported(
+                f"{doing}: the server did not acknowledge this task (it does not know it, "
+                "or it has expired); resume_task() says which",
+                server=subs._name, method="subscriptions/listen")
+
+    return _register(subs, handle, subs._by_task, task_id, change)
+
+
+def _register(subs: Subscriptions, handle: Subscription, table: dict[str, list[Subscription]],
+              key: str, change: Callable[[bool], None]) -> Subscription:
+    """Add ``handle`` to its table under ``_wire``, make the ``change`` on the wire (told
+    whether it is the first handle for ``key``), then do the re-opening that may be due (see
+    :meth:`Subscriptions.reopen`), and hand the handle over.
+
+    Whatever raises on the way, a Ctrl-C included, the handle leaves the table again, as
+    its ``close()`` would: the caller never receives it, so could never close it, while its
+    callback would keep firing. A failed change re-opens before the error goes on (a
+    restart under it may have left that due); after a Ctrl-C nothing more is sent, a
+    re-opening that was due stays due, and the next change or restart re-opens with the
+    handles left.
+    Dropping takes only the table lock, never ``_wire`` (held here), so it cannot wait on
+    anything; it is idempotent, and done again outside the ``with``, for a Ctrl-C that
+    comes out of releasing ``_wire``."""
+    try:
+        with subs._wire:
+            changed = False
             try:
-                ack = sync_modern(subs)
-                granted = ack.get("taskIds") if ack is not None else None
-                if not isinstance(granted, list) or task_id not in granted:
-                    raise CapabilityNotSupported(
-                        f"{doing}: the server did not acknowledge this task (it does not "
-                        "know it, or it has expired); resume_task() says which",
-                        server=subs._name, method="subscriptions/listen")
-            except BaseException:
-                subs._drop(handle)
+                with subs._lock:
+                    first = not table.get(key)
+                    table.setdefault(key, []).append(handle)
+                change(first)
+                changed = True
+                subs._reopen_now()
+            except BaseException as exc:
+                subs._drop(handle)   # before the re-opening, which must not include it
+                if not changed and isinstance(exc, Exception):
+                    subs._reopen_now()   # see Subscriptions.reopen
                 raise
-        except Exception:
-            subs._reopen_now()   # see Subscriptions.reopen
-            raise
-        subs._reopen_now()
+    except BaseException:
+        # A Ctrl-C can also surface as the lock's release returns, after the inner handler.
+        subs._drop(handle)
+        raise
     return handle
 
 
@@ -184,26 +196,53 @@ def resubscribe_legacy(subs: Subscriptions) -> None:
 
 
 def acknowledged(subs: Subscriptions, params: Any) -> None:
-    """``notifications/subscriptions/acknowledged``: complete the matching listen."""
+    """``notifications/subscriptions/acknowledged``: complete the listen it names.
+
+    The acknowledgement names its listen by the listen's request id (``_meta``
+    ``subscriptionId``), and only that listen takes it: one that comes late, for a listen
+    given up already (not acknowledged in time, or a Ctrl-C), must not complete the next
+    listen, which asked for other things. A listen learns its id only once its request went
+    out, and the server may answer before that; so an acknowledgement that names no known
+    listen while one is still going out is kept for it (at most ``_EARLY_ACKS``), and that
+    listen takes it, or nothing, as it learns its id (:func:`_take_early_ack`). An
+    acknowledgement without an id (a server that omits it) can only go to the oldest
+    listen waiting."""
     if not isinstance(params, Mapping):
         return
     meta = params.get("_meta")
     sid = meta.get(META_SUBSCRIPTION_ID) if isinstance(meta, Mapping) else None
     granted = params.get("notifications")
+    ack = dict(granted) if isinstance(granted, Mapping) else {}
     with subs._lock:
         waiting = [ls for ls in subs._listens if not ls.acked.is_set()]
-    target = None
-    for listen in waiting:
-        if sid is not None and listen.request_key is not None:
-            if listen.request_key == _id_key(sid):
-                target = listen
-        elif target is None:
-            target = listen
-    if target is None:
-        _log.debug("server %r: acknowledgement for an unknown listen %r", subs._name, sid)
-        return
-    target.ack = dict(granted) if isinstance(granted, Mapping) else {}
-    target.acked.set()
+        if sid is None:
+            target = waiting[0] if waiting else None
+        else:
+            key = _id_key(sid)
+            target = next((ls for ls in waiting if ls.request_key == key), None)
+            if (target is None and isinstance(sid, (str, int, float))   # hashable
+                    and any(ls.request_key is None for ls in waiting)
+                    and len(subs._early_acks) < _EARLY_ACKS):
+                subs._early_acks[key] = ack
+                return
+        if target is not None:
+            target.ack = ack
+            target.acked.set()
+            return
+    _log.debug("server %r: acknowledgement for an unknown listen %r", subs._name, sid)
+
+
+def _take_early_ack(subs: Subscriptions, listen: _Listen, request_id: Any) -> None:
+    """The listen's request went out: note its id, and take an acknowledgement that came
+    before. Every other one kept names a listen no longer waiting (only one listen goes out
+    at a time, under ``_wire``), so they are dropped."""
+    with subs._lock:
+        listen.request_key = key = _id_key(request_id)
+        early = subs._early_acks.pop(key, None)
+        subs._early_acks.clear()
+        if early is not None:
+            listen.ack = early
+            listen.acked.set()
 
 
 def _desired(subs: Subscriptions) -> dict[str, Any]:
@@ -220,7 +259,15 @@ def sync_modern(subs: Subscriptions) -> dict[str, Any] | None:
     """Make the open listen match the union of handles; return its acknowledgement.
 
     Caller holds ``_wire``. The new listen is acknowledged before the old is cancelled.
+
+    A new listen that does not become the current one, for whatever reason (no
+    acknowledgement in time, an error answer, a Ctrl-C while waiting for either), is given
+    up at once: cancelled on the wire and forgotten. Left alone it would stay open on the
+    server beside the current one, unknown to the changes that follow, with a watcher thread
+    that nobody joins. The current listen is then untouched: it still matches the handles it
+    was opened for, and the next change (or restart) compares the handles with it again.
     """
+    _end_strays(subs)
     desired = _desired(subs)
     old = subs._listen
     if old is not None and old.filter == desired and not old.future.done():
@@ -231,22 +278,26 @@ def sync_modern(subs: Subscriptions) -> dict[str, Any] | None:
             subs._listen = None
         return None
     listen = _Listen(filter=desired)
-    with subs._lock:
-        subs._listens.append(listen)
-    try:
-        listen.future = subs._submit_listen({"notifications": desired})
-    except BaseException:
-        subs._forget(listen)
-        raise
-    listen.request_key = _id_key(listen.future.request_id)
-    listen.thread = new_thread(subs._thread_name, _watch, subs, listen)
-    listen.thread.start()
     timeout = subs._ack_timeout()
-    acked = listen.acked.wait(None if math.isinf(timeout) else timeout)
-    if not acked or listen.ack is None:
-        listen.superseded = True
-        listen.future.cancel()
-        subs._forget(listen)
+    installed = False
+    try:
+        with subs._lock:
+            subs._listens.append(listen)
+        listen.future = subs._submit_listen({"notifications": desired})
+        _take_early_ack(subs, listen, listen.future.request_id)
+        listen.thread = new_thread(subs._thread_name, _watch, subs, listen)
+        listen.thread.start()
+        if (listen.acked.wait(None if math.isinf(timeout) else timeout)
+                and listen.ack is not None):
+            with subs._lock:
+                subs._listen, installed = listen, True
+    finally:
+        # Also on a Ctrl-C: wherever it lands from here on, one of the two is ended.
+        if installed:
+            subs._retire(old)
+        else:
+            _give_up(subs, listen)
+    if not installed:
         if listen.future.done() and not listen.future.cancelled():
             error = listen.future.exception()
             if error is not None:
@@ -254,10 +305,43 @@ def sync_modern(subs: Subscriptions) -> dict[str, Any] | None:
         raise ProtocolError(
             f"server {subs._name!r} did not acknowledge subscriptions/listen within "
             f"{timeout}s", server=subs._name, method="subscriptions/listen")
-    with subs._lock:
-        subs._listen = listen
-    subs._retire(old)
     return listen.ack
+
+
+def _end_strays(subs: Subscriptions) -> None:
+    """End every listen that is not the current one and is not ended yet (caller holds
+    ``_wire``, so no other change has one under way).
+
+    Ending the listen a change replaces, or giving up the new one, happens after the new
+    one's wait, and a Ctrl-C can land between (on entering :meth:`Subscriptions._retire`,
+    say): that listen then stays open on the server, unknown to every later change. Each
+    change first ends such leftovers. One whose request never went out has no future: it
+    only leaves the table (the session cancels a request interrupted while it was being
+    sent). Cancelling one that was ended already sends nothing; one whose watcher never
+    started also leaves the table here, as nothing else would take it out."""
+    with subs._lock:
+        strays = [ls for ls in subs._listens if ls is not subs._listen]
+    for listen in strays:
+        listen.superseded = True
+        if listen.future is not None:
+            listen.future.cancel()
+        if listen.thread is None or not listen.thread.is_alive():
+            subs._forget(listen)
+
+
+def _give_up(subs: Subscriptions, listen: _Listen) -> None:
+    """End a listen that never became the current one: its watcher, if it was started, sees
+    the cancelled request and ends without a word (superseded). A listen without a future
+    only leaves the table: its request never went out, or the submit was interrupted while
+    writing it and the session cancelled it on the wire, or (an instant) the Ctrl-C came
+    after the session handed the future over and before it reached here, and then nothing
+    here knows the request: it stays open on the server until the client closes."""
+    listen.superseded = True
+    if listen.future is not None:
+        listen.future.cancel()
+    with subs._lock:
+        subs._early_acks.clear()   # kept for this listen, if its request never went out
+    subs._forget(listen)
 
 
 def _watch(subs: Subscriptions, listen: _Listen) -> None:

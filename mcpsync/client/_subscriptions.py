@@ -62,9 +62,17 @@ class Subscription:
         self.closed = False
 
     def close(self) -> None:
+        """Unsubscribe. The handle leaves its table however this ends: a Ctrl-C while
+        waiting for another thread's change would otherwise leave it there, marked closed,
+        its callback still firing and no second ``close()`` to take it out. Nothing is sent
+        for it then; the next change or restart re-opens without it."""
         if not self.closed:
-            self.closed = True
-            self._owner.remove(self)
+            try:
+                self.closed = True
+                self._owner.remove(self)
+            except BaseException:
+                self._owner._drop(self)   # the table lock only: never waits on a change
+                raise
 
     def __enter__(self) -> Subscription:
         return self
@@ -110,6 +118,8 @@ class Subscriptions:
         self._by_task: dict[str, list[Subscription]] = {}
         self._listen: _Listen | None = None  # the current (acknowledged) listen
         self._listens: list[_Listen] = []    # every listen not yet finished
+        # Acknowledgements that came before their listen learnt its request id, by that id.
+        self._early_acks: dict[tuple[str, Any], dict[str, Any]] = {}
         self._closed = False
 
     def rename(self, name: str) -> None:
