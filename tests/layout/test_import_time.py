@@ -7,7 +7,8 @@ C-library bindings (``ctypes``: only when the server cannot be started through `
 mistyped name), the policy engine (the Manager's), and the pieces a connect-and-call never
 uses: notebook display, tool proxies, skills, tasks, progress bars, the memory transport,
 auth hooks, the resource/prompt/completion/root types, ``base64``/``mimetypes`` (media
-as bytes or read from a file), the wire side of subscriptions, the bodies of the rarely used
+as bytes or read from a file), ``shutil`` (with ``bz2`` and ``lzma``: a stdio command is
+looked up on ``PATH`` without it), the wire side of subscriptions, the bodies of the rarely used
 ``Client`` methods and the answering of a server's requests. A fresh interpreter tells
 whether an eager import crept back. The benchmark's figures are not judged (a shared
 machine's timing is noise); that it measures every condition and prints positive times is.
@@ -28,7 +29,7 @@ DEFERRED = ("ctypes", "html", "hashlib", "difflib", "mcpsync.policy", "mcpsync._
             "mcpsync.client._skills", "mcpsync.client._tasks", "mcpsync.client._progress",
             "mcpsync.client._memory", "mcpsync.transport.memory", "mcpsync.auth_hooks",
             "base64", "mimetypes", "mcpsync.client._subscribing", "mcpsync.client._client_more",
-            "mcpsync.client._answering")
+            "mcpsync.client._answering", "shutil", "bz2", "lzma")
 
 
 def test_the_client_import_leaves_these_for_later() -> None:
