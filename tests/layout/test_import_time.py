@@ -6,12 +6,13 @@ C-library bindings (``ctypes``: only when the server cannot be started through `
 ``html`` (notebook rendering), ``hashlib`` (skill digests), ``difflib`` (suggestions for a
 mistyped name), the policy engine (the Manager's), and the pieces a connect-and-call never
 uses: notebook display, tool proxies, skills, tasks, progress bars, the memory transport,
-auth hooks, the resource/prompt/completion/root types, ``base64``/``mimetypes`` (media
-as bytes or read from a file), ``shutil`` (with ``bz2`` and ``lzma``: a stdio command is
-looked up on ``PATH`` without it), the wire side of subscriptions, the bodies of the rarely used
-``Client`` methods and the answering of a server's requests. A fresh interpreter tells
-whether an eager import crept back. The benchmark's figures are not judged (a shared
-machine's timing is noise); that it measures every condition and prints positive times is.
+auth hooks, the content blocks other than text and the resource/prompt/completion/root
+types, ``base64``/``mimetypes`` (media as bytes or read from a file), ``shutil`` (with
+``bz2`` and ``lzma``: a stdio command is looked up on ``PATH`` without it), the wire side of
+subscriptions, the bodies of the rarely used ``Client`` methods and the answering of a
+server's requests. A fresh interpreter tells whether an eager import crept back. The
+benchmark's figures are not judged (a shared machine's timing is noise); that it measures
+every condition and prints positive times is.
 """
 
 from __future__ import annotations
