@@ -21,6 +21,7 @@ failing the whole call.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import mcpsync
@@ -222,7 +223,8 @@ def _other_block(d: dict[str, Any], kind: object) -> Content:
     statement in ``content_block_from_dict`` itself would run for every such block, and on
     3.10 and 3.11 it costs about 0.5 us each time, as much as parsing an image block."""
     global _other_block
-    from mcpsync._types_more import other_block
+    _load_more()
+    from mcpsync._types_more import other_block  # loaded: a lookup in sys.modules
 
     _other_block = other_block
     return other_block(d, kind)
@@ -435,13 +437,27 @@ def __getattr__(name: str) -> Any:
     first access (PEP 562)."""
     if name not in _MORE:
         raise AttributeError(f"module 'mcpsync.types' has no attribute {name!r}")
-    from mcpsync import _types_more
-
+    _types_more = _load_more()
     # One update, so that a thread that finds one of them in the namespace finds all of them
     # (Prompt never without PromptArgument).
     namespace = globals()
     namespace.update({other: getattr(_types_more, other) for other in _MORE})
     return namespace[name]
+
+
+def _load_more() -> ModuleType:
+    """Import ``_types_more``; a Ctrl-C that lands while it builds its dataclasses comes out as
+    the ``KeyboardInterrupt`` it is. On 3.10 and 3.11 ``type()`` wraps an exception raised in
+    a ``__set_name__`` (a dataclass field's) in ``RuntimeError("Error calling __set_name__
+    ...")``, which a caller's ``except KeyboardInterrupt`` would not catch. The failed import
+    leaves nothing behind: the next access imports the module again."""
+    try:
+        from mcpsync import _types_more
+    except RuntimeError as exc:
+        if isinstance(exc.__cause__, KeyboardInterrupt):
+            raise exc.__cause__ from None
+        raise
+    return _types_more
 
 
 def __dir__() -> list[str]:

@@ -181,6 +181,37 @@ def test_blocks_other_than_text_load_their_types_once_then_parse_directly() -> N
     assert done.stdout.strip() == "ok", done.stderr
 
 
+@pytest.mark.parametrize("how", ["ImageContent", "parse"])
+def test_a_ctrl_c_while_the_lazy_types_load_is_a_keyboard_interrupt(how: str) -> None:
+    # On 3.10 and 3.11 an exception raised in a dataclass field's __set_name__ comes out of
+    # the class statement as RuntimeError; the loader gives the KeyboardInterrupt back, and
+    # the next access loads the module whole. The interrupt is raised by a trace function on
+    # the first __set_name__ call inside _types_more, where a real Ctrl-C can land.
+    probe = ("import sys, mcpsync, mcpsync.types as t\n"
+             "image = {'type': 'image', 'data': 'aGk=', 'mimeType': 'image/png'}\n"
+             "def trace(frame, event, arg):\n"
+             "    if (event == 'call' and frame.f_code.co_name == '__set_name__'\n"
+             "            and 'mcpsync._types_more' in sys.modules):\n"
+             "        sys.settrace(None)\n"
+             "        raise KeyboardInterrupt\n"
+             "sys.settrace(trace)\n"
+             "try:\n"
+             f"    t.content_block_from_dict(image) if {how!r} == 'parse' else t.ImageContent\n"
+             "except KeyboardInterrupt:\n"
+             "    print('interrupted')\n"
+             "finally:\n"
+             "    sys.settrace(None)\n"
+             "assert 'mcpsync._types_more' not in sys.modules\n"
+             "b = t.content_block_from_dict(image)\n"
+             "more = sys.modules['mcpsync._types_more']\n"
+             "assert type(b) is t.ImageContent is mcpsync.ImageContent is more.ImageContent\n"
+             "assert t.Content is more.Content and t.Prompt is mcpsync.Prompt\n"
+             "print('ok')\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=False, timeout=60)
+    assert done.stdout.split() == ["interrupted", "ok"], done.stderr
+
+
 def test_the_lazy_types_load_once_when_many_threads_ask_at_once() -> None:
     probe = ("import sys, threading\n"
              "import mcpsync.types as t\n"
