@@ -41,7 +41,9 @@ def _which(command: str, path: str) -> str | None:
     an empty ``PATH`` finds nothing, an empty entry means the current directory, a directory
     seen before (after ``normcase``) is skipped, and a hit is an existing, executable
     non-directory. On Windows (where ``which`` also tries ``PATHEXT`` and the current
-    directory) the standard library's function itself runs."""
+    directory) the standard library's function itself runs; ``resolve_argv`` only gets here
+    there when told ``windows=False``, since a Windows command goes through
+    :func:`resolve_windows`, which never called ``shutil.which``."""
     if sys.platform == "win32":
         import shutil
 
