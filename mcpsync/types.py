@@ -20,22 +20,29 @@ failing the whole call.
 
 from __future__ import annotations
 
-import builtins
-import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeAlias
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
+import mcpsync
 from mcpsync.errors import ProtocolError
 
 if TYPE_CHECKING:
     from mcpsync._types_more import (
+        AudioContent as AudioContent,
         CompleteResult as CompleteResult,
+        Content as Content,
+        ContentBlock as ContentBlock,
+        EmbeddedResource as EmbeddedResource,
         GetPromptResult as GetPromptResult,
+        ImageContent as ImageContent,
         Prompt as Prompt,
         PromptArgument as PromptArgument,
         PromptMessage as PromptMessage,
         ReadResourceResult as ReadResourceResult,
         Resource as Resource,
+        ResourceContents as ResourceContents,
+        ResourceLink as ResourceLink,
         ResourceTemplate as ResourceTemplate,
         Root as Root,
     )
@@ -131,56 +138,6 @@ def _with_common(out: dict[str, Any], annotations: dict[str, Any] | None,
     return out
 
 
-def _b64(data: object, what: str) -> str:
-    """Base64 text of ``data``; anything but bytes is refused, since a ``str`` here is almost
-    always text that was meant for a text block (or data already encoded once)."""
-    if not isinstance(data, (builtins.bytes, bytearray, memoryview)):
-        raise TypeError(f"{what} takes bytes, got {type(data).__name__}"
-                        + (": use a text block for text" if isinstance(data, str) else ""))
-    import base64  # media as bytes is a rare path: base64 loads on first use
-
-    return base64.b64encode(data).decode("ascii")
-
-
-def _unb64(text: str) -> builtins.bytes:
-    """The bytes of base64 ``text`` (``base64.b64decode``, loaded on first use)."""
-    import base64
-
-    return base64.b64decode(text)
-
-
-def _mime(mime_type: object, what: str) -> str:
-    if not isinstance(mime_type, str) or "/" not in mime_type:
-        raise ValueError(f"{what} needs a MIME type such as 'image/png', got {mime_type!r}")
-    return mime_type
-
-
-def _uri(uri: object, what: str) -> str:
-    if not isinstance(uri, str) or not uri:
-        raise ValueError(f"{what} needs the resource's URI as a non-empty str, got {uri!r}")
-    return uri
-
-
-def _read_media(path: str | os.PathLike[str], mime_type: str | None, kind: str,
-                what: str) -> tuple[builtins.bytes, str]:
-    """The file's bytes and its MIME type: the one given, else the one its name suggests."""
-    import mimetypes  # reading a file is rare: mimetypes (and urllib.parse) load then
-
-    name = os.fspath(path)
-    if mime_type is None:
-        guessed, _ = mimetypes.guess_type(name)
-        if guessed is None:
-            example = "image/png" if kind == "image" else "audio/wav"
-            raise ValueError(f"{what}: cannot tell the MIME type of {name!r} from its name; "
-                             f"pass mime_type=, for example {example!r}")
-        if not guessed.startswith(kind + "/"):
-            raise ValueError(f"{what}: {name!r} looks like {guessed}, not {kind}; pass "
-                             f"mime_type= if it really is {kind}")
-        mime_type = guessed
-    with open(name, "rb") as f:
-        return f.read(), _mime(mime_type, what)
-
-
 # --- how the objects look: short reprs, and rich output in IPython/Jupyter ----------------
 
 class _Shown:
@@ -206,12 +163,6 @@ class _Shown:
 # --- content blocks ---------------------------------------------------------------------
 
 _TEXT_KNOWN = frozenset(("type", "text", "annotations", "_meta"))
-_MEDIA_KNOWN = frozenset(("type", "data", "mimeType", "annotations", "_meta"))
-_LINK_KNOWN = frozenset(("type", "uri", "name", "title", "description", "mimeType", "size",
-                         "icons", "annotations", "_meta"))
-_EMBEDDED_KNOWN = frozenset(("type", "resource", "annotations", "_meta"))
-
-
 @dataclass(slots=True, repr=False)
 class TextContent(_Shown):
     """A ``text`` block."""
@@ -244,317 +195,7 @@ class TextContent(_Shown):
         return _with_common(out, self.annotations, self.meta, self.extra)
 
 
-@dataclass(slots=True, repr=False)
-class ImageContent(_Shown):
-    """An ``image`` block: base64 ``data`` and its ``mime_type``."""
-
-    data: str
-    mime_type: str
-    annotations: dict[str, Any] | None = None
-    meta: dict[str, Any] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-    raw: dict[str, Any] = field(default_factory=dict)
-    type: str = "image"
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> ImageContent:
-        d = _require_dict(d, "an image content block")
-        return cls(_required_str(d, "data", "an image content block"),
-                   _required_str(d, "mimeType", "an image content block"),
-                   _dict(d, "annotations"), _dict(d, "_meta"), _extra(d, _MEDIA_KNOWN), d)
-
-    @property
-    def bytes(self) -> builtins.bytes:
-        """The image bytes, decoded (``data`` stays the base64 text as sent)."""
-        return _unb64(self.data)
-
-    def decode(self) -> builtins.bytes:
-        """The same as :attr:`bytes` (the older spelling, kept)."""
-        return _unb64(self.data)
-
-    @classmethod
-    def from_bytes(cls, data: builtins.bytes, mime_type: str, *,
-                   annotations: dict[str, Any] | None = None,
-                   meta: dict[str, Any] | None = None) -> ImageContent:
-        """A block for a server to send: ``data`` is base64-encoded here, so a handler never
-        handles base64 itself (``mime_type`` such as ``'image/png'``)."""
-        what = "ImageContent.from_bytes()"
-        return cls(_b64(data, what), _mime(mime_type, what), annotations, meta)
-
-    @classmethod
-    def from_file(cls, path: str | os.PathLike[str], mime_type: str | None = None, *,
-                  annotations: dict[str, Any] | None = None,
-                  meta: dict[str, Any] | None = None) -> ImageContent:
-        """A block holding the file at ``path``; without ``mime_type`` it is guessed from the
-        file name (:mod:`mimetypes`), and a name that says nothing, or says it is not image,
-        raises ``ValueError`` naming the file."""
-        data, mime = _read_media(path, mime_type, "image", "ImageContent.from_file()")
-        return cls(_b64(data, "ImageContent.from_file()"), mime, annotations, meta)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The block as wire JSON (the original dict when there is one)."""
-        if self.raw:
-            return self.raw
-        return _with_common({"type": "image", "data": self.data, "mimeType": self.mime_type},
-                            self.annotations, self.meta, self.extra)
-
-
-@dataclass(slots=True, repr=False)
-class AudioContent(_Shown):
-    """An ``audio`` block: base64 ``data`` and its ``mime_type``."""
-
-    data: str
-    mime_type: str
-    annotations: dict[str, Any] | None = None
-    meta: dict[str, Any] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-    raw: dict[str, Any] = field(default_factory=dict)
-    type: str = "audio"
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> AudioContent:
-        d = _require_dict(d, "an audio content block")
-        return cls(_required_str(d, "data", "an audio content block"),
-                   _required_str(d, "mimeType", "an audio content block"),
-                   _dict(d, "annotations"), _dict(d, "_meta"), _extra(d, _MEDIA_KNOWN), d)
-
-    @property
-    def bytes(self) -> builtins.bytes:
-        """The audio bytes, decoded (``data`` stays the base64 text as sent)."""
-        return _unb64(self.data)
-
-    def decode(self) -> builtins.bytes:
-        """The same as :attr:`bytes` (the older spelling, kept)."""
-        return _unb64(self.data)
-
-    @classmethod
-    def from_bytes(cls, data: builtins.bytes, mime_type: str, *,
-                   annotations: dict[str, Any] | None = None,
-                   meta: dict[str, Any] | None = None) -> AudioContent:
-        """A block for a server to send: ``data`` is base64-encoded here, so a handler never
-        handles base64 itself (``mime_type`` such as ``'audio/wav'``)."""
-        what = "AudioContent.from_bytes()"
-        return cls(_b64(data, what), _mime(mime_type, what), annotations, meta)
-
-    @classmethod
-    def from_file(cls, path: str | os.PathLike[str], mime_type: str | None = None, *,
-                  annotations: dict[str, Any] | None = None,
-                  meta: dict[str, Any] | None = None) -> AudioContent:
-        """A block holding the file at ``path``; without ``mime_type`` it is guessed from the
-        file name (:mod:`mimetypes`), and a name that says nothing, or says it is not audio,
-        raises ``ValueError`` naming the file."""
-        data, mime = _read_media(path, mime_type, "audio", "AudioContent.from_file()")
-        return cls(_b64(data, "AudioContent.from_file()"), mime, annotations, meta)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The block as wire JSON (the original dict when there is one)."""
-        if self.raw:
-            return self.raw
-        return _with_common({"type": "audio", "data": self.data, "mimeType": self.mime_type},
-                            self.annotations, self.meta, self.extra)
-
-
-@dataclass(slots=True, repr=False)
-class ResourceLink(_Shown):
-    """A ``resource_link`` block: a pointer to a resource the client may read."""
-
-    uri: str
-    name: str
-    title: str | None = None
-    description: str | None = None
-    mime_type: str | None = None
-    size: int | None = None
-    icons: list[Any] | None = None
-    annotations: dict[str, Any] | None = None
-    meta: dict[str, Any] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-    raw: dict[str, Any] = field(default_factory=dict)
-    type: str = "resource_link"
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> ResourceLink:
-        d = _require_dict(d, "a resource_link content block")
-        return cls(_required_str(d, "uri", "a resource_link content block"),
-                   _required_str(d, "name", "a resource_link content block"),
-                   _str(d, "title"), _str(d, "description"), _str(d, "mimeType"),
-                   _int(d, "size"), _list(d, "icons"), _dict(d, "annotations"),
-                   _dict(d, "_meta"), _extra(d, _LINK_KNOWN), d)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The block as wire JSON (the original dict when there is one); the optional fields
-        that are ``None`` are left out."""
-        if self.raw:
-            return self.raw
-        out: dict[str, Any] = {"type": "resource_link", "uri": self.uri, "name": self.name}
-        for key, value in (("title", self.title), ("description", self.description),
-                           ("mimeType", self.mime_type), ("size", self.size),
-                           ("icons", self.icons)):
-            if value is not None:
-                out[key] = value
-        return _with_common(out, self.annotations, self.meta, self.extra)
-
-
-_CONTENTS_KNOWN = frozenset(("uri", "mimeType", "text", "blob", "_meta"))
-
-
-@dataclass(slots=True, repr=False)
-class ResourceContents(_Shown):
-    """The contents of a resource: exactly one of ``text`` and ``blob`` (base64) is set."""
-
-    uri: str
-    mime_type: str | None = None
-    text: str | None = None
-    blob: str | None = None
-    meta: dict[str, Any] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-    raw: dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> ResourceContents:
-        d = _require_dict(d, "resource contents")
-        uri = _required_str(d, "uri", "resource contents")
-        text, blob = _str(d, "text"), _str(d, "blob")
-        if text is None and blob is None:
-            raise ProtocolError(f"resource contents for {uri!r} have neither a 'text' nor a "
-                                f"'blob' string: {_excerpt(d)}")
-        return cls(uri, _str(d, "mimeType"), text, blob, _dict(d, "_meta"),
-                   _extra(d, _CONTENTS_KNOWN), d)
-
-    @property
-    def is_text(self) -> bool:
-        """True for text contents, False for a blob."""
-        return self.text is not None
-
-    @property
-    def bytes(self) -> builtins.bytes:
-        """The bytes: the decoded blob, or the text encoded as UTF-8."""
-        if self.text is not None:
-            return self.text.encode("utf-8")
-        return _unb64(self.blob or "")
-
-    @property
-    def data(self) -> builtins.bytes:
-        """The same as :attr:`bytes` (the older spelling, kept)."""
-        return self.bytes
-
-    @classmethod
-    def from_text(cls, uri: str, text: str, mime_type: str | None = None, *,
-                  meta: dict[str, Any] | None = None) -> ResourceContents:
-        """Text contents for a server to send (a resource read, or an embedded resource)."""
-        if not isinstance(text, str):
-            raise TypeError(f"ResourceContents.from_text() for {uri!r} takes a str, got "
-                            f"{type(text).__name__}: use from_bytes() for bytes")
-        return cls(_uri(uri, "ResourceContents.from_text()"), mime_type, text, None, meta)
-
-    @classmethod
-    def from_bytes(cls, uri: str, data: builtins.bytes, mime_type: str | None = None, *,
-                   meta: dict[str, Any] | None = None) -> ResourceContents:
-        """Binary contents for a server to send: ``data`` goes out as a base64 ``blob``."""
-        what = "ResourceContents.from_bytes()"
-        return cls(_uri(uri, what), mime_type, None, _b64(data, what), meta)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The contents as wire JSON (the original dict when there is one).
-
-        Raises ``ValueError`` when not exactly one of ``text`` and ``blob`` is set: the peer
-        could not tell which one to read.
-        """
-        if self.raw:
-            return self.raw
-        if (self.text is None) == (self.blob is None):
-            raise ValueError(f"resource contents for {self.uri!r} need exactly one of 'text' "
-                             f"and 'blob' (build them with ResourceContents.from_text() or "
-                             f"from_bytes())")
-        out: dict[str, Any] = {"uri": self.uri}
-        if self.mime_type is not None:
-            out["mimeType"] = self.mime_type
-        if self.text is not None:
-            out["text"] = self.text
-        else:
-            out["blob"] = self.blob
-        if self.meta is not None:
-            out["_meta"] = self.meta
-        out.update(self.extra)
-        return out
-
-
-@dataclass(slots=True, repr=False)
-class EmbeddedResource(_Shown):
-    """A ``resource`` block: a resource's contents carried inline."""
-
-    resource: ResourceContents
-    annotations: dict[str, Any] | None = None
-    meta: dict[str, Any] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-    raw: dict[str, Any] = field(default_factory=dict)
-    type: str = "resource"
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> EmbeddedResource:
-        d = _require_dict(d, "an embedded resource block")
-        if "resource" not in d:
-            raise ProtocolError(f"an embedded resource block has no 'resource' field: "
-                                f"{_excerpt(d)}")
-        return cls(ResourceContents.from_dict(d["resource"]), _dict(d, "annotations"),
-                   _dict(d, "_meta"), _extra(d, _EMBEDDED_KNOWN), d)
-
-    # No ``of(contents)``: ``EmbeddedResource(contents)`` already is that constructor. These
-    # two build the contents too, which is the step every caller would otherwise repeat.
-    @classmethod
-    def from_text(cls, uri: str, text: str, mime_type: str | None = None, *,
-                  annotations: dict[str, Any] | None = None) -> EmbeddedResource:
-        """A ``resource`` block carrying text contents (see ResourceContents.from_text)."""
-        return cls(ResourceContents.from_text(uri, text, mime_type), annotations)
-
-    @classmethod
-    def from_bytes(cls, uri: str, data: builtins.bytes, mime_type: str | None = None, *,
-                   annotations: dict[str, Any] | None = None) -> EmbeddedResource:
-        """A ``resource`` block carrying a base64 blob (see ResourceContents.from_bytes)."""
-        return cls(ResourceContents.from_bytes(uri, data, mime_type), annotations)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The block as wire JSON (the original dict when there is one)."""
-        if self.raw:
-            return self.raw
-        return _with_common({"type": "resource", "resource": self.resource.to_dict()},
-                            self.annotations, self.meta, self.extra)
-
-
-@dataclass(slots=True, repr=False)
-class ContentBlock(_Shown):
-    """A content block of a type mcpsync does not model (``tool_use``, a future type), or a
-    known type whose required fields were missing. ``raw`` holds everything."""
-
-    type: str
-    extra: dict[str, Any] = field(default_factory=dict)
-    raw: dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> ContentBlock:
-        d = _require_dict(d, "a content block")
-        kind = d.get("type")
-        return cls(kind if isinstance(kind, str) else "",
-                   {k: v for k, v in d.items() if k != "type"}, d)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The block as wire JSON: the original dict, or ``type`` and the other members."""
-        return self.raw or {"type": self.type, **self.extra}
-
-
-Content: TypeAlias = (TextContent | ImageContent | AudioContent | ResourceLink
-                      | EmbeddedResource | ContentBlock)
-"""Any content block; check ``.type`` or use ``isinstance``."""
-
-_BLOCK_TYPES: dict[str, Any] = {
-    "text": TextContent,
-    "image": ImageContent,
-    "audio": AudioContent,
-    "resource_link": ResourceLink,
-    "resource": EmbeddedResource,
-}
-
-
-def content_block_from_dict(d: Any) -> Content:
+def content_block_from_dict(d: Any) -> mcpsync.types.Content:
     """Parse one content block, degrading to :class:`ContentBlock` when its type is unknown
     or a required field is missing, so one odd block never fails a whole result.
 
@@ -566,16 +207,27 @@ def content_block_from_dict(d: Any) -> Content:
             text = d.get("text")
             if type(text) is str and len(d) == 2:
                 return TextContent(text, None, None, {}, d)
-        cls = _BLOCK_TYPES.get(kind) if isinstance(kind, str) else None
-        if cls is not None:
             try:
-                block: Content = cls.from_dict(d)
-                return block
+                return TextContent.from_dict(d)
             except ProtocolError:
                 pass
-        return ContentBlock.from_dict(d)
+        # Every other block (and a text block that is not one): its types load on first use.
+        return _other_block(d, kind)
     raise ProtocolError(f"a content block must be a JSON object, got {type(d).__name__}: "
                         f"{_excerpt(d)}")
+
+
+def _other_block(d: dict[str, Any], kind: object) -> Content:
+    """Load ``_types_more`` for the first block that is not plain text, and put its
+    ``other_block`` in this name's place, so that later blocks call it directly: an import
+    statement in ``content_block_from_dict`` itself would run for every such block, and on
+    3.10 and 3.11 it costs about 0.5 us each time, as much as parsing an image block."""
+    global _other_block
+    _load_more()
+    from mcpsync._types_more import other_block  # loaded: a lookup in sys.modules
+
+    _other_block = other_block
+    return other_block(d, kind)
 
 
 def _content_list(value: Any, what: str) -> list[Content]:
@@ -650,7 +302,7 @@ class CallToolResult(_Shown):
     empty list.
     """
 
-    content: list[Content]
+    content: list[mcpsync.types.Content]
     structured: Any = None
     is_error: bool = False
     meta: dict[str, Any] | None = None
@@ -764,27 +416,48 @@ class ServerInfo(_Shown):
                    protocol_version, instructions, _extra(d, _INFO_KNOWN), d)
 
 
-# --- resources, prompts, completion and roots: defined in _types_more, loaded on first use --
+# --- the other content blocks, resources, prompts, completion and roots: defined in
+# _types_more, loaded on first use ---------------------------------------------------------
 
-# A client that only calls tools never needs these: ``import mcpsync.client`` neither compiles
-# nor builds them. The first access to any of them loads all of them, and puts them in this
-# module's namespace, so later accesses (and type-hint lookups, which read this namespace) are
-# plain globals.
-_MORE = frozenset(("CompleteResult", "GetPromptResult", "Prompt", "PromptArgument",
-                   "PromptMessage", "ReadResourceResult", "Resource", "ResourceTemplate", "Root"))
+# A client that only calls tools, and gets text back, never needs these: ``import
+# mcpsync.client`` neither compiles nor builds them. The first access to any of them (or the
+# first content block that is not plain text) loads all of them; the first access puts them in
+# this module's namespace, so later accesses (and type-hint lookups, which read this
+# namespace) are plain globals. ``CallToolResult.content`` and ``content_block_from_dict``
+# name ``Content`` as ``mcpsync.types.Content``, an attribute lookup that loads it, so that
+# ``typing.get_type_hints`` resolves them before anything else has.
+_MORE = frozenset(("AudioContent", "CompleteResult", "Content", "ContentBlock",
+                   "EmbeddedResource", "GetPromptResult", "ImageContent", "Prompt",
+                   "PromptArgument", "PromptMessage", "ReadResourceResult", "Resource",
+                   "ResourceContents", "ResourceLink", "ResourceTemplate", "Root"))
 
 
 def __getattr__(name: str) -> Any:
-    """Load the resource, prompt, completion and root types on first access (PEP 562)."""
+    """Load the other content blocks and the resource, prompt, completion and root types on
+    first access (PEP 562)."""
     if name not in _MORE:
         raise AttributeError(f"module 'mcpsync.types' has no attribute {name!r}")
-    from mcpsync import _types_more
-
-    # One update, so that a thread that finds one of them in the namespace finds all nine
+    _types_more = _load_more()
+    # One update, so that a thread that finds one of them in the namespace finds all of them
     # (Prompt never without PromptArgument).
     namespace = globals()
     namespace.update({other: getattr(_types_more, other) for other in _MORE})
     return namespace[name]
+
+
+def _load_more() -> ModuleType:
+    """Import ``_types_more``; a Ctrl-C that lands while it builds its dataclasses comes out as
+    the ``KeyboardInterrupt`` it is. On 3.10 and 3.11 ``type()`` wraps an exception raised in
+    a ``__set_name__`` (a dataclass field's) in ``RuntimeError("Error calling __set_name__
+    ...")``, which a caller's ``except KeyboardInterrupt`` would not catch. The failed import
+    leaves nothing behind: the next access imports the module again."""
+    try:
+        from mcpsync import _types_more
+    except RuntimeError as exc:
+        if isinstance(exc.__cause__, KeyboardInterrupt):
+            raise exc.__cause__ from None
+        raise
+    return _types_more
 
 
 def __dir__() -> list[str]:

@@ -6,11 +6,13 @@ C-library bindings (``ctypes``: only when the server cannot be started through `
 ``html`` (notebook rendering), ``hashlib`` (skill digests), ``difflib`` (suggestions for a
 mistyped name), the policy engine (the Manager's), and the pieces a connect-and-call never
 uses: notebook display, tool proxies, skills, tasks, progress bars, the memory transport,
-auth hooks, the resource/prompt/completion/root types, ``base64``/``mimetypes`` (media
-as bytes or read from a file), the wire side of subscriptions, the bodies of the rarely used
-``Client`` methods and the answering of a server's requests. A fresh interpreter tells
-whether an eager import crept back. The benchmark's figures are not judged (a shared
-machine's timing is noise); that it measures every condition and prints positive times is.
+auth hooks, the content blocks other than text and the resource/prompt/completion/root
+types, ``base64``/``mimetypes`` (media as bytes or read from a file), ``shutil`` (with
+``bz2`` and ``lzma``: a stdio command is looked up on ``PATH`` without it), the wire side of
+subscriptions, the bodies of the rarely used ``Client`` methods and the answering of a
+server's requests. A fresh interpreter tells whether an eager import crept back. The
+benchmark's figures are not judged (a shared machine's timing is noise); that it measures
+every condition and prints positive times is.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ DEFERRED = ("ctypes", "html", "hashlib", "difflib", "mcpsync.policy", "mcpsync._
             "mcpsync.client._skills", "mcpsync.client._tasks", "mcpsync.client._progress",
             "mcpsync.client._memory", "mcpsync.transport.memory", "mcpsync.auth_hooks",
             "base64", "mimetypes", "mcpsync.client._subscribing", "mcpsync.client._client_more",
-            "mcpsync.client._answering")
+            "mcpsync.client._answering", "shutil", "bz2", "lzma")
 
 
 def test_the_client_import_leaves_these_for_later() -> None:
@@ -115,6 +117,7 @@ def test_the_lazy_types_keep_their_source_and_old_pickles() -> None:
     import dataclasses
     import inspect
     import pickle
+    import typing
 
     import mcpsync._types_more as more
     import mcpsync.types as types
@@ -123,7 +126,11 @@ def test_the_lazy_types_keep_their_source_and_old_pickles() -> None:
     exec("from mcpsync.types import *", namespace)
     for name in more.__all__:
         cls = getattr(types, name)
-        assert namespace[name] is cls and cls.__module__ == "mcpsync._types_more"
+        assert namespace[name] is cls
+        if name == "Content":   # the union of the content block types, not a class
+            assert set(typing.get_args(cls)) >= {types.TextContent, types.ImageContent}
+            continue
+        assert cls.__module__ == "mcpsync._types_more"
         source = inspect.getsource(cls)
         assert f"class {name}(" in source.split("\n", 2)[1], source[:200]
     root = types.Root("file:///x", "x")
@@ -135,6 +142,75 @@ def test_the_lazy_types_keep_their_source_and_old_pickles() -> None:
     # A pickle written while they claimed to be mcpsync.types' still loads (its __getattr__).
     old = pickle.dumps(root, protocol=2).replace(b"mcpsync._types_more", b"mcpsync.types")
     assert b"mcpsync.types\nRoot" in old and pickle.loads(old) == root
+    # The content blocks moved later: a pickle written when they were defined in
+    # mcpsync.types (so naming it) loads, and so does a new one.
+    image = types.ImageContent("aGk=", "image/png")
+    embedded = types.EmbeddedResource(types.ResourceContents.from_text("file:///x", "hi"))
+    for value in (image, embedded, types.ContentBlock("x", {"y": 1})):
+        assert pickle.loads(pickle.dumps(value)) == value
+        assert copy.deepcopy(value) == value == dataclasses.replace(value)
+    old = pickle.dumps(image, protocol=2).replace(b"mcpsync._types_more", b"mcpsync.types")
+    assert b"mcpsync.types\nImageContent" in old and pickle.loads(old) == image
+
+def test_blocks_other_than_text_load_their_types_once_then_parse_directly() -> None:
+    # The first such block loads _types_more and rebinds types._other_block to its parser, so
+    # that later blocks run no import statement (about 0.5 us each on 3.10 and 3.11); blocks
+    # parsed from several threads at once all get the one set of classes.
+    probe = ("import sys, threading\n"
+             "import mcpsync.types as t\n"
+             "t.content_block_from_dict({'type': 'text', 'text': 'hi'})\n"
+             "assert 'mcpsync._types_more' not in sys.modules\n"
+             "image = {'type': 'image', 'data': 'aGk=', 'mimeType': 'image/png'}\n"
+             "start, got = threading.Barrier(8), []\n"
+             "def parse():\n"
+             "    start.wait()\n"
+             "    got.append(t.content_block_from_dict(image))\n"
+             "threads = [threading.Thread(target=parse) for _ in range(8)]\n"
+             "for th in threads: th.start()\n"
+             "for th in threads: th.join()\n"
+             "import mcpsync._types_more as more\n"
+             "assert t._other_block is more.other_block\n"
+             "assert len(got) == 8 and all(type(b) is t.ImageContent for b in got)\n"
+             "assert type(t.content_block_from_dict({'type': 'x'})) is t.ContentBlock\n"
+             "assert type(t.content_block_from_dict({'type': 'text'})) is t.ContentBlock\n"
+             "m = t.PromptMessage.from_dict({'role': 'user', 'content': image})\n"
+             "assert type(m.content) is t.ImageContent\n"
+             "print('ok')\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=False, timeout=60)
+    assert done.stdout.strip() == "ok", done.stderr
+
+
+@pytest.mark.parametrize("how", ["ImageContent", "parse"])
+def test_a_ctrl_c_while_the_lazy_types_load_is_a_keyboard_interrupt(how: str) -> None:
+    # On 3.10 and 3.11 an exception raised in a dataclass field's __set_name__ comes out of
+    # the class statement as RuntimeError; the loader gives the KeyboardInterrupt back, and
+    # the next access loads the module whole. The interrupt is raised by a trace function on
+    # the first __set_name__ call inside _types_more, where a real Ctrl-C can land.
+    probe = ("import sys, mcpsync, mcpsync.types as t\n"
+             "image = {'type': 'image', 'data': 'aGk=', 'mimeType': 'image/png'}\n"
+             "def trace(frame, event, arg):\n"
+             "    if (event == 'call' and frame.f_code.co_name == '__set_name__'\n"
+             "            and 'mcpsync._types_more' in sys.modules):\n"
+             "        sys.settrace(None)\n"
+             "        raise KeyboardInterrupt\n"
+             "sys.settrace(trace)\n"
+             "try:\n"
+             f"    t.content_block_from_dict(image) if {how!r} == 'parse' else t.ImageContent\n"
+             "except KeyboardInterrupt:\n"
+             "    print('interrupted')\n"
+             "finally:\n"
+             "    sys.settrace(None)\n"
+             "assert 'mcpsync._types_more' not in sys.modules\n"
+             "b = t.content_block_from_dict(image)\n"
+             "more = sys.modules['mcpsync._types_more']\n"
+             "assert type(b) is t.ImageContent is mcpsync.ImageContent is more.ImageContent\n"
+             "assert t.Content is more.Content and t.Prompt is mcpsync.Prompt\n"
+             "print('ok')\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=False, timeout=60)
+    assert done.stdout.split() == ["interrupted", "ok"], done.stderr
+
 
 def test_the_lazy_types_load_once_when_many_threads_ask_at_once() -> None:
     probe = ("import sys, threading\n"

@@ -14,6 +14,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from tests.layout.test_public_api import PUBLIC
 
 # Annotations that never resolved at runtime (they name a class imported only for the type
@@ -87,3 +89,42 @@ def test_every_public_annotation_resolves_in_a_fresh_interpreter() -> None:
     checked, *failures = done.stdout.strip().split("\n")
     assert int(checked) > 300
     assert not [f for f in failures if f], "\n".join(failures)
+
+
+# Public annotations that name a lazily loaded type through an attribute that loads it
+# (``mcpsync.types.Content``, ``mcpsync.Resource``): each is checked in an interpreter that
+# imported only its module, so nothing else has loaded the type first. The walk above cannot
+# tell: importing ``mcpsync`` and reading its names loads them all before it looks.
+THROUGH_A_LAZY_NAME = (
+    ("mcpsync.types", "CallToolResult"),
+    ("mcpsync.types", "CallToolResult.__init__"),
+    ("mcpsync.types", "content_block_from_dict"),
+    ("mcpsync.client", "Client.list_resources"),
+    ("mcpsync.client", "Client.list_resource_templates"),
+    ("mcpsync.client", "Client.list_prompts"),
+    ("mcpsync.client", "Client.read_resource"),
+    ("mcpsync.client", "Client.get_prompt"),
+    ("mcpsync.client", "Client.complete"),
+)
+
+ALONE = r"""
+import importlib, inspect, sys, typing
+
+module_name, path = sys.argv[1], sys.argv[2]
+obj = importlib.import_module(module_name)
+assert "mcpsync._types_more" not in sys.modules, "loaded before the check"
+for part in path.split("."):
+    obj = getattr(obj, part)
+typing.get_type_hints(obj)
+if not inspect.isclass(obj):
+    inspect.signature(obj, eval_str=True)
+print("ok")
+"""
+
+
+@pytest.mark.parametrize(("module_name", "path"), THROUGH_A_LAZY_NAME)
+def test_annotations_through_a_lazy_name_resolve_with_only_their_module_loaded(
+        module_name: str, path: str) -> None:
+    done = subprocess.run([sys.executable, "-c", ALONE, module_name, path],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.stdout.strip() == "ok", done.stderr

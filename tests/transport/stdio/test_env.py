@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -99,6 +100,37 @@ def test_missing_cwd_and_empty_command_are_config_errors(tmp_path: Path) -> None
     with pytest.raises(ConfigError, match="empty"):
         resolve_argv([], {"PATH": "/bin"}, windows=False)
     assert issubclass(ConfigError, ValueError)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="the POSIX lookup")
+def test_the_path_lookup_answers_as_shutil_which(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # The lookup is written out so that a connection does not load shutil: it must find
+    # what shutil.which finds, in the same order, for every kind of PATH entry.
+    import shutil
+
+    from mcpsync.transport.stdio._env import _which
+
+    first, second, plain, folder = (tmp_path / n for n in ("first", "second", "plain", "dir"))
+    for d in (first, second, plain, folder):
+        d.mkdir()
+    _exe(second / "tool")
+    _exe(first / "both")
+    _exe(second / "both")
+    (plain / "tool").write_text("not executable\n")
+    (plain / "both").write_text("not executable\n")
+    (folder / "tool").mkdir()
+    (second / "link").symlink_to(second / "tool")
+    (second / "dangling").symlink_to(second / "nowhere")
+    _exe(tmp_path / "here")
+    monkeypatch.chdir(tmp_path)
+    paths = ["", ":", os.pathsep.join(map(str, (plain, folder, second, first))),
+             os.pathsep.join(map(str, (first, second))), f"{plain}::{second}",
+             f"{second}{os.sep}:{second}", "first:second", "dir:second", str(tmp_path / "nope"),
+             f"{first}:{first}:{second}"]
+    for path in paths:
+        for command in ("tool", "both", "link", "dangling", "here", "missing", "dir", "."):
+            assert _which(command, path) == shutil.which(command, path=path), (command, path)
 
 
 # ---------------------------------------------------------------- Windows resolution logic
