@@ -95,8 +95,9 @@ class Cancelling(SessionBase):
         self._abandon(call, "interrupted by the user (KeyboardInterrupt)"
                       if isinstance(exc, KeyboardInterrupt) else
                       f"abandoned after {type(exc).__name__}")
-        if self._role.sending is call:
-            self._role.sending = None
+        with self._lock:  # the role's fields change under the session's lock
+            if self._role.sending is call:
+                self._role.sending = None
 
     def _cancel_future(self, call: Call, reason: str) -> Cancelled | None:
         """``RequestFuture.cancel()``: cancel on the wire unless already settled."""

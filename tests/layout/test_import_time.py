@@ -152,6 +152,7 @@ def test_the_lazy_types_keep_their_source_and_old_pickles() -> None:
     old = pickle.dumps(image, protocol=2).replace(b"mcpsync._types_more", b"mcpsync.types")
     assert b"mcpsync.types\nImageContent" in old and pickle.loads(old) == image
 
+
 def test_blocks_other_than_text_load_their_types_once_then_parse_directly() -> None:
     # The first such block loads _types_more and rebinds types._other_block to its parser, so
     # that later blocks run no import statement (about 0.5 us each on 3.10 and 3.11); blocks

@@ -11,9 +11,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from mcpsync.errors import UsedAfterFork
+import mcpsync.session._engine as engine
+from mcpsync.errors import RequestTimeout, UsedAfterFork
 from mcpsync.session import Session
 from mcpsync.session._call import Call
+from mcpsync.transport.base import WriteTimedOut
 
 from .helpers import peer_session
 
@@ -192,4 +194,43 @@ def test_a_request_that_is_not_cancellable_is_only_forgotten(peer: Session) -> N
     # Its answer, which nobody waits for, arrives and is dropped; nothing was cancelled.
     assert peer.request("echo", {"after": 1}) == {"after": 1}
     assert peer.request("cancelled") == []
+    assert peer.request("echo", {"usable": True}) == {"usable": True}
+
+
+def test_a_ctrl_c_while_the_future_is_made_takes_the_call_out(
+        peer: Session, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The call is registered before its future is made: a Ctrl-C there must not leave it
+    pending (it would never expire, and every later call would wake the reader)."""
+    def interrupted(*args: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(engine, "RequestFuture", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        peer.submit("ignore", {}, timeout=20)
+    monkeypatch.undo()
+    assert not peer._pending and not peer._unattended
+    assert peer.request("echo", {"usable": True}) == {"usable": True}
+
+
+def test_a_write_timed_out_behind_another_write_keeps_its_mark(peer: Session) -> None:
+    """No Ctrl-C needed: a caller whose timeout ran out while it waited for the write lock
+    that another caller's blocked write holds leaves that caller's mark alone."""
+    role = peer._role
+    other = Call(98, "other", None, 10.0, None, False, True, time.monotonic(), 60.0)
+    send = peer._send_until
+
+    def timed_out(frame: bytes, deadline: float) -> None:
+        peer._send_until = send  # type: ignore[method-assign]  # only once
+        with peer._lock:
+            role.sending = other   # the other caller's write, as this one waits for it
+        raise WriteTimedOut(0, len(frame) + 1)
+
+    peer._send_until = timed_out  # type: ignore[method-assign]
+    try:
+        with pytest.raises(RequestTimeout, match="nothing of it was sent"):
+            peer.request("echo", {"x": 1}, timeout=5)
+        assert role.sending is other and not peer._pending
+    finally:
+        with peer._lock:
+            role.sending = None
     assert peer.request("echo", {"usable": True}) == {"usable": True}
