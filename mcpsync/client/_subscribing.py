@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -255,6 +256,25 @@ def _desired(subs: Subscriptions) -> dict[str, Any]:
     return wanted
 
 
+_MAIN_THREAD_SLICE = 0.1
+
+
+def _wait_for_ack(acked: threading.Event, timeout: float) -> bool:
+    """Wait for a listen's acknowledgement; on the main thread in short slices, so that a
+    Ctrl-C is noticed within one: a SIGINT that lands just before a blocking wait begins
+    (its handler has already run, so the wait is not cut short) would otherwise only be
+    raised when the whole wait ends."""
+    if threading.current_thread() is not threading.main_thread():
+        return acked.wait(None if math.isinf(timeout) else timeout)
+    deadline = time.monotonic() + timeout
+    while True:
+        left = min(_MAIN_THREAD_SLICE, deadline - time.monotonic())
+        if left <= 0:
+            return acked.is_set()
+        if acked.wait(left):
+            return True
+
+
 def sync_modern(subs: Subscriptions) -> dict[str, Any] | None:
     """Make the open listen match the union of handles; return its acknowledgement.
 
@@ -287,8 +307,7 @@ def sync_modern(subs: Subscriptions) -> dict[str, Any] | None:
         _take_early_ack(subs, listen, listen.future.request_id)
         listen.thread = new_thread(subs._thread_name, _watch, subs, listen)
         listen.thread.start()
-        if (listen.acked.wait(None if math.isinf(timeout) else timeout)
-                and listen.ack is not None):
+        if _wait_for_ack(listen.acked, timeout) and listen.ack is not None:
             with subs._lock:
                 subs._listen, installed = listen, True
     finally:
@@ -315,10 +334,10 @@ def _end_strays(subs: Subscriptions) -> None:
     Ending the listen a change replaces, or giving up the new one, happens after the new
     one's wait, and a Ctrl-C can land between (on entering :meth:`Subscriptions._retire`,
     say): that listen then stays open on the server, unknown to every later change. Each
-    change first ends such leftovers. One whose request never went out has no future: it
-    only leaves the table (the session cancels a request interrupted while it was being
-    sent). Cancelling one that was ended already sends nothing; one whose watcher never
-    started also leaves the table here, as nothing else would take it out."""
+    change first ends such leftovers. One without a future only leaves the table (see
+    :func:`_give_up` for what that leaves on the server). Cancelling one that was ended
+    already sends nothing; one whose watcher never started also leaves the table here, as
+    nothing else would take it out."""
     with subs._lock:
         strays = [ls for ls in subs._listens if ls is not subs._listen]
     for listen in strays:

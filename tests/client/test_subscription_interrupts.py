@@ -124,8 +124,12 @@ def _sigint_once_in(blocked: Callable[[Any], bool]) -> threading.Thread:
     long it takes to get there; return the sender thread, to be joined."""
     main = threading.main_thread().ident
     assert main is not None
+    # Not before start() has returned: start() itself waits in threading (for the new
+    # thread to run), and a SIGINT there would not test the wait that matters.
+    armed = threading.Event()
 
     def send() -> None:
+        armed.wait()
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             frame = sys._current_frames().get(main)
@@ -136,6 +140,7 @@ def _sigint_once_in(blocked: Callable[[Any], bool]) -> threading.Thread:
 
     sender = threading.Thread(target=send, name="test-sigint", daemon=True)
     sender.start()
+    armed.set()
     return sender
 
 
@@ -145,14 +150,19 @@ def _in_threading_wait(frame: Any) -> bool:
 
 
 class _SigintWhileWaiting(threading.Event):
-    """An event whose ``wait`` gets a real SIGINT from another thread once it is blocked."""
+    """An event whose ``wait`` gets a real SIGINT from another thread once it is blocked
+    (one SIGINT, however many slices the main thread waits in)."""
+
+    sender: threading.Thread | None = None
 
     def wait(self, timeout: float | None = None) -> bool:
-        sender = _sigint_once_in(_in_threading_wait)
+        if self.sender is None:
+            self.sender = _sigint_once_in(_in_threading_wait)
         try:
             return super().wait(timeout)
-        finally:
-            sender.join()
+        except BaseException:
+            self.sender.join()
+            raise
 
 
 class _InterruptedWait(threading.Event):
