@@ -80,20 +80,24 @@ def _one_listen(client: mcpsync.Client, wanted: dict[str, Any]) -> Any:
 
 def _updates_from(client: mcpsync.Client, observed: Observed, uri: str) -> list[Any]:
     """Touch ``uri`` twice and return the ``subscriptionId`` of every update the client
-    received for it. The listens are told in the order they were opened, and the stream is
-    ordered: once the second touch's update of the oldest listen is in, every update of the
-    first touch is too, whichever listen it came from."""
+    received for it. The server coalesces the updates of one URI that it has not announced
+    yet, so the second touch waits until the current listen heard of the first. Within
+    one announcement the listens are told in the order they were opened, and the stream is
+    ordered, so once the current listen's update is in, those of the listens opened before
+    it are too."""
     def updates() -> list[Any]:
         with observed.lock:
             return [sid for m, sid, p in observed.seen
                     if m == "notifications/resources/updated" and p.get("uri") == uri]
 
     before = len(updates())
-    for _ in range(2):
-        assert client.call_tool("touch", {"uri": uri}).text == "touched"
     current = client._subs._listen
     assert current is not None and current.request_key is not None
-    assert _wait(lambda: updates()[before:].count(current.request_key[1]) >= 2)
+    for count in (1, 2):
+        assert client.call_tool("touch", {"uri": uri}).text == "touched"
+        assert _wait(lambda n=count: updates()[before:].count(current.request_key[1]) >= n), (
+            current.request_key, before, updates(),
+            [(ls.request_key, ls.filter, ls.superseded) for ls in client._subs._listens])
     return updates()[before:]
 
 
