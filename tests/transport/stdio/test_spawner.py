@@ -137,7 +137,7 @@ def test_spawn_errors_propagate_and_release_the_thread() -> None:
 
 
 HOLDER = textwrap.dedent("""
-    import json, sys
+    import json, sys, time
     from mcpsync.transport.stdio import StdioTransport
     # The server outlives stdin EOF: only a signal can end it.
     server = "import sys, time; sys.stdin.read(); time.sleep(60)"
@@ -147,6 +147,14 @@ HOLDER = textwrap.dedent("""
     t = StdioTransport([sys.executable, "-c", server], name="held",
                        die_with_parent=sys.argv[1] == "1")
     t.start()
+    # Until the server program runs: the signal is set in the child on its way there
+    # (setpriv's prctl, or the preexec_fn's), and a parent that dies before that instant
+    # leaves it unset (docs/processes.md).
+    for _ in range(2000):
+        with open(f"/proc/{t.pid}/cmdline", "rb") as f:
+            if server.encode() in f.read().split(b"\\0"):
+                break
+        time.sleep(0.005)
     print(json.dumps({"pid": t.pid}), flush=True)
     sys.stdin.read()
 """)
