@@ -150,11 +150,15 @@ HOLDER = textwrap.dedent("""
     # Until the server program runs: the signal is set in the child on its way there
     # (setpriv's prctl, or the preexec_fn's), and a parent that dies before that instant
     # leaves it unset (docs/processes.md).
+    # (With setpriv, its own command line names the server too: compare the start.)
+    want = [sys.executable.encode(), b"-c", server.encode()]
     for _ in range(2000):
         with open(f"/proc/{t.pid}/cmdline", "rb") as f:
-            if server.encode() in f.read().split(b"\\0"):
+            if f.read().split(b"\\0")[:3] == want:
                 break
         time.sleep(0.005)
+    else:
+        sys.exit("the server program never started")
     print(json.dumps({"pid": t.pid}), flush=True)
     sys.stdin.read()
 """)
