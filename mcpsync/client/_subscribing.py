@@ -33,6 +33,7 @@ from mcpsync.errors import (
     UnsupportedInThisEra,
 )
 from mcpsync.protocol import META_SUBSCRIPTION_ID
+from mcpsync.session._base import MAIN_THREAD_SLICE
 
 _log = logging.getLogger("mcpsync.client")
 
@@ -256,19 +257,17 @@ def _desired(subs: Subscriptions) -> dict[str, Any]:
     return wanted
 
 
-_MAIN_THREAD_SLICE = 0.1
-
-
 def _wait_for_ack(acked: threading.Event, timeout: float) -> bool:
     """Wait for a listen's acknowledgement; on the main thread in short slices, so that a
     Ctrl-C is noticed within one: a SIGINT that lands just before a blocking wait begins
-    (its handler has already run, so the wait is not cut short) would otherwise only be
-    raised when the whole wait ends."""
+    (the C-level handler has already run and only set a flag, so the wait is not cut
+    short; the Python handler raises only when the wait returns) would otherwise be raised
+    only when the whole wait ends."""
     if threading.current_thread() is not threading.main_thread():
         return acked.wait(None if math.isinf(timeout) else timeout)
     deadline = time.monotonic() + timeout
     while True:
-        left = min(_MAIN_THREAD_SLICE, deadline - time.monotonic())
+        left = min(MAIN_THREAD_SLICE, deadline - time.monotonic())
         if left <= 0:
             return acked.is_set()
         if acked.wait(left):

@@ -82,9 +82,10 @@ def _updates_from(client: mcpsync.Client, observed: Observed, uri: str) -> list[
     """Touch ``uri`` twice and return the ``subscriptionId`` of every update the client
     received for it. The server coalesces the updates of one URI that it has not announced
     yet, so the second touch waits until the current listen heard of the first. Within
-    one announcement the listens are told in the order they were opened, and the stream is
-    ordered, so once the current listen's update is in, those of the listens opened before
-    it are too."""
+    one announcement every listen is told, in the order they were opened, and the stream is
+    ordered: once the current listen has the second touch's update, every listen's update
+    of the first touch is in (those of listens opened after the current one too), and of
+    the second, those of the listens opened before it."""
     def updates() -> list[Any]:
         with observed.lock:
             return [sid for m, sid, p in observed.seen
@@ -155,7 +156,9 @@ def _in_threading_wait(frame: Any) -> bool:
 
 class _SigintWhileWaiting(threading.Event):
     """An event whose ``wait`` gets a real SIGINT from another thread once it is blocked
-    (one SIGINT, however many slices the main thread waits in)."""
+    (one SIGINT, however many slices the main thread waits in). Its sender is joined when
+    the wait raises; use it only for a wait that the SIGINT ends (the acknowledgement
+    held back), or the sender polls on and may signal a later wait."""
 
     sender: threading.Thread | None = None
 
