@@ -247,13 +247,18 @@ class StderrDrain:
                 if not self._read_once():
                     return
         finally:
-            with self._io_lock:
-                backlog = self._take_backlog()
-                self._done.set()
-            for chunk in backlog:
-                self._lines(chunk)
-            self._flush_partial()
+            self._hand_over()
             self._exit()
+
+    def _hand_over(self) -> None:
+        """Take what settle() read ahead and mark the drain done (under the I/O lock), then
+        turn that backlog and the last partial line into log lines."""
+        with self._io_lock:
+            backlog = self._take_backlog()
+            self._done.set()
+        for chunk in backlog:
+            self._lines(chunk)
+        self._flush_partial()
 
     def _let_go(self, *, final: bool) -> None:
         """On the hub thread, once it no longer polls the pipe: with ``final`` (stop() asked)
@@ -265,12 +270,7 @@ class StderrDrain:
         try:
             if final:
                 self._drain_now()
-            with self._io_lock:
-                backlog = self._take_backlog()
-                self._done.set()
-            for chunk in backlog:
-                self._lines(chunk)
-            self._flush_partial()
+            self._hand_over()
         except Exception:
             self._logger.warning("draining stderr failed; the pipe is let go", exc_info=True)
         finally:
