@@ -13,8 +13,10 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -56,6 +58,27 @@ def wait_no_threads(before: set[threading.Thread], timeout: float = 5.0) -> list
         if not extra or time.monotonic() > deadline:
             return [t.name for t in extra]
         time.sleep(0.01)
+
+
+def wait_until(predicate: Callable[[], bool], seconds: float = 10.0) -> bool:
+    """Poll ``predicate`` until it holds (True) or ``seconds`` pass (False)."""
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def one_listen(client: Any, wanted: dict[str, Any]) -> Any:
+    """Exactly one subscription listen is left on ``client`` (an ended one is forgotten once
+    its end is seen), the current one, asking for ``wanted``; return it."""
+    subs = client._subs
+    assert wait_until(lambda: len(subs._listens) == 1), f"listens left open: {subs._listens}"
+    assert subs._listen is subs._listens[0]
+    assert subs._listen.filter == wanted
+    assert not subs._listen.future.done()
+    return subs._listen
 
 
 def wait_child(pid: int, what: str, timeout: float = 15.0) -> int:

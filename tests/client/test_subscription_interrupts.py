@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import PEERS
+from helpers import PEERS, one_listen, wait_until
 
 import mcpsync
 from mcpsync.protocol import META_SUBSCRIPTION_ID
@@ -59,25 +59,6 @@ class Observed:
             return [sid for m, sid, _ in self.seen if m == method]
 
 
-def _wait(predicate: Callable[[], bool], seconds: float = 10.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
-
-
-def _one_listen(client: mcpsync.Client, wanted: dict[str, Any]) -> Any:
-    """Exactly one listen is left, the current one, asking for ``wanted``; return it."""
-    subs = client._subs
-    assert _wait(lambda: len(subs._listens) == 1), f"listens left open: {subs._listens}"
-    assert subs._listen is subs._listens[0]
-    assert subs._listen.filter == wanted
-    assert not subs._listen.future.done()
-    return subs._listen
-
-
 def _updates_from(client: mcpsync.Client, observed: Observed, uri: str) -> list[Any]:
     """Touch ``uri`` twice and return the ``subscriptionId`` of every update the client
     received for it. The server coalesces the updates of one URI that it has not announced
@@ -96,7 +77,7 @@ def _updates_from(client: mcpsync.Client, observed: Observed, uri: str) -> list[
     assert current is not None and current.request_key is not None
     for count in (1, 2):
         assert client.call_tool("touch", {"uri": uri}).text == "touched"
-        assert _wait(lambda n=count: updates()[before:].count(current.request_key[1]) >= n), (
+        assert wait_until(lambda n=count: updates()[before:].count(current.request_key[1]) >= n), (
             current.request_key, before, updates(),
             [(ls.request_key, ls.filter, ls.superseded) for ls in client._subs._listens])
     return updates()[before:]
@@ -212,18 +193,18 @@ def test_ctrl_c_while_a_subscribe_waits_for_the_acknowledgement(no_leaks: None) 
         _interrupt_the_next_ack_wait(subs, _SigintWhileWaiting)
         with pytest.raises(KeyboardInterrupt):
             client.subscribe("memo://logo", lambda uri: None)
-        assert _wait(lambda: len(held) == 1)   # the server did open it, and acknowledged it
+        assert wait_until(lambda: len(held) == 1)   # the server did open it, and acknowledged it
         del subs.acknowledged
         interrupted = held[0]["_meta"][META_SUBSCRIPTION_ID]
         assert list(subs._by_uri) == ["memo://greeting"]
         assert subs._listen is old and not old.superseded and not subs._reopen_due
-        assert _wait(lambda: subs._listens == [old]), f"listens left open: {subs._listens}"
+        assert wait_until(lambda: subs._listens == [old]), f"listens left open: {subs._listens}"
         # The server no longer tells the interrupted listen anything: it was cancelled.
         sids = _updates_from(client, observed, "memo://greeting")
         assert interrupted not in sids and set(sids) == {old.request_key[1]}
         assert greeting.is_set()
         client.subscribe("memo://logo", lambda uri: None)
-        _one_listen(client, {"resourceSubscriptions": ["memo://greeting", "memo://logo"]})
+        one_listen(client, {"resourceSubscriptions": ["memo://greeting", "memo://logo"]})
         assert old.superseded
 
 
@@ -255,7 +236,7 @@ def test_ctrl_c_as_the_new_listen_is_written_cancels_it_on_the_wire(no_leaks: No
         assert subs._listen is old and subs._listens == [old]
         assert set(_updates_from(client, observed, "memo://greeting")) == {old.request_key[1]}
         client.subscribe("memo://logo", lambda uri: None)
-        _one_listen(client, {"resourceSubscriptions": ["memo://greeting", "memo://logo"]})
+        one_listen(client, {"resourceSubscriptions": ["memo://greeting", "memo://logo"]})
 
 
 def test_ctrl_c_while_closing_one_of_two_handles_waits_for_the_acknowledgement(
@@ -276,11 +257,11 @@ def test_ctrl_c_while_closing_one_of_two_handles_waits_for_the_acknowledgement(
             logo.close()
         assert logo.closed and list(subs._by_uri) == ["memo://greeting"]
         assert subs._listen is both and not both.superseded
-        assert _wait(lambda: subs._listens == [both]), f"listens left open: {subs._listens}"
+        assert wait_until(lambda: subs._listens == [both]), f"listens left open: {subs._listens}"
         sids = _updates_from(client, observed, "memo://logo")
         assert set(sids) == {both.request_key[1]} and not logo_heard
         client.on_list_changed("tools", lambda kind: None)
-        _one_listen(client, {"toolsListChanged": True,
+        one_listen(client, {"toolsListChanged": True,
                              "resourceSubscriptions": ["memo://greeting"]})
 
 
@@ -311,7 +292,7 @@ def test_the_callback_of_an_interrupted_subscribe_may_run_before_the_ctrl_c(
                     name="test-touch")
                 touch.start()
                 touch.join(10)
-                assert _wait(lambda: bool(heard))
+                assert wait_until(lambda: bool(heard))
                 raise KeyboardInterrupt
 
         _interrupt_the_next_ack_wait(subs, TouchThenInterrupt)
@@ -336,10 +317,10 @@ def test_ctrl_c_while_the_reopening_waits_for_the_acknowledgement(no_leaks: None
         with pytest.raises(KeyboardInterrupt):
             subs.reopen()
         assert subs._reopen_due and subs._listen is None and old.superseded
-        assert _wait(lambda: not subs.listening), f"listens left open: {subs._listens}"
+        assert wait_until(lambda: not subs.listening), f"listens left open: {subs._listens}"
         client.on_list_changed("tools", lambda kind: None)
         assert not subs._reopen_due
-        _one_listen(client, {"toolsListChanged": True,
+        one_listen(client, {"toolsListChanged": True,
                              "resourceSubscriptions": ["memo://greeting"]})
         greeting.clear()
         assert client.call_tool("touch", {"uri": "memo://greeting"}).text == "touched"
@@ -376,7 +357,7 @@ def test_ctrl_c_as_the_replaced_listen_is_retired_is_ended_by_the_next_change(
         assert list(subs._by_uri) == ["memo://greeting"]   # no handle from the call
         client.subscribe("memo://notes/a", lambda uri: None)
         assert old.superseded
-        current = _one_listen(client, {"resourceSubscriptions": [
+        current = one_listen(client, {"resourceSubscriptions": [
             "memo://greeting", "memo://notes/a"]})
         assert set(_updates_from(client, observed, "memo://greeting")) == {
             current.request_key[1]}
@@ -397,7 +378,7 @@ def test_a_listen_that_never_went_out_leaves_the_table_at_the_next_change(
             subs._listens.insert(0, stray)
         client.subscribe("memo://logo", lambda uri: None)
         assert stray not in subs._listens
-        _one_listen(client, {"resourceSubscriptions": ["memo://greeting", "memo://logo"]})
+        one_listen(client, {"resourceSubscriptions": ["memo://greeting", "memo://logo"]})
 
 
 # -- Ctrl-C in the re-opening at the end of a change ------------------------------------------
@@ -429,11 +410,11 @@ def test_ctrl_c_in_the_reopening_after_a_subscribe_makes_no_handle(
         assert list(subs._by_uri) == ["memo://greeting"]
         assert client.call_tool("touch", {"uri": "memo://logo"}).text == "touched"
         # The observer sees a notification after it was routed to the callbacks.
-        assert _wait(lambda: len(observed.sids("notifications/resources/updated")) == 1)
+        assert wait_until(lambda: len(observed.sids("notifications/resources/updated")) == 1)
         assert not heard
         client.on_list_changed("tools", lambda kind: None)
         if era == "modern":
-            _one_listen(client, {"toolsListChanged": True,
+            one_listen(client, {"toolsListChanged": True,
                                  "resourceSubscriptions": ["memo://greeting"]})
         assert not subs._wire._is_owned()   # type: ignore[attr-defined]
 
@@ -452,11 +433,11 @@ def test_ctrl_c_in_the_reopening_after_on_list_changed_makes_no_handle(
         assert not subs._by_kind
         client.call_tool("add_extra", {"name": "extra"})
         # The observer sees a notification after it was routed to the callbacks.
-        assert _wait(lambda: bool(observed.sids("notifications/tools/list_changed")))
+        assert wait_until(lambda: bool(observed.sids("notifications/tools/list_changed")))
         assert not heard
         if era == "modern":
             client.subscribe("memo://logo", lambda uri: None)
-            _one_listen(client, {"resourceSubscriptions": ["memo://greeting", "memo://logo"]})
+            one_listen(client, {"resourceSubscriptions": ["memo://greeting", "memo://logo"]})
 
 
 def test_ctrl_c_in_the_reopening_after_watch_task_makes_no_handle(
@@ -469,18 +450,18 @@ def test_ctrl_c_in_the_reopening_after_watch_task_makes_no_handle(
         subs = client._subs
         client.on_list_changed("tools", lambda kind: None)
         future = client.submit_tool("slow_sum", {"a": 1, "b": 2, "seconds": 0.5})
-        assert _wait(lambda: future.task is not None), "the task was not created"
+        assert wait_until(lambda: future.task is not None), "the task was not created"
         assert future.task is not None
         _interrupt_the_final_reopening(subs)
         with pytest.raises(KeyboardInterrupt):
             client.watch_task(future.task.task_id, heard.append)
         assert not subs._by_task
         assert future.result(10).text == "3"
-        assert _wait(lambda: bool(observed.sids("notifications/tasks")))
+        assert wait_until(lambda: bool(observed.sids("notifications/tasks")))
         assert not heard
         assert subs._listen is not None and "taskIds" in subs._listen.filter
         client.on_list_changed("tools", lambda kind: None)   # the next change
-        _one_listen(client, {"toolsListChanged": True})
+        one_listen(client, {"toolsListChanged": True})
 
 
 class _SigintOnRelease:
@@ -528,11 +509,11 @@ def test_ctrl_c_as_a_subscribe_releases_the_change_lock_makes_no_handle(
         assert list(subs._by_uri) == ["memo://greeting"]
         assert client.call_tool("touch", {"uri": "memo://logo"}).text == "touched"
         # The observer sees a notification after it was routed to the callbacks.
-        assert _wait(lambda: len(observed.sids("notifications/resources/updated")) == 1)
+        assert wait_until(lambda: len(observed.sids("notifications/resources/updated")) == 1)
         assert not heard
         if era == "modern":
             client.on_list_changed("tools", lambda kind: None)
-            _one_listen(client, {"toolsListChanged": True,
+            one_listen(client, {"toolsListChanged": True,
                                  "resourceSubscriptions": ["memo://greeting"]})
 
 
@@ -553,7 +534,7 @@ def test_a_late_acknowledgement_is_not_taken_for_the_next_listens(no_leaks: None
             client.subscribe("memo://notes/a", lambda uri: None)
         del subs.acknowledged
         subs._ack_timeout = ack_timeout
-        assert _wait(lambda: len(held) == 1)
+        assert wait_until(lambda: len(held) == 1)
         late = held[0]
         assert late["notifications"]["resourceSubscriptions"] == ["memo://greeting",
                                                                   "memo://notes/a"]
@@ -565,7 +546,7 @@ def test_a_late_acknowledgement_is_not_taken_for_the_next_listens(no_leaks: None
         def submit_then_the_late_ack(params: dict[str, Any]) -> Any:
             subs._submit_listen = real
             future = real(params)
-            assert _wait(lambda: len(held) == 1)   # the new listen's own acknowledgement
+            assert wait_until(lambda: len(held) == 1)   # the new listen's own acknowledgement
             del subs.acknowledged
             for params in [late, *held]:
                 subs.acknowledged(params)
@@ -573,7 +554,7 @@ def test_a_late_acknowledgement_is_not_taken_for_the_next_listens(no_leaks: None
 
         subs._submit_listen = submit_then_the_late_ack
         client.subscribe("memo://logo", lambda uri: None)
-        listen = _one_listen(client, {"resourceSubscriptions": ["memo://greeting",
+        listen = one_listen(client, {"resourceSubscriptions": ["memo://greeting",
                                                                 "memo://logo"]})
         assert listen.ack == {"resourceSubscriptions": ["memo://greeting", "memo://logo"]}
 
@@ -620,5 +601,5 @@ def test_ctrl_c_while_close_waits_for_another_threads_change(no_leaks: None) -> 
         assert sids and not heard
         logo.close()   # nothing to do
         client.on_list_changed("tools", lambda kind: None)
-        _one_listen(client, {"toolsListChanged": True,
+        one_listen(client, {"toolsListChanged": True,
                              "resourceSubscriptions": ["memo://greeting"]})

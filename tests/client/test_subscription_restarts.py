@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import PEERS
+from helpers import PEERS, one_listen, wait_until
 
 import mcpsync
 
@@ -45,28 +45,6 @@ def _kill(client: mcpsync.Client) -> int:
         assert time.monotonic() < deadline, "the client never noticed its server died"
         time.sleep(0.01)
     return pid
-
-
-def _one_listen(client: mcpsync.Client, wanted: dict[str, Any]) -> None:
-    """Exactly one listen is left (the dead server's listen is forgotten once its end is
-    seen), and it is the current one, asking for ``wanted``."""
-    subs = client._subs
-    deadline = time.monotonic() + 10
-    while len(subs._listens) != 1:
-        assert time.monotonic() < deadline, f"listens left open: {subs._listens}"
-        time.sleep(0.01)
-    assert subs._listen is subs._listens[0]
-    assert subs._listen.filter == wanted
-    assert not subs._listen.future.done()
-
-
-def _wait(predicate: Any, seconds: float = 10.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 def _wire_free(subs: Any) -> bool:
@@ -96,7 +74,7 @@ def test_subscribe_on_a_killed_modern_server_restarts_it(no_leaks: None) -> None
         first = _kill(client)
         client.subscribe("memo://logo", lambda uri: logo.set())
         assert client.pid != first
-        _one_listen(client, {"resourceSubscriptions": ["memo://greeting", "memo://logo"]})
+        one_listen(client, {"resourceSubscriptions": ["memo://greeting", "memo://logo"]})
         _touched(client, "memo://greeting", greeting)
         _touched(client, "memo://logo", logo)
         assert len(client._restarts) == 1
@@ -109,7 +87,7 @@ def test_on_list_changed_on_a_killed_modern_server_restarts_it(no_leaks: None) -
         first = _kill(client)
         client.on_list_changed("tools", lambda kind: tools.set())
         assert client.pid != first
-        _one_listen(client, {"toolsListChanged": True,
+        one_listen(client, {"toolsListChanged": True,
                              "resourceSubscriptions": ["memo://greeting"]})
         client.call_tool("add_extra", {"name": "extra"})
         assert tools.wait(10)
@@ -124,7 +102,7 @@ def test_closing_one_of_two_handles_on_a_killed_modern_server(no_leaks: None) ->
         first = _kill(client)
         logo.close()
         assert logo.closed and client.pid != first
-        _one_listen(client, {"resourceSubscriptions": ["memo://greeting"]})
+        one_listen(client, {"resourceSubscriptions": ["memo://greeting"]})
         _touched(client, "memo://greeting", greeting)
 
 
@@ -141,7 +119,7 @@ def test_watch_task_on_a_killed_modern_server(tmp_path: Path, no_leaks: None) ->
         with pytest.raises(mcpsync.CapabilityNotSupported, match="did not acknowledge"):
             client.watch_task("a-task-of-the-dead-server", lambda task: None)
         assert client.pid != first
-        _one_listen(client, {"toolsListChanged": True})
+        one_listen(client, {"toolsListChanged": True})
         future = client.submit_tool("slow_sum", {"a": 1, "b": 2, "seconds": 1.0})
         deadline = time.monotonic() + 10
         while future.task is None:
@@ -179,7 +157,7 @@ def test_a_restart_by_another_thread_during_a_change(no_leaks: None) -> None:
         caller.join()
         assert not errors and client.pid != first
         assert len(client._restarts) == 1
-        _one_listen(client, {"resourceSubscriptions": ["memo://greeting", "memo://logo"]})
+        one_listen(client, {"resourceSubscriptions": ["memo://greeting", "memo://logo"]})
         _touched(client, "memo://greeting", greeting)
 
 
@@ -211,7 +189,7 @@ def test_close_from_another_thread_while_a_subscribe_restarts_the_server(
         with contextlib.suppress(mcpsync.MCPError):   # ClosedError, or a failed restart
             client.subscribe("memo://logo", lambda uri: None)
         closer.join()
-        assert _wait(lambda: not client._subs.listening)
+        assert wait_until(lambda: not client._subs.listening)
     finally:
         client.close()
 
@@ -240,7 +218,7 @@ def test_ctrl_c_during_a_subscribe_that_restarts_the_server(
             timer.join()
         client.subscribe("memo://notes/a", lambda uri: None)
         assert {"memo://greeting", "memo://notes/a"} <= set(client._subs._by_uri)
-        _one_listen(client, {"resourceSubscriptions": sorted(client._subs._by_uri)})
+        one_listen(client, {"resourceSubscriptions": sorted(client._subs._by_uri)})
         _touched(client, "memo://greeting", greeting)
 
 
@@ -270,7 +248,7 @@ def test_ctrl_c_after_the_restart_leaves_the_reopening_to_the_next_change(
         assert list(subs._by_uri) == ["memo://greeting"]
         client.on_list_changed("tools", lambda kind: None)
         assert not subs._reopen_due
-        _one_listen(client, {"toolsListChanged": True,
+        one_listen(client, {"toolsListChanged": True,
                              "resourceSubscriptions": ["memo://greeting"]})
         _touched(client, "memo://greeting", greeting)
 
@@ -403,7 +381,7 @@ def test_a_restart_with_nothing_left_subscribed_during_the_last_close(no_leaks: 
         finally:
             del subs._drop
         assert live.superseded
-        assert _wait(lambda: not subs.listening), f"listens left open: {subs._listens}"
+        assert wait_until(lambda: not subs.listening), f"listens left open: {subs._listens}"
 
 
 def test_ctrl_c_during_the_reopening_leaves_it_due(no_leaks: None) -> None:
@@ -425,6 +403,6 @@ def test_ctrl_c_during_the_reopening_leaves_it_due(no_leaks: None) -> None:
         assert subs._reopen_due and subs._listen is None and _wire_free(subs)
         client.on_list_changed("tools", lambda kind: None)
         assert not subs._reopen_due
-        _one_listen(client, {"toolsListChanged": True,
+        one_listen(client, {"toolsListChanged": True,
                              "resourceSubscriptions": ["memo://greeting"]})
         _touched(client, "memo://greeting", greeting)
