@@ -163,6 +163,8 @@ class _Shown:
 # --- content blocks ---------------------------------------------------------------------
 
 _TEXT_KNOWN = frozenset(("type", "text", "annotations", "_meta"))
+
+
 @dataclass(slots=True, repr=False)
 class TextContent(_Shown):
     """A ``text`` block."""
