@@ -34,10 +34,11 @@ from mcpsync._codes import (
     UNSUPPORTED_PROTOCOL_VERSION as UNSUPPORTED_PROTOCOL_VERSION,
     URL_ELICITATION_REQUIRED as URL_ELICITATION_REQUIRED,
 )
-from mcpsync._jsonscan import SURROGATE_RE, element_spans, has_lone_surrogate, raw_member
 from mcpsync.errors import MCPError
 
 if TYPE_CHECKING:
+    import re
+
     from mcpsync._frame_io import FrameReader as FrameReader, FrameWriter as FrameWriter
 
 # The error codes are defined in mcpsync._codes (so that ``errors`` can use them too) and are
@@ -106,6 +107,51 @@ class _MissingType:
 #: Sentinel for an absent member: ``Message.result`` is ``MISSING`` unless the message is a
 #: successful response, because ``null`` is a legitimate result.
 MISSING: Final[Any] = _MissingType()
+
+
+# --- the scanning helpers, loaded on first use -------------------------------------------
+
+# ``mcpsync._jsonscan`` serves only unusual text: a str holding non-ASCII characters, a
+# surrogate escape, a string id in a text that holds a backslash, an id of -0, a batch. A
+# client's usual line (bytes, integer ids) needs none of it, so it is not loaded with this
+# module. Each name below loads it on its first call and puts the helper in its own place,
+# so later calls go straight to the helper: an import statement on the path would cost about
+# 0.5 us each time it ran.
+
+def _lone_surrogate(text: str, /) -> re.Match[str] | None:
+    """Where ``text`` holds a lone surrogate (``SURROGATE_RE.search``)."""
+    global _lone_surrogate
+    from mcpsync._jsonscan import SURROGATE_RE
+
+    _lone_surrogate = SURROGATE_RE.search
+    return _lone_surrogate(text)
+
+
+def _raw_member(text: str, start: int, key: str) -> str | None:
+    """``_jsonscan.raw_member``, loaded on first use."""
+    global _raw_member
+    from mcpsync._jsonscan import raw_member
+
+    _raw_member = raw_member
+    return raw_member(text, start, key)
+
+
+def _element_spans(text: str, start: int) -> list[tuple[int, int]] | None:
+    """``_jsonscan.element_spans``, loaded on first use."""
+    global _element_spans
+    from mcpsync._jsonscan import element_spans
+
+    _element_spans = element_spans
+    return element_spans(text, start)
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    """``_jsonscan.has_lone_surrogate``, loaded on first use."""
+    global _has_lone_surrogate
+    from mcpsync._jsonscan import has_lone_surrogate
+
+    _has_lone_surrogate = has_lone_surrogate
+    return has_lone_surrogate(value)
 
 
 # --- errors -------------------------------------------------------------------------------
@@ -219,7 +265,7 @@ class RequestId:
             plain = int(value)
             return cls(str(plain), plain)
         text = str(value)
-        if not text.isascii() and SURROGATE_RE.search(text):
+        if not text.isascii() and _lone_surrogate(text):
             raise ValueError("a request id cannot hold a lone surrogate")
         return cls(_encode_str(text), text)
 
@@ -577,7 +623,7 @@ def _make_id(value: int | str, text: str, start: int) -> RequestId:
         return RequestId('"' + value + '"', value)  # type: ignore[operator]
     if start < 0:
         start = _object_start(text)
-    raw = raw_member(text, start, "id")
+    raw = _raw_member(text, start, "id")
     if raw is None:  # pragma: no cover - the text was already accepted by json
         raw = str(value) if isinstance(value, int) else _encode_str(value)
     return RequestId(raw, value)
@@ -658,7 +704,7 @@ def _to_message(obj: dict[str, Any], text: str, start: int) -> Message:
 
 def _to_batch(items: list[Any], text: str) -> Batch:
     start = _object_start(text)
-    spans = element_spans(text, start)
+    spans = _element_spans(text, start)
     if spans is None or len(spans) != len(items):  # pragma: no cover - json accepted the text
         spans = [(start, len(text))] * len(items)
     batch = Batch()
@@ -749,7 +795,7 @@ def parse(data: bytes | bytearray | str, *, allow_batch: bool = False) -> Messag
     """
     if isinstance(data, str):
         text = data
-        if not text.isascii() and SURROGATE_RE.search(text):
+        if not text.isascii() and _lone_surrogate(text):
             raise _parse_error(PARSE_ERROR, "the text holds a lone surrogate", data)
     elif isinstance(data, (bytes, bytearray)):
         # Decode ourselves: json.loads(bytes) guesses UTF-16/32 and lets encoded surrogates
@@ -775,7 +821,7 @@ def parse(data: bytes | bytearray | str, *, allow_batch: bool = False) -> Messag
         raise _parse_error(PARSE_ERROR, "the JSON is nested too deeply", data) from None
     except ValueError as exc:  # JSONDecodeError, or an integer too long to convert
         raise _parse_error(PARSE_ERROR, f"invalid JSON: {exc}", data) from None
-    if "\\u" in text and ("\\ud" in text or "\\uD" in text) and has_lone_surrogate(obj):
+    if "\\u" in text and ("\\ud" in text or "\\uD" in text) and _has_lone_surrogate(obj):
         raise _parse_error(PARSE_ERROR, "a string holds a lone surrogate escape", data)
     kind = type(obj)
     if kind is dict:
