@@ -1,8 +1,9 @@
 """The blocking frame reader and writer of :mod:`mcpsync.jsonrpc`: JSON-RPC messages, one per
 line, read from and written to a binary stream.
 
-Only servers (the stdio loop) and the gateway use them; a client connection feeds its reads to
-``FrameDecoder`` and writes frames itself. So they are defined here and re-exported by
+In the package only the stdio server's loop uses them (the gateway's stdio side reads through
+a ``FrameDecoder`` subclass); a client connection feeds its reads to ``FrameDecoder`` and
+writes frames itself. So they are defined here and re-exported by
 ``mcpsync.jsonrpc`` on first access (its module ``__getattr__``), and ``import mcpsync.client``
 neither compiles nor builds them. Their ``__module__`` is this module, where their source is,
 so that ``inspect.getsource`` finds it. Import them from ``mcpsync.jsonrpc``, never from here.

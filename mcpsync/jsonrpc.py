@@ -970,11 +970,11 @@ class FrameDecoder:
 
 # --- the frame reader and writer, loaded on first access ----------------------------------
 
-# Only servers and the gateway read or write a stream through these; a client connection does
-# not, so they live in ``mcpsync._frame_io`` and are not compiled by ``import mcpsync.client``.
-# The module ``__getattr__`` below stops CPython 3.11 from specialising an attribute load on
-# this module (``jsonrpc.<name>``), so nothing on a call's path looks a name up here: the
-# session and the transports import the names they use.
+# In the package only the stdio server's loop reads or writes a stream through these; a client
+# connection does not, so they live in ``mcpsync._frame_io`` and are not compiled by ``import
+# mcpsync.client``. The module ``__getattr__`` below stops CPython 3.11 from specialising an
+# attribute load on this module (``jsonrpc.<name>``), so nothing on a call's path looks a name
+# up here: the session and the transports import the names they use.
 _FRAME_IO: Final = frozenset(("FrameReader", "FrameWriter"))
 
 

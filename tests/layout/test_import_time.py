@@ -10,9 +10,9 @@ auth hooks, the content blocks other than text and the resource/prompt/completio
 types, ``base64``/``mimetypes`` (media as bytes or read from a file), ``shutil`` (with
 ``bz2`` and ``lzma``: a stdio command is looked up on ``PATH`` without it), the wire side of
 subscriptions, the bodies of the rarely used ``Client`` methods, the answering of a
-server's requests, the frame reader and writer of ``mcpsync.jsonrpc`` (servers' and the
-gateway's) and its JSON scanning helpers (unusual text only). A fresh interpreter tells
-whether an eager import crept back. The benchmark's figures are not judged (a shared
+server's requests, the frame reader and writer of ``mcpsync.jsonrpc`` (the stdio server's)
+and its JSON scanning helpers (unusual text only). A fresh interpreter tells whether an
+eager import crept back. The benchmark's figures are not judged (a shared
 machine's timing is noise); that it measures every condition and prints positive times is.
 """
 
