@@ -112,7 +112,7 @@ MISSING: Final[Any] = _MissingType()
 # --- the scanning helpers, loaded on first use -------------------------------------------
 
 # ``mcpsync._jsonscan`` serves only unusual text: a str holding non-ASCII characters, a
-# surrogate escape, a string id in a text that holds a backslash, an id of -0, a batch. A
+# surrogate escape, a string id in a text that holds a backslash, an id of 0 or -0, a batch. A
 # client's usual line (bytes, integer ids) needs none of it, so it is not loaded with this
 # module. Each name below loads it on its first call and puts the helper in its own place,
 # so later calls go straight to the helper: an import statement on the path would cost about
