@@ -1,10 +1,11 @@
 """The JSON-RPC 2.0 wire layer: messages, ids, parsing, serialisation and line framing.
 
-Like h11, this module is pure: it does no I/O of its own (the frame reader and writer only call
-the stream they are given), starts no threads and reads no clock, so every edge case is a unit
-test. Parsing and serialisation run on every call a client or server makes, so both have a
-fast path for the common shapes and pay for rare cases (string ids with escapes, surrogate
-escapes, batches) only when the text shows them.
+Like h11, this module is pure: it does no I/O of its own (the frame reader and writer, loaded
+from ``mcpsync._frame_io`` on first access, only call the stream they are given), starts no
+threads and reads no clock, so every edge case is a unit test. Parsing and serialisation run
+on every call a client or server makes, so both have a fast path for the common shapes and
+pay for rare cases (string ids with escapes, surrogate escapes, batches) only when the text
+shows them.
 
 The guarantees, and the reasons for them, are written up in ``docs/wire.md``.
 """
@@ -14,11 +15,9 @@ from __future__ import annotations
 import json
 import json.encoder
 import sys
-import threading
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final
 
 from mcpsync._codes import (
     APPROVAL_REJECTED as APPROVAL_REJECTED,
@@ -35,8 +34,12 @@ from mcpsync._codes import (
     UNSUPPORTED_PROTOCOL_VERSION as UNSUPPORTED_PROTOCOL_VERSION,
     URL_ELICITATION_REQUIRED as URL_ELICITATION_REQUIRED,
 )
-from mcpsync._jsonscan import SURROGATE_RE, element_spans, has_lone_surrogate, raw_member
 from mcpsync.errors import MCPError
+
+if TYPE_CHECKING:
+    import re
+
+    from mcpsync._frame_io import FrameReader as FrameReader, FrameWriter as FrameWriter
 
 # The error codes are defined in mcpsync._codes (so that ``errors`` can use them too) and are
 # public here.
@@ -78,7 +81,6 @@ __all__ = [
 MAX_FRAME_BYTES: Final = 32 * 1024 * 1024
 #: How much of a bad line an error message quotes.
 _EXCERPT_BYTES: Final = 200
-_READ_CHUNK: Final = 65536
 
 
 class _MissingType:
@@ -105,6 +107,51 @@ class _MissingType:
 #: Sentinel for an absent member: ``Message.result`` is ``MISSING`` unless the message is a
 #: successful response, because ``null`` is a legitimate result.
 MISSING: Final[Any] = _MissingType()
+
+
+# --- the scanning helpers, loaded on first use -------------------------------------------
+
+# ``mcpsync._jsonscan`` serves only unusual text: a str holding non-ASCII characters, a
+# surrogate escape, a string id in a text that holds a backslash, an id of 0 or -0, a batch. A
+# client's usual line (bytes, integer ids) needs none of it, so it is not loaded with this
+# module. Each name below loads it on its first call and puts the helper in its own place,
+# so later calls go straight to the helper: an import statement on the path would cost about
+# 0.5 us each time it ran.
+
+def _lone_surrogate(text: str, /) -> re.Match[str] | None:
+    """Where ``text`` holds a lone surrogate (``SURROGATE_RE.search``)."""
+    global _lone_surrogate
+    from mcpsync._jsonscan import SURROGATE_RE
+
+    _lone_surrogate = SURROGATE_RE.search
+    return _lone_surrogate(text)
+
+
+def _raw_member(text: str, start: int, key: str) -> str | None:
+    """``_jsonscan.raw_member``, loaded on first use."""
+    global _raw_member
+    from mcpsync._jsonscan import raw_member
+
+    _raw_member = raw_member
+    return raw_member(text, start, key)
+
+
+def _element_spans(text: str, start: int) -> list[tuple[int, int]] | None:
+    """``_jsonscan.element_spans``, loaded on first use."""
+    global _element_spans
+    from mcpsync._jsonscan import element_spans
+
+    _element_spans = element_spans
+    return element_spans(text, start)
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    """``_jsonscan.has_lone_surrogate``, loaded on first use."""
+    global _has_lone_surrogate
+    from mcpsync._jsonscan import has_lone_surrogate
+
+    _has_lone_surrogate = has_lone_surrogate
+    return has_lone_surrogate(value)
 
 
 # --- errors -------------------------------------------------------------------------------
@@ -218,7 +265,7 @@ class RequestId:
             plain = int(value)
             return cls(str(plain), plain)
         text = str(value)
-        if not text.isascii() and SURROGATE_RE.search(text):
+        if not text.isascii() and _lone_surrogate(text):
             raise ValueError("a request id cannot hold a lone surrogate")
         return cls(_encode_str(text), text)
 
@@ -521,13 +568,6 @@ def serialize_request(rid: int, method: str, params: dict[str, Any] | None) -> b
         raise ValueError("cannot serialise a circular or too deeply nested value") from None
 
 
-def _serialize_batch(messages: Iterable[Message]) -> bytes:
-    frames = [serialize(m) for m in messages]
-    if not frames:
-        raise ValueError("a batch holds at least one message")
-    return b"[" + b",".join(frames) + b"]"
-
-
 # --- parsing ------------------------------------------------------------------------------
 
 
@@ -583,7 +623,7 @@ def _make_id(value: int | str, text: str, start: int) -> RequestId:
         return RequestId('"' + value + '"', value)  # type: ignore[operator]
     if start < 0:
         start = _object_start(text)
-    raw = raw_member(text, start, "id")
+    raw = _raw_member(text, start, "id")
     if raw is None:  # pragma: no cover - the text was already accepted by json
         raw = str(value) if isinstance(value, int) else _encode_str(value)
     return RequestId(raw, value)
@@ -664,7 +704,7 @@ def _to_message(obj: dict[str, Any], text: str, start: int) -> Message:
 
 def _to_batch(items: list[Any], text: str) -> Batch:
     start = _object_start(text)
-    spans = element_spans(text, start)
+    spans = _element_spans(text, start)
     if spans is None or len(spans) != len(items):  # pragma: no cover - json accepted the text
         spans = [(start, len(text))] * len(items)
     batch = Batch()
@@ -755,7 +795,7 @@ def parse(data: bytes | bytearray | str, *, allow_batch: bool = False) -> Messag
     """
     if isinstance(data, str):
         text = data
-        if not text.isascii() and SURROGATE_RE.search(text):
+        if not text.isascii() and _lone_surrogate(text):
             raise _parse_error(PARSE_ERROR, "the text holds a lone surrogate", data)
     elif isinstance(data, (bytes, bytearray)):
         # Decode ourselves: json.loads(bytes) guesses UTF-16/32 and lets encoded surrogates
@@ -781,7 +821,7 @@ def parse(data: bytes | bytearray | str, *, allow_batch: bool = False) -> Messag
         raise _parse_error(PARSE_ERROR, "the JSON is nested too deeply", data) from None
     except ValueError as exc:  # JSONDecodeError, or an integer too long to convert
         raise _parse_error(PARSE_ERROR, f"invalid JSON: {exc}", data) from None
-    if "\\u" in text and ("\\ud" in text or "\\uD" in text) and has_lone_surrogate(obj):
+    if "\\u" in text and ("\\ud" in text or "\\uD" in text) and _has_lone_surrogate(obj):
         raise _parse_error(PARSE_ERROR, "a string holds a lone surrogate escape", data)
     kind = type(obj)
     if kind is dict:
@@ -928,154 +968,26 @@ class FrameDecoder:
             out(line)
 
 
-class _Readable(Protocol):
-    def read(self, size: int = ..., /) -> bytes: ...
+# --- the frame reader and writer, loaded on first access ----------------------------------
+
+# In the package only the stdio server's loop reads or writes a stream through these; a client
+# connection does not, so they live in ``mcpsync._frame_io`` and are not compiled by ``import
+# mcpsync.client``. The module ``__getattr__`` below stops CPython 3.11 from specialising an
+# attribute load on this module (``jsonrpc.<name>``), so nothing on a call's path looks a name
+# up here: the session and the transports import the names they use.
+_FRAME_IO: Final = frozenset(("FrameReader", "FrameWriter"))
 
 
-class _Readable1(Protocol):
-    def read1(self, size: int = ..., /) -> bytes: ...
+def __getattr__(name: str) -> Any:
+    """Load the frame reader and writer on first access (PEP 562)."""
+    if name not in _FRAME_IO:
+        raise AttributeError(f"module 'mcpsync.jsonrpc' has no attribute {name!r}")
+    from mcpsync import _frame_io
+    # One update, so that a thread that finds one of them in the namespace finds both.
+    namespace = globals()
+    namespace.update({other: getattr(_frame_io, other) for other in _FRAME_IO})
+    return namespace[name]
 
 
-class FrameReader:
-    """Reads JSON-RPC messages, one per line, from a blocking binary stream.
-
-    ``read()`` returns the next :class:`Message` (or :class:`Batch`), or ``None`` at end of
-    input. A bad line raises :class:`ParseError` from that ``read()`` and the reader stays
-    usable. An over-long line, an ``OSError`` or a closed stream raise :class:`StreamError`,
-    and every later ``read()`` raises it again. At most ``max_frame_bytes + 1`` bytes of any
-    one line are ever read from the stream. Iterating yields messages until end of input.
-
-    One thread reads; ``allow_batch`` may be switched on once 2025-03-26 is negotiated.
-    """
-
-    def __init__(self, stream: _Readable | _Readable1, *, max_frame_bytes: int = MAX_FRAME_BYTES,
-                 allow_batch: bool = False) -> None:
-        self._decoder = FrameDecoder(max_frame_bytes=max_frame_bytes, allow_batch=allow_batch)
-        # read1 returns what is available; a buffered stream's read(n) would block for n bytes.
-        read1 = getattr(stream, "read1", None)
-        self._read: Callable[[int], bytes] = (
-            read1 if callable(read1) else stream.read)  # type: ignore[union-attr]
-        # Undecoded lines: they are parsed when handed out, so that switching allow_batch on
-        # applies to every line not yet returned, even one already read from the stream.
-        self._pending: deque[bytes] = deque()
-        self._error: StreamError | None = None
-        self._eof = False
-
-    @property
-    def allow_batch(self) -> bool:
-        """Whether an array line is a batch (2025-03-26) or a -32600 error."""
-        return self._decoder.allow_batch
-
-    @allow_batch.setter
-    def allow_batch(self, value: bool) -> None:
-        self._decoder.allow_batch = value
-
-    @property
-    def max_frame_bytes(self) -> int:
-        return self._decoder.max_frame_bytes
-
-    @property
-    def buffered_lines(self) -> int:
-        """Complete lines already read from the stream and not yet handed out: a reader that
-        answers a line itself checks that nothing is waiting behind it first."""
-        return len(self._pending)
-
-    def read(self) -> Message | Batch | None:
-        """The next message or batch, ``None`` at end of input."""
-        line = self.read_line()
-        return None if line is None else parse(line, allow_batch=self._decoder.allow_batch)
-
-    def read_line(self) -> bytes | None:
-        """The next line, undecoded (``parse`` it later), or ``None`` at end of input: for a
-        reader that holds lines before decoding them. Raises like :meth:`read`, except that a
-        bad line is returned (it is ``parse`` that raises :class:`ParseError`)."""
-        pending = self._pending
-        decoder = self._decoder
-        while not pending:
-            if self._error is not None:
-                raise self._error
-            if self._eof:
-                return None
-            # Never ask for more of a line than could still fit under the limit, plus the one
-            # byte that proves it too long: the rest of an over-long line is never read.
-            want = min(_READ_CHUNK, decoder.max_frame_bytes + 1 - decoder.buffered)
-            try:
-                chunk = self._read(want)
-            except (OSError, ValueError) as exc:
-                self._error = StreamError(f"reading the stream failed: {exc}")
-                raise self._error from exc
-            if not chunk:
-                self._eof = True
-                pending.extend(decoder._finish_lines())
-                continue
-            try:
-                decoder._split(chunk, pending.append)
-            except StreamError as exc:
-                self._error = exc
-        return pending.popleft()
-
-    def __iter__(self) -> Iterator[Message | Batch]:
-        return self
-
-    def __next__(self) -> Message | Batch:
-        item = self.read()
-        if item is None:
-            raise StopIteration
-        return item
-
-
-class _Writable(Protocol):
-    def write(self, data: bytes, /) -> int | None: ...
-
-    def flush(self) -> None: ...
-
-
-class FrameWriter:
-    """Writes JSON-RPC messages, one per line, to a binary stream; safe from many threads.
-
-    Serialisation happens outside the lock (so a bad value raises ``ValueError`` before the
-    stream is touched, and threads do not queue behind each other's encoding). Under the lock,
-    each frame plus its newline goes to the stream in one ``write`` call, any short write is
-    finished before the lock is released, and the stream is flushed, so frames never
-    interleave. An ``OSError`` (or a closed stream) raises :class:`StreamError`, which is
-    sticky. A stream whose ``write`` returns ``None`` is taken to have accepted everything,
-    as buffered streams always do.
-    """
-
-    def __init__(self, stream: _Writable) -> None:
-        self._stream = stream
-        self._lock = threading.Lock()
-        self._error: StreamError | None = None
-
-    def write(self, message: Message) -> None:
-        """Write one message as one line."""
-        self._write(serialize(message) + b"\n")
-
-    def write_batch(self, messages: Iterable[Message]) -> None:
-        """Write one line holding a JSON array of the messages (2025-03-26 only)."""
-        self._write(_serialize_batch(messages) + b"\n")
-
-    def write_frame(self, frame: bytes) -> None:
-        """Write one pre-serialised message (without its newline) as one line."""
-        if b"\n" in frame:
-            raise ValueError("a frame cannot hold a newline")
-        self._write(bytes(frame) + b"\n")
-
-    def _write(self, data: bytes) -> None:
-        with self._lock:
-            if self._error is not None:
-                raise self._error
-            stream = self._stream
-            try:
-                written = stream.write(data)
-                if written is not None and written < len(data):
-                    view = memoryview(data)
-                    while written < len(data):
-                        more = stream.write(view[written:])  # type: ignore[arg-type]
-                        if not more:
-                            raise OSError("the stream stopped accepting bytes")
-                        written += more
-                stream.flush()
-            except (OSError, ValueError) as exc:
-                self._error = StreamError(f"writing to the stream failed: {exc}")
-                raise self._error from exc
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | _FRAME_IO)

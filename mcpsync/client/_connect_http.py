@@ -8,7 +8,7 @@ is opened), so ``import mcpsync`` stays light.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from mcpsync.config import ServerConfig
@@ -21,13 +21,20 @@ if TYPE_CHECKING:
 __all__ = ["HttpSettings", "http_settings", "open_http_transport"]
 
 
-@dataclass(frozen=True)
 class HttpSettings:
     """The HTTP-only parts of a connection: the caller's ``requests.Session`` (or None for
-    our own) and the auth hooks (None for no auth)."""
+    our own) and the auth hooks (None for no auth).
 
-    session: Any = None
-    auth: AuthHooks | None = None
+    A plain slotted class, not a dataclass: every client import loads this module, and
+    building a dataclass generates and compiles its methods at import; nothing compares,
+    prints or copies one. Treat it as read-only.
+    """
+
+    __slots__ = ("auth", "session")
+
+    def __init__(self, session: Any = None, auth: AuthHooks | None = None) -> None:
+        self.session = session
+        self.auth = auth
 
 
 def http_settings(config: ServerConfig, *, headers: Mapping[str, str] | None, auth: Any,

@@ -21,7 +21,6 @@ import logging
 import math
 import threading
 from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from mcpsync.errors import (
@@ -103,16 +102,27 @@ class _Requester(Protocol):
 _S = TypeVar("_S", bound=_Requester)
 
 
-@dataclass(frozen=True)
 class Negotiated:
-    """What the handshake settled: era, version, and the server's self-description."""
+    """What the handshake settled: era, version, and the server's self-description.
 
-    era: str                       # "legacy" or "modern"
-    protocol_version: str
-    capabilities: dict[str, Any]
-    instructions: str | None
-    server_info: ServerInfo
-    result: dict[str, Any]         # the raw discover or initialize result
+    A plain slotted class, not a dataclass: building a dataclass at import generates and
+    compiles its methods, which cost every ``import mcpsync.client`` more than this whole
+    class, and nothing compares, prints or copies one (the client reads its fields once).
+    Treat it as read-only.
+    """
+
+    __slots__ = ("capabilities", "era", "instructions", "protocol_version", "result",
+                 "server_info")
+
+    def __init__(self, era: str, protocol_version: str, capabilities: dict[str, Any],
+                 instructions: str | None, server_info: ServerInfo,
+                 result: dict[str, Any]) -> None:
+        self.era = era                            # "legacy" or "modern"
+        self.protocol_version = protocol_version
+        self.capabilities = capabilities
+        self.instructions = instructions
+        self.server_info = server_info
+        self.result = result                      # the raw discover or initialize result
 
 
 # -- per-process memory of each server's era ---------------------------------------------
@@ -157,20 +167,29 @@ class _Exited(Exception):
 
 # -- the two handshakes ----------------------------------------------------------------
 
-@dataclass
 class HandshakeParams:
-    """Everything the handshake needs from the client, gathered in one place."""
+    """Everything the handshake needs from the client, gathered in one place.
 
-    name: str
-    timeout: float
-    probe_timeout: float
-    legacy_capabilities: dict[str, Any]
-    client_info: dict[str, Any]
-    modern_meta: Callable[[str], dict[str, Any]]   # version -> request _meta
-    http: bool = False     # the probe runs over HTTP (more codes mean modern)
-    # Told (version, initialize params) once a legacy handshake is answered, before
-    # ``notifications/initialized``: the HTTP transport's headers need the version.
-    on_legacy: Callable[[str, dict[str, Any]], None] | None = None
+    A plain slotted class, not a dataclass, for the reason :class:`Negotiated` gives.
+    """
+
+    __slots__ = ("client_info", "http", "legacy_capabilities", "modern_meta", "name",
+                 "on_legacy", "probe_timeout", "timeout")
+
+    def __init__(self, name: str, timeout: float, probe_timeout: float,
+                 legacy_capabilities: dict[str, Any], client_info: dict[str, Any],
+                 modern_meta: Callable[[str], dict[str, Any]], http: bool = False,
+                 on_legacy: Callable[[str, dict[str, Any]], None] | None = None) -> None:
+        self.name = name
+        self.timeout = timeout
+        self.probe_timeout = probe_timeout
+        self.legacy_capabilities = legacy_capabilities
+        self.client_info = client_info
+        self.modern_meta = modern_meta    # version -> request _meta
+        self.http = http                  # the probe runs over HTTP (more codes mean modern)
+        # Told (version, initialize params) once a legacy handshake is answered, before
+        # ``notifications/initialized``: the HTTP transport's headers need the version.
+        self.on_legacy = on_legacy
 
     @property
     def bound(self) -> float:

@@ -8,13 +8,12 @@ from __future__ import annotations
 import math
 import time
 
-from mcpsync import jsonrpc
 from mcpsync.errors import (
     Cancelled,
     ConnectionLost,
     RequestTimeout,
 )
-from mcpsync.jsonrpc import Message
+from mcpsync.jsonrpc import Message, notification as notification_message, serialize
 from mcpsync.session._base import (
     SessionBase,
     logger,
@@ -120,14 +119,14 @@ class Cancelling(SessionBase):
         if send_until is None:
             self._transport.send(message)
         else:
-            send_until(jsonrpc.serialize(message), time.monotonic() + bound)
+            send_until(serialize(message), time.monotonic() + bound)
 
     def _send_cancel(self, call: Call, reason: str, *, wait: bool = False) -> None:
         """Write ``notifications/cancelled`` for ``call``. On a caller's thread (``wait``
         false) only if the pipe takes it now: otherwise it is handed to the callback pool,
         which waits for the write up to the notice bound, so the caller keeps its deadline."""
-        message = jsonrpc.notification("notifications/cancelled",
-                                       {"requestId": call.id, "reason": reason})
+        message = notification_message("notifications/cancelled",
+                                        {"requestId": call.id, "reason": reason})
         try:
             self._send_notice(message, self._notice_bound if wait else 0.0)
         except WriteTimedOut as exc:

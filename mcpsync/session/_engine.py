@@ -57,7 +57,6 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, Final
 
-from mcpsync import jsonrpc
 from mcpsync._names import safe
 from mcpsync._threads import new_thread
 from mcpsync.config import DEFAULT_TIMEOUT
@@ -68,7 +67,17 @@ from mcpsync.errors import (
     RequestTimeout,
     UsedAfterFork,
 )
-from mcpsync.jsonrpc import Batch, Message, ParseError, StreamError
+from mcpsync.jsonrpc import (
+    AnswerSink,
+    Batch,
+    Message,
+    ParseError,
+    StreamError,
+    notification as notification_message,
+    request as request_message,
+    serialize,
+    serialize_request,
+)
 from mcpsync.protocol import describe_call
 from mcpsync.session._background import BackgroundReader
 from mcpsync.session._base import (
@@ -200,7 +209,7 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
         self._send_until: Callable[[bytes, float], None] = send_until
         # Where the transport can (stdio), a plain result response read alone is handed
         # straight to _take_answer, without a Message or a pass through _feed (the hot path).
-        self._route_answers: Callable[[jsonrpc.AnswerSink | None], None] | None = getattr(
+        self._route_answers: Callable[[AnswerSink | None], None] | None = getattr(
             transport, "route_answers", None)
         if self._route_answers is not None:
             self._route_answers(self._take_answer)
@@ -359,7 +368,7 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
             # frame and its eight arguments per call. Anything else (progress, a session not
             # open, a bad timeout or method) goes through _open, which checks and words it.
             rid = next(self._ids)
-            frame = jsonrpc.serialize_request(rid, method, params)
+            frame = serialize_request(rid, method, params)
             # Call(rid, method, params, timeout, None, False, cancellable, now, max_timeout),
             # without calling the class: a class call runs __init__ as a nested evaluation
             # that costs about as much again as these stores (docs/performance.md). A test
@@ -435,7 +444,7 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
         """Send a notification (no answer). Raises like :meth:`request` when unusable."""
         self._check_usable(method, params)
         try:
-            self._send_notice(jsonrpc.notification(method, params), self._notice_bound)
+            self._send_notice(notification_message(method, params), self._notice_bound)
         except WriteTimedOut as exc:
             bound = self._notice_bound
             raise RequestTimeout(
@@ -472,9 +481,9 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
             params = _with_token(params, rid)
         if type(method) is str and (params is None or type(params) is dict):
             # The common case, encoded without building a Message (hot path).
-            frame = jsonrpc.serialize_request(rid, method, params)
+            frame = serialize_request(rid, method, params)
         else:  # checks, raises TypeError
-            frame = jsonrpc.serialize(jsonrpc.request(rid, method, params))
+            frame = serialize(request_message(rid, method, params))
         # Settle through the dispatcher (after the progress callbacks) unless this thread is
         # the dispatcher: a callback there waiting on its own queue would never return.
         ordered = progress is not None and not self._dispatcher.on_thread()

@@ -9,14 +9,22 @@ import logging
 import time
 from typing import Any
 
-from mcpsync import jsonrpc
 from mcpsync.errors import (
     ConnectionLost,
     ProtocolError,
     Rejected,
     RemoteError,
 )
-from mcpsync.jsonrpc import Message, ParseError
+from mcpsync.jsonrpc import (
+    INTERNAL_ERROR,
+    METHOD_NOT_FOUND,
+    MISSING,
+    Message,
+    ParseError,
+    error as error_response,
+    result as result_response,
+    serialize,
+)
 from mcpsync.protocol import remote_error
 from mcpsync.session._base import (
     _PROGRESS,
@@ -129,29 +137,29 @@ class Incoming(SessionBase):
         try:
             if handler is None:
                 if method != "ping":
-                    raise RemoteError("method not found", code=jsonrpc.METHOD_NOT_FOUND,
+                    raise RemoteError("method not found", code=METHOD_NOT_FOUND,
                                       remote_message=f"method not found: {method}")
                 result: Any = {}
             else:
                 result = handler(message)
-            reply = jsonrpc.result(rid, result)
+            reply = result_response(rid, result)
         except RemoteError as exc:
-            if method == "ping" and exc.code == jsonrpc.METHOD_NOT_FOUND:
-                reply = jsonrpc.result(rid, {})
+            if method == "ping" and exc.code == METHOD_NOT_FOUND:
+                reply = result_response(rid, {})
             else:
-                data = exc.data if exc.data is not None else jsonrpc.MISSING
-                reply = jsonrpc.error(rid, exc.code, exc.remote_message or exc.message, data)
+                data = exc.data if exc.data is not None else MISSING
+                reply = error_response(rid, exc.code, exc.remote_message or exc.message, data)
         except Rejected:
-            reply = jsonrpc.error(rid, _USER_REJECTED, "rejected by user")
+            reply = error_response(rid, _USER_REJECTED, "rejected by user")
         except Exception as exc:
             logger.warning("server %r: the callback for %r raised", self.name, method,
                            exc_info=True)
-            reply = jsonrpc.error(rid, jsonrpc.INTERNAL_ERROR, str(exc) or type(exc).__name__)
+            reply = error_response(rid, INTERNAL_ERROR, str(exc) or type(exc).__name__)
         try:
-            frame = jsonrpc.serialize(reply)
+            frame = serialize(reply)
         except (ValueError, TypeError) as exc:
-            frame = jsonrpc.serialize(jsonrpc.error(
-                rid, jsonrpc.INTERNAL_ERROR, f"the client's answer cannot be encoded: {exc}"))
+            frame = serialize(error_response(
+                rid, INTERNAL_ERROR, f"the client's answer cannot be encoded: {exc}"))
         try:
             self._send_until(frame, time.monotonic() + self._notice_bound)
         except WriteTimedOut as exc:

@@ -9,10 +9,11 @@ uses: notebook display, tool proxies, skills, tasks, progress bars, the memory t
 auth hooks, the content blocks other than text and the resource/prompt/completion/root
 types, ``base64``/``mimetypes`` (media as bytes or read from a file), ``shutil`` (with
 ``bz2`` and ``lzma``: a stdio command is looked up on ``PATH`` without it), the wire side of
-subscriptions, the bodies of the rarely used ``Client`` methods and the answering of a
-server's requests. A fresh interpreter tells whether an eager import crept back. The
-benchmark's figures are not judged (a shared machine's timing is noise); that it measures
-every condition and prints positive times is.
+subscriptions, the bodies of the rarely used ``Client`` methods, the answering of a
+server's requests, the frame reader and writer of ``mcpsync.jsonrpc`` (the stdio server's)
+and its JSON scanning helpers (unusual text only). A fresh interpreter tells whether an
+eager import crept back. The benchmark's figures are not judged (a shared
+machine's timing is noise); that it measures every condition and prints positive times is.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ DEFERRED = ("ctypes", "html", "hashlib", "difflib", "mcpsync.policy", "mcpsync._
             "mcpsync.client._skills", "mcpsync.client._tasks", "mcpsync.client._progress",
             "mcpsync.client._memory", "mcpsync.transport.memory", "mcpsync.auth_hooks",
             "base64", "mimetypes", "mcpsync.client._subscribing", "mcpsync.client._client_more",
-            "mcpsync.client._answering", "shutil", "bz2", "lzma")
+            "mcpsync.client._answering", "shutil", "bz2", "lzma", "mcpsync._frame_io",
+            "mcpsync._jsonscan")
 
 
 def test_the_client_import_leaves_these_for_later() -> None:
@@ -268,6 +270,152 @@ def test_the_callbacks_answer_once_loaded_when_many_threads_ask_at_once() -> Non
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                           check=False, timeout=60)
     assert done.stdout.strip() == "ok", done.stderr
+
+
+def _probe(code: str, *, lines: bool = False) -> list[str]:
+    """Run ``code`` in a fresh interpreter; its output, split into words (or lines)."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=False, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines() if lines else done.stdout.split()
+
+
+def test_the_frame_reader_and_writer_load_on_first_access() -> None:
+    probe = ("import io, inspect, sys, threading, typing\n"
+             "import mcpsync.jsonrpc as j\n"
+             "assert 'mcpsync._frame_io' not in sys.modules\n"
+             "assert {'FrameReader', 'FrameWriter'} <= set(dir(j))\n"
+             "start, got = threading.Barrier(8), []\n"
+             "def ask(i):\n"
+             "    start.wait()\n"
+             "    got.append(getattr(j, ('FrameReader', 'FrameWriter')[i % 2]))\n"
+             "threads = [threading.Thread(target=ask, args=(i,), name=f'mcpsync-test-{i}')\n"
+             "           for i in range(8)]\n"
+             "for th in threads: th.start()\n"
+             "for th in threads: th.join()\n"
+             "from mcpsync import _frame_io\n"
+             "assert sorted(set(got), key=str) == [_frame_io.FrameReader, _frame_io.FrameWriter]\n"
+             "assert vars(j)['FrameReader'] is _frame_io.FrameReader\n"   # kept: asked once
+             "assert vars(j)['FrameWriter'] is _frame_io.FrameWriter\n"
+             "from mcpsync.jsonrpc import FrameReader, FrameWriter\n"
+             "star = {}\n"
+             "exec('from mcpsync.jsonrpc import *', star)\n"
+             "assert star['FrameReader'] is FrameReader is j.FrameReader\n"
+             "assert star['FrameWriter'] is FrameWriter is j.FrameWriter\n"
+             "assert FrameReader.__module__ == 'mcpsync._frame_io'\n"
+             "assert inspect.getsource(FrameWriter).startswith('class FrameWriter:')\n"
+             "assert typing.get_type_hints(FrameReader.read)['return'] == (\n"
+             "    j.Message | j.Batch | None)\n"
+             "out = io.BytesIO()\n"
+             "FrameWriter(out).write(j.request(1, 'ping'))\n"
+             "assert FrameReader(io.BytesIO(out.getvalue())).read() == j.request(1, 'ping')\n"
+             "try:\n"
+             "    j.FrameNope\n"
+             "except AttributeError as exc:\n"
+             "    assert \"no attribute 'FrameNope'\" in str(exc)\n"
+             "print('ok')\n")
+    assert _probe(probe) == ["ok"]
+
+
+def test_the_call_path_reads_no_name_through_the_jsonrpc_module() -> None:
+    # mcpsync.jsonrpc has a module __getattr__ (the frame reader and writer), and CPython 3.11
+    # does not specialise an attribute load on such a module: ``jsonrpc.serialize(...)`` in
+    # the session would cost about 450 instructions more per call than an imported name.
+    import ast
+
+    root = Path(__file__).resolve().parents[2] / "mcpsync"
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                    and node.value.id == "jsonrpc"):
+                found.append(f"{path.relative_to(root)}:{node.lineno}: jsonrpc.{node.attr}")
+            # the module itself, under another name or spelled out (``mcpsync.jsonrpc.x``)
+            elif isinstance(node, ast.ImportFrom) and node.module == "mcpsync" and any(
+                    alias.name == "jsonrpc" for alias in node.names):
+                found.append(f"{path.relative_to(root)}:{node.lineno}: from mcpsync import "
+                             "jsonrpc")
+            elif isinstance(node, ast.Import) and any(
+                    alias.name == "mcpsync.jsonrpc" for alias in node.names):
+                found.append(f"{path.relative_to(root)}:{node.lineno}: import mcpsync.jsonrpc")
+    assert not found, found
+
+
+# The first call of each of jsonrpc's four stand-ins for the JSON scanning helpers, in a fresh
+# interpreter: (the line, what parse returns or raises, which stand-ins were replaced).
+_FIRST_UNUSUAL = {
+    "str": (r"""j.parse('{"jsonrpc":"2.0","method":"\ud800"}')""",
+            "-32700 parse error: the text holds a lone surrogate", "True False False False"),
+    "escaped id": (r"""j.parse(b'{"jsonrpc":"2.0","id":"a\\u0062","method":"m"}')""",
+                   """Message(request id="a\\u0062" method='m')""", "False True False False"),
+    "batch": (r"""j.parse('[{"jsonrpc":"2.0","method":"a"}, 5]', allow_batch=True)""",
+              """[Message(notification method='a'), ParseError("invalid request: a batch """
+              """element must be an object; the text starts '5'")]""", "False False True False"),
+    "surrogate escape": (r"""j.parse(b'{"jsonrpc":"2.0","method":"\\ud800"}')""",
+                         "-32700 parse error: a string holds a lone surrogate escape",
+                         "False False False True"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_FIRST_UNUSUAL))
+def test_the_json_scanning_helpers_load_on_the_first_unusual_text(case: str) -> None:
+    # Usual lines load nothing; each stand-in loads mcpsync._jsonscan on its first call,
+    # answers that call as the helper would, and puts the helper in its own place. Eight
+    # threads make the first call at once.
+    first, answer, replaced = _FIRST_UNUSUAL[case]
+    probe = r"""
+import sys, threading
+import mcpsync.jsonrpc as j
+for line in (b'{"jsonrpc":"2.0","id":7,"result":{"a":"\\n\xc3\xa9"}}',
+             b'{"jsonrpc":"2.0","method":"notifications/x"}',
+             b'{"jsonrpc":"2.0","id":"s","method":"ping"}'):
+    j.parse(line)
+j.RequestId.of('plain')
+print('mcpsync._jsonscan' in sys.modules)
+start, got = threading.Barrier(8), []
+def first():
+    start.wait()
+    try:
+        got.append(repr(FIRST))
+    except j.ParseError as exc:
+        got.append(f'{exc.code} {exc}')
+threads = [threading.Thread(target=first, name=f'mcpsync-test-{i}') for i in range(8)]
+for th in threads: th.start()
+for th in threads: th.join()
+assert len(set(got)) == 1, got
+print(got[0])
+import mcpsync._jsonscan as s
+print(j._lone_surrogate == s.SURROGATE_RE.search, j._raw_member is s.raw_member,
+      j._element_spans is s.element_spans, j._has_lone_surrogate is s.has_lone_surrogate)
+""".replace("FIRST", first)
+    loaded, got, stand_ins = _probe(probe, lines=True)
+    assert (loaded, stand_ins) == ("False", replaced) and got.startswith(answer), got
+
+
+@pytest.mark.parametrize("module", ["mcpsync._frame_io", "mcpsync._jsonscan"])
+def test_a_ctrl_c_while_a_jsonrpc_piece_loads_leaves_it_to_load_next_time(module: str) -> None:
+    # The interrupt is raised by a trace function when the module's body starts to run: the
+    # caller gets the KeyboardInterrupt, nothing half-built is kept, and the next use loads
+    # the module and works.
+    use = {"mcpsync._frame_io": "j.FrameReader(io.BytesIO(b'{\"jsonrpc\":\"2.0\",\"id\":1,"
+                                "\"result\":2}\\n')).read().result",
+           "mcpsync._jsonscan": "len(j.parse('[{\"jsonrpc\":\"2.0\",\"method\":\"a\"}, 5]', "
+                                "allow_batch=True))"}[module]
+    probe = ("import io, sys, mcpsync.jsonrpc as j\n"
+             "def trace(frame, event, arg):\n"
+             f"    if event == 'call' and frame.f_globals.get('__name__') == {module!r}:\n"
+             "        sys.settrace(None)\n"
+             "        raise KeyboardInterrupt\n"
+             "sys.settrace(trace)\n"
+             "try:\n"
+             f"    {use}\n"
+             "except KeyboardInterrupt:\n"
+             "    print('interrupted')\n"
+             "finally:\n"
+             "    sys.settrace(None)\n"
+             f"print({module!r} in sys.modules)\n"
+             f"print({use})\n")
+    assert _probe(probe) == ["interrupted", "False", "2"]
 
 
 def test_media_bytes_and_url_configs_load_what_they_need() -> None:

@@ -29,7 +29,7 @@ from helpers import ROOT
 LAYERS: list[tuple[int, tuple[str, ...]]] = [
     (0, ("mcpsync.errors", "mcpsync._codes", "mcpsync._version")),
     (1, ("mcpsync.jsonrpc", "mcpsync._jsonscan", "mcpsync._envelope", "mcpsync.types",
-         "mcpsync._types_more",
+         "mcpsync._types_more", "mcpsync._frame_io",
          "mcpsync._gateway_refusal",
          "mcpsync.config",
          "mcpsync.config_files", "mcpsync._urls", "mcpsync._origin", "mcpsync._names",

@@ -21,9 +21,19 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import requests
 
-from mcpsync import jsonrpc
 from mcpsync.errors import ConnectionLost, MCPError, ProtocolError
-from mcpsync.jsonrpc import Batch, Message, ParseError, RequestId
+from mcpsync.jsonrpc import (
+    HEADER_MISMATCH,
+    METHOD_NOT_FOUND,
+    MISSING,
+    Batch,
+    Message,
+    ParseError,
+    RequestId,
+    error as error_response,
+    parse,
+    serialize,
+)
 from mcpsync.protocol import META_PROTOCOL_VERSION, describe_call
 from mcpsync.transport.base import CallFailed
 from mcpsync.transport.http._auth import AuthFlow, redact_url, status_error
@@ -114,9 +124,8 @@ class Exchange(Abortable):
     def rewire(self, wire_id: RequestId) -> None:
         """Send the same request again under a new id (mapped back to ``id`` on delivery)."""
         self.wire_id = wire_id
-        self.frame = jsonrpc.serialize(Message(wire_id, self.message.method,
-                                               self.message.params, jsonrpc.MISSING, None,
-                                               {}))
+        self.frame = serialize(Message(wire_id, self.message.method, self.message.params,
+                                       MISSING, None, {}))
         self.decoder = None
 
 
@@ -283,8 +292,8 @@ class Exchanger:
         """A request of the transport's own (not the session's), answered here."""
         link = self.link
         rid = RequestId.of(f"mcpsync-{next(link.ids)}")
-        message = Message(rid, method, params, jsonrpc.MISSING, None, {})
-        ex = link.exchange(message, jsonrpc.serialize(message), internal=True)
+        message = Message(rid, method, params, MISSING, None, {})
+        ex = link.exchange(message, serialize(message), internal=True)
         with map_network_errors(ex):
             self.exchange(ex)
         if ex.result is None:
@@ -381,7 +390,7 @@ class Exchanger:
         response.close()
         parsed: Message | Batch | ParseError
         try:
-            parsed = jsonrpc.parse(data, allow_batch=self.link.allow_batch)
+            parsed = parse(data, allow_batch=self.link.allow_batch)
         except ParseError as exc:
             parsed = exc
         items, sent = sort_json_reply(parsed, ex.wire_id, data)
@@ -392,9 +401,9 @@ class Exchanger:
             return
         if ex.method == "server/discover":
             # Not a modern server (it would answer the probe): read as legacy.
-            self.deliver(ex, jsonrpc.error(ex.wire_id, jsonrpc.METHOD_NOT_FOUND,
-                                           f"HTTP {response.status_code} to server/discover "
-                                           f"with {sent}"))
+            self.deliver(ex, error_response(ex.wire_id, METHOD_NOT_FOUND,
+                                            f"HTTP {response.status_code} to server/discover "
+                                            f"with {sent}"))
             return
         # The reply is complete and cannot answer this call any more: fail it now.
         self.fail(ex, ProtocolError(
@@ -413,7 +422,7 @@ class Exchanger:
         answer: Message | None = None
         if body.strip().startswith((b"{", b"[")):
             try:
-                parsed = jsonrpc.parse(body, allow_batch=True)
+                parsed = parse(body, allow_batch=True)
             except ParseError:
                 parsed = None
             for item in (parsed if isinstance(parsed, list) else [parsed]):
@@ -434,8 +443,8 @@ class Exchanger:
             return
         if ex.method == "server/discover":
             # Not a modern server (it would answer with a JSON-RPC error): read as legacy.
-            self.deliver(ex, jsonrpc.error(ex.wire_id, jsonrpc.METHOD_NOT_FOUND,
-                                           f"HTTP {status} to server/discover"))
+            self.deliver(ex, error_response(ex.wire_id, METHOD_NOT_FOUND,
+                                            f"HTTP {status} to server/discover"))
             return
         reason = response.reason or ""
         raise status_error(f"{ex.describe()}: the server answered HTTP {status} "
@@ -461,7 +470,7 @@ class Exchanger:
             if item.id != ex.id:
                 item = dataclasses.replace(item, id=ex.id)
             if ex.modern and ex.method == "tools/call" and item.error is not None \
-                    and item.error.get("code") == jsonrpc.HEADER_MISMATCH \
+                    and item.error.get("code") == HEADER_MISMATCH \
                     and not ex.reissued and not ex.internal:
                 return self.modern.header_retry(ex)
             if item.error is None:
@@ -525,7 +534,7 @@ class Exchanger:
                         if not event.data or event.type != "message":
                             continue
                         try:
-                            parsed = jsonrpc.parse(event.data, allow_batch=link.allow_batch)
+                            parsed = parse(event.data, allow_batch=link.allow_batch)
                         except ParseError as exc:
                             rx.put(exc)
                             continue

@@ -18,10 +18,15 @@ from typing import TYPE_CHECKING, Any, Final
 
 import requests
 
-from mcpsync import jsonrpc
 from mcpsync._threads import new_thread
 from mcpsync.errors import MCPError, ProtocolError, SessionExpired, TransportError
-from mcpsync.jsonrpc import Message, ParseError
+from mcpsync.jsonrpc import (
+    Message,
+    ParseError,
+    notification as notification_message,
+    parse,
+    serialize,
+)
 from mcpsync.transport.http._conn import Abortable, map_network_errors, media_type, read_body
 from mcpsync.transport.http._exchange import (
     CONNECT_TIMEOUT,
@@ -224,8 +229,8 @@ class LegacySession:
             raise ProtocolError(f"re-initializing server {self._link.name!r} failed: "
                                 f"{answer.error.get('message')}", server=self._link.name,
                                 method="initialize")
-        self._ex.post_oneway(jsonrpc.serialize(
-            jsonrpc.notification("notifications/initialized")),
+        self._ex.post_oneway(serialize(
+            notification_message("notifications/initialized")),
             "notifications/initialized")
         if self._log_level is not None:
             call("logging/setLevel", {"level": self._log_level})
@@ -374,7 +379,7 @@ class LegacySession:
         if status == 404:
             return "HTTP 404"
         try:
-            parsed = jsonrpc.parse(body)
+            parsed = parse(body)
         except ParseError:
             return None
         error = parsed.error if isinstance(parsed, Message) else None

@@ -17,11 +17,10 @@ from urllib.parse import urljoin
 
 import requests
 
-from mcpsync import jsonrpc
 from mcpsync._origin import UnsafeURL, check_same_origin, refuse_hostile
 from mcpsync._threads import new_thread
 from mcpsync.errors import ConnectFailed, ConnectionLost, MCPError, TransportError
-from mcpsync.jsonrpc import Batch, Message, ParseError
+from mcpsync.jsonrpc import Batch, Message, ParseError, parse
 from mcpsync.transport.http._auth import redact_url, status_error
 from mcpsync.transport.http._conn import (
     NETWORK_ERRORS,
@@ -263,7 +262,7 @@ class SseRoute:
         """Stream thread: one ``message`` event."""
         rx = self._link.rx
         try:
-            parsed = jsonrpc.parse(data, allow_batch=self._link.allow_batch)
+            parsed = parse(data, allow_batch=self._link.allow_batch)
         except ParseError as exc:
             rx.put(exc)
             return

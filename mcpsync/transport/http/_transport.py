@@ -39,10 +39,9 @@ from typing import Any, Final
 
 import requests
 
-from mcpsync import jsonrpc
 from mcpsync._threads import new_thread
 from mcpsync.auth_hooks import AuthHooks
-from mcpsync.jsonrpc import MAX_FRAME_BYTES, Message, RequestId, StreamError
+from mcpsync.jsonrpc import MAX_FRAME_BYTES, Message, RequestId, StreamError, parse, serialize
 from mcpsync.transport.base import TransportClosed, safe_name
 from mcpsync.transport.http._auth import AuthFlow
 from mcpsync.transport.http._conn import MAX_WORKERS, close_session, new_session
@@ -255,7 +254,7 @@ class HttpTransport:
         """Send one encoded frame. The transport routes by method and id, so it decodes the
         frame unless the caller hands over the ``message`` it encoded."""
         if message is None:
-            parsed = jsonrpc.parse(frame)
+            parsed = parse(frame)
             assert isinstance(parsed, Message)
             message = parsed
         self._dispatch(message, frame)
@@ -293,7 +292,7 @@ class HttpTransport:
             raise TransportClosed(f"the HTTP connection to server {self.name!r} is closed",
                                   server=self.name)
         if frame is None:
-            frame = jsonrpc.serialize(message)
+            frame = serialize(message)
         method = message.method
         if method is not None and message.id is not None:
             legacy = self._legacy
