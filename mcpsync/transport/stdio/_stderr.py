@@ -94,6 +94,7 @@ class StderrDrain:
         self._on_stderr = on_stderr
         self._stopped = False
         self._closer = closer
+        self._released = False   # see released()
         self._exit_lock = threading.Lock()
         self._exited = False
         self._close_at_exit = False
@@ -194,12 +195,19 @@ class StderrDrain:
                 return
         self._close_fds()
 
+    def released(self) -> bool:
+        """True once the stderr pipe's ``closer`` has been called (or begun: a Ctrl-C may cut
+        it short): no thread of the drain reads the pipe any more, so its owner may close it
+        again. False while the draining thread still owns it."""
+        return self._released
+
     def _close_fds(self) -> None:
         for fd in (self._stop_r, self._stop_w):
             if fd >= 0:
                 os.close(fd)
         self._stop_r = self._stop_w = -1
         closer, self._closer = self._closer, None
+        self._released = True
         if closer is not None:
             with self._io_lock:  # never under a settle() that is polling the pipe
                 closer()
