@@ -285,16 +285,24 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
             if self._close_done:
                 return
             self._close_done = True
-            me = threading.current_thread()
-            bg = self._bg_thread
-            if bg is not None and bg is not me:
-                bg.join(JOIN_TIMEOUT)
-            self._transport.close()
-            if self._route_answers is not None:
-                self._route_answers(None)  # the transport no longer holds on to us
-            self._dispatcher.stop(JOIN_TIMEOUT)
-            self._settle_answered()
-            self._pool.stop(JOIN_TIMEOUT)
+            # Each step runs even when one before it was interrupted (Ctrl-C in a wait): the
+            # transport's close then ends the server at once, and the threads are stopped.
+            try:
+                me = threading.current_thread()
+                bg = self._bg_thread
+                if bg is not None and bg is not me:
+                    bg.join(JOIN_TIMEOUT)
+            finally:
+                try:
+                    self._transport.close()
+                finally:
+                    if self._route_answers is not None:
+                        self._route_answers(None)  # the transport no longer holds on to us
+                    try:
+                        self._dispatcher.stop(JOIN_TIMEOUT)
+                        self._settle_answered()
+                    finally:
+                        self._pool.stop(JOIN_TIMEOUT)
 
     def begin_close(self, reason: str = "client closed") -> None:
         """The first half of :meth:`close`, which never waits: refuse new calls, fail the

@@ -16,8 +16,9 @@ from mcpsync.errors import RequestTimeout, UsedAfterFork
 from mcpsync.session import Session
 from mcpsync.session._call import Call
 from mcpsync.transport.base import WriteTimedOut
+from mcpsync.transport.stdio import StdioTransport
 
-from .helpers import peer_session
+from .helpers import open_session, peer_session
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -234,3 +235,43 @@ def test_a_write_timed_out_behind_another_write_keeps_its_mark(peer: Session) ->
         with peer._lock:
             role.sending = None
     assert peer.request("echo", {"usable": True}) == {"usable": True}
+
+
+@pytest.mark.parametrize("where", ["reader-join", "transport-close"])
+def test_ctrl_c_in_close_still_closes_the_transport_and_stops_the_threads(
+        where: str, monkeypatch: pytest.MonkeyPatch, no_leaks: None) -> None:
+    """Session.close() runs each of its steps even when one before it was interrupted:
+    the server is ended and the dispatcher stopped (no_leaks checks every thread)."""
+    notes: list[object] = []
+    session = open_session(on_notification=notes.append)
+    transport = session._transport
+    assert isinstance(transport, StdioTransport)
+    session.request("notify", {"count": 1})
+    deadline = time.monotonic() + 5
+    while not notes and time.monotonic() < deadline:
+        time.sleep(0.01)
+    dispatcher = session._dispatcher.thread
+    assert dispatcher is not None and dispatcher.is_alive()
+    if where == "reader-join":
+        reader = session._bg_thread
+        assert reader is not None
+
+        def join(timeout: float | None = None) -> None:
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(reader, "join", join)
+    else:
+        close = transport.close
+
+        def interrupted() -> None:   # Ctrl-C as the transport's close returns
+            close()
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(transport, "close", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        session.close()
+    monkeypatch.undo()
+    assert transport.closed
+    assert transport._proc is not None and transport._proc.returncode is not None
+    dispatcher.join(5)
+    assert not dispatcher.is_alive()
