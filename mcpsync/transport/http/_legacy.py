@@ -92,6 +92,9 @@ class LegacySession:
         self._ready = threading.Event()
         self._ready.set()
         self.get_thread: threading.Thread | None = None
+        # Held from the check for a GET thread to its start(): close() may run on another
+        # thread (a gateway's DELETE, say) and must never see one created but not started.
+        self._get_start_lock = threading.Lock()
         self._get_abort: Abortable | None = None
         self._get_wanted = False
         # The session id the last *answered* GET carried (any status, or an error): requests
@@ -238,11 +241,12 @@ class LegacySession:
 
     def start_get_stream(self) -> None:
         self._get_wanted = True
-        if self.get_thread is not None or self._link.closing.is_set():
-            return
-        thread = new_thread(f"mcpsync-http-get-{self._link.safe}", self._get_loop)
-        self.get_thread = thread
-        thread.start()
+        with self._get_start_lock:
+            if self.get_thread is not None or self._link.closing.is_set():
+                return
+            thread = new_thread(f"mcpsync-http-get-{self._link.safe}", self._get_loop)
+            self.get_thread = thread
+            thread.start()
 
     def await_get_stream(self) -> None:
         """Wait (at most GET_OPEN_WAIT) until the GET for the current session was answered:
@@ -292,9 +296,12 @@ class LegacySession:
         if current is not None:
             current.abort()
         self._get_kick.set()     # after the abort: the reopened GET is not the one aborted
-        if self.get_thread is None or not self.get_thread.is_alive():
+        with self._get_start_lock:
+            thread = self.get_thread
+            if thread is not None and thread.is_alive():
+                return
             self.get_thread = None
-            self.start_get_stream()
+        self.start_get_stream()
 
     def _get_loop(self) -> None:
         """Thread ``mcpsync-http-get-<name>``: the server's standalone stream (legacy)."""
@@ -423,8 +430,11 @@ class LegacySession:
             logger.debug("server %r: DELETE of the session failed: %s", link.name, exc)
 
     def join(self, timeout: float) -> None:
-        thread = self.get_thread
-        if thread is not None and thread is not threading.current_thread():
+        with self._get_start_lock:   # a start() in progress ends first
+            thread = self.get_thread
+        # A thread whose start() failed (or was cut short by Ctrl-C) has no ident: no join.
+        if (thread is not None and thread.ident is not None
+                and thread is not threading.current_thread()):
             thread.join(timeout)
         self._get_abort = None   # a response pins its pool: hold none after close
 
