@@ -292,6 +292,13 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
                 bg = self._bg_thread
                 if bg is not None and bg is not me:
                     bg.join(JOIN_TIMEOUT)
+            except BaseException:
+                # Ctrl-C in the join: the user wants out, so the transport's close below
+                # ends the server at once instead of waiting for it politely.
+                interrupted = getattr(self._transport, "interrupted", None)
+                if interrupted is not None:
+                    interrupted()
+                raise
             finally:
                 try:
                     self._transport.close()

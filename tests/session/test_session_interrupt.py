@@ -5,9 +5,11 @@ from __future__ import annotations
 import _thread
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -275,3 +277,29 @@ def test_ctrl_c_in_close_still_closes_the_transport_and_stops_the_threads(
     assert transport._proc is not None and transport._proc.returncode is not None
     dispatcher.join(5)
     assert not dispatcher.is_alive()
+
+
+def test_ctrl_c_in_the_reader_join_ends_even_a_stubborn_server_at_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_leaks: None) -> None:
+    """A server that ignores the end of its input: after a Ctrl-C in the session's part of
+    the close, the transport does not wait 2 s for it but ends it (SIGTERM at once)."""
+    server = tmp_path / "stubborn.py"
+    server.write_text("import sys, time\nfor line in sys.stdin: pass\ntime.sleep(60)\n")
+    transport = StdioTransport([sys.executable, str(server)], name="stubborn")
+    transport.start()
+    session = Session(transport, name="stubborn")
+    session.start()
+    reader = session._bg_thread
+    assert reader is not None
+
+    def join(timeout: float | None = None) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(reader, "join", join)
+    with pytest.raises(KeyboardInterrupt):
+        session.close()
+    monkeypatch.undo()
+    assert transport.closed
+    # SIGTERM ended it: the polite close would have closed stdin and waited (exit code 0
+    # never comes from this server; -SIGTERM only from the signal)
+    assert transport._proc is not None and transport._proc.returncode == -signal.SIGTERM

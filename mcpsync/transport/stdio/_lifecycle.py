@@ -153,6 +153,7 @@ class ProcessLifecycle:
     _finisher: FrameFinisher | None
     _stdin_grace: float
     _stdin_closed_at: float
+    _interrupted: bool
     #: When claim_close() took the close over (a class default: the transport sets no
     #: such attribute of its own).
     _claimed_at: float = 0.0
@@ -326,16 +327,21 @@ class ProcessLifecycle:
         with self._close_lock:
             if self._closed:
                 return
+            # Asked before anything changes: a Ctrl-C as it returns leaves all as it was.
+            forked = self._proc is not None and self.forked()
             self._closing = True
             self._rx_done = True
             if self._proc is None:
                 self._closed = True
                 return
-            if self.forked():
+            if forked:
                 try:
                     self._drop_after_fork()
                 finally:
                     self._closed = True
+                return
+            if self._interrupted:   # the owner's close was interrupted before this one
+                self._cut_short()
                 return
             try:
                 self._shutdown()
@@ -346,22 +352,40 @@ class ProcessLifecycle:
                 raise
             self._closed = True
 
+    def interrupted(self) -> None:
+        """Make the next :meth:`close` end the server at once, as a close interrupted by
+        Ctrl-C does: for an owner whose own part of the close was interrupted (a session
+        joining its reader, say), so that the user who pressed Ctrl-C does not wait for the
+        polite shutdown."""
+        self._interrupted = True
+
     def _cut_short(self) -> None:
-        """The end of a close that was interrupted: SIGTERM the server's group, give it a
-        moment (as ``subprocess.run`` does on Ctrl-C), SIGKILL it, reap it and release
-        everything, each wait short. Only once that is done is the transport closed: if this
-        is interrupted in turn, the next :meth:`close` runs the whole shutdown again, which
-        every step allows."""
+        """The end of an interrupted close: SIGTERM the server's group, a quarter of a
+        second, SIGKILL, the reap, and :meth:`_release`, each wait short (about 0.75 s in
+        all, 1.75 s at most). ``subprocess.run`` gives a child a quarter of a second after a
+        Ctrl-C too, and then kills it; the child there got the terminal's SIGINT, a server
+        here (in a session of its own) did not, so SIGTERM comes first.
+
+        A Ctrl-C during this starts it over without the grace, up to three times in all;
+        each step allows being run again. Only once it is done is the transport closed: cut
+        short three times, it is left not closed, and its next :meth:`close` runs it again.
+        """
+        self.wake()   # a receive() in progress must let go of stdout (no pidfd may wake it)
         deadline = time.monotonic() + KILL_WAIT + JOIN_TIMEOUT
-        exited = self._wait_exited(0)
-        if not exited:
-            self._signal_group(kill=False)
-            exited = self._wait_exited(INTERRUPTED_GRACE)
-        if not exited:
-            self._signal_group(kill=True)
-            exited = self._wait_exited(KILL_WAIT)
-        self._release(deadline, exited=exited, stdin_closed=False)
-        self._closed = True
+        for attempt in range(3):
+            try:
+                exited = self._wait_exited(0)
+                if not exited and attempt == 0:
+                    self._signal_group(kill=False)
+                    exited = self._wait_exited(INTERRUPTED_GRACE)
+                if not exited:
+                    self._signal_group(kill=True)
+                    exited = self._wait_exited(KILL_WAIT)
+                self._release(deadline, exited=exited, stdin_closed=False)
+            except KeyboardInterrupt:
+                continue   # Ctrl-C again: the caller re-raises the first one
+            self._closed = True
+            return
 
     def close_input(self) -> None:
         """Begin the shutdown without waiting: close the server's stdin now, if no write
@@ -436,7 +460,7 @@ class ProcessLifecycle:
         drain = self._stderr
         if drain is not None:
             drain.stop(timeout=left(JOIN_TIMEOUT) or 0.05)  # closes the stderr pipe
-        if drain is None or drain.released():
+        if drain is None or drain.release():
             # Also after the drain's own close of it, which a Ctrl-C may have cut short (a
             # second stop() does not close it again): no thread reads the pipe any more.
             self._close_fd("_stderr_fd", proc.stderr)
@@ -461,8 +485,8 @@ class ProcessLifecycle:
                     self._rx_lock.release()
         self._close_raw("_pidfd")
         if proc.returncode is None:
-            self._logger.warning("server %r (pid %s) could not be reaped within %.0f s",
-                                 self.name, proc.pid, CLOSE_BOUND)
+            self._logger.warning("server %r (pid %s) could not be reaped after SIGKILL; "
+                                 "given up", self.name, proc.pid)
         elif self._holds_spawner:
             self._holds_spawner = False
             _spawner.release()

@@ -29,6 +29,7 @@ with its wake-up pipe.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
 import select
@@ -94,7 +95,7 @@ class StderrDrain:
         self._on_stderr = on_stderr
         self._stopped = False
         self._closer = closer
-        self._released = False   # see released()
+        self._released = False   # the closer was taken (see release())
         self._exit_lock = threading.Lock()
         self._exited = False
         self._close_at_exit = False
@@ -123,7 +124,9 @@ class StderrDrain:
         if self._shared and not self._logger.isEnabledFor(logging.DEBUG):
             _join_hub(self)  # sets self._hub, under the hub's lock, before anything can fail
             return
-        self._stop_r, self._stop_w = os.pipe()
+        # Stored by the loop, with no call returning in between (see release()).
+        for self._stop_r, self._stop_w in itertools.starmap(os.pipe, ((),)):
+            break
         self._thread = new_thread(f"mcpsync-stdio-stderr-{self._name}", self._run)
         self._thread.start()
 
@@ -195,17 +198,31 @@ class StderrDrain:
                 return
         self._close_fds()
 
-    def released(self) -> bool:
-        """True once the stderr pipe's ``closer`` has been called (or begun: a Ctrl-C may cut
-        it short): no thread of the drain reads the pipe any more, so its owner may close it
-        again. False while the draining thread still owns it."""
-        return self._released
+    def release(self) -> bool:
+        """After :meth:`stop`: if no thread of the drain can touch its descriptors any more
+        (the hub let the pipe go, or the own thread ended or never started), close whatever
+        of them is still open and return True, so that the owner may close the stderr pipe
+        again (a Ctrl-C may have cut the drain's own close short). False while a draining
+        thread still owns them: it closes them on its way out."""
+        with self._exit_lock:
+            if not self._stopped:
+                return False
+            thread = self._thread
+            free = (self._released or self._exited
+                    or (self._hub is None and (thread is None or thread.ident is None)))
+        if free:
+            self._close_fds()
+        return free
 
     def _close_fds(self) -> None:
-        for fd in (self._stop_r, self._stop_w):
+        # Each number is forgotten by a store and closed in the next call, with no call
+        # returning in between (where a Ctrl-C is raised): run again, this closes only what
+        # is still open, never a number twice.
+        for attr in ("_stop_r", "_stop_w"):
+            fd = getattr(self, attr)
             if fd >= 0:
+                vars(self)[attr] = -1
                 os.close(fd)
-        self._stop_r = self._stop_w = -1
         closer, self._closer = self._closer, None
         self._released = True
         if closer is not None:
@@ -432,7 +449,11 @@ class _Hub:
         # takes it decides whether this generation runs (see _join_hub).
         self.claim = threading.Lock()
         if _pipe2 is not None:  # one system call instead of five
-            self.wake_r, self.wake_w = _pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+            # Stored by the loop, with no call returning in between (a Ctrl-C is raised where
+            # a call returns): the pipe is never made and lost.
+            for self.wake_r, self.wake_w in itertools.starmap(
+                    _pipe2, ((os.O_NONBLOCK | os.O_CLOEXEC,),)):
+                break
         else:  # pragma: no cover - no pipe2() (macOS)
             self.wake_r, self.wake_w = os.pipe()
             os.set_blocking(self.wake_r, False)
@@ -577,9 +598,9 @@ def _join_hub(drain: StderrDrain) -> None:
         hub = _hub
         if hub is None:
             hub = _Hub(drain)
-            _open_hubs.append(hub)
             drain._hub = hub
             try:
+                _open_hubs.append(hub)
                 hub.thread.start()
             except BaseException:
                 # start() failed, or was interrupted (a Ctrl-C, or whatever a signal handler
@@ -605,7 +626,8 @@ def _forget(hub: _Hub, drain: StderrDrain) -> None:
     """A hub that will never run (``_join_hub`` took its claim): close its wake-up pipe and
     unhook the drain, whose ``stop()`` then closes its own pipe. Under ``_hub_lock``."""
     drain._hub = None
-    _open_hubs.remove(hub)
+    if hub in _open_hubs:   # not yet, when the Ctrl-C came as it was being added
+        _open_hubs.remove(hub)
     os.close(hub.wake_r)
     os.close(hub.wake_w)
     hub.wake_r = hub.wake_w = -1

@@ -18,14 +18,16 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import CodeType, FunctionType
+from typing import Any
 
 import pytest
 from helpers import interrupt_at_return, open_fds
 
 import mcpsync
-from mcpsync.transport.stdio import StdioTransport, _lifecycle
+from mcpsync.transport.stdio import StdioTransport, _lifecycle, _stderr
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="counts /proc/self/fd")
 
@@ -50,11 +52,27 @@ for line in sys.stdin:
 time.sleep(60)
 """
 
-CLOSE_STEPS = {f.__code__ for f in (
-    _lifecycle.ProcessLifecycle.close, _lifecycle.ProcessLifecycle._shutdown,
-    _lifecycle.ProcessLifecycle._release, _lifecycle.ProcessLifecycle._close_stdin,
-    _lifecycle.ProcessLifecycle._wait_exited, _lifecycle.ProcessLifecycle._signal_group,
-    _lifecycle.ProcessLifecycle._close_fd, _lifecycle.ProcessLifecycle._close_raw)}
+def _codes(*owners: object) -> set[CodeType]:
+    """The code of every function defined in each class (or the function itself)."""
+    found: set[CodeType] = set()
+    for owner in owners:
+        if isinstance(owner, FunctionType):
+            found.add(owner.__code__)
+            continue
+        for value in vars(owner).values():
+            value = getattr(value, "__func__", value)
+            if isinstance(value, FunctionType):
+                found.add(value.__code__)
+    return found
+
+
+# Every call made by the transport's start and close, its stderr drain and the shared
+# stderr thread's bookkeeping (the profile hook sees only calls made directly by these).
+STEPS = _codes(_lifecycle.ProcessLifecycle, _stderr.StderrDrain, _stderr._Hub,
+               _stderr._join_hub, _stderr._forget, StdioTransport.wake)
+
+# A drain on the shared stderr thread, or with a thread of its own (an on_stderr callback).
+MODES = {"shared-stderr": {}, "own-stderr": {"on_stderr": lambda line: None}}
 
 
 @pytest.fixture
@@ -72,13 +90,20 @@ def stubborn(tmp_path: Path) -> list[str]:
 
 
 @pytest.fixture
-def sigint_soon() -> Iterator[None]:
-    """A real SIGINT to this process 0.3 s from now (the main thread gets it)."""
-    timer = threading.Timer(0.3, os.kill, args=(os.getpid(), signal.SIGINT))
-    timer.start()
-    yield
-    timer.cancel()
-    timer.join()
+def sigint_soon() -> Iterator[Callable[[], None]]:
+    """Call it to have a real SIGINT sent to this process 0.3 s later (the main thread gets
+    it): after the server is up, so that a slow start cannot take the interrupt."""
+    timers: list[threading.Timer] = []
+
+    def arm() -> None:
+        timer = threading.Timer(0.3, os.kill, args=(os.getpid(), signal.SIGINT))
+        timers.append(timer)
+        timer.start()
+
+    yield arm
+    for timer in timers:
+        timer.cancel()
+        timer.join()
 
 
 def assert_released(t: StdioTransport, fds_before: set[int]) -> None:
@@ -90,10 +115,11 @@ def assert_released(t: StdioTransport, fds_before: set[int]) -> None:
 
 
 def test_real_sigint_while_close_waits_ends_the_server(
-        stubborn: list[str], sigint_soon: None, no_leaks: None) -> None:
+        stubborn: list[str], sigint_soon: Callable[[], None], no_leaks: None) -> None:
     before = open_fds()
     t = StdioTransport(stubborn, name="stubborn")
     t.start()
+    sigint_soon()
     with pytest.raises(KeyboardInterrupt):
         t.close()   # waits 2 s for an exit that never comes: the SIGINT lands there
     assert_released(t, before)
@@ -102,11 +128,12 @@ def test_real_sigint_while_close_waits_ends_the_server(
 
 
 def test_real_sigint_while_a_client_closes_ends_the_server(
-        stubborn: list[str], sigint_soon: None, no_leaks: None) -> None:
+        stubborn: list[str], sigint_soon: Callable[[], None], no_leaks: None) -> None:
     before = open_fds()
     client = mcpsync.connect(stubborn, name="stubborn")
     transport = client._transport
     assert isinstance(transport, StdioTransport)
+    sigint_soon()
     with pytest.raises(KeyboardInterrupt):
         client.close()
     assert_released(transport, before)
@@ -114,17 +141,18 @@ def test_real_sigint_while_a_client_closes_ends_the_server(
     # no_leaks: the session's reader and every other thread of the client have ended
 
 
+@pytest.mark.parametrize("mode", MODES)
 def test_ctrl_c_at_any_return_in_start_leaves_nothing_after_close(
-        echo: list[str], no_leaks: None) -> None:
-    codes = {_lifecycle.ProcessLifecycle.start.__code__}
+        mode: str, echo: list[str], no_leaks: None) -> None:
+    options: dict[str, Any] = MODES[mode]
     interrupted: list[str] = []
     nth = 0
     while True:
         before = open_fds()
-        t = StdioTransport(echo, name="echo")
+        t = StdioTransport(echo, name="echo", **options)
         seen: list[str] = []
         try:
-            with interrupt_at_return(codes, nth, seen):
+            with interrupt_at_return(STEPS, nth, seen):
                 t.start()
         except KeyboardInterrupt:
             assert seen
@@ -137,21 +165,26 @@ def test_ctrl_c_at_any_return_in_start_leaves_nothing_after_close(
     assert "fileno" in interrupted and "set_blocking" in interrupted
 
 
+@pytest.mark.parametrize("mode", MODES)
 def test_ctrl_c_at_any_return_in_close_still_releases_everything(
-        echo: list[str], no_leaks: None) -> None:
+        mode: str, echo: list[str], no_leaks: None) -> None:
+    options: dict[str, Any] = MODES[mode]
     interrupted: list[str] = []
     nth = 0
     while True:
         before = open_fds()
-        t = StdioTransport(echo, name="echo")
+        t = StdioTransport(echo, name="echo", **options)
         t.start()
         seen: list[str] = []
         try:
-            with interrupt_at_return(CLOSE_STEPS, nth, seen):
+            with interrupt_at_return(STEPS, nth, seen):
                 t.close()
         except KeyboardInterrupt:
             assert seen
-        assert_released(t, before)   # without a second close()
+        if seen == ["getpid"]:   # in forked(), asked before anything changes
+            assert not t.closed and not t._closing
+            t.close()            # so this close does it all
+        assert_released(t, before)   # else without a second close()
         if not seen:
             break
         interrupted += seen
@@ -159,26 +192,33 @@ def test_ctrl_c_at_any_return_in_close_still_releases_everything(
     assert {"poll", "close", "killpg"} <= set(interrupted), interrupted
 
 
-def test_a_close_cut_short_twice_is_finished_by_the_next(
-        stubborn: list[str], monkeypatch: pytest.MonkeyPatch, no_leaks: None) -> None:
-    """A second Ctrl-C inside the interrupted close's own ending: the transport is not
-    marked closed, and the next close() ends the server and releases everything."""
+@pytest.mark.parametrize("again", [1, 3])
+def test_a_ctrl_c_during_the_cut_short_ending(
+        again: int, stubborn: list[str], monkeypatch: pytest.MonkeyPatch,
+        no_leaks: None) -> None:
+    """More Ctrl-Cs inside the interrupted close's own ending: once, and it starts over and
+    finishes; three times (every attempt), and the transport is left not closed, for the
+    next close() to end the server and release everything."""
     before = open_fds()
     t = StdioTransport(stubborn, name="stubborn")
     t.start()
     monkeypatch.setattr(t, "_stdin_grace", 0.0)   # the first wait ends at once
+    waits = {"left": 1 + again}
+    real_wait = t._wait_exited
 
-    def first_wait(timeout: float) -> bool:   # Ctrl-C in the first wait
-        monkeypatch.setattr(t, "_wait_exited", second_wait)
-        raise KeyboardInterrupt
+    def wait(timeout: float) -> bool:   # Ctrl-C in the close's first wait, then `again` more
+        if waits["left"] > 0:
+            waits["left"] -= 1
+            raise KeyboardInterrupt
+        return real_wait(timeout)
 
-    def second_wait(timeout: float) -> bool:  # and again in the ending's first wait
-        monkeypatch.undo()
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(t, "_wait_exited", first_wait)
+    monkeypatch.setattr(t, "_wait_exited", wait)
     with pytest.raises(KeyboardInterrupt):
         t.close()
+    monkeypatch.undo()
+    if again < 3:
+        assert_released(t, before)
+        return
     assert not t.closed
     assert t._proc is not None and t._proc.returncode is None
     t.close()
