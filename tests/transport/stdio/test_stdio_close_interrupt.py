@@ -24,7 +24,7 @@ from types import CodeType, FunctionType
 from typing import Any
 
 import pytest
-from helpers import interrupt_at_return, open_fds
+from helpers import interrupt_at_return, open_fds, wait_until
 
 import mcpsync
 from mcpsync.transport.stdio import StdioTransport, _lifecycle, _stderr
@@ -111,6 +111,9 @@ def assert_released(t: StdioTransport, fds_before: set[int]) -> None:
     assert t.closed
     proc = t._proc
     assert proc is None or proc.returncode is not None, "the server is still running"
+    # A stderr pipe the drain's thread was still reading when the close was interrupted is
+    # closed by that thread on its way out, a moment later (never under it).
+    wait_until(lambda: open_fds() == fds_before, 5)
     assert open_fds() == fds_before, f"descriptors left open: {open_fds() - fds_before}"
 
 
