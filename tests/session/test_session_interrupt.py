@@ -296,10 +296,11 @@ def test_ctrl_c_in_the_reader_join_ends_even_a_stubborn_server_at_once(
         raise KeyboardInterrupt
 
     monkeypatch.setattr(reader, "join", join)
+    polite: list[bool] = []
+    monkeypatch.setattr(transport, "_shutdown", lambda: polite.append(True))
     with pytest.raises(KeyboardInterrupt):
         session.close()
     monkeypatch.undo()
+    assert not polite   # the polite sequence (stdin closed, 2 s) was not run
     assert transport.closed
-    # SIGTERM ended it: the polite close would have closed stdin and waited (exit code 0
-    # never comes from this server; -SIGTERM only from the signal)
     assert transport._proc is not None and transport._proc.returncode == -signal.SIGTERM

@@ -327,8 +327,13 @@ class ProcessLifecycle:
         with self._close_lock:
             if self._closed:
                 return
-            # Asked before anything changes: a Ctrl-C as it returns leaves all as it was.
-            forked = self._proc is not None and self.forked()
+            # Read by the loop, with no call returning before the flags below are set (a
+            # Ctrl-C is raised where a call returns): forked() here could be cut short after
+            # an owner such as a client had counted the close as begun.
+            pid = self._owner_pid
+            for pid in itertools.starmap(os.getpid, ((),)):  # noqa: B007 - `pid` is the point
+                break
+            forked = pid != self._owner_pid
             self._closing = True
             self._rx_done = True
             if self._proc is None:
@@ -341,7 +346,9 @@ class ProcessLifecycle:
                     self._closed = True
                 return
             if self._interrupted:   # the owner's close was interrupted before this one
-                self._cut_short()
+                again = self._cut_short()
+                if again is not None:
+                    raise again   # a Ctrl-C during it: the caller gets one
                 return
             try:
                 self._shutdown()
@@ -359,48 +366,39 @@ class ProcessLifecycle:
         polite shutdown."""
         self._interrupted = True
 
-    def _cut_short(self) -> None:
+    def _cut_short(self) -> KeyboardInterrupt | None:
         """The end of an interrupted close: SIGTERM the server's group, a quarter of a
-        second, SIGKILL, the reap, and :meth:`_release`, each wait short (about 0.75 s in
-        all, 1.75 s at most). ``subprocess.run`` gives a child a quarter of a second after a
-        Ctrl-C too, and then kills it; the child there got the terminal's SIGINT, a server
-        here (in a session of its own) did not, so SIGTERM comes first.
+        second, SIGKILL, the reap, and :meth:`_release`, each wait short. ``subprocess.run``
+        gives a child a quarter of a second after a Ctrl-C too, and then kills it; the child
+        there got the terminal's SIGINT, a server here (in a session of its own) did not,
+        so SIGTERM comes first.
 
-        A Ctrl-C during this starts it over without the grace, up to three times in all;
-        each step allows being run again. Only once it is done is the transport closed: cut
-        short three times, it is left not closed, and its next :meth:`close` runs it again.
+        A Ctrl-C during this starts it over without the grace, three times in all (every
+        step allows being run again); returned is the first such Ctrl-C, or None. Only once
+        it is done is the transport closed: cut short three times, it is left not closed,
+        and its next :meth:`close` runs it again.
         """
-        self.wake()   # a receive() in progress must let go of stdout (no pidfd may wake it)
-        deadline = time.monotonic() + KILL_WAIT + JOIN_TIMEOUT
-        for attempt in range(3):
+        caught: KeyboardInterrupt | None = None
+        attempt = 0
+        while attempt < 3:
             try:
+                attempt += 1
+                self.wake()   # a receive() must let go of stdout (no pidfd may wake it)
+                deadline = time.monotonic() + KILL_WAIT + JOIN_TIMEOUT
                 exited = self._wait_exited(0)
-                if not exited and attempt == 0:
+                if not exited and attempt == 1:
                     self._signal_group(kill=False)
                     exited = self._wait_exited(INTERRUPTED_GRACE)
                 if not exited:
                     self._signal_group(kill=True)
                     exited = self._wait_exited(KILL_WAIT)
                 self._release(deadline, exited=exited, stdin_closed=False)
-            except KeyboardInterrupt:
-                continue   # Ctrl-C again: the caller re-raises the first one
-            self._closed = True
-            return
-
-    def close_input(self) -> None:
-        """Begin the shutdown without waiting: close the server's stdin now, if no write
-        holds it. Safe from any thread; a no-op once closing, or in a forked child.
-
-        The server sees EOF and starts exiting while the caller goes on; :meth:`close` then
-        waits for that exit, counting the stdin grace from this moment. Closing many servers
-        this way first, and only then waiting for each, lets them all exit at once instead
-        of one after another. A write in progress keeps stdin open: :meth:`close` deals with
-        it as before.
-        """
-        if self._proc is None or self._closing or self.forked():
-            return
-        if self._stdin_fd >= 0 and self._close_stdin(timeout=0):
-            self._stdin_closed_at = time.monotonic()
+                self._closed = True
+                return caught
+            except KeyboardInterrupt as exc:   # Ctrl-C again: start over
+                if caught is None:
+                    caught = exc
+        return caught
 
     def _shutdown(self) -> None:
         now = time.monotonic()

@@ -96,6 +96,10 @@ class StderrDrain:
         self._stopped = False
         self._closer = closer
         self._released = False   # the closer was taken (see release())
+        # A thread of its own whose start() a Ctrl-C cut short may begin after stop(): it
+        # checks in under _exit_lock first, and one that stop() abandoned touches nothing.
+        self._checked_in = False
+        self._abandoned = False
         self._exit_lock = threading.Lock()
         self._exited = False
         self._close_at_exit = False
@@ -187,8 +191,10 @@ class StderrDrain:
                 hub.leave(self, asked=not exited, timeout=0)
             running = True
         else:
-            thread = self._thread
-            running = thread is not None and thread.ident is not None
+            with self._exit_lock:
+                running = self._checked_in
+                if self._thread is not None and not running:
+                    self._abandoned = True   # a thread beginning after this leaves at once
             if running and not self._exited:  # interrupted before the wake-up, maybe
                 with contextlib.suppress(OSError):
                     os.write(self._stop_w, b"x")
@@ -199,17 +205,20 @@ class StderrDrain:
         self._close_fds()
 
     def release(self) -> bool:
-        """After :meth:`stop`: if no thread of the drain can touch its descriptors any more
-        (the hub let the pipe go, or the own thread ended or never started), close whatever
-        of them is still open and return True, so that the owner may close the stderr pipe
-        again (a Ctrl-C may have cut the drain's own close short). False while a draining
-        thread still owns them: it closes them on its way out."""
+        """After :meth:`stop`: if closing the descriptors is left to the caller's thread (the
+        hub let the pipe go, or the own thread ended or never began, and no draining thread
+        was told to close them on its way out), close whatever of them is still open and
+        return True, so that the owner may close the stderr pipe again: a Ctrl-C may have cut
+        the drain's own close short. False when a draining thread closes them."""
         with self._exit_lock:
-            if not self._stopped:
+            if not self._stopped or self._close_at_exit:
                 return False
-            thread = self._thread
-            free = (self._released or self._exited
-                    or (self._hub is None and (thread is None or thread.ident is None)))
+            if self._released:
+                return True
+            if self._hub is not None:
+                free = self._exited
+            else:
+                free = self._thread is None or self._abandoned or self._exited
         if free:
             self._close_fds()
         return free
@@ -251,6 +260,10 @@ class StderrDrain:
         self._stop_r = self._stop_w = -1
 
     def _run(self) -> None:
+        with self._exit_lock:
+            if self._abandoned:   # stop() came first and closed the pipes: not ours now
+                return
+            self._checked_in = True
         if not self._use_poll:
             try:
                 while self._read_once():
@@ -448,17 +461,22 @@ class _Hub:
         # Taken by the thread first thing, or by _join_hub when start() failed: whichever
         # takes it decides whether this generation runs (see _join_hub).
         self.claim = threading.Lock()
+        self.wake_r = self.wake_w = -1   # made by open_wake_pipe(), once the hub is listed
+        self.thread = new_thread("mcpsync-stderr", self._run)
+
+    def open_wake_pipe(self) -> None:
+        """Make the wake-up pipe. Called once this generation is in ``_open_hubs``, so that
+        whatever happens after (a Ctrl-C included) leaves the pipe where a close finds it;
+        stored by the loop, with no call returning in between (where a Ctrl-C is raised)."""
         if _pipe2 is not None:  # one system call instead of five
-            # Stored by the loop, with no call returning in between (a Ctrl-C is raised where
-            # a call returns): the pipe is never made and lost.
             for self.wake_r, self.wake_w in itertools.starmap(
                     _pipe2, ((os.O_NONBLOCK | os.O_CLOEXEC,),)):
                 break
         else:  # pragma: no cover - no pipe2() (macOS)
-            self.wake_r, self.wake_w = os.pipe()
+            for self.wake_r, self.wake_w in itertools.starmap(os.pipe, ((),)):
+                break
             os.set_blocking(self.wake_r, False)
             os.set_blocking(self.wake_w, False)
-        self.thread = new_thread("mcpsync-stderr", self._run)
 
     def request(self, queue: list[StderrDrain], drain: StderrDrain) -> None:
         """Under ``_hub_lock``: leave a change for the hub thread. Only the first change of
@@ -601,6 +619,7 @@ def _join_hub(drain: StderrDrain) -> None:
             drain._hub = hub
             try:
                 _open_hubs.append(hub)
+                hub.open_wake_pipe()
                 hub.thread.start()
             except BaseException:
                 # start() failed, or was interrupted (a Ctrl-C, or whatever a signal handler
@@ -628,9 +647,11 @@ def _forget(hub: _Hub, drain: StderrDrain) -> None:
     drain._hub = None
     if hub in _open_hubs:   # not yet, when the Ctrl-C came as it was being added
         _open_hubs.remove(hub)
-    os.close(hub.wake_r)
-    os.close(hub.wake_w)
-    hub.wake_r = hub.wake_w = -1
+    for attr in ("wake_r", "wake_w"):
+        fd = getattr(hub, attr)
+        if fd >= 0:
+            vars(hub)[attr] = -1
+            os.close(fd)
 
 
 def _reset_after_fork() -> None:

@@ -148,3 +148,38 @@ def test_a_close_as_the_get_request_begins_ends_the_get_thread(
     transport.close()
     assert not get.is_alive()   # before: still reading the stream after close() returned
     assert not [r for r in fault_server.requests if r.method == "GET"]
+
+
+def test_a_close_before_the_get_connection_exists_ends_the_get_thread(
+        fault_server: FaultServer, monkeypatch: pytest.MonkeyPatch, no_leaks: None) -> None:
+    """The close lands while the GET's connection is being made (announced to the request's
+    Abortable, no socket yet): its abort shuts nothing, so the loop must notice the close
+    when the answer arrives, close it and end, instead of reading the stream."""
+    import urllib3.connection
+
+    fault_server.faults.era = "legacy"
+    fault_server.faults.stateful = False   # any session id: the GET stream opens
+    in_connect, stopped = threading.Event(), threading.Event()
+    real_connect = urllib3.connection.HTTPConnection.connect
+
+    def connect(self: Any) -> None:
+        if threading.current_thread().name.startswith("mcpsync-http-get"):
+            in_connect.set()
+            stopped.wait(5)
+        real_connect(self)
+
+    real_stop = _legacy.LegacySession.stop
+
+    def stop(self: _legacy.LegacySession) -> None:
+        real_stop(self)
+        stopped.set()
+
+    monkeypatch.setattr(urllib3.connection.HTTPConnection, "connect", connect)
+    monkeypatch.setattr(_legacy.LegacySession, "stop", stop)
+    transport = HttpTransport(fault_server.url, name="early")
+    transport.resume_session("sid-1", STATE)
+    assert in_connect.wait(5)
+    get = transport._legacy.get_thread
+    assert get is not None
+    transport.close()
+    assert not get.is_alive()   # before: still reading the stream after close() gave up
