@@ -400,6 +400,21 @@ class ProcessLifecycle:
                     caught = exc
         return caught
 
+    def close_input(self) -> None:
+        """Begin the shutdown without waiting: close the server's stdin now, if no write
+        holds it. Safe from any thread; a no-op once closing, or in a forked child.
+
+        The server sees EOF and starts exiting while the caller goes on; :meth:`close` then
+        waits for that exit, counting the stdin grace from this moment. Closing many servers
+        this way first, and only then waiting for each, lets them all exit at once instead
+        of one after another. A write in progress keeps stdin open: :meth:`close` deals with
+        it as before.
+        """
+        if self._proc is None or self._closing or self.forked():
+            return
+        if self._stdin_fd >= 0 and self._close_stdin(timeout=0):
+            self._stdin_closed_at = time.monotonic()
+
     def _shutdown(self) -> None:
         now = time.monotonic()
         deadline = now + CLOSE_BOUND
