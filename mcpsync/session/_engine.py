@@ -301,7 +301,16 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
                 raise
             finally:
                 try:
-                    self._transport.close()
+                    try:
+                        self._transport.close()
+                    except KeyboardInterrupt:
+                        # Ctrl-C as the transport's close began, before it could take the
+                        # shutdown over: end the server now, as an interrupted close does.
+                        interrupted = getattr(self._transport, "interrupted", None)
+                        if interrupted is not None and not getattr(self._transport, "closed", True):
+                            interrupted()
+                            self._transport.close()
+                        raise
                 finally:
                     if self._route_answers is not None:
                         self._route_answers(None)  # the transport no longer holds on to us

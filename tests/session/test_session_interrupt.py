@@ -304,3 +304,30 @@ def test_ctrl_c_in_the_reader_join_ends_even_a_stubborn_server_at_once(
     assert not polite   # the polite sequence (stdin closed, 2 s) was not run
     assert transport.closed
     assert transport._proc is not None and transport._proc.returncode == -signal.SIGTERM
+
+
+def test_ctrl_c_as_the_transports_close_begins_still_ends_the_server(
+        monkeypatch: pytest.MonkeyPatch, no_leaks: None) -> None:
+    """A Ctrl-C right at the start of the transport's close (before it could take the
+    shutdown over, so it changed nothing): the session closes it once more, at once."""
+    session = open_session()
+    transport = session._transport
+    assert isinstance(transport, StdioTransport)
+    real_close = transport.close
+    calls: list[int] = []
+
+    def close() -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        real_close()
+
+    polite: list[bool] = []
+    monkeypatch.setattr(transport, "close", close)
+    monkeypatch.setattr(transport, "_shutdown", lambda: polite.append(True))
+    with pytest.raises(KeyboardInterrupt):
+        session.close()
+    monkeypatch.undo()
+    assert len(calls) == 2 and not polite
+    assert transport.closed
+    assert transport._proc is not None and transport._proc.returncode is not None

@@ -327,13 +327,9 @@ class ProcessLifecycle:
         with self._close_lock:
             if self._closed:
                 return
-            # Read by the loop, with no call returning before the flags below are set (a
-            # Ctrl-C is raised where a call returns): forked() here could be cut short after
-            # an owner such as a client had counted the close as begun.
-            pid = self._owner_pid
-            for pid in itertools.starmap(os.getpid, ((),)):  # noqa: B007 - `pid` is the point
-                break
-            forked = pid != self._owner_pid
+            # Asked before anything changes: a Ctrl-C here (or as close() begins) leaves the
+            # transport as it was, for the owner's next close() (a session makes one at once).
+            forked = self._proc is not None and self.forked()
             self._closing = True
             self._rx_done = True
             if self._proc is None:
@@ -378,27 +374,37 @@ class ProcessLifecycle:
         it is done is the transport closed: cut short three times, it is left not closed,
         and its next :meth:`close` runs it again.
         """
-        caught: KeyboardInterrupt | None = None
-        attempt = 0
-        while attempt < 3:
-            try:
-                attempt += 1
-                self.wake()   # a receive() must let go of stdout (no pidfd may wake it)
-                deadline = time.monotonic() + KILL_WAIT + JOIN_TIMEOUT
-                exited = self._wait_exited(0)
-                if not exited and attempt == 1:
-                    self._signal_group(kill=False)
-                    exited = self._wait_exited(INTERRUPTED_GRACE)
-                if not exited:
-                    self._signal_group(kill=True)
-                    exited = self._wait_exited(KILL_WAIT)
-                self._release(deadline, exited=exited, stdin_closed=False)
-                self._closed = True
-                return caught
-            except KeyboardInterrupt as exc:   # Ctrl-C again: start over
-                if caught is None:
-                    caught = exc
+        # Three tries written out: a loop's back edge is where a pending Ctrl-C is raised too,
+        # outside any try; between these statements none is.
+        try:
+            self._end_now(first=True)
+            return None
+        except KeyboardInterrupt as exc:   # Ctrl-C again: start over, without the grace
+            caught = exc
+        try:
+            self._end_now(first=False)
+            return caught
+        except KeyboardInterrupt:
+            pass
+        try:  # noqa: SIM105 - suppress()'s __enter__ would be a call outside the try
+            self._end_now(first=False)
+        except KeyboardInterrupt:
+            pass
         return caught
+
+    def _end_now(self, *, first: bool) -> None:
+        """One try of :meth:`_cut_short`; the grace before SIGKILL on the first only."""
+        self.wake()   # a receive() must let go of stdout (no pidfd may wake it)
+        deadline = time.monotonic() + KILL_WAIT + JOIN_TIMEOUT
+        exited = self._wait_exited(0)
+        if not exited and first:
+            self._signal_group(kill=False)
+            exited = self._wait_exited(INTERRUPTED_GRACE)
+        if not exited:
+            self._signal_group(kill=True)
+            exited = self._wait_exited(KILL_WAIT)
+        self._release(deadline, exited=exited, stdin_closed=False)
+        self._closed = True
 
     def close_input(self) -> None:
         """Begin the shutdown without waiting: close the server's stdin now, if no write

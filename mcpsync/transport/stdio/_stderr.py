@@ -192,9 +192,13 @@ class StderrDrain:
             running = True
         else:
             with self._exit_lock:
-                running = self._checked_in
-                if self._thread is not None and not running:
-                    self._abandoned = True   # a thread beginning after this leaves at once
+                thread = self._thread
+                # Started (its ident is set before start() returns) or checked in: it drains
+                # the pipe and closes it. Neither (a start() that a Ctrl-C cut short): it may
+                # still begin, and then leaves at once.
+                running = self._checked_in or (thread is not None and thread.ident is not None)
+                if thread is not None and not running:
+                    self._abandoned = True
             if running and not self._exited:  # interrupted before the wake-up, maybe
                 with contextlib.suppress(OSError):
                     os.write(self._stop_w, b"x")
