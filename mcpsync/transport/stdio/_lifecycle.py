@@ -350,7 +350,9 @@ class ProcessLifecycle:
                 self._shutdown()
             except BaseException:
                 # Interrupted (Ctrl-C in one of the waits) or failed: the server must not
-                # outlive the close, nor its descriptors and threads.
+                # outlive the close, nor its descriptors and threads. Marked first, so that
+                # should another Ctrl-C skip the ending, the next close() cuts short too.
+                self._interrupted = True
                 self._cut_short()
                 raise
             self._closed = True
