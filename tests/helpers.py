@@ -13,9 +13,10 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from types import ModuleType
+from types import CodeType, FrameType, ModuleType
 from typing import Any
 
 import pytest
@@ -99,3 +100,24 @@ def wait_child(pid: int, what: str, timeout: float = 15.0) -> int:
 def open_fds() -> set[int]:
     """The process's open file descriptors (empty off Linux, where /proc is missing)."""
     return {int(fd) for fd in os.listdir("/proc/self/fd")} if sys.platform == "linux" else set()
+
+
+@contextmanager
+def interrupt_at_return(codes: set[CodeType], nth: int, seen: list[str]) -> Iterator[None]:
+    """Raise KeyboardInterrupt as the ``nth`` C call made directly by ``codes`` returns
+    (counting from 0); ``seen`` gets the name of the call interrupted."""
+    count = 0
+
+    def hook(frame: FrameType, event: str, arg: object) -> None:
+        nonlocal count
+        if event == "c_return" and frame.f_code in codes:
+            count += 1
+            if count == nth + 1:
+                seen.append(getattr(arg, "__name__", repr(arg)))
+                raise KeyboardInterrupt
+
+    sys.setprofile(hook)
+    try:
+        yield
+    finally:
+        sys.setprofile(None)

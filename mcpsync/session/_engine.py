@@ -294,16 +294,40 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
             if self._close_done:
                 return
             self._close_done = True
-            me = threading.current_thread()
-            bg = self._bg_thread
-            if bg is not None and bg is not me:
-                bg.join(JOIN_TIMEOUT)
-            self._transport.close()
-            if self._route_answers is not None:
-                self._route_answers(None)  # the transport no longer holds on to us
-            self._dispatcher.stop(JOIN_TIMEOUT)
-            self._settle_answered()
-            self._pool.stop(JOIN_TIMEOUT)
+            # Each step runs even when one before it was interrupted (Ctrl-C in a wait): the
+            # transport's close then ends the server at once, and the threads are stopped.
+            try:
+                me = threading.current_thread()
+                bg = self._bg_thread
+                if bg is not None and bg is not me:
+                    bg.join(JOIN_TIMEOUT)
+            except BaseException:
+                # Ctrl-C in the join: the user wants out, so the transport's close below
+                # ends the server at once instead of waiting for it politely.
+                interrupted = getattr(self._transport, "interrupted", None)
+                if interrupted is not None:
+                    interrupted()
+                raise
+            finally:
+                try:
+                    try:
+                        self._transport.close()
+                    except KeyboardInterrupt:
+                        # Ctrl-C as the transport's close began, before it could take the
+                        # shutdown over: end the server now, as an interrupted close does.
+                        interrupted = getattr(self._transport, "interrupted", None)
+                        if interrupted is not None and not getattr(self._transport, "closed", True):
+                            interrupted()
+                            self._transport.close()
+                        raise
+                finally:
+                    if self._route_answers is not None:
+                        self._route_answers(None)  # the transport no longer holds on to us
+                    try:
+                        self._dispatcher.stop(JOIN_TIMEOUT)
+                        self._settle_answered()
+                    finally:
+                        self._pool.stop(JOIN_TIMEOUT)
 
     def begin_close(self, reason: str = "client closed") -> None:
         """The first half of :meth:`close`, which never waits: refuse new calls, fail the

@@ -5,9 +5,11 @@ from __future__ import annotations
 import _thread
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -16,8 +18,9 @@ from mcpsync.errors import RequestTimeout, UsedAfterFork
 from mcpsync.session import Session
 from mcpsync.session._call import Call
 from mcpsync.transport.base import WriteTimedOut
+from mcpsync.transport.stdio import StdioTransport
 
-from .helpers import peer_session
+from .helpers import open_session, peer_session
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -234,3 +237,97 @@ def test_a_write_timed_out_behind_another_write_keeps_its_mark(peer: Session) ->
         with peer._lock:
             role.sending = None
     assert peer.request("echo", {"usable": True}) == {"usable": True}
+
+
+@pytest.mark.parametrize("where", ["reader-join", "transport-close"])
+def test_ctrl_c_in_close_still_closes_the_transport_and_stops_the_threads(
+        where: str, monkeypatch: pytest.MonkeyPatch, no_leaks: None) -> None:
+    """Session.close() runs each of its steps even when one before it was interrupted:
+    the server is ended and the dispatcher stopped (no_leaks checks every thread)."""
+    notes: list[object] = []
+    session = open_session(on_notification=notes.append)
+    transport = session._transport
+    assert isinstance(transport, StdioTransport)
+    session.request("notify", {"count": 1})
+    deadline = time.monotonic() + 5
+    while not notes and time.monotonic() < deadline:
+        time.sleep(0.01)
+    dispatcher = session._dispatcher.thread
+    assert dispatcher is not None and dispatcher.is_alive()
+    if where == "reader-join":
+        reader = session._bg_thread
+        assert reader is not None
+
+        def join(timeout: float | None = None) -> None:
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(reader, "join", join)
+    else:
+        close = transport.close
+
+        def interrupted() -> None:   # Ctrl-C as the transport's close returns
+            close()
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(transport, "close", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        session.close()
+    monkeypatch.undo()
+    assert transport.closed
+    assert transport._proc is not None and transport._proc.returncode is not None
+    dispatcher.join(5)
+    assert not dispatcher.is_alive()
+
+
+def test_ctrl_c_in_the_reader_join_ends_even_a_stubborn_server_at_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_leaks: None) -> None:
+    """A server that ignores the end of its input: after a Ctrl-C in the session's part of
+    the close, the transport does not wait 2 s for it but ends it (SIGTERM at once)."""
+    server = tmp_path / "stubborn.py"
+    server.write_text("import sys, time\nfor line in sys.stdin: pass\ntime.sleep(60)\n")
+    transport = StdioTransport([sys.executable, str(server)], name="stubborn")
+    transport.start()
+    session = Session(transport, name="stubborn")
+    session.start()
+    reader = session._bg_thread
+    assert reader is not None
+
+    def join(timeout: float | None = None) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(reader, "join", join)
+    polite: list[bool] = []
+    monkeypatch.setattr(transport, "_shutdown", lambda: polite.append(True))
+    with pytest.raises(KeyboardInterrupt):
+        session.close()
+    monkeypatch.undo()
+    assert not polite   # the polite sequence (stdin closed, 2 s) was not run
+    assert transport.closed
+    assert transport._proc is not None and transport._proc.returncode == -signal.SIGTERM
+
+
+def test_ctrl_c_as_the_transports_close_begins_still_ends_the_server(
+        monkeypatch: pytest.MonkeyPatch, no_leaks: None) -> None:
+    """A Ctrl-C right at the start of the transport's close (before it could take the
+    shutdown over, so it changed nothing): the session closes it once more, at once."""
+    session = open_session()
+    transport = session._transport
+    assert isinstance(transport, StdioTransport)
+    real_close = transport.close
+    calls: list[int] = []
+
+    def close() -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        real_close()
+
+    polite: list[bool] = []
+    monkeypatch.setattr(transport, "close", close)
+    monkeypatch.setattr(transport, "_shutdown", lambda: polite.append(True))
+    with pytest.raises(KeyboardInterrupt):
+        session.close()
+    monkeypatch.undo()
+    assert len(calls) == 2 and not polite
+    assert transport.closed
+    assert transport._proc is not None and transport._proc.returncode is not None

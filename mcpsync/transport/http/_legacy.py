@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from typing import TYPE_CHECKING, Any, Final
 
 import requests
@@ -97,6 +98,11 @@ class LegacySession:
         self._ready = threading.Event()
         self._ready.set()
         self.get_thread: threading.Thread | None = None
+        # Held from the check for a GET thread to its start(): close() may run on another
+        # thread (a gateway's DELETE, say) and must never see one created but not started.
+        self._get_start_lock = threading.Lock()
+        self._get_start_cut = False            # a Ctrl-C ended start() early
+        self._get_running = threading.Event()  # set by the GET thread's first statement
         self._get_abort: Abortable | None = None
         self._get_wanted = False
         # The session id the last *answered* GET carried (any status, or an error): requests
@@ -243,11 +249,18 @@ class LegacySession:
 
     def start_get_stream(self) -> None:
         self._get_wanted = True
-        if self.get_thread is not None or self._link.closing.is_set():
-            return
-        thread = new_thread(f"mcpsync-http-get-{self._link.safe}", self._get_loop)
-        self.get_thread = thread
-        thread.start()
+        with self._get_start_lock:
+            if self.get_thread is not None or self._link.closing.is_set():
+                return
+            self._get_start_cut = False
+            self._get_running.clear()   # the thread before (if any) has ended: see restart
+            thread = new_thread(f"mcpsync-http-get-{self._link.safe}", self._get_loop)
+            self.get_thread = thread
+            try:
+                thread.start()
+            except BaseException:
+                self._get_start_cut = True   # the thread may be running, or never will
+                raise
 
     def await_get_stream(self) -> None:
         """Wait (at most GET_OPEN_WAIT) until the GET for the current session was answered:
@@ -297,12 +310,16 @@ class LegacySession:
         if current is not None:
             current.abort()
         self._get_kick.set()     # after the abort: the reopened GET is not the one aborted
-        if self.get_thread is None or not self.get_thread.is_alive():
+        with self._get_start_lock:
+            thread = self.get_thread
+            if thread is not None and thread.is_alive():
+                return
             self.get_thread = None
-            self.start_get_stream()
+        self.start_get_stream()
 
     def _get_loop(self) -> None:
         """Thread ``mcpsync-http-get-<name>``: the server's standalone stream (legacy)."""
+        self._get_running.set()
         link = self._link
         decoder = SSEDecoder(max_event_bytes=link.max)
         decoder_sid = self.session_id
@@ -311,6 +328,8 @@ class LegacySession:
             self._get_kick.clear()
             target = Abortable()
             self._get_abort = target
+            if link.closing.is_set():   # stop() ran before the line above: it aborted nothing
+                return
             headers = {"Accept": SSE, "Accept-Encoding": "identity"}
             sid = self.headers(headers)
             if sid != decoder_sid:   # a new session: a fresh stream, no old Last-Event-ID
@@ -328,6 +347,12 @@ class LegacySession:
                 if link.closing.is_set():
                     return
                 logger.info("server %r: the GET stream failed: %s", link.name, exc)
+            if response is not None and link.closing.is_set():
+                # stop() may have aborted the request before its socket was connected
+                # (nothing to shut then): do not read a stream nobody will abort.
+                response.close()
+                self._note_get_answered(sid)
+                return
             if response is not None:
                 self._note_get_answered(sid)
                 status = response.status_code
@@ -428,9 +453,17 @@ class LegacySession:
             logger.debug("server %r: DELETE of the session failed: %s", link.name, exc)
 
     def join(self, timeout: float) -> None:
-        thread = self.get_thread
+        with self._get_start_lock:   # a start() in progress ends first
+            thread = self.get_thread
         if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout)
+            if self._get_start_cut:
+                # start() cut short by Ctrl-C: the thread may still be starting (ident set or
+                # not, not yet "started"), or never run; wait for its first statement.
+                deadline = time.monotonic() + timeout
+                if self._get_running.wait(timeout):
+                    thread.join(max(0.0, deadline - time.monotonic()))
+            elif thread.ident is not None:   # start() failed (no thread to join)
+                thread.join(timeout)
         self._get_abort = None   # a response pins its pool: hold none after close
 
 

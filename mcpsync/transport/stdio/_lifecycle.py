@@ -49,6 +49,7 @@ __all__ = ["ExitWatch", "ProcessLifecycle"]
 STDIN_GRACE = 2.0
 TERM_GRACE = 2.0
 KILL_WAIT = 0.5
+INTERRUPTED_GRACE = 0.25  # SIGTERM to SIGKILL when a close() is interrupted
 JOIN_TIMEOUT = 1.0
 CLOSE_BOUND = 5.0
 #: How long stderr_tail() lets the drain catch up after the server exited.
@@ -152,6 +153,7 @@ class ProcessLifecycle:
     _finisher: FrameFinisher | None
     _stdin_grace: float
     _stdin_closed_at: float
+    _interrupted: bool
     #: When claim_close() took the close over (a class default: the transport sets no
     #: such attribute of its own).
     _claimed_at: float = 0.0
@@ -217,15 +219,21 @@ class ProcessLifecycle:
         self._stdin_fd = proc.stdin.fileno()
         self._stdout_fd = proc.stdout.fileno()
         self._stderr_fd = proc.stderr.fileno()
+        # The two descriptors made here are stored by a ``for`` loop over a C iterator that
+        # makes them: a Ctrl-C is raised where a call returns into Python code, and here none
+        # does before the store, so close() always finds them (``x = os.pipe()`` could lose
+        # both to a Ctrl-C landing as pipe() returned, with nobody left to close them).
         if _HAS_PIDFD:
             try:
-                self._pidfd = os.pidfd_open(proc.pid)
+                for self._pidfd in map(os.pidfd_open, (proc.pid,)):
+                    break
             except OSError:
                 self._pidfd = -1
         if _USE_POLL:
             os.set_blocking(self._stdout_fd, False)  # receive() reads before it polls
             os.set_blocking(self._stdin_fd, False)  # a full pipe must not block a write
-            self._wake_r, self._wake_w = os.pipe()
+            for self._wake_r, self._wake_w in itertools.starmap(os.pipe, ((),)):
+                break
             os.set_blocking(self._wake_r, False)
             os.set_blocking(self._wake_w, False)
             poller = select.poll()
@@ -319,17 +327,86 @@ class ProcessLifecycle:
         with self._close_lock:
             if self._closed:
                 return
+            # Asked before anything changes: a Ctrl-C here (or as close() begins) leaves the
+            # transport as it was, for the owner's next close() (a session makes one at once).
+            forked = self._proc is not None and self.forked()
             self._closing = True
             self._rx_done = True
-            try:
-                if self._proc is None:
-                    return
-                if self.forked():
-                    self._drop_after_fork()
-                    return
-                self._shutdown()
-            finally:
+            if self._proc is None:
                 self._closed = True
+                return
+            if forked:
+                try:
+                    self._drop_after_fork()
+                finally:
+                    self._closed = True
+                return
+            if self._interrupted:   # the owner's close was interrupted before this one
+                again = self._cut_short()
+                if again is not None:
+                    raise again   # a Ctrl-C during it: the caller gets one
+                return
+            try:
+                self._shutdown()
+            except BaseException:
+                # Interrupted (Ctrl-C in one of the waits) or failed: the server must not
+                # outlive the close, nor its descriptors and threads. Marked first, so that
+                # should another Ctrl-C skip the ending, the next close() cuts short too.
+                self._interrupted = True
+                self._cut_short()
+                raise
+            self._closed = True
+
+    def interrupted(self) -> None:
+        """Make the next :meth:`close` end the server at once, as a close interrupted by
+        Ctrl-C does: for an owner whose own part of the close was interrupted (a session
+        joining its reader, say), so that the user who pressed Ctrl-C does not wait for the
+        polite shutdown."""
+        self._interrupted = True
+
+    def _cut_short(self) -> KeyboardInterrupt | None:
+        """The end of an interrupted close: SIGTERM the server's group, a quarter of a
+        second, SIGKILL, the reap, and :meth:`_release`, each wait short. ``subprocess.run``
+        gives a child a quarter of a second after a Ctrl-C too, and then kills it; the child
+        there got the terminal's SIGINT, a server here (in a session of its own) did not,
+        so SIGTERM comes first.
+
+        A Ctrl-C during this starts it over without the grace, three times in all (every
+        step allows being run again); returned is the first such Ctrl-C, or None. Only once
+        it is done is the transport closed: cut short three times, it is left not closed,
+        and its next :meth:`close` runs it again.
+        """
+        # Three tries written out: a loop's back edge is where a pending Ctrl-C is raised too,
+        # outside any try; between these statements none is.
+        try:
+            self._end_now(first=True)
+            return None
+        except KeyboardInterrupt as exc:   # Ctrl-C again: start over, without the grace
+            caught = exc
+        try:
+            self._end_now(first=False)
+            return caught
+        except KeyboardInterrupt:
+            pass
+        try:  # noqa: SIM105 - suppress()'s __enter__ would be a call outside the try
+            self._end_now(first=False)
+        except KeyboardInterrupt:
+            pass
+        return caught
+
+    def _end_now(self, *, first: bool) -> None:
+        """One try of :meth:`_cut_short`; the grace before SIGKILL on the first only."""
+        self.wake()   # a receive() must let go of stdout (no pidfd may wake it)
+        deadline = time.monotonic() + KILL_WAIT + JOIN_TIMEOUT
+        exited = self._wait_exited(0)
+        if not exited and first:
+            self._signal_group(kill=False)
+            exited = self._wait_exited(INTERRUPTED_GRACE)
+        if not exited:
+            self._signal_group(kill=True)
+            exited = self._wait_exited(KILL_WAIT)
+        self._release(deadline, exited=exited, stdin_closed=False)
+        self._closed = True
 
     def close_input(self) -> None:
         """Begin the shutdown without waiting: close the server's stdin now, if no write
@@ -401,27 +478,36 @@ class ProcessLifecycle:
         finisher = self._finisher
         if finisher is not None:  # it sees _closing within a WRITE_SLICE
             finisher.join(left(JOIN_TIMEOUT) or 0.05)
-        if self._stderr is not None:
-            self._stderr.stop(timeout=left(JOIN_TIMEOUT) or 0.05)  # closes the stderr pipe
-        else:
+        drain = self._stderr
+        if drain is not None:
+            drain.stop(timeout=left(JOIN_TIMEOUT) or 0.05)  # closes the stderr pipe
+        if drain is None or drain.release():
+            # Also after the drain's own close of it, which a Ctrl-C may have cut short (a
+            # second stop() does not close it again): no thread reads the pipe any more.
             self._close_fd("_stderr_fd", proc.stderr)
         # stdout and the wake-up pipe are closed only when no receive() can be using them
         # (a descriptor number closed under a poll() could be reused by then).
         pump = self._pump
-        if pump is not None and not pump.join(left(JOIN_TIMEOUT) or 0.05):
-            pass  # an escaped grandchild holds stdout: the daemon pump keeps its descriptor
-        elif self._rx_lock.acquire(timeout=left(JOIN_TIMEOUT) or 0.05):
-            try:
-                self._close_fd("_stdout_fd", proc.stdout)
-                with self._wake_lock:
-                    self._close_raw("_wake_w")
-                self._close_raw("_wake_r")
-            finally:
-                self._rx_lock.release()
+        if pump is None or pump.join(left(JOIN_TIMEOUT) or 0.05):
+            # Else an escaped grandchild holds stdout: the daemon pump keeps its descriptor.
+            # The lock is taken as _close_stdin takes the write lock, so that a Ctrl-C as
+            # acquire() returns cannot leave it held (a later close() would wait for it).
+            took = False
+            for took in itertools.starmap(  # noqa: B007 - `took` is the point
+                    self._rx_lock.acquire, ((True, left(JOIN_TIMEOUT) or 0.05),)):
+                break
+            if took:
+                try:
+                    self._close_fd("_stdout_fd", proc.stdout)
+                    with self._wake_lock:
+                        self._close_raw("_wake_w")
+                    self._close_raw("_wake_r")
+                finally:
+                    self._rx_lock.release()
         self._close_raw("_pidfd")
         if proc.returncode is None:
-            self._logger.warning("server %r (pid %s) could not be reaped within %.0f s",
-                                 self.name, proc.pid, CLOSE_BOUND)
+            self._logger.warning("server %r (pid %s) could not be reaped after SIGKILL; "
+                                 "given up", self.name, proc.pid)
         elif self._holds_spawner:
             self._holds_spawner = False
             _spawner.release()
@@ -479,7 +565,10 @@ class ProcessLifecycle:
     def _close_raw(self, attr: str) -> None:
         fd = getattr(self, attr)
         if fd >= 0:
-            setattr(self, attr, -1)
+            # A store, not setattr(): a Ctrl-C is raised where a call returns, and none
+            # returns between forgetting the number and closing it, so neither is done
+            # without the other (a number closed twice could be another file's by then).
+            vars(self)[attr] = -1
             os.close(fd)
 
     def _close_stdin(self, timeout: float) -> bool:
@@ -500,11 +589,13 @@ class ProcessLifecycle:
         return True
 
     def _close_fd(self, attr: str, fileobj: Any) -> None:
-        if getattr(self, attr) < 0:
-            return
-        setattr(self, attr, -1)
-        with contextlib.suppress(OSError):
-            fileobj.close()
+        # The pipe's file object is closed even when ``attr`` was never set (a start() cut
+        # short by Ctrl-C before it stored the number): closing a closed one does nothing.
+        if getattr(self, attr) >= 0:
+            setattr(self, attr, -1)
+        if fileobj is not None:
+            with contextlib.suppress(OSError):
+                fileobj.close()
 
     def _signal_group(self, *, kill: bool, leftovers_only: bool = False) -> None:
         """SIGTERM (or SIGKILL) the server's process group; with ``leftovers_only``, only if

@@ -29,6 +29,7 @@ with its wake-up pipe.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
 import select
@@ -94,6 +95,11 @@ class StderrDrain:
         self._on_stderr = on_stderr
         self._stopped = False
         self._closer = closer
+        self._released = False   # the closer was taken (see release())
+        # A thread of its own whose start() a Ctrl-C cut short may begin after stop(): it
+        # checks in under _exit_lock first, and one that stop() abandoned touches nothing.
+        self._checked_in = False
+        self._abandoned = False
         self._exit_lock = threading.Lock()
         self._exited = False
         self._close_at_exit = False
@@ -122,7 +128,9 @@ class StderrDrain:
         if self._shared and not self._logger.isEnabledFor(logging.DEBUG):
             _join_hub(self)  # sets self._hub, under the hub's lock, before anything can fail
             return
-        self._stop_r, self._stop_w = os.pipe()
+        # Stored by the loop, with no call returning in between (see release()).
+        for self._stop_r, self._stop_w in itertools.starmap(os.pipe, ((),)):
+            break
         self._thread = new_thread(f"mcpsync-stdio-stderr-{self._name}", self._run)
         self._thread.start()
 
@@ -183,8 +191,14 @@ class StderrDrain:
                 hub.leave(self, asked=not exited, timeout=0)
             running = True
         else:
-            thread = self._thread
-            running = thread is not None and thread.ident is not None
+            with self._exit_lock:
+                thread = self._thread
+                # Started (its ident is set before start() returns) or checked in: it drains
+                # the pipe and closes it. Neither (a start() that a Ctrl-C cut short): it may
+                # still begin, and then leaves at once.
+                running = self._checked_in or (thread is not None and thread.ident is not None)
+                if thread is not None and not running:
+                    self._abandoned = True
             if running and not self._exited:  # interrupted before the wake-up, maybe
                 with contextlib.suppress(OSError):
                     os.write(self._stop_w, b"x")
@@ -194,12 +208,36 @@ class StderrDrain:
                 return
         self._close_fds()
 
+    def release(self) -> bool:
+        """After :meth:`stop`: if closing the descriptors is left to the caller's thread (the
+        hub let the pipe go, or the own thread ended or never began, and no draining thread
+        was told to close them on its way out), close whatever of them is still open and
+        return True, so that the owner may close the stderr pipe again: a Ctrl-C may have cut
+        the drain's own close short. False when a draining thread closes them."""
+        with self._exit_lock:
+            if not self._stopped or self._close_at_exit:
+                return False
+            if self._released:
+                return True
+            if self._hub is not None:
+                free = self._exited
+            else:
+                free = self._thread is None or self._abandoned or self._exited
+        if free:
+            self._close_fds()
+        return free
+
     def _close_fds(self) -> None:
-        for fd in (self._stop_r, self._stop_w):
+        # Each number is forgotten by a store and closed in the next call, with no call
+        # returning in between (where a Ctrl-C is raised): run again, this closes only what
+        # is still open, never a number twice.
+        for attr in ("_stop_r", "_stop_w"):
+            fd = getattr(self, attr)
             if fd >= 0:
+                vars(self)[attr] = -1
                 os.close(fd)
-        self._stop_r = self._stop_w = -1
         closer, self._closer = self._closer, None
+        self._released = True
         if closer is not None:
             with self._io_lock:  # never under a settle() that is polling the pipe
                 closer()
@@ -226,6 +264,10 @@ class StderrDrain:
         self._stop_r = self._stop_w = -1
 
     def _run(self) -> None:
+        with self._exit_lock:
+            if self._abandoned:   # stop() came first and closed the pipes: not ours now
+                return
+            self._checked_in = True
         if not self._use_poll:
             try:
                 while self._read_once():
@@ -423,13 +465,22 @@ class _Hub:
         # Taken by the thread first thing, or by _join_hub when start() failed: whichever
         # takes it decides whether this generation runs (see _join_hub).
         self.claim = threading.Lock()
+        self.wake_r = self.wake_w = -1   # made by open_wake_pipe(), once the hub is listed
+        self.thread = new_thread("mcpsync-stderr", self._run)
+
+    def open_wake_pipe(self) -> None:
+        """Make the wake-up pipe. Called once this generation is in ``_open_hubs``, so that
+        whatever happens after (a Ctrl-C included) leaves the pipe where a close finds it;
+        stored by the loop, with no call returning in between (where a Ctrl-C is raised)."""
         if _pipe2 is not None:  # one system call instead of five
-            self.wake_r, self.wake_w = _pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+            for self.wake_r, self.wake_w in itertools.starmap(
+                    _pipe2, ((os.O_NONBLOCK | os.O_CLOEXEC,),)):
+                break
         else:  # pragma: no cover - no pipe2() (macOS)
-            self.wake_r, self.wake_w = os.pipe()
+            for self.wake_r, self.wake_w in itertools.starmap(os.pipe, ((),)):
+                break
             os.set_blocking(self.wake_r, False)
             os.set_blocking(self.wake_w, False)
-        self.thread = new_thread("mcpsync-stderr", self._run)
 
     def request(self, queue: list[StderrDrain], drain: StderrDrain) -> None:
         """Under ``_hub_lock``: leave a change for the hub thread. Only the first change of
@@ -569,9 +620,10 @@ def _join_hub(drain: StderrDrain) -> None:
         hub = _hub
         if hub is None:
             hub = _Hub(drain)
-            _open_hubs.append(hub)
             drain._hub = hub
             try:
+                _open_hubs.append(hub)
+                hub.open_wake_pipe()
                 hub.thread.start()
             except BaseException:
                 # start() failed, or was interrupted (a Ctrl-C, or whatever a signal handler
@@ -597,10 +649,13 @@ def _forget(hub: _Hub, drain: StderrDrain) -> None:
     """A hub that will never run (``_join_hub`` took its claim): close its wake-up pipe and
     unhook the drain, whose ``stop()`` then closes its own pipe. Under ``_hub_lock``."""
     drain._hub = None
-    _open_hubs.remove(hub)
-    os.close(hub.wake_r)
-    os.close(hub.wake_w)
-    hub.wake_r = hub.wake_w = -1
+    if hub in _open_hubs:   # not yet, when the Ctrl-C came as it was being added
+        _open_hubs.remove(hub)
+    for attr in ("wake_r", "wake_w"):
+        fd = getattr(hub, attr)
+        if fd >= 0:
+            vars(hub)[attr] = -1
+            os.close(fd)
 
 
 def _reset_after_fork() -> None:

@@ -152,6 +152,7 @@ class StdioTransport(ProcessLifecycle):
         self._finisher = None
         self._stdin_grace = _lifecycle.STDIN_GRACE  # looked up now, so that it stays patchable
         self._stdin_closed_at = 0.0  # when close_input() closed stdin (0: it did not)
+        self._interrupted = False  # see interrupted()
 
     # ------------------------------------------------------------------ properties
 

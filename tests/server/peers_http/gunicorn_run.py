@@ -38,7 +38,10 @@ class Gunicorn:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "-k", "gthread", "--threads", str(threads),
              *(["-w", str(workers)] if workers is not None else []), "-b", "127.0.0.1:0",
-             "--graceful-timeout", "2", "--log-level", "info", "--no-control-socket", app],
+             "--graceful-timeout", "2", "--log-level", "info", "--no-control-socket",
+             # Tests hold a keep-alive connection to each worker while they use another;
+             # gunicorn's default of 2 s closed an idle one on a loaded machine (BrokenPipe).
+             "--keep-alive", "30", app],
             stdout=self._out, stderr=subprocess.STDOUT, env=environment, cwd=str(TESTS))
         self.port = 0
         if wait:

@@ -16,11 +16,11 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from types import CodeType, FrameType
+from types import FrameType
 
 import pytest
+from helpers import interrupt_at_return
 
 from mcpsync.gateway._rawstdio import RawStdioTransport
 from mcpsync.jsonrpc import ParseError
@@ -42,27 +42,6 @@ def echo(tmp_path: Path) -> Iterator[StdioTransport]:
     t.start()
     yield t
     t.close()
-
-
-@contextmanager
-def interrupt_at_return(codes: set[CodeType], nth: int, seen: list[str]) -> Iterator[None]:
-    """Raise KeyboardInterrupt as the ``nth`` C call made directly by ``codes`` returns
-    (counting from 0); ``seen`` gets the name of the call interrupted."""
-    count = 0
-
-    def hook(frame: FrameType, event: str, arg: object) -> None:
-        nonlocal count
-        if event == "c_return" and frame.f_code in codes:
-            count += 1
-            if count == nth + 1:
-                seen.append(getattr(arg, "__name__", repr(arg)))
-                raise KeyboardInterrupt
-
-    sys.setprofile(hook)
-    try:
-        yield
-    finally:
-        sys.setprofile(None)
 
 
 def wait_for_echo(t: StdioTransport, method: str) -> None:
