@@ -168,7 +168,11 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
         self._observe_progress = observe_progress
         self._pid = os.getpid()
         self._ids = itertools.count(1)
-        self._pending: dict[tuple[str, int | str], Call] = {}
+        # In flight, by id. The session sends integer ids only, so the table is keyed by
+        # the integer itself (a key tuple would be made, hashed and freed twice per call);
+        # an id read from the wire matches a call only when it is an ``int`` too, so a
+        # string "1" (or a bool) never matches call 1, as with ``RequestId.key``.
+        self._pending: dict[int, Call] = {}
         self._unattended: set[Call] = set()
         self._answered: set[Call] = set()  # popped, waiting for the dispatcher to settle them
         self._lock = threading.Lock()
@@ -374,7 +378,7 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
             # holds every slot to what the constructor gives, so none can be missed here.
             call = _new_call(Call)
             call.id = rid
-            call.key = ("int", rid)
+            call.key = rid
             call.method = method
             call.params = params
             call.timeout = span = self._default_timeout if timeout is None else timeout
@@ -704,7 +708,7 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
         call exactly as :meth:`_feed` would and returns True; False when no call waits for
         ``rid``, so that the response comes back as a frame and :meth:`_feed` drops and logs
         it as before."""
-        call = self._pending.pop(("int", rid), None)
+        call = self._pending.pop(rid, None)
         if call is None:
             return False
         self._watching = False  # an answer: this speaks JSON-RPC (see _feed)
@@ -740,7 +744,8 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
                     if rid is None:
                         self._uncorrelated(item)
                         continue
-                    call = pending.pop(rid.key, None)
+                    value = rid.value  # an integer, or no call of ours (see __init__)
+                    call = pending.pop(value, None) if type(value) is int else None
                     if call is None:
                         logger.debug("server %r: dropped a response to unknown or cancelled "
                                      "request %s", self.name, rid.raw)
