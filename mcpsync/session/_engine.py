@@ -176,13 +176,16 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
         self._unattended: set[Call] = set()
         self._answered: set[Call] = set()  # popped, waiting for the dispatcher to settle them
         self._lock = threading.Lock()
-        # Each next() is a blocking ``_lock.acquire()`` made from C. The two sections of the
-        # lock that every sequential call runs (claiming the role in _send, giving it back
-        # in _release_role) take it by ``for _ in self._locking: break`` and release it in
-        # a ``finally``: Ctrl-C safe as ``with self._lock:`` is (no call returns into the
-        # frame between the acquire and the ``try``, where the interpreter could raise),
-        # at about 1,150 fewer instructions per section (``with`` looks ``__enter__`` and
-        # ``__exit__`` up and makes and frees two bound methods; docs/performance.md).
+        # Each next() is a blocking ``_lock.acquire()`` made from C, returning True. The two
+        # sections of the lock that every sequential call runs (claiming the role in _send,
+        # giving it back in _release_role) take it by ``for held in self._locking: break``
+        # inside a ``try`` whose ``finally`` releases it if ``held``: the loop stores True
+        # before any call returns into the frame (where the interpreter raises a Ctrl-C),
+        # and a Ctrl-C raised later is inside the ``try``. That is Ctrl-C safe as ``with
+        # self._lock:`` is, also under a trace function (a debugger) but for the lines of
+        # the ``finally`` itself, as ``with`` has its exit; and it costs about 1,150 fewer
+        # instructions per section (``with`` looks ``__enter__`` and ``__exit__`` up and
+        # makes and frees two bound methods; docs/performance.md).
         self._locking = itertools.starmap(self._lock.acquire, itertools.repeat(()))
         self._close_lock = threading.Lock()
         self._close_done = False   # close() ran its second half (joins, transport close)
@@ -520,15 +523,17 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
             # ``sending`` says so: should the write block (a server that stopped reading
             # while its stdout is full), the background reader takes the role over after
             # HANDOFF_GRACE and drains stdout, so the write can finish.
-            for _ in self._locking:  # self._lock, taken Ctrl-C safe (see __init__)
-                break
+            held = False
             try:
+                for held in self._locking:  # noqa: B007 - taken Ctrl-C safe (see __init__)
+                    break
                 role = self._role
                 if role.holder is None and self._phase is not _CLOSED:  # Role.claim, inlined
                     role.holder = role.sending = call
                     claimed = True
             finally:
-                self._lock.release()
+                if held:
+                    self._lock.release()
         try:
             self._send_until(frame, call.deadline)
         except WriteTimedOut as exc:
@@ -687,9 +692,10 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
         next call before that sleep ends. See docs/performance.md.
         """
         role = self._role
-        for _ in self._locking:  # self._lock, taken Ctrl-C safe (see __init__)
-            break
+        held = False
         try:  # Role.release, inlined (this runs once per call)
+            for held in self._locking:  # noqa: B007 - taken Ctrl-C safe (see __init__)
+                break
             if role.want is call:
                 role.want = None
             if role.holder is call:
@@ -698,7 +704,8 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
                         or self._phase is _CLOSED):
                     role.unpark()
         finally:
-            self._lock.release()
+            if held:
+                self._lock.release()
 
     # ------------------------------------------------------------------ incoming frames
 

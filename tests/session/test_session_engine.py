@@ -230,7 +230,9 @@ class _DecoyPeer:
 
 def test_an_id_that_is_a_string_never_settles_the_call_of_that_number(no_leaks: None) -> None:
     """The in-flight table is keyed by the integer id itself: a response, an invalid
-    response or a progress notification naming "1" (a string) is not for call 1."""
+    response or a progress notification naming "1" (a string) is not for call 1. (A string
+    never equals an integer key; this pins the behaviour, while the parser already refuses
+    the ids that would, ``true`` and ``1.0``.)"""
     seen: list[tuple[float, Any, Any]] = []
     transport = MemoryTransport(_DecoyPeer, name="decoy")
     transport.start()

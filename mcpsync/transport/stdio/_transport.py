@@ -129,10 +129,10 @@ class StdioTransport(ProcessLifecycle):
         self._try_write_lock = itertools.starmap(self._write_lock.acquire,
                                                  itertools.repeat(_NOWAIT))
         self._rx_lock = threading.Lock()
-        #: Each next() is a blocking ``_rx_lock.acquire()`` made from C; receive() takes
-        #: the lock by ``for _ in self._rx_locking: break`` and releases it in a
-        #: ``finally``: as Ctrl-C safe as ``with``, and cheaper per call (as the session's
-        #: own lock, see ``Session.__init__``).
+        #: Each next() is a blocking ``_rx_lock.acquire()`` made from C, returning True;
+        #: receive() takes the lock by ``for held in self._rx_locking: break`` inside a
+        #: ``try`` whose ``finally`` releases it if ``held``: as Ctrl-C safe as ``with``,
+        #: and cheaper per call (as the session's own lock, see ``Session.__init__``).
         self._rx_locking = itertools.starmap(self._rx_lock.acquire, itertools.repeat(()))
         self._wake_lock = threading.Lock()
         self._stdin_fd = -1
@@ -354,9 +354,10 @@ class StdioTransport(ProcessLifecycle):
         """
         if self._pump is not None:
             return self._receive_pumped(timeout)
-        for _ in self._rx_locking:  # self._rx_lock, taken Ctrl-C safe (see __init__)
-            break
+        held = False
         try:
+            for held in self._rx_locking:  # noqa: B007 - Ctrl-C safe (see __init__)
+                break
             if self._rx_done:
                 if self._rx_error is not None:
                     raise self._rx_error
@@ -389,7 +390,7 @@ class StdioTransport(ProcessLifecycle):
             elif timeout < _MAX_POLL_S:
                 # max(0, int(timeout * 1000 + 0.999)), the same value for every timeout at
                 # about a third of the cost (max() parses its arguments as keywords, int()
-                # is a class call): natively, most reads come after this poll.
+                # is a class call): natively, a fifth to a half of the reads come after this poll.
                 ms = _floor(timeout * 1000 + 0.999)
                 ready = self._poller.poll(ms if ms > 0 else 0)
             else:  # math.inf, or beyond what poll() takes: a spurious [] in 24 days is fine
@@ -426,7 +427,8 @@ class StdioTransport(ProcessLifecycle):
                     self._fail_rx(exc, None)
             return self._got(n)
         finally:
-            self._rx_lock.release()
+            if held:
+                self._rx_lock.release()
 
     def _got(self, n: int) -> list[Message | Batch | ParseError] | None:
         """Decode the ``n`` bytes just read into the buffer (0: EOF). Under ``_rx_lock``."""
