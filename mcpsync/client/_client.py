@@ -73,7 +73,7 @@ from mcpsync.session import RequestFuture, Session
 from mcpsync.session._base import Phase
 from mcpsync.transport.base import Transport
 from mcpsync.transport.stdio import StdioTransport
-from mcpsync.types import CallToolResult, ServerInfo, Tool
+from mcpsync.types import CallToolResult, ServerInfo, Tool, _plain_text_result
 
 # The types below are loaded on first use, so the annotations name them through attributes that
 # load them when read (``mcpsync.Resource``, ``mcpsync.client._proxies``): a bare name imported
@@ -386,7 +386,10 @@ class Client(SessionLifecycle):
                              call, result=result)
         if type(result) is not dict or self._toolset.schemas or raise_on_error:
             return self._toolset.result(self._name, name, result, raise_on_error)
-        return CallToolResult.from_dict(result)   # the common case, without the checks
+        # The common case, without the checks: the usual plain-text result comes from
+        # from_dict's own first step, called directly (no classmethod, one frame fewer).
+        plain = _plain_text_result(result)
+        return plain if plain is not None else CallToolResult.from_dict(result)
 
     def _call_tool_with_bar(self, name: str, arguments: Mapping[str, Any] | None,
                             progress: object, **options: Any) -> CallToolResult:

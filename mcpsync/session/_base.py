@@ -90,7 +90,7 @@ class SessionBase:
     _safe: str
     _transport: Transport
     _lock: threading.Lock
-    _pending: dict[tuple[str, int | str], Call]
+    _pending: dict[int, Call]
     _unattended: set[Call]
     _answered: set[Call]
     _role: Role

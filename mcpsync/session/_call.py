@@ -63,7 +63,7 @@ class Call:
                  now: float, max_timeout: float, attended: bool = True,
                  ordered: bool = False) -> None:
         self.id = rid
-        self.key: tuple[str, int | str] = ("int", rid)
+        self.key = rid   # the session's in-flight table is keyed by the integer id itself
         self.method = method
         self.params = params
         self.timeout = timeout

@@ -46,7 +46,8 @@ class Incoming(SessionBase):
     def _call_failed(self, item: CallFailed) -> None:
         """The transport could not complete a call (an HTTP status, an expired session, an
         auth failure): fail it with the transport's error."""
-        call = self._pending.pop(item.id.key, None)
+        value = item.id.value  # only an integer id can be ours (see Session.__init__)
+        call = self._pending.pop(value, None) if type(value) is int else None
         if call is None:
             logger.debug("server %r: dropped a failure of unknown or cancelled request %s: %s",
                          self.name, item.id.raw, item.error)
@@ -84,7 +85,7 @@ class Incoming(SessionBase):
         if type(token) is not int:
             logger.debug("server %r: progress for unknown token %r", self.name, token)
             return
-        call = self._pending.get(("int", token))
+        call = self._pending.get(token)
         if call is None:
             logger.debug("server %r: progress for a finished or unknown request %r",
                          self.name, token)
@@ -118,7 +119,8 @@ class Incoming(SessionBase):
                 if self._garbage >= HANDSHAKE_GARBAGE:
                     self._not_an_mcp_server()
             return
-        call = self._pending.pop(rid.key, None)
+        value = rid.value  # only an integer id can be ours (see Session.__init__)
+        call = self._pending.pop(value, None) if type(value) is int else None
         if call is None:
             return
         self._unattended.discard(call)

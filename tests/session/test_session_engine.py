@@ -202,3 +202,45 @@ def test_progress_params_are_copied_not_mutated(no_leaks: None) -> None:
         assert plain == params  # no token without a progress callback
     finally:
         session.close()
+
+
+class _DecoyPeer:
+    """Answers each request with decoys first: a result, an invalid response and a progress
+    notification, each naming the request's integer id as a string; then the real answer."""
+
+    def __init__(self, deliver: Callable[[bytes | None], None]) -> None:
+        self._deliver = deliver
+
+    def write(self, frame: bytes) -> None:
+        obj = json.loads(frame)
+        rid = obj.get("id")
+        if rid is None:
+            return
+        text = json.dumps(str(rid))
+        self._deliver(b'{"jsonrpc":"2.0","id":%s,"result":"decoy"}' % text.encode())
+        self._deliver(b'{"jsonrpc":"2.0","id":%s,"result":1,"error":{"code":1,"message":"x"}}'
+                      % text.encode())
+        self._deliver(json.dumps({"jsonrpc": "2.0", "method": "notifications/progress",
+                                  "params": {"progressToken": str(rid), "progress": 1}}).encode())
+        self._deliver(jsonrpc.serialize(jsonrpc.result(rid, "right")))
+
+    def close(self) -> None:
+        pass
+
+
+def test_an_id_that_is_a_string_never_settles_the_call_of_that_number(no_leaks: None) -> None:
+    """The in-flight table is keyed by the integer id itself: a response, an invalid
+    response or a progress notification naming "1" (a string) is not for call 1. (A string
+    never equals an integer key; this pins the behaviour, while the parser already refuses
+    the ids that would, ``true`` and ``1.0``.)"""
+    seen: list[tuple[float, Any, Any]] = []
+    transport = MemoryTransport(_DecoyPeer, name="decoy")
+    transport.start()
+    with Session(transport, name="decoy") as session:
+        session.start()
+        for _ in range(3):
+            assert session.request("echo", {}) == "right"
+        assert session.request("echo", {}, progress=lambda *a: seen.append(a)) == "right"
+        assert session.submit("echo", {}).result(5) == "right"
+        assert not session._pending
+    assert seen == []

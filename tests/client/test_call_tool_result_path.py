@@ -1,0 +1,75 @@
+"""``call_tool`` builds its result with ``CallToolResult.from_dict``'s fast step called
+directly (the usual plain-text answer), and with ``from_dict`` for anything else: for every
+shape of answer, the result is the one ``from_dict`` gives, field for field."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+from typing import Any
+
+import pytest
+
+import mcpsync
+import mcpsync.client._client as client_module
+from mcpsync.demo import build_server
+from mcpsync.types import CallToolResult
+
+pytestmark = pytest.mark.timeout(60)
+
+TEXT = {"type": "text", "text": "hi"}
+
+SHAPES: list[dict[str, Any]] = [
+    {"content": [TEXT]},
+    {"content": [TEXT], "structuredContent": {"n": 1}},
+    {"content": [TEXT], "isError": True},
+    {"content": [TEXT], "structuredContent": [1, 2], "isError": False},
+    {"content": [TEXT], "_meta": {"k": "v"}},
+    {"content": [TEXT], "unknown": 1},
+    {"content": [{"type": "text", "text": "hi", "annotations": {"audience": ["user"]}}]},
+    {"content": [TEXT, {"type": "text", "text": "there"}]},
+    {"content": []},
+    {"content": [{"type": "image", "data": "AAAA", "mimeType": "image/png"}]},
+    {"content": [{"type": "text", "text": 3}]},
+    {"content": [{"type": "mystery", "x": 1}]},
+    {"structuredContent": {"only": True}},
+]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=range(len(SHAPES)))
+def test_call_tool_gives_what_from_dict_gives(shape: dict[str, Any], no_leaks: None,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    with mcpsync.connect(build_server(), era="legacy") as client:
+        session = client._session
+        real = session.request
+
+        def answer(method: str, params: Any = None, **options: Any) -> Any:
+            if method == "tools/call":
+                return shape
+            return real(method, params, **options)
+
+        monkeypatch.setattr(session, "request", answer)
+        fast = client_module._plain_text_result
+        tried: list[object] = []
+
+        def spy(d: dict[str, Any]) -> CallToolResult | None:
+            tried.append(d)
+            return fast(d)
+
+        monkeypatch.setattr(client_module, "_plain_text_result", spy)
+        got = client.call_tool("echo", {"text": "ignored"})
+    assert tried == [shape]   # the shortcut was tried (and, for the others, declined)
+    want = CallToolResult.from_dict(shape)
+    assert type(got) is CallToolResult
+    assert got == want and repr(got) == repr(want)
+    for field in dataclasses.fields(CallToolResult):
+        assert getattr(got, field.name) == getattr(want, field.name), field.name
+        assert type(getattr(got, field.name)) is type(getattr(want, field.name)), field.name
+    assert [type(block) for block in got.content] == [type(block) for block in want.content]
+    assert [vars(b) if hasattr(b, "__dict__") else
+            {f.name: getattr(b, f.name) for f in dataclasses.fields(b)}
+            for b in got.content] == [
+        vars(b) if hasattr(b, "__dict__") else
+        {f.name: getattr(b, f.name) for f in dataclasses.fields(b)} for b in want.content]
+    assert got.raw is shape
+    assert pickle.loads(pickle.dumps(got)) == want

@@ -1,0 +1,190 @@
+"""Ctrl-C at any C call's return on a sequential call's path leaves no lock or role held.
+
+The session's lock (claiming the reader role, giving it back) and the stdio transport's read
+lock are taken on that path by a ``for`` loop over a ``starmap`` of ``acquire`` and released
+in a ``finally``, not by ``with``: CPython raises a ``KeyboardInterrupt`` where a call
+returns, and no call returns into the frame between the acquire and the ``try``. These tests
+raise the interrupt at each C call's return in those functions in turn (with a profile hook,
+the one way to hit each exact point every time), against a real server process, and check
+after each that every lock is free, that no call is pending or holds the role, and that the
+session still answers.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import CodeType, FrameType
+
+import pytest
+
+from mcpsync import jsonrpc
+from mcpsync.session import Session
+from mcpsync.session._engine import Session as EngineSession
+from mcpsync.session._role import BG
+from mcpsync.transport.stdio import StdioTransport
+
+from .helpers import peer_session
+
+pytestmark = pytest.mark.timeout(60)
+
+#: The functions a sequential request runs through, where an interrupt is raised in turn.
+HOT = {
+    EngineSession.request.__code__, EngineSession._send.__code__,
+    EngineSession._lead.__code__, EngineSession._release_role.__code__,
+    EngineSession._take_answer.__code__, StdioTransport.receive.__code__,
+    StdioTransport.send_bytes_until.__code__, jsonrpc.FrameDecoder.feed.__code__,
+    jsonrpc._parse_line.__code__, jsonrpc.serialize_request.__code__,
+}
+
+
+@pytest.fixture
+def peer(no_leaks: None) -> Iterator[Session]:
+    yield from peer_session()
+
+
+@contextmanager
+def interrupt_at_return(codes: set[CodeType], nth: int, seen: list[str]) -> Iterator[None]:
+    """Raise KeyboardInterrupt as the ``nth`` C call made directly by ``codes`` returns
+    (counting from 0), once; ``seen`` gets the name of the call interrupted."""
+    count = 0
+
+    def hook(frame: FrameType, event: str, arg: object) -> None:
+        nonlocal count
+        if event == "c_return" and frame.f_code in codes:
+            count += 1
+            if count == nth + 1:
+                seen.append(f"{frame.f_code.co_name}: {getattr(arg, '__name__', repr(arg))}")
+                raise KeyboardInterrupt
+
+    sys.setprofile(hook)
+    try:
+        yield
+    finally:
+        sys.setprofile(None)
+
+
+def _assert_nothing_held(session: Session, where: str) -> None:
+    transport = session._transport
+    assert isinstance(transport, StdioTransport)
+    assert not session._lock.locked(), f"Ctrl-C at {where} kept the session's lock"
+    assert not transport._write_lock.locked(), f"Ctrl-C at {where} kept the write lock"
+    with session._lock:
+        holder = session._role.holder
+        # Only the holder of the reader role reads: with none, the read lock must be free
+        # (the background reader, once it took the role back, may be in its poll).
+        if holder is None:
+            assert not transport._rx_lock.locked(), f"Ctrl-C at {where} kept the read lock"
+        assert holder is None or holder is BG, where
+        assert session._role.sending is None and session._role.want is None, where
+    assert not session._pending, f"Ctrl-C at {where} left a call pending"
+
+
+def _sweep(peer: Session, code: CodeType, warm: bool, want: str | None = None) -> list[str]:
+    """Interrupt a request at the 1st, 2nd, ... C call's return in ``code`` until a few
+    requests in a row meet none (which path a read takes varies: a read that finds the
+    answer at once, or a poll first, and the two make different numbers of calls), and
+    until ``want`` was among them (200 requests at most); check after each interrupt. The
+    names interrupted."""
+    interrupted: list[str] = []
+    nth = misses = tries = 0
+    while misses < 3 or (want is not None and tries < 200
+                         and not any(want in name for name in interrupted)):
+        tries += 1
+        if misses >= 3:   # a request's path ran out of calls before ``want``: from the start
+            nth = misses = 0
+        if warm:
+            assert peer.request("echo", {"warm": nth}) == {"warm": nth}
+        else:
+            time.sleep(0.03)   # past HANDOFF_GRACE: the background reader holds the role
+        seen: list[str] = []
+        try:
+            with interrupt_at_return({code}, nth, seen):
+                got = peer.request("echo", {"n": nth}, timeout=20)
+        except KeyboardInterrupt:
+            assert seen
+        else:
+            assert got == {"n": nth}
+        nth += 1
+        if not seen:
+            misses += 1
+            continue
+        misses = 0
+        interrupted += seen
+        # Let a background reader that was woken finish what it does, then look.
+        deadline = time.monotonic() + 5
+        while peer._pending and time.monotonic() < deadline:
+            time.sleep(0.01)
+        _assert_nothing_held(peer, seen[0])
+        # The next call reads its answer: no lock is stuck (this would time out).
+        assert peer.request("echo", {"after": nth}, timeout=10) == {"after": nth}
+    return interrupted
+
+
+@pytest.mark.parametrize("code", sorted(HOT, key=lambda c: c.co_name),
+                         ids=lambda c: c.co_name)
+@pytest.mark.parametrize("warm", [True, False], ids=["leading", "first-call"])
+def test_ctrl_c_at_any_return_on_the_sequential_path_leaves_nothing_held(
+        peer: Session, warm: bool, code: CodeType) -> None:
+    """``leading``: the caller has made a call before, so it claims the free role and reads
+    its own answer (the sequential steady state). ``first-call``: every interrupted request
+    is the first after the background reader took the role back (it is given the time)."""
+    want = {EngineSession._release_role.__code__: "_release_role: release",
+            StdioTransport.send_bytes_until.__code__: "write"}.get(code)
+    if code is StdioTransport.receive.__code__ and warm:
+        want = "receive: release"
+    names = " ".join(_sweep(peer, code, warm, want))
+    # The interrupts reached the write, and the releases of the session's lock and (for a
+    # caller that reads its own answer) of the read lock.
+    if code is StdioTransport.send_bytes_until.__code__:
+        assert "write" in names
+    if code is EngineSession._release_role.__code__:
+        assert "_release_role: release" in names
+    if code is StdioTransport.receive.__code__ and warm:
+        assert "receive: release" in names
+
+
+def test_ctrl_c_at_any_return_while_another_thread_calls(peer: Session) -> None:
+    """The same, with a second thread calling in a loop meanwhile, so that the locks are
+    contended and the role goes back and forth: the other thread's calls all complete."""
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    done = [0]
+
+    def other() -> None:
+        try:
+            while not stop.is_set():
+                assert peer.request("echo", {"other": done[0]}, timeout=20) == \
+                    {"other": done[0]}
+                done[0] += 1
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    thread = threading.Thread(target=other, name="mcpsync-test-other", daemon=True)
+    thread.start()
+    try:
+        nth = 0
+        while nth < 400:
+            seen: list[str] = []
+            try:
+                with interrupt_at_return(HOT, nth, seen):
+                    peer.request("echo", {"n": nth}, timeout=20)
+            except KeyboardInterrupt:
+                pass
+            if not seen:
+                break
+            nth += 1
+    finally:
+        stop.set()
+        thread.join(30)
+    assert not thread.is_alive()
+    assert not errors, errors
+    assert done[0] > 0
+    deadline = time.monotonic() + 5
+    while peer._pending and time.monotonic() < deadline:
+        time.sleep(0.01)
+    _assert_nothing_held(peer, "the end")
+    assert peer.request("echo", {"last": 1}) == {"last": 1}
