@@ -320,6 +320,13 @@ class CallToolResult(_Shown):
                     return result
         else:
             d = _require_dict(d, "a tool result")
+        return cls._build(d)
+
+    @classmethod
+    def _build(cls, d: dict[str, Any]) -> CallToolResult:
+        """:meth:`from_dict` past its plain-text step (``d`` is a dict): also what
+        ``Client.call_tool`` calls for an answer that step declined, so as not to try it
+        twice."""
         content = d.get("content")
         if type(content) is list:
             blocks = [content_block_from_dict(b) for b in content]

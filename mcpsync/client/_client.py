@@ -387,9 +387,10 @@ class Client(SessionLifecycle):
         if type(result) is not dict or self._toolset.schemas or raise_on_error:
             return self._toolset.result(self._name, name, result, raise_on_error)
         # The common case, without the checks: the usual plain-text result comes from
-        # from_dict's own first step, called directly (no classmethod, one frame fewer).
+        # from_dict's own first step, called directly (no classmethod, one frame fewer);
+        # anything it declines goes on to from_dict's general part, not from the top.
         plain = _plain_text_result(result)
-        return plain if plain is not None else CallToolResult.from_dict(result)
+        return plain if plain is not None else CallToolResult._build(result)
 
     def _call_tool_with_bar(self, name: str, arguments: Mapping[str, Any] | None,
                             progress: object, **options: Any) -> CallToolResult:
