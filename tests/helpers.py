@@ -103,9 +103,11 @@ def open_fds() -> set[int]:
 
 
 @contextmanager
-def interrupt_at_return(codes: set[CodeType], nth: int, seen: list[str]) -> Iterator[None]:
+def interrupt_at_return(codes: set[CodeType], nth: int, seen: list[str], *,
+                        qualified: bool = False) -> Iterator[None]:
     """Raise KeyboardInterrupt as the ``nth`` C call made directly by ``codes`` returns
-    (counting from 0); ``seen`` gets the name of the call interrupted."""
+    (counting from 0), once; ``seen`` gets the name of the call interrupted (with
+    ``qualified``, as ``"<function>: <call>"``)."""
     count = 0
 
     def hook(frame: FrameType, event: str, arg: object) -> None:
@@ -113,7 +115,8 @@ def interrupt_at_return(codes: set[CodeType], nth: int, seen: list[str]) -> Iter
         if event == "c_return" and frame.f_code in codes:
             count += 1
             if count == nth + 1:
-                seen.append(getattr(arg, "__name__", repr(arg)))
+                name = getattr(arg, "__name__", repr(arg))
+                seen.append(f"{frame.f_code.co_name}: {name}" if qualified else name)
                 raise KeyboardInterrupt
 
     sys.setprofile(hook)

@@ -12,14 +12,13 @@ session still answers.
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
-from types import CodeType, FrameType
+from types import CodeType
 
 import pytest
+from helpers import interrupt_at_return
 
 from mcpsync import jsonrpc
 from mcpsync.session import Session
@@ -44,27 +43,6 @@ HOT = {
 @pytest.fixture
 def peer(no_leaks: None) -> Iterator[Session]:
     yield from peer_session()
-
-
-@contextmanager
-def interrupt_at_return(codes: set[CodeType], nth: int, seen: list[str]) -> Iterator[None]:
-    """Raise KeyboardInterrupt as the ``nth`` C call made directly by ``codes`` returns
-    (counting from 0), once; ``seen`` gets the name of the call interrupted."""
-    count = 0
-
-    def hook(frame: FrameType, event: str, arg: object) -> None:
-        nonlocal count
-        if event == "c_return" and frame.f_code in codes:
-            count += 1
-            if count == nth + 1:
-                seen.append(f"{frame.f_code.co_name}: {getattr(arg, '__name__', repr(arg))}")
-                raise KeyboardInterrupt
-
-    sys.setprofile(hook)
-    try:
-        yield
-    finally:
-        sys.setprofile(None)
 
 
 def _assert_nothing_held(session: Session, where: str) -> None:
@@ -102,7 +80,7 @@ def _sweep(peer: Session, code: CodeType, warm: bool, want: str | None = None) -
             time.sleep(0.03)   # past HANDOFF_GRACE: the background reader holds the role
         seen: list[str] = []
         try:
-            with interrupt_at_return({code}, nth, seen):
+            with interrupt_at_return({code}, nth, seen, qualified=True):
                 got = peer.request("echo", {"n": nth}, timeout=20)
         except KeyboardInterrupt:
             assert seen
@@ -170,7 +148,7 @@ def test_ctrl_c_at_any_return_while_another_thread_calls(peer: Session) -> None:
         while nth < 400:
             seen: list[str] = []
             try:
-                with interrupt_at_return(HOT, nth, seen):
+                with interrupt_at_return(HOT, nth, seen, qualified=True):
                     peer.request("echo", {"n": nth}, timeout=20)
             except KeyboardInterrupt:
                 pass
