@@ -427,9 +427,9 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
             call.deadline = now + span
             call.limit = now + self._max_timeout
             pending = self._pending
-            pending[call.key] = call
+            pending[rid] = call
             if self._phase is not _OPEN:  # close()/loss may have swept before we registered
-                if pending.pop(call.key, None) is not None:
+                if pending.pop(rid, None) is not None:
                     self._check_usable(method, params)
             else:
                 try:
@@ -549,7 +549,6 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
             raise
 
     def _send(self, call: Call, frame: bytes, attended: bool) -> Call:
-        pending = self._pending
         claimed = False
         if attended:
             # Claim a free role *before* writing, so the background reader (woken by a thread
@@ -585,15 +584,15 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
             self._release_role(call)
             return call
         if claimed:
-            self._role.sending = None
-            if self._role.holder is call:
+            role.sending = None
+            if role.holder is call:
                 return call
         if attended:
             with self._lock:
                 if not call.done and self._phase is not _CLOSED:
                     if self._role.holder is None:
                         self._role.holder = call
-                    elif self._role.holder is _BG and len(pending) == 1:
+                    elif self._role.holder is _BG and len(self._pending) == 1:
                         self._role.want = call
             if self._role.want is call:
                 self._transport.wake()
@@ -635,14 +634,14 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
     def _lead(self, call: Call) -> None:
         """Read frames as the holder of the reader role until ``call`` is settled or its
         deadline passes; then give the role back (see _release_role)."""
-        transport = self._transport
-        main = _get_ident() == _main_ident
-        monotonic = time.monotonic
+        # No locals set up before the loop (the transport, time.monotonic, whether this is
+        # the main thread): the loop usually runs once, and each costs more to store than
+        # it saves there. The thread is asked only when the wait is longer than a slice.
         try:
             while not call.done and not call.answered:
                 if self._phase is not _OPEN:
                     break
-                now = monotonic()
+                now = time.monotonic()
                 remaining = call.deadline - now
                 if self._unattended:
                     remaining = min(remaining, self._expire_unattended(now) - now)
@@ -650,9 +649,11 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
                     if call.deadline <= now:
                         break
                     continue
-                if main and remaining > MAIN_THREAD_SLICE:
-                    remaining = MAIN_THREAD_SLICE
-                items = transport.receive(None if remaining == math.inf else remaining)
+                if remaining > MAIN_THREAD_SLICE and _get_ident() == _main_ident:
+                    items = self._transport.receive(MAIN_THREAD_SLICE)
+                else:
+                    items = self._transport.receive(None if remaining == math.inf
+                                                    else remaining)
                 if items:
                     rest = iter(items)
                     try:
