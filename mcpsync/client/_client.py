@@ -356,7 +356,8 @@ class Client(SessionLifecycle):
                                        raise_on_error)
         try:
             if progress is None and reset_timeout_on_progress is None:
-                result = session.request("tools/call", params, timeout=timeout)
+                # Positional, past request()'s keyword-only signature (see Session._request).
+                result = session._request("tools/call", params, timeout, None, None, True)
             else:
                 result = session.request("tools/call", params, timeout=timeout,
                                          progress=None if progress is None
