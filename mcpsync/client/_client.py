@@ -320,7 +320,7 @@ class Client(SessionLifecycle):
         rounds, but it waits in the calling thread (which may read its own answer, see
         ``docs/performance.md``) instead of building a future.
         """
-        # Hot path (benchmarked): build the params, one session.request, from_dict. Any
+        # Hot path (benchmarked): build the params, one session._request, from_dict. Any
         # other outcome goes to the call flow, which takes over from this first round.
         if progress is not None and (progress.__class__ is bool or not callable(progress)):
             return self._call_tool_with_bar(name, arguments, progress, timeout=timeout,

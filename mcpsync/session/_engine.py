@@ -408,9 +408,10 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
                  cancellable: bool) -> Any:
         """:meth:`request` with every argument positional: what ``Client.call_tool`` calls.
 
-        CPython (3.11 on) runs a call to a function with keyword-only parameters in a
-        nested evaluation and fills each missing one from ``__kwdefaults__``; a call to one
-        with positional parameters only is made in the caller's evaluation. In a loop under
+        CPython 3.11 does not specialise a call to a function with keyword-only parameters:
+        the call is still made inline, but through the general frame set-up, which fills
+        each missing one from ``__kwdefaults__``; a call with every parameter positional and
+        given takes the specialised set-up. In a loop under
         callgrind the first cost about 1,130 instructions per call and the second about 510
         (docs/performance.md), so ``call_tool``, the hot path, calls this directly; every
         other caller goes through :meth:`request` and pays the difference the other way.

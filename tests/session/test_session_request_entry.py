@@ -1,7 +1,7 @@
 """``Session.request`` forwards to ``Session._request``, the positional entry that
-``Client.call_tool`` calls directly (a call to a function with keyword-only parameters is
-never made inline by CPython): every argument must arrive in its place, and both entries
-must answer alike."""
+``Client.call_tool`` calls directly (CPython 3.11 does not specialise a call to a function
+with keyword-only parameters, so such a call takes the general, slower frame set-up): every
+argument must arrive in its place, and both entries must answer alike."""
 
 from __future__ import annotations
 
