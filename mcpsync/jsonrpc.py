@@ -508,9 +508,9 @@ def serialize(message: Message) -> bytes:
 
 
 # Pieces of request lines as JSON text, kept per name: a client sends a handful of methods
-# and calls a handful of tools, over and over. A method's name; the start of a tools/call's
-# params, ``{"name":<the tool's name>,"arguments":``. Each table is bounded, so that a
-# caller inventing names cannot grow it without limit.
+# and calls a handful of tools, over and over. A method's name; what follows the id of a
+# tools/call, ``,"method":"tools/call","params":{"name":<the tool's name>,"arguments":``.
+# Each table is bounded, so that a caller inventing names cannot grow it without limit.
 _METHOD_PARTS: Final[dict[str, str]] = {}
 _TOOL_PARTS: Final[dict[str, str]] = {}
 _PARTS_MAX: Final = 256
@@ -527,36 +527,38 @@ def serialize_request(rid: int, method: str, params: dict[str, Any] | None) -> b
     building the :class:`Message` (the session's hot path; the caller guarantees the types).
     Raises ``ValueError`` / ``TypeError`` exactly as :func:`serialize` does."""
     try:
+        if method == "tools/call" and params is not None and len(params) == 2 \
+                and _c_chunks is not None:
+            # The usual tools/call params, {"name": <str>, "arguments": <dict>} in that
+            # order (the encoder writes a dict's members in its order): everything between
+            # the id and the arguments comes from the cache, looked up by the tool's name,
+            # and the encoder writes the arguments only. The same bytes as encoding the
+            # whole dict; any other shape takes the general way below.
+            for first in params:  # noqa: B007 - the first key, without two calls
+                break
+            name = params.get("name")
+            arguments = params.get("arguments")
+            if first == "name" and type(name) is str and type(arguments) is dict:
+                after = _TOOL_PARTS.get(name)
+                if after is None:
+                    after = _remember(_TOOL_PARTS, name,
+                                      ',"method":"tools/call","params":{"name":'
+                                      + _encode_str(name) + ',"arguments":')
+                try:
+                    body = "".join(_c_chunks(arguments, 0))
+                except (TypeError, ValueError) as exc:
+                    # From Python 3.14 the encoder notes on its errors where in the value
+                    # they happened; encoding the whole params would add this level's.
+                    if sys.version_info >= (3, 14):
+                        exc.add_note("when serializing dict item 'arguments'")
+                    raise
+                return f'{{"jsonrpc":"2.0","id":{rid}{after}{body}}}}}'.encode()
         middle = _METHOD_PARTS.get(method)
         if middle is None:
             middle = _remember(_METHOD_PARTS, method, _encode_str(method))
         if params is None:
             return f'{{"jsonrpc":"2.0","id":{rid},"method":{middle}}}'.encode()
         if _c_chunks is not None:
-            if len(params) == 2 and method == "tools/call":
-                # The usual tools/call params, {"name": <str>, "arguments": <dict>} in that
-                # order (the encoder writes a dict's members in its order): the name's part
-                # comes from the cache and the encoder writes the arguments only. The same
-                # bytes as encoding the whole dict; any other shape takes that path.
-                for first in params:  # noqa: B007 - the first key, without two calls
-                    break
-                name = params.get("name")
-                arguments = params.get("arguments")
-                if first == "name" and type(name) is str and type(arguments) is dict:
-                    start = _TOOL_PARTS.get(name)
-                    if start is None:
-                        start = _remember(_TOOL_PARTS, name,
-                                          '{"name":' + _encode_str(name) + ',"arguments":')
-                    try:
-                        body = "".join(_c_chunks(arguments, 0))
-                    except (TypeError, ValueError) as exc:
-                        # From Python 3.14 the encoder notes on its errors where in the value
-                        # they happened; encoding the whole params would add this level's.
-                        if sys.version_info >= (3, 14):
-                            exc.add_note("when serializing dict item 'arguments'")
-                        raise
-                    return (f'{{"jsonrpc":"2.0","id":{rid},"method":{middle},"params":'
-                            f'{start}{body}}}}}').encode()
             return (f'{{"jsonrpc":"2.0","id":{rid},"method":{middle},"params":'
                     f'{"".join(_c_chunks(params, 0))}}}').encode()
         return f'{{"jsonrpc":"2.0","id":{rid},"method":{middle},"params":' \

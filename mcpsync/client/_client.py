@@ -320,7 +320,7 @@ class Client(SessionLifecycle):
         rounds, but it waits in the calling thread (which may read its own answer, see
         ``docs/performance.md``) instead of building a future.
         """
-        # Hot path (benchmarked): build the params, one session.request, from_dict. Any
+        # Hot path (benchmarked): build the params, one session._request, from_dict. Any
         # other outcome goes to the call flow, which takes over from this first round.
         if progress is not None and (progress.__class__ is bool or not callable(progress)):
             return self._call_tool_with_bar(name, arguments, progress, timeout=timeout,
@@ -356,7 +356,8 @@ class Client(SessionLifecycle):
                                        raise_on_error)
         try:
             if progress is None and reset_timeout_on_progress is None:
-                result = session.request("tools/call", params, timeout=timeout)
+                # Positional, past request()'s keyword-only signature (see Session._request).
+                result = session._request("tools/call", params, timeout, None, None, True)
             else:
                 result = session.request("tools/call", params, timeout=timeout,
                                          progress=None if progress is None

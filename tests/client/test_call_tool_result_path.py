@@ -41,14 +41,14 @@ def test_call_tool_gives_what_from_dict_gives(shape: dict[str, Any], no_leaks: N
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     with mcpsync.connect(build_server(), era="legacy") as client:
         session = client._session
-        real = session.request
+        real = session._request   # what call_tool calls (positional; see Session._request)
 
-        def answer(method: str, params: Any = None, **options: Any) -> Any:
+        def answer(method: str, params: Any, *rest: Any) -> Any:
             if method == "tools/call":
                 return shape
-            return real(method, params, **options)
+            return real(method, params, *rest)
 
-        monkeypatch.setattr(session, "request", answer)
+        monkeypatch.setattr(session, "_request", answer)
         fast = client_module._plain_text_result
         tried: list[object] = []
 

@@ -1,0 +1,83 @@
+"""Ctrl-C at any C call's return on ``Client.call_tool``'s usual path, which enters the session
+by ``Session._request`` directly (not through ``Session.request``): after each interrupt no
+lock, reader role or call is left held, and the next call answers. Against a real server
+process (the demo server), with the caller leading its reads and after the background reader
+took the role back."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+from types import CodeType
+
+import pytest
+from helpers import interrupt_at_return
+
+import mcpsync
+from mcpsync.client._client import Client
+from mcpsync.session._engine import Session as EngineSession
+from mcpsync.session._role import BG
+from mcpsync.transport.stdio import StdioTransport
+
+pytestmark = pytest.mark.timeout(120)
+
+DEMO = [sys.executable, "-m", "mcpsync.demo"]
+CODES = [Client.call_tool.__code__, EngineSession._request.__code__,
+         EngineSession._lead.__code__, EngineSession._send.__code__,
+         EngineSession._release_role.__code__]
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[mcpsync.Client]:
+    with mcpsync.connect(DEMO, timeout=30) as c:
+        yield c
+
+
+def _assert_nothing_held(client: mcpsync.Client, where: str) -> None:
+    session = client._session
+    transport = session._transport
+    assert isinstance(transport, StdioTransport)
+    deadline = time.monotonic() + 5
+    while session._pending and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not session._pending, f"Ctrl-C at {where} left a call pending"
+    assert not session._lock.locked(), f"Ctrl-C at {where} kept the session's lock"
+    assert not transport._write_lock.locked(), f"Ctrl-C at {where} kept the write lock"
+    with session._lock:
+        holder = session._role.holder
+        if holder is None:
+            assert not transport._rx_lock.locked(), f"Ctrl-C at {where} kept the read lock"
+        assert holder is None or holder is BG, where
+        assert session._role.sending is None and session._role.want is None, where
+
+
+@pytest.mark.parametrize("code", CODES, ids=lambda c: c.co_name)
+@pytest.mark.parametrize("warm", [True, False], ids=["leading", "first-call"])
+def test_ctrl_c_at_any_return_in_call_tool_leaves_nothing_held(
+        client: mcpsync.Client, code: CodeType, warm: bool) -> None:
+    interrupted: list[str] = []
+    nth = misses = 0
+    while misses < 3:
+        if warm:
+            assert client.call_tool("echo", {"text": "warm"}).text == "warm"
+        else:
+            time.sleep(0.03)   # past the hand-off grace: the background reader holds the role
+        seen: list[str] = []
+        try:
+            with interrupt_at_return({code}, nth, seen, qualified=True):
+                result = client.call_tool("echo", {"text": str(nth)}, timeout=20)
+        except KeyboardInterrupt:
+            assert seen
+        else:
+            assert result.text == str(nth)
+        nth += 1
+        if not seen:
+            misses += 1
+            continue
+        misses = 0
+        interrupted += seen
+        _assert_nothing_held(client, seen[0])
+        assert client.call_tool("echo", {"text": "after"}, timeout=10).text == "after"
+    if warm:   # a first call follows the background reader's reads: no _lead of its own
+        assert interrupted, f"no C call's return was interrupted in {code.co_name}"
