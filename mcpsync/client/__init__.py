@@ -28,11 +28,12 @@ __all__ = [
     "connect",
 ]
 
-# Submodules reachable as attributes without an explicit import, so that the annotation of
-# Client.tools, ``mcpsync.client._proxies.ToolProxies``, resolves (typing.get_type_hints)
-# although the client import leaves the proxies for later. No call reads this package's
-# attributes, so the __getattr__ slows no call down.
-_SUBMODULES = frozenset({"_proxies"})
+# Submodules reachable as attributes without an explicit import, so that the annotations of
+# Client.tools (``mcpsync.client._proxies.ToolProxies``), Client's ``http`` and connect()'s
+# keywords (``mcpsync.client._connect_keywords.ConnectKeywords``) resolve
+# (typing.get_type_hints) although the client import leaves those modules for later. No
+# call reads this package's attributes, so the __getattr__ slows no call down.
+_SUBMODULES = frozenset({"_connect_http", "_connect_keywords", "_proxies"})
 
 
 def __getattr__(name: str) -> Any:

@@ -38,7 +38,6 @@ from mcpsync.client._callbacks import (
     SamplingCallback,
     SamplingRequest,
 )
-from mcpsync.client._connect_http import HttpSettings
 from mcpsync.client._finalizer import watch, weak_method
 from mcpsync.client._flow import (
     Call,
@@ -79,6 +78,7 @@ from mcpsync.types import CallToolResult, ServerInfo, Tool, _plain_text_result
 # load them when read (``mcpsync.Resource``, ``mcpsync.client._proxies``): a bare name imported
 # under TYPE_CHECKING alone would make typing.get_type_hints() raise NameError on Client.
 if TYPE_CHECKING:
+    import mcpsync.client._connect_http
     import mcpsync.client._proxies
     import mcpsync.transport.memory
 
@@ -124,7 +124,7 @@ class Client(SessionLifecycle):
                  sampling: SamplingCallback | None = None,
                  elicitation: ElicitationCallback | None = None,
                  roots: RootsInput | None = None,
-                 http: HttpSettings | None = None,
+                 http: mcpsync.client._connect_http.HttpSettings | None = None,
                  in_process: Callable[[str], mcpsync.transport.memory.MemoryTransport] | None = None
                  ) -> None:
         self._config = config

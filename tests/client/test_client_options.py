@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 import mcpsync
-from mcpsync.client._connect import CREDENTIALS, PER_SERVER, ConnectKeywords
+from mcpsync.client._connect import CREDENTIALS, PER_SERVER
+from mcpsync.client._connect_keywords import ConnectKeywords
 
 pytestmark = pytest.mark.timeout(60)
 
