@@ -33,10 +33,9 @@ from mcpsync.client._callback_warnings import CallbackGuard
 from mcpsync.client._callbacks import (
     Callbacks,
     ElicitationCallback,
-    ElicitationRequest,
     RootsInput,
     SamplingCallback,
-    SamplingRequest,
+    load_requests,
 )
 from mcpsync.client._finalizer import watch, weak_method
 from mcpsync.client._flow import (
@@ -81,6 +80,10 @@ if TYPE_CHECKING:
     import mcpsync.client._connect_http
     import mcpsync.client._proxies
     import mcpsync.transport.memory
+    from mcpsync.client._requests import (
+        ElicitationRequest as ElicitationRequest,
+        SamplingRequest as SamplingRequest,
+    )
 
 __all__ = ["Client", "ElicitationRequest", "SamplingRequest", "Subscription"]
 
@@ -912,3 +915,13 @@ def _alive(ref: weakref.ref[Client]) -> Client:
     if client is None:
         raise ClosedError("the client was garbage-collected")
     return client
+
+
+if not TYPE_CHECKING:   # the type checker sees the imports at the top, and no other name
+    def __getattr__(name: str) -> Any:
+        """``SamplingRequest`` and ``ElicitationRequest``, exported from here as before,
+        loaded on first access (PEP 562; see ``_callbacks.load_requests``). Nothing reads
+        this module's attributes on a call."""
+        if name in ("SamplingRequest", "ElicitationRequest"):
+            return getattr(load_requests(), name)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from ...errors import ConfigError
 
 if TYPE_CHECKING:
-    from ._env_windows import resolve_windows, windows_argv
+    from ._env_windows import resolve_windows as resolve_windows, windows_argv as windows_argv
 
 __all__ = [
     "POSIX_SAFE_KEYS",
@@ -172,11 +172,13 @@ def resolve_argv(
     return [os.path.abspath(found_posix), *args]
 
 
-def __getattr__(name: str) -> Any:
-    """The Windows helpers, importable from here as before (PEP 562); loaded on first access.
-    Nothing reads this module's attributes on a connection (its users import the names)."""
-    if name in ("resolve_windows", "windows_argv"):
-        from . import _env_windows
+if not TYPE_CHECKING:   # the type checker sees the imports at the top, and no other name
+    def __getattr__(name: str) -> Any:
+        """The Windows helpers, importable from here as before (PEP 562), loaded on first
+        access. Nothing reads this module's attributes on a connection (its users import
+        the names they need)."""
+        if name in ("resolve_windows", "windows_argv"):
+            from . import _env_windows
 
-        return getattr(_env_windows, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+            return getattr(_env_windows, name)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
