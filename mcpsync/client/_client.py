@@ -40,7 +40,6 @@ from mcpsync.client._callbacks import (
 from mcpsync.client._finalizer import watch, weak_method
 from mcpsync.client._flow import (
     Call,
-    FutureFlow,
     Round,
     RoundWorkers,
     call_flow,
@@ -400,19 +399,9 @@ class Client(SessionLifecycle):
         """``call_tool(progress=True)``: the call with a progress bar that is closed when it
         ends, failed or not (``False`` is no bar; anything else a ``TypeError``). The argument
         checks run first: no bar is drawn for a call that is never sent."""
-        from mcpsync.client._progress import check_progress, progress_bar  # bars: first use
-        check_progress(progress, f"calling tool {name!r} on server {self._name!r}")
-        validate = options.get("validate_input")
-        if (self._toolset.required is not None and
-                (self._validate_input if validate is None else validate)):
-            check_arguments(self._name, name, arguments, self._toolset, self._relist_tools)
-        bar = progress_bar(progress, f"calling tool {name!r} on server {self._name!r}",
-                           f"{self._name}: {name}")
-        try:
-            return self.call_tool(name, arguments, progress=bar, **options)
-        finally:
-            if bar is not None:
-                bar.close()
+        from mcpsync.client._client_more import call_tool_with_bar
+
+        return call_tool_with_bar(self, name, arguments, progress, **options)
 
     def _tool_call(self, name: str, arguments: Mapping[str, Any] | None,
                    meta: Mapping[str, Any] | None, timeout: float | None,
@@ -468,29 +457,10 @@ class Client(SessionLifecycle):
                    future: CallFuture | None = None) -> CallToolResult:
         """Run ``tools/call`` as a task to its end: ``params`` asks a 2025-11-25 server for
         one; ``created`` is a 2026-07-28 ``CreateTaskResult`` already in hand."""
-        from mcpsync.client._tasks import TaskRun  # loaded by the first task, not at import
+        from mcpsync.client._client_more import task_call  # loaded by the first task
 
-        run = TaskRun(self._task_request, server=self._name, tool=name,
-                      modern=created is not None, timeout=timeout, task_timeout=task_timeout,
-                      progress=None if progress is None
-                      else self._guard.wrap("progress", progress),
-                      answer=self._callbacks.answer_input_request)
-        if created is None:
-            assert params is not None
-            answer = self._request("tools/call", {**params, "task": {}}, timeout=timeout)
-            created = answer.get("task")
-        try:
-            handle = run.adopt(created)
-            future = future or getattr(_submitting, "future", None)
-            if future is not None:
-                future.task = handle
-                if future.cancelled():
-                    handle.cancel()
-        except KeyboardInterrupt:   # Ctrl-C as the task starts: it is cancelled too
-            if run.handle is not None:
-                run.handle.cancel()
-            raise
-        return self._toolset.result(self._name, name, run.wait(), raise_on_error)
+        return task_call(self, name, params, timeout, task_timeout, progress, raise_on_error,
+                         created=created, future=future)
 
     def resume_task(self, task_id: str, *, timeout: float | None = None,
                     task_timeout: float | None = None,
@@ -555,12 +525,8 @@ class Client(SessionLifecycle):
         progress callbacks run on the dispatcher thread; do not wait on the future *inside*
         such a callback (it would wait for itself).
         """
-        call = self._call(method, params, meta, timeout, progress, reset_timeout_on_progress)
-        future = CallFuture(describe_call(method, params, self._name), self._name, method)
-        FutureFlow(call_flow(self, call), call, future,
-                   lambda result: self._dict_result(method, params, result),
-                   self._workers).start()
-        return future
+        return _submit(self, method, params, timeout=timeout, progress=progress,
+                       reset_timeout_on_progress=reset_timeout_on_progress, meta=meta)
 
     def submit_tool(self, name: str, arguments: Mapping[str, Any] | None = None, *,
                     timeout: float | None = None,
@@ -579,52 +545,11 @@ class Client(SessionLifecycle):
         once; ``progress=True`` shows a bar until the future is done. A call that runs as a
         task sets ``future.task`` (a ``TaskHandle``) once the server created it, and
         ``future.cancel()`` then sends ``tasks/cancel``."""
-        if self._toolset.required is not None and (
-                self._validate_input if validate_input is None else validate_input):
-            check_arguments(self._name, name, arguments, self._toolset, self._relist_tools)
-        bar = None
-        if progress is not None and (progress.__class__ is bool or not callable(progress)):
-            from mcpsync.client._progress import progress_bar
-
-            bar = progress_bar(progress, f"calling tool {name!r} on server {self._name!r}",
-                               f"{self._name}: {name}")
-            progress = bar
-        future = CallFuture(f"calling tool {name!r} on server {self._name!r}", self._name,
-                            "tools/call")
-        if (self._may_task and self._needs_task(name)) or (
-                tasks and self._modern and self._tool_meta is not self._meta):
-            self._submit_task(future, name, arguments, timeout=timeout, progress=progress,
-                              raise_on_error=raise_on_error, meta=meta,
-                              task_timeout=task_timeout)
-            if bar is not None:
-                future.add_done_callback(lambda _: bar.close())
-            return future
-        call = self._tool_call(name, arguments, meta, timeout, progress,
-                               reset_timeout_on_progress, retry_on_drop, tasks)
-        FutureFlow(call_flow(self, call), call, future,
-                   lambda result: self._toolset.result(self._name, name, result,
-                                                       raise_on_error),
-                   self._workers).start()
-        if bar is not None:
-            future.add_done_callback(lambda _: bar.close())
-        return future
-
-    def _submit_task(self, future: CallFuture, name: str, arguments: Mapping[str, Any] | None,
-                     **options: Any) -> None:
-        """A call that may run as a task, carried by a worker thread: the blocking call,
-        with the future handed down so that the task's handle lands on ``future.task``."""
-        def work() -> None:
-            _submitting.future = future
-            try:
-                value = self.call_tool(name, arguments, validate_input=False, **options)
-            except BaseException as exc:   # everything goes to the future
-                future._fail(exc)
-            else:
-                future._resolve(value)
-            finally:
-                _submitting.future = None
-
-        self._workers.start(work)
+        return _submit_tool(self, name, arguments, timeout=timeout, progress=progress,
+                            raise_on_error=raise_on_error, retry_on_drop=retry_on_drop,
+                            meta=meta, reset_timeout_on_progress=reset_timeout_on_progress,
+                            validate_input=validate_input, task_timeout=task_timeout,
+                            tasks=tasks)
 
     def _submit_listen(self, params: dict[str, Any]) -> RequestFuture:
         """A listen naming ``taskIds`` declares the Tasks extension (the server refuses one
@@ -925,3 +850,33 @@ if not TYPE_CHECKING:   # the type checker sees the imports at the top, and no o
         if name in ("SamplingRequest", "ElicitationRequest"):
             return getattr(load_requests(), name)
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _submit(client: Client, method: str, params: Mapping[str, Any] | None, *,
+            timeout: float | None, progress: ProgressCallback | None,
+            reset_timeout_on_progress: bool | None,
+            meta: Mapping[str, Any] | None) -> CallFuture:
+    """Load ``_submit`` (the future driver) for the first submitted call and put its
+    ``submit`` in this name's place, so that later calls run no import statement."""
+    global _submit
+    from mcpsync.client._submit import submit
+
+    _submit = submit
+    return submit(client, method, params, timeout=timeout, progress=progress,
+                  reset_timeout_on_progress=reset_timeout_on_progress, meta=meta)
+
+
+def _submit_tool(client: Client, name: str, arguments: Mapping[str, Any] | None, *,
+                 timeout: float | None, progress: ProgressCallback | bool | None,
+                 raise_on_error: bool, retry_on_drop: bool, meta: Mapping[str, Any] | None,
+                 reset_timeout_on_progress: bool | None, validate_input: bool | None,
+                 task_timeout: float | None, tasks: bool) -> CallFuture:
+    """As ``_submit``, for ``Client.submit_tool``."""
+    global _submit_tool
+    from mcpsync.client._submit import submit_tool
+
+    _submit_tool = submit_tool
+    return submit_tool(client, name, arguments, timeout=timeout, progress=progress,
+                       raise_on_error=raise_on_error, retry_on_drop=retry_on_drop, meta=meta,
+                       reset_timeout_on_progress=reset_timeout_on_progress,
+                       validate_input=validate_input, task_timeout=task_timeout, tasks=tasks)
