@@ -34,7 +34,8 @@ DEFERRED = ("ctypes", "html", "hashlib", "difflib", "mcpsync.policy", "mcpsync._
             "mcpsync.client._answering", "shutil", "bz2", "lzma", "mcpsync._frame_io",
             "mcpsync._jsonscan", "mcpsync.client._connect_keywords",
             "mcpsync.client._connect_http", "mcpsync.transport.stdio._env_windows",
-            "mcpsync.client._requests", "mcpsync.client._submit")
+            "mcpsync.client._requests", "mcpsync.client._submit", "mcpsync._config_http",
+            "mcpsync._urls")
 
 
 def test_the_client_import_leaves_these_for_later() -> None:
