@@ -46,7 +46,6 @@ from mcpsync.client._flow import (
     run,
     with_meta,
 )
-from mcpsync.client._future import CallFuture
 from mcpsync.client._handshake import negotiate
 from mcpsync.client._lifecycle import SessionLifecycle, SessionResources
 from mcpsync.client._lists import list_all
@@ -79,6 +78,7 @@ if TYPE_CHECKING:
     import mcpsync.client._connect_http
     import mcpsync.client._proxies
     import mcpsync.transport.memory
+    from mcpsync.client._future import CallFuture
     from mcpsync.client._requests import (
         ElicitationRequest as ElicitationRequest,
         SamplingRequest as SamplingRequest,
@@ -515,7 +515,7 @@ class Client(SessionLifecycle):
     def submit(self, method: str, params: Mapping[str, Any] | None = None, *,
                timeout: float | None = None, progress: ProgressCallback | None = None,
                reset_timeout_on_progress: bool | None = None,
-               meta: Mapping[str, Any] | None = None) -> CallFuture:
+               meta: Mapping[str, Any] | None = None) -> mcpsync.CallFuture:
         """Send a request without waiting; return a ``concurrent.futures.Future`` for it.
 
         The future resolves to the raw result dict, after the same protocol-version retry
@@ -536,7 +536,7 @@ class Client(SessionLifecycle):
                     reset_timeout_on_progress: bool | None = None,
                     validate_input: bool | None = None,
                     task_timeout: float | None = None,
-                    tasks: bool = True) -> CallFuture:
+                    tasks: bool = True) -> mcpsync.CallFuture:
         """:meth:`call_tool` without waiting: the future resolves to its
         :class:`~mcpsync.types.CallToolResult` (or raises what ``call_tool`` would raise:
         ``ToolError`` with ``raise_on_error``, ``OutputValidationError``, ...).
