@@ -11,6 +11,7 @@ keyword fields with defaults, so code written against this class keeps working.
 
 from __future__ import annotations
 
+import importlib
 import math
 import os
 import re
@@ -41,6 +42,13 @@ _SECRET_FILE = "{{secret_file}}"   # the placeholder mcpsync.secrets fills in ar
 
 #: The thread- and logger-safe form of a display name (one rule for the package, in _names).
 logger_name_part = safe
+
+
+# The URL, header and credential checks and repr() load ``_config_http`` on first use, by
+# importlib.import_module before the ``from`` import that names the function: a thread that
+# waited on the module lock while a Ctrl-C stopped another thread's import of it imports it
+# again (import_module looks in sys.modules again after the lock), where a bare ``from``
+# import would read the name from the failed, half-built module and raise ImportError.
 
 
 def _fail(field_name: str, problem: str) -> ConfigError:
@@ -216,6 +224,7 @@ class ServerConfig:
         if command is not None and not command.strip():
             raise _fail("command", "must not be empty")
         if url is not None:   # the HTTP checks load with the first URL config
+            importlib.import_module("mcpsync._config_http")
             from mcpsync._config_http import check_url
 
             check_url(url, id or name or "?")
@@ -256,6 +265,7 @@ class ServerConfig:
         hooks: mcpsync.AuthHooks | None = None
         if url is not None or not (headers is None and authorization is None
                                    and on_unauthorized is None and auth is None):
+            importlib.import_module("mcpsync._config_http")
             from mcpsync._config_http import check_http_fields
 
             norm_headers, hooks = check_http_fields(url, headers, authorization,
@@ -321,6 +331,7 @@ class ServerConfig:
     def __repr__(self) -> str:
         """The fields, with only the keys of ``env`` and ``headers`` (their values are
         routinely secrets: API keys, bearer tokens)."""
-        from mcpsync._config_http import config_repr  # loaded by the first repr()
+        importlib.import_module("mcpsync._config_http")   # loaded by the first repr()
+        from mcpsync._config_http import config_repr
 
         return config_repr(self)

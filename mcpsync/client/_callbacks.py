@@ -16,6 +16,7 @@ input required"). Two optional attributes on a callback object extend what is ad
 
 from __future__ import annotations
 
+import importlib
 import threading
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -189,6 +190,7 @@ class Callbacks:
         A kind we did not declare is the server breaking the protocol (it must only ask
         for what this request's capabilities declared): ``ProtocolError``.
         """
+        load_module("mcpsync.client._answering")
         from mcpsync.client._answering import answer_input_request
 
         return answer_input_request(self, key, request)
@@ -196,6 +198,7 @@ class Callbacks:
     def answer(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
         """Run the callback for ``method`` and return the result in wire shape; what it
         raises goes on, after a ``CallbackWarning`` when nothing would log it."""
+        load_module("mcpsync.client._answering")
         from mcpsync.client._answering import answer
 
         return answer(self, method, params)
@@ -206,6 +209,7 @@ class Callbacks:
         Runs on the dispatcher thread; without a hook the notification is ignored (unknown
         ids are the hook's to ignore, as the spec asks).
         """
+        load_module("mcpsync.client._answering")
         from mcpsync.client._answering import elicitation_complete
 
         elicitation_complete(self, params)
@@ -219,14 +223,25 @@ def load_requests() -> ModuleType:
     the ``KeyboardInterrupt`` it is. On 3.10 and 3.11 ``type()`` wraps an exception raised in
     a ``__set_name__`` (a dataclass field's) in ``RuntimeError("Error calling __set_name__
     ...")``, which a caller's ``except KeyboardInterrupt`` would not catch. The failed import
-    leaves nothing behind: the next use imports the module again."""
+    leaves nothing behind: the next use imports the module again (see ``load_module``)."""
     try:
-        from mcpsync.client import _requests
+        return load_module("mcpsync.client._requests")
     except RuntimeError as exc:
         if isinstance(exc.__cause__, KeyboardInterrupt):
             raise exc.__cause__ from None
         raise
-    return _requests
+
+
+def load_module(name: str) -> ModuleType:
+    """Import the module ``name`` on first use, where the client loads a module lazily:
+    call it before the ``from name import ...`` that reads a function or class from it.
+
+    A thread that waited on the module lock while a Ctrl-C stopped another thread's import
+    of that module gets a bare ``from`` import's name from the failed, half-built module:
+    ``ImportError: cannot import name``. ``importlib.import_module`` looks in ``sys.modules``
+    again after the lock and imports the module itself, so the waiting thread's call goes
+    on. Once the module is loaded this is a dictionary lookup."""
+    return importlib.import_module(name)
 
 
 if not TYPE_CHECKING:   # the type checker sees the imports above, and no other name

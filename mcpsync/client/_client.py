@@ -35,6 +35,7 @@ from mcpsync.client._callbacks import (
     ElicitationCallback,
     RootsInput,
     SamplingCallback,
+    load_module,
     load_requests,
 )
 from mcpsync.client._finalizer import watch, weak_method
@@ -399,6 +400,7 @@ class Client(SessionLifecycle):
         """``call_tool(progress=True)``: the call with a progress bar that is closed when it
         ends, failed or not (``False`` is no bar; anything else a ``TypeError``). The argument
         checks run first: no bar is drawn for a call that is never sent."""
+        load_module("mcpsync.client._client_more")
         from mcpsync.client._client_more import call_tool_with_bar
 
         return call_tool_with_bar(self, name, arguments, progress, **options)
@@ -457,6 +459,7 @@ class Client(SessionLifecycle):
                    future: CallFuture | None = None) -> CallToolResult:
         """Run ``tools/call`` as a task to its end: ``params`` asks a 2025-11-25 server for
         one; ``created`` is a 2026-07-28 ``CreateTaskResult`` already in hand."""
+        load_module("mcpsync.client._client_more")
         from mcpsync.client._client_more import task_call  # loaded by the first task
 
         return task_call(self, name, params, timeout, task_timeout, progress, raise_on_error,
@@ -859,6 +862,7 @@ def _submit(client: Client, method: str, params: Mapping[str, Any] | None, *,
     """Load ``_submit`` (the future driver) for the first submitted call and put its
     ``submit`` in this name's place, so that later calls run no import statement."""
     global _submit
+    load_module("mcpsync.client._submit")
     from mcpsync.client._submit import submit
 
     _submit = submit
@@ -873,6 +877,7 @@ def _submit_tool(client: Client, name: str, arguments: Mapping[str, Any] | None,
                  task_timeout: float | None, tasks: bool) -> CallFuture:
     """As ``_submit``, for ``Client.submit_tool``."""
     global _submit_tool
+    load_module("mcpsync.client._submit")
     from mcpsync.client._submit import submit_tool
 
     _submit_tool = submit_tool

@@ -17,6 +17,7 @@ from dataclasses import fields, replace
 from typing import TYPE_CHECKING, Any
 
 import mcpsync
+from mcpsync.client._callbacks import load_module
 from mcpsync.client._client import Client
 from mcpsync.client._options import ClientOptions, config_of, with_overrides
 from mcpsync.config import ServerConfig
@@ -121,6 +122,7 @@ def connect(target: ServerConfig | Sequence[str] | str
     # The HTTP settings' module is loaded for a URL, or to refuse HTTP keywords given for a
     # command; a stdio connect with neither never loads it.
     if config.is_http or any(given.get(key) is not None for key in _HTTP_KEYWORDS):
+        load_module("mcpsync.client._connect_http")   # not a bare from-import: see there
         from mcpsync.client._connect_http import http_settings
 
         config, http = http_settings(

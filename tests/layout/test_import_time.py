@@ -459,3 +459,61 @@ def test_a_server_started_through_setpriv_needs_no_ctypes() -> None:
         assert loaded == "False"     # setpriv set the death signal: no preexec, no ctypes
     else:
         assert loaded == "True"      # the preexec fallback needed libc's prctl
+
+
+# What each lazily loaded module's first use runs, in the thread that a Ctrl-C interrupts and
+# in another thread that waits for the same module meanwhile.
+_FIRST_USES = {
+    "mcpsync.client._requests": ("import mcpsync.client",
+                                 "mcpsync.client.ElicitationRequest.__name__"),
+    "mcpsync._config_http": ("from mcpsync.config import ServerConfig",
+                             "ServerConfig(url='https://h/x').url"),
+    "mcpsync.client._answering": (
+        "from mcpsync.client._callbacks import Callbacks\n"
+        "cbs = Callbacks(sampling=lambda req: {'role': 'assistant', 'model': 'm',\n"
+        "                'content': {'type': 'text', 'text': 'x'}})",
+        "cbs.answer('sampling/createMessage', {'messages': []})['model']"),
+}
+
+
+@pytest.mark.parametrize("module", sorted(_FIRST_USES))
+def test_a_thread_waiting_on_a_lazy_module_that_a_ctrl_c_stopped_loads_it(module: str) -> None:
+    # The main thread's import is interrupted as the module's body starts, after a pause in
+    # which the other thread, asking for the same module, waits on the module lock. A bare
+    # ``from module import name`` would then read the name from the failed, half-built
+    # module (ImportError); the loaders import the module again, so the other thread's call
+    # works, and so does the next one.
+    setup, use = _FIRST_USES[module]
+    probe = ("import sys, threading, time\n"
+             f"{setup}\n"
+             "entered = threading.Event()\n"
+             "got = []\n"
+             "def other():\n"
+             "    entered.wait(10)\n"
+             "    try:\n"
+             f"        got.append({use})\n"
+             "    except BaseException as exc:\n"
+             "        got.append(repr(exc))\n"
+             "def trace(frame, event, arg):\n"
+             f"    if event == 'call' and frame.f_globals.get('__name__') == {module!r}:\n"
+             "        sys.settrace(None)\n"
+             "        entered.set()\n"
+             "        time.sleep(0.3)   # the other thread waits on the module lock\n"
+             "        raise KeyboardInterrupt\n"
+             "t = threading.Thread(target=other, name='mcpsync-test-other', daemon=True)\n"
+             "t.start()\n"
+             "sys.settrace(trace)\n"
+             "try:\n"
+             f"    {use}\n"
+             "except KeyboardInterrupt:\n"
+             "    print('interrupted')\n"
+             "finally:\n"
+             "    sys.settrace(None)\n"
+             "t.join(10)\n"
+             "print(got)\n"
+             f"print({use})\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=False, timeout=60)
+    out = done.stdout.split("\n")
+    assert out[0] == "interrupted", (done.stdout, done.stderr)
+    assert "Error" not in out[1] and out[1] == repr([out[2]]), (done.stdout, done.stderr)
