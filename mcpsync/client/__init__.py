@@ -53,3 +53,9 @@ def __getattr__(name: str) -> Any:
         namespace.update({other: getattr(requests, other) for other in _REQUESTS})
         return namespace[name]
     raise AttributeError(f"module 'mcpsync.client' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The public names with those loaded on first access, so that ``dir()`` and ``help()``
+    list ``SamplingRequest`` and ``ElicitationRequest`` before anything has read them."""
+    return sorted(set(globals()) | set(__all__))

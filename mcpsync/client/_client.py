@@ -79,7 +79,6 @@ if TYPE_CHECKING:
     import mcpsync.client._connect_http
     import mcpsync.client._proxies
     import mcpsync.transport.memory
-    from mcpsync.client._future import CallFuture
     from mcpsync.client._requests import (
         ElicitationRequest as ElicitationRequest,
         SamplingRequest as SamplingRequest,
@@ -456,7 +455,7 @@ class Client(SessionLifecycle):
     def _task_call(self, name: str, params: dict[str, Any] | None, timeout: float | None,
                    task_timeout: float | None, progress: Any, raise_on_error: bool, *,
                    created: dict[str, Any] | None = None,
-                   future: CallFuture | None = None) -> CallToolResult:
+                   future: mcpsync.CallFuture | None = None) -> CallToolResult:
         """Run ``tools/call`` as a task to its end: ``params`` asks a 2025-11-25 server for
         one; ``created`` is a 2026-07-28 ``CreateTaskResult`` already in hand."""
         load_module("mcpsync.client._client_more")
@@ -858,7 +857,7 @@ if not TYPE_CHECKING:   # the type checker sees the imports at the top, and no o
 def _submit(client: Client, method: str, params: Mapping[str, Any] | None, *,
             timeout: float | None, progress: ProgressCallback | None,
             reset_timeout_on_progress: bool | None,
-            meta: Mapping[str, Any] | None) -> CallFuture:
+            meta: Mapping[str, Any] | None) -> mcpsync.CallFuture:
     """Load ``_submit`` (the future driver) for the first submitted call and put its
     ``submit`` in this name's place, so that later calls run no import statement."""
     global _submit
@@ -874,7 +873,7 @@ def _submit_tool(client: Client, name: str, arguments: Mapping[str, Any] | None,
                  timeout: float | None, progress: ProgressCallback | bool | None,
                  raise_on_error: bool, retry_on_drop: bool, meta: Mapping[str, Any] | None,
                  reset_timeout_on_progress: bool | None, validate_input: bool | None,
-                 task_timeout: float | None, tasks: bool) -> CallFuture:
+                 task_timeout: float | None, tasks: bool) -> mcpsync.CallFuture:
     """As ``_submit``, for ``Client.submit_tool``."""
     global _submit_tool
     load_module("mcpsync.client._submit")

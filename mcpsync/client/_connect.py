@@ -29,8 +29,9 @@ if TYPE_CHECKING:
     # loads the module when read, so typing.get_type_hints(connect) still resolves them.
     import mcpsync.client._connect_keywords
     import mcpsync.transport.memory
+    from mcpsync.client._connect_keywords import ConnectKeywords as ConnectKeywords
 
-__all__ = ["PER_SERVER", "connect"]
+__all__ = ["PER_SERVER", "ConnectKeywords", "connect"]
 
 #: ``connect()`` keywords that describe one server (its identity, transport and credentials)
 #: rather than how the client behaves; they are never part of a ``ClientOptions``.
@@ -122,7 +123,7 @@ def connect(target: ServerConfig | Sequence[str] | str
     # The HTTP settings' module is loaded for a URL, or to refuse HTTP keywords given for a
     # command; a stdio connect with neither never loads it.
     if config.is_http or any(given.get(key) is not None for key in _HTTP_KEYWORDS):
-        load_module("mcpsync.client._connect_http")   # not a bare from-import: see there
+        load_module("mcpsync.client._connect_http")   # not a bare from-import: see load_module
         from mcpsync.client._connect_http import http_settings
 
         config, http = http_settings(
@@ -131,3 +132,13 @@ def connect(target: ServerConfig | Sequence[str] | str
             on_unauthorized=given.get("on_unauthorized"), transport=given.get("transport"))
     return Client(config, opts, sampling=opts.sampling, elicitation=opts.elicitation,
                   roots=opts.roots, http=http, in_process=in_process)
+
+
+if not TYPE_CHECKING:   # the type checker sees the import at the top
+    def __getattr__(name: str) -> Any:
+        """``ConnectKeywords``, importable from here as before, loaded on first access (PEP
+        562). A failed attribute lookup is the only one that calls this, and nothing reads a
+        missing name of this module on a call."""
+        if name == "ConnectKeywords":
+            return load_module("mcpsync.client._connect_keywords").ConnectKeywords
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -473,6 +473,8 @@ _FIRST_USES = {
         "cbs = Callbacks(sampling=lambda req: {'role': 'assistant', 'model': 'm',\n"
         "                'content': {'type': 'text', 'text': 'x'}})",
         "cbs.answer('sampling/createMessage', {'messages': []})['model']"),
+    "mcpsync.client._connect_keywords": ("import mcpsync.client._connect as c",
+                                         "c.ConnectKeywords.__name__"),
 }
 
 
@@ -517,3 +519,22 @@ def test_a_thread_waiting_on_a_lazy_module_that_a_ctrl_c_stopped_loads_it(module
     out = done.stdout.split("\n")
     assert out[0] == "interrupted", (done.stdout, done.stderr)
     assert "Error" not in out[1] and out[1] == repr([out[2]]), (done.stdout, done.stderr)
+
+
+def test_the_lazy_names_are_listed_and_resolve_before_they_load() -> None:
+    # dir() and help() of the client package list the request types although nothing has
+    # loaded them; ConnectKeywords stays importable from _connect; the private functions
+    # that name CallFuture resolve under typing.get_type_hints.
+    probe = ("import sys, typing, mcpsync.client as c\n"
+             "from mcpsync.client import _client\n"
+             "listed = {'SamplingRequest', 'ElicitationRequest'} <= set(dir(c))\n"
+             "print(listed, 'mcpsync.client._requests' in sys.modules)\n"
+             "from mcpsync.client._connect import ConnectKeywords\n"
+             "from mcpsync.client._connect_keywords import ConnectKeywords as kw\n"
+             "print(ConnectKeywords is kw)\n"
+             "from mcpsync.client._future import CallFuture\n"
+             "hints = [typing.get_type_hints(f) for f in\n"
+             "         (_client.Client._task_call, _client._submit, _client._submit_tool)]\n"
+             "print(hints[0]['future'] == typing.Optional[CallFuture],\n"
+             "      hints[1]['return'] is CallFuture is hints[2]['return'])\n")
+    assert _probe(probe) == ["True", "False", "True", "True", "True"]
