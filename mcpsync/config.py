@@ -51,6 +51,12 @@ logger_name_part = safe
 # import would read the name from the failed, half-built module and raise ImportError.
 
 
+def _empty(headers: object) -> bool:
+    """True for no headers: None, or an empty mapping (what ``dataclasses.replace`` of a
+    stdio config passes on)."""
+    return headers is None or (isinstance(headers, Mapping) and not headers)
+
+
 def _fail(field_name: str, problem: str) -> ConfigError:
     return ConfigError(f"invalid server config: {field_name}: {problem}")
 
@@ -263,7 +269,9 @@ class ServerConfig:
                                    f"{{{{worktree_root}}}}")
         norm_headers: dict[str, str] = {}
         hooks: mcpsync.AuthHooks | None = None
-        if url is not None or not (headers is None and authorization is None
+        # dataclasses.replace() of a stdio config passes its headers, an empty dict: that
+        # needs no check either (check_http_fields would return a new empty dict, no hooks).
+        if url is not None or not (_empty(headers) and authorization is None
                                    and on_unauthorized is None and auth is None):
             importlib.import_module("mcpsync._config_http")
             from mcpsync._config_http import check_http_fields

@@ -50,12 +50,18 @@ def test_the_client_import_leaves_these_for_later() -> None:
 
 def test_a_stdio_connect_and_call_loads_none_of_them_either() -> None:
     # Deferring a module that the first connection loads anyway would only move the cost.
+    # The per-server keywords and a ClientOptions timeout make a new config through
+    # dataclasses.replace(), which passes the stdio config's empty headers back in.
     code = ("import sys, mcpsync\n"
-            "with mcpsync.connect([sys.executable, '-m', 'mcpsync.demo']) as client:\n"
-            "    assert client.call_tool('add', {'a': 1, 'b': 2}).structured is not None\n"
+            "from mcpsync.client import ClientOptions\n"
+            "cmd = [sys.executable, '-m', 'mcpsync.demo']\n"
+            "for kw in ({}, {'timeout': 20}, {'name': 'demo'}, {'env': {'A': '1'}},\n"
+            "           {'options': ClientOptions(timeout=20)}):\n"
+            "    with mcpsync.connect(cmd, **kw) as client:\n"
+            "        assert client.call_tool('add', {'a': 1, 'b': 2}).structured is not None\n"
             "print(' '.join(sorted(sys.modules)))\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True, timeout=60)
+                          check=True, timeout=120)
     loaded = set(done.stdout.split())
     assert loaded.isdisjoint(DEFERRED), loaded & set(DEFERRED)
 
@@ -538,3 +544,25 @@ def test_the_lazy_names_are_listed_and_resolve_before_they_load() -> None:
              "print(hints[0]['future'] == typing.Optional[CallFuture],\n"
              "      hints[1]['return'] is CallFuture is hints[2]['return'])\n")
     assert _probe(probe) == ["True", "False", "True", "True", "True"]
+
+
+def test_a_stdio_config_with_empty_headers_needs_no_http_checks() -> None:
+    # dataclasses.replace() passes a stdio config's headers ({}) back in; that config is the
+    # one it was, and a non-empty mapping or another HTTP field is still refused.
+    probe = ("import dataclasses, sys\n"
+             "from mcpsync.config import ServerConfig\n"
+             "from mcpsync.errors import ConfigError\n"
+             "c = ServerConfig(command='x', headers={})\n"
+             "d = dataclasses.replace(c, timeout=5, name='n', env={'A': '1'})\n"
+             "print(c.headers == d.headers == {}, d.auth is None, d.timeout == 5.0)\n"
+             "print('mcpsync._config_http' in sys.modules)\n"
+             "for bad in ({'headers': {'a': 'b'}}, {'headers': 5}, {'auth': 'tok'},\n"
+             "            {'authorization': lambda: 'x'}):\n"
+             "    try:\n"
+             "        ServerConfig(command='x', **bad)\n"
+             "    except ConfigError:\n"
+             "        pass\n"
+             "    else:\n"
+             "        print('accepted', bad)\n"
+             "print('done')\n")
+    assert _probe(probe) == ["True", "True", "True", "False", "done"]
