@@ -52,9 +52,10 @@ logger_name_part = safe
 
 
 def _empty(headers: object) -> bool:
-    """True for no headers: None, or an empty mapping (what ``dataclasses.replace`` of a
-    stdio config passes on)."""
-    return headers is None or (isinstance(headers, Mapping) and not headers)
+    """True for no headers: None, or an empty ``dict`` (what ``dataclasses.replace`` of a
+    stdio config passes on). Anything else goes to the checks, as it always did, so an odd
+    mapping is judged (and refused) by them alone."""
+    return headers is None or (type(headers) is dict and not headers)
 
 
 def _fail(field_name: str, problem: str) -> ConfigError:

@@ -240,7 +240,9 @@ def load_module(name: str) -> ModuleType:
     of that module gets a bare ``from`` import's name from the failed, half-built module:
     ``ImportError: cannot import name``. ``importlib.import_module`` looks in ``sys.modules``
     again after the lock and imports the module itself, so the waiting thread's call goes
-    on. Once the module is loaded this is a dictionary lookup."""
+    on. Once the module is loaded this is a call and a dictionary lookup (about 0.4 us):
+    these loaders are on the paths of features (a server's request, a progress bar, a
+    task), never on a plain ``call_tool``'s."""
     return importlib.import_module(name)
 
 

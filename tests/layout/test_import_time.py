@@ -55,7 +55,7 @@ def test_a_stdio_connect_and_call_loads_none_of_them_either() -> None:
     code = ("import sys, mcpsync\n"
             "from mcpsync.client import ClientOptions\n"
             "cmd = [sys.executable, '-m', 'mcpsync.demo']\n"
-            "for kw in ({}, {'timeout': 20}, {'name': 'demo'}, {'env': {'A': '1'}},\n"
+            "for kw in ({}, {'timeout': 20}, {'name': 'demo'}, {'env': {'A': '1'}}, {'cwd': '.'},\n"
             "           {'options': ClientOptions(timeout=20)}):\n"
             "    with mcpsync.connect(cmd, **kw) as client:\n"
             "        assert client.call_tool('add', {'a': 1, 'b': 2}).structured is not None\n"

@@ -13,6 +13,7 @@ them), and are still importable from here through a module ``__getattr__``.
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -153,6 +154,10 @@ def resolve_argv(
                           f'exist (PATH: "{path}")')
     seps = ("/", "\\") if is_windows else ("/",)
     if is_windows:
+        # Loaded first by import_module, which imports it again in a thread that waited on
+        # the module lock while a Ctrl-C stopped another thread's import of it (a bare
+        # ``from`` import would read the name from the failed, half-built module).
+        importlib.import_module("mcpsync.transport.stdio._env_windows")
         from ._env_windows import resolve_windows, windows_argv
 
         pathext = _env_get(env, "PATHEXT", True)
@@ -178,7 +183,6 @@ if not TYPE_CHECKING:   # the type checker sees the imports at the top, and no o
         access. Nothing reads this module's attributes on a connection (its users import
         the names they need)."""
         if name in ("resolve_windows", "windows_argv"):
-            from . import _env_windows
-
-            return getattr(_env_windows, name)
+            return getattr(importlib.import_module("mcpsync.transport.stdio._env_windows"),
+                           name)
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
