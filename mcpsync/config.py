@@ -11,6 +11,7 @@ keyword fields with defaults, so code written against this class keeps working.
 
 from __future__ import annotations
 
+import importlib
 import math
 import os
 import re
@@ -22,7 +23,6 @@ from typing import Any
 # them as mcpsync.AuthHooks, a lazy public name, so typing.get_type_hints(ServerConfig) works.
 import mcpsync
 from mcpsync._names import safe
-from mcpsync._urls import bad_character
 from mcpsync.errors import ConfigError
 
 __all__ = ["DEFAULT_TIMEOUT", "EnvInput", "ServerConfig", "logger_name_part"]
@@ -42,6 +42,20 @@ _SECRET_FILE = "{{secret_file}}"   # the placeholder mcpsync.secrets fills in ar
 
 #: The thread- and logger-safe form of a display name (one rule for the package, in _names).
 logger_name_part = safe
+
+
+# The URL, header and credential checks and repr() load ``_config_http`` on first use, by
+# importlib.import_module before the ``from`` import that names the function: a thread that
+# waited on the module lock while a Ctrl-C stopped another thread's import of it imports it
+# again (import_module looks in sys.modules again after the lock), where a bare ``from``
+# import would read the name from the failed, half-built module and raise ImportError.
+
+
+def _empty(headers: object) -> bool:
+    """True for no headers: None, or an empty ``dict`` (what ``dataclasses.replace`` of a
+    stdio config passes on). Anything else goes to the checks, as it always did, so an odd
+    mapping is judged (and refused) by them alone."""
+    return headers is None or (type(headers) is dict and not headers)
 
 
 def _fail(field_name: str, problem: str) -> ConfigError:
@@ -89,21 +103,6 @@ def _normalise_env(value: object) -> dict[str, str | None]:
     return result
 
 
-def _normalise_headers(value: object) -> dict[str, str]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise _fail("headers", f"expected a mapping, got {type(value).__name__}")
-    result: dict[str, str] = {}
-    for key, val in value.items():
-        if not isinstance(key, str) or not key:
-            raise _fail("headers", f"invalid header name {key!r}")
-        if not isinstance(val, str):
-            raise _fail("headers", f"value of {key} must be a string, got {type(val).__name__}")
-        result[key] = val
-    return result
-
-
 def _normalise_args(value: object) -> tuple[str, ...]:
     if value is None:
         return ()
@@ -121,28 +120,6 @@ def _normalise_args(value: object) -> tuple[str, ...]:
             raise _fail("args", f"every argument must be a string, got {arg!r}")
         out.append(arg)
     return tuple(out)
-
-
-def _check_auth(auth: object, headers: Mapping[str, str],
-                authorization: object, on_unauthorized: object) -> mcpsync.AuthHooks | None:
-    """``auth`` as one hooks object, refusing a second source of credentials beside it."""
-    if auth is None:
-        return None
-    for other, given in (("authorization", authorization),
-                         ("on_unauthorized", on_unauthorized)):
-        if given is not None:
-            raise _fail("auth", f"give either auth or {other}, not both (auth holds this "
-                                f"server's credentials; drop {other})")
-    if any(key.lower() == "authorization" for key in headers):
-        raise _fail("auth", "give either auth or a static Authorization header in headers, "
-                            "not both (drop one of them)")
-    # Auth hooks are an HTTP matter: a stdio config never loads them.
-    from mcpsync.auth_hooks import make_auth
-
-    try:
-        return make_auth(auth)  # type: ignore[arg-type]  # checked there, clear error
-    except ConfigError as exc:
-        raise _fail("auth", exc.message.removeprefix("invalid auth: ")) from None
 
 
 @dataclass(frozen=True, init=False, repr=False)
@@ -253,19 +230,11 @@ class ServerConfig:
             raise _fail("command", "give either command (stdio) or url (HTTP), not both")
         if command is not None and not command.strip():
             raise _fail("command", "must not be empty")
-        if url is not None:
-            # Before parsing: a backslash or a control or space character makes urllib.parse
-            # and urllib3 (which connects) disagree about the host.
-            reason = bad_character(url)
-            if reason is not None:
-                who = id or name or "?"
-                raise _fail("url", f"server {who!r}: the URL is refused because {reason}; "
-                                   "write it without that character")
-            from urllib.parse import urlsplit  # a URL config only: stdio never loads it
+        if url is not None:   # the HTTP checks load with the first URL config
+            importlib.import_module("mcpsync._config_http")
+            from mcpsync._config_http import check_url
 
-            parts = urlsplit(url)
-            if parts.scheme not in ("http", "https") or not parts.netloc:
-                raise _fail("url", f"expected an http:// or https:// URL, got {url!r}")
+            check_url(url, id or name or "?")
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
             raise _fail("timeout", f"expected a number of seconds, got {timeout!r}")
         if math.isnan(timeout) or timeout <= 0:
@@ -299,21 +268,17 @@ class ServerConfig:
                                    f"(it names a file, not a directory); pass it in args or "
                                    f"an env value, and give cwd a real directory or "
                                    f"{{{{worktree_root}}}}")
-        norm_headers = _normalise_headers(headers)
-        if url is None:
-            if norm_headers:
-                raise _fail("headers", "only allowed with url (an HTTP server)")
-            if authorization is not None:
-                raise _fail("authorization", "only allowed with url (an HTTP server)")
-            if on_unauthorized is not None:
-                raise _fail("on_unauthorized", "only allowed with url (an HTTP server)")
-            if auth is not None:
-                raise _fail("auth", "only allowed with url (an HTTP server)")
-        if authorization is not None and not callable(authorization):
-            raise _fail("authorization", "expected a callable returning the header value")
-        if on_unauthorized is not None and not callable(on_unauthorized):
-            raise _fail("on_unauthorized", "expected a callable taking the challenge")
-        hooks = _check_auth(auth, norm_headers, authorization, on_unauthorized)
+        norm_headers: dict[str, str] = {}
+        hooks: mcpsync.AuthHooks | None = None
+        # dataclasses.replace() of a stdio config passes its headers, an empty dict: that
+        # needs no check either (check_http_fields would return a new empty dict, no hooks).
+        if url is not None or not (_empty(headers) and authorization is None
+                                   and on_unauthorized is None and auth is None):
+            importlib.import_module("mcpsync._config_http")
+            from mcpsync._config_http import check_http_fields
+
+            norm_headers, hooks = check_http_fields(url, headers, authorization,
+                                                    on_unauthorized, auth)
 
         values: dict[str, Any] = {
             "id": id,
@@ -373,26 +338,9 @@ class ServerConfig:
         return host or (self.url or "")
 
     def __repr__(self) -> str:
-        # Values of env and headers are routinely secrets (API keys, bearer tokens): show keys.
-        parts = []
-        for name in ("id", "name", "command", "args"):
-            parts.append(f"{name}={getattr(self, name)!r}")
-        parts.append(f"env=<keys {sorted(self.env)!r}>")
-        for name in ("cwd", "timeout", "scope", "url"):
-            parts.append(f"{name}={getattr(self, name)!r}")
-        parts.append(f"headers=<keys {sorted(self.headers)!r}>")
-        for name in ("authorization", "on_unauthorized"):
-            value = getattr(self, name)
-            parts.append(f"{name}={'<set>' if value is not None else None}")
-        if self.auth is not None:
-            parts.append(f"auth=<{type(self.auth).__name__}>")
-        parts.append(f"secret_ref={self.secret_ref!r}")
-        parts.append(f"secret_format={self.secret_format!r}")
-        if self.transport:
-            parts.append(f"transport={self.transport!r}")
-        for flag_name in ("disabled", "gateway"):
-            if getattr(self, flag_name):
-                parts.append(f"{flag_name}=True")
-        if self.extra:
-            parts.append(f"extra=<keys {sorted(self.extra)!r}>")
-        return f"ServerConfig({', '.join(parts)})"
+        """The fields, with only the keys of ``env`` and ``headers`` (their values are
+        routinely secrets: API keys, bearer tokens)."""
+        importlib.import_module("mcpsync._config_http")   # loaded by the first repr()
+        from mcpsync._config_http import config_repr
+
+        return config_repr(self)

@@ -14,14 +14,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from mcpsync._codes import INVALID_PARAMS, METHOD_NOT_FOUND
-from mcpsync.client._callbacks import (
-    Callbacks,
-    ElicitationRequest,
-    SamplingRequest,
-    _remote,
-    apply_schema_defaults,
-)
+from mcpsync.client._callbacks import Callbacks, _remote, apply_schema_defaults, load_requests
 from mcpsync.errors import ProtocolError, RemoteError
+
+load_requests()   # the request types, built here first: a Ctrl-C meanwhile stays one
+from mcpsync.client._requests import ElicitationRequest, SamplingRequest  # noqa: E402
 
 _log = logging.getLogger("mcpsync.client")
 

@@ -16,15 +16,26 @@ input required"). Two optional attributes on a callback object extend what is ad
 
 from __future__ import annotations
 
+import importlib
 import threading
+import typing
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, ForwardRef
 
+# The request types load on first use; the aliases below name them as mcpsync.SamplingRequest
+# and mcpsync.ElicitationRequest, lazy public names, so typing.get_type_hints() resolves them.
+import mcpsync  # noqa: F401
 from mcpsync._codes import METHOD_NOT_FOUND
 from mcpsync.client._callback_warnings import CallbackGuard
 from mcpsync.errors import RemoteError
 from mcpsync.protocol import client_capabilities
+
+if TYPE_CHECKING:
+    from mcpsync.client._requests import (
+        ElicitationRequest as ElicitationRequest,
+        SamplingRequest as SamplingRequest,
+    )
 
 __all__ = [
     "Callbacks",
@@ -36,43 +47,20 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class SamplingRequest:
-    """A server's request to sample the client's LLM (``sampling/createMessage``).
-
-    ``params`` is the request exactly as received; the other fields are its commonly used
-    members. The callback returns a ``CreateMessageResult`` dict
-    (``{"role": "assistant", "content": {...}, "model": ..., "stopReason": ...}``), or raises
-    :class:`mcpsync.Rejected` to refuse.
-    """
-
-    messages: list[Any]
-    max_tokens: int | None
-    system_prompt: str | None
-    tools: list[Any] | None
-    params: dict[str, Any] = field(repr=False)
-
-
-@dataclass(frozen=True)
-class ElicitationRequest:
-    """A server's request for user input (``elicitation/create``).
-
-    ``mode`` is ``"form"`` (``requested_schema`` describes the fields) or ``"url"`` (``url``
-    and ``elicitation_id`` are set; the user should open the URL out of band). The callback
-    returns ``{"action": "accept" | "decline" | "cancel", "content": {...}}``; for an accepted
-    form, fields the callback leaves out get the schema's ``default`` (SEP-1034).
-    """
-
-    mode: str
-    message: str
-    requested_schema: dict[str, Any] | None
-    url: str | None
-    elicitation_id: str | None
-    params: dict[str, Any] = field(repr=False)
-
-
-SamplingCallback = Callable[[SamplingRequest], Mapping[str, Any]]
-ElicitationCallback = Callable[[ElicitationRequest], Mapping[str, Any]]
+# The request types are dataclasses that only a server's request builds, so they live in
+# ``_requests``, loaded on first use: building a dataclass generates and compiles its methods
+# at import, about 0.4 ms each. At runtime the aliases name them through ``ForwardRef``s that
+# carry this module, so typing.get_type_hints() of anything annotated with an alias, in any
+# module, evaluates ``mcpsync.SamplingRequest`` here (a lazy public name) and gets the same
+# ``Callable[[SamplingRequest], Mapping[str, Any]]`` as before.
+if TYPE_CHECKING:
+    SamplingCallback = Callable[[SamplingRequest], Mapping[str, Any]]
+    ElicitationCallback = Callable[[ElicitationRequest], Mapping[str, Any]]
+else:   # typing's Callable: collections.abc's comes out of get_type_hints flattened
+    SamplingCallback = typing.Callable[
+        [ForwardRef("mcpsync.SamplingRequest", module=__name__)], Mapping[str, Any]]
+    ElicitationCallback = typing.Callable[
+        [ForwardRef("mcpsync.ElicitationRequest", module=__name__)], Mapping[str, Any]]
 RootsInput = Sequence[Any] | Callable[[], Sequence[Any]]
 """Roots: a list of :class:`mcpsync.Root`, ``file://`` URI strings or ``{"uri", "name"}``
 dicts, or a callable returning such a list (asked each time the server wants them)."""
@@ -202,6 +190,7 @@ class Callbacks:
         A kind we did not declare is the server breaking the protocol (it must only ask
         for what this request's capabilities declared): ``ProtocolError``.
         """
+        load_module("mcpsync.client._answering")
         from mcpsync.client._answering import answer_input_request
 
         return answer_input_request(self, key, request)
@@ -209,6 +198,7 @@ class Callbacks:
     def answer(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
         """Run the callback for ``method`` and return the result in wire shape; what it
         raises goes on, after a ``CallbackWarning`` when nothing would log it."""
+        load_module("mcpsync.client._answering")
         from mcpsync.client._answering import answer
 
         return answer(self, method, params)
@@ -219,6 +209,48 @@ class Callbacks:
         Runs on the dispatcher thread; without a hook the notification is ignored (unknown
         ids are the hook's to ignore, as the spec asks).
         """
+        load_module("mcpsync.client._answering")
         from mcpsync.client._answering import elicitation_complete
 
         elicitation_complete(self, params)
+
+
+_REQUESTS = frozenset({"SamplingRequest", "ElicitationRequest"})
+
+
+def load_requests() -> ModuleType:
+    """Import ``_requests``; a Ctrl-C that lands while it builds its dataclasses comes out as
+    the ``KeyboardInterrupt`` it is. On 3.10 and 3.11 ``type()`` wraps an exception raised in
+    a ``__set_name__`` (a dataclass field's) in ``RuntimeError("Error calling __set_name__
+    ...")``, which a caller's ``except KeyboardInterrupt`` would not catch. The failed import
+    leaves nothing behind: the next use imports the module again (see ``load_module``)."""
+    try:
+        return load_module("mcpsync.client._requests")
+    except RuntimeError as exc:
+        if isinstance(exc.__cause__, KeyboardInterrupt):
+            raise exc.__cause__ from None
+        raise
+
+
+def load_module(name: str) -> ModuleType:
+    """Import the module ``name`` on first use, where the client loads a module lazily:
+    call it before the ``from name import ...`` that reads a function or class from it.
+
+    A thread that waited on the module lock while a Ctrl-C stopped another thread's import
+    of that module gets a bare ``from`` import's name from the failed, half-built module:
+    ``ImportError: cannot import name``. ``importlib.import_module`` looks in ``sys.modules``
+    again after the lock and imports the module itself, so the waiting thread's call goes
+    on. Once the module is loaded this is a call and a dictionary lookup (about 0.4 us):
+    these loaders are on the paths of features (a server's request, a progress bar, a
+    task), never on a plain ``call_tool``'s."""
+    return importlib.import_module(name)
+
+
+if not TYPE_CHECKING:   # the type checker sees the imports above, and no other name
+    def __getattr__(name: str) -> Any:
+        """``SamplingRequest`` and ``ElicitationRequest``, importable from here as before
+        (and pickles naming this module still load), loaded on first access (PEP 562).
+        Nothing reads this module's attributes on a call: its users import the names."""
+        if name in _REQUESTS:
+            return getattr(load_requests(), name)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

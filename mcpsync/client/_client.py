@@ -33,23 +33,20 @@ from mcpsync.client._callback_warnings import CallbackGuard
 from mcpsync.client._callbacks import (
     Callbacks,
     ElicitationCallback,
-    ElicitationRequest,
     RootsInput,
     SamplingCallback,
-    SamplingRequest,
+    load_module,
+    load_requests,
 )
-from mcpsync.client._connect_http import HttpSettings
 from mcpsync.client._finalizer import watch, weak_method
 from mcpsync.client._flow import (
     Call,
-    FutureFlow,
     Round,
     RoundWorkers,
     call_flow,
     run,
     with_meta,
 )
-from mcpsync.client._future import CallFuture
 from mcpsync.client._handshake import negotiate
 from mcpsync.client._lifecycle import SessionLifecycle, SessionResources
 from mcpsync.client._lists import list_all
@@ -79,8 +76,13 @@ from mcpsync.types import CallToolResult, ServerInfo, Tool, _plain_text_result
 # load them when read (``mcpsync.Resource``, ``mcpsync.client._proxies``): a bare name imported
 # under TYPE_CHECKING alone would make typing.get_type_hints() raise NameError on Client.
 if TYPE_CHECKING:
+    import mcpsync.client._connect_http
     import mcpsync.client._proxies
     import mcpsync.transport.memory
+    from mcpsync.client._requests import (
+        ElicitationRequest as ElicitationRequest,
+        SamplingRequest as SamplingRequest,
+    )
 
 __all__ = ["Client", "ElicitationRequest", "SamplingRequest", "Subscription"]
 
@@ -124,7 +126,7 @@ class Client(SessionLifecycle):
                  sampling: SamplingCallback | None = None,
                  elicitation: ElicitationCallback | None = None,
                  roots: RootsInput | None = None,
-                 http: HttpSettings | None = None,
+                 http: mcpsync.client._connect_http.HttpSettings | None = None,
                  in_process: Callable[[str], mcpsync.transport.memory.MemoryTransport] | None = None
                  ) -> None:
         self._config = config
@@ -398,19 +400,10 @@ class Client(SessionLifecycle):
         """``call_tool(progress=True)``: the call with a progress bar that is closed when it
         ends, failed or not (``False`` is no bar; anything else a ``TypeError``). The argument
         checks run first: no bar is drawn for a call that is never sent."""
-        from mcpsync.client._progress import check_progress, progress_bar  # bars: first use
-        check_progress(progress, f"calling tool {name!r} on server {self._name!r}")
-        validate = options.get("validate_input")
-        if (self._toolset.required is not None and
-                (self._validate_input if validate is None else validate)):
-            check_arguments(self._name, name, arguments, self._toolset, self._relist_tools)
-        bar = progress_bar(progress, f"calling tool {name!r} on server {self._name!r}",
-                           f"{self._name}: {name}")
-        try:
-            return self.call_tool(name, arguments, progress=bar, **options)
-        finally:
-            if bar is not None:
-                bar.close()
+        load_module("mcpsync.client._client_more")
+        from mcpsync.client._client_more import call_tool_with_bar
+
+        return call_tool_with_bar(self, name, arguments, progress, **options)
 
     def _tool_call(self, name: str, arguments: Mapping[str, Any] | None,
                    meta: Mapping[str, Any] | None, timeout: float | None,
@@ -463,32 +456,14 @@ class Client(SessionLifecycle):
     def _task_call(self, name: str, params: dict[str, Any] | None, timeout: float | None,
                    task_timeout: float | None, progress: Any, raise_on_error: bool, *,
                    created: dict[str, Any] | None = None,
-                   future: CallFuture | None = None) -> CallToolResult:
+                   future: mcpsync.CallFuture | None = None) -> CallToolResult:
         """Run ``tools/call`` as a task to its end: ``params`` asks a 2025-11-25 server for
         one; ``created`` is a 2026-07-28 ``CreateTaskResult`` already in hand."""
-        from mcpsync.client._tasks import TaskRun  # loaded by the first task, not at import
+        load_module("mcpsync.client._client_more")
+        from mcpsync.client._client_more import task_call  # loaded by the first task
 
-        run = TaskRun(self._task_request, server=self._name, tool=name,
-                      modern=created is not None, timeout=timeout, task_timeout=task_timeout,
-                      progress=None if progress is None
-                      else self._guard.wrap("progress", progress),
-                      answer=self._callbacks.answer_input_request)
-        if created is None:
-            assert params is not None
-            answer = self._request("tools/call", {**params, "task": {}}, timeout=timeout)
-            created = answer.get("task")
-        try:
-            handle = run.adopt(created)
-            future = future or getattr(_submitting, "future", None)
-            if future is not None:
-                future.task = handle
-                if future.cancelled():
-                    handle.cancel()
-        except KeyboardInterrupt:   # Ctrl-C as the task starts: it is cancelled too
-            if run.handle is not None:
-                run.handle.cancel()
-            raise
-        return self._toolset.result(self._name, name, run.wait(), raise_on_error)
+        return task_call(self, name, params, timeout, task_timeout, progress, raise_on_error,
+                         created=created, future=future)
 
     def resume_task(self, task_id: str, *, timeout: float | None = None,
                     task_timeout: float | None = None,
@@ -543,7 +518,7 @@ class Client(SessionLifecycle):
     def submit(self, method: str, params: Mapping[str, Any] | None = None, *,
                timeout: float | None = None, progress: ProgressCallback | None = None,
                reset_timeout_on_progress: bool | None = None,
-               meta: Mapping[str, Any] | None = None) -> CallFuture:
+               meta: Mapping[str, Any] | None = None) -> mcpsync.CallFuture:
         """Send a request without waiting; return a ``concurrent.futures.Future`` for it.
 
         The future resolves to the raw result dict, after the same protocol-version retry
@@ -553,12 +528,8 @@ class Client(SessionLifecycle):
         progress callbacks run on the dispatcher thread; do not wait on the future *inside*
         such a callback (it would wait for itself).
         """
-        call = self._call(method, params, meta, timeout, progress, reset_timeout_on_progress)
-        future = CallFuture(describe_call(method, params, self._name), self._name, method)
-        FutureFlow(call_flow(self, call), call, future,
-                   lambda result: self._dict_result(method, params, result),
-                   self._workers).start()
-        return future
+        return _submit(self, method, params, timeout=timeout, progress=progress,
+                       reset_timeout_on_progress=reset_timeout_on_progress, meta=meta)
 
     def submit_tool(self, name: str, arguments: Mapping[str, Any] | None = None, *,
                     timeout: float | None = None,
@@ -568,7 +539,7 @@ class Client(SessionLifecycle):
                     reset_timeout_on_progress: bool | None = None,
                     validate_input: bool | None = None,
                     task_timeout: float | None = None,
-                    tasks: bool = True) -> CallFuture:
+                    tasks: bool = True) -> mcpsync.CallFuture:
         """:meth:`call_tool` without waiting: the future resolves to its
         :class:`~mcpsync.types.CallToolResult` (or raises what ``call_tool`` would raise:
         ``ToolError`` with ``raise_on_error``, ``OutputValidationError``, ...).
@@ -577,52 +548,11 @@ class Client(SessionLifecycle):
         once; ``progress=True`` shows a bar until the future is done. A call that runs as a
         task sets ``future.task`` (a ``TaskHandle``) once the server created it, and
         ``future.cancel()`` then sends ``tasks/cancel``."""
-        if self._toolset.required is not None and (
-                self._validate_input if validate_input is None else validate_input):
-            check_arguments(self._name, name, arguments, self._toolset, self._relist_tools)
-        bar = None
-        if progress is not None and (progress.__class__ is bool or not callable(progress)):
-            from mcpsync.client._progress import progress_bar
-
-            bar = progress_bar(progress, f"calling tool {name!r} on server {self._name!r}",
-                               f"{self._name}: {name}")
-            progress = bar
-        future = CallFuture(f"calling tool {name!r} on server {self._name!r}", self._name,
-                            "tools/call")
-        if (self._may_task and self._needs_task(name)) or (
-                tasks and self._modern and self._tool_meta is not self._meta):
-            self._submit_task(future, name, arguments, timeout=timeout, progress=progress,
-                              raise_on_error=raise_on_error, meta=meta,
-                              task_timeout=task_timeout)
-            if bar is not None:
-                future.add_done_callback(lambda _: bar.close())
-            return future
-        call = self._tool_call(name, arguments, meta, timeout, progress,
-                               reset_timeout_on_progress, retry_on_drop, tasks)
-        FutureFlow(call_flow(self, call), call, future,
-                   lambda result: self._toolset.result(self._name, name, result,
-                                                       raise_on_error),
-                   self._workers).start()
-        if bar is not None:
-            future.add_done_callback(lambda _: bar.close())
-        return future
-
-    def _submit_task(self, future: CallFuture, name: str, arguments: Mapping[str, Any] | None,
-                     **options: Any) -> None:
-        """A call that may run as a task, carried by a worker thread: the blocking call,
-        with the future handed down so that the task's handle lands on ``future.task``."""
-        def work() -> None:
-            _submitting.future = future
-            try:
-                value = self.call_tool(name, arguments, validate_input=False, **options)
-            except BaseException as exc:   # everything goes to the future
-                future._fail(exc)
-            else:
-                future._resolve(value)
-            finally:
-                _submitting.future = None
-
-        self._workers.start(work)
+        return _submit_tool(self, name, arguments, timeout=timeout, progress=progress,
+                            raise_on_error=raise_on_error, retry_on_drop=retry_on_drop,
+                            meta=meta, reset_timeout_on_progress=reset_timeout_on_progress,
+                            validate_input=validate_input, task_timeout=task_timeout,
+                            tasks=tasks)
 
     def _submit_listen(self, params: dict[str, Any]) -> RequestFuture:
         """A listen naming ``taskIds`` declares the Tasks extension (the server refuses one
@@ -913,3 +843,45 @@ def _alive(ref: weakref.ref[Client]) -> Client:
     if client is None:
         raise ClosedError("the client was garbage-collected")
     return client
+
+
+if not TYPE_CHECKING:   # the type checker sees the imports at the top, and no other name
+    def __getattr__(name: str) -> Any:
+        """``SamplingRequest`` and ``ElicitationRequest``, exported from here as before,
+        loaded on first access (PEP 562; see ``_callbacks.load_requests``). Nothing reads
+        this module's attributes on a call."""
+        if name in ("SamplingRequest", "ElicitationRequest"):
+            return getattr(load_requests(), name)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _submit(client: Client, method: str, params: Mapping[str, Any] | None, *,
+            timeout: float | None, progress: ProgressCallback | None,
+            reset_timeout_on_progress: bool | None,
+            meta: Mapping[str, Any] | None) -> mcpsync.CallFuture:
+    """Load ``_submit`` (the future driver) for the first submitted call and put its
+    ``submit`` in this name's place, so that later calls run no import statement."""
+    global _submit
+    load_module("mcpsync.client._submit")
+    from mcpsync.client._submit import submit
+
+    _submit = submit
+    return submit(client, method, params, timeout=timeout, progress=progress,
+                  reset_timeout_on_progress=reset_timeout_on_progress, meta=meta)
+
+
+def _submit_tool(client: Client, name: str, arguments: Mapping[str, Any] | None, *,
+                 timeout: float | None, progress: ProgressCallback | bool | None,
+                 raise_on_error: bool, retry_on_drop: bool, meta: Mapping[str, Any] | None,
+                 reset_timeout_on_progress: bool | None, validate_input: bool | None,
+                 task_timeout: float | None, tasks: bool) -> mcpsync.CallFuture:
+    """As ``_submit``, for ``Client.submit_tool``."""
+    global _submit_tool
+    load_module("mcpsync.client._submit")
+    from mcpsync.client._submit import submit_tool
+
+    _submit_tool = submit_tool
+    return submit_tool(client, name, arguments, timeout=timeout, progress=progress,
+                       raise_on_error=raise_on_error, retry_on_drop=retry_on_drop, meta=meta,
+                       reset_timeout_on_progress=reset_timeout_on_progress,
+                       validate_input=validate_input, task_timeout=task_timeout, tasks=tasks)

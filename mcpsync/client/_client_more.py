@@ -1,5 +1,6 @@
 """What the rarely used :class:`~mcpsync.client.Client` methods do: skills, completion,
-prompts, reading a resource, resuming a task, the log level.
+prompts, reading a resource, running or resuming a task, the log level, a call with a
+progress bar.
 
 A connect-and-call runs none of them, so ``import mcpsync.client`` does not compile them: each
 method keeps its signature and docstring on ``Client`` (for ``help()``, IDEs and the docs) and
@@ -12,11 +13,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from mcpsync.client._arguments import check_arguments
+from mcpsync.client._client import _submitting
 from mcpsync.errors import CapabilityNotSupported, ProtocolError, SkillVerificationError
 from mcpsync.protocol import LOG_LEVELS
 
 if TYPE_CHECKING:
     from mcpsync.client._client import Client, ProgressCallback
+    from mcpsync.client._future import CallFuture
     from mcpsync.client._skills import LoadedSkill, Skill
     from mcpsync.types import CallToolResult, CompleteResult, GetPromptResult, ReadResourceResult
 
@@ -178,3 +182,51 @@ def _completion_argument(argument: Any) -> dict[str, Any]:
     if isinstance(argument, (tuple, list)) and len(argument) == 2:
         return {"name": argument[0], "value": argument[1]}
     raise TypeError("argument must be {'name': ..., 'value': ...} or a (name, value) pair")
+
+
+def call_tool_with_bar(client: Client, name: str, arguments: Mapping[str, Any] | None,
+                       progress: object, **options: Any) -> CallToolResult:
+    """:meth:`Client._call_tool_with_bar` (``call_tool(progress=True)``)."""
+    from mcpsync.client._progress import check_progress, progress_bar  # bars: first use
+    check_progress(progress, f"calling tool {name!r} on server {client._name!r}")
+    validate = options.get("validate_input")
+    if (client._toolset.required is not None and
+            (client._validate_input if validate is None else validate)):
+        check_arguments(client._name, name, arguments, client._toolset, client._relist_tools)
+    bar = progress_bar(progress, f"calling tool {name!r} on server {client._name!r}",
+                       f"{client._name}: {name}")
+    try:
+        return client.call_tool(name, arguments, progress=bar, **options)
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def task_call(client: Client, name: str, params: dict[str, Any] | None, timeout: float | None,
+              task_timeout: float | None, progress: Any, raise_on_error: bool, *,
+              created: dict[str, Any] | None = None,
+              future: CallFuture | None = None) -> CallToolResult:
+    """:meth:`Client._task_call`: a ``tools/call`` run as a task to its end."""
+    from mcpsync.client._tasks import TaskRun  # loaded by the first task, not at import
+
+    run = TaskRun(client._task_request, server=client._name, tool=name,
+                  modern=created is not None, timeout=timeout, task_timeout=task_timeout,
+                  progress=None if progress is None
+                  else client._guard.wrap("progress", progress),
+                  answer=client._callbacks.answer_input_request)
+    if created is None:
+        assert params is not None
+        answer = client._request("tools/call", {**params, "task": {}}, timeout=timeout)
+        created = answer.get("task")
+    try:
+        handle = run.adopt(created)
+        future = future or getattr(_submitting, "future", None)
+        if future is not None:
+            future.task = handle
+            if future.cancelled():
+                handle.cancel()
+    except KeyboardInterrupt:   # Ctrl-C as the task starts: it is cancelled too
+        if run.handle is not None:
+            run.handle.cancel()
+        raise
+    return client._toolset.result(client._name, name, run.wait(), raise_on_error)

@@ -4,31 +4,32 @@ The options are defined once, in :class:`~mcpsync.client._options.ClientOptions`
 only merges them. A caller may pass a ``ClientOptions`` value, keywords, or both (keywords
 replace the value's fields), and the per-server keywords (name, env, cwd, timeout, transport
 and the HTTP credentials) go into the server's config. The keywords are typed for a type
-checker through ``Unpack`` of :class:`ConnectKeywords`, so there is no second list of
-parameters with their own defaults to keep in step.
+checker through ``Unpack`` of :class:`~mcpsync.client._connect_keywords.ConnectKeywords`
+(in a module of its own, which only the type checker and ``typing.get_type_hints`` load), so
+there is no second list of parameters with their own defaults to keep in step.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import fields, replace
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any
 
 import mcpsync
-from mcpsync.client._callbacks import ElicitationCallback, RootsInput, SamplingCallback
+from mcpsync.client._callbacks import load_module
 from mcpsync.client._client import Client
-from mcpsync.client._connect_http import http_settings
 from mcpsync.client._options import ClientOptions, config_of, with_overrides
 from mcpsync.config import ServerConfig
-from mcpsync.errors import ConnectionLost
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    # Loaded on first use: the annotation reaches it through the package attribute, which
-    # loads it when read, so typing.get_type_hints(connect) still resolves it.
+    # Loaded on first use: the annotations reach them through a package attribute, which
+    # loads the module when read, so typing.get_type_hints(connect) still resolves them.
+    import mcpsync.client._connect_keywords
     import mcpsync.transport.memory
+    from mcpsync.client._connect_keywords import ConnectKeywords as ConnectKeywords
 
 __all__ = ["PER_SERVER", "ConnectKeywords", "connect"]
 
@@ -43,55 +44,16 @@ _DEFAULT = ClientOptions()
 #: Target types that cannot be an in-process server (exact types: a subclass is asked).
 _NOT_IN_PROCESS = frozenset((str, list, tuple, ServerConfig))
 _OPTION_NAMES = frozenset(f.name for f in fields(ClientOptions))
-
-
-class ConnectKeywords(TypedDict, total=False):
-    """Every keyword ``connect()`` takes: the fields of ``ClientOptions`` and the per-server
-    ones (a test checks that the two lists agree)."""
-
-    # ClientOptions
-    timeout: float | None
-    max_timeout: float
-    reset_timeout_on_progress: bool
-    era: str
-    protocol_version: str | None
-    probe_timeout: float
-    max_frame_bytes: int
-    inherit_env: bool
-    stderr_bytes: int
-    on_stderr: Callable[[str], None] | None
-    die_with_parent: bool
-    restart: str | None
-    sampling: SamplingCallback | None
-    elicitation: ElicitationCallback | None
-    roots: RootsInput | None
-    on_log: Callable[[str, str | None, Any], Any] | None
-    on_notification: Callable[[str, Any], Any] | None
-    notification_observer: Callable[[str, Any], Any] | None
-    on_connection_lost: Callable[[ConnectionLost], Any] | None
-    log_level: str | None
-    client_info: Mapping[str, Any] | bool | None
-    max_pages: int
-    max_input_rounds: int
-    validate_output: bool
-    validate_input: bool
-    stderr: str | None
-    # per server
-    name: str | None
-    env: Mapping[str, str | None] | Sequence[str] | None
-    cwd: str | os.PathLike[str] | None
-    transport: str | None
-    headers: Mapping[str, str] | None
-    auth: Any
-    session: Any
-    authorization: Callable[[], str | None] | None
-    on_unauthorized: Callable[..., Any] | None
+#: The keywords ``http_settings`` takes (``CREDENTIALS`` and ``transport``): any of them given
+#: for a command is refused there.
+_HTTP_KEYWORDS = (*CREDENTIALS, "transport")
 
 
 def connect(target: ServerConfig | Sequence[str] | str
             | mcpsync.transport.memory.InProcessServer | os.PathLike[str] | Mapping[str, Any],
             options: ClientOptions | None = None, *, server_id: str | None = None,
-            **overrides: Unpack[ConnectKeywords]) -> Client:
+            **overrides: Unpack[mcpsync.client._connect_keywords.ConnectKeywords]
+            ) -> Client:
     """Start an MCP server and connect to it; return a ready :class:`Client`.
 
     ``target`` is an argv list (``[sys.executable, "server.py"]``), a command string (split
@@ -157,9 +119,26 @@ def connect(target: ServerConfig | Sequence[str] | str
             target, in_process = in_process_target(target)
     config = with_overrides(config_of(target), name=given.get("name"), timeout=opts.timeout,
                             env=given.get("env"), cwd=given.get("cwd"))
-    config, http = http_settings(
-        config, headers=given.get("headers"), auth=given.get("auth"),
-        session=given.get("session"), authorization=given.get("authorization"),
-        on_unauthorized=given.get("on_unauthorized"), transport=given.get("transport"))
+    http = None
+    # The HTTP settings' module is loaded for a URL, or to refuse HTTP keywords given for a
+    # command; a stdio connect with neither never loads it.
+    if config.is_http or any(given.get(key) is not None for key in _HTTP_KEYWORDS):
+        load_module("mcpsync.client._connect_http")   # not a bare from-import: see load_module
+        from mcpsync.client._connect_http import http_settings
+
+        config, http = http_settings(
+            config, headers=given.get("headers"), auth=given.get("auth"),
+            session=given.get("session"), authorization=given.get("authorization"),
+            on_unauthorized=given.get("on_unauthorized"), transport=given.get("transport"))
     return Client(config, opts, sampling=opts.sampling, elicitation=opts.elicitation,
                   roots=opts.roots, http=http, in_process=in_process)
+
+
+if not TYPE_CHECKING:   # the type checker sees the import at the top
+    def __getattr__(name: str) -> Any:
+        """``ConnectKeywords``, importable from here as before, loaded on first access (PEP
+        562). A failed attribute lookup is the only one that calls this, and nothing reads a
+        missing name of this module on a call."""
+        if name == "ConnectKeywords":
+            return load_module("mcpsync.client._connect_keywords").ConnectKeywords
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

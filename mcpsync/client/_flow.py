@@ -22,7 +22,7 @@ The policy is one generator, :func:`call_flow`. It yields a :class:`Round` to se
 the round's result, or has the round's error thrown into it; it returns the call's final raw
 result. Before anything slow (a user callback, a re-detection, a restart) and before every
 round after the first it yields ``None``, a *hop*: the blocking driver (:func:`run`) simply
-goes on in the caller's thread, while the future driver (:class:`FutureFlow`) goes on in a
+goes on in the caller's thread, while the future driver (``_submit.FutureFlow``) goes on in a
 ``mcpsync-input-<name>`` worker, because a future's answers arrive on the dispatcher thread,
 which must never run user code or wait for the network.
 
@@ -33,7 +33,6 @@ pays for no generator, no lock and no thread hop.
 
 from __future__ import annotations
 
-import concurrent.futures
 import threading
 import time
 from collections.abc import Callable, Generator, Mapping
@@ -46,12 +45,11 @@ from mcpsync.errors import ConnectionLost, RemoteError
 
 if TYPE_CHECKING:
     from mcpsync.client._callbacks import Callbacks
-    from mcpsync.client._future import CallFuture
     from mcpsync.client._options import ClientOptions as Options
     from mcpsync.session import Session
 
-__all__ = ["Call", "FutureFlow", "Host", "Round", "RoundWorkers", "call_flow",
-           "era_contradicted", "run", "with_meta"]
+__all__ = ["Call", "Host", "Round", "RoundWorkers", "call_flow", "era_contradicted", "run",
+           "with_meta"]
 
 # Modern-only error codes (MODERN_ONLY_CODES): on a legacy HTTP session they mean the era
 # was detected wrongly.
@@ -271,74 +269,3 @@ class RoundWorkers:
         for thread in threads:
             if thread is not me:
                 thread.join(max(0.0, deadline - time.monotonic()))
-
-
-class FutureFlow:
-    """Drive one submitted call's flow: each round's answer arrives on the dispatcher thread
-    (:meth:`answered`); a plain answer settles the future there, and a hop moves the flow
-    to a worker, which sends the next round."""
-
-    __slots__ = ("_call", "_finish", "_flow", "_future", "_workers")
-
-    def __init__(self, flow: Flow, call: Call, future: CallFuture,
-                 finish: Callable[[Any], Any], workers: RoundWorkers) -> None:
-        self._flow = flow
-        self._call = call
-        self._future = future
-        self._finish = finish
-        self._workers = workers
-
-    def start(self) -> None:
-        """Send the first round (in the caller's thread; its errors raise there)."""
-        step = next(self._flow)
-        assert step is not None
-        self._send(step)
-
-    def _send(self, step: Round) -> None:
-        call = self._call
-        wire = step.session.submit(call.method, step.params, timeout=call.timeout,
-                                   progress=call.progress, reset_timeout_on_progress=call.reset)
-        if self._future._attach(wire):
-            wire.add_done_callback(self.answered)
-
-    def answered(self, wire: concurrent.futures.Future[Any]) -> None:
-        """A round ended (dispatcher thread): settle the future, or hop to a worker."""
-        future = self._future
-        if future.done() or wire.cancelled():
-            return
-        error = wire.exception()
-        try:
-            flow = self._flow
-            step = flow.throw(error) if error is not None else flow.send(wire.result())
-        except StopIteration as stop:
-            self._settle(stop.value)
-            return
-        except Exception as exc:   # the policy's own errors (protocol, rounds exceeded)
-            future._fail(exc)
-            return
-        future._between_rounds()
-        if step is None:
-            self._workers.start(self._resume)
-        else:
-            self._resume(step)
-
-    def _settle(self, result: Any) -> None:
-        try:
-            value = self._finish(result)
-        except Exception as exc:   # the conversion's own errors (validation, protocol)
-            self._future._fail(exc)
-        else:
-            self._future._resolve(value)
-
-    def _resume(self, step: Round | None = None) -> None:
-        """Run the flow up to its next round and send it (on a worker)."""
-        try:
-            while step is None:
-                step = next(self._flow)
-            if self._future.cancelled():
-                return
-            self._send(step)
-        except StopIteration as stop:
-            self._settle(stop.value)
-        except BaseException as exc:  # the future carries every outcome
-            self._future._fail(exc)

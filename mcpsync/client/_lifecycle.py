@@ -22,7 +22,6 @@ import mcpsync
 from mcpsync._version import __version__
 from mcpsync.client._cache import ListCache
 from mcpsync.client._callbacks import Callbacks
-from mcpsync.client._connect_http import HttpSettings, open_http_transport
 from mcpsync.client._finalizer import weak_method
 from mcpsync.client._flow import era_contradicted
 from mcpsync.client._handshake import (
@@ -46,7 +45,9 @@ from mcpsync.transport.stdio import StdioTransport
 from mcpsync.types import ServerInfo
 
 if TYPE_CHECKING:
-    import mcpsync.transport.memory  # loaded on first use: see _in_process below
+    # Loaded on first use: see _in_process and _http below.
+    import mcpsync.client._connect_http
+    import mcpsync.transport.memory
 
 _log = logging.getLogger("mcpsync.client")
 
@@ -58,9 +59,10 @@ class SessionLifecycle:
     _config: ServerConfig
     _opts: ClientOptions
     # Through the package attribute, which loads the module when read, so that
-    # typing.get_type_hints(Client) resolves it although the client import defers it.
+    # typing.get_type_hints(Client) resolves them although the client import defers them
+    # (the HTTP settings' module is loaded by connect() for a URL, and by nothing else).
     _in_process: Callable[[str], mcpsync.transport.memory.MemoryTransport] | None
-    _http: HttpSettings | None
+    _http: mcpsync.client._connect_http.HttpSettings | None
     _name: str
     _client_info: dict[str, Any] | None
     _callbacks: Callbacks
@@ -130,6 +132,9 @@ class SessionLifecycle:
         if self._in_process is not None:
             transport = self._in_process(self._name)
         elif self._http is not None:
+            # Loaded already: connect() made the settings there.
+            from mcpsync.client._connect_http import open_http_transport
+
             transport = open_http_transport(self._config, self._http, name=self._name,
                                             max_frame_bytes=self._opts.max_frame_bytes)
         else:

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 import mcpsync
-from mcpsync.client._connect import CREDENTIALS, PER_SERVER, ConnectKeywords
+from mcpsync.client._connect import CREDENTIALS, PER_SERVER
+from mcpsync.client._connect_keywords import ConnectKeywords
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -93,3 +94,60 @@ def test_manager_accepts_client_options() -> None:
         mcpsync.Manager(connect_options=mcpsync.ClientOptions(notification_observer=print))
     with pytest.raises(TypeError, match="connect_options must be a ClientOptions"):
         mcpsync.Manager(connect_options=42)  # type: ignore[arg-type]
+
+
+def _generated_twin() -> type:
+    """ClientOptions as the plain ``@dataclass(frozen=True)`` it was: the same fields,
+    defaults, annotations and ``__post_init__``, with every method generated."""
+    import mcpsync.client._options as module
+
+    namespace: dict[str, Any] = {
+        "__annotations__": {f.name: f.type for f in dataclasses.fields(mcpsync.ClientOptions)},
+        "__post_init__": mcpsync.ClientOptions.__post_init__,
+        "__module__": module.__name__, "__qualname__": "ClientOptions",
+        **{f.name: f.default for f in dataclasses.fields(mcpsync.ClientOptions)},
+    }
+    return dataclasses.dataclass(frozen=True)(type("ClientOptions", (), namespace))
+
+
+def test_the_written_methods_do_what_the_generated_ones_did() -> None:
+    import copy
+    import inspect
+    import pickle
+
+    twin = _generated_twin()
+    ours = mcpsync.ClientOptions
+    assert inspect.signature(ours) == inspect.signature(twin)
+    assert [(p.name, p.default, p.annotation, p.kind)
+            for p in inspect.signature(ours.__init__).parameters.values()] == [
+        (p.name, p.default, p.annotation, p.kind)
+        for p in inspect.signature(twin.__init__).parameters.values()]
+    assert ours.__match_args__ == twin.__match_args__
+    values: list[dict[str, Any]] = [
+        {}, {"timeout": 2.5, "era": "legacy", "stderr": "show", "restart": None},
+        {"client_info": {"name": "x"}, "on_log": print, "log_level": "debug", "max_pages": 3},
+    ]
+    for given in values:
+        a, b = ours(**given), twin(**given)
+        assert repr(a) == repr(b)
+        assert [getattr(a, f.name) for f in dataclasses.fields(ours)] == [
+            getattr(b, f.name) for f in dataclasses.fields(twin)]
+        assert a == ours(**given) and a == dataclasses.replace(a) == copy.deepcopy(a)
+        assert (a != ours(max_pages=7)) and a.__eq__(b) is NotImplemented
+        try:
+            expected: object = hash(b)
+        except TypeError as exc:   # a dict in client_info: unhashable, as before
+            expected = type(exc)
+            with pytest.raises(TypeError):
+                hash(a)
+        else:
+            assert hash(a) == expected
+        assert pickle.loads(pickle.dumps(a)) == a if "on_log" not in given else True
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            a.timeout = 1.0  # type: ignore[misc]
+    positional = [f.default for f in dataclasses.fields(ours)]
+    assert ours(*positional) == ours() and repr(twin(*positional)) == repr(ours())
+    with pytest.raises(mcpsync.errors.ConfigError):   # __post_init__ still runs
+        ours(era="nope")
+    with pytest.raises(TypeError):
+        ours(nope=1)  # type: ignore[call-arg]

@@ -32,7 +32,10 @@ DEFERRED = ("ctypes", "html", "hashlib", "difflib", "mcpsync.policy", "mcpsync._
             "mcpsync.client._memory", "mcpsync.transport.memory", "mcpsync.auth_hooks",
             "base64", "mimetypes", "mcpsync.client._subscribing", "mcpsync.client._client_more",
             "mcpsync.client._answering", "shutil", "bz2", "lzma", "mcpsync._frame_io",
-            "mcpsync._jsonscan")
+            "mcpsync._jsonscan", "mcpsync.client._connect_keywords",
+            "mcpsync.client._connect_http", "mcpsync.transport.stdio._env_windows",
+            "mcpsync.client._requests", "mcpsync.client._submit", "mcpsync._config_http",
+            "mcpsync._urls", "mcpsync.client._future")
 
 
 def test_the_client_import_leaves_these_for_later() -> None:
@@ -47,12 +50,18 @@ def test_the_client_import_leaves_these_for_later() -> None:
 
 def test_a_stdio_connect_and_call_loads_none_of_them_either() -> None:
     # Deferring a module that the first connection loads anyway would only move the cost.
+    # The per-server keywords and a ClientOptions timeout make a new config through
+    # dataclasses.replace(), which passes the stdio config's empty headers back in.
     code = ("import sys, mcpsync\n"
-            "with mcpsync.connect([sys.executable, '-m', 'mcpsync.demo']) as client:\n"
-            "    assert client.call_tool('add', {'a': 1, 'b': 2}).structured is not None\n"
+            "from mcpsync.client import ClientOptions\n"
+            "cmd = [sys.executable, '-m', 'mcpsync.demo']\n"
+            "for kw in ({}, {'timeout': 20}, {'name': 'demo'}, {'env': {'A': '1'}}, {'cwd': '.'},\n"
+            "           {'options': ClientOptions(timeout=20)}):\n"
+            "    with mcpsync.connect(cmd, **kw) as client:\n"
+            "        assert client.call_tool('add', {'a': 1, 'b': 2}).structured is not None\n"
             "print(' '.join(sorted(sys.modules)))\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True, timeout=60)
+                          check=True, timeout=120)
     loaded = set(done.stdout.split())
     assert loaded.isdisjoint(DEFERRED), loaded & set(DEFERRED)
 
@@ -456,3 +465,104 @@ def test_a_server_started_through_setpriv_needs_no_ctypes() -> None:
         assert loaded == "False"     # setpriv set the death signal: no preexec, no ctypes
     else:
         assert loaded == "True"      # the preexec fallback needed libc's prctl
+
+
+# What each lazily loaded module's first use runs, in the thread that a Ctrl-C interrupts and
+# in another thread that waits for the same module meanwhile.
+_FIRST_USES = {
+    "mcpsync.client._requests": ("import mcpsync.client",
+                                 "mcpsync.client.ElicitationRequest.__name__"),
+    "mcpsync._config_http": ("from mcpsync.config import ServerConfig",
+                             "ServerConfig(url='https://h/x').url"),
+    "mcpsync.client._answering": (
+        "from mcpsync.client._callbacks import Callbacks\n"
+        "cbs = Callbacks(sampling=lambda req: {'role': 'assistant', 'model': 'm',\n"
+        "                'content': {'type': 'text', 'text': 'x'}})",
+        "cbs.answer('sampling/createMessage', {'messages': []})['model']"),
+    "mcpsync.client._connect_keywords": ("import mcpsync.client._connect as c",
+                                         "c.ConnectKeywords.__name__"),
+}
+
+
+@pytest.mark.parametrize("module", sorted(_FIRST_USES))
+def test_a_thread_waiting_on_a_lazy_module_that_a_ctrl_c_stopped_loads_it(module: str) -> None:
+    # The main thread's import is interrupted as the module's body starts, after a pause in
+    # which the other thread, asking for the same module, waits on the module lock. A bare
+    # ``from module import name`` would then read the name from the failed, half-built
+    # module (ImportError); the loaders import the module again, so the other thread's call
+    # works, and so does the next one.
+    setup, use = _FIRST_USES[module]
+    probe = ("import sys, threading, time\n"
+             f"{setup}\n"
+             "entered = threading.Event()\n"
+             "got = []\n"
+             "def other():\n"
+             "    entered.wait(10)\n"
+             "    try:\n"
+             f"        got.append({use})\n"
+             "    except BaseException as exc:\n"
+             "        got.append(repr(exc))\n"
+             "def trace(frame, event, arg):\n"
+             f"    if event == 'call' and frame.f_globals.get('__name__') == {module!r}:\n"
+             "        sys.settrace(None)\n"
+             "        entered.set()\n"
+             "        time.sleep(0.3)   # the other thread waits on the module lock\n"
+             "        raise KeyboardInterrupt\n"
+             "t = threading.Thread(target=other, name='mcpsync-test-other', daemon=True)\n"
+             "t.start()\n"
+             "sys.settrace(trace)\n"
+             "try:\n"
+             f"    {use}\n"
+             "except KeyboardInterrupt:\n"
+             "    print('interrupted')\n"
+             "finally:\n"
+             "    sys.settrace(None)\n"
+             "t.join(10)\n"
+             "print(got)\n"
+             f"print({use})\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=False, timeout=60)
+    out = done.stdout.split("\n")
+    assert out[0] == "interrupted", (done.stdout, done.stderr)
+    assert "Error" not in out[1] and out[1] == repr([out[2]]), (done.stdout, done.stderr)
+
+
+def test_the_lazy_names_are_listed_and_resolve_before_they_load() -> None:
+    # dir() and help() of the client package list the request types although nothing has
+    # loaded them; ConnectKeywords stays importable from _connect; the private functions
+    # that name CallFuture resolve under typing.get_type_hints.
+    probe = ("import sys, typing, mcpsync.client as c\n"
+             "from mcpsync.client import _client\n"
+             "listed = {'SamplingRequest', 'ElicitationRequest'} <= set(dir(c))\n"
+             "print(listed, 'mcpsync.client._requests' in sys.modules)\n"
+             "from mcpsync.client._connect import ConnectKeywords\n"
+             "from mcpsync.client._connect_keywords import ConnectKeywords as kw\n"
+             "print(ConnectKeywords is kw)\n"
+             "from mcpsync.client._future import CallFuture\n"
+             "hints = [typing.get_type_hints(f) for f in\n"
+             "         (_client.Client._task_call, _client._submit, _client._submit_tool)]\n"
+             "print(hints[0]['future'] == typing.Optional[CallFuture],\n"
+             "      hints[1]['return'] is CallFuture is hints[2]['return'])\n")
+    assert _probe(probe) == ["True", "False", "True", "True", "True"]
+
+
+def test_a_stdio_config_with_empty_headers_needs_no_http_checks() -> None:
+    # dataclasses.replace() passes a stdio config's headers ({}) back in; that config is the
+    # one it was, and a non-empty mapping or another HTTP field is still refused.
+    probe = ("import dataclasses, sys\n"
+             "from mcpsync.config import ServerConfig\n"
+             "from mcpsync.errors import ConfigError\n"
+             "c = ServerConfig(command='x', headers={})\n"
+             "d = dataclasses.replace(c, timeout=5, name='n', env={'A': '1'})\n"
+             "print(c.headers == d.headers == {}, d.auth is None, d.timeout == 5.0)\n"
+             "print('mcpsync._config_http' in sys.modules)\n"
+             "for bad in ({'headers': {'a': 'b'}}, {'headers': 5}, {'auth': 'tok'},\n"
+             "            {'authorization': lambda: 'x'}):\n"
+             "    try:\n"
+             "        ServerConfig(command='x', **bad)\n"
+             "    except ConfigError:\n"
+             "        pass\n"
+             "    else:\n"
+             "        print('accepted', bad)\n"
+             "print('done')\n")
+    assert _probe(probe) == ["True", "True", "True", "False", "done"]

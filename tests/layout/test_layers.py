@@ -31,7 +31,7 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
     (1, ("mcpsync.jsonrpc", "mcpsync._jsonscan", "mcpsync._envelope", "mcpsync.types",
          "mcpsync._types_more", "mcpsync._frame_io",
          "mcpsync._gateway_refusal",
-         "mcpsync.config",
+         "mcpsync.config", "mcpsync._config_http",
          "mcpsync.config_files", "mcpsync._urls", "mcpsync._origin", "mcpsync._names",
          "mcpsync._threads", "mcpsync.secrets", "mcpsync._secret_dirs", "mcpsync.policy",
          "mcpsync._budget_ledger",

@@ -6,16 +6,23 @@ The command is resolved against the *child's* ``PATH``, so the program that runs
 the user's env describes, and a missing program is reported before anything is spawned.
 
 The Windows helpers (``PATHEXT`` lookup, ``.cmd``/``.bat`` through ``cmd.exe /c``) are plain
-functions of their inputs, so they are unit-tested on Linux.
+functions of their inputs, so they are unit-tested on Linux. They live in ``_env_windows``,
+which :func:`resolve_argv` loads for a Windows command only (elsewhere no connection runs
+them), and are still importable from here through a module ``__getattr__``.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ...errors import ConfigError
+
+if TYPE_CHECKING:
+    from ._env_windows import resolve_windows as resolve_windows, windows_argv as windows_argv
 
 __all__ = [
     "POSIX_SAFE_KEYS",
@@ -31,7 +38,6 @@ WINDOWS_SAFE_KEYS = (
     "APPDATA", "HOMEDRIVE", "HOMEPATH", "LOCALAPPDATA", "PATH", "PATHEXT",
     "PROCESSOR_ARCHITECTURE", "SYSTEMDRIVE", "SYSTEMROOT", "TEMP", "USERNAME", "USERPROFILE",
 )
-_DEFAULT_PATHEXT = ".COM;.EXE;.BAT;.CMD"
 
 
 def _which(command: str, path: str) -> str | None:
@@ -121,58 +127,6 @@ def _env_get(env: Mapping[str, str], key: str, windows: bool) -> str | None:
     return None
 
 
-def resolve_windows(
-    command: str,
-    path: str,
-    *,
-    pathext: str | None = None,
-    cwd: str | None = None,
-    isfile: Callable[[str], bool] = os.path.isfile,
-) -> str | None:
-    """Find ``command`` the way ``CreateProcess`` users expect: each ``PATH`` directory in
-    order, trying the name as given when it already has a ``PATHEXT`` extension, otherwise
-    each extension of ``PATHEXT``. A command with a path separator is only tried there
-    (relative to ``cwd``). Returns the file found, or ``None``.
-    """
-    exts = [e for e in (pathext or _DEFAULT_PATHEXT).split(";") if e]
-    lower_exts = [e.lower() for e in exts]
-    has_ext = os.path.splitext(command)[1].lower() in lower_exts
-
-    def candidates(base: str) -> list[str]:
-        names = [base] if has_ext else []
-        return names + [base + e for e in exts]
-
-    if "/" in command or "\\" in command:
-        base = command if cwd is None or _is_abs_windows(command) else _join(cwd, command)
-        dirs_names = candidates(base)
-    else:
-        dirs_names = []
-        for directory in (d.strip('"') for d in path.split(";") if d.strip('"')):
-            dirs_names.extend(candidates(_join(directory, command)))
-    for candidate in dirs_names:
-        if isfile(candidate):
-            return candidate
-    return None
-
-
-def _is_abs_windows(p: str) -> bool:
-    return p.startswith(("\\", "/")) or (len(p) > 1 and p[1] == ":")
-
-
-def _join(directory: str, name: str) -> str:
-    return directory if not directory else directory.rstrip("\\/") + "\\" + name
-
-
-def windows_argv(resolved: str, args: Sequence[str], *, comspec: str = "cmd.exe") -> list[str]:
-    """Batch files cannot be executed directly by ``CreateProcess``; run them through
-    ``cmd.exe /c`` (which is how ``npx.cmd`` and friends start). Best-effort: cmd.exe's
-    quoting rules are not those of ``subprocess.list2cmdline``.
-    """
-    if os.path.splitext(resolved)[1].lower() in (".cmd", ".bat"):
-        return [comspec, "/c", resolved, *args]
-    return [resolved, *args]
-
-
 def _not_found(command: str, path: str) -> str:
     return f'starting {command!r}: command not found (PATH searched: "{path}")'
 
@@ -200,6 +154,12 @@ def resolve_argv(
                           f'exist (PATH: "{path}")')
     seps = ("/", "\\") if is_windows else ("/",)
     if is_windows:
+        # Loaded first by import_module, which imports it again in a thread that waited on
+        # the module lock while a Ctrl-C stopped another thread's import of it (a bare
+        # ``from`` import would read the name from the failed, half-built module).
+        importlib.import_module("mcpsync.transport.stdio._env_windows")
+        from ._env_windows import resolve_windows, windows_argv
+
         pathext = _env_get(env, "PATHEXT", True)
         found = resolve_windows(command, path, pathext=pathext, cwd=cwd)
         if found is None:
@@ -215,3 +175,14 @@ def resolve_argv(
     if found_posix is None:
         raise ConfigError(_not_found(command, path))
     return [os.path.abspath(found_posix), *args]
+
+
+if not TYPE_CHECKING:   # the type checker sees the imports at the top, and no other name
+    def __getattr__(name: str) -> Any:
+        """The Windows helpers, importable from here as before (PEP 562), loaded on first
+        access. Nothing reads this module's attributes on a connection (its users import
+        the names they need)."""
+        if name in ("resolve_windows", "windows_argv"):
+            return getattr(importlib.import_module("mcpsync.transport.stdio._env_windows"),
+                           name)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -30,7 +30,7 @@ from http_peers.fault_server import (
 )
 
 import mcpsync
-from mcpsync.client._flow import FutureFlow
+from mcpsync.client._submit import FutureFlow
 from mcpsync.errors import RemoteError
 
 pytestmark = pytest.mark.timeout(30)
