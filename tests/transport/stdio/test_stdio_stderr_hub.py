@@ -737,3 +737,77 @@ def test_a_child_forked_while_a_generation_ends_closes_its_wake_up_pipe() -> Non
         log.setLevel(logging.NOTSET)
     drain.stop()
     wait_for(lambda: not ours(), "the hub thread to end")
+
+
+@pytest.mark.parametrize("own_thread", [False, True])
+def test_a_silent_pipe_is_never_given_a_read_buffer(own_thread: bool) -> None:
+    """A server that writes nothing to stderr (most do) costs no 64 KiB buffer: the only
+    read, the one that finds EOF, is a plain read; the drain lets go and closes the pipe as
+    before."""
+    settle_hub()
+    before = open_fds()
+    r, w = os.pipe()
+    closed: list[int] = []
+
+    def closer() -> None:
+        os.close(r)
+        closed.append(r)
+
+    drain = StderrDrain(r, name="silent", logger=logging.getLogger("test.hub.silent"),
+                        on_stderr=(lambda line: None) if own_thread else None, closer=closer)
+    drain.start()
+    os.close(w)   # EOF
+    wait_for(lambda: drain._exited, "the drain to let the pipe go at EOF")
+    drain.stop()
+    assert closed == [r]
+    assert drain._bufs is None and drain._view is None
+    assert drain.tail() == ""
+    wait_for(lambda: not ours(), "the drain's thread to end")
+    assert open_fds() <= before
+
+
+@pytest.mark.parametrize("own_thread", [False, True])
+def test_the_buffer_is_made_once_by_the_first_read_that_brings_bytes(own_thread: bool) -> None:
+    """Once stderr brings bytes the drain reads into a buffer of its own from then on: made
+    once (under the I/O lock, with settle() reading beside the draining thread from four
+    threads), and the ring holds every byte in the order written."""
+    settle_hub()
+    before = open_fds()
+    r, w = os.pipe()
+    lines: list[str] = []
+    drain = StderrDrain(r, name="talks", logger=logging.getLogger("test.hub.talks"),
+                        ring_bytes=1 << 20,
+                        on_stderr=lines.append if own_thread else None,
+                        closer=lambda: os.close(r))
+    made: list[int] = []
+    stop = threading.Event()
+
+    def settler() -> None:
+        while not stop.is_set():
+            drain.settle(0.001)
+            bufs = drain._bufs
+            if bufs is not None and id(bufs[0]) not in made:
+                made.append(id(bufs[0]))
+
+    settlers = [threading.Thread(target=settler, name=f"test-settle-{n}") for n in range(4)]
+    expected = b"".join(b"line %d\n" % n for n in range(2000))
+    try:
+        drain.start()
+        for thread in settlers:
+            thread.start()
+        for start in range(0, len(expected), 700):
+            os.write(w, expected[start:start + 700])
+            time.sleep(0.0005)
+        wait_for(lambda: drain.tail().encode() == expected, "every byte in the ring")
+    finally:
+        stop.set()
+        for thread in settlers:
+            thread.join(10)
+        os.close(w)
+    wait_for(lambda: drain._exited, "the drain to let the pipe go at EOF")
+    drain.stop()
+    assert drain._bufs is not None and len(made) == 1 and id(drain._bufs[0]) == made[0]
+    if own_thread:
+        assert lines == [f"line {n}" for n in range(2000)]
+    wait_for(lambda: not ours(), "the drain's thread to end")
+    assert open_fds() <= before
