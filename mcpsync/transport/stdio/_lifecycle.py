@@ -464,7 +464,7 @@ class ProcessLifecycle:
         def left(step: float) -> float:
             return max(0.0, min(step, deadline - time.monotonic()))
 
-        # The leader is gone (and, with a pidfd, not yet reaped): anything left in its group
+        # The leader is gone (with a pidfd, usually not yet reaped): anything left in its group
         # is an orphan of the server, which must not outlive close().
         self._signal_group(kill=True, leftovers_only=True)
         if exited:
@@ -608,10 +608,12 @@ class ProcessLifecycle:
         leader has exited and only its orphans are meant. Windows has no groups to signal:
         TerminateProcess (nothing for leftovers).
 
-        The leftovers are signalled without asking first whether the group has members: it
-        always has while its leader is unreaped (as it is, with a pidfd, until the finish),
-        and an empty group fails the signal as it would fail the question (ESRCH), so the
-        question (``killpg(pid, 0)``) was one system call per server for nothing."""
+        The leftovers are signalled without asking first whether the group has members
+        (``killpg(pid, 0)``, one system call per server): in a close the leader is usually
+        still unreaped (the pidfd's watch does not reap), so the group has a member and the
+        question said yes; but after a server died mid-session the session's loss handling
+        may have reaped it already, and an empty group fails the signal (ESRCH, ignored
+        here) exactly as it failed the question."""
         proc = self._proc
         if proc is None:
             return
