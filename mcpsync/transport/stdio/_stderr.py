@@ -86,11 +86,13 @@ class StderrDrain:
         self._backlog: list[bytes] = []
         # Reads go into one buffer (under _io_lock) and only the bytes read are copied out:
         # os.read(fd, 64 KiB) would allocate 64 KiB per chunk and shrink it again. It is made
-        # by the first read that returns bytes (see _read_chunk): most servers write nothing
-        # to stderr, and their only read is the one that finds EOF as they exit, so a buffer
-        # made here would be zero-filled at start and freed at close for nothing.
+        # by the read after the first that returns bytes (see _read_chunk): most servers
+        # write nothing to stderr, and their only read is the one that finds EOF as they
+        # exit, so a buffer made here would be zero-filled at start and freed at close for
+        # nothing.
         self._view: memoryview | None = None
         self._bufs: list[bytearray] | None = None
+        self._brought = False  # a read brought bytes: the next one makes the buffer
         # Without poll() (Windows pipes) the thread does plain blocking reads: stop() can then
         # only join with a timeout, and settle() cannot read ahead. Best-effort.
         self._use_poll = use_poll
@@ -369,15 +371,22 @@ class StderrDrain:
         ``os.read``."""
         bufs, view, readv = self._bufs, self._view, _readv
         if bufs is None or view is None or readv is None:
-            # The first read, or no os.readv (Windows: always). Once one brought bytes, the
-            # server writes to stderr: later reads go into a buffer of our own. Made and set
-            # under _io_lock, as every read runs, so two threads never make one each.
-            data = os.read(self._fd, _READ_SIZE)
-            if data and readv is not None:
-                buf = bytearray(_READ_SIZE)
-                self._view = memoryview(buf)
-                self._bufs = [buf]
-            return data
+            if not self._brought or readv is None:
+                # The first reads, or no os.readv (Windows: always). Once one brought bytes,
+                # the server writes to stderr: later reads go into a buffer of our own. The
+                # buffer is made by the next read, before its readv, not here between the
+                # read and the return: a Ctrl-C there (in a settle() on the caller's thread)
+                # would lose the bytes just read, and the window is kept as short as the
+                # plain read's own.
+                data = os.read(self._fd, _READ_SIZE)
+                if data:
+                    self._brought = True
+                return data
+            # Made and set under _io_lock, as every read runs, so two threads never make
+            # one each.
+            buf = bytearray(_READ_SIZE)
+            self._view = view = memoryview(buf)
+            self._bufs = bufs = [buf]
         return view[:readv(self._fd, bufs)].tobytes()
 
     def _take_backlog(self) -> list[bytes]:

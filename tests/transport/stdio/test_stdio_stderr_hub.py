@@ -767,10 +767,11 @@ def test_a_silent_pipe_is_never_given_a_read_buffer(own_thread: bool) -> None:
 
 
 @pytest.mark.parametrize("own_thread", [False, True])
-def test_the_buffer_is_made_once_by_the_first_read_that_brings_bytes(own_thread: bool) -> None:
+def test_the_buffer_is_made_once_after_a_read_brings_bytes(own_thread: bool) -> None:
     """Once stderr brings bytes the drain reads into a buffer of its own from then on: made
     once (under the I/O lock, with settle() reading beside the draining thread from four
-    threads), and the ring holds every byte in the order written."""
+    threads; here the settle() threads usually do most of the reading and make it), and
+    the ring holds every byte in the order written."""
     settle_hub()
     before = open_fds()
     r, w = os.pipe()
@@ -809,5 +810,51 @@ def test_the_buffer_is_made_once_by_the_first_read_that_brings_bytes(own_thread:
     assert drain._bufs is not None and len(made) == 1 and id(drain._bufs[0]) == made[0]
     if own_thread:
         assert lines == [f"line {n}" for n in range(2000)]
+    wait_for(lambda: not ours(), "the drain's thread to end")
+    assert open_fds() <= before
+
+
+def test_settle_reads_into_the_buffer_the_draining_thread_made() -> None:
+    """The buffer made by the draining thread (no settle() running), then used by a
+    settle() on another thread while the draining thread is held in ``on_stderr``: the
+    same buffer, no second one, and every line in order once the thread goes on."""
+    settle_hub()
+    before = open_fds()
+    r, w = os.pipe()
+    lines: list[str] = []
+    held = threading.Event()
+    go_on = threading.Event()
+
+    def on_stderr(line: str) -> None:
+        lines.append(line)
+        if line == "second":   # the read that made the buffer brought it
+            held.set()
+            go_on.wait(10)
+
+    drain = StderrDrain(r, name="made", logger=logging.getLogger("test.hub.made"),
+                        on_stderr=on_stderr, closer=lambda: os.close(r))
+    try:
+        drain.start()
+        os.write(w, b"first\n")      # a plain read, by the draining thread
+        wait_for(lambda: lines == ["first"], "the first line")
+        assert drain._bufs is None
+        os.write(w, b"second\n")     # the next read makes the buffer, on that thread
+        assert held.wait(10)
+        bufs = drain._bufs
+        assert bufs is not None
+        buf = bufs[0]
+        assert bytes(buf[:7]) == b"second\n"
+        os.write(w, b"third\n")      # the draining thread is held: settle() reads it
+        drain.settle(1.0)
+        assert drain.tail() == "first\nsecond\nthird\n"
+        assert drain._bufs is bufs and bufs[0] is buf
+        assert bytes(buf[:6]) == b"third\n"   # read into the thread's buffer
+        assert lines == ["first", "second"]
+    finally:
+        go_on.set()
+        os.close(w)
+    wait_for(lambda: drain._exited, "the drain to let the pipe go at EOF")
+    drain.stop()
+    assert lines == ["first", "second", "third"]
     wait_for(lambda: not ours(), "the drain's thread to end")
     assert open_fds() <= before
