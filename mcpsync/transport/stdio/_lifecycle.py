@@ -611,9 +611,10 @@ class ProcessLifecycle:
         The leftovers are signalled without asking first whether the group has members
         (``killpg(pid, 0)``, one system call per server): in a close the leader is usually
         still unreaped (the pidfd's watch does not reap), so the group has a member and the
-        question said yes; but after a server died mid-session the session's loss handling
-        may have reaped it already, and an empty group fails the signal (ESRCH, ignored
-        here) exactly as it failed the question."""
+        question said yes; but whatever called ``Popen.poll()`` on it before the close (the
+        session's loss handling after a server died mid-session, :meth:`returncode`,
+        :meth:`wait_exit`) may have reaped it already, and an empty group fails the signal
+        (ESRCH, ignored here) exactly as it failed the question."""
         proc = self._proc
         if proc is None:
             return

@@ -770,7 +770,7 @@ def test_a_silent_pipe_is_never_given_a_read_buffer(own_thread: bool) -> None:
 def test_the_buffer_is_made_once_after_a_read_brings_bytes(own_thread: bool) -> None:
     """Once stderr brings bytes the drain reads into a buffer of its own from then on: made
     once (under the I/O lock, with settle() reading beside the draining thread from four
-    threads; here the settle() threads usually do most of the reading and make it), and
+    threads; here the settle() threads do most of the reading, and either may make it), and
     the ring holds every byte in the order written."""
     settle_hub()
     before = open_fds()
@@ -858,3 +858,35 @@ def test_settle_reads_into_the_buffer_the_draining_thread_made() -> None:
     assert lines == ["first", "second", "third"]
     wait_for(lambda: not ours(), "the drain's thread to end")
     assert open_fds() <= before
+
+
+def test_a_ctrl_c_as_the_buffer_is_made_loses_no_byte(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The buffer is made at the start of the read after the first that brought bytes, before
+    that read: a Ctrl-C while it is made (in a settle() on the caller's thread) loses no byte
+    already read, and the next settle() makes it and reads on."""
+    r, w = os.pipe()
+    drain = StderrDrain(r, name="ki", logger=logging.getLogger("test.ki"),
+                        closer=lambda: None)
+    real = bytearray
+
+    def interrupted(*args: object) -> bytearray:
+        if args == (_stderr._READ_SIZE,):
+            monkeypatch.undo()
+            raise KeyboardInterrupt
+        return real(*args)   # type: ignore[arg-type]
+
+    hits = 0
+    monkeypatch.setattr(_stderr, "bytearray", interrupted, raising=False)
+    try:
+        for chunk in (b"one\n", b"two\n"):
+            os.write(w, chunk)
+            try:
+                drain.settle(1.0)
+            except KeyboardInterrupt:
+                hits += 1
+        drain.settle(1.0)
+        assert hits == 1
+        assert drain.tail() == "one\ntwo\n"
+    finally:
+        os.close(w)
+        os.close(r)
