@@ -141,6 +141,8 @@ class LazyPool:
         with self._lock:
             self._stopped = True
             threads = list(self._threads)
+        if not threads:   # never used (most sessions' callback pools): nothing to end
+            return []
         for _ in threads:
             self._queue.put(_STOP)
         return join_all(threads, time.monotonic() + timeout)

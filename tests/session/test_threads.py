@@ -153,3 +153,13 @@ def test_run_parallel_leaves_the_unfinished_after_its_timeout() -> None:
     for t in threading.enumerate():
         if t.name.startswith("mcpsync-test-slow"):
             t.join(5)
+
+
+def test_lazy_pool_never_used_stops_at_once_and_refuses_jobs() -> None:
+    """A pool that never ran a job (most sessions' callback pools) has no thread to end:
+    stop() returns at once, with nothing alive, and refuses jobs from then on."""
+    pool = LazyPool("mcpsync-unused", 2)
+    assert pool.stop(timeout=5.0) == []
+    assert pool.threads == []
+    assert not pool.submit(lambda: None)
+    assert pool.threads == []

@@ -78,13 +78,21 @@ class StderrDrain:
         self._partial = bytearray()
         self._lock = threading.Lock()
         self._io_lock = threading.Lock()
-        self._done = threading.Event()
+        # Set once the draining thread has taken the last of the pipe (under _io_lock, except
+        # on the no-poll() thread, whose reads settle() never shares): settle() then reads
+        # no more. Nobody waits for it, so it is a flag, not an Event (an Event is a
+        # Condition, two locks and a deque made per server and freed at its close).
+        self._done = False
         self._backlog: list[bytes] = []
-        # Reads go into this one buffer (under _io_lock) and only the bytes read are copied
-        # out: os.read(fd, 64 KiB) would allocate 64 KiB per chunk and shrink it again.
-        self._buf = bytearray(_READ_SIZE)
-        self._view = memoryview(self._buf)
-        self._bufs = [self._buf]
+        # Reads go into one buffer (under _io_lock) and only the bytes read are copied out:
+        # os.read(fd, 64 KiB) would allocate 64 KiB per chunk and shrink it again. It is made
+        # by the read after the first that returns bytes (see _read_chunk): most servers
+        # write nothing to stderr, and their only read is the one that finds EOF as they
+        # exit, so a buffer made here would be zero-filled at start and freed at close for
+        # nothing.
+        self._view: memoryview | None = None
+        self._bufs: list[bytearray] | None = None
+        self._brought = False  # a read brought bytes: the next one makes the buffer
         # Without poll() (Windows pipes) the thread does plain blocking reads: stop() can then
         # only join with a timeout, and settle() cannot read ahead. Best-effort.
         self._use_poll = use_poll
@@ -273,7 +281,7 @@ class StderrDrain:
                 while self._read_once():
                     pass
             finally:
-                self._done.set()
+                self._done = True
                 self._flush_partial()
                 self._exit()
             return
@@ -297,7 +305,7 @@ class StderrDrain:
         turn that backlog and the last partial line into log lines."""
         with self._io_lock:
             backlog = self._take_backlog()
-            self._done.set()
+            self._done = True
         for chunk in backlog:
             self._lines(chunk)
         self._flush_partial()
@@ -316,8 +324,7 @@ class StderrDrain:
         except Exception:
             self._logger.warning("draining stderr failed; the pipe is let go", exc_info=True)
         finally:
-            if not self._done.is_set():  # only when something above raised
-                self._done.set()
+            self._done = True  # already, unless something above raised
             self._exit()
 
     def _read_guarded(self) -> bool:
@@ -359,11 +366,28 @@ class StderrDrain:
         return data != b""
 
     def _read_chunk(self) -> bytes:
-        """One read of the pipe (``b""`` at EOF), under ``_io_lock``: into the buffer where
-        ``os.readv`` exists, a plain ``os.read`` elsewhere (Windows)."""
-        if _readv is None:  # pragma: no cover - no os.readv (Windows)
-            return os.read(self._fd, _READ_SIZE)
-        return self._view[:_readv(self._fd, self._bufs)].tobytes()
+        """One read of the pipe (``b""`` at EOF), under ``_io_lock``: into the drain's buffer
+        where ``os.readv`` exists and an earlier read brought bytes, else a plain
+        ``os.read``."""
+        bufs, view, readv = self._bufs, self._view, _readv
+        if bufs is None or view is None or readv is None:
+            if not self._brought or readv is None:
+                # The first reads, or no os.readv (Windows: always). Once one brought bytes,
+                # the server writes to stderr: later reads go into a buffer of our own. The
+                # buffer is made by the next read, before its readv, not here between the
+                # read and the return: a Ctrl-C there (in a settle() on the caller's thread)
+                # would lose the bytes just read, and the window is kept as short as the
+                # plain read's own.
+                data = os.read(self._fd, _READ_SIZE)
+                if data:
+                    self._brought = True
+                return data
+            # Made and set under _io_lock, as every read runs, so two threads never make
+            # one each.
+            buf = bytearray(_READ_SIZE)
+            self._view = view = memoryview(buf)
+            self._bufs = bufs = [buf]
+        return view[:readv(self._fd, bufs)].tobytes()
 
     def _take_backlog(self) -> list[bytes]:
         if not self._backlog:
@@ -386,14 +410,14 @@ class StderrDrain:
         even though the drain thread may be busy in ``on_stderr``. Whatever is still in the
         pipe is read here into the ring; its lines are left to the drain thread, in order.
         """
-        if self._stopped or self._done.is_set() or not self._use_poll:
+        if self._stopped or self._done or not self._use_poll:
             return
         poller = select.poll()
         poller.register(self._fd, select.POLLIN)
         deadline = time.monotonic() + timeout
         while time.monotonic() <= deadline:
             with self._io_lock:
-                if self._done.is_set() or self._stopped or not poller.poll(0):
+                if self._done or self._stopped or not poller.poll(0):
                     return
                 try:
                     data = self._read_chunk()

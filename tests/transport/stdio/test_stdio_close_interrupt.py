@@ -459,8 +459,20 @@ def test_the_owner_never_closes_the_stderr_pipes_the_thread_closes(
         in_close.wait(2)
         return real_release()
 
+    # Woken by the stop byte, the thread would otherwise race the close: under load it could
+    # drain and exit between the write and the close's is_alive() (no join, no Ctrl-C), or
+    # between the interrupted join and the close's ending (which then finds it exited and
+    # closes the pipes itself, correctly, but not the case this test is about). Hold it
+    # until the interrupted close has left the closing to it.
+    real_drain_now = drain._drain_now
+
+    def held_drain_now() -> None:
+        wait_until(lambda: drain._close_at_exit, 5)
+        real_drain_now()
+
     monkeypatch.setattr(_stderr, "vars", slow_vars, raising=False)
     monkeypatch.setattr(drain, "release", release)
+    monkeypatch.setattr(drain, "_drain_now", held_drain_now)
     monkeypatch.setattr(thread, "join", join)
     with pytest.raises(KeyboardInterrupt):
         t.close()

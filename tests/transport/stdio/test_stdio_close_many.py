@@ -190,3 +190,69 @@ def test_a_claim_is_refused_when_it_could_not_keep_the_sequence(
     assert t.closed
     assert not t.claim_close()             # closed
     assert not StdioTransport([sys.executable, "-c", "pass"], name="new").claim_close()
+
+
+# At stdin EOF, leaves a child in its process group (sleeping) and exits; says its pid first.
+LEAVES_A_CHILD = r'''
+import subprocess, sys
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+sys.stdout.write('{"jsonrpc":"2.0","method":"child","params":{"pid":%d}}\n' % child.pid)
+sys.stdout.flush()
+sys.stdin.buffer.read()
+'''
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:   # a zombie is not alive
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:   # reaped in between
+        return False
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="needs pidfd_open")
+def test_the_finish_sends_the_group_one_sigkill_and_its_orphans_die(
+        no_leaks: None, server: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """After an exit the finish signals the leftovers of the server's group with one
+    ``killpg(SIGKILL)``, asking nothing first: the unreaped leader keeps the group in being,
+    so it always has members then, and an empty one fails the signal quietly anyway. An
+    orphan the server left in its group dies; a server that left none is signalled all the
+    same (its group holds only itself, unreaped), harmlessly."""
+    fds = open_fds()
+    parent = tmp_path / "parent.py"
+    parent.write_text(LEAVES_A_CHILD, encoding="utf-8")
+    leaves = StdioTransport([sys.executable, str(parent)], name="leaves")
+    leaves.start()
+    deadline = time.monotonic() + 10
+    got: list[object] = []
+    while not got:
+        assert time.monotonic() < deadline, "the server never said its child's pid"
+        items = leaves.receive(1.0)
+        assert items is not None
+        got.extend(items)
+    child = got[0].params["pid"]   # type: ignore[attr-defined]
+    plain = _started(server, "exit", "plain")
+    sent: list[tuple[int, int]] = []
+    real_killpg = os.killpg
+
+    def killpg(pgid: int, sig: int) -> None:
+        sent.append((pgid, sig))
+        real_killpg(pgid, sig)
+
+    monkeypatch.setattr(os, "killpg", killpg)
+    assert _watch_all([leaves, plain]) == {0: True, 1: True}
+    monkeypatch.undo()
+    assert sorted(sent) == sorted([(leaves.pid, signal.SIGKILL), (plain.pid, signal.SIGKILL)])
+    assert [leaves.returncode(), plain.returncode()] == [0, 0]
+    deadline = time.monotonic() + 5
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not _alive(child)   # the orphan in the server's group was killed
+    assert open_fds() <= fds

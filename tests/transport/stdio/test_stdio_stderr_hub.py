@@ -737,3 +737,156 @@ def test_a_child_forked_while_a_generation_ends_closes_its_wake_up_pipe() -> Non
         log.setLevel(logging.NOTSET)
     drain.stop()
     wait_for(lambda: not ours(), "the hub thread to end")
+
+
+@pytest.mark.parametrize("own_thread", [False, True])
+def test_a_silent_pipe_is_never_given_a_read_buffer(own_thread: bool) -> None:
+    """A server that writes nothing to stderr (most do) costs no 64 KiB buffer: the only
+    read, the one that finds EOF, is a plain read; the drain lets go and closes the pipe as
+    before."""
+    settle_hub()
+    before = open_fds()
+    r, w = os.pipe()
+    closed: list[int] = []
+
+    def closer() -> None:
+        os.close(r)
+        closed.append(r)
+
+    drain = StderrDrain(r, name="silent", logger=logging.getLogger("test.hub.silent"),
+                        on_stderr=(lambda line: None) if own_thread else None, closer=closer)
+    drain.start()
+    os.close(w)   # EOF
+    wait_for(lambda: drain._exited, "the drain to let the pipe go at EOF")
+    drain.stop()
+    assert closed == [r]
+    assert drain._bufs is None and drain._view is None
+    assert drain.tail() == ""
+    wait_for(lambda: not ours(), "the drain's thread to end")
+    assert open_fds() <= before
+
+
+@pytest.mark.parametrize("own_thread", [False, True])
+def test_the_buffer_is_made_once_after_a_read_brings_bytes(own_thread: bool) -> None:
+    """Once stderr brings bytes the drain reads into a buffer of its own from then on: made
+    once (under the I/O lock, with settle() reading beside the draining thread from four
+    threads; here the settle() threads do most of the reading, and either may make it), and
+    the ring holds every byte in the order written."""
+    settle_hub()
+    before = open_fds()
+    r, w = os.pipe()
+    lines: list[str] = []
+    drain = StderrDrain(r, name="talks", logger=logging.getLogger("test.hub.talks"),
+                        ring_bytes=1 << 20,
+                        on_stderr=lines.append if own_thread else None,
+                        closer=lambda: os.close(r))
+    made: list[int] = []
+    stop = threading.Event()
+
+    def settler() -> None:
+        while not stop.is_set():
+            drain.settle(0.001)
+            bufs = drain._bufs
+            if bufs is not None and id(bufs[0]) not in made:
+                made.append(id(bufs[0]))
+
+    settlers = [threading.Thread(target=settler, name=f"test-settle-{n}") for n in range(4)]
+    expected = b"".join(b"line %d\n" % n for n in range(2000))
+    try:
+        drain.start()
+        for thread in settlers:
+            thread.start()
+        for start in range(0, len(expected), 700):
+            os.write(w, expected[start:start + 700])
+            time.sleep(0.0005)
+        wait_for(lambda: drain.tail().encode() == expected, "every byte in the ring")
+    finally:
+        stop.set()
+        for thread in settlers:
+            thread.join(10)
+        os.close(w)
+    wait_for(lambda: drain._exited, "the drain to let the pipe go at EOF")
+    drain.stop()
+    assert drain._bufs is not None and len(made) == 1 and id(drain._bufs[0]) == made[0]
+    if own_thread:
+        assert lines == [f"line {n}" for n in range(2000)]
+    wait_for(lambda: not ours(), "the drain's thread to end")
+    assert open_fds() <= before
+
+
+def test_settle_reads_into_the_buffer_the_draining_thread_made() -> None:
+    """The buffer made by the draining thread (no settle() running), then used by a
+    settle() on another thread while the draining thread is held in ``on_stderr``: the
+    same buffer, no second one, and every line in order once the thread goes on."""
+    settle_hub()
+    before = open_fds()
+    r, w = os.pipe()
+    lines: list[str] = []
+    held = threading.Event()
+    go_on = threading.Event()
+
+    def on_stderr(line: str) -> None:
+        lines.append(line)
+        if line == "second":   # the read that made the buffer brought it
+            held.set()
+            go_on.wait(10)
+
+    drain = StderrDrain(r, name="made", logger=logging.getLogger("test.hub.made"),
+                        on_stderr=on_stderr, closer=lambda: os.close(r))
+    try:
+        drain.start()
+        os.write(w, b"first\n")      # a plain read, by the draining thread
+        wait_for(lambda: lines == ["first"], "the first line")
+        assert drain._bufs is None
+        os.write(w, b"second\n")     # the next read makes the buffer, on that thread
+        assert held.wait(10)
+        bufs = drain._bufs
+        assert bufs is not None
+        buf = bufs[0]
+        assert bytes(buf[:7]) == b"second\n"
+        os.write(w, b"third\n")      # the draining thread is held: settle() reads it
+        drain.settle(1.0)
+        assert drain.tail() == "first\nsecond\nthird\n"
+        assert drain._bufs is bufs and bufs[0] is buf
+        assert bytes(buf[:6]) == b"third\n"   # read into the thread's buffer
+        assert lines == ["first", "second"]
+    finally:
+        go_on.set()
+        os.close(w)
+    wait_for(lambda: drain._exited, "the drain to let the pipe go at EOF")
+    drain.stop()
+    assert lines == ["first", "second", "third"]
+    wait_for(lambda: not ours(), "the drain's thread to end")
+    assert open_fds() <= before
+
+
+def test_a_ctrl_c_as_the_buffer_is_made_loses_no_byte(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The buffer is made at the start of the read after the first that brought bytes, before
+    that read: a Ctrl-C while it is made (in a settle() on the caller's thread) loses no byte
+    already read, and the next settle() makes it and reads on."""
+    r, w = os.pipe()
+    drain = StderrDrain(r, name="ki", logger=logging.getLogger("test.ki"),
+                        closer=lambda: None)
+    real = bytearray
+
+    def interrupted(*args: object) -> bytearray:
+        if args == (_stderr._READ_SIZE,):
+            monkeypatch.undo()
+            raise KeyboardInterrupt
+        return real(*args)   # type: ignore[arg-type]
+
+    hits = 0
+    monkeypatch.setattr(_stderr, "bytearray", interrupted, raising=False)
+    try:
+        for chunk in (b"one\n", b"two\n"):
+            os.write(w, chunk)
+            try:
+                drain.settle(1.0)
+            except KeyboardInterrupt:
+                hits += 1
+        drain.settle(1.0)
+        assert hits == 1
+        assert drain.tail() == "one\ntwo\n"
+    finally:
+        os.close(w)
+        os.close(r)
