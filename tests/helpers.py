@@ -124,3 +124,28 @@ def interrupt_at_return(codes: set[CodeType], nth: int, seen: list[str], *,
         yield
     finally:
         sys.setprofile(None)
+
+
+def assert_nothing_held(session: Any, where: str) -> None:
+    """After a Ctrl-C on a stdio session's call path (``where`` names the point): once a
+    background reader that was woken has finished (at most 5 s), no call is left pending and
+    no lock or reader role is left held: the session's lock and the transport's write lock
+    are free, the role is free or the background reader's, and with no holder the read lock
+    is free too (only the holder reads)."""
+    from mcpsync.session._role import BG
+    from mcpsync.transport.stdio import StdioTransport
+
+    deadline = time.monotonic() + 5
+    while session._pending and time.monotonic() < deadline:
+        time.sleep(0.01)
+    transport = session._transport
+    assert isinstance(transport, StdioTransport)
+    assert not session._lock.locked(), f"Ctrl-C at {where} kept the session's lock"
+    assert not transport._write_lock.locked(), f"Ctrl-C at {where} kept the write lock"
+    with session._lock:
+        holder = session._role.holder
+        if holder is None:
+            assert not transport._rx_lock.locked(), f"Ctrl-C at {where} kept the read lock"
+        assert holder is None or holder is BG, where
+        assert session._role.sending is None and session._role.want is None, where
+    assert not session._pending, f"Ctrl-C at {where} left a call pending"

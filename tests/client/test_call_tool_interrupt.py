@@ -12,13 +12,11 @@ from collections.abc import Iterator
 from types import CodeType
 
 import pytest
-from helpers import interrupt_at_return
+from helpers import assert_nothing_held, interrupt_at_return
 
 import mcpsync
 from mcpsync.client._client import Client
 from mcpsync.session._engine import Session as EngineSession
-from mcpsync.session._role import BG
-from mcpsync.transport.stdio import StdioTransport
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -32,24 +30,6 @@ CODES = [Client.call_tool.__code__, EngineSession._request.__code__,
 def client() -> Iterator[mcpsync.Client]:
     with mcpsync.connect(DEMO, timeout=30) as c:
         yield c
-
-
-def _assert_nothing_held(client: mcpsync.Client, where: str) -> None:
-    session = client._session
-    transport = session._transport
-    assert isinstance(transport, StdioTransport)
-    deadline = time.monotonic() + 5
-    while session._pending and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert not session._pending, f"Ctrl-C at {where} left a call pending"
-    assert not session._lock.locked(), f"Ctrl-C at {where} kept the session's lock"
-    assert not transport._write_lock.locked(), f"Ctrl-C at {where} kept the write lock"
-    with session._lock:
-        holder = session._role.holder
-        if holder is None:
-            assert not transport._rx_lock.locked(), f"Ctrl-C at {where} kept the read lock"
-        assert holder is None or holder is BG, where
-        assert session._role.sending is None and session._role.want is None, where
 
 
 @pytest.mark.parametrize("code", CODES, ids=lambda c: c.co_name)
@@ -77,7 +57,7 @@ def test_ctrl_c_at_any_return_in_call_tool_leaves_nothing_held(
             continue
         misses = 0
         interrupted += seen
-        _assert_nothing_held(client, seen[0])
+        assert_nothing_held(client._session, seen[0])
         assert client.call_tool("echo", {"text": "after"}, timeout=10).text == "after"
     if warm:   # a first call follows the background reader's reads: no _lead of its own
         assert interrupted, f"no C call's return was interrupted in {code.co_name}"
