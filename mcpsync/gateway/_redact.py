@@ -112,6 +112,9 @@ _HEX: Final = re.compile(r"[0-9a-f]+|[0-9A-F]+")
 # word (``HTTPServer_nameOf`` is ``HTTP``, ``Server``, ``name``, ``Of``).
 _PIECE: Final = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
 
+# How much of a run _reads_like_words splits at once.
+_WINDOW: Final = 4096
+
 
 def _reads_like_words(word: str) -> bool:
     """Whether the letters of ``word`` (both cases in it) read like a name made of words
@@ -128,13 +131,21 @@ def _reads_like_words(word: str) -> bool:
     in 20,000 of 32 or more; 0.2% of the digitless camel-case names of 20+ characters in
     the standard library (5 of 2766) read as random.
     """
-    pieces = _PIECE.findall(word)
-    # one string, pieces apart: a pair with the space in it is not a common one
-    text = " ".join(pieces).lower()
-    letters = len(text) - len(pieces) + 1
-    common = sum(map(_COMMON_PAIRS.__contains__, map(operator.add, text, text[1:])))
-    rare = letters - len(pieces) - common
-    return rare + 1.5 * len(pieces) < 0.7 * letters
+    # Scored a window at a time, so that a long run (a frame may be tens of megabytes of one
+    # run) never holds more than a window's pieces: the sums are the same but for the pieces
+    # a window's edge cuts in two.
+    score = letters = 0.0
+    for start in range(0, len(word), _WINDOW):
+        pieces = _PIECE.findall(word, start, start + _WINDOW)
+        if not pieces:
+            continue
+        # one string, pieces apart: a pair with the space in it is not a common one
+        text = " ".join(pieces).lower()
+        n = len(text) - len(pieces) + 1
+        common = sum(map(_COMMON_PAIRS.__contains__, map(operator.add, text, text[1:])))
+        score += n - len(pieces) - common + 1.5 * len(pieces)
+        letters += n
+    return score < 0.7 * letters
 
 
 def _looks_random(word: str) -> bool:
