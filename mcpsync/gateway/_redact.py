@@ -131,9 +131,16 @@ def _reads_like_words(word: str) -> bool:
     in 20,000 of 32 or more; 0.2% of the digitless camel-case names of 20+ characters in
     the standard library (5 of 2766) read as random.
     """
-    # Scored a window at a time, so that a long run (a frame may be tens of megabytes of one
-    # run) never holds more than a window's pieces: the sums are the same but for the pieces
-    # a window's edge cuts in two.
+    if len(word) <= _WINDOW:   # nearly every word: in one piece, without the loop's cost
+        pieces = _PIECE.findall(word)
+        # one string, pieces apart: a pair with the space in it is not a common one
+        text = " ".join(pieces).lower()
+        n = len(text) - len(pieces) + 1
+        common = sum(map(_COMMON_PAIRS.__contains__, map(operator.add, text, text[1:])))
+        return n - len(pieces) - common + 1.5 * len(pieces) < 0.7 * n
+    # A longer run is scored a window at a time, so that it (a frame may be tens of megabytes
+    # of one run) never holds more than a window's pieces: the sums are the same but for the
+    # pieces a window's edge cuts in two.
     score = letters = 0.0
     for start in range(0, len(word), _WINDOW):
         pieces = _PIECE.findall(word, start, start + _WINDOW)
