@@ -165,6 +165,10 @@ class ProcessLifecycle:
     #: The exit status read through the pidfd without reaping (see :meth:`_exit_status`),
     #: once the server has exited; ``None`` before (a class default, as ``_claimed_at``).
     _status: int | None = None
+    #: The close's SIGKILL to the group's leftovers went out (a class default, as above):
+    #: a close cut short by Ctrl-C after its reap runs _release again, and must not signal
+    #: the reaped (free) pid a second time.
+    _leftovers_killed: bool = False
 
     if TYPE_CHECKING:
         def wake(self) -> None:
@@ -532,8 +536,12 @@ class ProcessLifecycle:
 
         # The leader is gone (with a pidfd, not yet reaped, so its pid is still the group's):
         # anything left in its group is an orphan of the server, which must not outlive
-        # close(). The reap comes only after this last signal.
-        self._signal_group(kill=True, leftovers_only=True)
+        # close(). The reap comes only after this last signal, which is sent once: a Ctrl-C
+        # after the reap below starts this over (see _cut_short), and by then the pid may be
+        # another process's.
+        if not self._leftovers_killed:
+            self._signal_group(kill=True, leftovers_only=True)
+            self._leftovers_killed = True
         if exited:
             # wait(), not poll(): poll() gives up at once when another thread is reaping
             # (a reader asking for the exit code, say, holds Popen's waitpid lock), and the

@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import open_fds, wait_until
+from helpers import interrupt_at_return, open_fds, wait_until
 
 from mcpsync.errors import ServerExited
 from mcpsync.session import Session
@@ -337,3 +338,43 @@ def test_without_a_pidfd_the_status_is_the_same(
         t.close()
     assert t.returncode() == 3
     assert open_fds() <= before
+
+
+def test_a_close_cut_short_after_its_reap_does_not_signal_the_freed_pid(tmp_path: Path) -> None:
+    """A Ctrl-C that lands after the close reaped the server (in Popen's wait, or in the
+    closing of the descriptors after it) makes the close run its ending again (_cut_short).
+    That ending must not send the leftovers' SIGKILL a second time: the pid is free by then,
+    and the kernel may have given it to an unrelated process group. Swept over every C call's
+    return in the close's release, in Popen's wait for the reap and in the closing of the
+    descriptors."""
+    path = tmp_path / "server.py"
+    path.write_text(EXITS)
+    # Not Popen._wait's own calls: a Ctrl-C right after it takes its waitpid lock leaves
+    # that lock held for good (CPython's code), which no close can undo.
+    codes = {stdio.ProcessLifecycle._release.__code__, subprocess.Popen.wait.__code__,
+             subprocess.Popen._try_wait.__code__, stdio.ProcessLifecycle._close_fd.__code__,
+             stdio.ProcessLifecycle._close_raw.__code__}
+    interrupted: list[str] = []
+    for nth in range(40):
+        t = started([PY, str(path), "0"], "cut-after-reap")
+        pid = t.pid
+        assert pid is not None
+        assert t.wait_exit(10) == 0
+        seen = spy_signals(t, pid)
+        seen_before = len(interrupted)
+        try:
+            with interrupt_at_return(codes, nth, interrupted, qualified=True):
+                t.close()
+        except KeyboardInterrupt:
+            pass
+        try:
+            t.close()   # finished, or the ending run again by the next close
+        finally:
+            if state(pid) == "zombie":   # Popen's waitpid lock left held by the Ctrl-C
+                os.waitpid(pid, 0)
+        assert [s for s in seen if s[0]] == [(True, "zombie")], (nth, interrupted[-1:], seen)
+        if len(interrupted) == seen_before:
+            break   # nth is past the last C call: the sweep is done
+    else:
+        pytest.fail("the sweep never ran out of C calls to interrupt")
+    assert len(interrupted) >= 6, interrupted
