@@ -436,8 +436,9 @@ class ProcessLifecycle:
 
     def _cut_short(self) -> KeyboardInterrupt | None:
         """The end of an interrupted close: SIGTERM the server's group, a quarter of a
-        second, SIGKILL, the reap, and :meth:`_release`, each wait short. ``subprocess.run``
-        gives a child a quarter of a second after a Ctrl-C too, and then kills it; the child
+        second, SIGKILL, and :meth:`_release` (the leftovers' SIGKILL, then the reap), each
+        wait short. ``subprocess.run`` gives a child a quarter of a second after a Ctrl-C
+        too, and then kills it; the child
         there got the terminal's SIGINT, a server here (in a session of its own) did not,
         so SIGTERM comes first.
 
