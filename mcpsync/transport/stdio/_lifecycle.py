@@ -57,6 +57,11 @@ STDERR_SETTLE = 0.5
 
 _IS_WINDOWS = os.name == "nt"
 _HAS_PIDFD = hasattr(os, "pidfd_open")
+#: ``waitid(P_PIDFD, ...)`` can read a server's exit status through its pidfd and leave it
+#: unreaped (``WNOWAIT``): Linux 5.4+ (a 5.3 kernel has pidfds but fails this with EINVAL,
+#: and the status is then read the old way, by ``Popen.poll()``).
+_CAN_PEEK = _HAS_PIDFD and hasattr(os, "P_PIDFD")
+_PEEK_FLAGS = (os.WEXITED | os.WNOHANG | os.WNOWAIT) if _CAN_PEEK else 0
 #: Wait on pipes with poll(); without it (Windows) a pump thread reads stdout (see _pump).
 _USE_POLL = hasattr(select, "poll") and not _IS_WINDOWS
 _MAX_POLL_MS = 2**31 - 1  # poll() takes a C int of milliseconds
@@ -157,6 +162,13 @@ class ProcessLifecycle:
     #: When claim_close() took the close over (a class default: the transport sets no
     #: such attribute of its own).
     _claimed_at: float = 0.0
+    #: The exit status read through the pidfd without reaping (see :meth:`_exit_status`),
+    #: once the server has exited; ``None`` before (a class default, as ``_claimed_at``).
+    _status: int | None = None
+    #: The close's SIGKILL to the group's leftovers went out (a class default, as above):
+    #: a close cut short by Ctrl-C after its reap runs _release again, and must not signal
+    #: the reaped (free) pid a second time.
+    _leftovers_killed: bool = False
 
     if TYPE_CHECKING:
         def wake(self) -> None:
@@ -258,22 +270,80 @@ class ProcessLifecycle:
     # ------------------------------------------------------------------ process state
 
     def returncode(self) -> int | None:
-        """The exit status (negative: killed by that signal), or ``None``; never blocks."""
+        """The exit status (negative: killed by that signal), or ``None``; never blocks.
+
+        With a pidfd the server is left unreaped (see :meth:`_exit_status`); once known, the
+        status is an attribute read."""
         proc = self._proc
         if proc is None or self.forked():
             return None
-        return proc.poll()
+        status = self._status
+        if status is not None:
+            return status
+        return self._exit_status(proc)
 
     def wait_exit(self, timeout: float) -> int | None:
-        """Wait up to ``timeout`` seconds for the server to exit; reap it and return its
-        status, or ``None`` if it is still running."""
+        """Wait up to ``timeout`` seconds for the server to exit and return its status, or
+        ``None`` if it is still running. With a pidfd the server is left unreaped, as by
+        :meth:`returncode`; without one this reaps it."""
         proc = self._proc
         if proc is None or self.forked():
             return None
-        if proc.returncode is not None:
-            return proc.returncode
-        if self._wait_exited(timeout):
-            return proc.poll() if proc.returncode is None else proc.returncode
+        status = self._status
+        if status is not None:
+            return status
+        if proc.returncode is None:
+            self._wait_exited(timeout)
+        return self._exit_status(proc)
+
+    def _exit_status(self, proc: subprocess.Popen[bytes]) -> int | None:
+        """The server's exit status, or ``None`` while it runs, *without reaping it* where a
+        pidfd allows: only the close reaps, after its last ``killpg()``.
+
+        Why: the close signals the server's process group by the server's pid, and its last
+        signal (SIGKILL to the group's leftovers) comes after the server has exited. While
+        the server is an unreaped zombie its pid, and so the group id, stays ours; reaped
+        earlier (the session's loss handling and the gateway ask for the status as soon as
+        a server dies), the number is free as soon as no process is left in the server's
+        group and session, and the kernel may give it to an unrelated process that leads a
+        group of its own, which that signal would then kill. So the status is read with
+        ``waitid(P_PIDFD, ..., WNOWAIT)`` and kept in ``_status`` (an exited process's
+        status never changes; it is read once).
+
+        A transport never closed keeps its exited server a zombie until it is garbage
+        collected: ``Popen.__del__`` then reaps it (or, still running, hands it to
+        ``subprocess._active``, which the next ``Popen`` anywhere in the process polls).
+        No finalizer closes a bare transport; a client's does (``client/_finalizer``), and
+        the session and the gateway close the transport of a server that died.
+
+        Without a pidfd (macOS, Linux before 5.3; 5.4 for ``P_PIDFD``) this is
+        ``Popen.poll()``, which reaps, as before: the window stays there, and it would stay
+        even if this did not reap, because the close itself can only wait for the exit by
+        reaping (``Popen.wait()``) before it signals the leftovers. Windows has no process
+        groups to signal: the close ends the server through its process handle, which
+        ``Popen`` keeps open (and the pid with it) until it is collected.
+        """
+        pidfd = self._pidfd
+        if pidfd >= 0 and _CAN_PEEK and proc.returncode is None:
+            try:
+                info = os.waitid(os.P_PIDFD, pidfd, _PEEK_FLAGS)
+            except OSError:
+                # ECHILD: reaped meanwhile, by the close or by someone outside (SIGCHLD
+                # ignored); EINVAL: a kernel without P_PIDFD; EBADF: the close closed the
+                # pidfd. Popen knows (or finds out, reaping as before).
+                return proc.poll()
+            if self._pidfd != pidfd:
+                # The close closed the pidfd meanwhile (it forgets the number before closing
+                # it, and only then can the number be another file's, or another server's
+                # pidfd): the answer may not be ours. The close has sent its signals and
+                # reaped the server (or given it up) by then.
+                return proc.poll()
+            if info is None:
+                return None
+            # Popen's convention: the exit code, or minus the signal that killed it.
+            status = info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+            self._status = status
+            return status
         return proc.poll()
 
     def _wait_exited(self, timeout: float) -> bool:
@@ -281,7 +351,7 @@ class ProcessLifecycle:
         the process group id, cannot be reused while we still signal the group)."""
         proc = self._proc
         assert proc is not None
-        if proc.returncode is not None:
+        if proc.returncode is not None or self._status is not None:
             return True
         pidfd = self._pidfd
         if pidfd >= 0:
@@ -304,7 +374,7 @@ class ProcessLifecycle:
         if drain is None:
             return ""
         proc = self._proc
-        if proc is not None and proc.returncode is not None:
+        if proc is not None and (proc.returncode is not None or self._status is not None):
             drain.settle(STDERR_SETTLE)
         return drain.tail()
 
@@ -366,8 +436,9 @@ class ProcessLifecycle:
 
     def _cut_short(self) -> KeyboardInterrupt | None:
         """The end of an interrupted close: SIGTERM the server's group, a quarter of a
-        second, SIGKILL, the reap, and :meth:`_release`, each wait short. ``subprocess.run``
-        gives a child a quarter of a second after a Ctrl-C too, and then kills it; the child
+        second, SIGKILL, and :meth:`_release` (the leftovers' SIGKILL, then the reap), each
+        wait short. ``subprocess.run`` gives a child a quarter of a second after a Ctrl-C
+        too, and then kills it; the child
         there got the terminal's SIGINT, a server here (in a session of its own) did not,
         so SIGTERM comes first.
 
@@ -464,9 +535,14 @@ class ProcessLifecycle:
         def left(step: float) -> float:
             return max(0.0, min(step, deadline - time.monotonic()))
 
-        # The leader is gone (with a pidfd, usually not yet reaped): anything left in its group
-        # is an orphan of the server, which must not outlive close().
-        self._signal_group(kill=True, leftovers_only=True)
+        # The leader is gone (with a pidfd, not yet reaped, so its pid is still the group's):
+        # anything left in its group is an orphan of the server, which must not outlive
+        # close(). The reap comes only after this last signal, which is sent once: a Ctrl-C
+        # after the reap below starts this over (see _cut_short), and by then the pid may be
+        # another process's.
+        if not self._leftovers_killed:
+            self._signal_group(kill=True, leftovers_only=True)
+            self._leftovers_killed = True
         if exited:
             # wait(), not poll(): poll() gives up at once when another thread is reaping
             # (a reader asking for the exit code, say, holds Popen's waitpid lock), and the
@@ -609,12 +685,12 @@ class ProcessLifecycle:
         TerminateProcess (nothing for leftovers).
 
         The leftovers are signalled without asking first whether the group has members
-        (``killpg(pid, 0)``, one system call per server): in a close the leader is usually
-        still unreaped (the pidfd's watch does not reap), so the group has a member and the
-        question said yes; but whatever called ``Popen.poll()`` on it before the close (the
-        session's loss handling after a server died mid-session, :meth:`returncode`,
-        :meth:`wait_exit`) may have reaped it already, and an empty group fails the signal
-        (ESRCH, ignored here) exactly as it failed the question."""
+        (``killpg(pid, 0)``, one system call per server): with a pidfd the leader is still
+        unreaped here (neither the pidfd's watch nor :meth:`returncode` and
+        :meth:`wait_exit` reap; see :meth:`_exit_status`), so the group has a member and the
+        question said yes. Without one, those two reap with ``Popen.poll()`` (and the close
+        with ``Popen.wait()``), and an empty group fails the signal (ESRCH, ignored here)
+        exactly as it failed the question."""
         proc = self._proc
         if proc is None:
             return
