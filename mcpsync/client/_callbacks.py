@@ -240,9 +240,10 @@ def load_module(name: str) -> ModuleType:
     of that module gets a bare ``from`` import's name from the failed, half-built module:
     ``ImportError: cannot import name``. ``importlib.import_module`` looks in ``sys.modules``
     again after the lock and imports the module itself, so the waiting thread's call goes
-    on. Once the module is loaded this is a call and a dictionary lookup (about 0.4 us):
-    these loaders are on the paths of features (a server's request, a progress bar, a
-    task), never on a plain ``call_tool``'s."""
+    on (``from package import module`` does not: it imports through ``__import__``, which
+    hands back the half-built module too). Once the module is loaded this is a call and a
+    dictionary lookup (about 0.4 us): these loaders are on the paths of lists and features
+    (a server's request, a progress bar, a task), never on a plain ``call_tool``'s."""
     return importlib.import_module(name)
 
 

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from mcpsync.client._arguments import check_arguments
+from mcpsync.client._callbacks import load_module
 from mcpsync.client._client import _submitting
 from mcpsync.errors import CapabilityNotSupported, ProtocolError, SkillVerificationError
 from mcpsync.protocol import LOG_LEVELS
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 
 def get_skill(client: Client, uri: str, *, timeout: float | None = None) -> LoadedSkill:
     """:meth:`Client.get_skill`."""
-    _require_skills(client, f"loading skill {uri!r}", "skills/get")
+    _require_skills(client, f"loading skill {uri!r}", "skills/get")   # loads _skills
     from mcpsync.client._skills import LoadedSkill, Skill, check_frontmatter, fetch_verified
     from mcpsync.types import ReadResourceResult
 
@@ -62,8 +63,9 @@ def get_skill(client: Client, uri: str, *, timeout: float | None = None) -> Load
 def list_skills(client: Client) -> list[Skill]:
     """:meth:`Client.list_skills`."""
     _require_skills(client, "listing skills", "skills/list")
+    load_module("mcpsync._display")
     from mcpsync._display import DisplayList
-    from mcpsync.client._skills import Skill
+    from mcpsync.client._skills import Skill  # loaded by _require_skills
 
     skills = [Skill.from_dict(d, client._name)
               for d in client._list_all("skills/list", "skills")]
@@ -73,6 +75,7 @@ def list_skills(client: Client) -> list[Skill]:
 
 def _require_skills(client: Client, doing: str, method: str) -> None:
     # The skills module is loaded by the first skills call, not by the client's import.
+    load_module("mcpsync.client._skills")
     from mcpsync.client._skills import EXTENSION as SKILLS_EXTENSION
 
     extensions = client._capabilities.get("extensions")
@@ -108,6 +111,7 @@ def resume_task(client: Client, task_id: str, *, timeout: float | None = None,
                 progress: ProgressCallback | None = None,
                 raise_on_error: bool = False) -> CallToolResult:
     """:meth:`Client.resume_task`."""
+    load_module("mcpsync.client._tasks")
     from mcpsync.client._tasks import TaskRun
 
     task = client._task_request("tasks/get", {"taskId": task_id}, timeout)
@@ -187,6 +191,7 @@ def _completion_argument(argument: Any) -> dict[str, Any]:
 def call_tool_with_bar(client: Client, name: str, arguments: Mapping[str, Any] | None,
                        progress: object, **options: Any) -> CallToolResult:
     """:meth:`Client._call_tool_with_bar` (``call_tool(progress=True)``)."""
+    load_module("mcpsync.client._progress")
     from mcpsync.client._progress import check_progress, progress_bar  # bars: first use
     check_progress(progress, f"calling tool {name!r} on server {client._name!r}")
     validate = options.get("validate_input")
@@ -207,18 +212,20 @@ def task_call(client: Client, name: str, params: dict[str, Any] | None, timeout:
               created: dict[str, Any] | None = None,
               future: CallFuture | None = None) -> CallToolResult:
     """:meth:`Client._task_call`: a ``tools/call`` run as a task to its end."""
-    from mcpsync.client._tasks import TaskRun  # loaded by the first task, not at import
+    from mcpsync.client._tasks import TaskRun  # loaded by Client._task_call
 
-    run = TaskRun(client._task_request, server=client._name, tool=name,
-                  modern=created is not None, timeout=timeout, task_timeout=task_timeout,
-                  progress=None if progress is None
-                  else client._guard.wrap("progress", progress),
-                  answer=client._callbacks.answer_input_request)
-    if created is None:
-        assert params is not None
-        answer = client._request("tools/call", {**params, "task": {}}, timeout=timeout)
-        created = answer.get("task")
+    modern = created is not None
+    run: TaskRun | None = None
     try:
+        if created is None:   # a 2025-11-25 server: ask it for a task
+            assert params is not None
+            created = client._request("tools/call", {**params, "task": {}},
+                                      timeout=timeout).get("task")
+        run = TaskRun(client._task_request, server=client._name, tool=name,
+                      modern=modern, timeout=timeout, task_timeout=task_timeout,
+                      progress=None if progress is None
+                      else client._guard.wrap("progress", progress),
+                      answer=client._callbacks.answer_input_request)
         handle = run.adopt(created)
         future = future or getattr(_submitting, "future", None)
         if future is not None:
@@ -226,7 +233,9 @@ def task_call(client: Client, name: str, params: dict[str, Any] | None, timeout:
             if future.cancelled():
                 handle.cancel()
     except KeyboardInterrupt:   # Ctrl-C as the task starts: it is cancelled too
-        if run.handle is not None:
+        if run is not None and run.handle is not None:
             run.handle.cancel()
+        elif created is not None:   # created, not yet followed
+            client._cancel_created(created)
         raise
     return client._toolset.result(client._name, name, run.wait(), raise_on_error)
