@@ -25,8 +25,9 @@ from typing import Any
 
 from mcpsync._budget_ledger import BudgetLedger
 from mcpsync._display import DisplayList
+from mcpsync._parallel import run_parallel
 from mcpsync._secret_dirs import sweep as sweep_secret_dirs
-from mcpsync._threads import held_here, run_parallel
+from mcpsync._threads import held_here
 from mcpsync.client._callback_warnings import CallbackGuard
 from mcpsync.client._client import Client, ProgressCallback
 from mcpsync.client._options import ClientOptions
