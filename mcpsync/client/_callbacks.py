@@ -92,21 +92,6 @@ def _root_dict(root: Any) -> dict[str, Any]:
     raise TypeError(f"a root must be a URI string, a dict or a Root, got {type(root).__name__}")
 
 
-def apply_schema_defaults(schema: Any, content: Any) -> dict[str, Any]:
-    """Fill every field the callback left out with the schema's ``default`` (SEP-1034).
-
-    The user accepted a form; a field with a default that they did not touch means "the
-    default", and the server should not have to guess that.
-    """
-    out = dict(content) if isinstance(content, Mapping) else {}
-    properties = schema.get("properties") if isinstance(schema, Mapping) else None
-    if isinstance(properties, Mapping):
-        for key, prop in properties.items():
-            if key not in out and isinstance(prop, Mapping) and "default" in prop:
-                out[key] = prop["default"]
-    return out
-
-
 class Callbacks:
     """Holds the callbacks and answers server requests with them; safe from many threads."""
 
@@ -249,9 +234,12 @@ def load_module(name: str) -> ModuleType:
 
 if not TYPE_CHECKING:   # the type checker sees the imports above, and no other name
     def __getattr__(name: str) -> Any:
-        """``SamplingRequest`` and ``ElicitationRequest``, importable from here as before
-        (and pickles naming this module still load), loaded on first access (PEP 562).
+        """``SamplingRequest`` and ``ElicitationRequest`` (and pickles naming this module
+        still load) and ``apply_schema_defaults``, importable from here as before, loaded on
+        first access (PEP 562).
         Nothing reads this module's attributes on a call: its users import the names."""
         if name in _REQUESTS:
             return getattr(load_requests(), name)
+        if name == "apply_schema_defaults":   # moved to _answering, its one user
+            return load_module("mcpsync.client._answering").apply_schema_defaults
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
