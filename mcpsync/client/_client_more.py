@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 
 def get_skill(client: Client, uri: str, *, timeout: float | None = None) -> LoadedSkill:
     """:meth:`Client.get_skill`."""
-    _require_skills(client, f"loading skill {uri!r}", "skills/get")   # loads _skills
+    _require_skills(client, f"loading skill {uri!r}", "skills/get")
+    load_module("mcpsync.client._skills")   # loaded by _require_skills: a lookup
     from mcpsync.client._skills import LoadedSkill, Skill, check_frontmatter, fetch_verified
     from mcpsync.types import ReadResourceResult
 
@@ -65,7 +66,8 @@ def list_skills(client: Client) -> list[Skill]:
     _require_skills(client, "listing skills", "skills/list")
     load_module("mcpsync._display")
     from mcpsync._display import DisplayList
-    from mcpsync.client._skills import Skill  # loaded by _require_skills
+    load_module("mcpsync.client._skills")   # loaded by _require_skills: a lookup
+    from mcpsync.client._skills import Skill
 
     skills = [Skill.from_dict(d, client._name)
               for d in client._list_all("skills/list", "skills")]
@@ -212,7 +214,8 @@ def task_call(client: Client, name: str, params: dict[str, Any] | None, timeout:
               created: dict[str, Any] | None = None,
               future: CallFuture | None = None) -> CallToolResult:
     """:meth:`Client._task_call`: a ``tools/call`` run as a task to its end."""
-    from mcpsync.client._tasks import TaskRun  # loaded by Client._task_call
+    load_module("mcpsync.client._tasks")   # loaded by Client._task_call: a lookup
+    from mcpsync.client._tasks import TaskRun
 
     modern = created is not None
     run: TaskRun | None = None

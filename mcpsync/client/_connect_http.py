@@ -84,6 +84,7 @@ def http_settings(config: ServerConfig, *, headers: Mapping[str, str] | None, au
 def open_http_transport(config: ServerConfig, settings: HttpSettings, *, name: str,
                         max_frame_bytes: int) -> HttpTransport:
     """The transport for one HTTP session (imports ``requests`` on first use)."""
+    load_module("mcpsync.transport.http")
     from mcpsync.transport.http import HttpTransport
 
     assert config.url is not None

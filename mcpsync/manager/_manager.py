@@ -14,6 +14,7 @@ process that made it; in a forked child every method raises ``UsedAfterFork``.
 from __future__ import annotations
 
 import atexit
+import importlib
 import logging
 import os
 import threading
@@ -171,6 +172,9 @@ class Manager:
         ``mcpsync login`` writes) holds its tokens, and no browser opens unless
         ``interactive_login=True``. :meth:`close` closes those providers.
         """
+        # import_module first: a bare from-import in a thread that waited while a Ctrl-C
+        # stopped another thread's first import of config_files reads the half-built module.
+        importlib.import_module("mcpsync.config_files")
         from mcpsync.config_files import load_config
 
         configs = load_config(source, workspace_folder=workspace_folder, environ=environ,

@@ -49,8 +49,55 @@ def failing(call):
 # No client: for the modules that connecting loads.
 _BARE = "import mcpsync, mcpsync.jsonrpc, mcpsync.types\nclient = None\n"
 
-# case -> the module and what first loads it (an expression whose value both threads print)
-_FIRST_USES = {
+# No client either, and what the connect, config and Manager cases below call. REFUSED is a
+# bound port that does not listen: an HTTP connect to it loads the HTTP transport and fails.
+_UNCONNECTED = _BARE + f"""\
+import socket, sys
+from mcpsync.manager import Manager
+_closed = socket.socket()
+_closed.bind(('127.0.0.1', 0))
+REFUSED = 'http://127.0.0.1:%d/mcp' % _closed.getsockname()[1]
+PEER = [sys.executable, {str(TASKS_PEER)!r}, 'stdio']
+
+def echo_server():   # made on use: making a Server loads the HTTP transport
+    server = mcpsync.Server('lazy', '1')
+
+    @server.tool()
+    def echo(text: str) -> str:
+        return text
+    return server
+
+def served(target, tool, **options):
+    c = mcpsync.connect(target, **options)
+    try:
+        return c.call_tool(tool, {{'text': 'x'}}).text
+    finally:
+        c.close()
+
+def failing(call):
+    try:
+        call()
+    except mcpsync.MCPError as exc:
+        return type(exc).__name__
+    return 'no error'
+
+def oauth_kind():
+    from mcpsync.config_files import load_config
+    entry = {{'url': 'https://mcp.example.com/mcp', 'oauth': {{'clientId': 'cid',
+             'authServerMetadataUrl': 'https://as.example.com/.well-known/oauth'}}}}
+    return type(load_config({{'mcpServers': {{'srv': entry}}}})[0].auth).__name__
+
+def manager_kind():
+    manager = Manager.from_config({{'mcpServers': {{}}}})
+    try:
+        return type(manager).__name__
+    finally:
+        manager.close()
+"""
+
+# case -> the module and what first loads it (an expression whose value both threads print),
+# and the setup when it is not _SETUP
+_FIRST_USES: dict[str, tuple[str, ...]] = {
     "client-more": ("mcpsync.client._client_more", "repr(client.set_log_level('info'))"),
     "tasks": ("mcpsync.client._tasks", "failing(lambda: client.resume_task('no-such'))"),
     "progress-bar": ("mcpsync.client._progress",
@@ -75,6 +122,14 @@ _FIRST_USES = {
                        "failing(lambda: mcpsync.connect({'mcpServers': {}}, server_id='x'))"),
     "config-files": ("mcpsync.config_files",
                      "failing(lambda: mcpsync.connect({'mcpServers': {}}, server_id='x'))"),
+    # (module, use, setup): the cases that need no client connected first
+    "memory": ("mcpsync.client._memory", "served(echo_server(), 'echo')", _UNCONNECTED),
+    "stderr-show": ("mcpsync.client._stderr_show", "served(PEER, 'plain', stderr='show')",
+                    _UNCONNECTED),
+    "transport-http": ("mcpsync.transport.http",
+                       "failing(lambda: mcpsync.connect(REFUSED))", _UNCONNECTED),
+    "origin": ("mcpsync._origin", "oauth_kind()", _UNCONNECTED),
+    "manager-config-files": ("mcpsync.config_files", "manager_kind()", _UNCONNECTED),
 }
 
 
@@ -119,8 +174,8 @@ def _interrupted_while_another_waits(module: str, use: str, setup: str = _SETUP)
 @pytest.mark.parametrize("case", sorted(_FIRST_USES))
 def test_a_thread_waiting_on_a_lazy_client_module_that_a_ctrl_c_stopped_loads_it(
         case: str) -> None:
-    module, use = _FIRST_USES[case]
-    out = _interrupted_while_another_waits(module, use)
+    module, use, *setup = _FIRST_USES[case]
+    out = _interrupted_while_another_waits(module, use, *setup)
     assert out[0] == "interrupted", out
     assert "Error(" not in out[1] and out[1] == repr([out[2]]), out
 
