@@ -192,6 +192,39 @@ def test_a_thread_waiting_on_a_lazy_data_module_that_a_ctrl_c_stopped_loads_it(
     assert "Error(" not in out[1] and out[1] == repr([out[2]]), out
 
 
+# A server and a gateway embedded in a program: what their first uses load. A Server loads
+# its context's asks, its skills and its HTTP module when it is made, and the gateway package
+# its HTTP upstream's modules, so those loaders are guarded but cannot be reached here.
+_EMBEDDED = _BARE + """\
+import sys
+from mcpsync.gateway import Gateway
+from mcpsync.gateway._guard._approval import approver_from_config
+mcpsync.Server('lazy', '1')   # what making a server loads
+
+def front_kind():
+    gateway = Gateway({'mcpServers': {'s': {'command': sys.executable, 'args': ['-c', '']}}})
+    try:
+        app = gateway.wsgi_app()   # no server is started before a host connects
+        app.close()
+        return type(app).__name__
+    finally:
+        gateway.close()
+"""
+
+
+@pytest.mark.parametrize(("module", "use"), [
+    # one server each: a server's sealer is made under its lock, which would serialise them
+    ("mcpsync.server._state", "type(mcpsync.Server('lazy', '1')._make_sealer()).__name__"),
+    ("mcpsync.gateway._front", "front_kind()"),
+    ("mcpsync.gateway._guard._approvers._config", "repr(approver_from_config({}, 'test'))"),
+])
+def test_a_thread_waiting_on_a_lazy_server_or_gateway_module_that_a_ctrl_c_stopped_loads_it(
+        module: str, use: str) -> None:
+    out = _interrupted_while_another_waits(module, use, _EMBEDDED)
+    assert out[0] == "interrupted", out
+    assert "Error(" not in out[1] and out[1] == repr([out[2]]), out
+
+
 def test_a_wrong_progress_value_after_a_ctrl_c_in_its_check_is_still_refused() -> None:
     # Client._call loads _progress only to refuse a wrong progress= value of a bare request.
     setup = _SETUP + ("def refused():\n"
