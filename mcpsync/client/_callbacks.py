@@ -31,7 +31,8 @@ from mcpsync.client._callback_warnings import CallbackGuard
 from mcpsync.errors import RemoteError
 from mcpsync.protocol import client_capabilities
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:   # loaded on first access (the module __getattr__ at the end)
+    from mcpsync.client._answering import apply_schema_defaults as apply_schema_defaults
     from mcpsync.client._requests import (
         ElicitationRequest as ElicitationRequest,
         SamplingRequest as SamplingRequest,
@@ -232,11 +233,11 @@ def load_module(name: str) -> ModuleType:
     return importlib.import_module(name)
 
 
-if not TYPE_CHECKING:   # the type checker sees the imports above, and no other name
+if not TYPE_CHECKING:   # the type checker sees the TYPE_CHECKING imports at the top instead
     def __getattr__(name: str) -> Any:
-        """``SamplingRequest`` and ``ElicitationRequest`` (and pickles naming this module
-        still load) and ``apply_schema_defaults``, importable from here as before, loaded on
-        first access (PEP 562).
+        """``SamplingRequest``, ``ElicitationRequest`` and ``apply_schema_defaults``,
+        importable from here as before (and pickles naming this module still load), loaded
+        on first access (PEP 562).
         Nothing reads this module's attributes on a call: its users import the names."""
         if name in _REQUESTS:
             return getattr(load_requests(), name)
