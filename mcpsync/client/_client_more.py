@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from mcpsync.client._client import Client, ProgressCallback
     from mcpsync.client._future import CallFuture
     from mcpsync.client._skills import LoadedSkill, Skill
+    from mcpsync.client._tasks import TaskRun
     from mcpsync.types import CallToolResult, CompleteResult, GetPromptResult, ReadResourceResult
 
 
@@ -214,12 +215,12 @@ def task_call(client: Client, name: str, params: dict[str, Any] | None, timeout:
               created: dict[str, Any] | None = None,
               future: CallFuture | None = None) -> CallToolResult:
     """:meth:`Client._task_call`: a ``tools/call`` run as a task to its end."""
-    load_module("mcpsync.client._tasks")   # loaded by Client._task_call: a lookup
-    from mcpsync.client._tasks import TaskRun
-
     modern = created is not None
     run: TaskRun | None = None
-    try:
+    try:   # from the start: a Ctrl-C in the lookup below cancels a created task too
+        load_module("mcpsync.client._tasks")   # loaded by Client._task_call: a lookup
+        from mcpsync.client._tasks import TaskRun
+
         if created is None:   # a 2025-11-25 server: ask it for a task
             assert params is not None
             created = client._request("tools/call", {**params, "task": {}},

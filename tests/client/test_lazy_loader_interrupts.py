@@ -268,3 +268,13 @@ def test_a_ctrl_c_while_the_first_task_loads_cancels_the_task_the_server_made(
     # The first task (the interrupted one) is cancelled; the second ran to its end.
     assert len(cancels) == 1 and cancels[0], entries
     assert [e["method"] for e in entries].count("tools/call") == 2
+
+
+def test_the_clients_copies_of_the_task_constants_match_the_task_module() -> None:
+    # Client._cancel_created cancels a created task without loading _tasks: its end states
+    # and its bound must stay those of TaskHandle.cancel.
+    from mcpsync.client import _client, _tasks
+
+    assert _client._TASK_ENDS == _tasks.TERMINAL
+    assert _client._TASK_CANCEL_TIMEOUT == _tasks._CANCEL_TIMEOUT
+
