@@ -169,3 +169,7 @@ if not TYPE_CHECKING:   # the type checker sees the import at the top
         if name == "run_parallel":
             return importlib.import_module("mcpsync._parallel").run_parallel
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+    def __dir__() -> list[str]:
+        """``run_parallel`` too, so that ``dir()`` and ``help()`` list it (PEP 562)."""
+        return sorted({*globals(), "run_parallel"})

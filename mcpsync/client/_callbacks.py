@@ -244,3 +244,7 @@ if not TYPE_CHECKING:   # the type checker sees the TYPE_CHECKING imports at the
         if name == "apply_schema_defaults":   # moved to _answering, its one user
             return load_module("mcpsync.client._answering").apply_schema_defaults
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+    def __dir__() -> list[str]:
+        """The names above too, so that ``dir()`` and ``help()`` list them (PEP 562)."""
+        return sorted({*globals(), *_REQUESTS, "apply_schema_defaults"})

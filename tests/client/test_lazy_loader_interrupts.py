@@ -278,3 +278,13 @@ def test_the_clients_copies_of_the_task_constants_match_the_task_module() -> Non
     assert _client._TASK_ENDS == _tasks.TERMINAL
     assert _client._TASK_CANCEL_TIMEOUT == _tasks._CANCEL_TIMEOUT
 
+
+def test_dir_lists_the_names_that_moved_out_of_the_client_import() -> None:
+    from mcpsync import _threads
+    from mcpsync.client import _callbacks
+    from mcpsync.transport.stdio import _lifecycle
+
+    assert "run_parallel" in dir(_threads)
+    assert {"apply_schema_defaults", "SamplingRequest", "ElicitationRequest"} <= set(
+        dir(_callbacks))
+    assert {"ExitWatch", "_Watched"} <= set(dir(_lifecycle))

@@ -653,7 +653,6 @@ class ProcessLifecycle:
         self._holds_spawner = False
 
 
-
 # ExitWatch (and its _Watched) live in _exit_watch: only the Manager's close of many servers
 # uses them, and a client's import need not compile them.
 if TYPE_CHECKING:
@@ -668,3 +667,7 @@ else:
             return getattr(importlib.import_module("mcpsync.transport.stdio._exit_watch"),
                            name)
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+    def __dir__() -> list[str]:
+        """``ExitWatch`` and ``_Watched`` too, so that ``dir()`` and ``help()`` list them."""
+        return sorted({*globals(), "ExitWatch", "_Watched"})
