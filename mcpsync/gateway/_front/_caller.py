@@ -8,7 +8,6 @@ The address is only advisory: hosts behind one proxy or NAT share one, and a hos
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,7 +22,8 @@ def caller_of(environ: Mapping[str, Any], *, legacy: bool) -> Caller:
     sid = environ.get("HTTP_MCP_SESSION_ID")
     if legacy and sid:
         return Caller(str(sid), "session")
-    importlib.import_module("mcpsync.server.http")
+    # Per request, so no import_module() first: a request reaches this only through the
+    # HTTP front, whose own imports have loaded mcpsync.server.http already.
     from mcpsync.server.http import current_access_token
 
     token = current_access_token()
