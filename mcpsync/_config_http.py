@@ -9,6 +9,7 @@ they ran before, so a config with several faults reports the same one.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -89,7 +90,9 @@ def _check_auth(auth: object, headers: Mapping[str, str],
     if any(key.lower() == "authorization" for key in headers):
         raise _fail("auth", "give either auth or a static Authorization header in headers, "
                             "not both (drop one of them)")
-    # Auth hooks are an HTTP matter: a stdio config never loads them.
+    # Auth hooks are an HTTP matter: a stdio config never loads them. import_module first, as
+    # config.py's loaders of this module do (a bare from-import can read a half-built module).
+    importlib.import_module("mcpsync.auth_hooks")
     from mcpsync.auth_hooks import make_auth
 
     try:

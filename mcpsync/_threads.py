@@ -13,6 +13,8 @@ owner closes. Written at each site, those three rules drift; here they are enfor
   work that must not run on the thread that hands it over (a reader, a dispatcher).
 - :func:`run_parallel` runs one function over many items with a deadline for the whole run;
   ``concurrent.futures`` threads are not daemons and cannot be abandoned after a deadline.
+  Only the Manager uses it, so it is defined in ``_parallel`` (its threads start through
+  :func:`spawn`), which this module loads when ``run_parallel`` is first read from it.
 
 Nothing here sits on a call's path: a thread is created when a connection, a pool or a
 stuck write needs one, never per message.
@@ -20,12 +22,16 @@ stuck write needs one, never per message.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Final, TypeVar
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from mcpsync._parallel import run_parallel as run_parallel
 
 __all__ = ["PREFIX", "LazyPool", "held_here", "join_all", "new_thread", "run_parallel", "spawn"]
 
@@ -34,9 +40,6 @@ PREFIX: Final = "mcpsync-"
 
 _log = logging.getLogger("mcpsync.threads")
 _STOP: Final[Any] = object()
-
-T = TypeVar("T")
-R = TypeVar("R")
 
 
 def new_thread(name: str, target: Callable[..., object], *args: Any) -> threading.Thread:
@@ -152,48 +155,21 @@ def _noop() -> None:
     """The target of the name check in :class:`LazyPool` (that thread is never started)."""
 
 
-def run_parallel(fn: Callable[[T], R], items: Sequence[T], *, what: str, limit: int,
-                 timeout: float | None = None) -> tuple[list[R | BaseException | None],
-                                                        list[int]]:
-    """Call ``fn(item)`` for each item on at most ``limit`` threads ``mcpsync-<what>-<n>``.
-
-    Returns ``(results, unfinished)``: ``results[i]`` is what ``fn(items[i])`` returned or
-    raised (``None`` while unfinished), and ``unfinished`` the indexes still running when
-    ``timeout`` (seconds, for the whole run) passed. Those threads are daemons and are left
-    to end on their own; every other thread is joined.
-    """
-    results: list[R | BaseException | None] = [None] * len(items)
-    done = [False] * len(items)
-    if not items:
-        return results, []
-    todo: queue.SimpleQueue[int] = queue.SimpleQueue()
-    for index in range(len(items)):
-        todo.put(index)
-    lock = threading.Lock()
-
-    def work() -> None:
-        while True:
-            try:
-                index = todo.get_nowait()
-            except queue.Empty:
-                return
-            try:
-                outcome: R | BaseException = fn(items[index])
-            except BaseException as exc:  # reported to the caller, never lost
-                outcome = exc
-            with lock:
-                results[index] = outcome
-                done[index] = True
-
-    threads = [spawn(f"{PREFIX}{what}-{n}", work) for n in range(min(max(1, limit), len(items)))]
-    join_all(threads, None if timeout is None else time.monotonic() + timeout)
-    with lock:
-        unfinished = [i for i, finished in enumerate(done) if not finished]
-        return list(results), unfinished
-
-
 def held_here(lock: threading.RLock) -> bool:
     """Whether the calling thread holds ``lock``. An RLock has no public way to tell;
     ``threading.Condition`` asks it the same way (both its C and its Python version)."""
     is_owned: Callable[[], bool] = lock._is_owned  # type: ignore[attr-defined]
     return is_owned()
+
+
+if not TYPE_CHECKING:   # the type checker sees the import at the top
+    def __getattr__(name: str) -> Any:
+        """``run_parallel``, importable from here as before, loaded on first access (PEP
+        562): a client's import need not compile it."""
+        if name == "run_parallel":
+            return importlib.import_module("mcpsync._parallel").run_parallel
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+    def __dir__() -> list[str]:
+        """``run_parallel`` too, so that ``dir()`` and ``help()`` list it (PEP 562)."""
+        return sorted({*globals(), "run_parallel"})

@@ -15,6 +15,7 @@ name variables and keys, never values: a config's env and headers routinely hold
 from __future__ import annotations
 
 import copy
+import importlib
 import json
 import logging
 import os
@@ -342,6 +343,9 @@ class _Entry:
         so a URL that one parser reads as loopback and requests would send elsewhere is
         refused rather than fetched in cleartext.
         """
+        # import_module first: a bare from-import in a thread that waited while a Ctrl-C
+        # stopped another thread's first import of _origin reads the half-built module.
+        importlib.import_module("mcpsync._origin")
         from mcpsync._origin import (
             UnsafeURL,
             connection_origin,

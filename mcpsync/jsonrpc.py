@@ -12,6 +12,7 @@ The guarantees, and the reasons for them, are written up in ``docs/wire.md``.
 
 from __future__ import annotations
 
+import importlib
 import json
 import json.encoder
 import sys
@@ -116,11 +117,15 @@ MISSING: Final[Any] = _MissingType()
 # client's usual line (bytes, integer ids) needs none of it, so it is not loaded with this
 # module. Each name below loads it on its first call and puts the helper in its own place,
 # so later calls go straight to the helper: an import statement on the path would cost about
-# 0.5 us each time it ran.
+# 0.5 us each time it ran. ``importlib.import_module`` comes before the ``from`` import: in a
+# thread that waited on the module lock while a Ctrl-C stopped another thread's import of it,
+# a bare ``from`` import reads the name from the failed, half-built module (ImportError);
+# import_module looks again after the lock and imports the module itself.
 
 def _lone_surrogate(text: str, /) -> re.Match[str] | None:
     """Where ``text`` holds a lone surrogate (``SURROGATE_RE.search``)."""
     global _lone_surrogate
+    importlib.import_module("mcpsync._jsonscan")
     from mcpsync._jsonscan import SURROGATE_RE
 
     _lone_surrogate = SURROGATE_RE.search
@@ -130,6 +135,7 @@ def _lone_surrogate(text: str, /) -> re.Match[str] | None:
 def _raw_member(text: str, start: int, key: str) -> str | None:
     """``_jsonscan.raw_member``, loaded on first use."""
     global _raw_member
+    importlib.import_module("mcpsync._jsonscan")
     from mcpsync._jsonscan import raw_member
 
     _raw_member = raw_member
@@ -139,6 +145,7 @@ def _raw_member(text: str, start: int, key: str) -> str | None:
 def _element_spans(text: str, start: int) -> list[tuple[int, int]] | None:
     """``_jsonscan.element_spans``, loaded on first use."""
     global _element_spans
+    importlib.import_module("mcpsync._jsonscan")
     from mcpsync._jsonscan import element_spans
 
     _element_spans = element_spans
@@ -148,6 +155,7 @@ def _element_spans(text: str, start: int) -> list[tuple[int, int]] | None:
 def _has_lone_surrogate(value: Any) -> bool:
     """``_jsonscan.has_lone_surrogate``, loaded on first use."""
     global _has_lone_surrogate
+    importlib.import_module("mcpsync._jsonscan")
     from mcpsync._jsonscan import has_lone_surrogate
 
     _has_lone_surrogate = has_lone_surrogate
@@ -984,7 +992,7 @@ def __getattr__(name: str) -> Any:
     """Load the frame reader and writer on first access (PEP 562)."""
     if name not in _FRAME_IO:
         raise AttributeError(f"module 'mcpsync.jsonrpc' has no attribute {name!r}")
-    from mcpsync import _frame_io
+    _frame_io = importlib.import_module("mcpsync._frame_io")   # not a from-import: see above
     # One update, so that a thread that finds one of them in the namespace finds both.
     namespace = globals()
     namespace.update({other: getattr(_frame_io, other) for other in _FRAME_IO})

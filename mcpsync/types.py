@@ -20,6 +20,7 @@ failing the whole call.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -142,19 +143,26 @@ def _with_common(out: dict[str, Any], annotations: dict[str, Any] | None,
 
 class _Shown:
     """The repr and notebook display of every type here, delegated to :mod:`mcpsync._display`
-    (imported on first use, so parsing never pays for it)."""
+    (imported on first use, so parsing never pays for it). ``importlib.import_module`` comes
+    before each ``from`` import: in a thread that waited on the module lock while a Ctrl-C
+    stopped another thread's import of ``_display``, a bare ``from`` import (and ``from
+    mcpsync import _display`` too) reads the name from the failed, half-built module and
+    raises ``ImportError``; ``import_module`` looks again after the lock and imports it."""
 
     __slots__ = ()
 
     def __repr__(self) -> str:
+        importlib.import_module("mcpsync._display")
         from mcpsync._display import short_repr
         return short_repr(self)
 
     def _repr_html_(self) -> str | None:
+        importlib.import_module("mcpsync._display")
         from mcpsync._display import html_of
         return html_of(self)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Any:
+        importlib.import_module("mcpsync._display")
         from mcpsync._display import mimebundle_of
         return mimebundle_of(self) if getattr(self, "type", None) in ("image", "audio") \
             else None
@@ -461,7 +469,10 @@ def _load_more() -> ModuleType:
     ...")``, which a caller's ``except KeyboardInterrupt`` would not catch. The failed import
     leaves nothing behind: the next access imports the module again."""
     try:
-        from mcpsync import _types_more
+        # Not ``from mcpsync import _types_more``: in a thread that waited on the module lock
+        # while a Ctrl-C stopped another thread's import, that reads the failed, half-built
+        # module (ImportError); import_module looks again after the lock and imports it.
+        _types_more = importlib.import_module("mcpsync._types_more")
     except RuntimeError as exc:
         if isinstance(exc.__cause__, KeyboardInterrupt):
             raise exc.__cause__ from None

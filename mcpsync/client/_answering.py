@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mcpsync._codes import INVALID_PARAMS, METHOD_NOT_FOUND
-from mcpsync.client._callbacks import Callbacks, _remote, apply_schema_defaults, load_requests
+from mcpsync.client._callbacks import Callbacks, _remote, load_requests
 from mcpsync.errors import ProtocolError, RemoteError
 
 load_requests()   # the request types, built here first: a Ctrl-C meanwhile stays one
@@ -24,6 +24,21 @@ _log = logging.getLogger("mcpsync.client")
 
 _CALLBACK_NAMES = {"sampling/createMessage": "sampling", "elicitation/create": "elicitation",
                    "roots/list": "roots"}
+
+
+def apply_schema_defaults(schema: Any, content: Any) -> dict[str, Any]:
+    """Fill every field the callback left out with the schema's ``default`` (SEP-1034).
+
+    The user accepted a form; a field with a default that they did not touch means "the
+    default", and the server should not have to guess that.
+    """
+    out = dict(content) if isinstance(content, Mapping) else {}
+    properties = schema.get("properties") if isinstance(schema, Mapping) else None
+    if isinstance(properties, Mapping):
+        for key, prop in properties.items():
+            if key not in out and isinstance(prop, Mapping) and "default" in prop:
+                out[key] = prop["default"]
+    return out
 
 
 def answer_input_request(callbacks: Callbacks, key: str, request: Any) -> dict[str, Any]:

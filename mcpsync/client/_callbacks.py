@@ -31,7 +31,8 @@ from mcpsync.client._callback_warnings import CallbackGuard
 from mcpsync.errors import RemoteError
 from mcpsync.protocol import client_capabilities
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:   # loaded on first access (the module __getattr__ at the end)
+    from mcpsync.client._answering import apply_schema_defaults as apply_schema_defaults
     from mcpsync.client._requests import (
         ElicitationRequest as ElicitationRequest,
         SamplingRequest as SamplingRequest,
@@ -90,21 +91,6 @@ def _root_dict(root: Any) -> dict[str, Any]:
             out["name"] = name
         return out
     raise TypeError(f"a root must be a URI string, a dict or a Root, got {type(root).__name__}")
-
-
-def apply_schema_defaults(schema: Any, content: Any) -> dict[str, Any]:
-    """Fill every field the callback left out with the schema's ``default`` (SEP-1034).
-
-    The user accepted a form; a field with a default that they did not touch means "the
-    default", and the server should not have to guess that.
-    """
-    out = dict(content) if isinstance(content, Mapping) else {}
-    properties = schema.get("properties") if isinstance(schema, Mapping) else None
-    if isinstance(properties, Mapping):
-        for key, prop in properties.items():
-            if key not in out and isinstance(prop, Mapping) and "default" in prop:
-                out[key] = prop["default"]
-    return out
 
 
 class Callbacks:
@@ -240,17 +226,25 @@ def load_module(name: str) -> ModuleType:
     of that module gets a bare ``from`` import's name from the failed, half-built module:
     ``ImportError: cannot import name``. ``importlib.import_module`` looks in ``sys.modules``
     again after the lock and imports the module itself, so the waiting thread's call goes
-    on. Once the module is loaded this is a call and a dictionary lookup (about 0.4 us):
-    these loaders are on the paths of features (a server's request, a progress bar, a
-    task), never on a plain ``call_tool``'s."""
+    on (``from package import module`` does not: it imports through ``__import__``, which
+    hands back the half-built module too). Once the module is loaded this is a call and a
+    dictionary lookup (about 0.4 us): these loaders are on the paths of lists and features
+    (a server's request, a progress bar, a task), never on a plain ``call_tool``'s."""
     return importlib.import_module(name)
 
 
-if not TYPE_CHECKING:   # the type checker sees the imports above, and no other name
+if not TYPE_CHECKING:   # the type checker sees the TYPE_CHECKING imports at the top instead
     def __getattr__(name: str) -> Any:
-        """``SamplingRequest`` and ``ElicitationRequest``, importable from here as before
-        (and pickles naming this module still load), loaded on first access (PEP 562).
+        """``SamplingRequest``, ``ElicitationRequest`` and ``apply_schema_defaults``,
+        importable from here as before (and pickles naming this module still load), loaded
+        on first access (PEP 562).
         Nothing reads this module's attributes on a call: its users import the names."""
         if name in _REQUESTS:
             return getattr(load_requests(), name)
+        if name == "apply_schema_defaults":   # moved to _answering, its one user
+            return load_module("mcpsync.client._answering").apply_schema_defaults
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+    def __dir__() -> list[str]:
+        """The names above too, so that ``dir()`` and ``help()`` list them (PEP 562)."""
+        return sorted({*globals(), *_REQUESTS, "apply_schema_defaults"})

@@ -60,6 +60,7 @@ from mcpsync.errors import (
     CapabilityNotSupported,
     ClosedError,
     ConnectionLost,
+    MCPError,
     ProtocolError,
     RemoteError,
     UnsupportedInThisEra,
@@ -88,6 +89,9 @@ __all__ = ["Client", "ElicitationRequest", "SamplingRequest", "Subscription"]
 
 _log = logging.getLogger("mcpsync.client")
 _SESSION_OPEN = Phase.OPEN   # call_tool compares the session's phase by identity
+# A task's end states and the bound on its tasks/cancel, as in _tasks (not loaded here).
+_TASK_ENDS = frozenset(("completed", "failed", "cancelled"))
+_TASK_CANCEL_TIMEOUT = 5.0
 
 ProgressCallback = Callable[[float, "float | None", "str | None"], Any]
 
@@ -235,6 +239,7 @@ class Client(SessionLifecycle):
               progress: Any, reset: bool | None) -> Call:
         if progress is not None and (progress.__class__ is bool or not callable(progress)):
             # A bar is call_tool's; a bare request takes a callable (or nothing).
+            load_module("mcpsync.client._progress")
             from mcpsync.client._progress import check_progress  # a wrong value: rare
 
             check_progress(progress, describe_call(method, params, self._name))
@@ -458,12 +463,32 @@ class Client(SessionLifecycle):
                    created: dict[str, Any] | None = None,
                    future: mcpsync.CallFuture | None = None) -> CallToolResult:
         """Run ``tools/call`` as a task to its end: ``params`` asks a 2025-11-25 server for
-        one; ``created`` is a 2026-07-28 ``CreateTaskResult`` already in hand."""
-        load_module("mcpsync.client._client_more")
-        from mcpsync.client._client_more import task_call  # loaded by the first task
+        one; ``created`` is a 2026-07-28 ``CreateTaskResult`` already in hand.
 
+        The first task loads the code that follows tasks here. With ``created``, the server
+        made the task before that: a Ctrl-C while it loads sends ``tasks/cancel``, as one in
+        the wait does, so no task is left running that the caller never got the id of."""
+        try:
+            load_module("mcpsync.client._tasks")
+            load_module("mcpsync.client._client_more")
+            from mcpsync.client._client_more import task_call
+        except KeyboardInterrupt:
+            if created is not None:
+                self._cancel_created(created)
+            raise
         return task_call(self, name, params, timeout, task_timeout, progress, raise_on_error,
                          created=created, future=future)
+
+    def _cancel_created(self, created: Any) -> None:
+        """``tasks/cancel`` for a task the server created that no ``TaskRun`` follows yet
+        (a Ctrl-C came first); nothing for a task without an id or already at its end. A
+        refusal is ignored, as ``TaskHandle.cancel`` ignores one."""
+        task_id = created.get("taskId") if isinstance(created, dict) else None
+        if isinstance(task_id, str) and created.get("status") not in _TASK_ENDS:
+            try:
+                self._task_request("tasks/cancel", {"taskId": task_id}, _TASK_CANCEL_TIMEOUT)
+            except MCPError:
+                return
 
     def resume_task(self, task_id: str, *, timeout: float | None = None,
                     task_timeout: float | None = None,
@@ -472,6 +497,7 @@ class Client(SessionLifecycle):
         """Pick up a tool call's task by its id (kept from ``future.task.task_id``, say,
         after a restart of this program) and return its final result, as ``call_tool``
         would have."""
+        load_module("mcpsync.client._client_more")
         from mcpsync.client._client_more import resume_task
 
         return resume_task(self, task_id, timeout=timeout, task_timeout=task_timeout,
@@ -483,6 +509,7 @@ class Client(SessionLifecycle):
         none: ``[]``, nothing sent."""
         if "tools" not in self._capabilities:
             return []
+        load_module("mcpsync._display")
         from mcpsync._display import DisplayList  # notebook rendering: loaded on first list
 
         tools = DisplayList(Tool.from_dict(t) for t in self._list_all("tools/list", "tools"))
@@ -496,6 +523,7 @@ class Client(SessionLifecycle):
         Made from the cached tool list; the tools are listed only when none is cached."""
         proxies = self._proxies
         if proxies is None:
+            load_module("mcpsync.client._proxies")
             from mcpsync.client._proxies import ToolProxies  # loaded on first use
 
             me = weakref.ref(self)
@@ -574,6 +602,7 @@ class Client(SessionLifecycle):
         that offers no resources has none; nothing is sent)."""
         if "resources" not in self._capabilities:
             return []
+        load_module("mcpsync._display")
         from mcpsync._display import DisplayList
         from mcpsync.types import Resource
 
@@ -584,6 +613,7 @@ class Client(SessionLifecycle):
         """Every resource template (all pages); ``[]`` without the ``resources`` capability."""
         if "resources" not in self._capabilities:
             return []
+        load_module("mcpsync._display")
         from mcpsync._display import DisplayList
         from mcpsync.types import ResourceTemplate
 
@@ -595,6 +625,7 @@ class Client(SessionLifecycle):
         """Every prompt (all pages); ``[]`` without the ``prompts`` capability."""
         if "prompts" not in self._capabilities:
             return []
+        load_module("mcpsync._display")
         from mcpsync._display import DisplayList
         from mcpsync.types import Prompt
 
@@ -605,6 +636,7 @@ class Client(SessionLifecycle):
     def read_resource(self, uri: str, *, timeout: float | None = None,
                       meta: Mapping[str, Any] | None = None) -> mcpsync.ReadResourceResult:
         """Read one resource. A missing one raises :class:`~mcpsync.errors.ResourceNotFound`."""
+        load_module("mcpsync.client._client_more")
         from mcpsync.client._client_more import read_resource
 
         return read_resource(self, uri, timeout=timeout, meta=meta)
@@ -614,6 +646,7 @@ class Client(SessionLifecycle):
     def list_skills(self) -> list[mcpsync.Skill]:
         """Every skill the server offers (all pages of ``skills/list``). No file of any skill
         is read: entries are remembered so that :meth:`get_skill` can verify against them."""
+        load_module("mcpsync.client._client_more")
         from mcpsync.client._client_more import list_skills
 
         return list_skills(self)
@@ -624,6 +657,7 @@ class Client(SessionLifecycle):
         through :meth:`LoadedSkill.read`. An entry not listed yet is asked for with
         ``skills/get``. Any mismatch raises :class:`~mcpsync.errors.SkillVerificationError`
         naming the file, and nothing of it is used."""
+        load_module("mcpsync.client._client_more")
         from mcpsync.client._client_more import get_skill
 
         return get_skill(self, uri, timeout=timeout)
@@ -632,6 +666,7 @@ class Client(SessionLifecycle):
                    timeout: float | None = None,
                    meta: Mapping[str, Any] | None = None) -> mcpsync.GetPromptResult:
         """Render a prompt with its (string) arguments."""
+        load_module("mcpsync.client._client_more")
         from mcpsync.client._client_more import get_prompt
 
         return get_prompt(self, name, arguments, timeout=timeout, meta=meta)
@@ -646,6 +681,7 @@ class Client(SessionLifecycle):
         contains ``://``, else a prompt name). ``argument`` is ``{"name", "value"}`` or a
         ``(name, value)`` pair; ``context`` maps already-chosen argument names to values.
         """
+        load_module("mcpsync.client._client_more")
         from mcpsync.client._client_more import complete
 
         return complete(self, ref, argument, context)
@@ -667,6 +703,7 @@ class Client(SessionLifecycle):
         Legacy sends ``logging/setLevel``; modern puts the level in every later request's
         ``_meta`` (messages then arrive only for those requests).
         """
+        load_module("mcpsync.client._client_more")
         from mcpsync.client._client_more import set_log_level
 
         set_log_level(self, level)

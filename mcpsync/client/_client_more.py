@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from mcpsync.client._arguments import check_arguments
+from mcpsync.client._callbacks import load_module
 from mcpsync.client._client import _submitting
 from mcpsync.errors import CapabilityNotSupported, ProtocolError, SkillVerificationError
 from mcpsync.protocol import LOG_LEVELS
@@ -22,12 +23,14 @@ if TYPE_CHECKING:
     from mcpsync.client._client import Client, ProgressCallback
     from mcpsync.client._future import CallFuture
     from mcpsync.client._skills import LoadedSkill, Skill
+    from mcpsync.client._tasks import TaskRun
     from mcpsync.types import CallToolResult, CompleteResult, GetPromptResult, ReadResourceResult
 
 
 def get_skill(client: Client, uri: str, *, timeout: float | None = None) -> LoadedSkill:
     """:meth:`Client.get_skill`."""
     _require_skills(client, f"loading skill {uri!r}", "skills/get")
+    load_module("mcpsync.client._skills")   # loaded by _require_skills: a lookup
     from mcpsync.client._skills import LoadedSkill, Skill, check_frontmatter, fetch_verified
     from mcpsync.types import ReadResourceResult
 
@@ -62,7 +65,9 @@ def get_skill(client: Client, uri: str, *, timeout: float | None = None) -> Load
 def list_skills(client: Client) -> list[Skill]:
     """:meth:`Client.list_skills`."""
     _require_skills(client, "listing skills", "skills/list")
+    load_module("mcpsync._display")
     from mcpsync._display import DisplayList
+    load_module("mcpsync.client._skills")   # loaded by _require_skills: a lookup
     from mcpsync.client._skills import Skill
 
     skills = [Skill.from_dict(d, client._name)
@@ -73,6 +78,7 @@ def list_skills(client: Client) -> list[Skill]:
 
 def _require_skills(client: Client, doing: str, method: str) -> None:
     # The skills module is loaded by the first skills call, not by the client's import.
+    load_module("mcpsync.client._skills")
     from mcpsync.client._skills import EXTENSION as SKILLS_EXTENSION
 
     extensions = client._capabilities.get("extensions")
@@ -108,6 +114,7 @@ def resume_task(client: Client, task_id: str, *, timeout: float | None = None,
                 progress: ProgressCallback | None = None,
                 raise_on_error: bool = False) -> CallToolResult:
     """:meth:`Client.resume_task`."""
+    load_module("mcpsync.client._tasks")
     from mcpsync.client._tasks import TaskRun
 
     task = client._task_request("tasks/get", {"taskId": task_id}, timeout)
@@ -187,6 +194,7 @@ def _completion_argument(argument: Any) -> dict[str, Any]:
 def call_tool_with_bar(client: Client, name: str, arguments: Mapping[str, Any] | None,
                        progress: object, **options: Any) -> CallToolResult:
     """:meth:`Client._call_tool_with_bar` (``call_tool(progress=True)``)."""
+    load_module("mcpsync.client._progress")
     from mcpsync.client._progress import check_progress, progress_bar  # bars: first use
     check_progress(progress, f"calling tool {name!r} on server {client._name!r}")
     validate = options.get("validate_input")
@@ -207,18 +215,21 @@ def task_call(client: Client, name: str, params: dict[str, Any] | None, timeout:
               created: dict[str, Any] | None = None,
               future: CallFuture | None = None) -> CallToolResult:
     """:meth:`Client._task_call`: a ``tools/call`` run as a task to its end."""
-    from mcpsync.client._tasks import TaskRun  # loaded by the first task, not at import
+    modern = created is not None
+    run: TaskRun | None = None
+    try:   # from the start: a Ctrl-C in the lookup below cancels a created task too
+        load_module("mcpsync.client._tasks")   # loaded by Client._task_call: a lookup
+        from mcpsync.client._tasks import TaskRun
 
-    run = TaskRun(client._task_request, server=client._name, tool=name,
-                  modern=created is not None, timeout=timeout, task_timeout=task_timeout,
-                  progress=None if progress is None
-                  else client._guard.wrap("progress", progress),
-                  answer=client._callbacks.answer_input_request)
-    if created is None:
-        assert params is not None
-        answer = client._request("tools/call", {**params, "task": {}}, timeout=timeout)
-        created = answer.get("task")
-    try:
+        if created is None:   # a 2025-11-25 server: ask it for a task
+            assert params is not None
+            created = client._request("tools/call", {**params, "task": {}},
+                                      timeout=timeout).get("task")
+        run = TaskRun(client._task_request, server=client._name, tool=name,
+                      modern=modern, timeout=timeout, task_timeout=task_timeout,
+                      progress=None if progress is None
+                      else client._guard.wrap("progress", progress),
+                      answer=client._callbacks.answer_input_request)
         handle = run.adopt(created)
         future = future or getattr(_submitting, "future", None)
         if future is not None:
@@ -226,7 +237,9 @@ def task_call(client: Client, name: str, params: dict[str, Any] | None, timeout:
             if future.cancelled():
                 handle.cancel()
     except KeyboardInterrupt:   # Ctrl-C as the task starts: it is cancelled too
-        if run.handle is not None:
+        if run is not None and run.handle is not None:
             run.handle.cancel()
+        elif created is not None:   # created, not yet followed
+            client._cancel_created(created)
         raise
     return client._toolset.result(client._name, name, run.wait(), raise_on_error)

@@ -105,6 +105,7 @@ def connect(target: ServerConfig | Sequence[str] | str
     opts = replace(base, **changed) if changed else base
     in_process = None
     if isinstance(target, (os.PathLike, Mapping)):
+        load_module("mcpsync.client._connect_config")
         from mcpsync.client._connect_config import config_from
 
         target = config_from(target, server_id)
@@ -113,6 +114,7 @@ def connect(target: ServerConfig | Sequence[str] | str
     # A command or a config is never an in-process server: only another kind of target loads
     # the memory transport (and its protocol) to ask.
     if type(target) not in _NOT_IN_PROCESS:
+        load_module("mcpsync.client._memory")
         from mcpsync.client._memory import InProcessServer, in_process_target
 
         if isinstance(target, InProcessServer):   # a mcpsync.Server: served in this process

@@ -18,6 +18,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from mcpsync.client._callbacks import load_module
 from mcpsync.config import ServerConfig
 from mcpsync.errors import ConfigError
 
@@ -29,6 +30,7 @@ _ONE_ENTRY_ID = "server"
 def config_from(source: os.PathLike[str] | Mapping[str, Any], server_id: str | None
                 ) -> ServerConfig:
     """The one :class:`ServerConfig` that ``connect(source, server_id=...)`` starts."""
+    load_module("mcpsync.config_files")
     from mcpsync.config_files import load_config
 
     where = os.fspath(source) if isinstance(source, os.PathLike) else "the config dict"

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from mcpsync.client._callbacks import load_module
 from mcpsync.config import ServerConfig
 from mcpsync.errors import ConfigError
 
@@ -72,6 +73,7 @@ def http_settings(config: ServerConfig, *, headers: Mapping[str, str] | None, au
     if session is not None and not callable(getattr(session, "request", None)):
         raise ConfigError(f"invalid option: session: expected a requests.Session, got "
                           f"{type(session).__name__}")
+    load_module("mcpsync.auth_hooks")
     from mcpsync.auth_hooks import make_auth  # HTTP only: a stdio connect never loads it
 
     hooks = make_auth(auth if auth is not None else config.auth, config.authorization,
@@ -82,6 +84,7 @@ def http_settings(config: ServerConfig, *, headers: Mapping[str, str] | None, au
 def open_http_transport(config: ServerConfig, settings: HttpSettings, *, name: str,
                         max_frame_bytes: int) -> HttpTransport:
     """The transport for one HTTP session (imports ``requests`` on first use)."""
+    load_module("mcpsync.transport.http")
     from mcpsync.transport.http import HttpTransport
 
     assert config.url is not None

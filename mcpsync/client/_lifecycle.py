@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import mcpsync
 from mcpsync._version import __version__
 from mcpsync.client._cache import ListCache
-from mcpsync.client._callbacks import Callbacks
+from mcpsync.client._callbacks import Callbacks, load_module
 from mcpsync.client._finalizer import weak_method
 from mcpsync.client._flow import era_contradicted
 from mcpsync.client._handshake import (
@@ -111,6 +111,7 @@ class SessionLifecycle:
 
     def _tell_transport_legacy(self, version: str, params: dict[str, Any]) -> None:
         """The HTTP transport learns the legacy era from us, not from the frames."""
+        load_module("mcpsync.transport.http._transport")
         from mcpsync.transport.http._transport import HttpTransport, SessionState
         transport = self._transport
         if isinstance(transport, HttpTransport):
@@ -121,6 +122,7 @@ class SessionLifecycle:
         a printer on ``sys.stderr`` before it."""
         if self._opts.stderr != "show":
             return self._opts.on_stderr
+        load_module("mcpsync.client._stderr_show")
         from mcpsync.client._stderr_show import stderr_printer
 
         return stderr_printer(self._name, self._opts.on_stderr)
@@ -133,6 +135,7 @@ class SessionLifecycle:
             transport = self._in_process(self._name)
         elif self._http is not None:
             # Loaded already: connect() made the settings there.
+            load_module("mcpsync.client._connect_http")
             from mcpsync.client._connect_http import open_http_transport
 
             transport = open_http_transport(self._config, self._http, name=self._name,
@@ -182,6 +185,7 @@ class SessionLifecycle:
         self._rebuild_meta()
         transport = self._transport
         if self._modern and self._config.is_http:
+            load_module("mcpsync.transport.http._transport")
             from mcpsync.transport.http._transport import HttpTransport, SessionState
             if isinstance(transport, HttpTransport):
                 transport.session_updated(SessionState("modern", negotiated.protocol_version))

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from mcpsync.client._arguments import check_arguments
+from mcpsync.client._callbacks import load_module
 from mcpsync.client._client import _submitting
 from mcpsync.client._flow import Call, Flow, Round, RoundWorkers, call_flow
 from mcpsync.client._future import CallFuture
@@ -52,6 +53,7 @@ def submit_tool(client: Client, name: str, arguments: Mapping[str, Any] | None, 
         check_arguments(client._name, name, arguments, client._toolset, client._relist_tools)
     bar = None
     if progress is not None and (progress.__class__ is bool or not callable(progress)):
+        load_module("mcpsync.client._progress")
         from mcpsync.client._progress import progress_bar
 
         bar = progress_bar(progress, f"calling tool {name!r} on server {client._name!r}",

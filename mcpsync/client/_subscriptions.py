@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from mcpsync._threads import held_here
+from mcpsync.client._callbacks import load_module
 from mcpsync.errors import ClosedError, MCPError
 from mcpsync.protocol import META_SUBSCRIPTION_ID
 
@@ -131,17 +132,20 @@ class Subscriptions:
     # subscription loads: most clients never subscribe, and their import skips it.
 
     def subscribe(self, uri: str, callback: Callable[[str], Any]) -> Subscription:
+        load_module("mcpsync.client._subscribing")
         from mcpsync.client._subscribing import subscribe
 
         return subscribe(self, uri, callback)
 
     def on_list_changed(self, kind: str, callback: Callable[[str], Any]) -> Subscription:
+        load_module("mcpsync.client._subscribing")
         from mcpsync.client._subscribing import on_list_changed
 
         return on_list_changed(self, kind, callback)
 
     def watch_task(self, task_id: str, callback: Callable[[dict[str, Any]], Any]
                    ) -> Subscription:
+        load_module("mcpsync.client._subscribing")
         from mcpsync.client._subscribing import watch_task
 
         return watch_task(self, task_id, callback)
@@ -239,6 +243,7 @@ class Subscriptions:
 
     def _resubscribe_legacy(self) -> None:
         """``resources/subscribe`` for every subscribed URI (caller holds ``_wire``)."""
+        load_module("mcpsync.client._subscribing")
         from mcpsync.client._subscribing import resubscribe_legacy
 
         resubscribe_legacy(self)
@@ -304,6 +309,7 @@ class Subscriptions:
 
     def acknowledged(self, params: Any) -> None:
         """``notifications/subscriptions/acknowledged``: complete the matching listen."""
+        load_module("mcpsync.client._subscribing")
         from mcpsync.client._subscribing import acknowledged
 
         acknowledged(self, params)
@@ -331,6 +337,7 @@ class Subscriptions:
 
         Caller holds ``_wire``. The new listen is acknowledged before the old is cancelled.
         """
+        load_module("mcpsync.client._subscribing")
         from mcpsync.client._subscribing import sync_modern
 
         return sync_modern(self)

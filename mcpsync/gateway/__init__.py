@@ -8,6 +8,7 @@ the command is ``mcpsync gateway --config FILE [--http HOST:PORT]``; under gunic
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING
 
 from mcpsync.gateway._gateway import FrameObserver as FrameObserver, Gateway as Gateway
@@ -32,7 +33,9 @@ def wsgi() -> HttpFront:
     """The WSGI application for gunicorn (an app factory: ``'mcpsync.gateway:wsgi()'``): the
     gateway over the config file ``MCPSYNC_GATEWAY_CONFIG`` names, serving HTTP at ``/mcp``,
     with the policy, budgets and approver of the file's ``mcpsync`` key."""
+    importlib.import_module("mcpsync.gateway._front")
     from mcpsync.gateway._front import env_config
+    importlib.import_module("mcpsync.gateway._guard._hooks")
     from mcpsync.gateway._guard._hooks import guard_options
 
     path = env_config()

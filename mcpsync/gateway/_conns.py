@@ -17,6 +17,7 @@ bytes), ``close``.
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import select
@@ -207,7 +208,9 @@ class HttpConn(Conn):
 
     def __init__(self, config: ServerConfig, name: str, max_frame_bytes: int,
                  secret_resolver: SecretResolver | None = None) -> None:
+        importlib.import_module("mcpsync.auth_hooks")
         from mcpsync.auth_hooks import make_auth
+        importlib.import_module("mcpsync.transport.http")
         from mcpsync.transport.http import HttpTransport
 
         if config.secret_ref and secret_resolver is not None:
@@ -260,6 +263,7 @@ class HttpConn(Conn):
                 and isinstance(message.result, dict)):
             # A legacy handshake: the transport must know the version (its header on every
             # later POST) before the host's notifications/initialized goes out.
+            importlib.import_module("mcpsync.transport.http._transport")
             from mcpsync.transport.http._transport import SessionState
             version = str(message.result.get("protocolVersion", ""))
             self._transport.session_updated(SessionState("legacy", version, self._init_params))
@@ -292,6 +296,7 @@ class HttpConn(Conn):
         return None if found is None else {"session": found[0], "version": found[1]}
 
     def resume(self, session: Mapping[str, str], init_params: dict[str, Any]) -> bool:
+        importlib.import_module("mcpsync.transport.http._transport")
         from mcpsync.transport.http._transport import SessionState
 
         version = session.get("version") or str(init_params.get("protocolVersion", ""))

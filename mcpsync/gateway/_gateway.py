@@ -25,6 +25,7 @@ replaces them.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import logging
 import os
@@ -264,6 +265,7 @@ class Gateway:
         :meth:`_new_core`, with this gateway's guard, bridge, secrets, inspector and
         ``on_frame``. Call the app's ``close()`` when done (``on_close``, a callable, runs
         after it: the gunicorn entry point closes its gateway so)."""
+        importlib.import_module("mcpsync.gateway._front")
         from mcpsync.gateway._front import HttpFront
 
         return HttpFront(self._configs, path=path, make_core=self._new_core, **options)
@@ -284,6 +286,7 @@ class Gateway:
                    ready: Callable[[str], None] | None = None, **options: Any) -> None:
         """Serve :meth:`wsgi_app` on the built-in HTTP server until Ctrl-C or ``stop``;
         ``ready(url)`` is called once hosts can connect."""
+        importlib.import_module("mcpsync.gateway._front")
         from mcpsync.gateway._front import serve_front
 
         front_options = {k: options.pop(k) for k in list(options) if k in _FRONT_OPTIONS}

@@ -33,7 +33,7 @@ from mcpsync.secrets import (
 )
 from mcpsync.session._base import MAIN_THREAD_SLICE
 from mcpsync.transport.stdio import StdioTransport
-from mcpsync.transport.stdio._lifecycle import ExitWatch
+from mcpsync.transport.stdio._exit_watch import ExitWatch
 
 __all__ = ["begin_close_entry", "begin_discovery", "close_config_auth", "close_entries",
            "close_entry", "spawn_entry", "watch_tool_list"]

@@ -14,6 +14,7 @@ process that made it; in a forked child every method raises ``UsedAfterFork``.
 from __future__ import annotations
 
 import atexit
+import importlib
 import logging
 import os
 import threading
@@ -25,8 +26,9 @@ from typing import Any
 
 from mcpsync._budget_ledger import BudgetLedger
 from mcpsync._display import DisplayList
+from mcpsync._parallel import run_parallel
 from mcpsync._secret_dirs import sweep as sweep_secret_dirs
-from mcpsync._threads import held_here, run_parallel
+from mcpsync._threads import held_here
 from mcpsync.client._callback_warnings import CallbackGuard
 from mcpsync.client._client import Client, ProgressCallback
 from mcpsync.client._options import ClientOptions
@@ -170,6 +172,9 @@ class Manager:
         ``mcpsync login`` writes) holds its tokens, and no browser opens unless
         ``interactive_login=True``. :meth:`close` closes those providers.
         """
+        # import_module first: a bare from-import in a thread that waited while a Ctrl-C
+        # stopped another thread's first import of config_files reads the half-built module.
+        importlib.import_module("mcpsync.config_files")
         from mcpsync.config_files import load_config
 
         configs = load_config(source, workspace_folder=workspace_folder, environ=environ,

@@ -21,6 +21,7 @@ condition with its lock was most of the cost of tracking a request.
 
 from __future__ import annotations
 
+import importlib
 import math
 import sys
 import threading
@@ -274,6 +275,7 @@ class Context:
         """Ask the user, through the client, to fill a form (``schema``: a flat JSON object
         schema) or to visit ``url``. Returns an ``ElicitResult`` (``action``, ``content``).
         Era rules and ``key`` as for :meth:`ask`."""
+        importlib.import_module("mcpsync.server._asks")
         from mcpsync.server._asks import Ask
 
         return self.ask(Ask.elicit(message, schema, url=url), key=key)
@@ -284,12 +286,14 @@ class Context:
         ``SampleResult`` (``role``, ``content``, ``model``, ``stop_reason``, ``text``).
         ``options`` are those of ``Ask.sample`` (``system_prompt``, ``temperature``, ...).
         Era rules and ``key`` as for :meth:`ask`."""
+        importlib.import_module("mcpsync.server._asks")
         from mcpsync.server._asks import Ask
 
         return self.ask(Ask.sample(messages, max_tokens=max_tokens, **options), key=key)
 
     def list_roots(self, *, key: str | None = None) -> list[Any]:
         """The client's roots (``roots/list``), as ``mcpsync.types.Root`` objects."""
+        importlib.import_module("mcpsync.server._asks")
         from mcpsync.server._asks import Ask
 
         result: list[Any] = self.ask(Ask.roots(), key=key)

@@ -11,6 +11,7 @@ with every such ask under its key and the sealed state of the answers used so fa
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -53,6 +54,7 @@ def run_rounds(svc: Services, req: Request, target: str, arguments: Any,
                       f"this request did not declare the capability {missing.required}",
                       {"requiredCapabilities": missing.required}) from None
     except InputNeeded as need:
+        importlib.import_module("mcpsync.server._state")
         from mcpsync.server._state import StateTooLarge
 
         try:
@@ -85,6 +87,7 @@ def _answers(svc: Services, req: Request, target: str,
     token = params.get("requestState")
     if token is None:
         return answers
+    importlib.import_module("mcpsync.server._state")
     from mcpsync.server._state import StateRefused
 
     try:

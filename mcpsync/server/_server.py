@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import inspect
 import os
 import sys
@@ -142,6 +143,7 @@ class Server:
     def _make_sealer(self) -> Any:
         with self._lock:
             if self._sealer is None:
+                importlib.import_module("mcpsync.server._state")
                 from mcpsync.server._state import StateSealer
 
                 self._sealer = StateSealer(self.name, self._state_keys)
@@ -270,6 +272,7 @@ class Server:
         ``skills/get`` and ``resources/directory/read`` answer for them. Returns the
         ``SKILL.md`` URIs. ``ValueError`` names the file for a skill that cannot be served.
         """
+        importlib.import_module("mcpsync.server._skills")
         from mcpsync.server._skills import SkillCatalog
 
         catalog = SkillCatalog.load(Path(directory))
@@ -588,6 +591,7 @@ class Server:
         ...). Each connection holds a thread, open streams included, so ``max_connections``
         bounds the clients served at once.
         """
+        importlib.import_module("mcpsync.server.http")
         from mcpsync.server.http import WsgiServer
 
         app: McpApp | ProtectedApp
@@ -627,6 +631,7 @@ class Server:
         is checked as by :meth:`wsgi_app`, besides Django's own ``ALLOWED_HOSTS``. Needs
         Django, which is imported only when a request arrives.
         """
+        importlib.import_module("mcpsync.server.http._django")
         from mcpsync.server.http._django import DjangoView
 
         return DjangoView(self.wsgi_app(allowed_hosts=allowed_hosts,

@@ -22,6 +22,7 @@ gateway, the aggregator or the upstream's queue take theirs.
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import threading
@@ -210,9 +211,11 @@ class BridgedUpstream(Upstream):
         self._decided = True
         if self.host_era != self.upstream_era:
             if self.host_era == "modern":
+                importlib.import_module("mcpsync.gateway._bridge.modern_to_legacy")
                 from mcpsync.gateway._bridge.modern_to_legacy import ModernHostLegacyServer
                 self._tr = ModernHostLegacyServer(self)
             else:
+                importlib.import_module("mcpsync.gateway._bridge.legacy_to_modern")
                 from mcpsync.gateway._bridge.legacy_to_modern import LegacyHostModernServer
                 self._tr = LegacyHostModernServer(self)
             _log.info("upstream %r: bridging a %s host to a %s server", self.id,

@@ -22,6 +22,8 @@ def caller_of(environ: Mapping[str, Any], *, legacy: bool) -> Caller:
     sid = environ.get("HTTP_MCP_SESSION_ID")
     if legacy and sid:
         return Caller(str(sid), "session")
+    # Per request, so no import_module() first: a request reaches this only through the
+    # HTTP front, whose own imports have loaded mcpsync.server.http already.
     from mcpsync.server.http import current_access_token
 
     token = current_access_token()

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import importlib
 import logging
 import os
 import secrets
@@ -246,6 +247,7 @@ def serve_front(front: HttpFront, host: str, port: int, *,
                 ready: Callable[[str], None] | None = None, **options: Any) -> None:
     """Serve ``front`` on the built-in server until Ctrl-C or ``stop`` is set; then close
     the server and the front."""
+    importlib.import_module("mcpsync.server.http")
     from mcpsync.server.http import WsgiServer
 
     server = WsgiServer(front, host, port, name=options.pop("name", "gateway"), **options)

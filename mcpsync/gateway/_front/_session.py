@@ -22,6 +22,7 @@ the host nothing for them.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import logging
 import queue
@@ -107,6 +108,7 @@ class SessionRelay:
             u.id: found for u in core.upstreams if (found := u.session()) is not None}
         state: dict[str, Any] = {"init": self._init_params, "version": self._version,
                                  "up": sessions}
+        importlib.import_module("mcpsync.server.http")
         from mcpsync.server.http import current_access_token
 
         token = current_access_token()
@@ -251,6 +253,7 @@ class SessionRelay:
             return "this gateway session has ended"
         resumed, self._resumed = self._resumed, None
         if resumed is not None:
+            importlib.import_module("mcpsync.gateway._front._replicas")
             from mcpsync.gateway._front._replicas import resume_core
 
             up = resumed.get("up")

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import importlib
 import itertools
 import json
 import logging
@@ -401,6 +402,7 @@ def approver_from_config(section: Mapping[str, Any], source: str, *,
     ``None`` when it names none. ``section`` is the config's ``approval`` object, ``source``
     the file it came from and ``key`` its path there, both for the error messages; unknown
     keys and wrong types raise ``ConfigError`` naming them."""
+    importlib.import_module("mcpsync.gateway._guard._approvers._config")
     from mcpsync.gateway._guard._approvers._config import approver_from_config as build
     return build(section, source, key=key)
 
@@ -409,6 +411,7 @@ def desk_from_config(section: Mapping[str, Any], source: str, *,
                      key: str = "mcpsync.approval") -> ApprovalDesk:
     """The desk the config's ``approval`` object describes: its approver and
     ``hold_seconds``."""
+    importlib.import_module("mcpsync.gateway._guard._approvers._config")
     from mcpsync.gateway._guard._approvers._config import desk_settings
     approver = approver_from_config(section, source, key=key)
     return ApprovalDesk(approver, hold_seconds=desk_settings(section, source, key=key))

@@ -82,6 +82,7 @@ def approver_from_settings(settings: GuardSettings) -> Any:
 def guard_options(path: str) -> dict[str, Any]:
     """The ``Gateway`` options (policy, approver, hold time) the config file's ``mcpsync``
     key asks for: what the command and the gunicorn entry point both apply."""
+    importlib.import_module("mcpsync.gateway._guard._schema")
     from mcpsync.gateway._guard._schema import read_guard_settings
 
     settings = read_guard_settings(path)

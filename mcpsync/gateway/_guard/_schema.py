@@ -18,6 +18,7 @@ rule must not silently let a tool through. The schema (see ``docs/gateway-guard.
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import os
@@ -173,6 +174,7 @@ def read_guard_settings(config: str | os.PathLike[str] | Mapping[str, Any]) -> G
     if isinstance(config, Mapping):
         source, document = "the gateway config", config
     else:
+        importlib.import_module("mcpsync.config_files")
         from mcpsync.config_files import _read_file
 
         source = os.fspath(config)
