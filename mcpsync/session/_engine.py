@@ -4,7 +4,8 @@ server->client requests over a pull transport (``receive``/``wake``/``send``).
 Theory of operation (the *reader role*; ``docs/performance.md`` has the long version):
 
 - Exactly one thread at a time reads the transport: it holds the *reader role*
-  (``self._role``, a :class:`~mcpsync.session._role.Role` changed only under ``self._lock``).
+  (``self._role``, a :class:`~mcpsync.session._role.Role` changed under ``self._lock``, but
+  for a leader giving it back in the usual case: see ``_release_role``).
   The holder is the background reader thread ``mcpsync-<kind>-reader-<name>`` (``_BG``;
   ``<kind>`` is the transport's ``kind``: ``stdio``, ``http``, ``memory``), or a caller (its
   :class:`Call`).
@@ -32,14 +33,18 @@ Theory of operation (the *reader role*; ``docs/performance.md`` has the long ver
 - When the connection dies, every pending call fails at once; the background reader then
   tears the transport down and calls ``on_lost``.
 - State: the reader role is one ``Role`` (``_role``) and the session's life one ``Phase``
-  (``_phase``: new, open, losing, lost, torn down, closing, closed), both changed only under
-  ``self._lock``; the hot path reads them without it and acts only on "the role is mine" or
-  "the phase is open", which no other thread can take away from it unseen.
+  (``_phase``: new, open, losing, lost, torn down, closing, closed), both changed under
+  ``self._lock`` (the role's one exception: a leader gives it back without it); the hot
+  path reads them without it and acts only on "the role is mine" or "the phase is open",
+  which no other thread can take away from it unseen.
 
 Free-threaded CPython (3.13t and later) is not supported yet: the engine relies on single
 dict operations on ``_pending`` (insert, ``pop``) being atomic and on plain attribute reads
 seeing a recent value, both true under the GIL and promised by the free-threaded build too,
-but the suite has not been run on one; until it has, use a GIL build.
+but the suite has not been run on one; until it has, use a GIL build. ``_release_role``
+also relies on plain attribute stores and loads being seen by other threads in the order
+they were made (a store then a load on each side, so one side sees the other's store),
+which the GIL gives; a free-threaded build would need that fast path to take the lock.
 
 The session is built from parts (see ``_base``): this module holds the hot path (claiming
 the role, writing, leading and following, routing answers); the background reader, the
@@ -741,8 +746,38 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
         is left in its short sleep (at most HANDOFF_GRACE): waking it on every call costs a
         thread switch per call, and most often the same caller claims the role again for its
         next call before that sleep ends. See docs/performance.md.
+
+        The usual case (this call holds the role, has not asked for it, is not writing)
+        gives it back without the session's lock, and takes the lock only when the
+        background reader must be woken. That is safe under the GIL because:
+
+        - While ``holder`` is this call, no other thread changes it: the background reader
+          takes the role from a caller only while that caller is ``sending`` (checked
+          here: the caller clears it itself, before it reads), grants only from itself
+          (``holder`` is ``_BG``), and every claim needs ``holder`` to be ``None``. So the
+          test and the store cannot be split by another writer.
+        - ``want`` is set to this call only by this call's own thread; another call's
+          ``want`` is not ours to clear.
+        - Whether to wake the reader is decided *after* ``holder = None`` is stored, reading
+          what the other threads store *before* they read ``holder``: a caller registers
+          its call in ``_pending`` before it looks at the role, the close sets the phase
+          and then wakes the reader itself, and the background reader stores
+          ``long_park`` before it looks at ``holder`` again (``_bg_run``'s second look
+          before a long sleep). Each such pair is a store then a load on both sides, so one
+          of the two threads always sees the other's store: a role given back while a
+          call waits or the reader sleeps long is never left unread.
+        - No call sits between the store and that decision (a Ctrl-C is raised only where
+          a call returns), and the wake-up itself runs under the lock as before.
         """
         role = self._role
+        if role.holder is call and role.want is not call and role.sending is None:
+            role.holder = None
+            if not (role.long_park or EAGER_HANDBACK or self._pending
+                    or self._phase is _CLOSED):
+                return  # the sequential case: the reader's short sleep picks the role up
+            wake = True
+        else:
+            wake = False
         held = False
         try:  # Role.release, inlined (this runs once per call)
             for held in self._locking:  # noqa: B007 - taken Ctrl-C safe (see __init__)
@@ -753,7 +788,9 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
                 role.holder = None
                 if (role.long_park or EAGER_HANDBACK or self._pending
                         or self._phase is _CLOSED):
-                    role.unpark()
+                    wake = True
+            if wake:
+                role.unpark()
         finally:
             if held:
                 self._lock.release()

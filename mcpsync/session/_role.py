@@ -2,9 +2,12 @@
 
 Exactly one thread at a time reads: the background reader (:data:`BG` as holder) or a caller
 (its :class:`~mcpsync.session._call.Call`). Every field changes only under the session's
-``_lock`` (the callers of these methods hold it); the hot path reads ``holder`` without the
-lock, which is safe because a thread only ever acts on "the holder is me", and only the
-holder (or, under the lock, a granter) changes that.
+``_lock`` (the callers of these methods hold it), with one exception: a caller holding the
+role gives it back (``holder = None``) without the lock in the usual case, and takes the
+lock only to wake the background reader (``Session._release_role`` says why no wake-up is
+lost). The hot path reads ``holder`` without the lock, which is safe because a thread only
+ever acts on "the holder is me", and only the holder (or, under the lock, a granter)
+changes that.
 
 - ``holder``: who reads (``None``: nobody; the background reader takes it within
   HANDOFF_GRACE).

@@ -1,0 +1,193 @@
+"""The reader role given back without the session's lock (``_release_role``'s usual case).
+
+A caller that led gives the role back by a plain store, and takes the lock only to wake the
+background reader. What could go wrong is a wake-up lost between the two threads: the
+caller decides whether to wake the reader from ``long_park`` (is it in a long sleep?) while
+the reader decides, under the lock but without the caller, to sleep long because the caller
+still held the role. These tests hold both orders to a woken reader, deterministically: a
+trace function on the background reader's thread stretches its sleep to 60 s (so a lost
+wake-up shows as a notification never read within the 30 s the test waits, nothing is
+timed) or stops it inside its locked section while the caller gives the role back. The
+others hold the role's mutual exclusion against calls from several threads and a close.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator
+from types import FrameType
+from typing import Any
+
+import pytest
+
+from mcpsync.errors import ClosedError, ConnectionLost
+from mcpsync.jsonrpc import Message
+from mcpsync.session import Session
+from mcpsync.session._background import BackgroundReader
+from mcpsync.session._base import HANDOFF_GRACE
+from mcpsync.session._role import BG
+
+from .helpers import open_session
+
+pytestmark = pytest.mark.timeout(90)
+
+_BG_RUN = BackgroundReader._bg_run.__code__
+
+
+def _line_of(text: str) -> int:
+    """The line number of the one line of ``_bg_run`` that contains ``text``."""
+    lines, first = inspect.getsourcelines(BackgroundReader._bg_run)
+    found = [first + i for i, line in enumerate(lines) if text in line]
+    assert len(found) == 1, (text, found)
+    return found[0]
+
+
+@contextlib.contextmanager
+def _tracing_reader(on_line: Callable[[FrameType], None]) -> Iterator[None]:
+    """Threads started inside run ``on_line(frame)`` before each line of ``_bg_run``."""
+    def local(frame: FrameType, event: str, arg: Any) -> Any:
+        if event == "line":
+            on_line(frame)
+        return local
+
+    def trace(frame: FrameType, event: str, arg: Any) -> Any:
+        return local if frame.f_code is _BG_RUN else None
+
+    threading.settrace(trace)
+    try:
+        yield
+    finally:
+        threading.settrace(None)  # type: ignore[arg-type]
+
+
+def _notes() -> tuple[queue.Queue[Message], Callable[[Message], None]]:
+    notes: queue.Queue[Message] = queue.Queue()
+    return notes, notes.put
+
+
+def _is_long_call(frame: FrameType) -> bool:
+    holder = frame.f_locals.get("holder")
+    return getattr(holder, "method", None) == "notify_later"
+
+
+def test_a_role_given_back_wakes_a_reader_in_a_long_sleep(no_leaks: None) -> None:
+    """While one call keeps the role, the background reader's sleeps double (long_park);
+    here each long one is made 60 s. The caller gives the role back with nothing pending:
+    it must see ``long_park`` and wake the reader, which then reads the notification the
+    server sends 20 ms after its answer (else it would wait out the 60 s)."""
+    acquire_line = _line_of("if not gate.acquire(timeout=park_for):")
+
+    def stretch(frame: FrameType) -> None:
+        if frame.f_lineno == acquire_line and frame.f_locals["park_for"] > HANDOFF_GRACE:
+            frame.f_locals["park_for"] = 60.0   # written back when the trace returns
+
+    notes, on_note = _notes()
+    with _tracing_reader(stretch):
+        session = open_session(on_notification=on_note)
+    try:
+        assert session.request("echo", {"warm": 1}) == {"warm": 1}
+        for i in range(3):
+            assert session.request("notify_later", {"before": 200, "ms": 20},
+                                   timeout=20) == "later"
+            assert notes.get(timeout=30).method == "test/later", i
+    finally:
+        session.close()
+
+
+def test_the_reader_looks_again_before_a_long_sleep(no_leaks: None) -> None:
+    """The other order: the background reader has seen the caller holding the role and
+    decided to sleep long, but not yet stored ``long_park``, when the caller gives the role
+    back (without the lock, which the reader holds: the caller must not need it) and finds
+    no reason to wake it. The reader must look at the role again after storing
+    ``long_park`` and not sleep: the notification the server sends 50 ms after its answer
+    is read (the sleep is made 60 s, so a reader that slept would miss the 30 s below)."""
+    store_line = _line_of("self._role.long_park = park_for > HANDOFF_GRACE")
+    armed = threading.Event()
+    paused = threading.Event()
+    resume = threading.Event()
+    stuck: list[bool] = []
+    armed.set()
+
+    def pause(frame: FrameType) -> None:
+        if (frame.f_lineno == store_line and armed.is_set()
+                and frame.f_locals["park_for"] > HANDOFF_GRACE and _is_long_call(frame)):
+            armed.clear()
+            frame.f_locals["park_for"] = 60.0
+            paused.set()
+            if not resume.wait(20):   # the caller needed the lock we hold: a deadlock
+                stuck.append(True)
+
+    notes, on_note = _notes()
+    with _tracing_reader(pause):
+        session = open_session(on_notification=on_note)
+    try:
+        assert session.request("echo", {"warm": 1}) == {"warm": 1}
+        assert session.request("notify_later", {"before": 300, "ms": 50},
+                               timeout=30) == "later"
+        assert paused.is_set(), "the reader never decided on a long sleep during the call"
+        assert not resume.is_set()
+        assert session._role.holder is None   # given back while the reader held the lock
+        assert session._role.long_park is False   # what the caller saw
+        resume.set()
+        assert notes.get(timeout=30).method == "test/later"
+        assert not stuck, "giving the role back waited for the session's lock"
+        assert session.request("echo", {"after": 1}) == {"after": 1}
+    finally:
+        resume.set()
+        session.close()
+
+
+def test_calls_from_several_threads_and_a_close_meanwhile(no_leaks: None) -> None:
+    """Three threads call in loops (the role goes back and forth, given back without the
+    lock) while the server sends notifications, and a fourth thread closes the session at
+    a different moment each round: every call either answers or fails with the close, every
+    caller ends, and no call is left pending or holding the role."""
+    for round_ in range(8):
+        _, on_note = _notes()
+        session = open_session(on_notification=on_note)
+        errors: list[BaseException] = []
+        counts = [0, 0, 0]
+
+        def caller(k: int, session: Session = session, errors: list[BaseException] = errors,
+                   counts: list[int] = counts) -> None:
+            try:
+                while True:
+                    method = "notify" if counts[k] % 5 == 0 else "echo"
+                    got = session.request(method, {"k": k, "n": counts[k]}, timeout=20)
+                    assert got == ("notified" if method == "notify"
+                                   else {"k": k, "n": counts[k]})
+                    counts[k] += 1
+            except (ClosedError, ConnectionLost):
+                return
+            except BaseException as exc:  # reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=caller, args=(k,), daemon=True,
+                                    name=f"mcpsync-test-caller-{k}") for k in range(3)]
+        try:
+            for t in threads:
+                t.start()
+            time.sleep(0.02 + 0.015 * round_)
+            closer = threading.Thread(target=session.close, name="mcpsync-test-closer",
+                                      daemon=True)
+            closer.start()
+            closer.join(20)
+            assert not closer.is_alive()
+            for t in threads:
+                t.join(20)
+            assert not any(t.is_alive() for t in threads), round_
+            assert not errors, errors
+            assert not session._pending
+            # A caller may claim the role while the close is failing the calls (the
+            # phase is CLOSING) and then find its call failed and never lead: the role
+            # then stays with that settled call, which nothing reads for any more (so
+            # since before the lock-free give-back; main's tree shows it too).
+            holder = session._role.holder
+            assert holder is None or holder is BG or getattr(holder, "done", False), holder
+            assert not session._lock.locked()
+        finally:
+            session.close()
