@@ -747,15 +747,23 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
         thread switch per call, and most often the same caller claims the role again for its
         next call before that sleep ends. See docs/performance.md.
 
-        The usual case (this call holds the role, has not asked for it, is not writing)
-        gives it back without the session's lock, and takes the lock only when the
-        background reader must be woken. That is safe under the GIL because:
+        The usual case (this call holds the role, has not asked for it, is not writing,
+        and the background reader is parked) gives it back without the session's lock, and
+        takes the lock only when the background reader must be woken. That is safe under
+        the GIL because:
 
-        - While ``holder`` is this call, no other thread changes it: the background reader
-          takes the role from a caller only while that caller is ``sending`` (checked
-          here: the caller clears it itself, before it reads), grants only from itself
-          (``holder`` is ``_BG``), and every claim needs ``holder`` to be ``None``. So the
-          test and the store cannot be split by another writer.
+        - While ``holder`` is this call, no other thread changes it but the background
+          reader taking over a blocked write: it grants only from itself (``holder`` is
+          ``_BG``), and every claim needs ``holder`` to be ``None``. The takeover tests
+          ``sending is holder`` under the lock and then stores ``holder = _BG``, while this
+          call clears ``sending`` without the lock, so ``sending is None`` alone does not
+          exclude a takeover whose test already passed (under a trace function, which
+          can switch threads between those two lines). ``parked`` does: the reader stores
+          ``parked = True`` only in the locked section where it decides to sleep, and every
+          way out of that sleep stores ``parked = False`` (under the lock) before its next
+          decision, so a reader between a takeover's test and its store is not parked. A
+          reader seen parked here decides next after this call cleared ``sending``, so it
+          cannot take the role over. Otherwise (the reader awake) this takes the lock.
         - ``want`` is set to this call only by this call's own thread; another call's
           ``want`` is not ours to clear.
         - Whether to wake the reader is decided *after* ``holder = None`` is stored, reading
@@ -770,7 +778,8 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
           a call returns), and the wake-up itself runs under the lock as before.
         """
         role = self._role
-        if role.holder is call and role.want is not call and role.sending is None:
+        if role.parked and role.holder is call and role.want is not call \
+                and role.sending is None:
             role.holder = None
             if not (role.long_park or EAGER_HANDBACK or self._pending
                     or self._phase is _CLOSED):
