@@ -774,8 +774,15 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
           before a long sleep). Each such pair is a store then a load on both sides, so one
           of the two threads always sees the other's store: a role given back while a
           call waits or the reader sleeps long is never left unread.
-        - No call sits between the store and that decision (a Ctrl-C is raised only where
-          a call returns), and the wake-up itself runs under the lock as before.
+        - No call sits between the store and that decision, and the wake-up itself runs
+          under the lock as before. A Ctrl-C is raised only where a call returns on 3.11;
+          on 3.10 also at a taken jump (as in the locked path), so there one can end this
+          function between the store and the decision. Either way, a Ctrl-C that leaves
+          after ``holder = None`` (there, or while the wake-up waits for the lock) reaches
+          the call's clean-up (``_abandon``), which gives the role back again under the
+          lock: that wakes
+          the reader whenever the role is free and a reason to wake it holds, whoever
+          freed the role.
         """
         role = self._role
         if role.parked and role.holder is call and role.want is not call \
@@ -795,9 +802,9 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
                 role.want = None
             if role.holder is call:
                 role.holder = None
-                if (role.long_park or EAGER_HANDBACK or self._pending
-                        or self._phase is _CLOSED):
-                    wake = True
+            if role.holder is None and (role.long_park or EAGER_HANDBACK or self._pending
+                                        or self._phase is _CLOSED):
+                wake = True
             if wake:
                 role.unpark()
         finally:

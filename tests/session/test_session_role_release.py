@@ -16,7 +16,9 @@ from __future__ import annotations
 import contextlib
 import inspect
 import json
+import os
 import queue
+import signal
 import sys
 import threading
 import time
@@ -306,6 +308,70 @@ def test_a_takeover_of_a_blocked_write_is_not_undone_by_the_give_back(
         resume_caller.set()
         if steer.is_alive():
             steer.join(30)
+        session.close()
+
+
+def test_a_ctrl_c_while_the_wake_up_waits_for_the_lock_still_wakes_the_reader(
+        no_leaks: None) -> None:
+    """The lock-free give-back has stored ``holder = None`` and decided to wake the reader
+    (it sleeps long: each long sleep is made 60 s here), and waits for the session's lock,
+    which another thread holds; a real SIGINT arrives meanwhile, so the lock is never taken
+    there and the KeyboardInterrupt leaves the call. The call's own clean-up gives the role
+    back again under the lock: finding the role free (not this call's any more) with the
+    reader in a long sleep, it must still wake it, so the notification the server sends
+    20 ms after its answer is read (a lost wake-up would miss the 30 s below)."""
+    acquire_line = _line_of("if not gate.acquire(timeout=park_for):")
+    lines, first = inspect.getsourcelines(EngineSession._release_role)
+    lock_line = [first + i for i, line in enumerate(lines)
+                 if "for held in self._locking" in line]
+    assert len(lock_line) == 1
+    armed = [False]
+    grab = threading.Event()
+    grabbed = threading.Event()
+    seen: list[object] = []
+
+    def stretch(frame: FrameType) -> None:
+        if frame.f_lineno == acquire_line and frame.f_locals["park_for"] > HANDOFF_GRACE:
+            frame.f_locals["park_for"] = 60.0   # written back when the trace returns
+
+    def at_lock(frame: FrameType) -> None:
+        if (frame.f_lineno == lock_line[0] and armed[0]
+                and getattr(frame.f_locals.get("call"), "method", None) == "notify_later"):
+            armed[0] = False
+            seen.append(session._role.holder)
+            grab.set()
+            assert grabbed.wait(10)
+
+    def hold_the_lock() -> None:
+        if not grab.wait(20):
+            return
+        with session._lock:
+            grabbed.set()
+            time.sleep(0.1)
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.2)
+
+    notes, on_note = _notes()
+    with _tracing_reader(stretch):
+        session = open_session(on_notification=on_note)
+    helper = threading.Thread(target=hold_the_lock, name="mcpsync-test-holder", daemon=True)
+    try:
+        assert session.request("echo", {"warm": 1}) == {"warm": 1}
+        helper.start()
+        armed[0] = True
+        with pytest.raises(KeyboardInterrupt), _tracing_release(at_lock):
+            session.request("notify_later", {"before": 200, "ms": 20}, timeout=20)
+        helper.join(20)
+        assert seen == [None], "the call did not reach the wake-up by the lock-free path"
+        assert notes.get(timeout=30).method == "test/later"
+        assert not session._lock.locked()
+        assert not session._pending
+        assert session.request("echo", {"after": 1}) == {"after": 1}
+    finally:
+        grab.set()
+        grabbed.set()
+        if helper.is_alive():
+            helper.join(20)
         session.close()
 
 
