@@ -34,9 +34,10 @@ Theory of operation (the *reader role*; ``docs/performance.md`` has the long ver
   tears the transport down and calls ``on_lost``.
 - State: the reader role is one ``Role`` (``_role``) and the session's life one ``Phase``
   (``_phase``: new, open, losing, lost, torn down, closing, closed), both changed under
-  ``self._lock`` (the role's one exception: a leader gives it back without it); the hot
-  path reads them without it and acts only on "the role is mine" or "the phase is open",
-  which no other thread can take away from it unseen.
+  ``self._lock`` (but for the role fields ``_role.py`` lists: a leader gives the role
+  back without it, for one); the hot path reads them without it and acts only on "the
+  role is mine" or "the phase is open", which no other thread can take away from it
+  unseen.
 
 Free-threaded CPython (3.13t and later) is not supported yet: the engine relies on single
 dict operations on ``_pending`` (insert, ``pop``) being atomic and on plain attribute reads
