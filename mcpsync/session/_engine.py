@@ -781,9 +781,9 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
           function between the store and the decision. Either way, a Ctrl-C that leaves
           after ``holder = None`` (there, or while the wake-up waits for the lock) reaches
           the call's clean-up (``_abandon``), which gives the role back again under the
-          lock: that wakes
-          the reader whenever the role is free and a reason to wake it holds, whoever
-          freed the role.
+          lock: that wakes the reader whenever the role is free and a reason to wake it
+          holds, whoever freed the role. The lock-free path, when it finds a reason to
+          wake the reader, takes the lock and decides again there in the same way.
         """
         role = self._role
         if role.parked and role.holder is call and role.want is not call \
@@ -792,9 +792,8 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
             if not (role.long_park or EAGER_HANDBACK or self._pending
                     or self._phase is _CLOSED):
                 return  # the sequential case: the reader's short sleep picks the role up
-            wake = True
-        else:
-            wake = False
+            # else decided again under the lock: another caller may have claimed the role
+            # meanwhile, and then the reader has nothing to read for it
         held = False
         try:  # Role.release, inlined (this runs once per call)
             for held in self._locking:  # noqa: B007 - taken Ctrl-C safe (see __init__)
@@ -805,8 +804,6 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
                 role.holder = None
             if role.holder is None and (role.long_park or EAGER_HANDBACK or self._pending
                                         or self._phase is _CLOSED):
-                wake = True
-            if wake:
                 role.unpark()
         finally:
             if held:
