@@ -69,6 +69,18 @@ class BackgroundReader(SessionBase):
                     self._role.parked = True
             yielded = False
             if park:
+                if park_for > HANDOFF_GRACE and self._role.holder is None:
+                    # A long sleep, but the role was given back meanwhile: a caller gives
+                    # it back without the lock (see _release_role) and reads long_park
+                    # after it stored ``holder = None``; we stored long_park above, before
+                    # this second look at holder, so one of us sees the other. Undo the
+                    # park as a timed-out sleep does, and look again.
+                    with self._lock:
+                        if self._role.parked:
+                            self._role.parked = False
+                        else:  # woken already: consume that wake-up
+                            gate.acquire(False)
+                    continue
                 if not gate.acquire(timeout=park_for):
                     with self._lock:  # timed out: leave the gate locked and ourselves awake
                         if self._role.parked:

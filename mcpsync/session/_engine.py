@@ -4,7 +4,8 @@ server->client requests over a pull transport (``receive``/``wake``/``send``).
 Theory of operation (the *reader role*; ``docs/performance.md`` has the long version):
 
 - Exactly one thread at a time reads the transport: it holds the *reader role*
-  (``self._role``, a :class:`~mcpsync.session._role.Role` changed only under ``self._lock``).
+  (``self._role``, a :class:`~mcpsync.session._role.Role` changed under ``self._lock``, but
+  for a leader giving it back in the usual case: see ``_release_role``).
   The holder is the background reader thread ``mcpsync-<kind>-reader-<name>`` (``_BG``;
   ``<kind>`` is the transport's ``kind``: ``stdio``, ``http``, ``memory``), or a caller (its
   :class:`Call`).
@@ -32,14 +33,19 @@ Theory of operation (the *reader role*; ``docs/performance.md`` has the long ver
 - When the connection dies, every pending call fails at once; the background reader then
   tears the transport down and calls ``on_lost``.
 - State: the reader role is one ``Role`` (``_role``) and the session's life one ``Phase``
-  (``_phase``: new, open, losing, lost, torn down, closing, closed), both changed only under
-  ``self._lock``; the hot path reads them without it and acts only on "the role is mine" or
-  "the phase is open", which no other thread can take away from it unseen.
+  (``_phase``: new, open, losing, lost, torn down, closing, closed), both changed under
+  ``self._lock`` (but for the role fields ``_role.py`` lists: a leader gives the role
+  back without it, for one); the hot path reads them without it and acts only on "the
+  role is mine" or "the phase is open", which no other thread can take away from it
+  unseen.
 
 Free-threaded CPython (3.13t and later) is not supported yet: the engine relies on single
 dict operations on ``_pending`` (insert, ``pop``) being atomic and on plain attribute reads
 seeing a recent value, both true under the GIL and promised by the free-threaded build too,
-but the suite has not been run on one; until it has, use a GIL build.
+but the suite has not been run on one; until it has, use a GIL build. ``_release_role``
+also relies on plain attribute stores and loads being seen by other threads in the order
+they were made (a store then a load on each side, so one side sees the other's store),
+which the GIL gives; a free-threaded build would need that fast path to take the lock.
 
 The session is built from parts (see ``_base``): this module holds the hot path (claiming
 the role, writing, leading and following, routing answers); the background reader, the
@@ -741,8 +747,53 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
         is left in its short sleep (at most HANDOFF_GRACE): waking it on every call costs a
         thread switch per call, and most often the same caller claims the role again for its
         next call before that sleep ends. See docs/performance.md.
+
+        The usual case (this call holds the role, has not asked for it, is not writing,
+        and the background reader is parked) gives it back without the session's lock, and
+        takes the lock only when the background reader must be woken. That is safe under
+        the GIL because:
+
+        - While ``holder`` is this call, no other thread changes it but the background
+          reader taking over a blocked write: it grants only from itself (``holder`` is
+          ``_BG``), and every claim needs ``holder`` to be ``None``. The takeover tests
+          ``sending is holder`` under the lock and then stores ``holder = _BG``, while this
+          call clears ``sending`` without the lock, so ``sending is None`` alone does not
+          exclude a takeover whose test already passed (under a trace function, which
+          can switch threads between those two lines). ``parked`` does: the reader stores
+          ``parked = True`` only in the locked section where it decides to sleep, and every
+          way out of that sleep stores ``parked = False`` (under the lock) before its next
+          decision, so a reader between a takeover's test and its store is not parked. A
+          reader seen parked here decides next after this call cleared ``sending``, so it
+          cannot take the role over. Otherwise (the reader awake) this takes the lock.
+        - ``want`` is set to this call only by this call's own thread; another call's
+          ``want`` is not ours to clear.
+        - Whether to wake the reader is decided *after* ``holder = None`` is stored, reading
+          what the other threads store *before* they read ``holder``: a caller registers
+          its call in ``_pending`` before it looks at the role, the close sets the phase
+          and then wakes the reader itself, and the background reader stores
+          ``long_park`` before it looks at ``holder`` again (``_bg_run``'s second look
+          before a long sleep). Each such pair is a store then a load on both sides, so one
+          of the two threads always sees the other's store: a role given back while a
+          call waits or the reader sleeps long is never left unread.
+        - No call sits between the store and that decision, and the wake-up itself runs
+          under the lock as before. A Ctrl-C is raised only where a call returns on 3.11;
+          on 3.10 also at a taken jump (as in the locked path), so there one can end this
+          function between the store and the decision. Either way, a Ctrl-C that leaves
+          after ``holder = None`` (there, or while the wake-up waits for the lock) reaches
+          the call's clean-up (``_abandon``), which gives the role back again under the
+          lock: that wakes the reader whenever the role is free and a reason to wake it
+          holds, whoever freed the role. The lock-free path, when it finds a reason to
+          wake the reader, takes the lock and decides again there in the same way.
         """
         role = self._role
+        if role.parked and role.holder is call and role.want is not call \
+                and role.sending is None:
+            role.holder = None
+            if not (role.long_park or EAGER_HANDBACK or self._pending
+                    or self._phase is _CLOSED):
+                return  # the sequential case: the reader's short sleep picks the role up
+            # else decided again under the lock: another caller may have claimed the role
+            # meanwhile, and then the reader has nothing to read for it
         held = False
         try:  # Role.release, inlined (this runs once per call)
             for held in self._locking:  # noqa: B007 - taken Ctrl-C safe (see __init__)
@@ -751,9 +802,9 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
                 role.want = None
             if role.holder is call:
                 role.holder = None
-                if (role.long_park or EAGER_HANDBACK or self._pending
-                        or self._phase is _CLOSED):
-                    role.unpark()
+            if role.holder is None and (role.long_park or EAGER_HANDBACK or self._pending
+                                        or self._phase is _CLOSED):
+                role.unpark()
         finally:
             if held:
                 self._lock.release()

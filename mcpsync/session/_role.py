@@ -2,9 +2,15 @@
 
 Exactly one thread at a time reads: the background reader (:data:`BG` as holder) or a caller
 (its :class:`~mcpsync.session._call.Call`). Every field changes only under the session's
-``_lock`` (the callers of these methods hold it); the hot path reads ``holder`` without the
-lock, which is safe because a thread only ever acts on "the holder is me", and only the
-holder (or, under the lock, a granter) changes that.
+``_lock`` (the callers of these methods hold it), with these exceptions, each stored by
+one thread only: a caller holding the role gives it back (``holder = None``) without the
+lock in the usual case, and takes the lock only to wake the background reader
+(``Session._release_role`` says why no wake-up is lost and why it cannot undo a takeover);
+that caller clears its own ``sending`` without the lock once its write ends (and after a
+failed write); and the background reader stores ``long_park = True`` without the lock
+when it starts reading. The hot path reads ``holder`` without the lock, which is safe
+because a thread only ever acts on "the holder is me", and only the holder (or, under the
+lock, a granter) changes that.
 
 - ``holder``: who reads (``None``: nobody; the background reader takes it within
   HANDOFF_GRACE).

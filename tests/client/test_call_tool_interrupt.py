@@ -59,5 +59,8 @@ def test_ctrl_c_at_any_return_in_call_tool_leaves_nothing_held(
         interrupted += seen
         assert_nothing_held(client._session, seen[0])
         assert client.call_tool("echo", {"text": "after"}, timeout=10).text == "after"
-    if warm:   # a first call follows the background reader's reads: no _lead of its own
+    # A first call follows the background reader's reads: no _lead of its own. A leader
+    # gives the role back without a call (no lock) unless it must wake the background
+    # reader: the session's tests sweep that locked branch.
+    if warm and code is not EngineSession._release_role.__code__:
         assert interrupted, f"no C call's return was interrupted in {code.co_name}"

@@ -84,6 +84,7 @@ def handle(msg):
                "params": {"progressToken": 999999, "progress": 1}})
         reply(rid, "right id")
     elif method == "notify_later":
+        time.sleep(p.get("before", 0) / 1000.0)
         reply(rid, "later")
         time.sleep(p.get("ms", 50) / 1000.0)
         write({"jsonrpc": "2.0", "method": "test/later", "params": {}})

@@ -21,7 +21,7 @@ import pytest
 from helpers import assert_nothing_held, interrupt_at_return
 
 from mcpsync import jsonrpc
-from mcpsync.session import Session
+from mcpsync.session import Session, _engine as engine
 from mcpsync.session._engine import Session as EngineSession
 from mcpsync.transport.stdio import StdioTransport
 
@@ -89,20 +89,32 @@ def test_ctrl_c_at_any_return_on_the_sequential_path_leaves_nothing_held(
         peer: Session, warm: bool, code: CodeType) -> None:
     """``leading``: the caller has made a call before, so it claims the free role and reads
     its own answer (the sequential steady state). ``first-call``: every interrupted request
-    is the first after the background reader took the role back (it is given the time)."""
-    want = {EngineSession._release_role.__code__: "_release_role: release",
-            StdioTransport.send_bytes_until.__code__: "write"}.get(code)
+    is the first after the background reader took the role back (it is given the time).
+    ``_release_role`` usually gives the role back without a call (no lock): its locked
+    branch is swept by the test below."""
+    want = {StdioTransport.send_bytes_until.__code__: "write"}.get(code)
     if code is StdioTransport.receive.__code__ and warm:
         want = "receive: release"
     names = " ".join(_sweep(peer, code, warm, want))
-    # The interrupts reached the write, and the releases of the session's lock and (for a
-    # caller that reads its own answer) of the read lock.
+    # The interrupts reached the write, and (for a caller that reads its own answer) the
+    # release of the read lock.
     if code is StdioTransport.send_bytes_until.__code__:
         assert "write" in names
-    if code is EngineSession._release_role.__code__:
-        assert "_release_role: release" in names
     if code is StdioTransport.receive.__code__ and warm:
         assert "receive: release" in names
+
+
+@pytest.mark.parametrize("warm", [True, False], ids=["leading", "first-call"])
+def test_ctrl_c_at_any_return_in_release_roles_locked_branch(
+        peer: Session, warm: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``_release_role`` takes the session's lock only to wake the background reader (or
+    when the call is not the plain holder). With ``EAGER_HANDBACK`` every release wakes it,
+    so each C call of the locked branch (the acquire, the gate's release, the lock's
+    release) is interrupted in turn: nothing is left held, and the next call answers."""
+    monkeypatch.setattr(engine, "EAGER_HANDBACK", True)
+    names = " ".join(_sweep(peer, EngineSession._release_role.__code__, warm,
+                            "_release_role: release"))
+    assert "_release_role: release" in names
 
 
 def test_ctrl_c_at_any_return_while_another_thread_calls(peer: Session) -> None:
