@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -124,6 +125,50 @@ def interrupt_at_return(codes: set[CodeType], nth: int, seen: list[str], *,
         yield
     finally:
         sys.setprofile(None)
+
+
+def first_import_interrupted(module: str, use: str, setup: str, after: str = "") -> list[str]:
+    """In a fresh interpreter that has run ``setup``: evaluate ``use`` (whose first run
+    imports the lazily loaded ``module``) while a Ctrl-C stops that import as the module's
+    body starts, after a pause in which another thread, evaluating ``use`` too, waits on the
+    module lock; then once more; then run ``after``. Returns the printed lines: "interrupted",
+    the other thread's result (or the repr of what it raised) as a list, the result again.
+
+    A bare ``from module import name`` in the other thread would read the name from the
+    failed, half-built module (ImportError); a loader that imports the module first works."""
+    probe = (f"{setup}\n"
+             "import sys, threading, time\n"
+             "entered = threading.Event()\n"
+             "got = []\n"
+             "def other():\n"
+             "    entered.wait(10)\n"
+             "    try:\n"
+             f"        got.append({use})\n"
+             "    except BaseException as exc:\n"
+             "        got.append(repr(exc))\n"
+             "def trace(frame, event, arg):\n"
+             f"    if event == 'call' and frame.f_globals.get('__name__') == {module!r}:\n"
+             "        sys.settrace(None)\n"
+             "        entered.set()\n"
+             "        time.sleep(0.3)   # the other thread waits on the module lock\n"
+             "        raise KeyboardInterrupt\n"
+             "t = threading.Thread(target=other, name='mcpsync-test-other', daemon=True)\n"
+             "t.start()\n"
+             "sys.settrace(trace)\n"
+             "try:\n"
+             f"    {use}\n"
+             "except KeyboardInterrupt:\n"
+             "    print('interrupted')\n"
+             "finally:\n"
+             "    sys.settrace(None)\n"
+             "t.join(10)\n"
+             "print(got)\n"
+             f"print({use})\n"
+             f"{after}\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=False, timeout=60)
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    return done.stdout.split("\n")
 
 
 def assert_nothing_held(session: Any, where: str) -> None:

@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import first_import_interrupted
 
 TASKS_PEER = Path(__file__).with_name("peers") / "tasks_server.py"
 
@@ -134,41 +135,9 @@ _FIRST_USES: dict[str, tuple[str, ...]] = {
 
 
 def _interrupted_while_another_waits(module: str, use: str, setup: str = _SETUP) -> list[str]:
-    probe = (f"{setup}\n"
-             "import sys, threading, time\n"
-             f"assert {module!r} not in sys.modules\n"
-             "entered = threading.Event()\n"
-             "got = []\n"
-             "def other():\n"
-             "    entered.wait(10)\n"
-             "    try:\n"
-             f"        got.append({use})\n"
-             "    except BaseException as exc:\n"
-             "        got.append(repr(exc))\n"
-             "def trace(frame, event, arg):\n"
-             f"    if event == 'call' and frame.f_globals.get('__name__') == {module!r}:\n"
-             "        sys.settrace(None)\n"
-             "        entered.set()\n"
-             "        time.sleep(0.3)   # the other thread waits on the module lock\n"
-             "        raise KeyboardInterrupt\n"
-             "t = threading.Thread(target=other, name='mcpsync-test-other', daemon=True)\n"
-             "t.start()\n"
-             "sys.settrace(trace)\n"
-             "try:\n"
-             f"    {use}\n"
-             "except KeyboardInterrupt:\n"
-             "    print('interrupted')\n"
-             "finally:\n"
-             "    sys.settrace(None)\n"
-             "t.join(10)\n"
-             "print(got)\n"
-             f"print({use})\n"
-             "if client is not None:\n"
-             "    client.close()\n")
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                          check=False, timeout=60)
-    assert done.returncode == 0, (done.stdout, done.stderr)
-    return done.stdout.split("\n")
+    return first_import_interrupted(
+        module, use, f"{setup}\nimport sys\nassert {module!r} not in sys.modules",
+        after="if client is not None:\n    client.close()")
 
 
 @pytest.mark.parametrize("case", sorted(_FIRST_USES))

@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import first_import_interrupted
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "import_time.py"
 DEFERRED = ("ctypes", "html", "hashlib", "difflib", "mcpsync.policy", "mcpsync._budget_ledger",
@@ -492,39 +493,9 @@ def test_a_thread_waiting_on_a_lazy_module_that_a_ctrl_c_stopped_loads_it(module
     # module (ImportError); the loaders import the module again, so the other thread's call
     # works, and so does the next one.
     setup, use = _FIRST_USES[module]
-    probe = ("import sys, threading, time\n"
-             f"{setup}\n"
-             "entered = threading.Event()\n"
-             "got = []\n"
-             "def other():\n"
-             "    entered.wait(10)\n"
-             "    try:\n"
-             f"        got.append({use})\n"
-             "    except BaseException as exc:\n"
-             "        got.append(repr(exc))\n"
-             "def trace(frame, event, arg):\n"
-             f"    if event == 'call' and frame.f_globals.get('__name__') == {module!r}:\n"
-             "        sys.settrace(None)\n"
-             "        entered.set()\n"
-             "        time.sleep(0.3)   # the other thread waits on the module lock\n"
-             "        raise KeyboardInterrupt\n"
-             "t = threading.Thread(target=other, name='mcpsync-test-other', daemon=True)\n"
-             "t.start()\n"
-             "sys.settrace(trace)\n"
-             "try:\n"
-             f"    {use}\n"
-             "except KeyboardInterrupt:\n"
-             "    print('interrupted')\n"
-             "finally:\n"
-             "    sys.settrace(None)\n"
-             "t.join(10)\n"
-             "print(got)\n"
-             f"print({use})\n")
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                          check=False, timeout=60)
-    out = done.stdout.split("\n")
-    assert out[0] == "interrupted", (done.stdout, done.stderr)
-    assert "Error" not in out[1] and out[1] == repr([out[2]]), (done.stdout, done.stderr)
+    out = first_import_interrupted(module, use, setup)
+    assert out[0] == "interrupted", out
+    assert "Error" not in out[1] and out[1] == repr([out[2]]), out
 
 
 def test_the_lazy_names_are_listed_and_resolve_before_they_load() -> None:

@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from types import FrameType
+from types import CodeType, FrameType
 from typing import Any
 
 import pytest
@@ -64,39 +64,36 @@ def _fast_store_line() -> int:
 
 
 @contextlib.contextmanager
-def _tracing_release(on_line: Callable[[FrameType], None]) -> Iterator[None]:
+def _tracing(code: CodeType, on_line: Callable[[FrameType], None], *,
+             new_threads: bool = False) -> Iterator[None]:
+    """Run ``on_line(frame)`` before each line of ``code``: in this thread, or with
+    ``new_threads`` in the threads started inside instead."""
+    def local(frame: FrameType, event: str, arg: Any) -> Any:
+        if event == "line":
+            on_line(frame)
+        return local
+
+    def trace(frame: FrameType, event: str, arg: Any) -> Any:
+        return local if frame.f_code is code else None
+
+    settrace = threading.settrace if new_threads else sys.settrace
+    settrace(trace)
+    try:
+        yield
+    finally:
+        settrace(None)
+
+
+def _tracing_release(
+        on_line: Callable[[FrameType], None]) -> contextlib.AbstractContextManager[None]:
     """This thread runs ``on_line(frame)`` before each line of ``_release_role``."""
-    def local(frame: FrameType, event: str, arg: Any) -> Any:
-        if event == "line":
-            on_line(frame)
-        return local
-
-    def trace(frame: FrameType, event: str, arg: Any) -> Any:
-        return local if frame.f_code is _RELEASE_ROLE else None
-
-    sys.settrace(trace)
-    try:
-        yield
-    finally:
-        sys.settrace(None)
+    return _tracing(_RELEASE_ROLE, on_line)
 
 
-@contextlib.contextmanager
-def _tracing_reader(on_line: Callable[[FrameType], None]) -> Iterator[None]:
+def _tracing_reader(
+        on_line: Callable[[FrameType], None]) -> contextlib.AbstractContextManager[None]:
     """Threads started inside run ``on_line(frame)`` before each line of ``_bg_run``."""
-    def local(frame: FrameType, event: str, arg: Any) -> Any:
-        if event == "line":
-            on_line(frame)
-        return local
-
-    def trace(frame: FrameType, event: str, arg: Any) -> Any:
-        return local if frame.f_code is _BG_RUN else None
-
-    threading.settrace(trace)
-    try:
-        yield
-    finally:
-        threading.settrace(None)  # type: ignore[arg-type]
+    return _tracing(_BG_RUN, on_line, new_threads=True)
 
 
 def _notes() -> tuple[queue.Queue[Message], Callable[[Message], None]]:
