@@ -352,19 +352,26 @@ class Client(SessionLifecycle):
         modern = self._modern
         params: dict[str, Any] = {"name": name,
                                   "arguments": arguments if arguments is not None else {}}
+        # The tool's name while params holds just those two members, in that order: the
+        # session then writes the request line without finding that shape out again
+        # (serialize_tool_call); None once _meta is added.
+        tool: str | None = name
         if modern:
             ours = self._tool_meta if tasks else self._meta
             params["_meta"] = ours if meta is None else {**meta, **ours}
+            tool = None
         else:
             if meta is not None:
                 params["_meta"] = dict(meta)
+                tool = None
             if self._may_task and self._needs_task(name):
                 return self._task_call(name, params, timeout, task_timeout, progress,
                                        raise_on_error)
         try:
             if progress is None and reset_timeout_on_progress is None:
                 # Positional, past request()'s keyword-only signature (see Session._request).
-                result = session._request("tools/call", params, timeout, None, None, True)
+                result = session._request("tools/call", params, timeout, None, None, True,
+                                          tool)
             else:
                 result = session.request("tools/call", params, timeout=timeout,
                                          progress=None if progress is None

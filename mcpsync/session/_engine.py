@@ -83,6 +83,7 @@ from mcpsync.jsonrpc import (
     request as request_message,
     serialize,
     serialize_request,
+    serialize_tool_call,
 )
 from mcpsync.protocol import describe_call
 from mcpsync.session._background import BackgroundReader
@@ -407,12 +408,18 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
         cancels the request on the wire and is re-raised; the session stays usable.
         """
         return self._request(method, params, timeout, progress, reset_timeout_on_progress,
-                             cancellable)
+                             cancellable, None)
 
     def _request(self, method: str, params: dict[str, Any] | None, timeout: float | None,
                  progress: ProgressCallback | None, reset_timeout_on_progress: bool | None,
-                 cancellable: bool) -> Any:
+                 cancellable: bool, tool: str | None) -> Any:
         """:meth:`request` with every argument positional: what ``Client.call_tool`` calls.
+
+        ``tool``, when not ``None``, says that ``method`` is ``tools/call`` and ``params`` was
+        built by the caller as ``{"name": tool, "arguments": <...>}``, those two members in
+        that order and no other: the request line is then written by
+        :func:`~mcpsync.jsonrpc.serialize_tool_call`, which does not look for that shape
+        again (``call_tool`` built the dict; :meth:`request` passes ``None``).
 
         CPython 3.11 does not specialise a call to a function with keyword-only parameters:
         the call is still made inline, but through the general frame set-up, which fills
@@ -430,7 +437,8 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
             # frame and its eight arguments per call. Anything else (progress, a session not
             # open, a bad timeout or method) goes through _open, which checks and words it.
             rid = next(self._ids)
-            frame = serialize_request(rid, method, params)
+            frame = serialize_request(rid, method, params) if tool is None \
+                else serialize_tool_call(rid, tool, params)  # type: ignore[arg-type]
             # Call(rid, method, params, timeout, None, False, cancellable, now, max_timeout),
             # without calling the class: a class call runs __init__ as a nested evaluation
             # that costs about as much again as these stores (docs/performance.md). A test

@@ -15,6 +15,7 @@ import pytest
 from helpers import assert_nothing_held, interrupt_at_return
 
 import mcpsync
+from mcpsync import jsonrpc
 from mcpsync.client._client import Client
 from mcpsync.session._engine import Session as EngineSession
 
@@ -64,3 +65,39 @@ def test_ctrl_c_at_any_return_in_call_tool_leaves_nothing_held(
     # reader: the session's tests sweep that locked branch.
     if warm and code is not EngineSession._release_role.__code__:
         assert interrupted, f"no C call's return was interrupted in {code.co_name}"
+
+
+@pytest.mark.parametrize("fresh", [False, True], ids=["cached-name", "new-name"])
+def test_ctrl_c_at_any_return_in_the_tool_calls_serialiser_leaves_nothing_held(
+        no_leaks: None, fresh: bool) -> None:
+    """The same sweep over ``serialize_tool_call``, which writes the line when the params
+    are just ``name`` and ``arguments``: a legacy server's (a modern one's carry ``_meta``,
+    and take ``serialize_request``). With a tool name seen before (its part of the line
+    comes from the cache) and with a new one each time (encoded and remembered)."""
+    with mcpsync.connect(DEMO, timeout=30, era="legacy") as client:
+        interrupted: list[str] = []
+        nth = misses = 0
+        while misses < 3:
+            name = f"no-such-tool-{nth}-{time.monotonic_ns()}" if fresh else "echo"
+            seen: list[str] = []
+            try:
+                with interrupt_at_return({jsonrpc.serialize_tool_call.__code__}, nth, seen,
+                                         qualified=True):
+                    result = client.call_tool(name, {"text": str(nth)}, timeout=20)
+            except KeyboardInterrupt:
+                assert seen
+            except mcpsync.RemoteError:
+                assert fresh   # the demo has no tool by that name: it answers an error
+            else:
+                assert result.text == str(nth)
+            nth += 1
+            if not seen:
+                misses += 1
+                continue
+            misses = 0
+            interrupted += seen
+            assert_nothing_held(client._session, seen[0])
+            assert client.call_tool("echo", {"text": "after"}, timeout=10).text == "after"
+        calls = {name.split(": ")[1] for name in interrupted}
+        assert calls == ({"get", "encode_basestring", "join", "encode"} if fresh
+                         else {"get", "join", "encode"}), interrupted

@@ -176,6 +176,51 @@ def test_serialize_request_of_a_tool_call_known_cases() -> None:
         assert outcomes[0] == outcomes[1], params
 
 
+@settings(max_examples=400, deadline=None)
+@given(st.integers(1, 2**62), st.one_of(st.text(max_size=6), _json), _json)
+def test_serialize_tool_call_matches_serialize(rid: int, name: Any, arguments: Any) -> None:
+    # call_tool's params, {"name", "arguments"} in that order: byte for byte (and error for
+    # error) what encoding the whole params gives, whatever the two values are (a name that
+    # is not a str, arguments that are not a dict: the general way).
+    params = {"name": name, "arguments": arguments}
+    outcomes = []
+    for _ in range(2):   # the second time the name's part comes from the cache
+        try:
+            expected: Any = jsonrpc.serialize(jsonrpc.request(rid, "tools/call", params))
+        except (ValueError, TypeError) as exc:
+            expected = type(exc)
+        try:
+            got: Any = jsonrpc.serialize_tool_call(rid, name, params)
+        except (ValueError, TypeError) as exc:
+            got = type(exc)
+        outcomes.append(got)
+        assert got == expected
+    assert outcomes[0] == outcomes[1]
+
+
+def test_serialize_tool_call_known_cases() -> None:
+    circular: dict[str, Any] = {}
+    circular["self"] = circular
+    for params in ({"name": "echo", "arguments": {"text": "hello"}},
+                   {"name": "\u00e9\n\"\u2028", "arguments": {}},
+                   {"name": "\ud800", "arguments": {}},
+                   {"name": "n", "arguments": {"t": "\udfff"}},
+                   {"name": "n", "arguments": {"f": float("nan")}},
+                   {"name": "n", "arguments": circular},
+                   {"name": "n", "arguments": {"o": object()}},
+                   {"name": "n", "arguments": [1, 2]},
+                   {"name": 7, "arguments": {}}):
+        outcomes = []
+        for encode in (lambda p: jsonrpc.serialize_tool_call(3, p["name"], p),
+                       lambda p: jsonrpc.serialize_request(3, "tools/call", p),
+                       lambda p: jsonrpc.serialize(jsonrpc.request(3, "tools/call", p))):
+            try:
+                outcomes.append(encode(params))
+            except (ValueError, TypeError) as exc:
+                outcomes.append((type(exc), str(exc)))
+        assert outcomes[0] == outcomes[1] == outcomes[2], params
+
+
 def _fed(data: bytes) -> Any:
     """What the frame decoder makes of ``data`` read as one complete line (its fast path)."""
     items = jsonrpc.FrameDecoder().feed(data + b"\n")

@@ -1,0 +1,86 @@
+"""``call_tool`` hands the session the tool's name while its params hold just ``name`` and
+``arguments`` (in that order), and the session then writes the request line with
+``serialize_tool_call`` instead of ``serialize_request`` finding that shape out again: for
+every shape of call (arguments or none, a ``dict`` subclass, ``meta``, a modern server's
+``_meta``), the line written is byte for byte what the general serialiser makes of
+the params sent, and the name is handed over only when the params have that shape."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import pytest
+
+import mcpsync
+from mcpsync import jsonrpc
+from mcpsync.session import _engine as engine
+
+pytestmark = pytest.mark.timeout(60)
+
+DEMO = [sys.executable, "-m", "mcpsync.demo"]
+
+
+class _Arguments(dict):  # type: ignore[type-arg]
+    """Arguments whose type is not ``dict``: the general way, in one piece."""
+
+
+CALLS: list[tuple[str, dict[str, Any]]] = [
+    ("echo", {"arguments": {"text": "hi"}}),
+    ("echo", {"arguments": {"text": "é\n\u2028\"\\"}}),
+    ("echo", {"arguments": _Arguments(text="a dict subclass")}),
+    ("echo", {}),
+    ("echo", {"arguments": {"text": "with meta"}, "meta": {"k": "v"}}),
+    ("add", {"arguments": {"a": 1, "b": 2.5}}),
+]
+
+
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+def test_the_line_written_is_the_general_serialisers(era: str, no_leaks: None,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    kwargs: dict[str, Any] = {"era": era}
+    if era == "modern":
+        kwargs["protocol_version"] = "2026-07-28"
+    with mcpsync.connect(DEMO, **kwargs) as client:
+        session = client._session
+        frames: list[bytes] = []
+        send = session._send_until
+
+        def spy_send(frame: bytes, deadline: float) -> None:
+            frames.append(frame)
+            send(frame, deadline)
+
+        tools: list[str] = []
+        fast = engine.serialize_tool_call
+
+        def spy_tool(rid: int, name: str, params: dict[str, Any]) -> bytes:
+            tools.append(name)
+            return fast(rid, name, params)
+
+        monkeypatch.setattr(session, "_send_until", spy_send)
+        monkeypatch.setattr(engine, "serialize_tool_call", spy_tool)
+        for name, options in CALLS:
+            frames.clear()
+            tools.clear()
+            client.call_tool(name, **options)
+            assert len(frames) == 1
+            sent = json.loads(frames[0])
+            params = sent["params"]
+            assert frames[0] == jsonrpc.serialize(
+                jsonrpc.request(sent["id"], "tools/call", params))
+            plain = list(params) == ["name", "arguments"]
+            assert plain == (era == "legacy" and "meta" not in options)
+            # The name is handed over exactly when the params have that shape.
+            assert tools == ([name] if plain else [])
+
+
+def test_a_mapping_the_encoder_refuses_fails_as_before(no_leaks: None) -> None:
+    """A ``Mapping`` that is not JSON (a ``mappingproxy``) raises the encoder's TypeError
+    before anything is sent, and the client stays usable."""
+    import types
+
+    with mcpsync.connect(DEMO, era="legacy") as client:
+        with pytest.raises(TypeError, match="mappingproxy is not JSON serializable"):
+            client.call_tool("echo", types.MappingProxyType({"text": "x"}))
+        assert client.call_tool("echo", {"text": "after"}).text == "after"
