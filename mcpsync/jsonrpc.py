@@ -539,16 +539,33 @@ def serialize_request(rid: int, method: str, params: dict[str, Any] | None) -> b
         if method == "tools/call" and params is not None and len(params) == 2 \
                 and _c_chunks is not None:
             # The usual tools/call params, {"name": <str>, "arguments": <dict>} in that
-            # order (the encoder writes a dict's members in its order): serialize_tool_call
-            # writes everything between the id and the arguments from the cache, looked up
-            # by the tool's name, and the encoder writes the arguments only. The same bytes
-            # as encoding the whole dict; any other shape takes the general way below.
+            # order (the encoder writes a dict's members in its order): everything between
+            # the id and the arguments comes from the cache, looked up by the tool's name,
+            # and the encoder writes the arguments only. The same bytes as encoding the
+            # whole dict; any other shape takes the general way below. serialize_tool_call
+            # writes the line the same way, for a caller that built params in that shape;
+            # not called from here, as a nested call costs the other callers of this one
+            # about 950 instructions per tools/call (docs/performance.md). The property
+            # tests hold both to serialize() byte for byte.
             for first in params:  # noqa: B007 - the first key, without two calls
                 break
             name = params.get("name")
-            if first == "name" and type(name) is str \
-                    and type(params.get("arguments")) is dict:
-                return serialize_tool_call(rid, name, params)
+            arguments = params.get("arguments")
+            if first == "name" and type(name) is str and type(arguments) is dict:
+                after = _TOOL_PARTS.get(name)
+                if after is None:
+                    after = _remember(_TOOL_PARTS, name,
+                                      ',"method":"tools/call","params":{"name":'
+                                      + _encode_str(name) + ',"arguments":')
+                try:
+                    body = "".join(_c_chunks(arguments, 0))
+                except (TypeError, ValueError) as exc:
+                    # From Python 3.14 the encoder notes on its errors where in the value
+                    # they happened; encoding the whole params would add this level's.
+                    if sys.version_info >= (3, 14):
+                        exc.add_note("when serializing dict item 'arguments'")
+                    raise
+                return f'{{"jsonrpc":"2.0","id":{rid}{after}{body}}}}}'.encode()
         middle = _METHOD_PARTS.get(method)
         if middle is None:
             middle = _remember(_METHOD_PARTS, method, _encode_str(method))
@@ -572,7 +589,8 @@ def serialize_tool_call(rid: int, name: str, params: dict[str, Any]) -> bytes:
     (``Client.call_tool``'s usual params; the hot path). When ``name`` is a ``str`` and the
     arguments a ``dict``, everything between the id and the arguments comes from a piece
     cached per tool name and the C encoder writes the arguments alone: the same bytes as
-    encoding the whole params. Anything else goes to :func:`serialize_request`. Raises
+    encoding the whole params, written as :func:`serialize_request`'s own branch for that
+    shape writes them. Anything else goes to :func:`serialize_request`. Raises
     ``ValueError`` / ``TypeError`` exactly as :func:`serialize` does.
 
     A separate entry, so that the caller that knows the shape (it built the dict) does not
