@@ -76,7 +76,6 @@ __all__ = [
     "result",
     "serialize",
     "serialize_request",
-    "serialize_tool_call",
 ]
 
 #: The largest line the frame reader accepts, excluding the newline (32 MiB).
@@ -542,7 +541,7 @@ def serialize_request(rid: int, method: str, params: dict[str, Any] | None) -> b
             # order (the encoder writes a dict's members in its order): everything between
             # the id and the arguments comes from the cache, looked up by the tool's name,
             # and the encoder writes the arguments only. The same bytes as encoding the
-            # whole dict; any other shape takes the general way below. serialize_tool_call
+            # whole dict; any other shape takes the general way below. _serialize_tool_call
             # writes the line the same way, for a caller that built params in that shape;
             # not called from here, as a nested call costs the other callers of this one
             # about 950 instructions per tools/call (docs/performance.md). The property
@@ -583,7 +582,7 @@ def serialize_request(rid: int, method: str, params: dict[str, Any] | None) -> b
         raise ValueError("cannot serialise a circular or too deeply nested value") from None
 
 
-def serialize_tool_call(rid: int, name: str, params: dict[str, Any]) -> bytes:
+def _serialize_tool_call(rid: int, name: str, params: dict[str, Any]) -> bytes:
     """``serialize_request(rid, "tools/call", params)`` for ``params`` that the caller built
     as ``{"name": name, "arguments": <...>}``, those two members in that order and no other
     (``Client.call_tool``'s usual params; the hot path). When ``name`` is a ``str`` and the
@@ -592,6 +591,10 @@ def serialize_tool_call(rid: int, name: str, params: dict[str, Any]) -> bytes:
     encoding the whole params, written as :func:`serialize_request`'s own branch for that
     shape writes them. Anything else goes to :func:`serialize_request`. Raises
     ``ValueError`` / ``TypeError`` exactly as :func:`serialize` does.
+
+    Private: the shape is the caller's promise and is not checked (a third member would be
+    left out, a missing ``arguments`` raise ``KeyError``); the session engine calls it only
+    with the ``tool`` ``Client.call_tool`` passes for params it has just built so.
 
     A separate entry, so that the caller that knows the shape (it built the dict) does not
     pay for :func:`serialize_request` finding it out again: the length, the first key and

@@ -354,7 +354,10 @@ class Client(SessionLifecycle):
                                   "arguments": arguments if arguments is not None else {}}
         # The tool's name while params holds just those two members, in that order: the
         # session then writes the request line without finding that shape out again
-        # (serialize_tool_call); None once _meta is added.
+        # (_serialize_tool_call); None once _meta is added. Arguments other than a plain
+        # dict take serialize_request from there, one frame deeper: such a value nested
+        # about 990 levels deep meets the nesting limit one level sooner than it did (a
+        # type test here to spare it costs about 190 instructions per call).
         tool: str | None = name
         if modern:
             ours = self._tool_meta if tasks else self._meta

@@ -79,11 +79,11 @@ from mcpsync.jsonrpc import (
     Message,
     ParseError,
     StreamError,
+    _serialize_tool_call,
     notification as notification_message,
     request as request_message,
     serialize,
     serialize_request,
-    serialize_tool_call,
 )
 from mcpsync.protocol import describe_call
 from mcpsync.session._background import BackgroundReader
@@ -417,9 +417,10 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
 
         ``tool``, when not ``None``, says that ``method`` is ``tools/call`` and ``params`` was
         built by the caller as ``{"name": tool, "arguments": <...>}``, those two members in
-        that order and no other: the request line is then written by
-        :func:`~mcpsync.jsonrpc.serialize_tool_call`, which does not look for that shape
-        again (``call_tool`` built the dict; :meth:`request` passes ``None``).
+        that order and no other: on the usual (inline) path the request line is then
+        written by :func:`~mcpsync.jsonrpc._serialize_tool_call`, which does not look for
+        that shape again (``call_tool`` built the dict; :meth:`request` passes ``None``);
+        the general path (``_open``) ignores it and uses ``serialize_request``.
 
         CPython 3.11 does not specialise a call to a function with keyword-only parameters:
         the call is still made inline, but through the general frame set-up, which fills
@@ -438,7 +439,7 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
             # open, a bad timeout or method) goes through _open, which checks and words it.
             rid = next(self._ids)
             frame = serialize_request(rid, method, params) if tool is None \
-                else serialize_tool_call(rid, tool, params)  # type: ignore[arg-type]
+                else _serialize_tool_call(rid, tool, params)  # type: ignore[arg-type]
             # Call(rid, method, params, timeout, None, False, cancellable, now, max_timeout),
             # without calling the class: a class call runs __init__ as a nested evaluation
             # that costs about as much again as these stores (docs/performance.md). A test

@@ -70,7 +70,7 @@ def test_ctrl_c_at_any_return_in_call_tool_leaves_nothing_held(
 @pytest.mark.parametrize("fresh", [False, True], ids=["cached-name", "new-name"])
 def test_ctrl_c_at_any_return_in_the_tool_calls_serialiser_leaves_nothing_held(
         no_leaks: None, fresh: bool) -> None:
-    """The same sweep over ``serialize_tool_call``, which writes the line when the params
+    """The same sweep over ``_serialize_tool_call``, which writes the line when the params
     are just ``name`` and ``arguments``: a legacy server's (a modern one's carry ``_meta``,
     and take ``serialize_request``). With a tool name seen before (its part of the line
     comes from the cache) and with a new one each time (encoded and remembered)."""
@@ -81,7 +81,7 @@ def test_ctrl_c_at_any_return_in_the_tool_calls_serialiser_leaves_nothing_held(
             name = f"no-such-tool-{nth}-{time.monotonic_ns()}" if fresh else "echo"
             seen: list[str] = []
             try:
-                with interrupt_at_return({jsonrpc.serialize_tool_call.__code__}, nth, seen,
+                with interrupt_at_return({jsonrpc._serialize_tool_call.__code__}, nth, seen,
                                          qualified=True):
                     result = client.call_tool(name, {"text": str(nth)}, timeout=20)
             except KeyboardInterrupt:

@@ -3,7 +3,7 @@
 with keyword-only parameters, so such a call takes the general, slower frame set-up): every
 argument must arrive in its place, and both entries must answer alike. ``_request``'s one
 parameter more, ``tool``, is ``None`` from ``request``; given, the request line is written by
-``serialize_tool_call`` and must be the same bytes."""
+``_serialize_tool_call`` and must be the same bytes."""
 
 from __future__ import annotations
 

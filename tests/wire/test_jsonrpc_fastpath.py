@@ -190,7 +190,7 @@ def test_serialize_tool_call_matches_serialize(rid: int, name: Any, arguments: A
         except (ValueError, TypeError) as exc:
             expected = type(exc)
         try:
-            got: Any = jsonrpc.serialize_tool_call(rid, name, params)
+            got: Any = jsonrpc._serialize_tool_call(rid, name, params)
         except (ValueError, TypeError) as exc:
             got = type(exc)
         outcomes.append(got)
@@ -211,7 +211,7 @@ def test_serialize_tool_call_known_cases() -> None:
                    {"name": "n", "arguments": [1, 2]},
                    {"name": 7, "arguments": {}}):
         outcomes = []
-        for encode in (lambda p: jsonrpc.serialize_tool_call(3, p["name"], p),
+        for encode in (lambda p: jsonrpc._serialize_tool_call(3, p["name"], p),
                        lambda p: jsonrpc.serialize_request(3, "tools/call", p),
                        lambda p: jsonrpc.serialize(jsonrpc.request(3, "tools/call", p))):
             try:
