@@ -31,6 +31,14 @@ Run from the project root::
 
     .venv/bin/python benchmarks/gateway_latency.py [--calls N] [--rounds R] [--json]
 
+``--pin CPU`` runs everything (this process, and so the client, the proxy and the demo it
+spawns, which inherit the affinity) on that one CPU. On two or more cores a proxy's added
+latency is a difference of wake-up delays that moves by more than itself between rounds
+(the floor's is a few microseconds either side of zero); on one core the three processes
+take turns, each call's latency is the sum of their work and the switches between them, and
+what a proxy adds is its own CPU per call and the two extra pipe hops: a figure that holds
+from one invocation to the next, so the ratio to the floor's means something.
+
 ``--instructions`` measures instead what load cannot move: the user-space instructions the
 proxy process (floor, gateway, gateway+log, and the baseline's two gateways) executes per
 call, with its log helper process where it has one, under
@@ -160,8 +168,10 @@ def _concurrent(client: mcpsync.Client, n: int) -> tuple[list[float], float]:
     return times, (time.perf_counter() - start) / (per * THREADS)
 
 
-def _one(argv: list[str], calls: int, warmup: int) -> dict[str, float]:
+def _one(argv: list[str], calls: int, warmup: int) -> dict[str, Any]:
     with mcpsync.connect(argv) as client:
+        # The CPUs the spawned process may run on (with --pin, the one CPU it inherited).
+        cpus = sorted(os.sched_getaffinity(client.pid)) if client.pid else []
         _sequential(client, warmup)
         cpu = _cpu_ns(client.pid)
         seq = _sequential(client, calls)
@@ -169,7 +179,7 @@ def _one(argv: list[str], calls: int, warmup: int) -> dict[str, float]:
         conc, wall = _concurrent(client, calls)
     return {"seq_median": statistics.median(seq) * 1e6, "seq_mean": statistics.fmean(seq) * 1e6,
             "conc_median": statistics.median(conc) * 1e6, "conc_wall": wall * 1e6,
-            "seq_cpu": max(cpu, 0) / 1e3 / calls}
+            "seq_cpu": max(cpu, 0) / 1e3 / calls, "cpus": cpus}
 
 
 def measure(calls: int, rounds: int, warmup: int,
@@ -177,7 +187,7 @@ def measure(calls: int, rounds: int, warmup: int,
     """Run every path ``rounds`` times; the medians over rounds, the added latency over
     direct, the ratios to the floor, and how many records the log got per call."""
     paths = PATHS + (BASE_PATHS if baseline is not None else ())
-    per_round: dict[str, list[dict[str, float]]] = {p: [] for p in paths}
+    per_round: dict[str, list[dict[str, Any]]] = {p: [] for p in paths}
     log_lines = 0
     with tempfile.TemporaryDirectory(prefix="mcpsync-gwbench-") as tmp:
         config = Path(tmp) / "gateway.json"
@@ -268,8 +278,10 @@ def instructions(calls: int, baseline: str | None = None) -> dict[str, dict[str,
 
 
 def _print(result: dict[str, Any]) -> None:
+    pinned = result.get("pinned_cpu")
     print(f"{result['calls']} calls each, {result['rounds']} rounds (medians over rounds); "
-          "microseconds per call")
+          "microseconds per call"
+          + ("" if pinned is None else f"; everything pinned to CPU {pinned}"))
     print(f"{'':12} {'seq median':>11} {'seq mean':>9} {'8x median':>10} {'8x wall/call':>13} "
           f"{'seq CPU':>8}")
     for path, row in result["medians"].items():
@@ -293,6 +305,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.add_argument("--baseline", metavar="DIR",
                         help="also measure the gateway of the mcpsync package under DIR")
+    parser.add_argument("--pin", type=int, metavar="CPU",
+                        help="run everything (client, proxy, demo) on this one CPU")
     parser.add_argument("--instructions", action="store_true",
                         help="count the proxy's instructions per call under callgrind "
                              "(--calls per run, default 200 here)")
@@ -310,7 +324,10 @@ def main(argv: list[str]) -> int:
                           f"8 threads {row['8x_helper']:.0f})" if "seq_helper" in row else "")
                 print(f"{path:16} seq {row['seq']:9.0f}   8 threads {row['8x']:9.0f}{helper}")
         return 0
+    if args.pin is not None:
+        os.sched_setaffinity(0, {args.pin})   # inherited by every process spawned below
     result = measure(args.calls, args.rounds, args.warmup, args.baseline)
+    result["pinned_cpu"] = args.pin
     if args.json:
         print(json.dumps(result))
     else:

@@ -6,6 +6,7 @@ that every path answered, in both modes, and that the log held one record per le
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -32,6 +33,18 @@ def test_the_gateway_benchmark_runs_every_path() -> None:
     # 4 + 16 + 16 echo calls, four legs each; the handshake adds a few records more.
     calls = 4 + 16 + 16
     assert calls * 4 <= result["log_lines"] <= calls * 4 + 12, result["log_lines"]
+
+
+def test_pinned_every_spawned_process_runs_on_the_one_cpu() -> None:
+    cpu = max(os.sched_getaffinity(0))
+    done = subprocess.run([sys.executable, str(BENCH), "--calls", "8", "--rounds", "1",
+                           "--warmup", "2", "--json", "--pin", str(cpu)],
+                          capture_output=True, text=True, timeout=110, check=False)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["pinned_cpu"] == cpu
+    assert {path: rows[0]["cpus"] for path, rows in result["rounds_raw"].items()} == {
+        path: [cpu] for path in ("direct", "floor", "gateway", "gateway+log")}
 
 
 def test_a_baseline_version_is_measured_in_the_same_rounds(tmp_path: Path) -> None:
