@@ -171,13 +171,12 @@ _PIECE: Final = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
 _WINDOW: Final = 4096
 
 # _reads_like_english: the mean log2 odds per letter pair above which letters read as
-# English, and the fewest pairs it judges (fewer: too little to tell, taken for words).
+# English.
 # Chosen with benchmarks/redact_random_words.py: at -0.5 no word of 8+ letters after an auth
 # scheme in the standard library's sources and /usr/share/doc is taken for a credential,
 # and two of the 1,210 words of 8+ letters of the licence texts (``enjoyment``); at 0,
 # three and nine, at -1 the misses double.
 _ENGLISH_ODDS = -0.5
-_MIN_PAIRS = 6
 
 # The least entropy (bits per character) of a single-case run taken for random: random hex
 # of 20 digits has less about once in 10,000, random letters of 20 (about 3.9 bits) almost
@@ -234,8 +233,10 @@ def _reads_like_english(word: str) -> bool:
     in random letters most are much rarer (``qx``, ``jv``, ``zk``). The mean of the pairs'
     log2 odds (:data:`_PAIR_ODDS`, pairs inside a piece of letters only) is above
     _ENGLISH_ODDS for a name and below it for random letters; see _looks_random for the
-    rates measured. With fewer than _MIN_PAIRS pairs (``a1b2c3...``, short words) there
-    is too little to tell, and the letters count as words.
+    rates measured. Letters with no pair at all (each alone between digits: ``a1b2c3...``)
+    are not English either: no name is spelt that way. (Judging only runs with six pairs or
+    more, and taking the others for words, missed 9.1% of random lower-case ids of letters
+    and digits of 20 characters, against 3.7%, and changed one URL fewer.)
     """
     odds = pairs = 0
     # a window at a time, as in _reads_like_words, so that a long run never holds more
@@ -246,7 +247,7 @@ def _reads_like_english(word: str) -> bool:
             text = " ".join(pieces)
             odds += sum(map(_PAIR_ODDS.__getitem__, map(operator.add, text, text[1:])))
             pairs += len(text) - 2 * len(pieces) + 1   # the letters less one per piece
-    return pairs < _MIN_PAIRS or odds > _ENGLISH_ODDS * pairs
+    return pairs > 0 and odds > _ENGLISH_ODDS * pairs
 
 
 def _looks_random(word: str) -> bool:
@@ -266,9 +267,9 @@ def _looks_random(word: str) -> bool:
     (20+ hex digits are an id or a key, rarely anything else); other letters when they do
     not read like English (:func:`_reads_like_english`) and have 2.5 bits. Measured with
     ``benchmarks/redact_random_words.py``: of random lower-case or upper-case letters 0.9%
-    are missed at 20 characters, 0.4% at 24, 0.1% at 32; of base32 3% at 20, 1.5% at 24;
-    of lower-case letters and digits 9% at 20, 4% at 24 (their letters come in short
-    pieces, so there are few pairs to judge); no hex of 24+ digits. A single-case run with
+    are missed at 20 characters, 0.4% at 24, 0.1% at 32; of base32 2.5% at 20, 1.4% at 24;
+    of lower-case letters and digits 3.7% at 20, 2.6% at 24 (their letters come in short
+    pieces between digits, with few pairs to judge); no hex of 24+ digits. A single-case run with
     ``-`` or ``_`` is a name (``gcloud_sql_export_csv``, ``x86_64-linux-gnu-gcc``), judged
     only by the rule for 32+ characters, so a token joined to words is left to
     :func:`_unglue`.
