@@ -154,3 +154,23 @@ def test_digitless_tokens_joined_to_words_are_redacted(length: int) -> None:
 ])
 def test_names_of_words_and_abbreviations_are_kept(text: str) -> None:
     assert Redactor().text(text) == text
+
+
+# Shapes for the added rules (each about 200 KB): a scheme word before a long run of letters
+# that ends in a digit (the letters-only branch backtracks over it once), many scheme words,
+# a long run of short words joined by '_' (longer than a window: judged whole only), and
+# many runs each with a stretch to judge.
+_HOSTILE = {
+    "scheme, long letters": "Bearer " + "x" * 200_000 + "1",
+    "many schemes": "Basic abcdefgh " * 13_000,
+    "short words": "ab_" * 70_000,
+    "many stretches": "session_xkqvbzmwpjtrhgfdlcnsqzvb " * 6_000,
+}
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("shape", sorted(_HOSTILE))
+def test_the_added_rules_are_not_quadratic(shape: str) -> None:
+    text = _HOSTILE[shape]
+    out = Redactor().text(text)
+    assert len(out) <= len(text) + len(REDACTED)
