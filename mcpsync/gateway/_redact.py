@@ -22,7 +22,8 @@ Two kinds of rule, both on by default:
   token or authorization code is caught.
 
 The rules are data (:class:`Redactor` takes extra names and patterns) and cheap on values
-that hold nothing: one combined regular expression pass per string.
+that hold nothing: one combined regular expression pass per string, and one for an auth
+scheme before letters only.
 """
 
 from __future__ import annotations
@@ -52,12 +53,13 @@ _SEPARATORS = re.compile(r"[-_.\s]")
 
 # Credentials recognised by their look, wherever they appear in a string.
 _VALUE_PATTERNS: Final = (
-    # an auth scheme and a credential: with a digit, a token symbol or a lower-then-upper
-    # case change in it ("Basic usage" in prose is not one), or of 8+ letters only, which
-    # Redactor._replacement keeps when they read like English: that is prose ("Basic
-    # authentication", "the Bearer tokens"), not a credential
-    r"\b(?i:bearer|basic|dpop)\s+(?:(?=[A-Za-z0-9\-._~+/]*(?:[0-9=+/._~-]|[a-z][A-Za-z]*[A-Z]))"
-    r"[A-Za-z0-9\-._~+/]{8,}=*|[A-Za-z]{8,}(?![A-Za-z0-9\-._~+/=]))",
+    # an auth scheme and a credential with a digit, a token symbol or a lower-then-upper case
+    # change in it ("Basic usage" in prose is not one; letters only are _SCHEME_LETTERS'); the
+    # case change is an adjacent pair: the same strings as "a lower-case letter, then an
+    # upper-case one later", without the backtracking over a long run of letters that made
+    # that quadratic
+    r"\b(?i:bearer|basic|dpop)\s+(?=[A-Za-z0-9\-._~+/]*(?:[0-9=+/._~-]|[a-z][A-Z]))"
+    r"[A-Za-z0-9\-._~+/]{8,}=*",
     r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*",
     r"\bsk-[A-Za-z0-9_-]{16,}",
     r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})",
@@ -67,10 +69,25 @@ _VALUE_PATTERNS: Final = (
     r"\bglpat-[A-Za-z0-9_-]{20,}",
 )
 
-# The first of _VALUE_PATTERNS alone, and the shape of its match that may be prose: letters
-# without a lower-then-upper case change (a word, a capitalised one, an acronym).
-_SCHEME: Final = re.compile(_VALUE_PATTERNS[0])
-_SCHEME_LETTERS: Final = re.compile(r"(?i:bearer|basic|dpop)\s+(?P<word>[A-Z]*[a-z]*)")
+# The first of _VALUE_PATTERNS as earlier versions wrote it: rules they pickled hold it in
+# their compiled patterns, which Redactor.__setstate__ brings up to date (the first is
+# quadratic on a scheme word before a long run of letters, the second took letters only).
+_EARLIER_SCHEMES: Final = (
+    r"\b(?i:bearer|basic|dpop)\s+(?=[A-Za-z0-9\-._~+/]*(?:[0-9=+/._~-]|[a-z][A-Za-z]*[A-Z]))"
+    r"[A-Za-z0-9\-._~+/]{8,}=*",
+    r"\b(?i:bearer|basic|dpop)\s+(?:(?=[A-Za-z0-9\-._~+/]*(?:[0-9=+/._~-]|[a-z][A-Za-z]*[A-Z]))"
+    r"[A-Za-z0-9\-._~+/]{8,}=*|[A-Za-z]{8,}(?![A-Za-z0-9\-._~+/=]))",
+)
+
+# An auth scheme and 8+ letters only, without a lower-then-upper case change (a word, a
+# capitalised one, an acronym): a credential unless the letters read like English, which is
+# prose ("Basic authentication", "the Bearer tokens"). Redactor.text applies it in a pass
+# of its own after the value patterns, so that prose it keeps never hides a match of theirs
+# (a key, a pattern of the user's) starting inside it. (The look-ahead for b, B, d or D
+# first lets the search skip to those letters: half the cost on a long text.)
+_SCHEME_LETTERS: Final = re.compile(
+    r"(?=[bBdD])\b(?i:bearer|basic|dpop)\s+(?P<word>[A-Z]*[a-z]*)(?<=[A-Za-z]{8})"
+    r"(?![A-Za-z0-9\-._~+/=])")
 
 # ``name=value``, ``name: value``, ``"name": "value"``: the name is checked by _secret_name.
 # The look-behinds here and in _USERINFO make a name start only where a run of name
@@ -367,6 +384,12 @@ def _unglue(run: str) -> str:
     return run
 
 
+def _judge_scheme_letters(match: re.Match[str]) -> str:
+    """What an auth scheme and letters only are written as: kept when the letters read like
+    English (prose), else :data:`REDACTED`."""
+    return match[0] if _reads_like_english(match["word"]) else REDACTED
+
+
 def _judge_run(match: re.Match[str]) -> str:
     """What a run of the base64url alphabet is written as (the random-word guess)."""
     run = match[0]
@@ -404,8 +427,6 @@ class Redactor:
         extra = list(extra_patterns)
         try:
             self._values = re.compile("|".join(f"(?:{p})" for p in [*_VALUE_PATTERNS, *extra]))
-            # the user's patterns alone, for prose the scheme pattern matched (_replacement)
-            self._extra = re.compile("|".join(f"(?:{p})" for p in extra)) if extra else None
         except re.error as exc:
             raise ValueError(f"a redaction pattern is not a valid regular expression: {exc} "
                              f"(patterns: {extra!r})") from None
@@ -443,7 +464,10 @@ class Redactor:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         """Load rules pickled before ``enabled`` and ``entropy`` were watched (they were
-        plain attributes then), as well as current ones."""
+        plain attributes then), as well as current ones. Their value patterns start with the
+        scheme pattern as it was then (:data:`_EARLIER_SCHEMES`): it is replaced by today's,
+        the user's patterns after it kept. (A development version also kept the user's
+        patterns apart, as ``_extra``: no longer used.)"""
         state = dict(state)
         for name in ("enabled", "entropy"):
             if name in state:
@@ -451,7 +475,15 @@ class Redactor:
         state.setdefault("_enabled", True)
         state.setdefault("_entropy", True)
         state.setdefault("_changes", 0)
-        state.setdefault("_extra", None)
+        state.pop("_extra", None)
+        values = state.get("_values")
+        if isinstance(values, re.Pattern) and isinstance(values.pattern, str):
+            for earlier in _EARLIER_SCHEMES:
+                head = f"(?:{earlier})|"
+                if values.pattern.startswith(head):
+                    state["_values"] = re.compile(
+                        f"(?:{_VALUE_PATTERNS[0]})|{values.pattern[len(head):]}", values.flags)
+                    break
         self.__dict__.update(state)
 
     def __repr__(self) -> str:
@@ -469,28 +501,15 @@ class Redactor:
         """``value`` with every secret-looking part replaced by :data:`REDACTED`."""
         if not self.enabled or not value:
             return value
-        out = self._values.sub(self._replacement, value)
+        out = self._values.sub(REDACTED, value)
+        # after the value patterns, on what they left: see _SCHEME_LETTERS
+        out = _SCHEME_LETTERS.sub(_judge_scheme_letters, out)
         out = _USERINFO.sub(lambda m: f"{m['head']}{REDACTED}@", out)
         if "=" in out or ":" in out:
             out = _PAIR.sub(self._pair, out)
         if self.entropy:
             out = _RUN.sub(_judge_run, out)
         return out
-
-    def _replacement(self, match: re.Match[str]) -> str:
-        """What a match of the value patterns is replaced by: :data:`REDACTED`, but for an
-        auth scheme followed by letters only that read like English, which is prose. (The
-        check is here, on the few matches, rather than in a pattern of its own: one more
-        alternative starting with the scheme words made the pass over every string about 15%
-        slower.) The user's patterns still apply inside the prose kept: the scheme pattern's
-        match, taken first, would otherwise hide a match of theirs that starts within it."""
-        letters = _SCHEME_LETTERS.fullmatch(match[0])
-        if letters is not None and _reads_like_english(letters["word"]):
-            # the scheme pattern's match, not one of a pattern the user added
-            ours = _SCHEME.match(match.string, match.start())
-            if ours is not None and ours.end() == match.end():
-                return match[0] if self._extra is None else self._extra.sub(REDACTED, match[0])
-        return REDACTED
 
     def _pair(self, match: re.Match[str]) -> str:
         found = match["dq"] if match["dq"] is not None else match["sq"] \

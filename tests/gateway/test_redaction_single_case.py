@@ -4,12 +4,14 @@ after an auth scheme word; and the names, words and prose that must stay as they
 
 from __future__ import annotations
 
+import pickle
 import random
+import re
 import string
 
 import pytest
 
-from mcpsync.gateway._redact import REDACTED, Redactor
+from mcpsync.gateway._redact import _VALUE_PATTERNS, REDACTED, Redactor
 
 _BASE32 = string.ascii_uppercase + "234567"
 _LOWER_ALNUM = string.ascii_lowercase + string.digits
@@ -94,12 +96,100 @@ def test_a_long_single_case_run_is_judged_in_bounded_time() -> None:
 
 
 def test_the_users_patterns_still_apply_inside_prose_after_a_scheme_word() -> None:
-    """The scheme pattern matches "Basic authentication" before a pattern of the user's
-    that starts inside it could: what it keeps still goes through theirs."""
+    """Prose after a scheme word ("Basic authentication") is kept, but a pattern of the
+    user's that starts inside it still applies."""
     rules = Redactor(extra_patterns=[r"authentication"])
     assert rules.text("Basic authentication here") == f"Basic {REDACTED} here"
     assert rules.text("Basic infrastructure") == "Basic infrastructure"
     assert Redactor(extra_patterns=[r"\bEMP-\d+"]).text("Bearer qzxvbnmkjhgf") == REDACTED
+
+
+@pytest.mark.parametrize(("pattern", "text", "expected"), [
+    (r"[A-Za-z0-9._%+-]+@example\.com", "auth: Basic username@example.com",
+     f"auth: Basic {REDACTED}"),
+    (r"[A-Za-z0-9._%+-]+@example\.com", "login with Basic employee@example.com failed",
+     f"login with Basic {REDACTED} failed"),
+    (r"\binternal\s+\w+", "Basic internal secretname", f"Basic {REDACTED}"),
+    (r"password\s+is\s+\S+", "Basic password is hunter2", f"Basic {REDACTED}"),
+])
+def test_the_users_patterns_running_past_prose_after_a_scheme_word_apply(
+        pattern: str, text: str, expected: str) -> None:
+    """A match of the user's that starts inside the word kept after a scheme word and ends
+    beyond it is replaced, as it was before letters after a scheme word were judged."""
+    for entropy in (True, False):
+        assert Redactor(extra_patterns=[pattern], entropy=entropy).text(text) == expected
+
+
+@pytest.mark.parametrize("text", [
+    "X-Upstream: Bearer AKIAIOSFODNNXEXAMPLE", "X-Upstream: Bearer AKIATHEREISNOTHINGTO",
+    "sent Basic AKIAINTERNATIONALISE upstream",
+])
+def test_a_key_after_a_scheme_word_is_redacted_when_its_letters_read_like_english(
+        text: str) -> None:
+    """An AWS key id (``AKIA`` and 16 upper-case letters or digits) is a key wherever it is,
+    also when its letters after a scheme word read like English and are kept as prose."""
+    for entropy in (True, False):
+        out = Redactor(entropy=entropy).text(text)
+        assert "AKIA" not in out and REDACTED in out
+
+
+def test_random_aws_key_ids_after_a_scheme_word_are_all_redacted() -> None:
+    """2000 ``AKIA`` + 16 random upper-case letters after ``Bearer``, from a fixed seed (an
+    earlier version of the scheme rule kept about 1 in 50 of them as English prose)."""
+    rng = random.Random(1)
+    keys = ["AKIA" + "".join(rng.choices(string.ascii_uppercase, k=16)) for _ in range(2000)]
+    for rules in (Redactor(), Redactor(entropy=False)):
+        assert [k for k in keys if k in rules.text(f"X-Upstream: Bearer {k}")] == []
+
+
+# The scheme pattern (the first of the value patterns) as earlier versions wrote it: main's
+# before letters only after a scheme word were judged, and the development version that
+# took them in the same pattern (and kept the user's patterns apart, as ``_extra``).
+_EARLIER_SCHEMES = {
+    "released": r"\b(?i:bearer|basic|dpop)\s+(?=[A-Za-z0-9\-._~+/]*(?:[0-9=+/._~-]|"
+                r"[a-z][A-Za-z]*[A-Z]))[A-Za-z0-9\-._~+/]{8,}=*",
+    "development": r"\b(?i:bearer|basic|dpop)\s+(?:(?=[A-Za-z0-9\-._~+/]*(?:[0-9=+/._~-]|"
+                   r"[a-z][A-Za-z]*[A-Z]))[A-Za-z0-9\-._~+/]{8,}=*|[A-Za-z]{8,}"
+                   r"(?![A-Za-z0-9\-._~+/=]))",
+}
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("version", sorted(_EARLIER_SCHEMES))
+def test_rules_pickled_by_earlier_versions_load_with_todays_scheme_rule(version: str) -> None:
+    """The pickled state of rules with a pattern of the user's, as an earlier version wrote
+    it: its value patterns start with that version's scheme pattern, which loading replaces
+    with today's (linear, letters judged in a pass of their own); the user's pattern stays
+    and applies inside prose after a scheme word."""
+    extra = r"authentication"
+    state = dict(vars(Redactor(extra_patterns=[extra])))
+    state["_values"] = re.compile("|".join(
+        f"(?:{p})" for p in [_EARLIER_SCHEMES[version], *_VALUE_PATTERNS[1:], extra]))
+    if version == "development":
+        state["_extra"] = re.compile(f"(?:{extra})")
+    old: Redactor = Redactor.__new__(Redactor)
+    old.__setstate__(state)
+    for rules in (old, pickle.loads(pickle.dumps(old))):
+        assert "_extra" not in vars(rules)
+        assert rules._values.pattern == Redactor(extra_patterns=[extra])._values.pattern
+        assert rules.text("Basic authentication here") == f"Basic {REDACTED} here"
+        assert rules.text("Basic infrastructure") == "Basic infrastructure"
+        assert rules.text("Bearer qzxvbnmkjhgf") == REDACTED
+        assert rules.text("X-Upstream: Bearer AKIAIOSFODNNXEXAMPLE") == \
+            f"X-Upstream: Bearer {REDACTED}"
+        # (the earlier scheme pattern took minutes on this)
+        text = "Bearer " + "x" * 100_000 + " "
+        assert rules.text(text) == REDACTED + " "
+
+
+def test_rules_with_other_value_patterns_load_unchanged() -> None:
+    """A pickled pattern that does not start with a known scheme pattern is kept as is."""
+    state = dict(vars(Redactor()))
+    state["_values"] = re.compile(r"(?:secret\d+)")
+    rules: Redactor = Redactor.__new__(Redactor)
+    rules.__setstate__(state)
+    assert rules._values.pattern == r"(?:secret\d+)"
+    assert rules.text("a secret42 here") == f"a {REDACTED} here"
 
 
 _DIGITLESS = string.ascii_letters + "-_"
@@ -157,11 +247,14 @@ def test_names_of_words_and_abbreviations_are_kept(text: str) -> None:
 
 
 # Shapes for the added rules (each about 200 KB): a scheme word before a long run of letters
-# that ends in a digit (the letters-only branch backtracks over it once), many scheme words,
-# a long run of short words joined by '_' (longer than a window: judged whole only), and
-# many runs each with a stretch to judge.
+# that ends in a digit (the letters-only pass backtracks over it once) or in a space (the
+# scheme pattern's look-ahead for a case change once backtracked over the rest of the run
+# from every letter: minutes), many scheme words, a long run of short words joined by '_'
+# (longer than a window: judged whole only), and many runs each with a stretch to judge.
 _HOSTILE = {
     "scheme, long letters": "Bearer " + "x" * 200_000 + "1",
+    "scheme, long letters, space": "Bearer " + "x" * 200_000 + " ",
+    "scheme, long capitalised letters, space": "Bearer X" + "x" * 200_000 + " ",
     "many schemes": "Basic abcdefgh " * 13_000,
     "short words": "ab_" * 70_000,
     "many stretches": "session_xkqvbzmwpjtrhgfdlcnsqzvb " * 6_000,
