@@ -281,14 +281,15 @@ def _looks_random(word: str) -> bool:
 
     One case of letters (lower-case ids, base32 secrets such as one-time-password seeds,
     hex), at any length from 20, without ``-`` or ``_``: hex with a digit and 2.5 bits
-    (20+ hex digits are an id or a key, rarely anything else); other letters when they do
-    not read like English (:func:`_reads_like_english`) and have 2.5 bits. Measured with
+    (20+ hex digits are an id or a key, rarely anything else); other letters, four or more
+    (fewer are a number's: ``1.7976931348623157e+308`` is never redacted), when they do not
+    read like English (:func:`_reads_like_english`) and have 2.5 bits. Measured with
     ``benchmarks/redact_random_words.py``: of random lower-case or upper-case letters 0.9%
     are missed at 20 characters, 0.4% at 24, 0.1% at 32; of base32 2.5% at 20, 1.4% at 24;
     of lower-case letters and digits 3.7% at 20, 2.6% at 24 (their letters come in short
-    pieces between digits, with few pairs to judge); no hex of 24+ digits. A single-case run with
-    ``-`` or ``_`` is a name (``gcloud_sql_export_csv``, ``x86_64-linux-gnu-gcc``), judged
-    only by the rule for 32+ characters, so a token joined to words is left to
+    pieces between digits, with few pairs to judge); no hex of 24+ digits. A single-case
+    run with ``-`` or ``_`` is a name (``gcloud_sql_export_csv``, ``x86_64-linux-gnu-gcc``),
+    judged only by the rule for 32+ characters, so a token joined to words is left to
     :func:`_unglue`.
     """
     if len(word) < 20:
@@ -316,8 +317,12 @@ def _looks_random(word: str) -> bool:
     # Letters that read like English are a name (``PYTHONDONTWRITEBYTECODE``,
     # ``internationalization``) but for 32+ characters with digits and the entropy of a
     # token; the pair test goes first, as it is cheaper than the entropy and settles most
-    # names.
-    if _reads_like_english(word):
+    # names. Up to three letters are too few to judge: such a run is digits with a letter or
+    # two, as a JSON number writes a large double (the run ``7976931348623157e+308`` of
+    # ``1.7976931348623157e+308``) or a source a constant (``0x1234...``), not a token
+    # (random lower-case letters and digits of 20 have so few letters about once in 6
+    # million), and is judged as a name is.
+    if sum(map(str.isalpha, word)) < 4 or _reads_like_english(word):
         return digits and len(word) >= 32 and _entropy(word) >= 3.3
     return _entropy(word) >= _SINGLE_CASE_BITS
 
