@@ -132,9 +132,10 @@ _COMMON_PAIRS: Final = frozenset(_COMMON_PAIR_LIST.split())
 
 # How much likelier each letter pair is in English than in random letters, for
 # _reads_like_english: the digit in row ``a``, column ``b`` (columns ``a`` to ``z``) is 5 plus
-# log2(share of ``ab`` among the pairs of the lower-case words in the comments and
-# docstrings of CPython 3.11's standard library * 676), rounded and kept to 0..9 (so 0 is a
-# pair 32 times rarer than in random letters or never seen, 9 one 16 times more common).
+# log2(share of ``ab`` among the pairs of the lower-case words in the string literals and
+# comments of CPython 3.11.7's standard library, site-packages left out, * 676), rounded and
+# kept to 0..9 (so 0 is a pair 32 times rarer than in random letters or never seen, 9 one 16
+# times more common). ``benchmarks/redact_pair_table.py`` rebuilds it and checks it.
 _PAIR_ODDS_ROWS: Final = """
     a 46761461604878050888553352
     b 63527000450610530431600050
