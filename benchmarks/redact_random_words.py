@@ -14,7 +14,7 @@ with ``--baseline DIR`` for the copy of the package in DIR in the same run:
   that), thousands per length. ``Bearer <digitless token>`` is checked with the
   random-word guess off, so that the scheme pattern alone is measured, and so are
   ``Basic <random letters of one case>`` (8 to 20) and single-case tokens under 20
-  characters after ``Bearer``;
+  characters after ``Bearer``; AWS key ids of letters only after ``Bearer``;
 - misses of single-case tokens: random lower-case and upper-case letters, lower-case
   letters and digits, base32 (``A-Z2-7``, one-time-password seeds) of 20 to 32 characters,
   and hex of 20 to 28 digits; and of tokens joined to words in one run
@@ -29,7 +29,10 @@ with ``--baseline DIR`` for the copy of the package in DIR in the same run:
   followed by a word of 8+ letters in the standard library's sources, ``/usr/share/doc``
   and this repository's docs but the inspector page, whose examples are credentials
   (prose: "Basic authentication"), and ``Basic`` before each word of 8+ letters of the
-  licence texts, with the guess off;
+  licence texts, with the guess off; the distinct runs of 20+ base64url characters in the
+  string literals and comments of the standard library (its test suite, full of made-up
+  keys, left out); numbers as ``json.dumps`` writes them (random large and small doubles,
+  integers of 20 to 120 digits);
 - the CPU time of ``Redactor().text()`` on a digitless camel-case name and on a tool result
   of about 450 KB (JSON of the standard library's modules: paths, long names, docstrings).
 
@@ -77,16 +80,27 @@ def _urlsafe(rng: random.Random, nbytes: int) -> str:
     return base64.urlsafe_b64encode(rng.randbytes(nbytes)).rstrip(b"=").decode()
 
 
-def _names(root: Path, skip_site: bool) -> set[str]:
+# the redaction's candidates for the random-word guess (its _RUN)
+_RUN = re.compile(r"[A-Za-z0-9_\-+]{20,}={0,2}")
+
+
+def _names(root: Path, skip_site: bool, literals: set[str] | None = None) -> set[str]:
+    """The names of 20+ characters in the sources under ``root``; with ``literals``, also
+    the runs of 20+ base64url characters in their string literals and comments, the test
+    suite's left out (it is full of made-up keys), into that set."""
     names: set[str] = set()
     for path in root.rglob("*.py"):
         if skip_site and "site-packages" in path.parts:
             continue
         try:
             with path.open("rb") as fh:
-                names.update(tok.string for tok in tokenize.tokenize(fh.readline)
-                             if tok.type == tokenize.NAME and len(tok.string) >= 20
-                             and tok.string.isascii())
+                for tok in tokenize.tokenize(fh.readline):
+                    if tok.type == tokenize.NAME:
+                        if len(tok.string) >= 20 and tok.string.isascii():
+                            names.add(tok.string)
+                    elif literals is not None and "test" not in path.parts \
+                            and tok.type in (tokenize.STRING, tokenize.COMMENT):
+                        literals.update(_RUN.findall(tok.string))
         except (SyntaxError, UnicodeDecodeError, tokenize.TokenError, OSError):
             continue
     return names
@@ -159,6 +173,14 @@ def main(argv: list[str]) -> int:
             tokens = ["".join(rng.choices(alphabet, k=length)) for _ in range(args.digitless)]
             row(f"'Basic <{shape} letters {length}>', guess off",
                 lambda label, t: t in bare[label].text(f"sent Basic {t} upstream"), tokens)
+    # a key of letters only after a scheme word: its own pattern finds it wherever the
+    # letters read like English (kept as prose); rows added later draw from generators of
+    # their own, so that the earlier rows' draws (and counts) stay as they were
+    added = random.Random(args.seed + 1)
+    keys = ["AKIA" + "".join(added.choices(string.ascii_uppercase, k=16))
+            for _ in range(args.digitless)]
+    row("'Bearer AKIA<16 upper-case letters>'", lambda label, k: k in rules[label].text(
+        f"X-Upstream: Bearer {k}"), keys)
     # single-case tokens: the letters of a base32 secret (one-time-password seeds) and of
     # lower-case random ids, with digits and without
     for alphabet, shape in ((string.ascii_lowercase, "lower-case letters"),
@@ -190,7 +212,8 @@ def main(argv: list[str]) -> int:
     print("false positives (text changed that holds no secret)")
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     started = time.perf_counter()
-    std_names = sorted(_names(stdlib, skip_site=True))
+    std_literals: set[str] = set()
+    std_names = sorted(_names(stdlib, skip_site=True, literals=std_literals))
     site_names = sorted(_names(stdlib / "site-packages", skip_site=False) - set(std_names))
     print(f"  (names read in {time.perf_counter() - started:.1f} s)")
     for title, names in (("stdlib names, 20+ chars", std_names),
@@ -270,6 +293,21 @@ def main(argv: list[str]) -> int:
     row("URLs in this Python's sources", changed, sorted(urls))
     row("UUIDs (uuid4, lower case)", changed,
         [str(uuid.UUID(int=rng.getrandbits(128), version=4)) for _ in range(args.digitless)])
+    literals = sorted(std_literals)
+    row("runs in stdlib string literals, comments", changed, literals)
+    if args.show:
+        print("  changed now only:", [r for r in literals if changed("now", r) and not any(
+            changed(label, r) for label in rules if label != "now")][:args.show])
+    # numbers as JSON writes them: a large double is a run of digits, 'e' and the exponent
+    row("JSON doubles 1e16..1e300 (json.dumps)", changed,
+        [json.dumps(added.random() * 10 ** added.randint(16, 300))
+         for _ in range(args.digitless)])
+    row("JSON doubles -1e-5..-1e-300 (json.dumps)", changed,
+        [json.dumps(-added.random() * 10.0 ** -added.randint(5, 300))
+         for _ in range(args.digitless)])
+    row("JSON integers of 20 to 120 digits", changed,
+        [json.dumps(added.randrange(10 ** 19, 10 ** added.randint(20, 120)))
+         for _ in range(args.digitless)])
 
     print("CPU per Redactor().text() of a digitless camel-case name (us)")
     sample = [n for n in std_names if _digitless_mixed(n)]
