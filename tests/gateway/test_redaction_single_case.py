@@ -214,10 +214,10 @@ def test_rules_pickled_by_earlier_versions_load_with_todays_scheme_rule(version:
         assert rules.text(text) == REDACTED + " "
 
 
-def test_a_long_text_is_searched_for_scheme_words_with_the_patterns_result() -> None:
-    """A long ASCII text is searched for the scheme words with ``str.find`` rather than by
-    the pattern: the result is the pattern's, on 300 seeded texts of scheme words in any
-    case, prose, random letters and separators, and on texts that are not ASCII."""
+def test_a_text_is_searched_for_scheme_words_with_the_patterns_result() -> None:
+    """An ASCII text is searched for the scheme words with ``str.find`` rather than by the
+    pattern: the result is the pattern's, on 300 seeded texts of scheme words in any case,
+    prose, random letters and separators, and on texts that are not ASCII."""
     rng = random.Random(3)
     words = ["Bearer", "bearer", "BEARER", "bEaReR", "Basic", "basic", "BASIC", "DPoP", "dpop",
              "xbasic", "basicx"]
@@ -238,6 +238,9 @@ def test_a_long_text_is_searched_for_scheme_words_with_the_patterns_result() -> 
     text = "x" * 2000 + " Bearer qzxvbnmkjhgf, Basic authentication; DPOP QWERTYUIOPZX"
     assert Redactor().text(text) == \
         "x" * 2000 + f" {REDACTED}, Basic authentication; {REDACTED}"
+    # the shortest match, and the long s that the pattern takes for an s
+    assert Redactor().text("dpop qzxvbnmk") == REDACTED
+    assert Redactor().text("ba\u017fic qzxvbnmkjhgf") == REDACTED
 
 
 def test_rules_with_other_value_patterns_load_unchanged() -> None:
