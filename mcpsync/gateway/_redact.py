@@ -409,12 +409,14 @@ def _scheme_letters(text: str) -> str:
     text is ASCII) for the scheme words with ``str.find``, and the pattern is tried only
     where one starts: a match can only start at a scheme word, and two cannot overlap (the
     letters after the first would have to hold a scheme word and a space), so the matches
-    are those of a search. On a 452 KB tool result, 0.8 ms of CPU instead of 3.9 ms; on the
-    strings of an echo call, fewer instructions too. Other text goes to the pattern (its
+    are those of a search. On a 452 KB tool result, 0.8 ms of CPU instead of 3.9 ms; on a
+    name of 30 characters, 0.13 us instead of 0.44. Other text goes to the pattern (its
     ``(?i)`` also takes letters such as the long s for ``s``, which ``lower()`` does not)."""
     if not text.isascii():
         return _SCHEME_LETTERS.sub(_judge_scheme_letters, text)
     lowered = text.lower()
+    if "bearer" not in lowered and "basic" not in lowered and "dpop" not in lowered:
+        return text   # nearly every string: three searches, no loop
     starts: list[int] = []
     for word in _SCHEME_WORDS:
         at = lowered.find(word)
