@@ -82,9 +82,11 @@ _EARLIER_SCHEMES: Final = (
 # An auth scheme and 8+ letters only, without a lower-then-upper case change (a word, a
 # capitalised one, an acronym): a credential unless the letters read like English, which is
 # prose ("Basic authentication", "the Bearer tokens"). Redactor.text applies it in a pass
-# of its own after the value patterns, so that prose it keeps never hides a match of theirs
-# (a key, a pattern of the user's) starting inside it. (The look-ahead for b, B, d or D
-# first lets the search skip to those letters: half the cost on a long text.)
+# of its own after every other rule, so that prose it keeps never hides a match of theirs
+# (a key, a pattern of the user's) starting inside it, and letters it redacts never take
+# what a later rule needed (a URL's scheme, a secret name, a run's end). (The look-ahead
+# for b, B, d or D first lets the search skip to those letters: half the cost on a long
+# text.)
 _SCHEME_LETTERS: Final = re.compile(
     r"(?=[bBdD])\b(?i:bearer|basic|dpop)\s+(?P<word>[A-Z]*[a-z]*)(?<=[A-Za-z]{8})"
     r"(?![A-Za-z0-9\-._~+/=])")
@@ -549,15 +551,17 @@ class Redactor:
         if not self.enabled or not value:
             return value
         out = self._values.sub(REDACTED, value)
-        # after the value patterns, on what they left: see _SCHEME_LETTERS (its shortest
-        # match is "dpop", a space and 8 letters)
-        if len(out) >= 13:
-            out = _scheme_letters(out)
         out = _USERINFO.sub(lambda m: f"{m['head']}{REDACTED}@", out)
         if "=" in out or ":" in out:
             out = _PAIR.sub(self._pair, out)
         if self.entropy:
             out = _RUN.sub(_judge_run, out)
+        # last, on what every other rule left: see _SCHEME_LETTERS (its shortest match is
+        # "dpop", a space and 8 letters). Earlier, its redaction could take what a later
+        # rule needs: a URL's scheme before "://user:password@", a secret name before its
+        # ": value", the end of a run holding a token.
+        if len(out) >= 13:
+            out = _scheme_letters(out)
         return out
 
     def _pair(self, match: re.Match[str]) -> str:

@@ -174,6 +174,38 @@ def test_random_aws_key_ids_after_a_scheme_word_are_all_redacted() -> None:
         assert [k for k in keys if k in rules.text(f"X-Upstream: Bearer {k}")] == []
 
 
+@pytest.mark.parametrize(("text", "secret"), [
+    ("use Basic influxdb://admin:hunter2@db.example.com/app", "hunter2"),
+    ("use Bearer rabbitmq://guest:s3cr3tpw@mq.internal/", "s3cr3tpw"),
+    ("Basic npmtoken: hunter2", "hunter2"),
+    ("Bearer DBPASSWD = hunter2", "hunter2"),
+    ("Bearer\nsmtppasswd:\thunter2", "hunter2"),
+])
+def test_letters_after_a_scheme_word_never_take_what_another_rule_needs(
+        text: str, secret: str) -> None:
+    """The scheme-letters rule runs after every other rule: a URL's scheme (for the
+    password in its user info) and a secret name (for the value after it) are still there
+    when those rules look (an earlier version redacted the letters first and let the
+    password through)."""
+    for entropy in (True, False):
+        assert secret not in Redactor(entropy=entropy).text(text), (text, entropy)
+
+
+def test_a_token_ending_in_a_scheme_word_is_still_judged_as_one_run() -> None:
+    """``<token>-Bearer <letters>``: the run-guess sees the token and the scheme word as one
+    run (20+ characters), as before the scheme-letters rule; 2000 seeded digitless tokens of
+    15 characters."""
+    rng = random.Random(7)
+    alphabet = string.ascii_letters
+    tokens = ["".join(rng.choices(alphabet, k=15)) for _ in range(2000)]
+    rules = Redactor()
+    before = Redactor()
+    kept = [t for t in tokens if t in rules.text(f"id {t}-Bearer qzxvbnmkjhgf end")]
+    # the same text without the scheme-letters rule in the way: what the run-guess alone keeps
+    alone = [t for t in tokens if t in before.text(f"id {t}-Bearer end")]
+    assert len(kept) <= len(alone), (len(kept), len(alone))
+
+
 # The scheme pattern (the first of the value patterns) as earlier versions wrote it: main's
 # before letters only after a scheme word were judged, and the development version that
 # took them in the same pattern (and kept the user's patterns apart, as ``_extra``).
