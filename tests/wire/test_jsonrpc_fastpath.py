@@ -275,6 +275,12 @@ def test_framed_line_agrees_with_the_general_path(obj: dict[str, Any], style: in
     b'{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":1}}',
     b'{"jsonrpc":"2.0","id":"s\\"q","method":"ping"}',
     b'{"jsonrpc":"2.0","id":7,"result":{"t":"\\ud800"}}',
+    # Backslashes without a \u escape (the fast path's one-character test finds them,
+    # then looks for "\u"), an escaped backslash before a "u", a \u escape of a BMP letter.
+    b'{"jsonrpc":"2.0","id":7,"result":{"t":"a\\nb\\t\\/\\"c"}}',
+    b'{"jsonrpc":"2.0","id":7,"result":{"t":"\\\\u0041"}}',
+    b'{"jsonrpc":"2.0","id":7,"result":{"t":"\\u00e9"}}',
+    b'{"jsonrpc":"2.0","id":7,"result":{"t":"\xc3\xa9\\n"}}',
     b'{"jsonrpc":"1.0","id":7,"result":{}}',
     b'{"jsonrpc":"2.0","id":7,"x":1}',
     b'{"jsonrpc":"2.0","id":7,"result":NaN}',
