@@ -106,16 +106,27 @@ def _execs_directly(program: str, cwd: str | None) -> bool:
 def _discard(proc: subprocess.Popen[bytes]) -> None:
     """Kill and reap a child that nobody will own (its start() was interrupted).
 
-    This runs after a Ctrl-C, where another is likely, so every step may be run again and
-    is, up to three times in all (as an interrupted close's ending is): a Ctrl-C during it
-    is swallowed twice (the caller re-raises the first one anyway), and the third goes on.
-    With a pidfd the child is reaped as :meth:`ProcessLifecycle._reap` reaps, never by
-    ``Popen.wait()`` (a Ctrl-C inside that can leave ``Popen``'s waitpid lock held for good,
-    or lose the status). The pidfd is opened first, while the child is surely unreaped;
-    the pipes and the pidfd are closed whatever happens. Without a pidfd this is
-    ``Popen.wait()`` as before, with its windows.
+    This runs after a Ctrl-C, where another is likely. With a pidfd through which the
+    kernel reads an exit status (Linux 5.4+), every step may be run again and is, up to
+    three times in all (as an interrupted close's ending is): a Ctrl-C during it is
+    swallowed twice (the caller re-raises the first one anyway), and the third goes on. The
+    child is then reaped as :meth:`ProcessLifecycle._reap` reaps, never by ``Popen.wait()``
+    (a Ctrl-C inside that can leave ``Popen``'s waitpid lock held for good, or lose the
+    status). The pidfd is opened first, while the child is surely unreaped; the pipes and
+    the pidfd are closed whatever happens.
+
+    Without such a pidfd (macOS, Linux before 5.4, a ``pidfd_open`` that fails) this is
+    one ``killpg`` and one ``Popen.wait()``, as before, and a Ctrl-C in the wait goes to
+    the caller with nothing run again: after a Ctrl-C inside ``Popen.wait()`` the child may
+    be reaped with its status lost (``returncode`` still ``None``), so a second try would
+    signal a pid that may no longer be ours, and ``Popen``'s waitpid lock may be held for
+    good, so its ``wait()`` would block until yet another Ctrl-C. That Ctrl-C can leave
+    the child a zombie, which ``Popen.__del__`` hands to ``subprocess._active``.
     """
     pidfd = -1
+    # [pidfd] while the pidfd path is taken; _end_child sets -1 when it falls back to
+    # Popen.wait() (a kernel that refuses waitid on a pidfd), and then nothing is retried.
+    peek = [-1]
     try:
         if _CAN_PEEK:
             # A for loop over a C iterator stores the number before any Ctrl-C can land
@@ -125,14 +136,19 @@ def _discard(proc: subprocess.Popen[bytes]) -> None:
                     break
             except OSError:
                 pidfd = -1
-        # Three tries written out, as in _cut_short.
+            peek[0] = pidfd
+        # Three tries written out, as in _cut_short; the retries only on the pidfd path.
         try:
-            _end_child(proc, pidfd)
+            _end_child(proc, peek)
         except KeyboardInterrupt:
+            if peek[0] < 0:
+                raise
             try:
-                _end_child(proc, pidfd)
+                _end_child(proc, peek)
             except KeyboardInterrupt:
-                _end_child(proc, pidfd)
+                if peek[0] < 0:
+                    raise
+                _end_child(proc, peek)
     finally:
         # Each close in the finally of the one before: a Ctrl-C as one returns skips none
         # of the others.
@@ -152,9 +168,12 @@ def _discard(proc: subprocess.Popen[bytes]) -> None:
                         os.close(pidfd)
 
 
-def _end_child(proc: subprocess.Popen[bytes], pidfd: int) -> None:
-    """One try of :func:`_discard`: SIGKILL the child's group (until its status is stored,
-    which comes before its reap, so a freed pid is never signalled), wait, reap."""
+def _end_child(proc: subprocess.Popen[bytes], peek: list[int]) -> None:
+    """One try of :func:`_discard`: SIGKILL the child's group (with a pidfd, until its
+    status is stored, which comes before its reap, so a freed pid is never signalled), wait,
+    reap. ``peek[0]`` is the pidfd, or -1: ``Popen.wait()``, as before (set to -1 here
+    when the kernel refuses ``waitid`` on the pidfd)."""
+    pidfd = peek[0]
     if proc.returncode is None:
         try:
             if _IS_WINDOWS:  # pragma: no cover
@@ -169,10 +188,10 @@ def _end_child(proc: subprocess.Popen[bytes], pidfd: int) -> None:
         poller.poll()   # SIGKILLed: not long
         try:
             info = os.waitid(os.P_PIDFD, pidfd, _PEEK_FLAGS)
-        except OSError:   # a kernel without waitid on pidfds: Popen's way
+        except OSError:   # a kernel without waitid on pidfds (5.3): Popen's way, once
             info = None
         if info is None:
-            pidfd = -1
+            peek[0] = pidfd = -1
         elif proc.returncode is None:   # stored before the reap (see ProcessLifecycle._reap)
             proc.returncode = (info.si_status if info.si_code == os.CLD_EXITED
                                else -info.si_status)
@@ -443,8 +462,9 @@ class ProcessLifecycle:
         then gives up or spins, and the server stays a zombie); and a Ctrl-C as
         ``os.waitpid`` returns in its ``_try_wait`` loses the status (``Popen`` then
         records 0 from the ``ECHILD`` of its next try). Instead: wait on the pidfd, read
-        the status without reaping into ``_status`` (:meth:`_exit_status`), store it as
-        ``proc.returncode``, and only then reap, with ``waitid(P_PIDFD, ..., WEXITED)``.
+        the status without reaping into ``_status`` (as :meth:`_exit_status` reads it),
+        store it as ``proc.returncode``, and only then reap, with ``waitid(P_PIDFD, ...,
+        WEXITED)``.
 
         ``returncode`` is stored *before* the reap. No call returns between the two, so no
         Ctrl-C lands there; were one to, it would leave an exited, unreaped server that
@@ -459,37 +479,53 @@ class ProcessLifecycle:
         (``ECHILD``), which is ignored.
 
         Without a pidfd (macOS, Linux before 5.3), or where the kernel refuses ``waitid``
-        on one (5.3: ``_exit_status`` falls back to ``Popen.poll()``), this is
-        ``Popen.wait()`` as before, with the windows above.
+        on one (5.3: ``EINVAL``; or ``ECHILD``, the server reaped by someone outside, with
+        ``SIGCHLD`` ignored), this is ``Popen.wait(timeout)`` as before, with the windows
+        above: never ``Popen.poll()``, which gives up at once while another thread holds
+        ``Popen``'s lock.
         """
         pidfd = self._pidfd
         if pidfd < 0 or not _CAN_PEEK:
-            # wait(), not poll(): poll() gives up at once when another thread is reaping
-            # (a reader asking for the exit code, say, holds Popen's waitpid lock), and the
-            # server would then look unreaped, its hold on the spawner thread never let go.
-            # try/except rather than contextlib.suppress() here and in the other steps every
-            # server's close runs: the same, without making a suppress object each time.
-            try:  # noqa: SIM105
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                pass
+            self._reap_popen(proc, timeout)
             return
         if proc.returncode is None:
-            # The caller saw the exit on the pidfd: the first look finds the status; the
-            # wait is for a close run again after a Ctrl-C.
-            if self._status is None and self._exit_status(proc) is None:
-                poller = select.poll()
-                poller.register(pidfd, select.POLLIN)
-                poller.poll(_poll_ms(timeout))
-                if self._exit_status(proc) is None:
+            if self._status is None:
+                # The caller saw the exit on the pidfd: the first look finds the status;
+                # the wait is for a close run again after a Ctrl-C.
+                try:
+                    info = os.waitid(os.P_PIDFD, pidfd, _PEEK_FLAGS)
+                    if info is None:
+                        poller = select.poll()
+                        poller.register(pidfd, select.POLLIN)
+                        poller.poll(_poll_ms(timeout))
+                        info = os.waitid(os.P_PIDFD, pidfd, _PEEK_FLAGS)
+                except OSError:
+                    self._reap_popen(proc, timeout)
+                    return
+                if info is None:
                     return   # still running after SIGKILL: given up (the caller says so)
-            status = self._status
-            if proc.returncode is None and status is not None:   # else Popen reaped it
-                proc.returncode = status
-        try:  # noqa: SIM105 - see above
+                self._status = (info.si_status if info.si_code == os.CLD_EXITED
+                                else -info.si_status)
+            if proc.returncode is None:   # else Popen reaped it
+                proc.returncode = self._status
+        try:  # noqa: SIM105 - see _reap_popen
             os.waitid(os.P_PIDFD, pidfd, os.WEXITED | os.WNOHANG)
         except OSError:
             pass   # ECHILD: reaped already, by a try of this cut short as waitid returned
+
+    @staticmethod
+    def _reap_popen(proc: subprocess.Popen[bytes], timeout: float) -> None:
+        """:meth:`_reap` without a usable pidfd: ``Popen.wait(timeout)``.
+
+        wait(), not poll(): poll() gives up at once when another thread is reaping (a
+        reader asking for the exit code, say, holds Popen's waitpid lock), and the server
+        would then look unreaped, its hold on the spawner thread never let go.
+        try/except rather than contextlib.suppress() here and in the other steps every
+        server's close runs: the same, without making a suppress object each time."""
+        try:  # noqa: SIM105
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
 
     def stderr_tail(self) -> str:
         """The whole stderr ring (newest ``stderr_bytes`` bytes), decoded with replacement.
