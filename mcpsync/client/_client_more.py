@@ -249,12 +249,17 @@ def task_call(client: Client, name: str, params: dict[str, Any] | None, timeout:
         elif answer is not None:   # a 2025-11-25 task, not yet taken out of the answer
             client._cancel_created(answer.get("task"))
         raise
+    got: dict[str, Any] | None = None
     try:
-        return client._toolset.result(client._name, name, run.wait(), raise_on_error)
+        got = run.wait()
+        return client._toolset.result(client._name, name, got, raise_on_error)
     except KeyboardInterrupt as exc:
-        # TaskRun.wait cancels its task on a Ctrl-C, but not on one as it begins (before its
-        # try). handle.cancel() sends nothing for a task already cancelled or ended (after
-        # the wait): claimed here, no handler further out sends tasks/cancel again.
-        if claim_task_cancel(exc, created):
+        # TaskRun.wait cancels its task on a Ctrl-C (and claims it), but not on one as it
+        # begins (before its try): that is sent here. Once the wait has returned the task is
+        # over (a 2026-07-28 task completed; a 2025-11-25 one answered tasks/result, its
+        # handle's status perhaps still the last polled, input_required), so a Ctrl-C in
+        # the result's parsing sends nothing; it is claimed all the same, so that no
+        # handler further out sends tasks/cancel for it either.
+        if claim_task_cancel(exc, created) and got is None:
             handle.cancel()
         raise

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import CodeType, FrameType
+from typing import Any
 
 import pytest
 from helpers import interrupt_at_return
@@ -173,3 +174,104 @@ def test_ctrl_c_at_any_return_on_the_2025_task_path_cancels_the_task() -> None:
         else:
             pytest.fail("the sweep never ran out of C calls to interrupt")
     assert "task_call: get" in interrupted, interrupted
+
+
+def test_ctrl_c_as_a_2025_tasks_result_is_parsed_sends_no_cancel() -> None:
+    """A 2025-11-25 task that asked for input (``input_required``) and then answered
+    ``tasks/result``: its handle's status is still the last polled, not terminal, yet the
+    task is over. A Ctrl-C as the result's parsing begins sends no ``tasks/cancel``."""
+    from http_peers.everything import ENTRY, NODE
+
+    from mcpsync.client import _tools
+
+    if not (NODE.exists() and ENTRY.exists()):  # pragma: no cover - environment
+        why = f"server-everything is not installed at {ENTRY}"
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(why)
+        pytest.skip(why)
+
+    def elicit(request: object) -> dict[str, object]:
+        return {"action": "accept", "content": {"interpretation": "technical"}}
+
+    arguments = {"topic": "tides", "ambiguous": True}
+    with mcpsync.connect([str(NODE), str(ENTRY), "stdio"], elicitation=elicit) as client:
+        client.call_tool(EVERYTHING_TOOL, arguments)   # the task code is loaded from here on
+        sent: list[str] = []
+        real = client._task_request
+
+        def task_request(method: str, params: Any, timeout: float | None) -> dict[str, Any]:
+            sent.append(method)
+            return real(method, params, timeout)
+
+        client._task_request = task_request   # type: ignore[method-assign]
+        seen: list[str] = []
+        with pytest.raises(KeyboardInterrupt), \
+                interrupt_at_entry(_tools.ToolSchemas.result.__code__, seen):
+            client.call_tool(EVERYTHING_TOOL, arguments)
+        assert seen
+        assert "tasks/result" in sent and "tasks/cancel" not in sent, sent
+        listed = client.submit("tasks/list").result(10)
+        assert [t["status"] for t in listed["tasks"]][-1] == "completed"
+
+
+def _twice(client: mcpsync.Client, log: Path, nth: int) -> tuple[list[str], list[Any]]:
+    """One task call with a Ctrl-C in the run's wait (at its first ``isinf``), and another
+    at the ``nth`` C call's return in a claim after the wait's ``tasks/cancel`` went out.
+    Returns where they were placed and the call's log entries."""
+    from mcpsync.client import _tasks
+
+    follow, claim = _tasks.TaskRun._follow.__code__, _client.claim_task_cancel.__code__
+    start = len(_entries(log))
+    placed: list[str] = []
+    after_cancel = 0
+
+    def hook(frame: FrameType, event: str, arg: object) -> None:
+        nonlocal after_cancel
+        if event != "c_return":
+            return
+        name = f"{frame.f_code.co_name}: {getattr(arg, '__name__', arg)}"
+        if not placed and frame.f_code is follow and name == "_follow: isinf":
+            placed.append(name)
+            raise KeyboardInterrupt
+        if len(placed) == 1 and frame.f_code is claim and any(
+                e["method"] == "tasks/cancel" for e in _entries(log)[start:]):
+            after_cancel += 1
+            if after_cancel == nth + 1:
+                placed.append(name)
+                raise KeyboardInterrupt
+
+    def rearm(frame: FrameType, event: str, arg: object) -> Any:
+        # A profile hook that raises is removed: put it back for the next interrupt.
+        if sys.getprofile() is None and len(placed) < 2:
+            sys.setprofile(hook)
+        return rearm
+
+    sys.settrace(rearm)
+    sys.setprofile(hook)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            client.call_tool("slow", {"polls": 3})
+    finally:
+        sys.settrace(None)
+        sys.setprofile(None)
+    return placed, _entries(log)[start:]
+
+
+def test_a_second_ctrl_c_after_the_waits_cancel_sends_no_other(
+        tasks_client: tuple[mcpsync.Client, Path]) -> None:
+    """A Ctrl-C in the run's wait sends ``tasks/cancel``; a second one, at any C call's
+    return in the claims of the handlers further out, sends no second one (the wait's
+    handler claims the cancel before it sends it)."""
+    client, log = tasks_client
+    placed_all: list[list[str]] = []
+    for nth in range(20):
+        placed, entries = _twice(client, log, nth)
+        cancels = [e for e in entries if e["method"] == "tasks/cancel"]
+        assert len(cancels) == 1, (nth, placed, entries)
+        if len(placed) < 2:
+            break
+        placed_all.append(placed)
+    else:
+        pytest.fail("the sweep never ran out of C calls to interrupt")
+    assert placed_all, "no second Ctrl-C was placed"
+    assert client.call_tool("slow", {"polls": 1}).text == "done"
