@@ -11,6 +11,7 @@ returns an :class:`~mcpsync.cli._output._Outcome`; ``login`` lives in
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -109,6 +110,7 @@ def _tool_of(manager: Manager, sid: str, name: str) -> Tool:
 
 
 def _guess(name: str, choices: Iterable[str]) -> str:
+    importlib.import_module("mcpsync.client._arguments")
     from mcpsync.client._arguments import did_you_mean
 
     hint = did_you_mean(name, choices)
@@ -125,6 +127,7 @@ def _check_tool_arguments(sid: str, tool: Tool, arguments: Mapping[str, Any]) ->
     """Required arguments present, and no unknown ones when the schema says
     ``additionalProperties: false`` (JSON Schema allows them otherwise): exit 2 before the
     call, pointing at ``mcpsync describe``."""
+    importlib.import_module("mcpsync.client._proxies")
     from mcpsync.client._proxies import describe_arguments
 
     described = describe_arguments(tool)
@@ -228,6 +231,7 @@ def _output_dir(path: str | None) -> str | None:
 
 
 def _cmd_describe(args: argparse.Namespace, ctx: _Context) -> _Outcome:
+    importlib.import_module("mcpsync.client._proxies")
     from mcpsync.client._proxies import describe_arguments
 
     with _running(ctx, args.server) as (manager, [sid]):
@@ -280,6 +284,7 @@ def _cmd_prompt(args: argparse.Namespace, ctx: _Context) -> _Outcome:
 
 
 def _cmd_read(args: argparse.Namespace, ctx: _Context) -> _Outcome:
+    importlib.import_module("mcpsync.errors")
     from mcpsync.errors import CapabilityNotSupported, ResourceNotFound
 
     with _running(ctx, args.server) as (manager, [sid]):

@@ -7,6 +7,7 @@ not need a config never read one.
 
 from __future__ import annotations
 
+import importlib
 import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -45,6 +46,7 @@ class _Context:
         command reads"); ``None`` when nothing exists."""
         if self.config is not None:
             return self.config
+        importlib.import_module("mcpsync.config_files")
         from mcpsync.config_files import default_config_path
 
         path = default_config_path()
@@ -62,7 +64,9 @@ class _Context:
 
         if not os.path.exists(path):
             raise CLIError(f"config file {path!r} does not exist", EXIT_USAGE)
+        importlib.import_module("mcpsync.config_files")
         from mcpsync.config_files import load_config
+        importlib.import_module("mcpsync.errors")
         from mcpsync.errors import ConfigError
 
         project = self.config is None and not os.environ.get("MCPSYNC_CONFIG")

@@ -9,6 +9,7 @@ are exported by :mod:`mcpsync.cli`, whose ``__all__`` lists them.
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 EXIT_OK = 0
@@ -39,6 +40,7 @@ def _is_auth_error(exc: BaseException) -> bool:
 def exit_code_for(exc: BaseException) -> int:
     """The exit code of an exception (docs/cli.md, "Exit codes"): 4 auth, 5 timeout, 3 connection,
     2 config, 130 Ctrl-C, else 1 (a JSON-RPC error answer and every other failed request)."""
+    importlib.import_module("mcpsync.errors")
     from mcpsync import errors
 
     if isinstance(exc, CLIError):
@@ -65,6 +67,7 @@ def _describe(exc: BaseException) -> str:
     """The one-line message, with a pointer to the command that helps where there is one
     (a 401: ``mcpsync login URL``)."""
     text = _one_line(str(exc)) or type(exc).__name__
+    importlib.import_module("mcpsync.errors")
     from mcpsync import errors
 
     if isinstance(exc, errors.Unauthorized) and exc.url and "mcpsync login" not in text:

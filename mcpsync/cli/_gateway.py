@@ -7,6 +7,7 @@ stdout carries MCP frames only (see ``docs/gateway.md``).
 from __future__ import annotations
 
 import argparse
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from mcpsync.cli._context import _Context
@@ -21,12 +22,14 @@ __all__ = ["_cmd_gateway", "guard_options"]
 
 def guard_options(path: str) -> dict[str, Any]:
     """The policy, approver and hold time the config file's ``mcpsync`` key asks for."""
+    importlib.import_module("mcpsync.gateway._guard._hooks")
     from mcpsync.gateway._guard._hooks import guard_options as read_options
 
     return read_options(path)
 
 
 def _cmd_gateway(args: argparse.Namespace, ctx: _Context) -> _Outcome:
+    importlib.import_module("mcpsync.gateway")
     from mcpsync.gateway import Gateway
 
     if not ctx.config:
@@ -34,6 +37,7 @@ def _cmd_gateway(args: argparse.Namespace, ctx: _Context) -> _Outcome:
                        "servers to put behind it", EXIT_USAGE)
     inspector = None
     if args.log:
+        importlib.import_module("mcpsync.gateway._inspector")
         from mcpsync.gateway._inspector import Inspector
         try:
             inspector = Inspector(args.log, detail=args.log_detail, helper=True)
@@ -56,6 +60,7 @@ def _cmd_gateway(args: argparse.Namespace, ctx: _Context) -> _Outcome:
         raise
     with gateway:
         if args.http:
+            importlib.import_module("mcpsync.cli._gateway_http")
             from mcpsync.cli._gateway_http import serve_gateway_http
             serve_gateway_http(gateway, args)
         else:
@@ -67,6 +72,7 @@ def _secrets(args: argparse.Namespace) -> DirectorySecrets | None:
     """``--secrets-dir``: the resolver of the entries' ``secret_ref`` (None without it)."""
     if not args.secrets_dir:
         return None
+    importlib.import_module("mcpsync.gateway._secretdir")
     from mcpsync.gateway._secretdir import DirectorySecrets
     return DirectorySecrets(args.secrets_dir)
 
@@ -74,7 +80,9 @@ def _secrets(args: argparse.Namespace) -> DirectorySecrets | None:
 def _check_approver_port(approver: object, address: str) -> None:
     """The web approver's page must never share the MCP port: an agent that can reach the
     MCP endpoint must not be able to approve its own calls."""
+    importlib.import_module("mcpsync.cli._gateway_http")
     from mcpsync.cli._gateway_http import parse_address
+    importlib.import_module("mcpsync.gateway._guard._approvers._web")
     from mcpsync.gateway._guard._approvers._web import WebApprover
 
     _, port = parse_address(address)

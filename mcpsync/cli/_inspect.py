@@ -15,6 +15,7 @@ the answered calls did not exceed.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import math
 from collections import Counter
@@ -165,6 +166,7 @@ def _render(summary: dict[str, Any]) -> str:
         parts.append("\nerrors by code\n" + _table(
             ("CODE", "COUNT"), [(c, str(n)) for c, n in summary["errors"].items()]))
     if summary["refusals"]:
+        importlib.import_module("mcpsync.gateway._inspector")
         from mcpsync.gateway._inspector import REFUSALS
 
         codes = {kind: code for code, kind in REFUSALS.items()}

@@ -9,6 +9,7 @@ the functions, never at load time.
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import sys
 from typing import TYPE_CHECKING, Any
@@ -55,6 +56,7 @@ def _stored_login(config: ServerConfig) -> Any:
     if store.get(tokens.resource_index_key(discovery.canonical_resource(config.url))) is None:
         return None
     _log.debug("using the stored login for %s (%s)", config.url, store.path)
+    importlib.import_module("mcpsync._config_oauth")
     from mcpsync._config_oauth import ConfigOAuth
 
     return ConfigOAuth(config.url, store=store, interactive=False)
@@ -66,6 +68,7 @@ def _cmd_login(args: argparse.Namespace, ctx: _Context) -> _Outcome:
         raise CLIError(f"login needs an http:// or https:// URL, got {url!r}", EXIT_USAGE)
     try:
         import_mcpauth()
+        importlib.import_module("mcpauth")
         from mcpauth import FileTokenStore, OAuthProvider
     except ImportError as exc:
         raise CLIError(f"login needs mcpauth, which is not available: {exc}",

@@ -8,6 +8,7 @@ code that talks to servers. ``mcpsync.types`` is imported inside the renderers.
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -156,6 +157,7 @@ def _render_block(block: Any, output: str | None = None, number: int = 1,
     :func:`_text`); an image or audio as ``<image, N bytes, image/png>``; a resource link
     as its URI; an embedded resource as its text, or ``<resource, N bytes, mime>``. The
     MIME types and URIs in these labels are always escaped."""
+    importlib.import_module("mcpsync.types")
     from mcpsync.types import (
         AudioContent,
         EmbeddedResource,

@@ -9,6 +9,7 @@ imported inside the functions, which keeps ``mcpsync --help`` light.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import logging
 import shlex
@@ -43,7 +44,9 @@ def _resolve_server(ctx: _Context, server: str) -> tuple[ServerConfig, str]:
 
     Returns the config and how it was found (``"id"``, ``"url"`` or ``"command"``).
     """
+    importlib.import_module("mcpsync.config")
     from mcpsync.config import ServerConfig
+    importlib.import_module("mcpsync.errors")
     from mcpsync.errors import ConfigError
 
     path, configs = ctx.configs()
@@ -83,6 +86,7 @@ def _refuse_a_near_id(path: str, ids: Sequence[str], server: str) -> None:
     ``PATH``: a typo of the id (exit 2, "did you mean"), not a command to try starting."""
     import shutil
 
+    importlib.import_module("mcpsync.client._arguments")
     from mcpsync.client._arguments import did_you_mean
 
     if server.startswith(("http://", "https://")) or not server or "/" in server \
@@ -98,9 +102,11 @@ def _refuse_a_near_id(path: str, ids: Sequence[str], server: str) -> None:
 def _check_config(config: ServerConfig) -> None:
     """The config checks that need no spawn (a ``secret_ref`` the CLI cannot resolve): exit
     2 here rather than a failed start (exit 3)."""
+    importlib.import_module("mcpsync.errors")
     from mcpsync.errors import ConfigError
 
     try:
+        importlib.import_module("mcpsync.secrets")
         from mcpsync.secrets import check_secret_config
     except ImportError:  # pragma: no cover - secrets.py is part of the same issue
         return
@@ -133,6 +139,7 @@ def _start_one(manager: Manager, ctx: _Context, server: str, config: ServerConfi
             failure = CLIError(f"server {config.id!r}: {failure}", failure.code)
         if how == "command" and configs and len(config.argv) == 1:
             # Most likely a mistyped id rather than a program name: say both.
+            importlib.import_module("mcpsync.client._arguments")
             from mcpsync.client._arguments import did_you_mean
 
             ids = [c.id for c in configs]
@@ -188,6 +195,7 @@ _PROBE_TIMEOUT = 5.0   # the client's default era probe
 
 
 def _new_manager(ctx: _Context, configs: Sequence[ServerConfig] = ()) -> Manager:
+    importlib.import_module("mcpsync.manager")
     from mcpsync.manager import Manager
 
     # Credentials are per server (ServerConfig.auth), never connect options: one server's

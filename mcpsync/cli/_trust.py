@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
+import importlib
 import json
 import os
 import shlex
@@ -142,6 +143,7 @@ def record_trust(path: str, digest: str) -> str:
 def _ask(path: str, digest: str, changed: bool, configs: Sequence[ServerConfig]) -> bool:
     """Ask on stderr, read the answer from stdin (both are a terminal). What is shown of
     the file is escaped and unexpanded (see :mod:`mcpsync.cli._trust_show`)."""
+    importlib.import_module("mcpsync.cli._trust_show")
     from mcpsync.cli._trust_show import printable, read_raw, what_it_starts
 
     why = ("has changed since you trusted it" if changed
@@ -191,7 +193,9 @@ def _cmd_trust(args: argparse.Namespace, ctx: _Context) -> _Outcome:
     """``mcpsync trust PATH``: trust a config file's current content."""
     from mcpsync.cli._errors import _describe
     from mcpsync.cli._output import _json_doc, _Outcome
+    importlib.import_module("mcpsync.config_files")
     from mcpsync.config_files import load_config
+    importlib.import_module("mcpsync.errors")
     from mcpsync.errors import ConfigError
 
     path: str = args.path

@@ -19,6 +19,7 @@ so everything printed from the file is made inert and complete:
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import shlex
 from collections.abc import Mapping, Sequence
@@ -52,6 +53,7 @@ def _word(text: str) -> str:
 def read_raw(path: str, digest: str) -> Mapping[str, Any]:
     """The file's JSON as written (nothing expanded), provided its bytes still hash to
     ``digest``: what the prompt shows must be what was loaded and what will be trusted."""
+    importlib.import_module("mcpsync.config_files")
     from mcpsync.config_files import _strip_jsonc
 
     try:
@@ -111,6 +113,7 @@ def _connects_to(url: str) -> str:
     a URL that parsers read differently (``http://127.0.0.1:9\\\\@crm.example.com/``, which
     ``urlsplit`` calls crm.example.com while requests connects to 127.0.0.1:9) is reported
     as refused rather than given a host name it will not reach."""
+    importlib.import_module("mcpsync._origin")
     from mcpsync._origin import UnsafeURL, connection_origin, refuse_hostile
 
     try:

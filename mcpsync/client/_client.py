@@ -92,6 +92,30 @@ _SESSION_OPEN = Phase.OPEN   # call_tool compares the session's phase by identit
 # A task's end states and the bound on its tasks/cancel, as in _tasks (not loaded here).
 _TASK_ENDS = frozenset(("completed", "failed", "cancelled"))
 _TASK_CANCEL_TIMEOUT = 5.0
+#: Set on a KeyboardInterrupt whose created task has been seen to (see claim_task_cancel).
+_TASK_CLAIMED = "mcpsync_task_cancel_claimed"
+
+
+def claim_task_cancel(exc: BaseException, task: object) -> bool:
+    """For a Ctrl-C during a task call: True for the first handler that asks about ``task``
+    (the server's ``CreateTaskResult``, the same object all the way down), which must then
+    cancel it or has left that to a ``TaskRun`` that does; False for every handler after
+    it. So a task is cancelled once, by the handler nearest to it.
+
+    The claim is a mark on the exception, naming the task (a KeyboardInterrupt raised while
+    an earlier one was handled, around another call, is not taken for this one's), set
+    before anything that another Ctrl-C could interrupt; that next KeyboardInterrupt has
+    this one as its ``__context__``, which is looked at too (a few links: a call's chain
+    is short)."""
+    seen: BaseException | None = exc
+    for _ in range(4):
+        if seen is None:
+            break
+        if seen.__dict__.get(_TASK_CLAIMED, _TASK_CLAIMED) is task:   # never a str task
+            return False
+        seen = seen.__context__
+    exc.__dict__[_TASK_CLAIMED] = task
+    return True
 
 ProgressCallback = Callable[[float, "float | None", "str | None"], Any]
 
@@ -393,15 +417,23 @@ class Client(SessionLifecycle):
                     raise
                 raise refusal from failed
         else:
-            if modern and type(result) is dict and (kind := result.get("resultType")) \
-                    is not None and kind != "complete":
-                if kind == "task" and tasks:
-                    return self._task_call(name, None, timeout, task_timeout, progress,
-                                           raise_on_error, created=result)
-                call = self._tool_call(name, arguments, meta, timeout, progress,
-                                       reset_timeout_on_progress, retry_on_drop, tasks)
-                result = run(call_flow(self, call, sent=Round(session, params, modern)),
-                             call, result=result)
+            # For a Ctrl-C as the answer is looked at, or before the task code takes over.
+            # On 3.11+ the try sets nothing up (an exception table): one NOP on this path;
+            # 3.10 runs a SETUP_FINALLY and a POP_BLOCK.
+            try:
+                if modern and type(result) is dict and (kind := result.get("resultType")) \
+                        is not None and kind != "complete":
+                    if kind == "task" and tasks:
+                        return self._task_call(name, None, timeout, task_timeout, progress,
+                                               raise_on_error, created=result)
+                    call = self._tool_call(name, arguments, meta, timeout, progress,
+                                           reset_timeout_on_progress, retry_on_drop, tasks)
+                    result = run(call_flow(self, call, sent=Round(session, params, modern)),
+                                 call, result=result)
+            except KeyboardInterrupt as exc:
+                if modern and tasks:
+                    self._interrupted_task(result, exc)
+                raise
         if type(result) is not dict or self._toolset.schemas or raise_on_error:
             return self._toolset.result(self._name, name, result, raise_on_error)
         # The common case, without the checks: the usual plain-text result comes from
@@ -476,18 +508,30 @@ class Client(SessionLifecycle):
         one; ``created`` is a 2026-07-28 ``CreateTaskResult`` already in hand.
 
         The first task loads the code that follows tasks here. With ``created``, the server
-        made the task before that: a Ctrl-C while it loads sends ``tasks/cancel``, as one in
-        the wait does, so no task is left running that the caller never got the id of."""
+        made the task before that: a Ctrl-C while it loads, or as ``task_call`` begins,
+        sends ``tasks/cancel``, as one in the wait does, so no task is left running that the
+        caller never got the id of. Every handler on the way claims the cancel first
+        (:func:`claim_task_cancel`): the one nearest the task sends it, the others see it
+        claimed."""
         try:
             load_module("mcpsync.client._tasks")
             load_module("mcpsync.client._client_more")
             from mcpsync.client._client_more import task_call
-        except KeyboardInterrupt:
-            if created is not None:
+
+            return task_call(self, name, params, timeout, task_timeout, progress,
+                             raise_on_error, created=created, future=future)
+        except KeyboardInterrupt as exc:
+            if created is not None and claim_task_cancel(exc, created):
                 self._cancel_created(created)
             raise
-        return task_call(self, name, params, timeout, task_timeout, progress, raise_on_error,
-                         created=created, future=future)
+
+    def _interrupted_task(self, result: Any, exc: BaseException) -> None:
+        """``call_tool``'s Ctrl-C handler on a 2026-07-28 answer: ``tasks/cancel`` for a
+        task the server created, when the Ctrl-C came before the task code took it over
+        (as the answer was looked at, or as ``_task_call`` began); nothing otherwise."""
+        if type(result) is dict and result.get("resultType") == "task" \
+                and claim_task_cancel(exc, result):
+            self._cancel_created(result)
 
     def _cancel_created(self, created: Any) -> None:
         """``tasks/cancel`` for a task the server created that no ``TaskRun`` follows yet

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from mcpsync.client._arguments import check_arguments
 from mcpsync.client._callbacks import load_module
-from mcpsync.client._client import _submitting
+from mcpsync.client._client import _submitting, claim_task_cancel
 from mcpsync.errors import CapabilityNotSupported, ProtocolError, SkillVerificationError
 from mcpsync.protocol import LOG_LEVELS
 
@@ -217,14 +217,17 @@ def task_call(client: Client, name: str, params: dict[str, Any] | None, timeout:
     """:meth:`Client._task_call`: a ``tools/call`` run as a task to its end."""
     modern = created is not None
     run: TaskRun | None = None
+    answer: dict[str, Any] | None = None
     try:   # from the start: a Ctrl-C in the lookup below cancels a created task too
         load_module("mcpsync.client._tasks")   # loaded by Client._task_call: a lookup
         from mcpsync.client._tasks import TaskRun
 
         if created is None:   # a 2025-11-25 server: ask it for a task
             assert params is not None
-            created = client._request("tools/call", {**params, "task": {}},
-                                      timeout=timeout).get("task")
+            # The answer is kept before the task is taken out of it: a Ctrl-C as get()
+            # returns still finds the task to cancel.
+            answer = client._request("tools/call", {**params, "task": {}}, timeout=timeout)
+            created = answer.get("task")
         run = TaskRun(client._task_request, server=client._name, tool=name,
                       modern=modern, timeout=timeout, task_timeout=task_timeout,
                       progress=None if progress is None
@@ -236,10 +239,27 @@ def task_call(client: Client, name: str, params: dict[str, Any] | None, timeout:
             future.task = handle
             if future.cancelled():
                 handle.cancel()
-    except KeyboardInterrupt:   # Ctrl-C as the task starts: it is cancelled too
+    except KeyboardInterrupt as exc:   # Ctrl-C as the task starts: it is cancelled too
+        if not claim_task_cancel(exc, created):
+            raise
         if run is not None and run.handle is not None:
             run.handle.cancel()
         elif created is not None:   # created, not yet followed
             client._cancel_created(created)
+        elif answer is not None:   # a 2025-11-25 task, not yet taken out of the answer
+            client._cancel_created(answer.get("task"))
         raise
-    return client._toolset.result(client._name, name, run.wait(), raise_on_error)
+    got: dict[str, Any] | None = None
+    try:
+        got = run.wait()
+        return client._toolset.result(client._name, name, got, raise_on_error)
+    except KeyboardInterrupt as exc:
+        # TaskRun.wait cancels its task on a Ctrl-C (and claims it), but not on one as it
+        # begins (before its try): that is sent here. Once the wait has returned the task is
+        # over (a 2026-07-28 task completed; a 2025-11-25 one answered tasks/result, its
+        # handle's status perhaps still the last polled, input_required), so a Ctrl-C in
+        # the result's parsing sends nothing; it is claimed all the same, so that no
+        # handler further out sends tasks/cancel for it either.
+        if claim_task_cancel(exc, created) and got is None:
+            handle.cancel()
+        raise

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from mcpsync.client._client import claim_task_cancel
 from mcpsync.errors import Cancelled, MCPError, ProtocolError, RemoteError, RequestTimeout
 
 TERMINAL = frozenset(("completed", "failed", "cancelled"))
@@ -106,6 +107,8 @@ class TaskRun:
         self._updates = 0
         self._answered: set[str] = set()
         self.handle: TaskHandle | None = None
+        #: The ``Task`` adopted, the object a Ctrl-C's cancel is claimed for.
+        self._task: Any = None
         self._deadline = math.inf
         self._backstop = False
 
@@ -118,6 +121,7 @@ class TaskRun:
             raise ProtocolError(f"{self._describe()}: the server answered with no task id: "
                                 f"{task!r:.200}", server=self._server, method="tools/call")
         message = task.get("statusMessage")
+        self._task = task
         self.handle = TaskHandle(task["taskId"], str(task.get("status", "working")),
                                  message if isinstance(message, str) else None,
                                  self._request, self._server)
@@ -180,7 +184,13 @@ class TaskRun:
         assert handle is not None
         try:
             return self._follow(handle)
-        except (KeyboardInterrupt, RequestTimeout):
+        except KeyboardInterrupt as exc:
+            # Claimed first (see claim_task_cancel): a second Ctrl-C landing in this cancel
+            # must not make a handler further out (call_tool's) send another one.
+            if claim_task_cancel(exc, self._task) and handle.status not in TERMINAL:
+                handle.cancel()
+            raise
+        except RequestTimeout:
             if handle.status not in TERMINAL:
                 handle.cancel()
             raise

@@ -104,16 +104,104 @@ def _execs_directly(program: str, cwd: str | None) -> bool:
 
 
 def _discard(proc: subprocess.Popen[bytes]) -> None:
-    """Kill and reap a child that nobody will own (its start() was interrupted)."""
-    with contextlib.suppress(OSError):
-        if _IS_WINDOWS:  # pragma: no cover
-            proc.kill()
-        else:
-            os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    for pipe in (proc.stdin, proc.stdout, proc.stderr):
-        if pipe is not None:
-            pipe.close()
+    """Kill and reap a child that nobody will own (its start() was interrupted).
+
+    This runs after a Ctrl-C, where another is likely. With a pidfd through which the
+    kernel reads an exit status (Linux 5.4+), every step may be run again and is, up to
+    three times in all (as an interrupted close's ending is): a Ctrl-C during it is
+    swallowed twice (the caller re-raises the first one anyway), and the third goes on. The
+    child is then reaped as :meth:`ProcessLifecycle._reap` reaps, never by ``Popen.wait()``
+    (a Ctrl-C inside that can leave ``Popen``'s waitpid lock held for good, or lose the
+    status). The pidfd is opened first, while the child is surely unreaped; the pipes and
+    the pidfd are closed whatever happens.
+
+    Without such a pidfd (macOS, Linux before 5.4, a ``pidfd_open`` that fails) this is
+    one ``killpg`` and one ``Popen.wait()``, as before, and a Ctrl-C in the wait goes to
+    the caller with nothing run again: after a Ctrl-C inside ``Popen.wait()`` the child may
+    be reaped with its status lost (``returncode`` still ``None``), so a second try would
+    signal a pid that may no longer be ours, and ``Popen``'s waitpid lock may be held for
+    good, so its ``wait()`` would block until yet another Ctrl-C. That Ctrl-C can leave
+    the child a zombie, which ``Popen.__del__`` hands to ``subprocess._active``.
+    """
+    pidfd = -1
+    # [pidfd] while the pidfd path is taken; _end_child sets -1 when it falls back to
+    # Popen.wait() (a kernel that refuses waitid on a pidfd), and then nothing is retried.
+    peek = [-1]
+    try:
+        if _CAN_PEEK:
+            # A for loop over a C iterator stores the number before any Ctrl-C can land
+            # (see start()), so the finally below always finds it.
+            try:
+                for pidfd in map(os.pidfd_open, (proc.pid,)):  # noqa: B007
+                    break
+            except OSError:
+                pidfd = -1
+            peek[0] = pidfd
+        # Three tries written out, as in _cut_short; the retries only on the pidfd path.
+        try:
+            _end_child(proc, peek)
+        except KeyboardInterrupt:
+            if peek[0] < 0:
+                raise
+            try:
+                _end_child(proc, peek)
+            except KeyboardInterrupt:
+                if peek[0] < 0:
+                    raise
+                _end_child(proc, peek)
+    finally:
+        # Each close in the finally of the one before: a Ctrl-C as one returns skips none
+        # of the others.
+        try:
+            if proc.stdin is not None:
+                proc.stdin.close()
+        finally:
+            try:
+                if proc.stdout is not None:
+                    proc.stdout.close()
+            finally:
+                try:
+                    if proc.stderr is not None:
+                        proc.stderr.close()
+                finally:
+                    if pidfd >= 0:
+                        os.close(pidfd)
+
+
+def _end_child(proc: subprocess.Popen[bytes], peek: list[int]) -> None:
+    """One try of :func:`_discard`: SIGKILL the child's group (with a pidfd, until its
+    status is stored, which comes before its reap, so a freed pid is never signalled), wait,
+    reap. ``peek[0]`` is the pidfd, or -1: ``Popen.wait()``, as before (set to -1 here
+    when the kernel refuses ``waitid`` on the pidfd)."""
+    pidfd = peek[0]
+    if proc.returncode is None:
+        try:
+            if _IS_WINDOWS:  # pragma: no cover
+                proc.kill()
+            else:
+                os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+    if pidfd >= 0 and proc.returncode is None:
+        poller = select.poll()
+        poller.register(pidfd, select.POLLIN)
+        poller.poll()   # SIGKILLed: not long
+        try:
+            info = os.waitid(os.P_PIDFD, pidfd, _PEEK_FLAGS)
+        except OSError:   # a kernel without waitid on pidfds (5.3): Popen's way, once
+            info = None
+        if info is None:
+            peek[0] = pidfd = -1
+        elif proc.returncode is None:   # stored before the reap (see ProcessLifecycle._reap)
+            proc.returncode = (info.si_status if info.si_code == os.CLD_EXITED
+                               else -info.si_status)
+    if pidfd < 0:
+        proc.wait()
+        return
+    try:  # noqa: SIM105
+        os.waitid(os.P_PIDFD, pidfd, os.WEXITED | os.WNOHANG)
+    except OSError:
+        pass   # ECHILD: reaped already, by a try cut short as waitid returned
 
 
 class ProcessLifecycle:
@@ -364,6 +452,81 @@ class ProcessLifecycle:
             return False
         return True
 
+    def _reap(self, proc: subprocess.Popen[bytes], timeout: float) -> None:
+        """Reap the exited server (waiting up to ``timeout`` for the exit), for the close.
+
+        With a pidfd this never calls ``Popen.wait()`` or ``Popen.poll()``: CPython's
+        ``Popen._wait`` takes its waitpid lock with ``acquire(False)`` and enters its
+        ``try`` only after that returns, so a Ctrl-C landing as ``acquire`` returns leaves
+        the lock held for good (every later ``wait()`` and ``poll()`` of that ``Popen``
+        then gives up or spins, and the server stays a zombie); and a Ctrl-C as
+        ``os.waitpid`` returns in its ``_try_wait`` loses the status (``Popen`` then
+        records 0 from the ``ECHILD`` of its next try). Instead: wait on the pidfd, read
+        the status without reaping into ``_status`` (as :meth:`_exit_status` reads it),
+        store it as ``proc.returncode``, and only then reap, with ``waitid(P_PIDFD, ...,
+        WEXITED)``.
+
+        ``returncode`` is stored *before* the reap. No call returns between the two, so no
+        Ctrl-C lands there; were one to, it would leave an exited, unreaped server that
+        ``Popen`` believes reaped: that zombie keeps its pid ours (nothing can be given that
+        number), and the close run again after the Ctrl-C (``_cut_short``, or the owner's
+        next :meth:`close`) comes back here and reaps it through the pidfd, which the close
+        closes only after this. Stored after the reap, a Ctrl-C between would leave
+        ``Popen`` believing the child unreaped, and its ``poll()``, ``__del__`` or
+        ``subprocess._cleanup`` could later ``waitpid()`` the freed number, by then perhaps
+        another child of ours, and take that child's status.
+        Each step can be run again: the pidfd reap of an already reaped server fails
+        (``ECHILD``), which is ignored.
+
+        Without a pidfd (macOS, Linux before 5.3), or where the kernel refuses ``waitid``
+        on one (5.3: ``EINVAL``; or ``ECHILD``, the server reaped by someone outside, with
+        ``SIGCHLD`` ignored), this is ``Popen.wait(timeout)`` as before, with the windows
+        above: never ``Popen.poll()``, which gives up at once while another thread holds
+        ``Popen``'s lock.
+        """
+        pidfd = self._pidfd
+        if pidfd < 0 or not _CAN_PEEK:
+            self._reap_popen(proc, timeout)
+            return
+        if proc.returncode is None:
+            if self._status is None:
+                # The caller saw the exit on the pidfd: the first look finds the status;
+                # the wait is for a close run again after a Ctrl-C.
+                try:
+                    info = os.waitid(os.P_PIDFD, pidfd, _PEEK_FLAGS)
+                    if info is None:
+                        poller = select.poll()
+                        poller.register(pidfd, select.POLLIN)
+                        poller.poll(_poll_ms(timeout))
+                        info = os.waitid(os.P_PIDFD, pidfd, _PEEK_FLAGS)
+                except OSError:
+                    self._reap_popen(proc, timeout)
+                    return
+                if info is None:
+                    return   # still running after SIGKILL: given up (the caller says so)
+                self._status = (info.si_status if info.si_code == os.CLD_EXITED
+                                else -info.si_status)
+            if proc.returncode is None:   # else Popen reaped it
+                proc.returncode = self._status
+        try:  # noqa: SIM105 - see _reap_popen
+            os.waitid(os.P_PIDFD, pidfd, os.WEXITED | os.WNOHANG)
+        except OSError:
+            pass   # ECHILD: reaped already, by a try of this cut short as waitid returned
+
+    @staticmethod
+    def _reap_popen(proc: subprocess.Popen[bytes], timeout: float) -> None:
+        """:meth:`_reap` without a usable pidfd: ``Popen.wait(timeout)``.
+
+        wait(), not poll(): poll() gives up at once when another thread is reaping (a
+        reader asking for the exit code, say, holds Popen's waitpid lock), and the server
+        would then look unreaped, its hold on the spawner thread never let go.
+        try/except rather than contextlib.suppress() here and in the other steps every
+        server's close runs: the same, without making a suppress object each time."""
+        try:  # noqa: SIM105
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
+
     def stderr_tail(self) -> str:
         """The whole stderr ring (newest ``stderr_bytes`` bytes), decoded with replacement.
 
@@ -544,15 +707,7 @@ class ProcessLifecycle:
             self._signal_group(kill=True, leftovers_only=True)
             self._leftovers_killed = True
         if exited:
-            # wait(), not poll(): poll() gives up at once when another thread is reaping
-            # (a reader asking for the exit code, say, holds Popen's waitpid lock), and the
-            # server would then look unreaped, its hold on the spawner thread never let go.
-            # try/except rather than contextlib.suppress() here and in the other steps every
-            # server's close runs: the same, without making a suppress object each time.
-            try:  # noqa: SIM105
-                proc.wait(left(JOIN_TIMEOUT) or 0.05)
-            except subprocess.TimeoutExpired:
-                pass
+            self._reap(proc, left(JOIN_TIMEOUT) or 0.05)
         if not stdin_closed:
             self._close_stdin(timeout=left(JOIN_TIMEOUT))
         finisher = self._finisher

@@ -213,18 +213,23 @@ def spawn(fn: Callable[[], T], discard: Callable[[T], object] | None = None) -> 
                 worker = _Worker(state.cond)
                 worker.thread.start()
                 state.worker = worker
-            worker.jobs.append(job)
+            # Counted and marked before the job is queued: a Ctrl-C is raised as a call
+            # returns, and one as append() returned would otherwise leave a queued job (a
+            # child forked later) that nobody waits for, discards or releases.
             state.live += 1
             queued = True
+            worker.jobs.append(job)
             state.cond.notify_all()
         job.done.wait()
     except BaseException:
         if queued:
-            while not job.done.wait(0.05):  # the fork is already under way; let it end
-                pass
-            if job.error is None and discard is not None:
-                discard(job.result)
-            release()
+            try:
+                while not job.done.wait(0.05):  # the fork is already under way; let it end
+                    pass
+                if job.error is None and discard is not None:
+                    discard(job.result)
+            finally:
+                release()   # also when another Ctrl-C cuts the wait or the discard short
         raise
     if job.error is not None:
         release()
