@@ -98,6 +98,16 @@ def wait_child(pid: int, what: str, timeout: float = 15.0) -> int:
         time.sleep(0.02)
 
 
+def child_state(pid: int) -> str:
+    """``"running"``, ``"zombie"`` (exited, not reaped: the pid is still ours) or
+    ``"reaped"``, for a child of this process, asked without reaping it."""
+    try:
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return "reaped"
+    return "running" if info is None else "zombie"
+
+
 def open_fds() -> set[int]:
     """The process's open file descriptors (empty off Linux, where /proc is missing)."""
     return {int(fd) for fd in os.listdir("/proc/self/fd")} if sys.platform == "linux" else set()

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import interrupt_at_return, open_fds, wait_until
+from helpers import child_state as state, interrupt_at_return, open_fds, wait_until
 
 from mcpsync.transport.stdio import StdioTransport, _lifecycle as stdio, _spawner
 
@@ -50,15 +50,6 @@ REAP = {getattr(stdio.ProcessLifecycle, name).__code__
     subprocess.Popen.wait.__code__, subprocess.Popen._wait.__code__,
     subprocess.Popen._try_wait.__code__, subprocess.Popen.poll.__code__,
     subprocess.Popen._internal_poll.__code__}
-
-
-def state(pid: int) -> str:
-    """``"running"``, ``"zombie"`` or ``"reaped"``, asked without reaping."""
-    try:
-        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-    except ChildProcessError:
-        return "reaped"
-    return "running" if info is None else "zombie"
 
 
 def spawner_threads() -> list[threading.Thread]:

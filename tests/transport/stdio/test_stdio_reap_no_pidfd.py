@@ -22,21 +22,12 @@ from types import FrameType
 from typing import Any
 
 import pytest
-from helpers import interrupt_at_return, open_fds
+from helpers import child_state as state, interrupt_at_return, open_fds
 
 from mcpsync.transport.stdio import _lifecycle as stdio
 
 pytestmark = [pytest.mark.timeout(60),
               pytest.mark.skipif(os.name == "nt", reason="POSIX process groups")]
-
-
-def state(pid: int) -> str:
-    """``"running"``, ``"zombie"`` or ``"reaped"``, asked without reaping."""
-    try:
-        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-    except ChildProcessError:
-        return "reaped"
-    return "running" if info is None else "zombie"
 
 
 def _popen() -> subprocess.Popen[bytes]:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import interrupt_at_return, open_fds, wait_until
+from helpers import child_state as state, interrupt_at_return, open_fds, wait_until
 
 from mcpsync.errors import ServerExited
 from mcpsync.session import Session
@@ -62,16 +62,6 @@ sys.stderr.write("fatal: going away\n")
 sys.stderr.flush()
 os._exit(3)
 '''
-
-
-def state(pid: int) -> str:
-    """``"running"``, ``"zombie"`` (exited, not reaped: the pid is still ours) or
-    ``"reaped"``, asked without reaping."""
-    try:
-        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-    except ChildProcessError:
-        return "reaped"
-    return "running" if info is None else "zombie"
 
 
 def alive(pid: int) -> bool:
