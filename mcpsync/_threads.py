@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import importlib
 import logging
-import queue
 import threading
 import time
+from _queue import SimpleQueue  # queue's own, without its heapq import
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Final
 
@@ -100,7 +100,7 @@ class LazyPool:
         self._name = name
         self._size = size
         self._on_error = on_error
-        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._queue: SimpleQueue[Any] = SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._idle = 0  # idle threads minus jobs waiting for one (negative: a backlog)
         self._lock = threading.Lock()

@@ -19,8 +19,8 @@ dropped. Both log a raising job at WARNING with its traceback and carry on.
 from __future__ import annotations
 
 import logging
-import queue
 import threading
+from _queue import SimpleQueue  # queue's own, without its heapq import
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -42,7 +42,7 @@ class Dispatcher:
     def __init__(self, name: str, logger: logging.Logger) -> None:
         self._name = name
         self._logger = logger
-        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._queue: SimpleQueue[Any] = SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._stopped = False

@@ -10,7 +10,7 @@ so a grandchild that keeps stdout open keeps it alive (it is a daemon and is not
 from __future__ import annotations
 
 import os
-import queue
+from _queue import Empty, SimpleQueue  # queue's own, without its heapq import
 
 from mcpsync._threads import new_thread
 
@@ -26,7 +26,7 @@ class StdoutPump:
     def __init__(self, fd: int, *, name: str, read_size: int) -> None:
         self._fd = fd
         self._read_size = read_size
-        self._queue: queue.SimpleQueue[bytes | OSError] = queue.SimpleQueue()
+        self._queue: SimpleQueue[bytes | OSError] = SimpleQueue()
         self.thread = new_thread(f"mcpsync-stdio-pump-{name}", self._run)
 
     def start(self) -> None:
@@ -47,7 +47,7 @@ class StdoutPump:
         """The next chunk; ``None`` on timeout or wake-up."""
         try:
             item = self._queue.get(timeout=timeout)
-        except queue.Empty:
+        except Empty:
             return None
         return None if item is _WAKE else item
 
