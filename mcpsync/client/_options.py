@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 import os
-import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from operator import attrgetter
@@ -24,7 +23,12 @@ from reprlib import recursive_repr
 from typing import Any
 
 from mcpsync._version import __version__
-from mcpsync.client._callbacks import ElicitationCallback, RootsInput, SamplingCallback
+from mcpsync.client._callbacks import (
+    ElicitationCallback,
+    RootsInput,
+    SamplingCallback,
+    load_module,
+)
 from mcpsync.config import ServerConfig
 from mcpsync.errors import ConfigError, ConnectionLost
 from mcpsync.jsonrpc import MAX_FRAME_BYTES
@@ -196,6 +200,10 @@ def config_of(target: Any) -> ServerConfig:
         if target.startswith(("http://", "https://")):
             config = ServerConfig(url=target)
         else:
+            # Only a command string needs shlex (an argv list never does), so it loads here.
+            load_module("shlex")
+            import shlex
+
             argv = shlex.split(target)
             if not argv:
                 raise ConfigError("invalid target: the command string is empty")

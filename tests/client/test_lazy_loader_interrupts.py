@@ -131,6 +131,9 @@ _FIRST_USES: dict[str, tuple[str, ...]] = {
                        "failing(lambda: mcpsync.connect(REFUSED))", _UNCONNECTED),
     "origin": ("mcpsync._origin", "oauth_kind()", _UNCONNECTED),
     "manager-config-files": ("mcpsync.config_files", "manager_kind()", _UNCONNECTED),
+    # a command given as one string (an argv list never loads shlex)
+    "shlex": ("shlex", "served(' '.join(\"'\" + a + \"'\" for a in PEER), 'plain')",
+              _UNCONNECTED),
 }
 
 
