@@ -16,7 +16,8 @@ import math
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from operator import attrgetter
 from typing import Any
 
 # The auth hooks load on first use (a stdio config never needs them); the annotations name
@@ -122,7 +123,7 @@ def _normalise_args(value: object) -> tuple[str, ...]:
     return tuple(out)
 
 
-@dataclass(frozen=True, init=False, repr=False)
+@dataclass(frozen=True, init=False, repr=False, eq=False)
 class ServerConfig:
     """How to reach one MCP server: a command to spawn (stdio) or a URL (HTTP).
 
@@ -344,3 +345,22 @@ class ServerConfig:
         from mcpsync._config_http import config_repr
 
         return config_repr(self)
+
+    # Written out rather than generated (eq is False above): a dataclass generates and
+    # compiles __eq__ and __hash__ every time the class is made, at every import, cached or
+    # not. They compare and hash what the generated ones did, the fields that the fields'
+    # own flags name (_compared and _hashed, below; a test holds them to a generated twin).
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return _compared(self) == _compared(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(_hashed(self))
+
+
+#: What the generated ``__eq__`` compared (every field but ``extra``) and ``__hash__`` hashed
+#: (not ``env``, ``headers``, ``extra`` or ``auth``), in field order.
+_compared = attrgetter(*[f.name for f in fields(ServerConfig) if f.compare])
+_hashed = attrgetter(*[f.name for f in fields(ServerConfig)
+                       if (f.compare if f.hash is None else f.hash)])

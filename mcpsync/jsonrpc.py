@@ -18,6 +18,7 @@ import json.encoder
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Final
 
 from mcpsync._codes import (
@@ -288,7 +289,7 @@ def _as_id(id: RequestId | int | str) -> RequestId:
 _KNOWN_MEMBERS: Final = frozenset({"jsonrpc", "id", "method", "params", "result", "error"})
 
 
-@dataclass(slots=True, repr=False)
+@dataclass(slots=True, repr=False, eq=False)
 class Message:
     """One JSON-RPC message: a request, a notification or a response.
 
@@ -371,6 +372,17 @@ class Message:
         if self.extra:
             parts.append(f"extra={self.extra!r}")
         return f"Message({' '.join(parts)})"
+
+    # Written out rather than generated (eq is False above), as for the types in
+    # mcpsync.types: a dataclass generates and compiles __eq__ at every import. The same
+    # comparison (same class, then every field's tuple); __hash__ stays None.
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return _message_fields(self) == _message_fields(other)
+        return NotImplemented
+
+
+_message_fields = attrgetter(*Message.__dataclass_fields__)
 
 
 class Batch(list["Message | ParseError"]):

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
+from operator import attrgetter
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -172,8 +173,15 @@ class _Shown:
 
 _TEXT_KNOWN = frozenset(("type", "text", "annotations", "_meta"))
 
+# The four dataclasses here (and jsonrpc.Message) are made with eq=False and an __eq__
+# written out: a dataclass generates and compiles __eq__ every time the class is made, at
+# every import, cached or not. Each does what the generated one did (same class, then the
+# tuples of every field compared, through an attrgetter of the fields' names made after the
+# class), and defining __eq__ leaves __hash__ None, so instances stay unhashable; a test
+# holds them to generated twins.
 
-@dataclass(slots=True, repr=False)
+
+@dataclass(slots=True, repr=False, eq=False)
 class TextContent(_Shown):
     """A ``text`` block."""
 
@@ -203,6 +211,14 @@ class TextContent(_Shown):
         if self.annotations is None and self.meta is None and not self.extra:
             return out
         return _with_common(out, self.annotations, self.meta, self.extra)
+
+    def __eq__(self, other: object) -> bool:   # written out: see above TextContent
+        if other.__class__ is self.__class__:
+            return _text_fields(self) == _text_fields(other)
+        return NotImplemented
+
+
+_text_fields = attrgetter(*TextContent.__dataclass_fields__)
 
 
 def content_block_from_dict(d: Any) -> mcpsync.types.Content:
@@ -255,7 +271,7 @@ _TOOL_KNOWN = frozenset(("name", "title", "description", "inputSchema", "outputS
                          "annotations", "icons", "_meta"))
 
 
-@dataclass(slots=True, repr=False)
+@dataclass(slots=True, repr=False, eq=False)
 class Tool(_Shown):
     """A tool the server offers (``tools/list``).
 
@@ -298,11 +314,19 @@ class Tool(_Shown):
         ann_title = (self.annotations or {}).get("title")
         return ann_title if isinstance(ann_title, str) and ann_title else self.name
 
+    def __eq__(self, other: object) -> bool:   # written out: see above TextContent
+        if other.__class__ is self.__class__:
+            return _tool_fields(self) == _tool_fields(other)
+        return NotImplemented
+
+
+_tool_fields = attrgetter(*Tool.__dataclass_fields__)
+
 
 _CALL_KNOWN = frozenset(("content", "structuredContent", "isError", "_meta", "resultType"))
 
 
-@dataclass(slots=True, repr=False)
+@dataclass(slots=True, repr=False, eq=False)
 class CallToolResult(_Shown):
     """The result of ``tools/call``.
 
@@ -351,6 +375,14 @@ class CallToolResult(_Shown):
     def text(self) -> str:
         """The text blocks joined with newlines (``""`` when there are none)."""
         return "\n".join([b.text for b in self.content if type(b) is TextContent])
+
+    def __eq__(self, other: object) -> bool:   # written out: see above TextContent
+        if other.__class__ is self.__class__:
+            return _result_fields(self) == _result_fields(other)
+        return NotImplemented
+
+
+_result_fields = attrgetter(*CallToolResult.__dataclass_fields__)
 
 
 _new = object.__new__
@@ -402,7 +434,7 @@ def _plain_text_result(d: dict[str, Any]) -> CallToolResult | None:
 _INFO_KNOWN = frozenset(("name", "title", "version"))
 
 
-@dataclass(slots=True, repr=False)
+@dataclass(slots=True, repr=False, eq=False)
 class ServerInfo(_Shown):
     """Who the server says it is, and what was negotiated with it.
 
@@ -431,6 +463,14 @@ class ServerInfo(_Shown):
             d = {}
         return cls(_str(d, "name") or "", _str(d, "title"), _str(d, "version") or "",
                    protocol_version, instructions, _extra(d, _INFO_KNOWN), d)
+
+    def __eq__(self, other: object) -> bool:   # written out: see above TextContent
+        if other.__class__ is self.__class__:
+            return _info_fields(self) == _info_fields(other)
+        return NotImplemented
+
+
+_info_fields = attrgetter(*ServerInfo.__dataclass_fields__)
 
 
 # --- the other content blocks, resources, prompts, completion and roots: defined in
