@@ -26,8 +26,6 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import mcpsync
-from mcpsync._gateway_refusal import gateway_refusal
-from mcpsync.client._arguments import check_arguments
 from mcpsync.client._cache import ListCache, SkillRegistry
 from mcpsync.client._callback_warnings import CallbackGuard
 from mcpsync.client._callbacks import (
@@ -61,6 +59,7 @@ from mcpsync.errors import (
     ClosedError,
     ConnectionLost,
     MCPError,
+    PolicyRefused,
     ProtocolError,
     RemoteError,
     UnsupportedInThisEra,
@@ -94,6 +93,41 @@ _TASK_ENDS = frozenset(("completed", "failed", "cancelled"))
 _TASK_CANCEL_TIMEOUT = 5.0
 #: Set on a KeyboardInterrupt whose created task has been seen to (see claim_task_cancel).
 _TASK_CLAIMED = "mcpsync_task_cancel_claimed"
+
+
+# Two modules that only a rarer outcome of call_tool needs load on first use: the names
+# call_tool calls start as loaders that put the real function in their place (as
+# ``types._other_block`` does), so later calls run no import statement and call_tool's code
+# is the same.
+
+def _load_check_arguments(server: str, name: str, arguments: Mapping[str, Any] | None,
+                          tools: ToolSchemas, relist: Callable[[], object]) -> None:
+    """``_arguments.check_arguments``, loaded by the first call that the fast test in
+    ``call_tool`` does not pass (a tool the cached list does not name, or a required
+    argument that may be missing): a program that never lists tools, or calls them right,
+    never compiles that module."""
+    global check_arguments
+    load_module("mcpsync.client._arguments")
+    import mcpsync.client._arguments as loaded
+
+    check_arguments = loaded.check_arguments
+    check_arguments(server, name, arguments, tools, relist)
+
+
+def _load_gateway_refusal(exc: RemoteError, server_id: str,
+                          tool: str) -> PolicyRefused | None:
+    """``_gateway_refusal.gateway_refusal``, loaded by the first error answer of a
+    ``gateway=True`` server: other servers never need it."""
+    global gateway_refusal
+    load_module("mcpsync._gateway_refusal")
+    import mcpsync._gateway_refusal as loaded
+
+    gateway_refusal = loaded.gateway_refusal
+    return gateway_refusal(exc, server_id, tool)
+
+
+check_arguments = _load_check_arguments
+gateway_refusal = _load_gateway_refusal
 
 
 def claim_task_cancel(exc: BaseException, task: object) -> bool:

@@ -131,6 +131,10 @@ _FIRST_USES: dict[str, tuple[str, ...]] = {
                        "failing(lambda: mcpsync.connect(REFUSED))", _UNCONNECTED),
     "origin": ("mcpsync._origin", "oauth_kind()", _UNCONNECTED),
     "manager-config-files": ("mcpsync.config_files", "manager_kind()", _UNCONNECTED),
+    # call_tool's argument checks, for a name the cached tool list does not hold
+    "arguments": ("mcpsync.client._arguments",
+                  "failing(lambda: client.call_tool('nope', {}))",
+                  _SETUP + "client.list_tools()\n"),
     # a command given as one string (an argv list never loads shlex)
     "shlex": ("shlex", "served(' '.join(\"'\" + a + \"'\" for a in PEER), 'plain')",
               _UNCONNECTED),
@@ -150,6 +154,51 @@ def test_a_thread_waiting_on_a_lazy_client_module_that_a_ctrl_c_stopped_loads_it
     out = _interrupted_while_another_waits(module, use, *setup)
     assert out[0] == "interrupted", out
     assert "Error(" not in out[1] and out[1] == repr([out[2]]), out
+
+
+# A legacy server that answers the tool "gated" with a gateway's refusal code (-32011).
+_GATED_SERVER = r"""
+import json, sys
+for line in sys.stdin:
+    msg = json.loads(line)
+    rid = msg.get("id")
+    if rid is None:
+        continue
+    if msg["method"] == "initialize":
+        result = {"protocolVersion": msg["params"]["protocolVersion"],
+                  "serverInfo": {"name": "gated", "version": "1"},
+                  "capabilities": {"tools": {}}}
+        answer = {"jsonrpc": "2.0", "id": rid, "result": result}
+    elif msg["method"] == "tools/call":
+        answer = {"jsonrpc": "2.0", "id": rid,
+                  "error": {"code": -32011, "message": "approval rejected"}}
+    else:
+        answer = {"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "no"}}
+    sys.stdout.write(json.dumps(answer) + "\n")
+    sys.stdout.flush()
+"""
+
+
+def test_a_thread_waiting_on_the_gateway_refusal_module_that_a_ctrl_c_stopped_loads_it(
+        tmp_path: Path) -> None:
+    # The client loads it for the first error answer of a gateway=True server.
+    server = tmp_path / "gated_server.py"
+    server.write_text(_GATED_SERVER, encoding="utf-8")
+    setup = _BARE + (
+        "import sys\n"
+        "from mcpsync.config import ServerConfig\n"
+        f"client = mcpsync.connect(ServerConfig(command=sys.executable, args=[{str(server)!r}],\n"
+        "                                      gateway=True))\n"
+        "def failing(call):\n"
+        "    try:\n"
+        "        call()\n"
+        "    except mcpsync.MCPError as exc:\n"
+        "        return type(exc).__name__\n"
+        "    return 'no error'\n")
+    out = _interrupted_while_another_waits(
+        "mcpsync._gateway_refusal", "failing(lambda: client.call_tool('gated', {}))", setup)
+    assert out[0] == "interrupted", out
+    assert out[1:3] == ["['ApprovalRejected']", "ApprovalRejected"], out
 
 
 @pytest.mark.parametrize(("module", "use"), [
