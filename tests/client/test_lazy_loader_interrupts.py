@@ -135,6 +135,10 @@ _FIRST_USES: dict[str, tuple[str, ...]] = {
     "arguments": ("mcpsync.client._arguments",
                   "failing(lambda: client.call_tool('nope', {}))",
                   _SETUP + "client.list_tools()\n"),
+    # the stdout pump of pipes that cannot be poll()-ed (Windows; forced here)
+    "stdout-pump": ("mcpsync.transport.stdio._pump", "served(PEER, 'plain')",
+                    _UNCONNECTED + "import mcpsync.transport.stdio._lifecycle as lifecycle\n"
+                                   "lifecycle._USE_POLL = False\n"),
     # a command given as one string (an argv list never loads shlex)
     "shlex": ("shlex", "served(' '.join(\"'\" + a + \"'\" for a in PEER), 'plain')",
               _UNCONNECTED),

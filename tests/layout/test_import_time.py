@@ -37,7 +37,8 @@ DEFERRED = ("ctypes", "html", "hashlib", "difflib", "mcpsync.policy", "mcpsync._
             "mcpsync.client._connect_http", "mcpsync.transport.stdio._env_windows",
             "mcpsync.client._requests", "mcpsync.client._submit", "mcpsync._config_http",
             "mcpsync._urls", "mcpsync.client._future", "queue", "heapq", "shlex",
-            "mcpsync.client._arguments", "mcpsync._gateway_refusal")
+            "mcpsync.client._arguments", "mcpsync._gateway_refusal",
+            "mcpsync.transport.stdio._pump")
 
 
 def test_the_client_import_leaves_these_for_later() -> None:

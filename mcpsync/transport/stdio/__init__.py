@@ -6,6 +6,9 @@ life (start, exit watching, shutdown) in ``_lifecycle``, process start in ``_spa
 """
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 from mcpsync.transport.stdio._transport import (
     StdioTransport as StdioTransport,
     TransportClosed as TransportClosed,
@@ -19,3 +22,12 @@ __all__ = [
     "WriteTimedOut",
     "safe_name",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``_pump`` (the stdout pump of pipes that cannot be ``poll()``-ed, Windows only) on
+    first attribute access (PEP 562), for the annotations that name it through this
+    package. No call reads this package's attributes, so this slows no call down."""
+    if name == "_pump":
+        return importlib.import_module("mcpsync.transport.stdio._pump")
+    raise AttributeError(f"module 'mcpsync.transport.stdio' has no attribute {name!r}")

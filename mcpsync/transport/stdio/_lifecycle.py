@@ -24,6 +24,7 @@ What lives here:
 from __future__ import annotations
 
 import contextlib
+import importlib
 import itertools
 import logging
 import os
@@ -35,13 +36,19 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import mcpsync
 from mcpsync.transport.stdio import _spawner
 
 from ...errors import ConfigError
 from ._env import build_env, resolve_argv
-from ._pump import StdoutPump
 from ._stderr import StderrDrain, excerpt
 from ._writer import FrameFinisher
+
+# The stdout pump is Windows only: start() loads its module where poll() is missing. The
+# annotation below names it through the package attribute that loads it, so that
+# typing.get_type_hints() resolves it with the module unloaded.
+if TYPE_CHECKING:
+    import mcpsync.transport.stdio._pump
 
 __all__ = ["ExitWatch", "ProcessLifecycle"]
 
@@ -240,7 +247,7 @@ class ProcessLifecycle:
     _pidfd: int
     _poller: Any
     _rx_buf: bytearray
-    _pump: StdoutPump | None
+    _pump: mcpsync.transport.stdio._pump.StdoutPump | None
     _stderr: StderrDrain | None
     _holds_spawner: bool
     _finisher: FrameFinisher | None
@@ -277,6 +284,11 @@ class ProcessLifecycle:
         if self._started:
             raise RuntimeError(f"the stdio transport for {self.name!r} was already started")
         self._started = True
+        if not _USE_POLL:
+            # Windows pipes (no poll()): a pump thread reads stdout. Its module loads here,
+            # before anything is spawned, so a Ctrl-C in the import leaves nothing to clean
+            # up, and never on POSIX (import_module first, as the client's lazy loaders do).
+            importlib.import_module("mcpsync.transport.stdio._pump")
         child_env = build_env(self._env, inherit_env=self._inherit_env)
         try:
             argv = resolve_argv(self.argv, child_env, cwd=self._cwd)
@@ -345,6 +357,8 @@ class ProcessLifecycle:
                 poller.register(self._pidfd, select.POLLIN)
             self._poller = poller
         else:
+            from ._pump import StdoutPump  # loaded at the top of start()
+
             self._pump = StdoutPump(self._stdout_fd, name=self._safe,
                                     read_size=len(self._rx_buf))  # as receive() reads
             self._pump.start()
