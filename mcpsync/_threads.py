@@ -26,9 +26,13 @@ import importlib
 import logging
 import threading
 import time
-from _queue import SimpleQueue  # queue's own, without its heapq import
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Final
+
+try:  # queue's own C class, without the heapq import of queue.py
+    from _queue import SimpleQueue
+except ImportError:  # an interpreter without CPython's _queue
+    from queue import SimpleQueue
 
 if TYPE_CHECKING:
     from mcpsync._parallel import run_parallel as run_parallel

@@ -23,6 +23,7 @@ from typing import Any
 # The auth hooks load on first use (a stdio config never needs them); the annotations name
 # them as mcpsync.AuthHooks, a lazy public name, so typing.get_type_hints(ServerConfig) works.
 import mcpsync
+from mcpsync._fields_eq import fields_eq
 from mcpsync._names import safe
 from mcpsync.errors import ConfigError
 
@@ -349,11 +350,9 @@ class ServerConfig:
     # Written out rather than generated (eq is False above): a dataclass generates and
     # compiles __eq__ and __hash__ every time the class is made, at every import, cached or
     # not. They compare and hash what the generated ones did, the fields that the fields'
-    # own flags name (_compared and _hashed, below; a test holds them to a generated twin).
+    # own flags name (_eq and _hashed, below; a test holds them to a generated twin).
     def __eq__(self, other: object) -> bool:
-        if other.__class__ is self.__class__:
-            return _compared(self) == _compared(other)
-        return NotImplemented
+        return _eq(self, other)
 
     def __hash__(self) -> int:
         return hash(_hashed(self))
@@ -361,6 +360,6 @@ class ServerConfig:
 
 #: What the generated ``__eq__`` compared (every field but ``extra``) and ``__hash__`` hashed
 #: (not ``env``, ``headers``, ``extra`` or ``auth``), in field order.
-_compared = attrgetter(*[f.name for f in fields(ServerConfig) if f.compare])
+_eq = fields_eq([f.name for f in fields(ServerConfig) if f.compare])
 _hashed = attrgetter(*[f.name for f in fields(ServerConfig)
                        if (f.compare if f.hash is None else f.hash)])

@@ -18,7 +18,6 @@ import json.encoder
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Final
 
 from mcpsync._codes import (
@@ -36,6 +35,7 @@ from mcpsync._codes import (
     UNSUPPORTED_PROTOCOL_VERSION as UNSUPPORTED_PROTOCOL_VERSION,
     URL_ELICITATION_REQUIRED as URL_ELICITATION_REQUIRED,
 )
+from mcpsync._fields_eq import fields_eq
 from mcpsync.errors import MCPError
 
 if TYPE_CHECKING:
@@ -375,14 +375,12 @@ class Message:
 
     # Written out rather than generated (eq is False above), as for the types in
     # mcpsync.types: a dataclass generates and compiles __eq__ at every import. The same
-    # comparison (same class, then every field's tuple); __hash__ stays None.
+    # comparison (mcpsync._fields_eq); __hash__ stays None.
     def __eq__(self, other: object) -> bool:
-        if other.__class__ is self.__class__:
-            return _message_fields(self) == _message_fields(other)
-        return NotImplemented
+        return _message_eq(self, other)
 
 
-_message_fields = attrgetter(*Message.__dataclass_fields__)
+_message_eq = fields_eq(list(Message.__dataclass_fields__))
 
 
 class Batch(list["Message | ParseError"]):

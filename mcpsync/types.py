@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
-from operator import attrgetter
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import mcpsync
+from mcpsync._fields_eq import fields_eq
 from mcpsync.errors import ProtocolError
 
 if TYPE_CHECKING:
@@ -175,10 +175,9 @@ _TEXT_KNOWN = frozenset(("type", "text", "annotations", "_meta"))
 
 # The four dataclasses here (and jsonrpc.Message) are made with eq=False and an __eq__
 # written out: a dataclass generates and compiles __eq__ every time the class is made, at
-# every import, cached or not. Each does what the generated one did (same class, then the
-# tuples of every field compared, through an attrgetter of the fields' names made after the
-# class), and defining __eq__ leaves __hash__ None, so instances stay unhashable; a test
-# holds them to generated twins.
+# every import, cached or not. Each compares as the generated one of the running Python
+# would (mcpsync._fields_eq says how), and defining __eq__ leaves __hash__ None, so
+# instances stay unhashable; a test holds them to generated twins.
 
 
 @dataclass(slots=True, repr=False, eq=False)
@@ -213,12 +212,10 @@ class TextContent(_Shown):
         return _with_common(out, self.annotations, self.meta, self.extra)
 
     def __eq__(self, other: object) -> bool:   # written out: see above TextContent
-        if other.__class__ is self.__class__:
-            return _text_fields(self) == _text_fields(other)
-        return NotImplemented
+        return _text_eq(self, other)
 
 
-_text_fields = attrgetter(*TextContent.__dataclass_fields__)
+_text_eq = fields_eq(list(TextContent.__dataclass_fields__))
 
 
 def content_block_from_dict(d: Any) -> mcpsync.types.Content:
@@ -315,12 +312,10 @@ class Tool(_Shown):
         return ann_title if isinstance(ann_title, str) and ann_title else self.name
 
     def __eq__(self, other: object) -> bool:   # written out: see above TextContent
-        if other.__class__ is self.__class__:
-            return _tool_fields(self) == _tool_fields(other)
-        return NotImplemented
+        return _tool_eq(self, other)
 
 
-_tool_fields = attrgetter(*Tool.__dataclass_fields__)
+_tool_eq = fields_eq(list(Tool.__dataclass_fields__))
 
 
 _CALL_KNOWN = frozenset(("content", "structuredContent", "isError", "_meta", "resultType"))
@@ -377,12 +372,10 @@ class CallToolResult(_Shown):
         return "\n".join([b.text for b in self.content if type(b) is TextContent])
 
     def __eq__(self, other: object) -> bool:   # written out: see above TextContent
-        if other.__class__ is self.__class__:
-            return _result_fields(self) == _result_fields(other)
-        return NotImplemented
+        return _result_eq(self, other)
 
 
-_result_fields = attrgetter(*CallToolResult.__dataclass_fields__)
+_result_eq = fields_eq(list(CallToolResult.__dataclass_fields__))
 
 
 _new = object.__new__
@@ -465,12 +458,10 @@ class ServerInfo(_Shown):
                    protocol_version, instructions, _extra(d, _INFO_KNOWN), d)
 
     def __eq__(self, other: object) -> bool:   # written out: see above TextContent
-        if other.__class__ is self.__class__:
-            return _info_fields(self) == _info_fields(other)
-        return NotImplemented
+        return _info_eq(self, other)
 
 
-_info_fields = attrgetter(*ServerInfo.__dataclass_fields__)
+_info_eq = fields_eq(list(ServerInfo.__dataclass_fields__))
 
 
 # --- the other content blocks, resources, prompts, completion and roots: defined in

@@ -104,8 +104,9 @@ def _load_check_arguments(server: str, name: str, arguments: Mapping[str, Any] |
                           tools: ToolSchemas, relist: Callable[[], object]) -> None:
     """``_arguments.check_arguments``, loaded by the first call that the fast test in
     ``call_tool`` does not pass (a tool the cached list does not name, or a required
-    argument that may be missing): a program that never lists tools, or calls them right,
-    never compiles that module."""
+    argument that may be missing): a plain ``call_tool`` that passes the fast test never
+    loads that module (``submit_tool`` and the task calls import it at their own first
+    use)."""
     global check_arguments
     load_module("mcpsync.client._arguments")
     import mcpsync.client._arguments as loaded

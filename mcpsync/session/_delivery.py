@@ -20,9 +20,13 @@ from __future__ import annotations
 
 import logging
 import threading
-from _queue import SimpleQueue  # queue's own, without its heapq import
 from collections.abc import Callable
 from typing import Any, Final
+
+try:  # queue's own C class, without the heapq import of queue.py
+    from _queue import SimpleQueue
+except ImportError:  # an interpreter without CPython's _queue
+    from queue import SimpleQueue
 
 from mcpsync._threads import LazyPool, spawn
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from helpers import ROOT
 
 LAYERS: list[tuple[int, tuple[str, ...]]] = [
-    (0, ("mcpsync.errors", "mcpsync._codes", "mcpsync._version")),
+    (0, ("mcpsync.errors", "mcpsync._codes", "mcpsync._version", "mcpsync._fields_eq")),
     (1, ("mcpsync.jsonrpc", "mcpsync._jsonscan", "mcpsync._envelope", "mcpsync.types",
          "mcpsync._types_more", "mcpsync._frame_io",
          "mcpsync._gateway_refusal",

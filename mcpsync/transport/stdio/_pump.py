@@ -10,7 +10,7 @@ so a grandchild that keeps stdout open keeps it alive (it is a daemon and is not
 from __future__ import annotations
 
 import os
-from _queue import Empty, SimpleQueue  # queue's own, without its heapq import
+from queue import Empty, SimpleQueue
 
 from mcpsync._threads import new_thread
 
