@@ -24,7 +24,7 @@ pytestmark = pytest.mark.timeout(120)
 DEMO = [sys.executable, "-m", "mcpsync.demo"]
 CODES = [Client.call_tool.__code__, EngineSession._request.__code__,
          EngineSession._lead.__code__, EngineSession._send.__code__,
-         EngineSession._release_role.__code__, jsonrpc._parse_line.__code__]
+         EngineSession._release_role.__code__, jsonrpc.FrameDecoder.feed.__code__]
 
 
 @pytest.fixture(scope="module", params=[None, "legacy"], ids=["negotiated", "legacy"])
