@@ -921,8 +921,7 @@ class FrameDecoder:
         if not self._buf and self._error is None:
             # The usual read: exactly one complete object line and nothing buffered.
             last = len(data) - 1
-            if 0 < last <= self._max and data[0] == 0x7B and (
-                    (cut := data.partition(b"\n"))[1] and not cut[2]):
+            if 0 < last <= self._max and (cut := data.partition(b"\n"))[1] and not cut[2]:
                 # The one newline is the last byte: cut[0] is the line without it, as
                 # parse() takes it. partition() takes its argument without parsing a format
                 # (find() does: about 400 instructions more, with the newline's decoding).
@@ -934,12 +933,22 @@ class FrameDecoder:
                     text = line.decode()
                     obj, end = _scan_once(text, 0)
                 except Exception:  # UnicodeDecodeError, StopIteration (not JSON), _NonFinite...
-                    text = ""   # set here, not before the try: one store less on the usual path
+                    obj = None  # set here, not before the try: one store less on the usual path
+                    text = ""
                     end = -1    # never len(text)
+                # Scanned from its first character, a line makes a dict exactly when it starts
+                # with "{" (the scanner picks the value's kind by that character): the usual
+                # line is known to start so without a subscript of the bytes (about 230
+                # instructions). A line that starts otherwise (a batch, a blank line, not
+                # JSON) goes on to the general split below, as it did; one that starts with
+                # "{" and did not scan goes to parse().
+                if type(obj) is not dict:
+                    if data[0] != 0x7B:
+                        return self._split_decode(data)
                 # "\\" first: a one-character needle is a memchr, the two-character one a
                 # slower search (about 310 instructions per line); a line without a backslash
                 # has no escape.
-                if end == len(text) and ("\\" not in text or "\\u" not in text):
+                elif end == len(text) and ("\\" not in text or "\\u" not in text):
                     if len(obj) == 3:
                         get = obj.get
                         id_value = get("id")
@@ -959,6 +968,10 @@ class FrameDecoder:
                     return [parse(line, allow_batch=self.allow_batch)]
                 except ParseError as exc:
                     return [exc]
+        return self._split_decode(data)
+
+    def _split_decode(self, data: bytes | bytearray) -> list[_Frame]:
+        """:meth:`feed`'s general path: split ``data`` into lines, decode each."""
         lines: list[bytes] = []
         self._split(data, lines.append)
         return [self._decode(line) for line in lines]

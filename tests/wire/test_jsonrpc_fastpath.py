@@ -306,10 +306,20 @@ def test_known_framed_lines_agree(data: bytes) -> None:
     b'{"jsonrpc":"2.0","id":7,\r\n"result":{}}\n',
     b'{\n',
     b'{"a":1}',
+    # One line that does not start with "{": not the usual read either.
+    b'   \n',
+    b' {"jsonrpc":"2.0","id":7,"result":{}}\n',
+    b'\xef\xbb\xbf{"jsonrpc":"2.0","id":7,"result":{}}\n',
+    b'[{"jsonrpc":"2.0","id":7,"result":{}}]\n',
+    b'"{}"\n',
+    b'7\n',
+    b'null\n',
+    b'\xff{}\n',
 ])
 def test_a_read_whose_newline_is_not_its_only_one_is_split_as_before(data: bytes) -> None:
-    """The usual read's test (its one newline is its last byte) declines these: each line
-    decodes as the general path decodes it alone, and a partial line is held."""
+    """The usual read's test (its one newline is its last byte, its first byte a "{")
+    declines these: each line decodes as the general path decodes it alone (a blank line to
+    nothing), and a partial line is held."""
     decoder = jsonrpc.FrameDecoder()
     got = decoder.feed(data)
     lines = data.split(b"\n")
