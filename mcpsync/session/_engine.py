@@ -236,13 +236,6 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
             transport, "route_answers", None)
         if self._route_answers is not None:
             self._route_answers(self._take_answer)
-        # Where the transport takes it (stdio), a leader hands receive() its remaining time
-        # and the main thread's slice, and the transport asks which thread it runs on only
-        # where it would wait, once its eager read found nothing: asking it here before
-        # every read (get_ident(), a two-digit int made, compared and freed) cost about 520
-        # instructions per sequential call (docs/performance.md).
-        self._receive_sliced: Callable[..., Any] | None = transport.receive \
-            if getattr(transport, "receive_takes_slice", False) is True else None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -677,10 +670,7 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
         deadline passes; then give the role back (see _release_role)."""
         # No locals set up before the loop (the transport, time.monotonic, whether this is
         # the main thread): the loop usually runs once, and each costs more to store than
-        # it saves there. The thread is asked only when the wait is longer than a slice, and
-        # on stdio by the transport, only when its eager read found nothing: the main
-        # thread's wait is cut into slices so that a simulated Ctrl-C (interrupt_main, which
-        # interrupts no system call) is seen within one; a real SIGINT ends the poll at once.
+        # it saves there. The thread is asked only when the wait is longer than a slice.
         try:
             while not call.done and not call.answered:
                 if self._phase is not _OPEN:
@@ -693,10 +683,7 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
                     if call.deadline <= now:
                         break
                     continue
-                receive = self._receive_sliced
-                if receive is not None:  # stdio: it asks for the thread only if it waits
-                    items = receive(remaining, MAIN_THREAD_SLICE)
-                elif remaining > MAIN_THREAD_SLICE and _get_ident() == _main_ident:
+                if remaining > MAIN_THREAD_SLICE and _get_ident() == _main_ident:
                     items = self._transport.receive(MAIN_THREAD_SLICE)
                 else:
                     items = self._transport.receive(None if remaining == math.inf

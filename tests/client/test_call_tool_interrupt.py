@@ -26,7 +26,7 @@ DEMO = [sys.executable, "-m", "mcpsync.demo"]
 CODES = [Client.call_tool.__code__, EngineSession._request.__code__,
          EngineSession._lead.__code__, EngineSession._send.__code__,
          EngineSession._release_role.__code__, jsonrpc.FrameDecoder.feed.__code__,
-         StdioTransport.receive.__code__, StdioTransport._leader_wait.__code__]
+         StdioTransport.receive.__code__]
 
 
 @pytest.fixture(scope="module", params=[None, "legacy"], ids=["negotiated", "legacy"])
@@ -48,10 +48,8 @@ def test_ctrl_c_at_any_return_in_call_tool_leaves_nothing_held(
     # gives the role back without a call (no lock) unless it must wake the background
     # reader: the session's tests sweep that locked branch. A legacy call_tool makes no C
     # call of its own (the answer's resultType is looked up only in the newest era).
-    # The wait is decided only when an eager read found nothing, which may not happen.
     expected = warm and code is not EngineSession._release_role.__code__ and not (
-        code is Client.call_tool.__code__ and not client._modern) \
-        and code is not StdioTransport._leader_wait.__code__
+        code is Client.call_tool.__code__ and not client._modern)
     interrupted: list[str] = []
     nth = misses = tries = 0
     # Until three calls in a row meet no C call of ``code``; and while an interrupt is

@@ -37,8 +37,6 @@ HOT = {
     EngineSession._take_answer.__code__, StdioTransport.receive.__code__,
     StdioTransport.send_bytes_until.__code__, jsonrpc.FrameDecoder.feed.__code__,
     jsonrpc.serialize_request.__code__,
-    # Only where a leader's eager read found nothing: the wait it decides (which thread).
-    StdioTransport._leader_wait.__code__,
 }
 
 

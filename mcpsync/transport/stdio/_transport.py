@@ -84,9 +84,6 @@ class StdioTransport(ProcessLifecycle):
     """
 
     kind = "stdio"   # the session names its reader thread after it: mcpsync-stdio-reader-<name>
-    #: :meth:`receive` takes the main thread's slice as its second argument (the session's
-    #: leader passes it; a subclass whose ``receive`` does not take it sets this False).
-    receive_takes_slice = True
 
     def __init__(
         self,
@@ -349,24 +346,14 @@ class StdioTransport(ProcessLifecycle):
 
     # ------------------------------------------------------------------ reading
 
-    def receive(self, timeout: float | None, main_slice: float | None = None
-                ) -> list[Message | Batch | ParseError] | None:
+    def receive(self, timeout: float | None) -> list[Message | Batch | ParseError] | None:
         """Wait up to ``timeout`` seconds (``None``: forever) for stdout and decode what came.
 
         Returns the decoded items (``[]`` on timeout or :meth:`wake`), or ``None`` at EOF and
         after :meth:`close`. Raises ``StreamError`` on an oversized frame or an I/O error.
         One thread at a time.
-
-        ``main_slice`` (the session's leader passes it, with a ``timeout`` that is a float,
-        ``math.inf`` for none): on the main thread, wait at most that long (the caller
-        loops), so that a simulated Ctrl-C is seen within it; elsewhere, ``math.inf`` waits
-        as ``None`` does. Which thread this is, is asked only where the wait begins (the
-        eager read found nothing), not on every call: the leader used to ask before every
-        read, about 550 instructions per sequential call.
         """
         if self._pump is not None:
-            if main_slice is not None:
-                timeout = self._leader_wait(timeout, main_slice)
             return self._receive_pumped(timeout)
         held = False
         try:
@@ -399,8 +386,6 @@ class StdioTransport(ProcessLifecycle):
                     return self._got(n)
             else:
                 self._skip_eager -= 1
-            if main_slice is not None:
-                timeout = self._leader_wait(timeout, main_slice)
             if timeout is None:
                 ready = self._poller.poll()
             elif timeout < _MAX_POLL_S:
@@ -445,18 +430,6 @@ class StdioTransport(ProcessLifecycle):
         finally:
             if held:
                 self._rx_lock.release()
-
-    @staticmethod
-    def _leader_wait(timeout: float | None, main_slice: float) -> float | None:
-        """How long ``receive(timeout, main_slice)`` waits: at most ``main_slice`` on the main
-        thread (threading's own, as the at-fork hook leaves it), ``None`` for ``math.inf``
-        elsewhere. The same wait the session's leader asked for before it passed the slice:
-        ``receive(main_slice)`` on the main thread when the timeout was longer, else
-        ``receive(None if timeout == math.inf else timeout)``."""
-        if (timeout is None or timeout > main_slice) \
-                and threading.get_ident() == threading.main_thread().ident:
-            return main_slice
-        return None if timeout == math.inf else timeout
 
     def _got(self, n: int) -> list[Message | Batch | ParseError] | None:
         """Decode the ``n`` bytes just read into the buffer (0: EOF). Under ``_rx_lock``."""
