@@ -15,7 +15,7 @@ import pytest
 from helpers import assert_nothing_held, interrupt_at_return
 
 import mcpsync
-from mcpsync import jsonrpc
+from mcpsync import jsonrpc, types
 from mcpsync.client._client import Client
 from mcpsync.session._engine import Session as EngineSession
 from mcpsync.transport.stdio import StdioTransport
@@ -26,7 +26,7 @@ DEMO = [sys.executable, "-m", "mcpsync.demo"]
 CODES = [Client.call_tool.__code__, EngineSession._request.__code__,
          EngineSession._lead.__code__, EngineSession._send.__code__,
          EngineSession._release_role.__code__, jsonrpc.FrameDecoder.feed.__code__,
-         StdioTransport.receive.__code__]
+         StdioTransport.receive.__code__, types._plain_text_result.__code__]
 
 
 @pytest.fixture(scope="module", params=[None, "legacy"], ids=["negotiated", "legacy"])
