@@ -33,6 +33,12 @@ SHAPES: list[dict[str, Any]] = [
     {"content": [{"type": "text", "text": 3}]},
     {"content": [{"type": "mystery", "x": 1}]},
     {"structuredContent": {"only": True}},
+    # The shortcut looks its keys up by subscript: a missing one declines, as get() did.
+    {},
+    {"isError": True},
+    {"content": [{"text": "hi", "kind": "text"}]},
+    {"content": [{"type": "text", "body": "hi"}]},
+    {"content": [TEXT], "structuredContent": None, "isError": True},
 ]
 
 
@@ -60,6 +66,7 @@ def test_call_tool_gives_what_from_dict_gives(shape: dict[str, Any], no_leaks: N
         got = client.call_tool("echo", {"text": "ignored"})
     assert tried == [shape]   # the shortcut was tried (and, for the others, declined)
     want = CallToolResult.from_dict(shape)
+    assert want == CallToolResult._build(shape)   # the general path, past the shortcut
     assert type(got) is CallToolResult
     assert got == want and repr(got) == repr(want)
     for field in dataclasses.fields(CallToolResult):

@@ -36,7 +36,7 @@ HOT = {
     EngineSession._lead.__code__, EngineSession._release_role.__code__,
     EngineSession._take_answer.__code__, StdioTransport.receive.__code__,
     StdioTransport.send_bytes_until.__code__, jsonrpc.FrameDecoder.feed.__code__,
-    jsonrpc._parse_line.__code__, jsonrpc.serialize_request.__code__,
+    jsonrpc.serialize_request.__code__,
 }
 
 

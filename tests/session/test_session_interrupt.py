@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import _thread
+import math
 import os
 import signal
 import sys
@@ -52,6 +53,23 @@ def test_keyboard_interrupt_while_reading_cancels_and_keeps_the_session(
     cancelled = _cancelled(peer)
     assert cancelled == [{"requestId": 1,
                           "reason": "interrupted by the user (KeyboardInterrupt)"}]
+    assert peer.request("echo", {"usable": True}) == {"usable": True}
+    assert not peer._pending
+
+
+def test_a_simulated_ctrl_c_reaches_a_main_thread_leader_with_no_time_limit(
+        peer: Session) -> None:
+    """``interrupt_main`` interrupts no system call: the main thread's leader polls in
+    slices of MAIN_THREAD_SLICE, so even a call with no time limit, whose poll would
+    otherwise never return, sees it."""
+    peer.request("echo", {"warm": True})   # lead the next call: the role is free
+    timer = threading.Timer(0.3, _thread.interrupt_main)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            peer.request("ignore", {}, timeout=math.inf)
+    finally:
+        timer.cancel()
     assert peer.request("echo", {"usable": True}) == {"usable": True}
     assert not peer._pending
 

@@ -282,6 +282,14 @@ def test_framed_line_agrees_with_the_general_path(obj: dict[str, Any], style: in
     b'{"jsonrpc":"2.0","id":7,"result":{"t":"\\u00e9"}}',
     b'{"jsonrpc":"2.0","id":7,"result":{"t":"\xc3\xa9\\n"}}',
     b'{"jsonrpc":"1.0","id":7,"result":{}}',
+    # The line decoded without its newline: whitespace around members and after the
+    # object, a UTF-8 error in the last byte (never taken for the end of the object).
+    b'{ "jsonrpc" : "2.0" , "id" : 7 , "result" : {} }',
+    b'{"jsonrpc":"2.0","id":7,"result":{}} ',
+    b'{"jsonrpc":"2.0","id":7,"result":{}}\t',
+    b'{"jsonrpc":"2.0","id":7,"result":{}}\xc3',
+    b'{\xc3',
+    b'{"jsonrpc":"2.0","id":"a","result":7}',
     b'{"jsonrpc":"2.0","id":7,"x":1}',
     b'{"jsonrpc":"2.0","id":7,"result":NaN}',
     b'{',
@@ -289,3 +297,40 @@ def test_framed_line_agrees_with_the_general_path(obj: dict[str, Any], style: in
 ])
 def test_known_framed_lines_agree(data: bytes) -> None:
     assert _worded(_fed, data) == _outcome(_general_parse, data)
+
+
+@pytest.mark.parametrize("data", [
+    b'{"jsonrpc":"2.0",\n"id":7,"result":{}}\n',
+    b'{"jsonrpc":"2.0","id":7,"result":{}}\n\n',
+    b'{"jsonrpc":"2.0","id":7,"result":{}}\n{"jsonrpc":"2.0","id":8,"result":{}}\n',
+    b'{"jsonrpc":"2.0","id":7,\r\n"result":{}}\n',
+    b'{\n',
+    b'{"a":1}',
+    # One line that does not start with "{": not the usual read either.
+    b'   \n',
+    b' {"jsonrpc":"2.0","id":7,"result":{}}\n',
+    b'\xef\xbb\xbf{"jsonrpc":"2.0","id":7,"result":{}}\n',
+    b'[{"jsonrpc":"2.0","id":7,"result":{}}]\n',
+    b'"{}"\n',
+    b'7\n',
+    b'null\n',
+    b'\xff{}\n',
+])
+def test_a_read_whose_newline_is_not_its_only_one_is_split_as_before(data: bytes) -> None:
+    """The usual read's test (its one newline is its last byte, its first byte a "{")
+    declines these: each line decodes as the general path decodes it alone (a blank line to
+    nothing), and a partial line is held."""
+    decoder = jsonrpc.FrameDecoder()
+    got = decoder.feed(data)
+    lines = data.split(b"\n")
+    rest = lines.pop()
+    want: list[Any] = []
+    for line in lines:
+        if line.strip():
+            try:
+                want.append(_general_parse(line))
+            except jsonrpc.ParseError as exc:
+                want.append((type(exc), str(exc)))
+    assert [(type(g), str(g)) if isinstance(g, jsonrpc.ParseError) else g for g in got] \
+        == want
+    assert decoder.buffered == len(rest)
