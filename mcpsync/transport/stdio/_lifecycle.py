@@ -504,8 +504,11 @@ class ProcessLifecycle:
         A pid is not a pidfd: once reaped, the number may be another child's. Only the
         close reaps, and it stores the status in ``Popen.returncode`` before (see
         :meth:`_reap_by_pid`), so ``returncode`` is looked at again after the read: set,
-        the read may have found another process, and the close's status is the answer."""
-        if not _CAN_PEEK_PID or proc.returncode is not None:
+        the read may have found another process, and the close's status is the answer.
+
+        Once the transport is closed (a server the close gave up on after SIGKILL, say),
+        ``Popen.poll()`` reaps, as before: the close has sent its last signal."""
+        if not _CAN_PEEK_PID or proc.returncode is not None or self._closed:
             return proc.poll()
         try:
             info = os.waitid(os.P_PID, proc.pid, _PID_PEEK_FLAGS)

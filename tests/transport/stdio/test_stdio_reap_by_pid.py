@@ -15,6 +15,7 @@ records the server's state at that moment.
 from __future__ import annotations
 
 import errno
+import functools
 import logging
 import os
 import signal
@@ -22,8 +23,9 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from types import CodeType
+from collections.abc import Callable, Iterator
+from types import CodeType, FrameType
+from typing import Any
 
 import pytest
 from helpers import child_state as state, interrupt_at_return, open_fds, wait_until
@@ -328,3 +330,92 @@ def test_elsewhere_popen_reaps_as_before(
     finally:
         _settle(t, pid)
 
+
+
+def _interrupt_at_instruction(target: Callable[[], object], codes: set[CodeType],
+                              nth: int) -> list[str]:
+    """Run ``target`` with a KeyboardInterrupt raised before the ``nth`` bytecode
+    instruction (counting from 0) of ``codes``, once; returns where (empty: never)."""
+    count = 0
+    hit: list[str] = []
+
+    def tracer(frame: FrameType, event: str, arg: object) -> Any:
+        nonlocal count
+        if frame.f_code not in codes:
+            return None
+        frame.f_trace_opcodes = True
+        if event == "opcode":
+            count += 1
+            if count == nth + 1:
+                hit.append(f"{frame.f_code.co_name}@{frame.f_lasti}")
+                sys.settrace(None)
+                raise KeyboardInterrupt
+        return tracer
+
+    sys.settrace(tracer)
+    try:
+        target()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sys.settrace(None)
+    return hit
+
+
+@pytest.mark.parametrize("when", ["exits-in-close", "status-read-before"])
+def test_ctrl_c_before_any_instruction_of_the_reap_by_pid(
+        no_leaks: None, kernel: set[CodeType], when: str) -> None:
+    """Stronger than a Ctrl-C where a call returns: one before every bytecode instruction
+    of the new code by pid (the status read, the wait, the reap), including points where no
+    Ctrl-C can land (between the store of the status and the reap, say). The close run
+    again still reaps the server once, with its real status, after its last signal."""
+    codes = {stdio.ProcessLifecycle._reap_by_pid.__code__,
+             stdio.ProcessLifecycle._pid_status.__code__,
+             stdio.ProcessLifecycle._wait_by_pid.__code__}
+    argv = EXITS_NOW if when == "status-read-before" else EXITS_AT_EOF
+    for nth in range(1000):
+        t = StdioTransport(argv, name="by-pid-op")
+        t.start()
+        pid, proc = t.pid, t._proc
+        assert pid is not None and proc is not None
+        try:
+            if when == "status-read-before":
+                assert t.wait_exit(10) == 3
+            signals, _spy = spy_signals(t, pid)
+            hit = _interrupt_at_instruction(t.close, codes, nth)
+            t.close()
+            where = (nth, hit)
+            assert state(pid) == "reaped", where
+            termed = (False, "running") in signals
+            assert proc.returncode in ({3, -signal.SIGTERM} if termed else {3}), where
+            assert t.returncode() == proc.returncode, where
+            assert all(s != "reaped" for _, s in signals), (where, signals)
+            assert not t._holds_spawner, where
+        finally:
+            _settle(t, pid)
+        if not hit:
+            break
+    else:
+        pytest.fail("the sweep never ran out of instructions")
+    assert nth > 20, nth
+
+
+def test_ctrl_c_before_any_instruction_of_the_discard_by_pid(
+        no_leaks: None, kernel: set[CodeType]) -> None:
+    """The same for the discard: the child is killed and reaped, with SIGKILL's status."""
+    codes = {stdio._end_child.__code__, stdio._end_child_by_pid.__code__}
+    for nth in range(1000):
+        proc = _popen()
+        try:
+            hit = _interrupt_at_instruction(functools.partial(stdio._discard, proc), codes, nth)
+            assert state(proc.pid) == "reaped", (nth, hit)
+            assert proc.returncode == -signal.SIGKILL, (nth, hit)
+        finally:
+            if state(proc.pid) != "reaped":
+                os.killpg(proc.pid, signal.SIGKILL)
+                os.waitpid(proc.pid, 0)
+        if not hit:
+            break
+    else:
+        pytest.fail("the sweep never ran out of instructions")
+    assert nth > 20, nth
