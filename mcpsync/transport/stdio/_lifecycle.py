@@ -61,7 +61,7 @@ _IS_WINDOWS = os.name == "nt"
 _HAS_PIDFD = hasattr(os, "pidfd_open")
 #: ``waitid(P_PIDFD, ...)`` can read a server's exit status through its pidfd and leave it
 #: unreaped (``WNOWAIT``): Linux 5.4+ (a 5.3 kernel has pidfds but fails this with EINVAL,
-#: and the status is then read the old way, by ``Popen.poll()``).
+#: and the status is then read by pid, below).
 _CAN_PEEK = _HAS_PIDFD and hasattr(os, "P_PIDFD")
 _PEEK_FLAGS = (os.WEXITED | os.WNOHANG | os.WNOWAIT) if _CAN_PEEK else 0
 #: Without such a pidfd (none, one that ``pidfd_open`` failed to make, or a 5.3 kernel's),
@@ -563,7 +563,7 @@ class ProcessLifecycle:
     def _reap(self, proc: subprocess.Popen[bytes], timeout: float) -> None:
         """Reap the exited server (waiting up to ``timeout`` for the exit), for the close.
 
-        With a pidfd this never calls ``Popen.wait()`` or ``Popen.poll()``: CPython's
+        On Linux this never calls ``Popen.wait()`` or ``Popen.poll()``: CPython's
         ``Popen._wait`` takes its waitpid lock with ``acquire(False)`` and enters its
         ``try`` only after that returns, so a Ctrl-C landing as ``acquire`` returns leaves
         the lock held for good (every later ``wait()`` and ``poll()`` of that ``Popen``
@@ -572,7 +572,7 @@ class ProcessLifecycle:
         records 0 from the ``ECHILD`` of its next try). Instead: wait on the pidfd, read
         the status without reaping into ``_status`` (as :meth:`_exit_status` reads it),
         store it as ``proc.returncode``, and only then reap, with ``waitid(P_PIDFD, ...,
-        WEXITED)``.
+        WEXITED)`` (without a pidfd, by pid: :meth:`_reap_by_pid`).
 
         ``returncode`` is stored *before* the reap. No call returns between the two, so no
         Ctrl-C lands there; were one to, it would leave an exited, unreaped server that
@@ -657,7 +657,8 @@ class ProcessLifecycle:
 
     @staticmethod
     def _reap_popen(proc: subprocess.Popen[bytes], timeout: float) -> None:
-        """:meth:`_reap` without a usable pidfd: ``Popen.wait(timeout)``.
+        """:meth:`_reap` where no status can be read without reaping (macOS, the BSDs):
+        ``Popen.wait(timeout)``.
 
         wait(), not poll(): poll() gives up at once when another thread is reaping (a
         reader asking for the exit code, say, holds Popen's waitpid lock), and the server
