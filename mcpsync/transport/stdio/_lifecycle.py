@@ -114,18 +114,24 @@ def _execs_directly(program: str, cwd: str | None) -> bool:
     return os.access(interpreter if cwd is None else os.path.join(cwd, interpreter), os.X_OK)
 
 
-class _Ending:
-    """Where :func:`_discard` is: how it reads the status, and whether it reaped by pid."""
+#: How long the discard waits for a SIGKILLed child to exit, per try (as the close's own
+#: bound after SIGKILL, :data:`TERM_GRACE`): a child that SIGKILL cannot end (``killpg``
+#: refused with EPERM, a process in uninterruptible sleep) must not hold the thread that
+#: discards it, the spawner thread above all (every later start() queues behind it).
+DISCARD_WAIT = 2.0
 
-    __slots__ = ("by_pid", "pidfd", "reaped")
+# What _discard hands each try: a plain list, made without any call (a Ctrl-C can land as
+# a Python function begins, and anything called before _discard's try would be one more
+# place where it escapes before the SIGKILL).
+#: ``ending[_PIDFD]``: the pidfd that reads the status (Linux 5.4+), or -1.
+_PIDFD = 0
+#: ``ending[_BY_PID]``: without one, read it by pid (Linux); False: ``Popen.wait()``.
+_BY_PID = 1
+#: ``ending[_REAPED]``: what the reap by pid returned, once it ran (the pid is not to be
+#: waited for again), else None.
+_REAPED = 2
 
-    def __init__(self) -> None:
-        #: The pidfd that reads the status (Linux 5.4+), or -1.
-        self.pidfd = -1
-        #: Without one: read it by pid (Linux); False: ``Popen.wait()``, as before.
-        self.by_pid = _CAN_PEEK_PID
-        #: What the reap by pid returned, once it ran: the pid is not to be waited for again.
-        self.reaped: tuple[int, int] | None = None
+_discard_log = logging.getLogger(__name__)
 
 
 def _discard(proc: subprocess.Popen[bytes]) -> None:
@@ -138,20 +144,27 @@ def _discard(proc: subprocess.Popen[bytes]) -> None:
     third goes on. The child is then reaped as :meth:`ProcessLifecycle._reap` reaps, never
     by ``Popen.wait()`` (a Ctrl-C inside that can leave ``Popen``'s waitpid lock held for
     good, or lose the status). The pidfd is opened first, while the child is surely
-    unreaped; the pipes and the pidfd are closed whatever happens.
+    unreaped; the pipes and the pidfd are closed whatever happens. Nothing is called before
+    the ``try``: the one place left where a Ctrl-C escapes before the SIGKILL is this
+    function's own start.
 
-    Elsewhere (macOS, the BSDs) this is one ``killpg`` and one ``Popen.wait()``, as before,
-    and a Ctrl-C in the wait goes to the caller with nothing run again: after a Ctrl-C
-    inside ``Popen.wait()`` the child may be reaped with its status lost (``returncode``
-    still ``None``), so a second try would signal a pid that may no longer be ours, and
-    ``Popen``'s waitpid lock may be held for good, so its ``wait()`` would block until yet
-    another Ctrl-C. That Ctrl-C can leave the child a zombie, which ``Popen.__del__`` hands
-    to ``subprocess._active``.
+    Each try waits at most :data:`DISCARD_WAIT` for the exit after SIGKILL, then gives up
+    with a warning naming the pid, as the close gives up: the child is left to
+    ``subprocess``'s own reaping (``Popen.__del__``). No Ctrl-C can cut a wait short on
+    the spawner thread, which runs this for a caller that stopped waiting.
+
+    Elsewhere (macOS, the BSDs) this is one ``killpg`` and one ``Popen.wait()`` (with the
+    same bound), as before, and a Ctrl-C in the wait goes to the caller with nothing run
+    again: after a Ctrl-C inside ``Popen.wait()`` the child may be reaped with its status
+    lost (``returncode`` still ``None``), so a second try would signal a pid that may no
+    longer be ours, and ``Popen``'s waitpid lock may be held for good, so its ``wait()``
+    would block until the bound. That Ctrl-C can leave the child a zombie, which
+    ``Popen.__del__`` hands to ``subprocess._active``.
     """
     pidfd = -1
-    # _end_child clears .pidfd when the kernel refuses waitid on it (5.3), and .by_pid when
-    # it falls back to Popen.wait(); with neither, nothing is retried.
-    ending = _Ending()
+    # _end_child clears [_PIDFD] when the kernel refuses waitid on it (5.3), and [_BY_PID]
+    # when it falls back to Popen.wait(); with neither, nothing is retried.
+    ending: list[Any] = [-1, _CAN_PEEK_PID, None]
     try:
         if _CAN_PEEK:
             # A for loop over a C iterator stores the number before any Ctrl-C can land
@@ -161,20 +174,24 @@ def _discard(proc: subprocess.Popen[bytes]) -> None:
                     break
             except OSError:
                 pidfd = -1
-            ending.pidfd = pidfd
+            ending[_PIDFD] = pidfd
         # Three tries written out, as in _cut_short; the retries only where the status is
         # read without reaping.
         try:
-            _end_child(proc, ending)
+            ended = _end_child(proc, ending)
         except KeyboardInterrupt:
-            if ending.pidfd < 0 and not ending.by_pid:
+            if ending[_PIDFD] < 0 and not ending[_BY_PID]:
                 raise
             try:
-                _end_child(proc, ending)
+                ended = _end_child(proc, ending)
             except KeyboardInterrupt:
-                if ending.pidfd < 0 and not ending.by_pid:
+                if ending[_PIDFD] < 0 and not ending[_BY_PID]:
                     raise
-                _end_child(proc, ending)
+                ended = _end_child(proc, ending)
+        if not ended:
+            _discard_log.warning(
+                "a server process (pid %d) did not exit within %.0f s of SIGKILL; left to "
+                "subprocess's own reaping", proc.pid, DISCARD_WAIT)
     finally:
         # Each close in the finally of the one before: a Ctrl-C as one returns skips none
         # of the others.
@@ -194,12 +211,14 @@ def _discard(proc: subprocess.Popen[bytes]) -> None:
                         os.close(pidfd)
 
 
-def _end_child(proc: subprocess.Popen[bytes], ending: _Ending) -> None:
+def _end_child(proc: subprocess.Popen[bytes], ending: list[Any]) -> bool:
     """One try of :func:`_discard`: SIGKILL the child's group (until its status is stored,
-    which comes before its reap, so a freed pid is never signalled), wait, reap: through
-    ``ending.pidfd``; without one (-1; set so here when the kernel refuses ``waitid`` on
-    it) by pid, with ``ending.by_pid``; else with ``Popen.wait()``, as before."""
-    pidfd = ending.pidfd
+    which comes before its reap, so a freed pid is never signalled), wait (at most
+    :data:`DISCARD_WAIT`), reap: through ``ending[_PIDFD]``; without one (-1; set so here
+    when the kernel refuses ``waitid`` on it) by pid, with ``ending[_BY_PID]``; else with
+    ``Popen.wait()``, as before. False when the child was still running at the bound
+    (given up: neither read nor reaped)."""
+    pidfd = ending[_PIDFD]
     if proc.returncode is None:
         try:
             if _IS_WINDOWS:  # pragma: no cover
@@ -211,54 +230,70 @@ def _end_child(proc: subprocess.Popen[bytes], ending: _Ending) -> None:
     if pidfd >= 0 and proc.returncode is None:
         poller = select.poll()
         poller.register(pidfd, select.POLLIN)
-        poller.poll()   # SIGKILLed: not long
+        poller.poll(_poll_ms(DISCARD_WAIT))   # SIGKILLed: not long, unless it cannot die
         try:
             info = os.waitid(os.P_PIDFD, pidfd, _PEEK_FLAGS)
-        except OSError:   # a kernel without waitid on pidfds (5.3): Popen's way, once
-            info = None
-        if info is None:
-            ending.pidfd = pidfd = -1
-        elif proc.returncode is None:   # stored before the reap (see ProcessLifecycle._reap)
-            proc.returncode = (info.si_status if info.si_code == os.CLD_EXITED
-                               else -info.si_status)
+        except OSError:   # a kernel without waitid on pidfds (5.3): by pid, or Popen's way
+            ending[_PIDFD] = pidfd = -1
+        else:
+            if info is None:
+                return False   # still running after SIGKILL: given up
+            if proc.returncode is None:   # stored before the reap (see ProcessLifecycle._reap)
+                proc.returncode = (info.si_status if info.si_code == os.CLD_EXITED
+                                   else -info.si_status)
     if pidfd < 0:
-        if ending.by_pid:
-            _end_child_by_pid(proc, ending)
-        if not ending.by_pid:
-            proc.wait()
-        return
+        if ending[_BY_PID] and not _end_child_by_pid(proc, ending):
+            return False
+        if not ending[_BY_PID]:
+            try:
+                proc.wait(DISCARD_WAIT)
+            except subprocess.TimeoutExpired:
+                return False
+        return True
     try:  # noqa: SIM105
         os.waitid(os.P_PIDFD, pidfd, os.WEXITED | os.WNOHANG)
     except OSError:
         pass   # ECHILD: reaped already, by a try cut short as waitid returned
+    return True
 
 
-def _end_child_by_pid(proc: subprocess.Popen[bytes], ending: _Ending) -> None:
+def _end_child_by_pid(proc: subprocess.Popen[bytes], ending: list[Any]) -> bool:
     """:func:`_end_child` without a pidfd that reads the status: the status read by pid
-    without reaping, stored, and only then the child reaped by pid, once (a pid reaped is
-    free, and may be another child's by the next try). Clears ``ending.by_pid`` when the
-    child is not there to read (reaped by someone outside, ``SIGCHLD`` ignored): then
-    ``Popen.wait()`` finds out, as before."""
+    without reaping (polled with short sleeps, as ``Popen.wait(timeout)`` polls, for at
+    most :data:`DISCARD_WAIT`), stored, and only then the child reaped by pid, once (a pid
+    reaped is free, and may be another child's by the next try). Clears
+    ``ending[_BY_PID]`` when the child is not there to read (reaped by someone outside,
+    ``SIGCHLD`` ignored): then ``Popen.wait()`` finds out, as before. False when it was
+    still running at the bound."""
     if proc.returncode is None:
-        try:
-            # SIGKILLed: not long. A Ctrl-C meanwhile leaves the child as it was.
-            info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
-        except OSError:   # ECHILD
-            info = None
-        if info is None:
-            ending.by_pid = False
-            return
+        deadline = time.monotonic() + DISCARD_WAIT
+        delay = 0.0005
+        while True:
+            try:
+                # SIGKILLed: not long. A Ctrl-C meanwhile leaves the child as it was.
+                info = os.waitid(os.P_PID, proc.pid, _PID_PEEK_FLAGS)
+            except OSError:   # ECHILD
+                ending[_BY_PID] = False
+                return True
+            if info is not None or proc.returncode is not None:
+                break
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False   # still running after SIGKILL: given up
+            time.sleep(min(delay, remaining))
+            delay = min(delay * 2, 0.05)
         if proc.returncode is None:   # stored before the reap (see ProcessLifecycle._reap)
             proc.returncode = (info.si_status if info.si_code == os.CLD_EXITED
                                else -info.si_status)
-    if ending.reaped is None:
+    if ending[_REAPED] is None:
         # Stored by the for loop before any Ctrl-C can land (see start()): a try run again
         # never waits for this pid a second time.
         try:
-            for ending.reaped in map(os.waitpid, (proc.pid,), (os.WNOHANG,)):
+            for ending[_REAPED] in map(os.waitpid, (proc.pid,), (os.WNOHANG,)):
                 break
         except OSError:   # ECHILD: not ours any more
-            ending.reaped = (proc.pid, 0)
+            ending[_REAPED] = (proc.pid, 0)
+    return True
 
 
 class ProcessLifecycle:

@@ -190,7 +190,9 @@ class _Worker:
     @staticmethod
     def _discard(job: _Job) -> None:
         """Kill and reap the child of a job whose caller stopped waiting for it (see
-        :func:`spawn`): nobody else ever will."""
+        :func:`spawn`): nobody else ever will. ``discard`` must be bounded in time (the
+        stdio transport's gives up after a few seconds on a server that SIGKILL cannot
+        end): here no Ctrl-C can cut it short, and every later job waits behind it."""
         if job.error is None and job.discard is not None:
             try:
                 job.discard(job.result)

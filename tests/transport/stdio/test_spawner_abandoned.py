@@ -3,13 +3,17 @@ makes is not left running to nobody.
 
 After a first Ctrl-C the caller waits for the fork under way, to discard (kill and reap) its
 child; a second Ctrl-C cut that wait short, released the spawner, and left the server, forked
-a moment later, running with nobody to end it. The job is now marked abandoned, under the
-lock the spawner thread takes as it marks a job done: the spawner thread discards the child
-itself when the fork ends, or does not fork at all when the job had not begun.
+a moment later, running with nobody to end it. The job is now claimed as abandoned (one
+atomic ``list.append`` to the job's claim, which the spawner thread makes too as it is done
+with the job; the first name there decides): the spawner thread discards the child itself
+when the fork ends, or does not fork at all when the job had not begun. Its discard is
+bounded in time, so a server that SIGKILL cannot end does not hold the spawner thread (and
+every later start() queued behind it).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -23,7 +27,7 @@ from typing import Any
 import pytest
 from helpers import child_state as state, wait_until
 
-from mcpsync.transport.stdio import StdioTransport, _spawner
+from mcpsync.transport.stdio import StdioTransport, _lifecycle, _spawner
 
 pytestmark = [
     pytest.mark.timeout(60),
@@ -198,4 +202,84 @@ def test_a_fork_abandoned_under_way_is_discarded_by_the_spawner_thread(
         _spawner.spawn(fork_slowly, discard=discard)
     assert done.wait(10)
     assert discarded == [("child", "mcpsync-spawner")]
+    assert wait_until(lambda: not spawner_threads(), 5), spawner_threads()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="scans /proc")
+def test_a_server_sigkill_cannot_end_does_not_hold_the_spawner_thread(
+        no_leaks: None, monkeypatch: pytest.MonkeyPatch, interrupter: Interrupter) -> None:
+    """An abandoned server (two Ctrl-Cs during its fork) that SIGKILL cannot end:
+    ``os.killpg`` refused with EPERM for its group (as for a server run through sudo by
+    another user; a process in uninterruptible sleep is the same to the discard). The
+    spawner thread's discard gives up after its bound with a warning naming the pid, and
+    the next start(), queued on the same spawner thread (another transport holds it), is
+    not held behind it."""
+    monkeypatch.setattr(_lifecycle, "DISCARD_WAIT", 0.5)
+    mark = f"mcpsync-test-unkillable-{uuid.uuid4().hex}"
+    forked: list[int] = []
+    real_popen = subprocess.Popen
+    real_killpg = os.killpg
+
+    def killpg(pid: int, sig: int) -> None:
+        if pid in forked:
+            raise PermissionError(1, "Operation not permitted")
+        real_killpg(pid, sig)
+
+    class SlowPopen(real_popen):  # type: ignore[misc, valid-type]
+        def __init__(self, args: Any, *rest: Any, **kwargs: Any) -> None:
+            if any(mark in str(arg) for arg in args):
+                # Let the caller block in its wait first: a SIGINT sent as it enters the
+                # untimed lock acquire can go unhandled until the lock is released.
+                time.sleep(0.2)
+                interrupter.interrupt()   # the caller waits for the spawn
+                interrupter.interrupt()   # it waits for the fork under way
+            super().__init__(args, *rest, **kwargs)
+            if any(mark in str(arg) for arg in args):
+                forked.append(self.pid)
+
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = records.append  # type: ignore[method-assign]
+    logger = logging.getLogger(_lifecycle.__name__)
+    logger.addHandler(handler)
+    holder = StdioTransport([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                            name="holder")
+    holder.start()   # keeps the spawner thread (and its queue) alive throughout
+    monkeypatch.setattr(os, "killpg", killpg)
+    monkeypatch.setattr(subprocess, "Popen", SlowPopen)
+    started: list[StdioTransport] = []
+    starter: threading.Thread | None = None
+    try:
+        t = StdioTransport([sys.executable, "-c", "import time; time.sleep(60)", mark],
+                           name="unkillable")
+        with pytest.raises(KeyboardInterrupt):
+            t.start()
+        assert wait_until(lambda: bool(forked), 10), "the fork never happened"
+        pid = forked[0]
+
+        def start_next() -> None:
+            t2 = StdioTransport([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                                name="next")
+            t2.start()
+            started.append(t2)
+
+        starter = threading.Thread(target=start_next, name="test-next-start", daemon=True)
+        starter.start()
+        starter.join(10)
+        assert started, "the next start() is held behind the discard"
+        assert state(pid) == "running"   # given up, not ended: left to Popen's reaping
+        assert wait_until(lambda: any(str(pid) in r.getMessage() for r in records), 5), \
+            [r.getMessage() for r in records]
+    finally:
+        logger.removeHandler(handler)
+        monkeypatch.undo()
+        for pid in forked:
+            if state(pid) != "reaped":
+                os.killpg(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+        if starter is not None:
+            starter.join(10)
+        for t2 in started:
+            t2.close()
+        holder.close()
     assert wait_until(lambda: not spawner_threads(), 5), spawner_threads()

@@ -14,8 +14,10 @@ records the server's state at that moment.
 
 from __future__ import annotations
 
+import dis
 import errno
 import functools
+import inspect
 import logging
 import os
 import signal
@@ -424,3 +426,79 @@ def test_ctrl_c_before_any_instruction_of_the_discard_by_pid(
     else:
         pytest.fail("the sweep never ran out of instructions")
     assert nth > 20, nth
+
+
+def _before_the_try(fn: Callable[..., object]) -> list[dis.Instruction]:
+    """The instructions of ``fn`` before its first ``try`` statement."""
+    lines, first = inspect.getsourcelines(fn)
+    at = first + next(n for n, line in enumerate(lines) if line.strip() == "try:")
+    return [ins for ins in dis.get_instructions(fn)
+            if ins.positions is None or ins.positions.lineno is None
+            or ins.positions.lineno < at]
+
+
+def test_nothing_is_called_in_the_discard_before_its_try() -> None:
+    """A Ctrl-C pending as a Python function begins is raised there (3.11 checks at its
+    RESUME), and as any call returns: anything called before the discard's ``try`` would
+    be a place where one escapes before the SIGKILL, leaving the child running and its
+    pipes open. Only stores there (a plain list, as the state of the tries)."""
+    before = _before_the_try(stdio._discard)
+    assert before, "no try found"
+    calls = [ins.opname for ins in before if "CALL" in ins.opname]
+    assert calls == [], (calls, [f"{ins.opname} {ins.argrepr}" for ins in before])
+
+
+def _interrupt_at_call(target: Callable[[], object], outer: CodeType, nth: int) -> list[str]:
+    """Run ``target`` with a KeyboardInterrupt raised as the ``nth`` Python function it
+    calls (counting from 0; ``outer``, its own code, not counted) begins, once; returns
+    that function's name (empty: never)."""
+    count = 0
+    hit: list[str] = []
+
+    def profile(frame: FrameType, event: str, arg: object) -> None:
+        nonlocal count
+        if event != "call" or frame.f_code is outer:
+            return
+        count += 1
+        if count == nth + 1:
+            hit.append(frame.f_code.co_name)
+            sys.setprofile(None)
+            raise KeyboardInterrupt
+
+    sys.setprofile(profile)
+    try:
+        target()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sys.setprofile(None)
+    return hit
+
+
+def test_ctrl_c_as_any_function_the_discard_calls_begins(
+        no_leaks: None, kernel: set[CodeType]) -> None:
+    """The other place where a pending Ctrl-C is raised, besides a call's return (swept
+    above): as a Python function called by the discard begins (its RESUME). One raised at
+    each such function's start in turn (``_end_child``, ``_end_child_by_pid``, the kernel's
+    stand-ins): the child is killed and reaped, with SIGKILL's status, and nothing is left
+    open. The discard's own start is the one place left (see docs/processes.md)."""
+    hits: list[str] = []
+    for nth in range(100):
+        before = open_fds()
+        proc = _popen()
+        try:
+            hit = _interrupt_at_call(functools.partial(stdio._discard, proc),
+                                     stdio._discard.__code__, nth)
+            assert state(proc.pid) == "reaped", (nth, hit)
+            assert proc.returncode == -signal.SIGKILL, (nth, hit)
+            assert open_fds() <= before, (nth, hit)
+        finally:
+            if state(proc.pid) != "reaped":
+                os.killpg(proc.pid, signal.SIGKILL)
+                os.waitpid(proc.pid, 0)
+        if not hit:
+            break
+        hits += hit
+    else:
+        pytest.fail("the sweep never ran out of calls")
+    assert {"_end_child", "_end_child_by_pid"} <= set(hits), hits
