@@ -67,9 +67,9 @@ _PEEK_FLAGS = (os.WEXITED | os.WNOHANG | os.WNOWAIT) if _CAN_PEEK else 0
 #: Without such a pidfd (none, one that ``pidfd_open`` failed to make, or a 5.3 kernel's),
 #: Linux reads the status by pid and leaves the child unreaped just as well:
 #: ``waitid(P_PID, pid, WEXITED | WNOHANG | WNOWAIT)``, on every kernel. Only on Linux:
-#: CPython before 3.13 has no ``os.waitid`` on macOS at all, and macOS's own ``waitid`` has
-#: a record of faults (waits that missed a zombie) that this project cannot test for; there,
-#: and on the BSDs, ``Popen`` reaps, as before (see :meth:`ProcessLifecycle._exit_status`).
+#: ``os.waitid`` exists on macOS only from CPython 3.13 (earlier versions left it out over
+#: problems with the API in old macOS versions), and we cannot test macOS here; there, and
+#: on the BSDs, ``Popen`` reaps, as before (see :meth:`ProcessLifecycle._exit_status`).
 _CAN_PEEK_PID = (sys.platform.startswith("linux") and hasattr(os, "waitid")
                  and hasattr(os, "WNOWAIT"))
 _PID_PEEK_FLAGS = (os.WEXITED | os.WNOHANG | os.WNOWAIT) if _CAN_PEEK_PID else 0
@@ -455,8 +455,10 @@ class ProcessLifecycle:
     def returncode(self) -> int | None:
         """The exit status (negative: killed by that signal), or ``None``; never blocks.
 
-        With a pidfd the server is left unreaped (see :meth:`_exit_status`); once known, the
-        status is an attribute read."""
+        On Linux (with a pidfd, or by pid without one) the server is left unreaped until
+        the close (see :meth:`_exit_status`); elsewhere (macOS, the BSDs), and once the
+        transport is closed, ``Popen.poll()`` reaps. Once known, the status is an attribute
+        read."""
         proc = self._proc
         if proc is None or self.forked():
             return None
@@ -467,8 +469,9 @@ class ProcessLifecycle:
 
     def wait_exit(self, timeout: float) -> int | None:
         """Wait up to ``timeout`` seconds for the server to exit and return its status, or
-        ``None`` if it is still running. With a pidfd the server is left unreaped, as by
-        :meth:`returncode`; without one this reaps it."""
+        ``None`` if it is still running. On Linux the server is left unreaped, as by
+        :meth:`returncode` (with a pidfd, or by pid without one); elsewhere (macOS, the
+        BSDs) this reaps it, through ``Popen``."""
         proc = self._proc
         if proc is None or self.forked():
             return None
