@@ -104,6 +104,7 @@ def test_a_second_ctrl_c_in_the_wait_for_a_fork_leaves_no_server_running(
     class SlowPopen(real_popen):  # type: ignore[misc, valid-type]
         def __init__(self, args: Any, *rest: Any, **kwargs: Any) -> None:
             if any(mark in str(arg) for arg in args):
+                time.sleep(0.2)   # the caller blocked in its wait first: see below
                 interrupter.interrupt()   # the caller waits for the spawn
                 interrupter.interrupt()   # it waits for the fork under way
             super().__init__(args, *rest, **kwargs)
@@ -190,6 +191,7 @@ def test_a_fork_abandoned_under_way_is_discarded_by_the_spawner_thread(
     done = threading.Event()
 
     def fork_slowly() -> str:
+        time.sleep(0.2)   # the caller blocked in its wait first: see the test below
         interrupter.interrupt()
         interrupter.interrupt()
         return "child"

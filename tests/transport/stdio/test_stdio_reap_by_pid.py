@@ -432,9 +432,15 @@ def _before_the_try(fn: Callable[..., object]) -> list[dis.Instruction]:
     """The instructions of ``fn`` before its first ``try`` statement."""
     lines, first = inspect.getsourcelines(fn)
     at = first + next(n for n, line in enumerate(lines) if line.strip() == "try:")
-    return [ins for ins in dis.get_instructions(fn)
-            if ins.positions is None or ins.positions.lineno is None
-            or ins.positions.lineno < at]
+    starts = dict(dis.findlinestarts(fn.__code__))   # offset: line (3.10 has no positions)
+    line: int | None = None
+    before = []
+    for ins in dis.get_instructions(fn):
+        line = starts.get(ins.offset, line)
+        if line is not None and line >= at:
+            break
+        before.append(ins)
+    return before
 
 
 def test_nothing_is_called_in_the_discard_before_its_try() -> None:
