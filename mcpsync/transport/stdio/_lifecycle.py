@@ -114,8 +114,8 @@ def _execs_directly(program: str, cwd: str | None) -> bool:
     return os.access(interpreter if cwd is None else os.path.join(cwd, interpreter), os.X_OK)
 
 
-#: How long the discard waits for a SIGKILLed child to exit, per try (as the close's own
-#: bound after SIGKILL, :data:`TERM_GRACE`): a child that SIGKILL cannot end (``killpg``
+#: How long the discard waits for a SIGKILLed child to exit, per try (as long as the close
+#: waits after SIGTERM, :data:`TERM_GRACE`): a child that SIGKILL cannot end (``killpg``
 #: refused with EPERM, a process in uninterruptible sleep) must not hold the thread that
 #: discards it, the spawner thread above all (every later start() queues behind it).
 DISCARD_WAIT = 2.0
@@ -145,8 +145,9 @@ def _discard(proc: subprocess.Popen[bytes]) -> None:
     by ``Popen.wait()`` (a Ctrl-C inside that can leave ``Popen``'s waitpid lock held for
     good, or lose the status). The pidfd is opened first, while the child is surely
     unreaped; the pipes and the pidfd are closed whatever happens. Nothing is called before
-    the ``try``: the one place left where a Ctrl-C escapes before the SIGKILL is this
-    function's own start.
+    the ``try``, and a Ctrl-C raised as the pidfd's opening begins (the ``map()`` call's end,
+    before it opened anything) is swallowed too, the child then ended by pid: the one place
+    left where a Ctrl-C escapes before the SIGKILL is this function's own start.
 
     Each try waits at most :data:`DISCARD_WAIT` for the exit after SIGKILL, then gives up
     with a warning naming the pid, as the close gives up: the child is left to
@@ -172,7 +173,10 @@ def _discard(proc: subprocess.Popen[bytes]) -> None:
             try:
                 for pidfd in map(os.pidfd_open, (proc.pid,)):  # noqa: B007
                     break
-            except OSError:
+            except (OSError, KeyboardInterrupt):
+                # A Ctrl-C here lands as the map() call ends, before anything was opened;
+                # the caller re-raises the first one anyway, and by pid the child is ended
+                # as surely (the retries below swallow two more in the same way).
                 pidfd = -1
             ending[_PIDFD] = pidfd
         # Three tries written out, as in _cut_short; the retries only where the status is

@@ -508,3 +508,38 @@ def test_ctrl_c_as_any_function_the_discard_calls_begins(
     else:
         pytest.fail("the sweep never ran out of calls")
     assert {"_end_child", "_end_child_by_pid"} <= set(hits), hits
+
+
+@pytest.mark.skipif(not stdio._CAN_PEEK, reason="needs a pidfd that reads the status")
+def test_a_ctrl_c_as_the_discard_opens_the_pidfd_is_swallowed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a pidfd (Linux 5.4+), the discard opens one first, through a ``map()`` call: a
+    Ctrl-C raised as that call ends (before anything was opened) must not get out before
+    the SIGKILL. The child is ended by pid instead, reaped with SIGKILL's status, and
+    nothing is left open."""
+    import builtins
+
+    opened: list[int] = []
+
+    def interrupted_map(fn: Callable[..., Any], *items: Any) -> Iterator[Any]:
+        if fn is os.pidfd_open:
+            opened.append(1)
+            raise KeyboardInterrupt  # as the call ends, before the iterator opened anything
+        return builtins.map(fn, *items)
+
+    before = open_fds()
+    proc = _popen()
+    monkeypatch.setattr(stdio, "map", interrupted_map, raising=False)
+    try:
+        try:
+            stdio._discard(proc)
+        except KeyboardInterrupt:
+            pytest.fail("the Ctrl-C as the pidfd was opened got out of the discard")
+        assert opened == [1]
+        assert state(proc.pid) == "reaped"
+        assert proc.returncode == -signal.SIGKILL
+        assert open_fds() <= before
+    finally:
+        if state(proc.pid) != "reaped":
+            os.killpg(proc.pid, signal.SIGKILL)
+            os.waitpid(proc.pid, 0)
