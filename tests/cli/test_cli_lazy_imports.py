@@ -70,17 +70,30 @@ def test_a_ctrl_c_in_one_mains_first_import_leaves_another_threads_main_working(
 
 def _lazy_imports_without_loader() -> list[str]:
     """Every function-level ``from <mcpsync or mcpauth module> import ...`` in the command
-    line whose statement before it is not ``importlib.import_module(<that module>)``, except
-    for modules that ``import mcpsync.cli`` has loaded already (never half-built by then)."""
+    line (``mcpsync/cli`` and the ``mcpsync/__main__.py`` that the console script runs)
+    whose statement before it is not ``importlib.import_module(<that module>)``, except for
+    modules that importing the file's own package or module has loaded already (never
+    half-built by then)."""
+    package = Path(__file__).resolve().parents[2] / "mcpsync"
+    cli = package / "cli"
+    missing: list[str] = []
+    for owner, paths in (("mcpsync.cli", sorted(cli.glob("*.py"))),
+                         ("mcpsync.__main__", [package / "__main__.py"])):
+        missing += _missing_loaders(cli, owner, paths)
+    return missing
+
+
+def _missing_loaders(cli: Path, owner: str, paths: list[Path]) -> list[str]:
+    """:func:`_lazy_imports_without_loader` for the files ``paths``, which ``import owner``
+    loads."""
     import ast
 
-    cli = Path(__file__).resolve().parents[2] / "mcpsync" / "cli"
-    probe = subprocess.run([sys.executable, "-c", "import sys, mcpsync.cli\n"
+    probe = subprocess.run([sys.executable, "-c", f"import sys, {owner}\n"
                             "print(' '.join(sorted(sys.modules)))"],
                            capture_output=True, text=True, check=True, timeout=60)
     loaded = set(probe.stdout.split())
     missing: list[str] = []
-    for path in sorted(cli.glob("*.py")):
+    for path in paths:
         tree = ast.parse(path.read_text())
         for func in ast.walk(tree):
             if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):

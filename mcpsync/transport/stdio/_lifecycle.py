@@ -15,7 +15,8 @@ What lives here:
   the pipes non-blocking and set up the ``poll()`` set (stdout, the wake-up pipe, and a
   ``pidfd`` where the OS has one), start the stderr drain (see ``_stderr``);
 - exit watching: :meth:`~ProcessLifecycle.returncode`, :meth:`~ProcessLifecycle.wait_exit`,
-  waiting on the ``pidfd`` without reaping;
+  waiting on the ``pidfd`` (without one, on Linux, reading the status by pid) without
+  reaping;
 - the stderr ring as error messages quote it;
 - :meth:`~ProcessLifecycle.close`: the shutdown sequence of the MCP stdio transport, bounded
   in time, and its fork-safe variant.
@@ -31,6 +32,7 @@ import os
 import select
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -66,9 +68,18 @@ _IS_WINDOWS = os.name == "nt"
 _HAS_PIDFD = hasattr(os, "pidfd_open")
 #: ``waitid(P_PIDFD, ...)`` can read a server's exit status through its pidfd and leave it
 #: unreaped (``WNOWAIT``): Linux 5.4+ (a 5.3 kernel has pidfds but fails this with EINVAL,
-#: and the status is then read the old way, by ``Popen.poll()``).
+#: and the status is then read by pid, below).
 _CAN_PEEK = _HAS_PIDFD and hasattr(os, "P_PIDFD")
 _PEEK_FLAGS = (os.WEXITED | os.WNOHANG | os.WNOWAIT) if _CAN_PEEK else 0
+#: Without such a pidfd (none, one that ``pidfd_open`` failed to make, or a 5.3 kernel's),
+#: Linux reads the status by pid and leaves the child unreaped just as well:
+#: ``waitid(P_PID, pid, WEXITED | WNOHANG | WNOWAIT)``, on every kernel. Only on Linux:
+#: ``os.waitid`` exists on macOS only from CPython 3.13 (earlier versions left it out over
+#: problems with the API in old macOS versions), and we cannot test macOS here; there, and
+#: on the BSDs, ``Popen`` reaps, as before (see :meth:`ProcessLifecycle._exit_status`).
+_CAN_PEEK_PID = (sys.platform.startswith("linux") and hasattr(os, "waitid")
+                 and hasattr(os, "WNOWAIT"))
+_PID_PEEK_FLAGS = (os.WEXITED | os.WNOHANG | os.WNOWAIT) if _CAN_PEEK_PID else 0
 #: Wait on pipes with poll(); without it (Windows) a pump thread reads stdout (see _pump).
 _USE_POLL = hasattr(select, "poll") and not _IS_WINDOWS
 _MAX_POLL_MS = 2**31 - 1  # poll() takes a C int of milliseconds
@@ -110,30 +121,58 @@ def _execs_directly(program: str, cwd: str | None) -> bool:
     return os.access(interpreter if cwd is None else os.path.join(cwd, interpreter), os.X_OK)
 
 
+#: How long the discard waits for a SIGKILLed child to exit, per try (as long as the close
+#: waits after SIGTERM, :data:`TERM_GRACE`): a child that SIGKILL cannot end (``killpg``
+#: refused with EPERM, a process in uninterruptible sleep) must not hold the thread that
+#: discards it, the spawner thread above all (every later start() queues behind it).
+DISCARD_WAIT = 2.0
+
+# What _discard hands each try: a plain list, made without any call (a Ctrl-C can land as
+# a Python function begins, and anything called before _discard's try would be one more
+# place where it escapes before the SIGKILL).
+#: ``ending[_PIDFD]``: the pidfd that reads the status (Linux 5.4+), or -1.
+_PIDFD = 0
+#: ``ending[_BY_PID]``: without one, read it by pid (Linux); False: ``Popen.wait()``.
+_BY_PID = 1
+#: ``ending[_REAPED]``: what the reap by pid returned, once it ran (the pid is not to be
+#: waited for again), else None.
+_REAPED = 2
+
+_discard_log = logging.getLogger(__name__)
+
+
 def _discard(proc: subprocess.Popen[bytes]) -> None:
     """Kill and reap a child that nobody will own (its start() was interrupted).
 
-    This runs after a Ctrl-C, where another is likely. With a pidfd through which the
-    kernel reads an exit status (Linux 5.4+), every step may be run again and is, up to
-    three times in all (as an interrupted close's ending is): a Ctrl-C during it is
-    swallowed twice (the caller re-raises the first one anyway), and the third goes on. The
-    child is then reaped as :meth:`ProcessLifecycle._reap` reaps, never by ``Popen.wait()``
-    (a Ctrl-C inside that can leave ``Popen``'s waitpid lock held for good, or lose the
-    status). The pidfd is opened first, while the child is surely unreaped; the pipes and
-    the pidfd are closed whatever happens.
+    This runs after a Ctrl-C, where another is likely. Where the kernel reads an exit
+    status without reaping (a pidfd on Linux 5.4+; by pid on any Linux), every step may be
+    run again and is, up to three times in all (as an interrupted close's ending is): a
+    Ctrl-C during it is swallowed twice (the caller re-raises the first one anyway), and the
+    third goes on. The child is then reaped as :meth:`ProcessLifecycle._reap` reaps, never
+    by ``Popen.wait()`` (a Ctrl-C inside that can leave ``Popen``'s waitpid lock held for
+    good, or lose the status). The pidfd is opened first, while the child is surely
+    unreaped; the pipes and the pidfd are closed whatever happens. Nothing is called before
+    the ``try``, and a Ctrl-C raised as the pidfd's opening begins (the ``map()`` call's end,
+    before it opened anything) is swallowed too, the child then ended by pid: the one place
+    left where a Ctrl-C escapes before the SIGKILL is this function's own start.
 
-    Without such a pidfd (macOS, Linux before 5.4, a ``pidfd_open`` that fails) this is
-    one ``killpg`` and one ``Popen.wait()``, as before, and a Ctrl-C in the wait goes to
-    the caller with nothing run again: after a Ctrl-C inside ``Popen.wait()`` the child may
-    be reaped with its status lost (``returncode`` still ``None``), so a second try would
-    signal a pid that may no longer be ours, and ``Popen``'s waitpid lock may be held for
-    good, so its ``wait()`` would block until yet another Ctrl-C. That Ctrl-C can leave
-    the child a zombie, which ``Popen.__del__`` hands to ``subprocess._active``.
+    Each try waits at most :data:`DISCARD_WAIT` for the exit after SIGKILL, then gives up
+    with a warning naming the pid, as the close gives up: the child is left to
+    ``subprocess``'s own reaping (``Popen.__del__``). No Ctrl-C can cut a wait short on
+    the spawner thread, which runs this for a caller that stopped waiting.
+
+    Elsewhere (macOS, the BSDs) this is one ``killpg`` and one ``Popen.wait()`` (with the
+    same bound), as before, and a Ctrl-C in the wait goes to the caller with nothing run
+    again: after a Ctrl-C inside ``Popen.wait()`` the child may be reaped with its status
+    lost (``returncode`` still ``None``), so a second try would signal a pid that may no
+    longer be ours, and ``Popen``'s waitpid lock may be held for good, so its ``wait()``
+    would block until the bound. That Ctrl-C can leave the child a zombie, which
+    ``Popen.__del__`` hands to ``subprocess._active``.
     """
     pidfd = -1
-    # [pidfd] while the pidfd path is taken; _end_child sets -1 when it falls back to
-    # Popen.wait() (a kernel that refuses waitid on a pidfd), and then nothing is retried.
-    peek = [-1]
+    # _end_child clears [_PIDFD] when the kernel refuses waitid on it (5.3), and [_BY_PID]
+    # when it falls back to Popen.wait(); with neither, nothing is retried.
+    ending: list[Any] = [-1, _CAN_PEEK_PID, None]
     try:
         if _CAN_PEEK:
             # A for loop over a C iterator stores the number before any Ctrl-C can land
@@ -141,21 +180,29 @@ def _discard(proc: subprocess.Popen[bytes]) -> None:
             try:
                 for pidfd in map(os.pidfd_open, (proc.pid,)):  # noqa: B007
                     break
-            except OSError:
+            except (OSError, KeyboardInterrupt):
+                # A Ctrl-C here lands as the map() call ends, before anything was opened;
+                # the caller re-raises the first one anyway, and by pid the child is ended
+                # as surely (the retries below swallow two more in the same way).
                 pidfd = -1
-            peek[0] = pidfd
-        # Three tries written out, as in _cut_short; the retries only on the pidfd path.
+            ending[_PIDFD] = pidfd
+        # Three tries written out, as in _cut_short; the retries only where the status is
+        # read without reaping.
         try:
-            _end_child(proc, peek)
+            ended = _end_child(proc, ending)
         except KeyboardInterrupt:
-            if peek[0] < 0:
+            if ending[_PIDFD] < 0 and not ending[_BY_PID]:
                 raise
             try:
-                _end_child(proc, peek)
+                ended = _end_child(proc, ending)
             except KeyboardInterrupt:
-                if peek[0] < 0:
+                if ending[_PIDFD] < 0 and not ending[_BY_PID]:
                     raise
-                _end_child(proc, peek)
+                ended = _end_child(proc, ending)
+        if not ended:
+            _discard_log.warning(
+                "a server process (pid %d) did not exit within %.0f s of SIGKILL; left to "
+                "subprocess's own reaping", proc.pid, DISCARD_WAIT)
     finally:
         # Each close in the finally of the one before: a Ctrl-C as one returns skips none
         # of the others.
@@ -175,12 +222,14 @@ def _discard(proc: subprocess.Popen[bytes]) -> None:
                         os.close(pidfd)
 
 
-def _end_child(proc: subprocess.Popen[bytes], peek: list[int]) -> None:
-    """One try of :func:`_discard`: SIGKILL the child's group (with a pidfd, until its
-    status is stored, which comes before its reap, so a freed pid is never signalled), wait,
-    reap. ``peek[0]`` is the pidfd, or -1: ``Popen.wait()``, as before (set to -1 here
-    when the kernel refuses ``waitid`` on the pidfd)."""
-    pidfd = peek[0]
+def _end_child(proc: subprocess.Popen[bytes], ending: list[Any]) -> bool:
+    """One try of :func:`_discard`: SIGKILL the child's group (until its status is stored,
+    which comes before its reap, so a freed pid is never signalled), wait (at most
+    :data:`DISCARD_WAIT`), reap: through ``ending[_PIDFD]``; without one (-1; set so here
+    when the kernel refuses ``waitid`` on it) by pid, with ``ending[_BY_PID]``; else with
+    ``Popen.wait()``, as before. False when the child was still running at the bound
+    (given up: neither read nor reaped)."""
+    pidfd = ending[_PIDFD]
     if proc.returncode is None:
         try:
             if _IS_WINDOWS:  # pragma: no cover
@@ -192,23 +241,70 @@ def _end_child(proc: subprocess.Popen[bytes], peek: list[int]) -> None:
     if pidfd >= 0 and proc.returncode is None:
         poller = select.poll()
         poller.register(pidfd, select.POLLIN)
-        poller.poll()   # SIGKILLed: not long
+        poller.poll(_poll_ms(DISCARD_WAIT))   # SIGKILLed: not long, unless it cannot die
         try:
             info = os.waitid(os.P_PIDFD, pidfd, _PEEK_FLAGS)
-        except OSError:   # a kernel without waitid on pidfds (5.3): Popen's way, once
-            info = None
-        if info is None:
-            peek[0] = pidfd = -1
-        elif proc.returncode is None:   # stored before the reap (see ProcessLifecycle._reap)
-            proc.returncode = (info.si_status if info.si_code == os.CLD_EXITED
-                               else -info.si_status)
+        except OSError:   # a kernel without waitid on pidfds (5.3): by pid, or Popen's way
+            ending[_PIDFD] = pidfd = -1
+        else:
+            if info is None:
+                return False   # still running after SIGKILL: given up
+            if proc.returncode is None:   # stored before the reap (see ProcessLifecycle._reap)
+                proc.returncode = (info.si_status if info.si_code == os.CLD_EXITED
+                                   else -info.si_status)
     if pidfd < 0:
-        proc.wait()
-        return
+        if ending[_BY_PID] and not _end_child_by_pid(proc, ending):
+            return False
+        if not ending[_BY_PID]:
+            try:
+                proc.wait(DISCARD_WAIT)
+            except subprocess.TimeoutExpired:
+                return False
+        return True
     try:  # noqa: SIM105
         os.waitid(os.P_PIDFD, pidfd, os.WEXITED | os.WNOHANG)
     except OSError:
         pass   # ECHILD: reaped already, by a try cut short as waitid returned
+    return True
+
+
+def _end_child_by_pid(proc: subprocess.Popen[bytes], ending: list[Any]) -> bool:
+    """:func:`_end_child` without a pidfd that reads the status: the status read by pid
+    without reaping (polled with short sleeps, as ``Popen.wait(timeout)`` polls, for at
+    most :data:`DISCARD_WAIT`), stored, and only then the child reaped by pid, once (a pid
+    reaped is free, and may be another child's by the next try). Clears
+    ``ending[_BY_PID]`` when the child is not there to read (reaped by someone outside,
+    ``SIGCHLD`` ignored): then ``Popen.wait()`` finds out, as before. False when it was
+    still running at the bound."""
+    if proc.returncode is None:
+        deadline = time.monotonic() + DISCARD_WAIT
+        delay = 0.0005
+        while True:
+            try:
+                # SIGKILLed: not long. A Ctrl-C meanwhile leaves the child as it was.
+                info = os.waitid(os.P_PID, proc.pid, _PID_PEEK_FLAGS)
+            except OSError:   # ECHILD
+                ending[_BY_PID] = False
+                return True
+            if info is not None or proc.returncode is not None:
+                break
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False   # still running after SIGKILL: given up
+            time.sleep(min(delay, remaining))
+            delay = min(delay * 2, 0.05)
+        if proc.returncode is None:   # stored before the reap (see ProcessLifecycle._reap)
+            proc.returncode = (info.si_status if info.si_code == os.CLD_EXITED
+                               else -info.si_status)
+    if ending[_REAPED] is None:
+        # Stored by the for loop before any Ctrl-C can land (see start()): a try run again
+        # never waits for this pid a second time.
+        try:
+            for ending[_REAPED] in map(os.waitpid, (proc.pid,), (os.WNOHANG,)):
+                break
+        except OSError:   # ECHILD: not ours any more
+            ending[_REAPED] = (proc.pid, 0)
+    return True
 
 
 class ProcessLifecycle:
@@ -264,6 +360,9 @@ class ProcessLifecycle:
     #: a close cut short by Ctrl-C after its reap runs _release again, and must not signal
     #: the reaped (free) pid a second time.
     _leftovers_killed: bool = False
+    #: What the close's reap by pid returned, once it ran (a class default, as above): a
+    #: close run again after a Ctrl-C must not wait for that (free) pid a second time.
+    _pid_reaped: tuple[int, int] | None = None
 
     if TYPE_CHECKING:
         def wake(self) -> None:
@@ -374,8 +473,10 @@ class ProcessLifecycle:
     def returncode(self) -> int | None:
         """The exit status (negative: killed by that signal), or ``None``; never blocks.
 
-        With a pidfd the server is left unreaped (see :meth:`_exit_status`); once known, the
-        status is an attribute read."""
+        On Linux (with a pidfd, or by pid without one) the server is left unreaped until
+        the close (see :meth:`_exit_status`); elsewhere (macOS, the BSDs), and once the
+        transport is closed, ``Popen.poll()`` reaps. Once known, the status is an attribute
+        read."""
         proc = self._proc
         if proc is None or self.forked():
             return None
@@ -386,8 +487,9 @@ class ProcessLifecycle:
 
     def wait_exit(self, timeout: float) -> int | None:
         """Wait up to ``timeout`` seconds for the server to exit and return its status, or
-        ``None`` if it is still running. With a pidfd the server is left unreaped, as by
-        :meth:`returncode`; without one this reaps it."""
+        ``None`` if it is still running. On Linux the server is left unreaped, as by
+        :meth:`returncode` (with a pidfd, or by pid without one); elsewhere (macOS, the
+        BSDs) this reaps it, through ``Popen``."""
         proc = self._proc
         if proc is None or self.forked():
             return None
@@ -418,12 +520,14 @@ class ProcessLifecycle:
         No finalizer closes a bare transport; a client's does (``client/_finalizer``), and
         the session and the gateway close the transport of a server that died.
 
-        Without a pidfd (macOS, Linux before 5.3; 5.4 for ``P_PIDFD``) this is
-        ``Popen.poll()``, which reaps, as before: the window stays there, and it would stay
-        even if this did not reap, because the close itself can only wait for the exit by
-        reaping (``Popen.wait()``) before it signals the leftovers. Windows has no process
-        groups to signal: the close ends the server through its process handle, which
-        ``Popen`` keeps open (and the pid with it) until it is collected.
+        Without such a pidfd (Linux before 5.3, a ``pidfd_open`` that failed, or 5.3,
+        whose kernel refuses ``waitid`` on a pidfd) the status is read by pid the same way
+        (see :meth:`_pid_status`). Elsewhere (macOS, the BSDs) this is ``Popen.poll()``,
+        which reaps, as before: the window stays there, and it would stay even if this did
+        not reap, because the close itself can only wait for the exit by reaping
+        (``Popen.wait()``) before it signals the leftovers. Windows has no process groups
+        to signal: the close ends the server through its process handle, which ``Popen``
+        keeps open (and the pid with it) until it is collected.
         """
         pidfd = self._pidfd
         if pidfd >= 0 and _CAN_PEEK and proc.returncode is None:
@@ -431,9 +535,9 @@ class ProcessLifecycle:
                 info = os.waitid(os.P_PIDFD, pidfd, _PEEK_FLAGS)
             except OSError:
                 # ECHILD: reaped meanwhile, by the close or by someone outside (SIGCHLD
-                # ignored); EINVAL: a kernel without P_PIDFD; EBADF: the close closed the
-                # pidfd. Popen knows (or finds out, reaping as before).
-                return proc.poll()
+                # ignored); EINVAL: a kernel without P_PIDFD (read by pid then); EBADF: the
+                # close closed the pidfd. Popen knows (or finds out, reaping as before).
+                return self._pid_status(proc)
             if self._pidfd != pidfd:
                 # The close closed the pidfd meanwhile (it forgets the number before closing
                 # it, and only then can the number be another file's, or another server's
@@ -446,7 +550,35 @@ class ProcessLifecycle:
             status = info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
             self._status = status
             return status
-        return proc.poll()
+        return self._pid_status(proc)
+
+    def _pid_status(self, proc: subprocess.Popen[bytes]) -> int | None:
+        """:meth:`_exit_status` by pid, on Linux: ``waitid(P_PID, pid, ...WNOWAIT)`` reads
+        the status and leaves the server unreaped, as through a pidfd; elsewhere (or
+        once ``Popen`` has the status) ``Popen.poll()``.
+
+        A pid is not a pidfd: once reaped, the number may be another child's. Only the
+        close reaps, and it stores the status in ``Popen.returncode`` before (see
+        :meth:`_reap_by_pid`), so ``returncode`` is looked at again after the read: set,
+        the read may have found another process, and the close's status is the answer.
+
+        Once the transport is closed (a server the close gave up on after SIGKILL, say),
+        ``Popen.poll()`` reaps, as before: the close has sent its last signal."""
+        if not _CAN_PEEK_PID or proc.returncode is not None or self._closed:
+            return proc.poll()
+        try:
+            info = os.waitid(os.P_PID, proc.pid, _PID_PEEK_FLAGS)
+        except OSError:
+            # ECHILD: reaped, by the close (its status stored first) or by someone outside
+            # (SIGCHLD ignored). Popen knows (or finds out, reaping as before).
+            return proc.poll()
+        if proc.returncode is not None:   # the close reaped meanwhile: see above
+            return proc.returncode
+        if info is None:
+            return None
+        status = info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+        self._status = status
+        return status
 
     def _wait_exited(self, timeout: float) -> bool:
         """Wait for exit *without reaping* where a pidfd allows it (so the pid, and with it
@@ -460,16 +592,34 @@ class ProcessLifecycle:
             poller = select.poll()
             poller.register(pidfd, select.POLLIN)
             return bool(poller.poll(_poll_ms(timeout)))
+        if _CAN_PEEK_PID:
+            return self._wait_by_pid(proc, timeout)
         try:
             proc.wait(min(timeout, _MAX_POLL_S))
         except subprocess.TimeoutExpired:
             return False
         return True
 
+    def _wait_by_pid(self, proc: subprocess.Popen[bytes], timeout: float) -> bool:
+        """:meth:`_wait_exited` without a pidfd, on Linux: the status read by pid (not
+        reaping, see :meth:`_pid_status`) with short sleeps between, as
+        ``Popen.wait(timeout)`` itself polls (0.5 ms doubling up to 50 ms), but never
+        through ``Popen``'s waitpid lock, which a Ctrl-C can leave held for good. True once
+        the server has exited."""
+        deadline = time.monotonic() + timeout
+        delay = 0.0005
+        while self._pid_status(proc) is None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            time.sleep(min(delay, remaining))
+            delay = min(delay * 2, 0.05)
+        return True
+
     def _reap(self, proc: subprocess.Popen[bytes], timeout: float) -> None:
         """Reap the exited server (waiting up to ``timeout`` for the exit), for the close.
 
-        With a pidfd this never calls ``Popen.wait()`` or ``Popen.poll()``: CPython's
+        On Linux this never calls ``Popen.wait()`` or ``Popen.poll()``: CPython's
         ``Popen._wait`` takes its waitpid lock with ``acquire(False)`` and enters its
         ``try`` only after that returns, so a Ctrl-C landing as ``acquire`` returns leaves
         the lock held for good (every later ``wait()`` and ``poll()`` of that ``Popen``
@@ -478,7 +628,7 @@ class ProcessLifecycle:
         records 0 from the ``ECHILD`` of its next try). Instead: wait on the pidfd, read
         the status without reaping into ``_status`` (as :meth:`_exit_status` reads it),
         store it as ``proc.returncode``, and only then reap, with ``waitid(P_PIDFD, ...,
-        WEXITED)``.
+        WEXITED)`` (without a pidfd, by pid: :meth:`_reap_by_pid`).
 
         ``returncode`` is stored *before* the reap. No call returns between the two, so no
         Ctrl-C lands there; were one to, it would leave an exited, unreaped server that
@@ -492,15 +642,13 @@ class ProcessLifecycle:
         Each step can be run again: the pidfd reap of an already reaped server fails
         (``ECHILD``), which is ignored.
 
-        Without a pidfd (macOS, Linux before 5.3), or where the kernel refuses ``waitid``
-        on one (5.3: ``EINVAL``; or ``ECHILD``, the server reaped by someone outside, with
-        ``SIGCHLD`` ignored), this is ``Popen.wait(timeout)`` as before, with the windows
-        above: never ``Popen.poll()``, which gives up at once while another thread holds
-        ``Popen``'s lock.
+        Without a pidfd (Linux before 5.3, a ``pidfd_open`` that failed), or where the
+        kernel refuses ``waitid`` on one (5.3: ``EINVAL``), the same is done by pid
+        (:meth:`_reap_by_pid`).
         """
         pidfd = self._pidfd
         if pidfd < 0 or not _CAN_PEEK:
-            self._reap_popen(proc, timeout)
+            self._reap_by_pid(proc, timeout)
             return
         if proc.returncode is None:
             if self._status is None:
@@ -513,8 +661,8 @@ class ProcessLifecycle:
                         poller.register(pidfd, select.POLLIN)
                         poller.poll(_poll_ms(timeout))
                         info = os.waitid(os.P_PIDFD, pidfd, _PEEK_FLAGS)
-                except OSError:
-                    self._reap_popen(proc, timeout)
+                except OSError:   # EINVAL (5.3); ECHILD, reaped by someone outside
+                    self._reap_by_pid(proc, timeout)
                     return
                 if info is None:
                     return   # still running after SIGKILL: given up (the caller says so)
@@ -522,14 +670,51 @@ class ProcessLifecycle:
                                 else -info.si_status)
             if proc.returncode is None:   # else Popen reaped it
                 proc.returncode = self._status
-        try:  # noqa: SIM105 - see _reap_popen
+        try:
             os.waitid(os.P_PIDFD, pidfd, os.WEXITED | os.WNOHANG)
-        except OSError:
+        except ChildProcessError:
             pass   # ECHILD: reaped already, by a try of this cut short as waitid returned
+        except OSError:
+            # EINVAL: a 5.3 kernel, whose status was read by pid (see _exit_status); it is
+            # reaped by pid too.
+            self._reap_by_pid(proc, timeout)
+
+    def _reap_by_pid(self, proc: subprocess.Popen[bytes], timeout: float) -> None:
+        """:meth:`_reap` without a pidfd that reads the status, on Linux: the same steps by
+        pid. Wait for the exit and read the status without reaping (:meth:`_wait_by_pid`),
+        store it as ``proc.returncode``, and only then reap, with ``waitpid(pid,
+        WNOHANG)``, never through ``Popen``.
+
+        A pid reaped is free, and may be another child's (another server's) by the time a
+        close cut short by Ctrl-C runs this again; so the reap runs once: what it returns
+        is stored (``_pid_reaped``) by the ``for`` loop over the C iterator that makes the
+        call, before any Ctrl-C can land (see :meth:`start`). ``_status`` set means the
+        status was read from the unreaped server; nothing but this reaps it after that
+        (``Popen`` takes the stored ``returncode`` as the end), so the reap finds it.
+
+        Where the server is not there to read (``ECHILD``: reaped by someone outside, with
+        ``SIGCHLD`` ignored) ``Popen`` finds out, as before; elsewhere than Linux this is
+        :meth:`_reap_popen`, with the windows above.
+        """
+        if not _CAN_PEEK_PID:
+            self._reap_popen(proc, timeout)
+            return
+        if proc.returncode is None:
+            if self._status is None and not self._wait_by_pid(proc, timeout):
+                return   # still running after SIGKILL: given up (the caller says so)
+            if proc.returncode is None:   # else Popen has it (reaped outside, see above)
+                proc.returncode = self._status
+        if self._status is not None and self._pid_reaped is None:
+            try:
+                for self._pid_reaped in map(os.waitpid, (proc.pid,), (os.WNOHANG,)):
+                    break
+            except OSError:   # ECHILD: not ours any more
+                self._pid_reaped = (proc.pid, 0)
 
     @staticmethod
     def _reap_popen(proc: subprocess.Popen[bytes], timeout: float) -> None:
-        """:meth:`_reap` without a usable pidfd: ``Popen.wait(timeout)``.
+        """:meth:`_reap` where no status can be read without reaping (macOS, the BSDs):
+        ``Popen.wait(timeout)``.
 
         wait(), not poll(): poll() gives up at once when another thread is reaping (a
         reader asking for the exit code, say, holds Popen's waitpid lock), and the server
@@ -712,11 +897,11 @@ class ProcessLifecycle:
         def left(step: float) -> float:
             return max(0.0, min(step, deadline - time.monotonic()))
 
-        # The leader is gone (with a pidfd, not yet reaped, so its pid is still the group's):
-        # anything left in its group is an orphan of the server, which must not outlive
-        # close(). The reap comes only after this last signal, which is sent once: a Ctrl-C
-        # after the reap below starts this over (see _cut_short), and by then the pid may be
-        # another process's.
+        # The leader is gone (not yet reaped, with a pidfd or by pid on Linux, so its pid is
+        # still the group's): anything left in its group is an orphan of the server, which
+        # must not outlive close(). The reap comes only after this last signal, which is
+        # sent once: a Ctrl-C after the reap below starts this over (see _cut_short), and by
+        # then the pid may be another process's.
         if not self._leftovers_killed:
             self._signal_group(kill=True, leftovers_only=True)
             self._leftovers_killed = True
@@ -857,8 +1042,9 @@ class ProcessLifecycle:
         (``killpg(pid, 0)``, one system call per server): with a pidfd the leader is still
         unreaped here (neither the pidfd's watch nor :meth:`returncode` and
         :meth:`wait_exit` reap; see :meth:`_exit_status`), so the group has a member and the
-        question said yes. Without one, those two reap with ``Popen.poll()`` (and the close
-        with ``Popen.wait()``), and an empty group fails the signal (ESRCH, ignored here)
+        question said yes; so it is without one on Linux, where the status is read by pid.
+        Elsewhere those two reap with ``Popen.poll()`` (and the close with
+        ``Popen.wait()``), and an empty group fails the signal (ESRCH, ignored here)
         exactly as it failed the question."""
         proc = self._proc
         if proc is None:

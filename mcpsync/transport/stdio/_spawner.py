@@ -142,13 +142,21 @@ def die_with_parent_wrapper() -> list[str] | None:
 
 
 class _Job:
-    __slots__ = ("done", "error", "fn", "result")
+    __slots__ = ("claim", "discard", "done", "error", "fn", "result")
 
-    def __init__(self, fn: Callable[[], Any]) -> None:
+    def __init__(self, fn: Callable[[], Any], discard: Callable[[Any], object] | None) -> None:
         self.fn = fn
+        self.discard = discard
         self.done = threading.Event()
         self.result: Any = None
         self.error: BaseException | None = None
+        #: Who was first, of a caller that stopped waiting (a second Ctrl-C: "caller") and
+        #: the spawner thread done with the job ("spawner"); each appends its name, and
+        #: ``claim[0]`` decides who discards the child: the other one. An append is one
+        #: atomic C call, with no Python code before it in which a Ctrl-C could land (a
+        #: ``with lock:`` runs ``Condition.__enter__``, where one can), and whatever lands
+        #: after it finds the claim made.
+        self.claim: list[str] = []
 
 
 class _Worker:
@@ -168,11 +176,32 @@ class _Worker:
                 if not self.jobs:
                     return
                 job = self.jobs.popleft()
-            try:
-                job.result = job.fn()
-            except BaseException as exc:  # handed to the caller, who re-raises it
-                job.error = exc
+            run = not job.claim   # else nobody waits for it any more: no fork at all
+            if run:
+                try:
+                    job.result = job.fn()
+                except BaseException as exc:  # handed to the caller, who re-raises it
+                    job.error = exc
+            job.claim.append("spawner")   # after the result is stored: see spawn()
             job.done.set()
+            if run and job.claim[0] == "caller":   # it stopped waiting first
+                self._discard(job)
+
+    @staticmethod
+    def _discard(job: _Job) -> None:
+        """Kill and reap the child of a job whose caller stopped waiting for it (see
+        :func:`spawn`): nobody else ever will. ``discard`` must be bounded in time (the
+        stdio transport's gives up after a few seconds on a server that SIGKILL cannot
+        end): here no Ctrl-C can cut it short, and every later job waits behind it."""
+        if job.error is None and job.discard is not None:
+            try:
+                job.discard(job.result)
+            except BaseException:   # a thread of ours; nothing to hand it to
+                import logging  # here: only ever needed for this
+
+                logging.getLogger(__name__).warning(
+                    "a server forked for a caller that was interrupted could not be "
+                    "discarded", exc_info=True)
 
 
 class _State:
@@ -201,10 +230,15 @@ def spawn(fn: Callable[[], T], discard: Callable[[T], object] | None = None) -> 
     On success the caller holds one reference and must call :func:`release` once the child
     is reaped; on failure the reference is dropped here and the error re-raised. If the
     caller is interrupted (Ctrl-C) while waiting, the spawn is let finish and its result is
-    passed to ``discard`` (which should kill and reap the child) before re-raising.
+    passed to ``discard`` (which should kill and reap the child) before re-raising. If a
+    second Ctrl-C cuts that wait short, the job is claimed as abandoned (``_Job.claim``):
+    the spawner thread then discards the child itself when the fork ends (or skips a fork
+    not begun), so that no server is left running with nobody to end it. Claimed after the
+    spawner thread was done with the job, the caller discards it itself, as after one
+    Ctrl-C.
     """
     state = _state
-    job = _Job(fn)
+    job = _Job(fn, discard)
     queued = False
     try:
         with state.cond:
@@ -224,8 +258,15 @@ def spawn(fn: Callable[[], T], discard: Callable[[T], object] | None = None) -> 
     except BaseException:
         if queued:
             try:
-                while not job.done.wait(0.05):  # the fork is already under way; let it end
-                    pass
+                try:
+                    while not job.done.wait(0.05):  # the fork is already under way; let it end
+                        pass
+                except BaseException:
+                    # Another Ctrl-C: the spawner thread discards the child, unless it was
+                    # done with the job first (then it no longer looks), and this does.
+                    job.claim.append("caller")
+                    if job.claim[0] == "caller":
+                        raise
                 if job.error is None and discard is not None:
                     discard(job.result)
             finally:

@@ -110,14 +110,14 @@ def test_ctrl_c_at_any_return_in_the_reap(
         assert interrupted.count("_reap: waitid") >= 2, interrupted
 
 
-def test_a_kernel_refusing_waitid_on_a_pidfd_reaps_with_popen_wait(
+def test_a_kernel_refusing_waitid_on_a_pidfd_reaps_by_pid(
         no_leaks: None, monkeypatch: pytest.MonkeyPatch,
         caplog: pytest.LogCaptureFixture) -> None:
     """Linux 5.3 has pidfds but fails ``waitid(P_PIDFD, ...)`` with EINVAL (simulated): the
-    close reaps with ``Popen.wait()``, as without a pidfd, which waits while another thread
-    holds ``Popen``'s waitpid lock (a reader asking for the exit code, here for 0.3 s)
-    where ``Popen.poll()`` would give up at once and leave the server a zombie, "could not
-    be reaped", with the spawner held."""
+    close reaps by pid, as without a pidfd, never through ``Popen``, so another thread
+    holding ``Popen``'s waitpid lock (a reader asking for the exit code, here for 0.3 s)
+    cannot make it give up (``Popen.poll()`` would at once, and leave the server a zombie,
+    "could not be reaped", with the spawner held)."""
     import errno
 
     real_waitid = os.waitid

@@ -1,13 +1,14 @@
-"""Without a pidfd the kernel can read an exit status through (macOS, Linux before 5.4, a
-``pidfd_open`` that fails), the discard of a server whose start() was interrupted is one
-``killpg`` and one ``Popen.wait()``, as before: a Ctrl-C in that wait goes to the caller
-and nothing is run again.
+"""Where the kernel can read no exit status without reaping (macOS, the BSDs; on Linux the
+status is read by pid without a pidfd, see test_stdio_reap_by_pid), the discard of a server
+whose start() was interrupted is one ``killpg`` and one ``Popen.wait()``, as before: a Ctrl-C
+in that wait goes to the caller and nothing is run again.
 
 Run again, it did harm: a Ctrl-C as ``os.waitpid`` returns inside ``Popen.wait()`` reaps the
 child and loses its status (``returncode`` stays ``None``), and one as the ``acquire(False)``
 of ``Popen.wait``'s own Ctrl-C re-wait returns leaves ``Popen``'s waitpid lock held. A second
 try then sent SIGKILL to the reaped (free) pid and blocked in ``Popen.wait()`` until yet
-another Ctrl-C. The pidfd support is switched off here as the code sees it on such a system.
+another Ctrl-C. The pidfd support, and the reading by pid, are switched off here as the code
+sees them on such a system.
 """
 
 from __future__ import annotations
@@ -38,9 +39,11 @@ def _popen() -> subprocess.Popen[bytes]:
 
 @pytest.fixture
 def no_pidfd(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """No pidfd for the discard; every killpg logs what its target was at that moment."""
+    """No pidfd for the discard, no reading by pid; every killpg logs what its target was
+    at that moment."""
     monkeypatch.setattr(stdio, "_CAN_PEEK", False)
     monkeypatch.setattr(stdio, "_HAS_PIDFD", False)
+    monkeypatch.setattr(stdio, "_CAN_PEEK_PID", False)
     signalled: list[str] = []
     real = os.killpg
 
