@@ -162,13 +162,18 @@ def _has_lone_surrogate(value: Any) -> bool:
     return has_lone_surrogate(value)
 
 
-# The escapes a decoded text is searched for, as compiled patterns made on first use (about
-# 35 us each, not spent at import). On a long text a pattern's search is about three times
-# as fast as ``in``: CPython's search for a two-character needle steps through the text in
-# a loop of its own (about 0.73 ms a megabyte), where the pattern engine's literal search is
-# quicker (about 0.25 ms), and a one-character needle is a ``memchr`` (7.5 us a megabyte).
-# So a text is first asked for a backslash, and only one that holds one is searched. A
-# failed compile (a Ctrl-C in it) leaves the loader in place for the next call.
+# The escapes a long decoded text is searched for, as compiled patterns made on first use
+# (about 20-35 us each, not spent at import). On a long text a pattern's search is about
+# three times as fast as ``in``: CPython's search for a two-character needle steps through
+# the text in a loop of its own (about 0.73 ms a megabyte), where the pattern engine's
+# literal search is quicker (about 0.25 ms), and a one-character needle is a ``memchr``
+# (7.5 us a megabyte). So a text is first asked for a backslash; one that holds one is
+# searched with ``in`` below _LONG_TEXT characters (where the pattern's call costs more
+# instructions than it saves) and with the pattern from there on. A failed compile (a
+# Ctrl-C in it) leaves the loader in place for the next call.
+
+#: Characters from which a text holding a backslash is searched with a compiled pattern.
+_LONG_TEXT: Final = 4096
 
 def _load_u_escape(text: str, /) -> re.Match[str] | None:
     """Where ``text`` holds a ``\\u`` escape (compiles the pattern, binds ``_u_escape``)."""
@@ -825,7 +830,8 @@ def _parse_plain(text: str) -> Message | None:
         obj, end = _scan_once(text, 0)
     except Exception:  # StopIteration (not JSON), _NonFinite, RecursionError...
         return None
-    if end != len(text) or ("\\" in text and _u_escape(text) is not None):
+    if end != len(text) or ("\\" in text and (
+            "\\u" in text if end < _LONG_TEXT else _u_escape(text) is not None)):
         return None
     try:
         return _to_message(obj, text, -1)  # a dict: the text starts with "{"
@@ -875,7 +881,9 @@ def parse(data: bytes | bytearray | str, *, allow_batch: bool = False) -> Messag
         raise _parse_error(PARSE_ERROR, "the JSON is nested too deeply", data) from None
     except ValueError as exc:  # JSONDecodeError, or an integer too long to convert
         raise _parse_error(PARSE_ERROR, f"invalid JSON: {exc}", data) from None
-    if "\\" in text and _surrogate_escape(text) is not None and _has_lone_surrogate(obj):
+    if "\\" in text and (
+            ("\\u" in text and ("\\ud" in text or "\\uD" in text)) if len(text) < _LONG_TEXT
+            else _surrogate_escape(text) is not None) and _has_lone_surrogate(obj):
         raise _parse_error(PARSE_ERROR, "a string holds a lone surrogate escape", data)
     kind = type(obj)
     if kind is dict:
@@ -985,10 +993,12 @@ class FrameDecoder:
                 if type(obj) is not dict:
                     if data[0] != 0x7B:
                         return self._split_decode(data)
-                # "\\" first: a one-character needle is a memchr, the search for "\\u" a
-                # slower one (_u_escape: about 310 instructions per short line); a line
-                # without a backslash has no escape.
-                elif end == len(text) and ("\\" not in text or _u_escape(text) is None):
+                # "\\" first: a one-character needle is a memchr, the two-character one a
+                # slower search (about 310 instructions per line; a long line's goes to
+                # _u_escape, see _LONG_TEXT); a line without a backslash has no escape.
+                elif end == len(text) and ("\\" not in text or (
+                        "\\u" not in text if end < _LONG_TEXT
+                        else _u_escape(text) is None)):
                     if len(obj) == 3:
                         get = obj.get
                         id_value = get("id")

@@ -84,13 +84,48 @@ def test_a_ctrl_c_in_the_first_compile_leaves_the_loader(monkeypatch: pytest.Mon
 
     with monkeypatch.context() as patch:
         patch.setattr(re, "compile", interrupted)
-        line = _line("a\nb \u00e9")
+        line = _line("a\nb \u00e9" + "z" * jsonrpc._LONG_TEXT)  # long: the patterns decide
         with pytest.raises(KeyboardInterrupt):
             parse(line[:-1])
         assert jsonrpc._u_escape is jsonrpc._load_u_escape
         message = parse(line[:-1])
     assert isinstance(message, Message)
-    assert message.result["content"][0]["text"] == "a\nb \u00e9"
+    assert message.result["content"][0]["text"] == "a\nb \u00e9" + "z" * jsonrpc._LONG_TEXT
     assert calls == ["\\\\u", "\\\\u", "\\\\u[dD]"]
     assert jsonrpc._u_escape is not jsonrpc._load_u_escape
     assert jsonrpc._surrogate_escape is not jsonrpc._load_surrogate_escape
+
+
+@pytest.mark.parametrize("size", [jsonrpc._LONG_TEXT - 200, jsonrpc._LONG_TEXT + 200])
+@pytest.mark.parametrize("middle", ["\\n", "\\u00e9", "\\\\u00e9", "\\ud83d\\ude00", "\\ud800",
+                                    "\\uDC00", "\\\\ud800", "x"])
+def test_both_sides_of_the_long_text_mark_decide_alike(size: int, middle: str) -> None:
+    """Below the mark ``in`` decides, from it the compiled pattern: the same outcome either
+    side, through ``parse()`` and through the decoder's one-read fast path."""
+    body = ('{"jsonrpc":"2.0","id":3,"result":{"t":"' + "y" * (size // 2) + middle
+            + "y" * (size // 2) + '"}}').encode()
+    lone = middle in ("\\ud800", "\\uDC00")
+    outcomes = []
+    for frame in (_outcome(body), _outcome(body, fed=True)):
+        outcomes.append(frame)
+        if lone:
+            assert isinstance(frame, ParseError) and "lone surrogate" in str(frame)
+        else:
+            assert isinstance(frame, Message)
+            assert frame.result["t"] == json.loads(body)["result"]["t"]
+    assert type(outcomes[0]) is type(outcomes[1])
+
+
+def _outcome(body: bytes, *, fed: bool = False) -> Message | ParseError:
+    if fed:
+        frames = FrameDecoder(max_frame_bytes=1 << 20).feed(body + b"\n")
+        assert len(frames) == 1
+        frame = frames[0]
+        assert not isinstance(frame, list)
+        return frame  # type: ignore[return-value]
+    try:
+        message = parse(body)
+    except ParseError as exc:
+        return exc
+    assert isinstance(message, Message)
+    return message
