@@ -122,10 +122,39 @@ def _outcome(body: bytes, *, fed: bool = False) -> Message | ParseError:
         assert len(frames) == 1
         frame = frames[0]
         assert not isinstance(frame, list)
-        return frame  # type: ignore[return-value]
+        return frame
     try:
         message = parse(body)
     except ParseError as exc:
         return exc
     assert isinstance(message, Message)
     return message
+
+
+@pytest.mark.parametrize("fed", [False, True], ids=["parse", "feed"])
+def test_the_patterns_search_from_the_long_text_mark_only(monkeypatch: pytest.MonkeyPatch,
+                                                          fed: bool) -> None:
+    """Below the mark a text holding a backslash is searched with ``in`` (the pattern's call
+    costs more instructions on a short text); from the mark on, with the patterns."""
+    real_u, real_s = jsonrpc._load_u_escape, jsonrpc._load_surrogate_escape
+    seen: list[int] = []
+
+    def u_escape(text: str) -> re.Match[str] | None:
+        seen.append(len(text))
+        return real_u(text)
+
+    def surrogate_escape(text: str) -> re.Match[str] | None:
+        seen.append(len(text))
+        return real_s(text)
+
+    monkeypatch.setattr(jsonrpc, "_u_escape", u_escape)
+    monkeypatch.setattr(jsonrpc, "_surrogate_escape", surrogate_escape)
+    head, tail = '{"jsonrpc":"2.0","id":3,"result":{"t":"a\\nb', '"}}'
+    for size, searched in ((jsonrpc._LONG_TEXT - 1, False), (jsonrpc._LONG_TEXT, True)):
+        body = (head + "y" * (size - len(head) - len(tail)) + tail).encode()
+        assert len(body.decode()) == size
+        seen.clear()
+        frame = _outcome(body, fed=fed)
+        assert isinstance(frame, Message) and frame.result["t"].startswith("a\nb")
+        assert bool(seen) is searched, (size, seen)
+        assert all(n == size for n in seen)
