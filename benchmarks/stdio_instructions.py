@@ -49,7 +49,7 @@ ECHO_TEXT = "hello"
 WARMUP_CALLS = 20
 
 
-def _loop(echo: str, n: int, grace: float) -> None:
+def _loop(echo: str, n: int, grace: float, text: str = ECHO_TEXT) -> None:
     """The harness's ``seq`` loop (benchmarks/mcpsync_client.py), without its clocks."""
     import mcpsync
     import mcpsync.client  # loaded before the loop, as the harness does
@@ -61,11 +61,11 @@ def _loop(echo: str, n: int, grace: float) -> None:
 
     with mcpsync.connect([sys.executable, "-S", echo]) as c:
         for _ in range(WARMUP_CALLS):
-            c.call_tool("echo", {"text": ECHO_TEXT})
+            c.call_tool("echo", {"text": text})
         res = None
         for _ in range(n):
-            res = c.call_tool("echo", {"text": ECHO_TEXT})
-        if res is None or res.text != ECHO_TEXT:
+            res = c.call_tool("echo", {"text": text})
+        if res is None or res.text != text:
             raise SystemExit(f"echo mismatch: {res!r}")
 
 
@@ -77,7 +77,8 @@ def _floor(echo: str, n: int) -> None:
     floor.run("seq", n, [sys.executable, "-S", echo])
 
 
-def _count(echo: str, n: int, pin: str | None, client: str, grace: float) -> tuple[int, int]:
+def _count(echo: str, n: int, pin: str | None, client: str, grace: float,
+           text: str = ECHO_TEXT) -> tuple[int, int]:
     """Total instructions (``Ir``) of one run of the loop with ``n`` timed calls: of the whole
     process, and of its main thread alone (the thread that calls)."""
     with tempfile.TemporaryDirectory(prefix="mcpsync-callgrind-") as tmp:
@@ -85,7 +86,7 @@ def _count(echo: str, n: int, pin: str | None, client: str, grace: float) -> tup
         argv = ["valgrind", "--tool=callgrind", "--separate-threads=yes",
                 f"--callgrind-out-file={out}",
                 sys.executable, os.path.abspath(__file__), "--child", str(n), "--echo", echo,
-                "--client", client, "--grace", str(grace)]
+                "--client", client, "--grace", str(grace), "--text", text]
         if pin is not None and shutil.which("taskset"):
             argv = ["taskset", "-c", pin, *argv]
         # A fixed hash seed: string hashes decide dict and set layouts, and with them a few
@@ -119,14 +120,19 @@ def main() -> None:
     parser.add_argument("--grace", type=float, default=0.25,
                         help="the background reader's short sleep in the counted process, in "
                              "seconds (0: the library's own, 5 ms); see the module docstring")
+    parser.add_argument("--text", default=ECHO_TEXT,
+                        help="the text each call echoes (Python escapes allowed: "
+                             "'hello\\nworld' is a text with a newline)")
     parser.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     echo = os.path.abspath(args.echo)
+    text = args.text.encode("ascii", "backslashreplace").decode("unicode_escape")
     if args.child is not None:
+        text = args.text
         if args.client == "floor":
             _floor(echo, args.child)
         else:
-            _loop(echo, args.child, args.grace)
+            _loop(echo, args.child, args.grace, text)
         return
     if not os.path.exists(echo):
         raise SystemExit(f"no echo server at {echo}; pass the harness's echo_server.py")
@@ -136,10 +142,10 @@ def main() -> None:
     # One native run first, so that neither counted run pays for compiling bytecode.
     subprocess.run([sys.executable, os.path.abspath(__file__), "--child", "1", "--echo", echo,
                     "--client", args.client], check=True)
-    long_run, long_main = _count(echo, args.calls, pin, args.client, args.grace)
+    long_run, long_main = _count(echo, args.calls, pin, args.client, args.grace, text)
     print(f"{args.client}, {args.calls} calls: {long_run} instructions "
           f"({long_main} in the main thread)", flush=True)
-    short_run, short_main = _count(echo, args.base, pin, args.client, args.grace)
+    short_run, short_main = _count(echo, args.base, pin, args.client, args.grace, text)
     print(f"{args.client}, {args.base} calls: {short_run} instructions "
           f"({short_main} in the main thread)", flush=True)
     calls = args.calls - args.base
