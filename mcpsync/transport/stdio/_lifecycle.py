@@ -201,8 +201,9 @@ def _discard(proc: subprocess.Popen[bytes]) -> None:
                 ended = _end_child(proc, ending)
         if not ended:
             _discard_log.warning(
-                "a server process (pid %d) did not exit within %.0f s of SIGKILL; left to "
-                "subprocess's own reaping", proc.pid, DISCARD_WAIT)
+                "a server process (pid %d) did not exit within %.0f s of its SIGKILL (sent, "
+                "or refused by the system); left to subprocess's own reaping", proc.pid,
+                DISCARD_WAIT)
     finally:
         # Each close in the finally of the one before: a Ctrl-C as one returns skips none
         # of the others.
