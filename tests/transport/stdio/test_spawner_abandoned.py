@@ -241,7 +241,7 @@ def test_a_server_sigkill_cannot_end_does_not_hold_the_spawner_thread(
 
     records: list[logging.LogRecord] = []
     handler = logging.Handler(logging.WARNING)
-    handler.emit = records.append  # type: ignore[method-assign]
+    handler.emit = records.append  # type: ignore[assignment]
     logger = logging.getLogger(_lifecycle.__name__)
     logger.addHandler(handler)
     holder = StdioTransport([sys.executable, "-c", "import sys; sys.stdin.read()"],
