@@ -2,8 +2,9 @@
 
 A dataclass generates and compiles ``__eq__`` every time its class is made, at every import,
 cached bytecode or not; the client import's public dataclasses (``mcpsync.types``,
-``mcpsync.jsonrpc.Message``, ``mcpsync.config.ServerConfig``) are made with ``eq=False`` and
-an ``__eq__`` that calls the comparison made here, once per class, from the names of the
+``mcpsync.jsonrpc.Message``, ``mcpsync.config.ServerConfig``,
+``mcpsync.client.ClientOptions``) are made with ``eq=False`` and an ``__eq__`` that calls
+the comparison made here, once per class, from the names of the
 fields the generated one compared. It compares as the generated one of the running Python
 does: up to 3.12 the two tuples of field values (so a field holding the very same object,
 a NaN for instance, counts as equal), from 3.13 the same instance at once and then field by

@@ -22,6 +22,7 @@ from operator import attrgetter
 from reprlib import recursive_repr
 from typing import Any
 
+from mcpsync._fields_eq import fields_eq
 from mcpsync._version import __version__
 from mcpsync.client._callbacks import (
     ElicitationCallback,
@@ -123,9 +124,7 @@ class ClientOptions:
         return f"{self.__class__.__qualname__}({fields})"
 
     def __eq__(self, other: object) -> bool:
-        if other.__class__ is self.__class__:
-            return _fields(self) == _fields(other)  # type: ignore[arg-type,unused-ignore]
-        return NotImplemented
+        return _eq(self, other)
 
     def __hash__(self) -> int:
         return hash(_fields(self))
@@ -175,9 +174,10 @@ class ClientOptions:
 ClientOptions.__init__.__annotations__["return"] = None
 #: The fields' names, in order.
 _NAMES = tuple(ClientOptions.__dataclass_fields__)
-#: Every field's value, in order: what the generated ``__repr__`` showed, ``__eq__`` compared
-#: and ``__hash__`` hashed.
+#: Every field's value, in order: what the generated ``__hash__`` hashed.
 _fields: Callable[[ClientOptions], tuple[Any, ...]] = attrgetter(*_NAMES)
+#: What the generated ``__eq__`` did, on the running Python (see :mod:`mcpsync._fields_eq`).
+_eq = fields_eq(list(_NAMES))
 
 
 def _positive(name: str, value: Any, *, allow_inf: bool = False) -> float:
