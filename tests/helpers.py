@@ -108,6 +108,15 @@ def child_state(pid: int) -> str:
     return "running" if info is None else "zombie"
 
 
+def end_child(pid: int) -> None:
+    """After a test: a child that is not reaped yet (running or a zombie) is killed with its
+    process group and reaped, so that no later test finds it. ``os.kill`` of the negative
+    pid, not ``os.killpg``, which tests patch to record the library's signals."""
+    if child_state(pid) != "reaped":
+        os.kill(-pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+
+
 def open_fds() -> set[int]:
     """The process's open file descriptors (empty off Linux, where /proc is missing)."""
     return {int(fd) for fd in os.listdir("/proc/self/fd")} if sys.platform == "linux" else set()

@@ -30,7 +30,7 @@ from types import CodeType, FrameType
 from typing import Any
 
 import pytest
-from helpers import child_state as state, interrupt_at_return, open_fds, wait_until
+from helpers import child_state as state, end_child, interrupt_at_return, open_fds, wait_until
 
 from mcpsync.transport.stdio import StdioTransport, _lifecycle as stdio, _spawner
 
@@ -216,9 +216,7 @@ def test_ctrl_c_at_any_return_in_the_discard(
             assert signalled and all(s != "reaped" for s in signalled), (where, signalled)
             assert open_fds() <= before, where
         finally:
-            if state(proc.pid) != "reaped":
-                real_killpg(proc.pid, signal.SIGKILL)
-                os.waitpid(proc.pid, 0)
+            end_child(proc.pid)
         if len(interrupted) == seen_before:
             break
     else:
@@ -418,9 +416,7 @@ def test_ctrl_c_before_any_instruction_of_the_discard_by_pid(
             assert state(proc.pid) == "reaped", (nth, hit)
             assert proc.returncode == -signal.SIGKILL, (nth, hit)
         finally:
-            if state(proc.pid) != "reaped":
-                os.killpg(proc.pid, signal.SIGKILL)
-                os.waitpid(proc.pid, 0)
+            end_child(proc.pid)
         if not hit:
             break
     else:
@@ -499,9 +495,7 @@ def test_ctrl_c_as_any_function_the_discard_calls_begins(
             assert proc.returncode == -signal.SIGKILL, (nth, hit)
             assert open_fds() <= before, (nth, hit)
         finally:
-            if state(proc.pid) != "reaped":
-                os.killpg(proc.pid, signal.SIGKILL)
-                os.waitpid(proc.pid, 0)
+            end_child(proc.pid)
         if not hit:
             break
         hits += hit
@@ -540,6 +534,4 @@ def test_a_ctrl_c_as_the_discard_opens_the_pidfd_is_swallowed(
         assert proc.returncode == -signal.SIGKILL
         assert open_fds() <= before
     finally:
-        if state(proc.pid) != "reaped":
-            os.killpg(proc.pid, signal.SIGKILL)
-            os.waitpid(proc.pid, 0)
+        end_child(proc.pid)

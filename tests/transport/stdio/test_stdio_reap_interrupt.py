@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import child_state as state, interrupt_at_return, open_fds, wait_until
+from helpers import child_state as state, end_child, interrupt_at_return, open_fds, wait_until
 
 from mcpsync.transport.stdio import StdioTransport, _lifecycle as stdio, _spawner
 
@@ -199,9 +199,7 @@ def test_ctrl_c_at_any_return_in_the_discard_of_an_interrupted_start(no_leaks: N
             assert proc.returncode == -signal.SIGKILL, where
             assert open_fds() <= before, where
         finally:
-            if state(proc.pid) != "reaped":
-                os.killpg(proc.pid, signal.SIGKILL)
-                os.waitpid(proc.pid, 0)
+            end_child(proc.pid)
         if len(interrupted) == seen_before:
             break
     else:
