@@ -1,4 +1,5 @@
-"""The equality a dataclass would generate, written once for the classes that opt out.
+"""The equality a dataclass would generate, written once for the classes that opt out, and the
+default that stands for a field's factory in the constructors written out in its place.
 
 A dataclass generates and compiles ``__eq__`` every time its class is made, at every import,
 cached bytecode or not; the client import's public dataclasses (``mcpsync.types``,
@@ -10,6 +11,15 @@ does: up to 3.12 the two tuples of field values (so a field holding the very sam
 a NaN for instance, counts as equal), from 3.13 the same instance at once and then field by
 field with ``==``, returning the first false result (a NaN field makes two instances
 unequal).
+
+The slotted dataclasses of the client import (``TextContent``, ``Tool``, ``CallToolResult``,
+``ServerInfo``, ``jsonrpc.Message``) are made with ``init=False`` and an ``__init__`` written
+out, for the same reason: the generated one is compiled at every import. A field with a
+``default_factory`` takes :data:`FACTORY` as its default there, as the generated method takes
+a marker of the ``dataclasses`` module: the factory's value is made only when the argument is
+left out, so each instance gets a fresh one and a value passed (``None`` too) is stored as
+given. Its repr is the generated one's, ``<factory>``, so ``inspect.signature`` shows the
+same defaults.
 """
 
 from __future__ import annotations
@@ -19,7 +29,22 @@ from collections.abc import Callable
 from operator import attrgetter
 from typing import Any
 
-__all__ = ["fields_eq"]
+__all__ = ["FACTORY", "fields_eq"]
+
+
+class _Factory:
+    """The type of :data:`FACTORY`: a marker no caller has (a plain ``None`` default would
+    turn a ``None`` passed on purpose into the factory's value)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<factory>"
+
+
+#: The default of a field made by its factory, in a written ``__init__``. Typed ``Any`` so
+#: that it stands as the default of a parameter of any type.
+FACTORY: Any = _Factory()
 
 
 def fields_eq(names: list[str]) -> Callable[[Any, object], bool]:

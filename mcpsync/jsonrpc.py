@@ -36,7 +36,7 @@ from mcpsync._codes import (
     UNSUPPORTED_PROTOCOL_VERSION as UNSUPPORTED_PROTOCOL_VERSION,
     URL_ELICITATION_REQUIRED as URL_ELICITATION_REQUIRED,
 )
-from mcpsync._fields_eq import fields_eq
+from mcpsync._fields_eq import FACTORY, fields_eq
 from mcpsync.errors import MCPError
 
 if TYPE_CHECKING:
@@ -324,7 +324,7 @@ def _as_id(id: RequestId | int | str) -> RequestId:
 _KNOWN_MEMBERS: Final = frozenset({"jsonrpc", "id", "method", "params", "result", "error"})
 
 
-@dataclass(slots=True, repr=False, eq=False)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class Message:
     """One JSON-RPC message: a request, a notification or a response.
 
@@ -345,6 +345,20 @@ class Message:
     result: Any = MISSING
     error: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+    # Written out rather than generated (init is False above), as for the types in
+    # mcpsync.types: a dataclass generates and compiles __init__ at every import. The same
+    # parameters and defaults (``extra``'s is mcpsync._fields_eq.FACTORY), each stored as
+    # given; a field added later must be added here too.
+    def __init__(self, id: RequestId | None = None, method: str | None = None,
+                 params: Any = None, result: Any = MISSING,
+                 error: dict[str, Any] | None = None, extra: dict[str, Any] = FACTORY) -> None:
+        self.id = id
+        self.method = method
+        self.params = params
+        self.result = result
+        self.error = error
+        self.extra = {} if extra is FACTORY else extra
 
     @property
     def is_request(self) -> bool:
@@ -416,6 +430,9 @@ class Message:
 
 
 _message_eq = fields_eq(list(Message.__dataclass_fields__))
+# The generated __init__ carried the object None as its return annotation, not the string
+# "None" that this module's annotations become: help() and inspect.signature show it so.
+Message.__init__.__annotations__["return"] = None
 
 
 class Batch(list["Message | ParseError"]):

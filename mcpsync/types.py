@@ -26,7 +26,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import mcpsync
-from mcpsync._fields_eq import fields_eq
+from mcpsync._fields_eq import FACTORY, fields_eq
 from mcpsync.errors import ProtocolError
 
 if TYPE_CHECKING:
@@ -173,14 +173,17 @@ class _Shown:
 
 _TEXT_KNOWN = frozenset(("type", "text", "annotations", "_meta"))
 
-# The four dataclasses here (and jsonrpc.Message) are made with eq=False and an __eq__
-# written out: a dataclass generates and compiles __eq__ every time the class is made, at
-# every import, cached or not. Each compares as the generated one of the running Python
-# would (mcpsync._fields_eq says how), and defining __eq__ leaves __hash__ None, so
-# instances stay unhashable; a test holds them to generated twins.
+# The four dataclasses here (and jsonrpc.Message) are made with init=False and eq=False and
+# their __init__ and __eq__ written out: a dataclass generates and compiles these every time
+# the class is made, at every import, cached or not. Each __init__ takes the fields in order,
+# with their defaults (FACTORY, from mcpsync._fields_eq, for a field made by its factory),
+# and stores each as given; a field added later must be added to __init__ too. Each __eq__
+# compares as the generated one of the running Python would (mcpsync._fields_eq says how),
+# and defining __eq__ leaves __hash__ None, so instances stay unhashable; a test holds them
+# to generated twins.
 
 
-@dataclass(slots=True, repr=False, eq=False)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class TextContent(_Shown):
     """A ``text`` block."""
 
@@ -190,6 +193,17 @@ class TextContent(_Shown):
     extra: dict[str, Any] = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict)
     type: str = "text"
+
+    def __init__(self, text: str, annotations: dict[str, Any] | None = None,
+                 meta: dict[str, Any] | None = None, extra: dict[str, Any] = FACTORY,
+                 raw: dict[str, Any] = FACTORY, type: str = "text") -> None:
+        # written out: see the comment above TextContent
+        self.text = text
+        self.annotations = annotations
+        self.meta = meta
+        self.extra = {} if extra is FACTORY else extra
+        self.raw = {} if raw is FACTORY else raw
+        self.type = type
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TextContent:
@@ -268,7 +282,7 @@ _TOOL_KNOWN = frozenset(("name", "title", "description", "inputSchema", "outputS
                          "annotations", "icons", "_meta"))
 
 
-@dataclass(slots=True, repr=False, eq=False)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class Tool(_Shown):
     """A tool the server offers (``tools/list``).
 
@@ -286,6 +300,24 @@ class Tool(_Shown):
     meta: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict)
+
+    def __init__(self, name: str, title: str | None = None, description: str | None = None,
+                 input_schema: dict[str, Any] = FACTORY,
+                 output_schema: dict[str, Any] | None = None,
+                 annotations: dict[str, Any] | None = None, icons: list[Any] | None = None,
+                 meta: dict[str, Any] | None = None, extra: dict[str, Any] = FACTORY,
+                 raw: dict[str, Any] = FACTORY) -> None:
+        # written out: see the comment above TextContent
+        self.name = name
+        self.title = title
+        self.description = description
+        self.input_schema = {} if input_schema is FACTORY else input_schema
+        self.output_schema = output_schema
+        self.annotations = annotations
+        self.icons = icons
+        self.meta = meta
+        self.extra = {} if extra is FACTORY else extra
+        self.raw = {} if raw is FACTORY else raw
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Tool:
@@ -321,7 +353,7 @@ _tool_eq = fields_eq(list(Tool.__dataclass_fields__))
 _CALL_KNOWN = frozenset(("content", "structuredContent", "isError", "_meta", "resultType"))
 
 
-@dataclass(slots=True, repr=False, eq=False)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class CallToolResult(_Shown):
     """The result of ``tools/call``.
 
@@ -337,6 +369,17 @@ class CallToolResult(_Shown):
     meta: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict)
+
+    def __init__(self, content: list[mcpsync.types.Content], structured: Any = None,
+                 is_error: bool = False, meta: dict[str, Any] | None = None,
+                 extra: dict[str, Any] = FACTORY, raw: dict[str, Any] = FACTORY) -> None:
+        # written out: see the comment above TextContent
+        self.content = content
+        self.structured = structured
+        self.is_error = is_error
+        self.meta = meta
+        self.extra = {} if extra is FACTORY else extra
+        self.raw = {} if raw is FACTORY else raw
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> CallToolResult:
@@ -433,7 +476,7 @@ def _plain_text_result(d: dict[str, Any]) -> CallToolResult | None:
 _INFO_KNOWN = frozenset(("name", "title", "version"))
 
 
-@dataclass(slots=True, repr=False, eq=False)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ServerInfo(_Shown):
     """Who the server says it is, and what was negotiated with it.
 
@@ -449,6 +492,18 @@ class ServerInfo(_Shown):
     instructions: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict)
+
+    def __init__(self, name: str = "", title: str | None = None, version: str = "",
+                 protocol_version: str = "", instructions: str | None = None,
+                 extra: dict[str, Any] = FACTORY, raw: dict[str, Any] = FACTORY) -> None:
+        # written out: see the comment above TextContent
+        self.name = name
+        self.title = title
+        self.version = version
+        self.protocol_version = protocol_version
+        self.instructions = instructions
+        self.extra = {} if extra is FACTORY else extra
+        self.raw = {} if raw is FACTORY else raw
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], *, protocol_version: str = "",
@@ -468,6 +523,12 @@ class ServerInfo(_Shown):
 
 
 _info_eq = fields_eq(list(ServerInfo.__dataclass_fields__))
+
+# The generated __init__ carried the object None as its return annotation, not the string
+# "None" that this module's annotations become: help() and inspect.signature show it so.
+for _cls in (TextContent, Tool, CallToolResult, ServerInfo):
+    _cls.__init__.__annotations__["return"] = None
+del _cls
 
 
 # --- the other content blocks, resources, prompts, completion and roots: defined in
