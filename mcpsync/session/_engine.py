@@ -230,6 +230,10 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
             def send_until(frame: bytes, deadline: float) -> None:
                 send_bytes(frame)
         self._send_until: Callable[[bytes, float], None] = send_until
+        # The transport's receive, bound once: a leader calls it through a local, since a
+        # method looked up on the transport (its instance dict is a real dict) takes the
+        # generic path, about 300 instructions per call.
+        self._receive: Callable[[float | None], Any] = transport.receive
         # Where the transport can (stdio), a plain result response read alone is handed
         # straight to _take_answer, without a Message or a pass through _feed (the hot path).
         self._route_answers: Callable[[AnswerSink | None], None] | None = getattr(
@@ -495,8 +499,12 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
                     if not claimed:
                         self._send(call, frame, True)
                     else:
+                        # Through a local: a method call on the session (whose instance
+                        # dict is a real dict: too many attributes to be kept inline) is
+                        # looked up by the generic path, about 300 instructions.
+                        send_until = self._send_until
                         try:
-                            self._send_until(frame, call.deadline)
+                            send_until(frame, call.deadline)
                         except (WriteTimedOut, ConnectionLost) as exc:
                             self._write_failed(call, exc)
                         else:
@@ -529,6 +537,7 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
                     # asks. A leader on another thread whose answer takes longer than a
                     # slice wakes once, empty-handed, and then waits whole as before.
                     first = True
+                    receive = self._receive   # a local: see send_until above
                     try:
                         while not call.done and not call.answered:
                             if self._phase is not _OPEN:
@@ -537,17 +546,16 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
                             remaining = call.deadline - now
                             if self._unattended:
                                 remaining = min(remaining, self._expire_unattended(now) - now)
-                            if remaining <= 0:
+                            if remaining <= 0.0:   # a float: a specialised comparison
                                 if call.deadline <= now:
                                     break
                                 continue
                             if remaining > MAIN_THREAD_SLICE and (
                                     first or _get_ident() == _main_ident):
                                 first = False
-                                items = self._transport.receive(MAIN_THREAD_SLICE)
+                                items = receive(MAIN_THREAD_SLICE)
                             else:
-                                items = self._transport.receive(
-                                    None if remaining == math.inf else remaining)
+                                items = receive(None if remaining == math.inf else remaining)
                             if items:
                                 rest = iter(items)
                                 try:
