@@ -42,8 +42,9 @@ Theory of operation (the *reader role*; ``docs/performance.md`` has the long ver
 Free-threaded CPython (3.13t and later) is not supported yet: the engine relies on single
 dict operations on ``_pending`` (insert, ``pop``) being atomic and on plain attribute reads
 seeing a recent value, both true under the GIL and promised by the free-threaded build too,
-but the suite has not been run on one; until it has, use a GIL build. ``_release_role``
-also relies on plain attribute stores and loads being seen by other threads in the order
+but the suite has not been run on one; until it has, use a GIL build. The lock-free
+give-back of the reader role (in ``_request``; why it is safe: ``_release_role``) also
+relies on plain attribute stores and loads being seen by other threads in the order
 they were made (a store then a load on each side, so one side sees the other's store),
 which the GIL gives; a free-threaded build would need that fast path to take the lock.
 
