@@ -431,9 +431,12 @@ class Client(SessionLifecycle):
                                        raise_on_error)
         try:
             if progress is None and reset_timeout_on_progress is None:
-                # Positional, past request()'s keyword-only signature (see Session._request).
-                result = session._request("tools/call", params, timeout, None, None, True,
-                                          tool)
+                # Positional, past request()'s keyword-only signature (see Session._request),
+                # and looked up on the class: a method looked up on the session itself (its
+                # instance dict is a real dict, too many attributes to be kept inline) takes
+                # the generic path, about 250 instructions more per call.
+                result = type(session)._request(session, "tools/call", params, timeout, None,
+                                                None, True, tool)
             else:
                 result = session.request("tools/call", params, timeout=timeout,
                                          progress=None if progress is None

@@ -42,8 +42,9 @@ Theory of operation (the *reader role*; ``docs/performance.md`` has the long ver
 Free-threaded CPython (3.13t and later) is not supported yet: the engine relies on single
 dict operations on ``_pending`` (insert, ``pop``) being atomic and on plain attribute reads
 seeing a recent value, both true under the GIL and promised by the free-threaded build too,
-but the suite has not been run on one; until it has, use a GIL build. ``_release_role``
-also relies on plain attribute stores and loads being seen by other threads in the order
+but the suite has not been run on one; until it has, use a GIL build. The lock-free
+give-back of the reader role (in ``_request``; why it is safe: ``_release_role``) also
+relies on plain attribute stores and loads being seen by other threads in the order
 they were made (a store then a load on each side, so one side sees the other's store),
 which the GIL gives; a free-threaded build would need that fast path to take the lock.
 
@@ -230,6 +231,10 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
             def send_until(frame: bytes, deadline: float) -> None:
                 send_bytes(frame)
         self._send_until: Callable[[bytes, float], None] = send_until
+        # The transport's receive, bound once: a leader calls it through a local, since a
+        # method looked up on the transport (its instance dict is a real dict) takes the
+        # generic path, about 300 instructions per call.
+        self._receive: Callable[[float | None], Any] = transport.receive
         # Where the transport can (stdio), a plain result response read alone is handed
         # straight to _take_answer, without a Message or a pass through _feed (the hot path).
         self._route_answers: Callable[[AnswerSink | None], None] | None = getattr(
@@ -431,6 +436,14 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
         callgrind the first cost about 1,130 instructions per call and the second about 510
         (docs/performance.md), so ``call_tool``, the hot path, calls this directly; every
         other caller goes through :meth:`request` and pays the difference the other way.
+
+        The usual call is claimed, written and read here, in one frame: the claim of a free
+        reader role and the write (what :meth:`_send` does, which takes over when the role
+        is not free), the lead (reading frames until the answer came) and the lock-free
+        give-back of the role (see :meth:`_release_role`). Each was a method of its own;
+        a sequential call runs each once, and a call of a method costs a frame and, on the
+        session, a generic lookup (its instance dict is a real dict): about 700
+        instructions each.
         """
         if (progress is None and reset_timeout_on_progress is None and self._phase is _OPEN
                 and self._pid == _current_pid and not self._reset_on_progress
@@ -466,19 +479,123 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
                 if pending.pop(rid, None) is not None:
                     self._check_usable(method, params)
             else:
-                try:
-                    self._send(call, frame, True)
-                except BaseException as exc:  # Ctrl-C in the write, say: as _open does
+                try:  # Ctrl-C in the write, say: as _open does
+                    # _send(call, frame, True), inlined for a role found free (the usual
+                    # case: a frame and a method lookup less per call); when it is not,
+                    # _send does it all, its claim tried again.
+                    held = claimed = False
+                    try:
+                        for held in self._locking:  # noqa: B007 - Ctrl-C safe (see __init__)
+                            break
+                        role = self._role
+                        # The phase was OPEN above; a close on another thread may have
+                        # moved it since (mypy sees only this thread).
+                        if role.holder is None and \
+                                self._phase is not _CLOSED:  # type: ignore[comparison-overlap]
+                            role.holder = role.sending = call   # Role.claim, inlined
+                            claimed = True
+                    finally:
+                        if held:
+                            self._lock.release()
+                    if not claimed:
+                        self._send(call, frame, True)
+                    else:
+                        # Through a local: a method call on the session (whose instance
+                        # dict is a real dict: too many attributes to be kept inline) is
+                        # looked up by the generic path, about 300 instructions.
+                        send_until = self._send_until
+                        try:
+                            send_until(frame, call.deadline)
+                        except (WriteTimedOut, ConnectionLost) as exc:
+                            self._write_failed(call, exc)
+                        else:
+                            role.sending = None
+                            if role.holder is not call:   # taken over while the write blocked
+                                self._claim_after_write(call)
+                except BaseException as exc:
                     self._interrupted_send(call, exc)
                     raise
         else:
             call = self._open(method, params, timeout, progress, reset_timeout_on_progress,
                               cancellable, attended=True)
         # From here until the call is settled, any exception (Ctrl-C above all) abandons it.
+        role = self._role
         try:
             while not call.done:
-                if self._role.holder is call:
-                    self._lead(call)
+                if role.holder is call:
+                    # Lead: read frames as the holder of the reader role until the call is
+                    # settled or its deadline passes, then give the role back. Written here
+                    # rather than in a method of its own: a sequential call leads once,
+                    # and the frame and the method's lookup cost about 700 instructions.
+                    # No locals set up before the loop (the transport, time.monotonic):
+                    # the loop usually runs once, and each costs more to store than it
+                    # saves there. Waits are cut into slices of MAIN_THREAD_SLICE on the
+                    # main thread only (so that a simulated Ctrl-C is noticed), but asking
+                    # which thread this is costs about 580 instructions (its identifier is
+                    # a large integer, made and compared by the generic path) and the first
+                    # wait usually ends with the answer: so the first wait longer than a
+                    # slice is sliced on any thread without asking, and only a later one
+                    # asks. A leader on another thread whose answer takes longer than a
+                    # slice wakes once, empty-handed, and then waits whole as before.
+                    first = True
+                    receive = self._receive   # a local: see send_until above
+                    try:
+                        while not call.done and not call.answered:
+                            if self._phase is not _OPEN:
+                                break
+                            now = time.monotonic()
+                            remaining = call.deadline - now
+                            if self._unattended:
+                                remaining = min(remaining, self._expire_unattended(now) - now)
+                            if remaining <= 0.0:   # a float: a specialised comparison
+                                if call.deadline <= now:
+                                    break
+                                continue
+                            if remaining > MAIN_THREAD_SLICE and (
+                                    first or _get_ident() == _main_ident):
+                                first = False
+                                items = receive(MAIN_THREAD_SLICE)
+                            else:
+                                items = receive(None if remaining == math.inf else remaining)
+                            if items:
+                                rest = iter(items)
+                                try:
+                                    self._feed(rest)
+                                except KeyboardInterrupt:
+                                    # Ctrl-C lands between two bytecodes, maybe mid-batch:
+                                    # route what is left of it (other callers' answers)
+                                    # before giving up the role.
+                                    self._feed(rest)
+                                    raise
+                            elif items is None:
+                                self._on_eof()
+                    except StreamError as exc:
+                        self._lose(exc)
+                    except Exception as exc:  # a bug in reading: the connection is not safe
+                        logger.error("server %r: reading failed", self.name, exc_info=True)
+                        self._lose(ConnectionLost(
+                            f"reading from server {self.name!r} failed: {exc!r}",
+                            server=self.name))
+                    finally:
+                        # Give the role back. The usual case (this call holds it, has not
+                        # asked for it, is not writing, and the background reader is
+                        # parked) by a plain store, without the session's lock, which is
+                        # taken (in _release_role) only when the reader must be woken: see
+                        # _release_role for why that is safe under the GIL. No call sits
+                        # between the store and the decision.
+                        if role.parked and role.holder is call and role.want is not call \
+                                and role.sending is None:
+                            role.holder = None
+                            if role.long_park or EAGER_HANDBACK or self._pending \
+                                    or self._phase is _CLOSED:
+                                # decided again under the lock: another caller may have
+                                # claimed the role meanwhile, and then the reader has
+                                # nothing to read for it
+                                self._release_role(call)
+                            # else the sequential case: the reader's short sleep picks the
+                            # role up
+                        else:
+                            self._release_role(call)
                 else:
                     self._follow(call)
                 if call.done:
@@ -603,33 +720,15 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
                     self._lock.release()
         try:
             self._send_until(frame, call.deadline)
-        except WriteTimedOut as exc:
-            # `sending` is cleared only if it is this call's: another caller's blocked write
-            # (this one waited for the lock) must stay marked for the background reader.
-            if self._role.sending is call:
-                self._role.sending = None
-            self._release_role(call)
-            self._write_timed_out(call, exc)
-            return call
-        except ConnectionLost as exc:
-            if self._role.sending is call:
-                self._role.sending = None
-            self._lose_on_write(exc)  # fails this call too (it is pending)
-            self._release_role(call)
+        except (WriteTimedOut, ConnectionLost) as exc:
+            self._write_failed(call, exc)
             return call
         if claimed:
             role.sending = None
             if role.holder is call:
                 return call
         if attended:
-            with self._lock:
-                if not call.done and self._phase is not _CLOSED:
-                    if self._role.holder is None:
-                        self._role.holder = call
-                    elif self._role.holder is _BG and len(self._pending) == 1:
-                        self._role.want = call
-            if self._role.want is call:
-                self._transport.wake()
+            self._claim_after_write(call)
         elif self._role.holder is not None:
             self._transport.wake()  # let the reader include this deadline in its poll
         else:
@@ -641,6 +740,33 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
                 if self._role.holder is None:
                     self._role.unpark()
         return call
+
+    def _write_failed(self, call: Call, exc: WriteTimedOut | ConnectionLost) -> None:
+        """The write of ``call``'s request timed out or met a lost connection (``_send``'s,
+        and ``_request``'s inlined copy of it)."""
+        # `sending` is cleared only if it is this call's: another caller's blocked write
+        # (this one waited for the lock) must stay marked for the background reader.
+        if self._role.sending is call:
+            self._role.sending = None
+        if isinstance(exc, WriteTimedOut):
+            self._release_role(call)
+            self._write_timed_out(call, exc)
+        else:
+            self._lose_on_write(exc)  # fails this call too (it is pending)
+            self._release_role(call)
+
+    def _claim_after_write(self, call: Call) -> None:
+        """An attended call's request is written and the call does not hold the reader
+        role: take it if it is free, or ask the background reader for it when this is the
+        only call in flight."""
+        with self._lock:
+            if not call.done and self._phase is not _CLOSED:
+                if self._role.holder is None:
+                    self._role.holder = call
+                elif self._role.holder is _BG and len(self._pending) == 1:
+                    self._role.want = call
+        if self._role.want is call:
+            self._transport.wake()
 
     def _check_usable(self, method: str | None, params: Any) -> None:
         if os.getpid() != self._pid:  # the slow, sure check (not the at-fork hook)
@@ -664,49 +790,6 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
         return describe_call(call.method, call.params, self.name)
 
     # ------------------------------------------------------------------ waiting
-
-    def _lead(self, call: Call) -> None:
-        """Read frames as the holder of the reader role until ``call`` is settled or its
-        deadline passes; then give the role back (see _release_role)."""
-        # No locals set up before the loop (the transport, time.monotonic, whether this is
-        # the main thread): the loop usually runs once, and each costs more to store than
-        # it saves there. The thread is asked only when the wait is longer than a slice.
-        try:
-            while not call.done and not call.answered:
-                if self._phase is not _OPEN:
-                    break
-                now = time.monotonic()
-                remaining = call.deadline - now
-                if self._unattended:
-                    remaining = min(remaining, self._expire_unattended(now) - now)
-                if remaining <= 0:
-                    if call.deadline <= now:
-                        break
-                    continue
-                if remaining > MAIN_THREAD_SLICE and _get_ident() == _main_ident:
-                    items = self._transport.receive(MAIN_THREAD_SLICE)
-                else:
-                    items = self._transport.receive(None if remaining == math.inf
-                                                    else remaining)
-                if items:
-                    rest = iter(items)
-                    try:
-                        self._feed(rest)
-                    except KeyboardInterrupt:
-                        # Ctrl-C lands between two bytecodes, maybe mid-batch: route what
-                        # is left of it (other callers' answers) before giving up the role.
-                        self._feed(rest)
-                        raise
-                elif items is None:
-                    self._on_eof()
-        except StreamError as exc:
-            self._lose(exc)
-        except Exception as exc:  # a bug in reading: the connection cannot be trusted
-            logger.error("server %r: reading failed", self.name, exc_info=True)
-            self._lose(ConnectionLost(f"reading from server {self.name!r} failed: {exc!r}",
-                                      server=self.name))
-        finally:
-            self._release_role(call)
 
     def _follow(self, call: Call) -> None:
         """Sleep until ``call`` is settled, granted the reader role, or its deadline passes."""
@@ -752,7 +835,7 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
             self._settle(call)
 
     def _release_role(self, call: Call) -> None:
-        """Give the reader role back (if ``call`` holds it).
+        """Give the reader role back (if ``call`` holds it), under the session's lock.
 
         The background reader is woken at once when calls are still pending (it must read
         their responses) or when it is in a long sleep. Otherwise - the sequential case - it
@@ -760,24 +843,24 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
         thread switch per call, and most often the same caller claims the role again for its
         next call before that sleep ends. See docs/performance.md.
 
-        The usual case (this call holds the role, has not asked for it, is not writing,
-        and the background reader is parked) gives it back without the session's lock, and
-        takes the lock only when the background reader must be woken. That is safe under
-        the GIL because:
+        A leader's usual give-back (its call holds the role, has not asked for it, is not
+        writing, and the background reader is parked) is made without the lock, in
+        :meth:`_request`, which calls this only when the background reader must be woken
+        (or when the usual case does not hold). That is safe under the GIL because:
 
-        - While ``holder`` is this call, no other thread changes it but the background
+        - While ``holder`` is the call, no other thread changes it but the background
           reader taking over a blocked write: it grants only from itself (``holder`` is
           ``_BG``), and every claim needs ``holder`` to be ``None``. The takeover tests
-          ``sending is holder`` under the lock and then stores ``holder = _BG``, while this
+          ``sending is holder`` under the lock and then stores ``holder = _BG``, while the
           call clears ``sending`` without the lock, so ``sending is None`` alone does not
           exclude a takeover whose test already passed (under a trace function, which
           can switch threads between those two lines). ``parked`` does: the reader stores
           ``parked = True`` only in the locked section where it decides to sleep, and every
           way out of that sleep stores ``parked = False`` (under the lock) before its next
           decision, so a reader between a takeover's test and its store is not parked. A
-          reader seen parked here decides next after this call cleared ``sending``, so it
-          cannot take the role over. Otherwise (the reader awake) this takes the lock.
-        - ``want`` is set to this call only by this call's own thread; another call's
+          reader seen parked there decides next after the call cleared ``sending``, so it
+          cannot take the role over. Otherwise (the reader awake) the lock is taken here.
+        - ``want`` is set to the call only by the call's own thread; another call's
           ``want`` is not ours to clear.
         - Whether to wake the reader is decided *after* ``holder = None`` is stored, reading
           what the other threads store *before* they read ``holder``: a caller registers
@@ -788,26 +871,19 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
           of the two threads always sees the other's store: a role given back while a
           call waits or the reader sleeps long is never left unread.
         - No call sits between the store and that decision, and the wake-up itself runs
-          under the lock as before. A Ctrl-C is raised only where a call returns on 3.11;
-          on 3.10 also at a taken jump (as in the locked path), so there one can end this
-          function between the store and the decision. Either way, a Ctrl-C that leaves
-          after ``holder = None`` (there, or while the wake-up waits for the lock) reaches
-          the call's clean-up (``_abandon``), which gives the role back again under the
-          lock: that wakes the reader whenever the role is free and a reason to wake it
-          holds, whoever freed the role. The lock-free path, when it finds a reason to
-          wake the reader, takes the lock and decides again there in the same way.
+          here, under the lock. A Ctrl-C is raised only where a call returns on 3.11; on
+          3.10 also at a taken jump (as in the locked path), so there one can land between
+          the store and the decision. Either way, a Ctrl-C that leaves after ``holder =
+          None`` (there, or while the wake-up waits for the lock) reaches the call's
+          clean-up (``_abandon``), which gives the role back again here: that wakes the
+          reader whenever the role is free and a reason to wake it holds, whoever freed the
+          role. The lock-free give-back, when it finds a reason to wake the reader, calls
+          this, which decides again under the lock in the same way (another caller may
+          have claimed the role meanwhile, and then the reader has nothing to read for it).
         """
         role = self._role
-        if role.parked and role.holder is call and role.want is not call \
-                and role.sending is None:
-            role.holder = None
-            if not (role.long_park or EAGER_HANDBACK or self._pending
-                    or self._phase is _CLOSED):
-                return  # the sequential case: the reader's short sleep picks the role up
-            # else decided again under the lock: another caller may have claimed the role
-            # meanwhile, and then the reader has nothing to read for it
         held = False
-        try:  # Role.release, inlined (this runs once per call)
+        try:  # Role.release, inlined
             for held in self._locking:  # noqa: B007 - taken Ctrl-C safe (see __init__)
                 break
             if role.want is call:

@@ -37,8 +37,8 @@ BG: Final = object()  # the background reader, as holder of the reader role
 
 class Role:
     """Holder, want, sending and parked, changed under the session's lock. Claiming and
-    giving back the role are written inline in the session (``_send``, ``_release_role``),
-    since they run on every call."""
+    giving back the role are written inline in the session (``_request``, ``_send``,
+    ``_release_role``), since they run on every call."""
 
     __slots__ = ("gate", "holder", "long_park", "parked", "sending", "want")
 

@@ -23,10 +23,10 @@ from mcpsync.transport.stdio import StdioTransport
 pytestmark = pytest.mark.timeout(120)
 
 DEMO = [sys.executable, "-m", "mcpsync.demo"]
-CODES = [Client.call_tool.__code__, EngineSession._request.__code__,
-         EngineSession._lead.__code__, EngineSession._send.__code__,
-         EngineSession._release_role.__code__, jsonrpc.FrameDecoder.feed.__code__,
-         StdioTransport.receive.__code__, types._plain_text_result.__code__]
+CODES = [Client.call_tool.__code__, EngineSession._request.__code__, EngineSession._send.__code__,
+         EngineSession._claim_after_write.__code__, EngineSession._release_role.__code__,
+         jsonrpc.FrameDecoder.feed.__code__, StdioTransport.receive.__code__,
+         types._plain_text_result.__code__]
 
 
 @pytest.fixture(scope="module", params=[None, "legacy"], ids=["negotiated", "legacy"])
@@ -44,12 +44,19 @@ def client(request: pytest.FixtureRequest) -> Iterator[mcpsync.Client]:
 @pytest.mark.parametrize("warm", [True, False], ids=["leading", "first-call"])
 def test_ctrl_c_at_any_return_in_call_tool_leaves_nothing_held(
         client: mcpsync.Client, code: CodeType, warm: bool) -> None:
-    # A first call follows the background reader's reads: no _lead of its own. A leader
-    # gives the role back without a call (no lock) unless it must wake the background
-    # reader: the session's tests sweep that locked branch. A legacy call_tool makes no C
-    # call of its own (the answer's resultType is looked up only in the newest era).
-    expected = warm and code is not EngineSession._release_role.__code__ and not (
-        code is Client.call_tool.__code__ and not client._modern)
+    # A first call follows the background reader's reads: it does not lead. A leader
+    # claims the free role, writes and reads in _request itself (_send runs only when the
+    # role was not free: a first call), and gives the role back without a call (no lock)
+    # unless it must wake the background reader: the session's tests sweep that locked
+    # branch. A legacy call_tool makes no C call of its own (the answer's resultType is
+    # looked up only in the newest era).
+    # _claim_after_write runs after a first call's write (in _send), as _send does.
+    send = EngineSession._send.__code__
+    after_write = EngineSession._claim_after_write.__code__
+    expected = (warm and code is not EngineSession._release_role.__code__
+                and code is not send and code is not after_write and not (
+                    code is Client.call_tool.__code__ and not client._modern)) \
+        or (not warm and code in (send, after_write))
     interrupted: list[str] = []
     nth = misses = tries = 0
     # Until three calls in a row meet no C call of ``code``; and while an interrupt is

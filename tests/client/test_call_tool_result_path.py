@@ -47,14 +47,15 @@ def test_call_tool_gives_what_from_dict_gives(shape: dict[str, Any], no_leaks: N
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     with mcpsync.connect(build_server(), era="legacy") as client:
         session = client._session
-        real = session._request   # what call_tool calls (positional; see Session._request)
+        # What call_tool calls (positional, looked up on the class; see Session._request).
+        real = type(session)._request
 
-        def answer(method: str, params: Any, *rest: Any) -> Any:
-            if method == "tools/call":
+        def answer(self: Any, method: str, params: Any, *rest: Any) -> Any:
+            if method == "tools/call" and self is session:
                 return shape
-            return real(method, params, *rest)
+            return real(self, method, params, *rest)
 
-        monkeypatch.setattr(session, "_request", answer)
+        monkeypatch.setattr(type(session), "_request", answer)
         fast = client_module._plain_text_result
         tried: list[object] = []
 

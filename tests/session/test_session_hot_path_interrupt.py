@@ -30,10 +30,15 @@ from .helpers import peer_session
 pytestmark = pytest.mark.timeout(60)
 
 #: The functions a sequential request runs through, where an interrupt is raised in turn.
+#: ``_request`` claims a free role, writes, leads and gives the role back itself (request
+#: only forwards to it: no C call of its own); ``_send`` writes when the role was not free
+#: (a first call), and ``_claim_after_write`` then takes the role (or asks the background
+#: reader for it) after that write; ``_release_role`` gives it back when the reader must be
+#: woken.
 HOT = {
-    EngineSession._request.__code__,   # request only forwards here: no C call of its own
-    EngineSession._send.__code__,
-    EngineSession._lead.__code__, EngineSession._release_role.__code__,
+    EngineSession._request.__code__,
+    EngineSession._send.__code__, EngineSession._claim_after_write.__code__,
+    EngineSession._release_role.__code__,
     EngineSession._take_answer.__code__, StdioTransport.receive.__code__,
     StdioTransport.send_bytes_until.__code__, jsonrpc.FrameDecoder.feed.__code__,
     jsonrpc.serialize_request.__code__,
@@ -95,13 +100,25 @@ def test_ctrl_c_at_any_return_on_the_sequential_path_leaves_nothing_held(
     want = {StdioTransport.send_bytes_until.__code__: "write"}.get(code)
     if code is StdioTransport.receive.__code__ and warm:
         want = "receive: release"
+    if code is EngineSession._request.__code__ and warm:
+        want = "_request: release"
+    if code is EngineSession._claim_after_write.__code__ and not warm:
+        want = "_claim_after_write: len"
     names = " ".join(_sweep(peer, code, warm, want))
     # The interrupts reached the write, and (for a caller that reads its own answer) the
-    # release of the read lock.
+    # release of the read lock, and of the session's lock after the claim in _request.
     if code is StdioTransport.send_bytes_until.__code__:
         assert "write" in names
     if code is StdioTransport.receive.__code__ and warm:
         assert "receive: release" in names
+    if code is EngineSession._request.__code__ and warm:
+        assert "_request: release" in names
+        # The call record's reading of the clock and the lead's: both interrupted.
+        assert names.count("_request: monotonic") >= 2, names
+    if code is EngineSession._claim_after_write.__code__ and not warm:
+        # A first call claims the role after its write under the session's lock: the
+        # interrupts reached the C calls inside it.
+        assert "_claim_after_write: len" in names
 
 
 @pytest.mark.parametrize("warm", [True, False], ids=["leading", "first-call"])

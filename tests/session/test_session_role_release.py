@@ -1,4 +1,5 @@
-"""The reader role given back without the session's lock (``_release_role``'s usual case).
+"""The reader role given back without the session's lock (a leader's usual give-back, in
+``Session._request``).
 
 A caller that led gives the role back by a plain store, and takes the lock only to wake the
 background reader. What could go wrong is a wake-up lost between the two threads: the
@@ -45,6 +46,8 @@ _BG_RUN = BackgroundReader._bg_run.__code__
 
 
 _RELEASE_ROLE = EngineSession._release_role.__code__
+#: Where a leader gives the role back without the lock (the lead is written in _request).
+_REQUEST = EngineSession._request.__code__
 
 
 def _line_of(text: str) -> int:
@@ -56,10 +59,10 @@ def _line_of(text: str) -> int:
 
 
 def _fast_store_line() -> int:
-    """The line of ``_release_role``'s lock-free give-back (its first ``holder = None``)."""
-    lines, first = inspect.getsourcelines(EngineSession._release_role)
+    """The line of the lock-free give-back (``holder = None`` in ``_request``)."""
+    lines, first = inspect.getsourcelines(EngineSession._request)
     found = [first + i for i, line in enumerate(lines) if line.strip() == "role.holder = None"]
-    assert len(found) == 2, found   # the lock-free one, then the locked one
+    assert len(found) == 1, found
     return found[0]
 
 
@@ -88,6 +91,13 @@ def _tracing_release(
         on_line: Callable[[FrameType], None]) -> contextlib.AbstractContextManager[None]:
     """This thread runs ``on_line(frame)`` before each line of ``_release_role``."""
     return _tracing(_RELEASE_ROLE, on_line)
+
+
+def _tracing_give_back(
+        on_line: Callable[[FrameType], None]) -> contextlib.AbstractContextManager[None]:
+    """This thread runs ``on_line(frame)`` before each line of ``_request`` (where a leader
+    gives the role back without the lock)."""
+    return _tracing(_REQUEST, on_line)
 
 
 def _tracing_reader(
@@ -174,7 +184,7 @@ def test_the_reader_looks_again_before_a_long_sleep(no_leaks: None) -> None:
         for attempt in range(30):
             assert session.request("echo", {"warm": attempt}) == {"warm": attempt}
             armed[0] = True
-            with _tracing_release(pause_caller):
+            with _tracing_give_back(pause_caller):
                 assert session.request("notify_later", {"before": 0, "ms": 50},
                                        timeout=30) == "later"
             if caller_paused.is_set():
@@ -289,7 +299,7 @@ def test_a_takeover_of_a_blocked_write_is_not_undone_by_the_give_back(
             if session._role.holder is None:
                 break
         steer.start()
-        with _tracing_release(pause_caller):
+        with _tracing_give_back(pause_caller):
             assert session.request("block", {"b": 1}, timeout=20) == {"b": 1}
         steer.join(30)
         assert reader_paused.is_set(), "the reader never took the blocked write's role"

@@ -392,7 +392,8 @@ class StdioTransport(ProcessLifecycle):
                 # max(0, int(timeout * 1000 + 0.999)), the same value for every timeout at
                 # about a third of the cost (max() parses its arguments as keywords, int()
                 # is a class call): natively, a fifth to a half of the reads come after this poll.
-                ms = _floor(timeout * 1000 + 0.999)
+                # (1000.0, not 1000: a float times a float is a specialised operation.)
+                ms = _floor(timeout * 1000.0 + 0.999)
                 ready = self._poller.poll(ms if ms > 0 else 0)
             else:  # math.inf, or beyond what poll() takes: a spurious [] in 24 days is fine
                 ready = self._poller.poll(_MAX_POLL_MS)
