@@ -28,19 +28,22 @@ is not loaded (a machine whose pidfds work, or not Linux), each path that reache
 code before does this:
 
 - ``_exit_status`` (``returncode()``, ``wait_exit()``), after its ``waitid`` on the pidfd
-  fails: ``ECHILD`` (reaped by the close, whose status is stored first, or by someone
-  outside with ``SIGCHLD`` ignored) and ``EBADF`` (the close closed the pidfd, after its
-  reap and its last signal) get ``Popen.poll()``, which is what the read by pid then
-  answered too (``ECHILD`` by pid, or the transport closed); ``EINVAL`` (no ``P_PIDFD``)
-  cannot come from a kernel whose pidfds the question found working, and would get
-  ``Popen.poll()`` too, which reaps. Without a pidfd at all (the close closed it):
-  ``Popen.poll()``, as the read by pid answers once the close has stored the status or the
-  transport is closed; only a close that gave its server up after ``SIGKILL`` leaves a
-  moment (before it marks itself closed) where this reaps instead of reading;
+  fails with ``ECHILD`` (reaped by the close, whose status is stored first, or by someone
+  outside with ``SIGCHLD`` ignored) or ``EBADF`` (the close closed the pidfd, after its
+  reap and its last signal), or with no pidfd left (the close closed it): ``Popen.poll()``.
+  That is what the read by pid answered too (``ECHILD`` by pid, the status stored, or the
+  transport closed), except in one moment: a close that gave its server up after
+  ``SIGKILL`` closes the pidfd before it marks itself closed, and a status asked in
+  between is read by pid without reaping where this module is loaded, and reaped by
+  ``Popen.poll()`` where it is not (after the close's last signal either way).
+  ``EINVAL`` (no ``P_PIDFD``) cannot come from a kernel whose pidfds the question found
+  working, and would get ``Popen.poll()`` too, which reaps;
 - ``_wait_exited`` (the close's waits, ``wait_exit()``) without a pidfd: a server whose
   pidfd could not be opened has this module (loaded by ``start()``); otherwise only a
-  close run again after a Ctrl-C, after the first run closed the pidfd having given the
-  server up after ``SIGKILL``, gets here, and waits with ``Popen.wait()``, as on macOS;
+  server the close gave up on after ``SIGKILL`` gets here (a ``wait_exit()`` after that
+  close, or the close run again after a Ctrl-C that came after its first run closed the
+  pidfd), and waits with ``Popen.wait()``, as on macOS, where the read by pid polled
+  ``Popen.poll()`` (the transport closed) or read without reaping (the close run again);
 - ``_reap`` without a pidfd, or after its ``waitid`` on the pidfd failed: ``Popen.wait()``
   (``ProcessLifecycle._reap_popen``). ``ECHILD`` (reaped by someone outside) then gives
   the same result as by pid (``Popen`` records 0). A close run again after a Ctrl-C that
