@@ -45,7 +45,7 @@ code before does this:
   pidfd), and waits with ``Popen.wait()``, as on macOS, where the read by pid polled
   ``Popen.poll()`` (the transport closed) or read without reaping (the close run again);
 - ``_reap`` without a pidfd, or after its ``waitid`` on the pidfd failed: ``Popen.wait()``
-  (``ProcessLifecycle._reap_popen``). ``ECHILD`` (reaped by someone outside) then gives
+  (``ProcessLifecycle._reap_without_pidfd``). ``ECHILD`` (reaped by someone outside) then gives
   the same result as by pid (``Popen`` records 0). A close run again after a Ctrl-C that
   came after the pidfd was closed finds the status stored and reaps nothing, where the
   reap by pid would have called ``waitpid`` on the pid reaped through the pidfd (free by

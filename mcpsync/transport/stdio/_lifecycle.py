@@ -556,7 +556,7 @@ class ProcessLifecycle:
 
         Without such a pidfd (Linux before 5.3, a ``pidfd_open`` that failed, or 5.3,
         whose kernel refuses ``waitid`` on a pidfd) the status is read by pid the same way
-        (``_by_pid.pid_status``, through :meth:`_pid_status`). Elsewhere (macOS, the
+        (``_by_pid.pid_status``). Elsewhere (macOS, the
         BSDs) this is ``Popen.poll()``, which reaps, as before: the window stays there, and
         it would stay even if this did not reap, because the close itself can only wait for
         the exit by reaping (``Popen.wait()``) before it signals the leftovers. Windows has
@@ -570,33 +570,30 @@ class ProcessLifecycle:
             except OSError:
                 # ECHILD: reaped meanwhile, by the close or by someone outside (SIGCHLD
                 # ignored); EINVAL: a kernel without P_PIDFD (read by pid then); EBADF: the
-                # close closed the pidfd. Popen knows (or finds out, reaping as before);
-                # without _by_pid loaded, Popen.poll() answers (see _by_pid).
-                return self._pid_status(proc)
-            if self._pidfd != pidfd:
-                # The close closed the pidfd meanwhile (it forgets the number before closing
-                # it, and only then can the number be another file's, or another server's
-                # pidfd): the answer may not be ours. The close has sent its signals and
-                # reaped the server (or given it up) by then.
-                return proc.poll()
-            if info is None:
-                return None
-            # Popen's convention: the exit code, or minus the signal that killed it.
-            status = info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
-            self._status = status
-            return status
-        return self._pid_status(proc)
-
-    def _pid_status(self, proc: subprocess.Popen[bytes]) -> int | None:
-        """:meth:`_exit_status` by pid (``_by_pid.pid_status``) where ``start()`` loaded
-        ``_by_pid``; else ``Popen.poll()``, which is what the read by pid answers on the
-        paths that get here on a machine whose pidfds work (see ``_by_pid``), and what
-        macOS and the BSDs do."""
+                # close closed the pidfd. Read below: Popen knows (or finds out, reaping as
+                # before).
+                pass
+            else:
+                if self._pidfd != pidfd:
+                    # The close closed the pidfd meanwhile (it forgets the number before
+                    # closing it, and only then can the number be another file's, or another
+                    # server's pidfd): the answer may not be ours. The close has sent its
+                    # signals and reaped the server (or given it up) by then.
+                    return proc.poll()
+                if info is None:
+                    return None
+                # Popen's convention: the exit code, or minus the signal that killed it.
+                status = info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+                self._status = status
+                return status
+        # By pid where start() loaded _by_pid; else Popen.poll(): macOS and the BSDs, and on
+        # a machine whose pidfds work the paths that get here, where it answers as the read
+        # by pid did (see _by_pid).
         by_pid = _by_pid
         if by_pid is None:
             return proc.poll()
-        status: int | None = by_pid.pid_status(self, proc)
-        return status
+        by_pid_status: int | None = by_pid.pid_status(self, proc)
+        return by_pid_status
 
     def _wait_exited(self, timeout: float) -> bool:
         """Wait for exit *without reaping* where a pidfd allows it (so the pid, and with it
@@ -648,11 +645,11 @@ class ProcessLifecycle:
 
         Without a pidfd (Linux before 5.3, a ``pidfd_open`` that failed), or where the
         kernel refuses ``waitid`` on one (5.3: ``EINVAL``), the same is done by pid
-        (``_by_pid.reap``, through :meth:`_reap_by_pid`).
+        (``_by_pid.reap``, through :meth:`_reap_without_pidfd`).
         """
         pidfd = self._pidfd
         if pidfd < 0 or not _CAN_PEEK:
-            self._reap_by_pid(proc, timeout)
+            self._reap_without_pidfd(proc, timeout)
             return
         if proc.returncode is None:
             if self._status is None:
@@ -666,7 +663,7 @@ class ProcessLifecycle:
                         poller.poll(_poll_ms(timeout))
                         info = os.waitid(os.P_PIDFD, pidfd, _PEEK_FLAGS)
                 except OSError:   # EINVAL (5.3); ECHILD, reaped by someone outside
-                    self._reap_by_pid(proc, timeout)
+                    self._reap_without_pidfd(proc, timeout)
                     return
                 if info is None:
                     return   # still running after SIGKILL: given up (the caller says so)
@@ -681,28 +678,22 @@ class ProcessLifecycle:
         except OSError:
             # EINVAL: a 5.3 kernel, whose status was read by pid (see _exit_status); it is
             # reaped by pid too.
-            self._reap_by_pid(proc, timeout)
+            self._reap_without_pidfd(proc, timeout)
 
-    def _reap_by_pid(self, proc: subprocess.Popen[bytes], timeout: float) -> None:
+    def _reap_without_pidfd(self, proc: subprocess.Popen[bytes], timeout: float) -> None:
         """:meth:`_reap` without a pidfd that reads the status: by pid (``_by_pid.reap``)
-        where ``start()`` loaded ``_by_pid``; else :meth:`_reap_popen`, as on macOS and the
-        BSDs (what that means on a machine whose pidfds work: see ``_by_pid``)."""
-        by_pid = _by_pid
-        if by_pid is None:
-            self._reap_popen(proc, timeout)
-        else:
-            by_pid.reap(self, proc, timeout)
-
-    @staticmethod
-    def _reap_popen(proc: subprocess.Popen[bytes], timeout: float) -> None:
-        """:meth:`_reap` where no status can be read without reaping (macOS, the BSDs):
-        ``Popen.wait(timeout)``.
+        where ``start()`` loaded ``_by_pid``; else (macOS, the BSDs, and the few paths that
+        get here on a machine whose pidfds work: see ``_by_pid``) ``Popen.wait(timeout)``.
 
         wait(), not poll(): poll() gives up at once when another thread is reaping (a
         reader asking for the exit code, say, holds Popen's waitpid lock), and the server
         would then look unreaped, its hold on the spawner thread never let go.
         try/except rather than contextlib.suppress() here and in the other steps every
         server's close runs: the same, without making a suppress object each time."""
+        by_pid = _by_pid
+        if by_pid is not None:
+            by_pid.reap(self, proc, timeout)
+            return
         try:  # noqa: SIM105
             proc.wait(timeout)
         except subprocess.TimeoutExpired:

@@ -48,8 +48,8 @@ EXITS_NOW = ["sh", "-c", "exit 3"]
 # wait and poll (which the close used to wait and reap with, and which must not be left
 # broken).
 CLOSE_CODES = {getattr(stdio.ProcessLifecycle, name).__code__
-               for name in ("_release", "_reap", "_reap_by_pid", "_exit_status",
-                            "_pid_status", "_wait_exited")} | {
+               for name in ("_release", "_reap", "_reap_without_pidfd", "_exit_status",
+                            "_wait_exited")} | {
     _by_pid.pid_status.__code__, _by_pid.wait_exited.__code__, _by_pid.reap.__code__,
     subprocess.Popen.wait.__code__, subprocess.Popen._wait.__code__,
     subprocess.Popen._try_wait.__code__, subprocess.Popen.poll.__code__,
@@ -386,8 +386,7 @@ def test_ctrl_c_before_any_instruction_of_the_reap_by_pid(
     of the new code by pid (the status read, the wait, the reap), including points where no
     Ctrl-C can land (between the store of the status and the reap, say). The close run
     again still reaps the server once, with its real status, after its last signal."""
-    codes = {stdio.ProcessLifecycle._reap_by_pid.__code__,
-             stdio.ProcessLifecycle._pid_status.__code__,
+    codes = {stdio.ProcessLifecycle._reap_without_pidfd.__code__,
              _by_pid.reap.__code__, _by_pid.pid_status.__code__, _by_pid.wait_exited.__code__}
     argv = EXITS_NOW if when == "status-read-before" else EXITS_AT_EOF
     for nth in range(1000):
