@@ -40,7 +40,8 @@ DEFERRED = ("ctypes", "html", "hashlib", "difflib", "mcpsync.policy", "mcpsync._
             "mcpsync.client._requests", "mcpsync.client._submit", "mcpsync._config_http",
             "mcpsync._urls", "mcpsync.client._future", "queue", "heapq", "shlex",
             "mcpsync.client._arguments", "mcpsync._gateway_refusal",
-            "mcpsync.transport.stdio._pump", "mcpsync.transport.stdio._by_pid")
+            "mcpsync.transport.stdio._pump", "mcpsync.transport.stdio._by_pid",
+            "mcpsync.transport.stdio._exit_watch")
 
 
 def test_the_client_import_leaves_these_for_later() -> None:

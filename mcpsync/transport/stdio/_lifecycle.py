@@ -372,8 +372,8 @@ class ProcessLifecycle:
     _stdin_grace: float
     _stdin_closed_at: float
     _interrupted: bool
-    #: When claim_close() took the close over (a class default: the transport sets no
-    #: such attribute of its own).
+    #: When ``_exit_watch.claim_close()`` took the close over (a class default: the
+    #: transport sets no such attribute of its own).
     _claimed_at: float = 0.0
     #: The exit status read through the pidfd without reaping (see :meth:`_exit_status`),
     #: once the server has exited; ``None`` before (a class default, as ``_claimed_at``).
@@ -918,51 +918,6 @@ class ProcessLifecycle:
         elif self._holds_spawner:
             self._holds_spawner = False
             _spawner.release()
-
-    # ------------------------------------------------------------------ many at once
-
-    def claim_close(self) -> bool:
-        """Take this transport's close over for an :class:`ExitWatch`; True when the caller
-        now owns it and must end it with :meth:`finish_claimed_close`.
-
-        Only a server whose stdin :meth:`close_input` already closed, and whose exit a pidfd
-        reports, can be watched that way; otherwise (or when another thread is closing it)
-        this returns False and the caller closes it with :meth:`close`. The close lock is
-        held from here to the finish, so a :meth:`close` from any other thread meanwhile
-        waits for the whole shutdown and then returns, as it does when two threads close.
-        Never waits.
-        """
-        if (self._proc is None or self._pidfd < 0 or not self._stdin_closed_at
-                or self._stdin_fd >= 0 or self.forked()):
-            return False
-        if not self._close_lock.acquire(blocking=False):
-            return False
-        if self._closed or self._closing or self._pidfd < 0:
-            self._close_lock.release()
-            return False
-        self._closing = True
-        self._rx_done = True
-        self._claimed_at = time.monotonic()
-        return True
-
-    def finish_claimed_close(self, exited: bool | None) -> None:
-        """End a close that :meth:`claim_close` took over, on any thread.
-
-        ``exited`` is what the watch found: True, the server exited; False, it was given up
-        after SIGKILL; ``None``, the watch did not run its sequence, so the whole shutdown
-        (waits and signals included) runs here, as in :meth:`close`.
-        """
-        try:
-            if exited is None:
-                self._shutdown()
-            else:
-                if self._rx_lock.locked():   # a receive() still waits: let it return
-                    self.wake()
-                self._release(self._claimed_at + CLOSE_BOUND, exited=exited,
-                              stdin_closed=True)
-        finally:
-            self._closed = True
-            self._close_lock.release()
 
     def hurry(self) -> None:
         """Make :meth:`close` send SIGTERM right after closing stdin (no 2 s grace): for a
