@@ -47,9 +47,10 @@ code before does this:
 - ``_reap`` without a pidfd, or after its ``waitid`` on the pidfd failed: ``Popen.wait()``
   (``ProcessLifecycle._reap_without_pidfd``). ``ECHILD`` (reaped by someone outside) then gives
   the same result as by pid (``Popen`` records 0). A close run again after a Ctrl-C that
-  came after the pidfd was closed finds the status stored and reaps nothing, where the
-  reap by pid would have called ``waitpid`` on the pid reaped through the pidfd (free by
-  then). ``EINVAL`` of the final reap cannot come from such a kernel; were it to, the
+  came after the reap through the pidfd never gets here, with this module or without: that
+  reap is recorded (``_pid_reaped``) and ``_reap`` returns at once, so neither ``Popen``
+  nor ``waitpid`` looks at the pid, free by then. ``EINVAL`` of the final reap cannot
+  come from such a kernel; were it to, the
   server would be left a zombie (``Popen`` holds its status and reaps no more) until the
   process ends;
 - the discard (``_discard`` and ``_end_child``), when the new child's pidfd could not be

@@ -382,9 +382,11 @@ class ProcessLifecycle:
     #: a close cut short by Ctrl-C after its reap runs _release again, and must not signal
     #: the reaped (free) pid a second time.
     _leftovers_killed: bool = False
-    #: What the close's reap by pid returned, once it ran (a class default, as above): a
-    #: close run again after a Ctrl-C must not wait for that (free) pid a second time.
-    _pid_reaped: tuple[int, int] | None = None
+    #: What the close's reap returned, once it ran (a class default, as above): by pid,
+    #: ``waitpid``'s pair; through the pidfd, ``waitid``'s result (or ``(pid, 0)`` for
+    #: either's ``ECHILD``). A close run again after a Ctrl-C must not wait for that (free)
+    #: pid a second time, by pid above all: another child of ours may have its number.
+    _pid_reaped: object = None
 
     if TYPE_CHECKING:
         def wake(self) -> None:
@@ -640,13 +642,22 @@ class ProcessLifecycle:
         ``Popen`` believing the child unreaped, and its ``poll()``, ``__del__`` or
         ``subprocess._cleanup`` could later ``waitpid()`` the freed number, by then perhaps
         another child of ours, and take that child's status.
-        Each step can be run again: the pidfd reap of an already reaped server fails
-        (``ECHILD``), which is ignored.
+        Each step can be run again, up to the reap: once that has run, what it returned is
+        in ``_pid_reaped``, stored by the ``for`` loop over the C iterator that makes the
+        call (``map()``), so that no Ctrl-C lands between the reap and the record (see
+        ``start()``), and every later run returns at once. Without that record, a close cut
+        short after the reap (a Ctrl-C as the pidfd's ``os.close()`` returns, say) would
+        come back here with the pidfd closed and reap by pid, ``waitpid`` on a pid that is
+        free by then and may be another child's, whose status would be taken. The pidfd
+        reap of an already reaped server fails (``ECHILD``: reaped by someone outside),
+        which is recorded too.
 
         Without a pidfd (Linux before 5.3, a ``pidfd_open`` that failed), or where the
         kernel refuses ``waitid`` on one (5.3: ``EINVAL``), the same is done by pid
         (``_by_pid.reap``, through :meth:`_reap_without_pidfd`).
         """
+        if self._pid_reaped is not None:
+            return   # reaped by a run of this that a Ctrl-C cut short after the reap
         pidfd = self._pidfd
         if pidfd < 0 or not _CAN_PEEK:
             self._reap_without_pidfd(proc, timeout)
@@ -672,9 +683,11 @@ class ProcessLifecycle:
             if proc.returncode is None:   # else Popen reaped it
                 proc.returncode = self._status
         try:
-            os.waitid(os.P_PIDFD, pidfd, os.WEXITED | os.WNOHANG)
-        except ChildProcessError:
-            pass   # ECHILD: reaped already, by a try of this cut short as waitid returned
+            for self._pid_reaped in map(os.waitid, (os.P_PIDFD,), (pidfd,),
+                                        (os.WEXITED | os.WNOHANG,)):
+                break
+        except ChildProcessError:   # ECHILD: reaped already, by someone outside
+            self._pid_reaped = (proc.pid, 0)
         except OSError:
             # EINVAL: a 5.3 kernel, whose status was read by pid (see _exit_status); it is
             # reaped by pid too.

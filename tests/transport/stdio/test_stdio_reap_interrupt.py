@@ -105,9 +105,14 @@ def test_ctrl_c_at_any_return_in_the_reap(
     else:
         pytest.fail("the sweep never ran out of C calls to interrupt")
     names = {name.split(": ")[1] for name in interrupted}
-    assert {"waitid", "release"} <= names, interrupted
-    if when == "exits-in-close":   # the reap reads the status first, then reaps
-        assert interrupted.count("_reap: waitid") >= 2, interrupted
+    assert "release" in names, interrupted
+    # The reap's own waitid is called by the for loop over map() that stores what it
+    # returns: no Ctrl-C lands between the two, and none is raised there. Only the read of
+    # the status before it (when the server exits during the close) is a C call's return.
+    if when == "exits-in-close":
+        assert interrupted.count("_reap: waitid") == 1, interrupted
+    else:
+        assert "_reap: waitid" not in interrupted, interrupted
 
 
 def test_a_kernel_refusing_waitid_on_a_pidfd_reaps_by_pid(
