@@ -25,9 +25,11 @@ What lives here:
 from __future__ import annotations
 
 import contextlib
+import errno
 import importlib
 import itertools
 import logging
+import operator
 import os
 import select
 import signal
@@ -380,7 +382,8 @@ class ProcessLifecycle:
     _status: int | None = None
     #: The close's SIGKILL to the group's leftovers went out (a class default, as above):
     #: a close cut short by Ctrl-C after its reap runs _release again, and must not signal
-    #: the reaped (free) pid a second time.
+    #: the reaped (free) pid a second time. Set by start() too, when it killed the group of
+    #: a server that has neither a pidfd nor the by-pid module (see start()).
     _leftovers_killed: bool = False
     #: What the close's reap by pid returned, once it ran (a class default, as above): a
     #: close run again after a Ctrl-C must not wait for that (free) pid a second time.
@@ -470,10 +473,29 @@ class ProcessLifecycle:
                 self._pidfd = -1
         if self._pidfd < 0 and _CAN_PEEK_PID and _by_pid is None:
             # The kernel has pidfds that work, but this server got none (EMFILE, say): its
-            # status is read by pid. A Ctrl-C in this import comes out of start() as one in
-            # any other step after the spawn does: the owner closes the transport, and the
-            # close then waits and reaps through Popen (see _by_pid).
-            _load_by_pid()
+            # status is read by pid.
+            try:
+                _load_by_pid()
+            except BaseException as exc:
+                # The import needs a descriptor too (EMFILE again), or a Ctrl-C cut it short.
+                # The close would then wait with Popen, which reaps, and signal the group
+                # after that, when its pid may be another process's: end the group here,
+                # while the server is surely unreaped, and mark its last signal sent.
+                # The mark is stored by a for loop over C iterators that send the signal and
+                # make the True: no call returns into Python code between the two, so no
+                # Ctrl-C lands there.
+                try:
+                    for self._leftovers_killed in map(operator.not_, map(
+                            os.killpg, (proc.pid,), (signal.SIGKILL,))):
+                        break
+                except OSError:   # not expected of our own unreaped child
+                    self._leftovers_killed = True
+                if isinstance(exc, OSError):
+                    why = ("this process is out of file descriptors"
+                           if exc.errno in (errno.EMFILE, errno.ENFILE) else exc)
+                    raise OSError(exc.errno, f"starting server {self.name!r}: {why}; the "
+                                  "server was killed") from exc
+                raise
         if _USE_POLL:
             os.set_blocking(self._stdout_fd, False)  # receive() reads before it polls
             os.set_blocking(self._stdin_fd, False)  # a full pipe must not block a write
