@@ -64,7 +64,8 @@ code before does this:
   server would be left a zombie (``Popen`` holds its status and reaps no more) until the
   process ends;
 - the discard (``_discard`` and ``_end_child``), when the new child's pidfd could not be
-  opened (``EMFILE``, or a Ctrl-C raised as that call ended): one ``killpg`` and one
+  opened (``EMFILE``, or a Ctrl-C raised as that call ended twice: after the first, it is
+  opened once more): one ``killpg`` and one
   ``Popen.wait()``, bounded as before, with no try run again, as on macOS: a second Ctrl-C
   in that wait goes to the caller and may leave the child a zombie (see
   ``docs/processes.md``). A 5.3 kernel's ``EINVAL`` there cannot happen (the module is

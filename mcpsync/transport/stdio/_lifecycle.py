@@ -240,12 +240,20 @@ def _discard(proc: subprocess.Popen[bytes]) -> None:
             try:
                 for pidfd in map(os.pidfd_open, (proc.pid,)):  # noqa: B007
                     break
-            except (OSError, KeyboardInterrupt):
-                # A Ctrl-C here lands as the map() call ends, before anything was opened;
-                # the caller re-raises the first one anyway, and by pid the child is ended
-                # as surely (the retries below swallow two more in the same way), or, with
-                # _by_pid not loaded, by Popen.wait() as on macOS (no retries).
+            except OSError:
                 pidfd = -1
+            except KeyboardInterrupt:
+                # A Ctrl-C here lands as the map() call ends, before anything was opened
+                # (the caller re-raises the first one anyway): open it once more, so that the
+                # child is ended through a pidfd, with the retries below. The child is not
+                # reaped yet (only this function reaps it); reaped by someone outside, it
+                # gives ESRCH. Failing again (or a second Ctrl-C), it is ended by pid, or,
+                # with _by_pid not loaded, by Popen.wait() as on macOS (no retries).
+                try:
+                    for pidfd in map(os.pidfd_open, (proc.pid,)):  # noqa: B007
+                        break
+                except (OSError, KeyboardInterrupt):
+                    pidfd = -1
             ending[_PIDFD] = pidfd
         # Three tries written out, as in _cut_short; the retries only where the status is
         # read without reaping.
