@@ -38,7 +38,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import mcpsync
 from mcpsync.transport.stdio import _spawner
@@ -53,6 +53,8 @@ from ._writer import FrameFinisher
 # typing.get_type_hints() resolves it with the module unloaded.
 if TYPE_CHECKING:
     import mcpsync.transport.stdio._pump
+
+    from ._by_pid import Functions
 
 __all__ = ["ExitWatch", "ProcessLifecycle"]
 
@@ -84,8 +86,8 @@ _CAN_PEEK_PID = (sys.platform.startswith("linux") and hasattr(os, "waitid")
                  and hasattr(os, "WNOWAIT"))
 #: The ``_by_pid`` module once :func:`_load_by_pid` loaded it, else None (not loaded: every
 #: by-pid step then falls back as ``_by_pid``'s docstring lists). A machine whose pidfds read
-#: the status never loads it.
-_by_pid: Any = None
+#: the status never loads it. Typed by a protocol that only the type checker reads.
+_by_pid: Functions | None = None
 #: :func:`pidfds_read_status`'s answer, once asked (a property of the kernel).
 _pidfd_peeks: bool | None = None
 #: Wait on pipes with poll(); without it (Windows) a pump thread reads stdout (see _pump).
@@ -146,7 +148,7 @@ def _load_by_pid() -> None:
     do: after an import that a Ctrl-C cut short in another thread, the module is loaded
     again rather than read half-built."""
     global _by_pid
-    _by_pid = importlib.import_module("mcpsync.transport.stdio._by_pid")
+    _by_pid = cast("Functions", importlib.import_module("mcpsync.transport.stdio._by_pid"))
 
 
 def _execs_directly(program: str, cwd: str | None) -> bool:
@@ -622,8 +624,7 @@ class ProcessLifecycle:
         by_pid = _by_pid
         if by_pid is None:
             return proc.poll()
-        by_pid_status: int | None = by_pid.pid_status(self, proc)
-        return by_pid_status
+        return by_pid.pid_status(self, proc)
 
     def _wait_exited(self, timeout: float) -> bool:
         """Wait for exit *without reaping* where a pidfd allows it (so the pid, and with it
@@ -639,8 +640,7 @@ class ProcessLifecycle:
             return bool(poller.poll(_poll_ms(timeout)))
         by_pid = _by_pid
         if by_pid is not None:   # Linux: by pid, not reaping (see _by_pid)
-            exited: bool = by_pid.wait_exited(self, proc, timeout)
-            return exited
+            return by_pid.wait_exited(self, proc, timeout)
         try:
             proc.wait(min(timeout, _MAX_POLL_S))
         except subprocess.TimeoutExpired:
