@@ -28,8 +28,11 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     """``_pump`` (the stdout pump of pipes that cannot be ``poll()``-ed, Windows only) and
     ``_by_pid`` (the exit read and reaped by pid, for Linux without a pidfd that reads it)
-    on first attribute access (PEP 562), for the annotations that name them through this
-    package. No call reads this package's attributes, so this slows no call down."""
+    on first attribute access (PEP 562): ``_pump`` for the annotations that name it through
+    this package; ``_by_pid``, which no annotation names, so that it too reads as an
+    attribute of the package before it is loaded (as each of this package's modules did
+    before these two were taken out of its import). No call reads this package's
+    attributes, so this slows no call down."""
     if name in ("_pump", "_by_pid"):
         return importlib.import_module(f"mcpsync.transport.stdio.{name}")
     raise AttributeError(f"module 'mcpsync.transport.stdio' has no attribute {name!r}")

@@ -18,9 +18,18 @@ could be cut short by the next Ctrl-C, and would slow the path down the first ti
   says this kernel's pidfds cannot: a Ctrl-C in that import leaves nothing to clean up.
   That question is asked once per process, without a child (see there);
 - and *right after* the spawn, where the new server got no pidfd although the kernel has
-  them (``pidfd_open`` failed with ``EMFILE``, say). A Ctrl-C in that import comes out of
-  ``start()`` like one in any other step after the spawn: the owner closes the transport
-  (the client does), and that close runs without this module (below).
+  them (``pidfd_open`` failed with ``EMFILE``, say). That import can fail too: it needs a
+  descriptor of its own (``EMFILE`` again, the usual case), or a Ctrl-C cuts it short.
+  Without this module the owner's close (the client closes at once) would wait with
+  ``Popen``, which reaps, and then send the group its leftovers' ``SIGKILL``, when the pid
+  may be another process's. So ``start()`` kills the group there and then, while the server
+  is surely unreaped, marks that the group's last signal went out (the close sends it no
+  other once it has exited), and raises: an ``OSError`` naming the server (and, for
+  ``EMFILE``, that the process is out of descriptors), or the ``KeyboardInterrupt``. The
+  close then only waits for it and reaps it with ``Popen``: its signals go out only after
+  a wait that found the server running, which reaped nothing, so none after that reap. A
+  second Ctrl-C that lands before that ``killpg`` leaves the close as it was before this
+  guard: reaped by ``Popen``, then the leftovers' ``SIGKILL``.
 
 Once loaded, ``_lifecycle._by_pid`` holds this module, and every transport of the process
 uses it wherever it has no pidfd that reads the status, exactly as before the move. Where it
@@ -39,8 +48,10 @@ code before does this:
   ``EINVAL`` (no ``P_PIDFD``) cannot come from a kernel whose pidfds the question found
   working, and would get ``Popen.poll()`` too, which reaps;
 - ``_wait_exited`` (the close's waits, ``wait_exit()``) without a pidfd: a server whose
-  pidfd could not be opened has this module (loaded by ``start()``); otherwise only a
-  server the close gave up on after ``SIGKILL`` gets here (a ``wait_exit()`` after that
+  pidfd could not be opened has this module (loaded by ``start()``), or, where that load
+  failed, was killed by ``start()`` with its last signal marked sent (above), and is waited
+  for and reaped with ``Popen.wait()``; otherwise only a server the close gave up on after
+  ``SIGKILL`` gets here (a ``wait_exit()`` after that
   close, or the close run again after a Ctrl-C that came after its first run closed the
   pidfd), and waits with ``Popen.wait()``, as on macOS, where the read by pid polled
   ``Popen.poll()`` (the transport closed) or read without reaping (the close run again);
@@ -54,7 +65,8 @@ code before does this:
   server would be left a zombie (``Popen`` holds its status and reaps no more) until the
   process ends;
 - the discard (``_discard`` and ``_end_child``), when the new child's pidfd could not be
-  opened (``EMFILE``, or a Ctrl-C raised as that call ended): one ``killpg`` and one
+  opened (``EMFILE``, or a Ctrl-C raised as that call ended twice: after the first, it is
+  opened once more): one ``killpg`` and one
   ``Popen.wait()``, bounded as before, with no try run again, as on macOS: a second Ctrl-C
   in that wait goes to the caller and may leave the child a zombie (see
   ``docs/processes.md``). A 5.3 kernel's ``EINVAL`` there cannot happen (the module is
@@ -66,9 +78,30 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcpsync.transport.stdio import _lifecycle
+
+if TYPE_CHECKING:
+    from typing import Protocol
+
+    class Functions(Protocol):
+        """What ``_lifecycle`` calls of this module (``_lifecycle._by_pid``'s type), for the
+        type checker only: ``_lifecycle`` does not load the module to type it by, and
+        ``Any`` would check no call. (The loader casts the module to it rather than import
+        it with a ``from`` the checker would hold to it: that costs the client import
+        0.4 M instructions uncached.)"""
+
+        def end_child(self, proc: subprocess.Popen[bytes], ending: list[Any]) -> bool: ...
+
+        def pid_status(self, t: _lifecycle.ProcessLifecycle,
+                       proc: subprocess.Popen[bytes]) -> int | None: ...
+
+        def wait_exited(self, t: _lifecycle.ProcessLifecycle, proc: subprocess.Popen[bytes],
+                        timeout: float) -> bool: ...
+
+        def reap(self, t: _lifecycle.ProcessLifecycle, proc: subprocess.Popen[bytes],
+                 timeout: float) -> None: ...
 
 __all__ = ["end_child", "pid_status", "reap", "wait_exited"]
 

@@ -25,9 +25,11 @@ What lives here:
 from __future__ import annotations
 
 import contextlib
+import errno
 import importlib
 import itertools
 import logging
+import operator
 import os
 import select
 import signal
@@ -36,7 +38,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import mcpsync
 from mcpsync.transport.stdio import _spawner
@@ -51,6 +53,8 @@ from ._writer import FrameFinisher
 # typing.get_type_hints() resolves it with the module unloaded.
 if TYPE_CHECKING:
     import mcpsync.transport.stdio._pump
+
+    from ._by_pid import Functions
 
 __all__ = ["ExitWatch", "ProcessLifecycle"]
 
@@ -82,8 +86,8 @@ _CAN_PEEK_PID = (sys.platform.startswith("linux") and hasattr(os, "waitid")
                  and hasattr(os, "WNOWAIT"))
 #: The ``_by_pid`` module once :func:`_load_by_pid` loaded it, else None (not loaded: every
 #: by-pid step then falls back as ``_by_pid``'s docstring lists). A machine whose pidfds read
-#: the status never loads it.
-_by_pid: Any = None
+#: the status never loads it. Typed by a protocol that only the type checker reads.
+_by_pid: Functions | None = None
 #: :func:`pidfds_read_status`'s answer, once asked (a property of the kernel).
 _pidfd_peeks: bool | None = None
 #: Wait on pipes with poll(); without it (Windows) a pump thread reads stdout (see _pump).
@@ -144,7 +148,7 @@ def _load_by_pid() -> None:
     do: after an import that a Ctrl-C cut short in another thread, the module is loaded
     again rather than read half-built."""
     global _by_pid
-    _by_pid = importlib.import_module("mcpsync.transport.stdio._by_pid")
+    _by_pid = cast("Functions", importlib.import_module("mcpsync.transport.stdio._by_pid"))
 
 
 def _execs_directly(program: str, cwd: str | None) -> bool:
@@ -238,12 +242,20 @@ def _discard(proc: subprocess.Popen[bytes]) -> None:
             try:
                 for pidfd in map(os.pidfd_open, (proc.pid,)):  # noqa: B007
                     break
-            except (OSError, KeyboardInterrupt):
-                # A Ctrl-C here lands as the map() call ends, before anything was opened;
-                # the caller re-raises the first one anyway, and by pid the child is ended
-                # as surely (the retries below swallow two more in the same way), or, with
-                # _by_pid not loaded, by Popen.wait() as on macOS (no retries).
+            except OSError:
                 pidfd = -1
+            except KeyboardInterrupt:
+                # A Ctrl-C here lands as the map() call ends, before anything was opened
+                # (the caller re-raises the first one anyway): open it once more, so that the
+                # child is ended through a pidfd, with the retries below. The child is not
+                # reaped yet (only this function reaps it); reaped by someone outside, it
+                # gives ESRCH. Failing again (or a second Ctrl-C), it is ended by pid, or,
+                # with _by_pid not loaded, by Popen.wait() as on macOS (no retries).
+                try:
+                    for pidfd in map(os.pidfd_open, (proc.pid,)):  # noqa: B007
+                        break
+                except (OSError, KeyboardInterrupt):
+                    pidfd = -1
             ending[_PIDFD] = pidfd
         # Three tries written out, as in _cut_short; the retries only where the status is
         # read without reaping.
@@ -380,7 +392,8 @@ class ProcessLifecycle:
     _status: int | None = None
     #: The close's SIGKILL to the group's leftovers went out (a class default, as above):
     #: a close cut short by Ctrl-C after its reap runs _release again, and must not signal
-    #: the reaped (free) pid a second time.
+    #: the reaped (free) pid a second time. Set by start() too, when it killed the group of
+    #: a server that has neither a pidfd nor the by-pid module (see start()).
     _leftovers_killed: bool = False
     #: What the close's reap returned, once it ran (a class default, as above): by pid,
     #: ``waitpid``'s pair; through the pidfd, ``waitid``'s result (or ``(pid, 0)`` for
@@ -472,10 +485,29 @@ class ProcessLifecycle:
                 self._pidfd = -1
         if self._pidfd < 0 and _CAN_PEEK_PID and _by_pid is None:
             # The kernel has pidfds that work, but this server got none (EMFILE, say): its
-            # status is read by pid. A Ctrl-C in this import comes out of start() as one in
-            # any other step after the spawn does: the owner closes the transport, and the
-            # close then waits and reaps through Popen (see _by_pid).
-            _load_by_pid()
+            # status is read by pid.
+            try:
+                _load_by_pid()
+            except BaseException as exc:
+                # The import needs a descriptor too (EMFILE again), or a Ctrl-C cut it short.
+                # The close would then wait with Popen, which reaps, and signal the group
+                # after that, when its pid may be another process's: end the group here,
+                # while the server is surely unreaped, and mark its last signal sent.
+                # The mark is stored by a for loop over C iterators that send the signal and
+                # make the True: no call returns into Python code between the two, so no
+                # Ctrl-C lands there.
+                try:
+                    for self._leftovers_killed in map(operator.not_, map(
+                            os.killpg, (proc.pid,), (signal.SIGKILL,))):
+                        break
+                except OSError:   # not expected of our own unreaped child
+                    self._leftovers_killed = True
+                if isinstance(exc, OSError):
+                    why = ("this process is out of file descriptors"
+                           if exc.errno in (errno.EMFILE, errno.ENFILE) else exc)
+                    raise OSError(exc.errno, f"starting server {self.name!r}: {why}; the "
+                                  "server was killed") from exc
+                raise
         if _USE_POLL:
             os.set_blocking(self._stdout_fd, False)  # receive() reads before it polls
             os.set_blocking(self._stdin_fd, False)  # a full pipe must not block a write
@@ -594,8 +626,7 @@ class ProcessLifecycle:
         by_pid = _by_pid
         if by_pid is None:
             return proc.poll()
-        by_pid_status: int | None = by_pid.pid_status(self, proc)
-        return by_pid_status
+        return by_pid.pid_status(self, proc)
 
     def _wait_exited(self, timeout: float) -> bool:
         """Wait for exit *without reaping* where a pidfd allows it (so the pid, and with it
@@ -611,8 +642,7 @@ class ProcessLifecycle:
             return bool(poller.poll(_poll_ms(timeout)))
         by_pid = _by_pid
         if by_pid is not None:   # Linux: by pid, not reaping (see _by_pid)
-            exited: bool = by_pid.wait_exited(self, proc, timeout)
-            return exited
+            return by_pid.wait_exited(self, proc, timeout)
         try:
             proc.wait(min(timeout, _MAX_POLL_S))
         except subprocess.TimeoutExpired:

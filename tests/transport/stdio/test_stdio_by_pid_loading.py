@@ -247,3 +247,102 @@ def test_a_ctrl_c_in_the_first_import_from_start_leaves_nothing_behind() -> None
         "print(len(children()), sorted(fds() - before))\n")
     assert _run(code) == ["interrupted", "None", "0", "[]", "False", "None", "3", "True",
                           "0", "[]"]
+
+
+# Every killpg() recorded with whether the group's leader was still unreaped ("ours": its
+# pid, and so the group's id, cannot be another process's) or already reaped ("REAPED").
+_KILLPG_RECORDED = """
+import signal
+sent = []
+real_killpg = os.killpg
+def killpg(pid, sig):
+    try:
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        sent.append(f'{signal.Signals(sig).name}:ours')
+    except ChildProcessError:
+        sent.append(f'{signal.Signals(sig).name}:REAPED')
+    return real_killpg(pid, sig)
+os.killpg = killpg
+"""
+
+
+@pytest.mark.skipif(not stdio._CAN_PEEK, reason="needs pidfd_open and P_PIDFD")
+def test_a_server_whose_pidfd_and_module_both_fail_with_emfile_is_never_signalled_reaped(
+        ) -> None:
+    """The descriptor table is full: the new server's pidfd_open fails with EMFILE, and so
+    does the import of the module that would read it by pid. start() kills the group then,
+    while the server is unreaped, and raises an error naming the server and the cause; the
+    close that follows reaps it through Popen and sends the group no signal after that
+    (none at all: its last one went out from start())."""
+    code = _CHECKS + _KILLPG_RECORDED + (
+        "import errno, resource\n"
+        "from mcpsync.transport.stdio import StdioTransport, _lifecycle\n"
+        "assert _lifecycle.pidfds_read_status()\n"
+        "before = fds()\n"
+        "filled = []\n"
+        "def pidfd_open(pid, flags=0):\n"
+        "    try:   # the table full: what failed pidfd_open fails the next open too\n"
+        "        while True:\n"
+        "            filled.append(os.open('/dev/null', os.O_RDONLY))\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "    raise OSError(errno.EMFILE, 'Too many open files')\n"
+        "os.pidfd_open = pidfd_open\n"
+        "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))\n"
+        "t = StdioTransport(['sh', '-c', 'sleep 30'], name='full')\n"
+        "try:\n"
+        "    t.start()\n"
+        "    print('started')\n"
+        "except OSError as exc:\n"
+        "    print(exc.errno == errno.EMFILE, 'out of file descriptors' in str(exc),\n"
+        "          \"'full'\" in str(exc), isinstance(exc.__cause__, OSError))\n"
+        "finally:\n"
+        "    for fd in filled:\n"
+        "        os.close(fd)\n"
+        "    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))\n"
+        "print(_lifecycle._by_pid, ','.join(sent) or '-')\n"
+        "t.close()\n"
+        "print(t.returncode(), ','.join(sent) or '-', len(children()), sorted(fds() - before))\n")
+    assert _run(code) == ["True", "True", "True", "True", "None", "SIGKILL:ours",
+                          str(-signal.SIGKILL), "SIGKILL:ours", "0", "[]"]
+
+
+@pytest.mark.skipif(not stdio._CAN_PEEK, reason="needs pidfd_open and P_PIDFD")
+def test_a_ctrl_c_in_the_import_after_the_spawn_ends_the_server_before_any_reap() -> None:
+    """A server that got no pidfd, and a Ctrl-C in the module's import right after its
+    spawn: start() raises it after killing the group (the server still unreaped), and the
+    close after it sends no signal to the reaped pid; nothing is left behind, and the next
+    start() loads the module."""
+    code = _CHECKS + _KILLPG_RECORDED + (
+        "import errno\n"
+        "from mcpsync.transport.stdio import StdioTransport, _lifecycle\n"
+        "assert _lifecycle.pidfds_read_status()\n"
+        "def pidfd_open(pid, flags=0):\n"
+        "    raise OSError(errno.EMFILE, 'Too many open files')\n"
+        "os.pidfd_open = pidfd_open\n"
+        "name = 'mcpsync.transport.stdio._by_pid'\n"
+        "def trace(frame, event, arg):\n"
+        "    if event == 'call' and frame.f_globals.get('__name__') == name:\n"
+        "        sys.settrace(None)\n"
+        "        raise KeyboardInterrupt\n"
+        "before = fds()\n"
+        "t = StdioTransport(['sh', '-c', 'sleep 30'], name='interrupted')\n"
+        "sys.settrace(trace)\n"
+        "try:\n"
+        "    t.start()\n"
+        "    print('not interrupted')\n"
+        "except KeyboardInterrupt:\n"
+        "    print('interrupted')\n"
+        "finally:\n"
+        "    sys.settrace(None)\n"
+        "t.close()\n"
+        "print(t.returncode(), ','.join(sent) or '-', len(children()), sorted(fds() - before),\n"
+        "      _lifecycle._by_pid)\n"
+        "t = StdioTransport(['sh', '-c', 'exit 3'], name='again')\n"
+        "t.start()\n"
+        "print(t.wait_exit(10), _lifecycle._by_pid is sys.modules[name])\n"
+        "t.close()\n"
+        "print(len(children()), sorted(fds() - before))\n")
+    assert _run(code) == ["interrupted", str(-signal.SIGKILL), "SIGKILL:ours", "0", "[]",
+                          "None", "3", "True", "0", "[]"]

@@ -517,13 +517,16 @@ def test_ctrl_c_as_any_function_the_discard_calls_begins(
 
 @pytest.mark.skipif(not stdio._CAN_PEEK, reason="needs a pidfd that reads the status")
 @pytest.mark.parametrize("by_pid", [True, False], ids=["by-pid-loaded", "not-loaded"])
+@pytest.mark.parametrize("twice", [True, False], ids=["interrupted-twice", "once"])
 def test_a_ctrl_c_as_the_discard_opens_the_pidfd_is_swallowed(
-        monkeypatch: pytest.MonkeyPatch, by_pid: bool) -> None:
+        monkeypatch: pytest.MonkeyPatch, by_pid: bool, twice: bool) -> None:
     """With a pidfd (Linux 5.4+), the discard opens one first, through a ``map()`` call: a
     Ctrl-C raised as that call ends (before anything was opened) must not get out before
-    the SIGKILL. The child is ended by pid instead where the by-pid module is loaded, else
-    (a machine whose pidfds work) with ``Popen.wait()``; either way it is reaped with
-    SIGKILL's status, and nothing is left open."""
+    the SIGKILL. The pidfd is opened once more, and the child ended through it (neither by
+    pid nor with ``Popen.wait()``). Interrupted that second time too, the child is ended by
+    pid where the by-pid module is loaded, else (a machine whose pidfds work) with
+    ``Popen.wait()``. Either way it is reaped with SIGKILL's status, and nothing is left
+    open."""
     import builtins
 
     monkeypatch.setattr(stdio, "_by_pid", _by_pid if by_pid else None)
@@ -545,7 +548,8 @@ def test_a_ctrl_c_as_the_discard_opens_the_pidfd_is_swallowed(
     def interrupted_map(fn: Callable[..., Any], *items: Any) -> Iterator[Any]:
         if fn is os.pidfd_open:
             opened.append(1)
-            raise KeyboardInterrupt  # as the call ends, before the iterator opened anything
+            if twice or len(opened) == 1:
+                raise KeyboardInterrupt  # as the call ends, before the iterator opened anything
         return builtins.map(fn, *items)
 
     before = open_fds()
@@ -556,8 +560,11 @@ def test_a_ctrl_c_as_the_discard_opens_the_pidfd_is_swallowed(
             stdio._discard(proc)
         except KeyboardInterrupt:
             pytest.fail("the Ctrl-C as the pidfd was opened got out of the discard")
-        assert opened == [1]
-        assert ways == (["by pid"] if by_pid else ["Popen.wait"])
+        assert opened == [1, 1]
+        if twice:
+            assert ways == (["by pid"] if by_pid else ["Popen.wait"])
+        else:
+            assert ways == []
         assert state(proc.pid) == "reaped"
         assert proc.returncode == -signal.SIGKILL
         assert open_fds() <= before

@@ -133,6 +133,10 @@ def test_a_kernel_refusing_waitid_on_a_pidfd_reaps_by_pid(
         return real_waitid(idtype, ident, options)
 
     monkeypatch.setattr(os, "waitid", waitid)
+    # As a process on such a kernel starts: the question not asked yet (start() asks it of
+    # the patched waitid, and loads the by-pid module), whatever the tests before asked.
+    monkeypatch.setattr(stdio, "_pidfd_peeks", None)
+    monkeypatch.setattr(stdio, "_by_pid", None)
     real_reap = stdio.ProcessLifecycle._reap
     holding = threading.Event()
 
@@ -156,11 +160,13 @@ def test_a_kernel_refusing_waitid_on_a_pidfd_reaps_by_pid(
     t.start()
     pid, proc = t.pid, t._proc
     assert pid is not None and proc is not None
+    assert stdio._pidfd_peeks is False and stdio._by_pid is not None
     try:
         t.close()
         for holder in holders:
             holder.join(5)
         assert holders, "the close never reaped"
+        assert t._pid_reaped is not None   # reaped by pid, not through Popen
         assert state(pid) == "reaped"
         assert proc.returncode == 3
         assert not t._holds_spawner
