@@ -33,7 +33,7 @@ from mcpsync.secrets import (
 )
 from mcpsync.session._base import MAIN_THREAD_SLICE
 from mcpsync.transport.stdio import StdioTransport
-from mcpsync.transport.stdio._exit_watch import ExitWatch
+from mcpsync.transport.stdio._exit_watch import ExitWatch, claim_close, finish_claimed_close
 
 __all__ = ["begin_close_entry", "begin_discovery", "close_config_auth", "close_entries",
            "close_entry", "spawn_entry", "watch_tool_list"]
@@ -357,7 +357,7 @@ class _Closing:
         begin_close_entry(entry)
         transport = entry.client._transport
         if (isinstance(transport, StdioTransport) and entry.list_watch is None
-                and transport.claim_close()):
+                and claim_close(transport)):
             return transport
         return None
 
@@ -444,7 +444,7 @@ class _Closing:
         try:
             try:
                 if transport is not None:
-                    transport.finish_claimed_close(exited)   # closed, whatever it raises
+                    finish_claimed_close(transport, exited)   # closed, whatever it raises
             finally:
                 close_entry(entry)
         except BaseException as exc:   # the entry is as closed as it gets; go on with others

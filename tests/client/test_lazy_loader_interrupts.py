@@ -139,6 +139,10 @@ _FIRST_USES: dict[str, tuple[str, ...]] = {
     "stdout-pump": ("mcpsync.transport.stdio._pump", "served(PEER, 'plain')",
                     _UNCONNECTED + "import mcpsync.transport.stdio._lifecycle as lifecycle\n"
                                    "lifecycle._USE_POLL = False\n"),
+    # the exit read by pid, loaded by start() where pidfds cannot read it (forced here)
+    "by-pid": ("mcpsync.transport.stdio._by_pid", "served(PEER, 'plain')",
+               _UNCONNECTED + "import mcpsync.transport.stdio._lifecycle as lifecycle\n"
+                              "lifecycle._pidfd_peeks = False\n"),
     # a command given as one string (an argv list never loads shlex)
     "shlex": ("shlex", "served(' '.join(\"'\" + a + \"'\" for a in PEER), 'plain')",
               _UNCONNECTED),

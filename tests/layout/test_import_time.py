@@ -11,7 +11,8 @@ types, ``base64``/``mimetypes`` (media as bytes or read from a file), ``shutil``
 ``bz2`` and ``lzma``: a stdio command is looked up on ``PATH`` without it), the wire side of
 subscriptions, the bodies of the rarely used ``Client`` methods, the answering of a
 server's requests, the frame reader and writer of ``mcpsync.jsonrpc`` (the stdio server's)
-and its JSON scanning helpers (unusual text only). A fresh interpreter tells whether an
+and its JSON scanning helpers (unusual text only), and the stdio transport's exit read by
+pid (a kernel whose pidfds cannot read it). A fresh interpreter tells whether an
 eager import crept back. The benchmark's figures are not judged (a shared
 machine's timing is noise); that it measures every condition and prints positive times is.
 """
@@ -19,6 +20,7 @@ machine's timing is noise); that it measures every condition and prints positive
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -38,7 +40,8 @@ DEFERRED = ("ctypes", "html", "hashlib", "difflib", "mcpsync.policy", "mcpsync._
             "mcpsync.client._requests", "mcpsync.client._submit", "mcpsync._config_http",
             "mcpsync._urls", "mcpsync.client._future", "queue", "heapq", "shlex",
             "mcpsync.client._arguments", "mcpsync._gateway_refusal",
-            "mcpsync.transport.stdio._pump")
+            "mcpsync.transport.stdio._pump", "mcpsync.transport.stdio._by_pid",
+            "mcpsync.transport.stdio._exit_watch")
 
 
 def test_the_client_import_leaves_these_for_later() -> None:
@@ -88,6 +91,10 @@ def test_a_restart_without_subscriptions_loads_no_subscription_wire_side() -> No
     loaded = set(done.stdout.split())
     assert "mcpsync.client._subscriptions" in loaded
     assert "mcpsync.client._subscribing" not in loaded
+    # Nor the exit read by pid: this machine's pidfds read it (a kernel whose cannot loads
+    # it in start()).
+    if "linux" in sys.platform and hasattr(os, "pidfd_open") and hasattr(os, "P_PIDFD"):
+        assert "mcpsync.transport.stdio._by_pid" not in loaded
 
 
 def test_the_deferred_pieces_still_load_when_used() -> None:

@@ -1,9 +1,13 @@
-"""Many stdio servers' exits waited for together: :class:`ExitWatch`.
+"""Many stdio servers' exits waited for together: :func:`claim_close`, :class:`ExitWatch`
+and :func:`finish_claimed_close`.
 
-Only the Manager's close of many servers uses it (after ``ProcessLifecycle.claim_close``), so
-it is not part of ``_lifecycle``, which every connection loads. ``_lifecycle`` still exports
-both names. The grace periods are read from ``_lifecycle`` when used (``_lifecycle.TERM_GRACE``
-and the others), so that a test patching them there reaches this code too.
+Only the Manager's close of many servers uses them, so they are not part of ``_lifecycle``,
+which every client import compiles (the two functions were methods of ``ProcessLifecycle``
+before, and cost about 1.4 M instructions of an uncached import there). The Manager's module
+imports this one at its own top: nothing is imported on a close, a death, a timeout or a
+Ctrl-C. ``_lifecycle`` still exports ``ExitWatch`` and ``_Watched``. The grace periods are
+read from ``_lifecycle`` when used (``_lifecycle.TERM_GRACE`` and the others), so that a test
+patching them there reaches this code too.
 """
 
 from __future__ import annotations
@@ -15,7 +19,51 @@ from typing import Any
 from mcpsync.transport.stdio import _lifecycle
 from mcpsync.transport.stdio._lifecycle import ProcessLifecycle
 
-__all__ = ["ExitWatch"]
+__all__ = ["ExitWatch", "claim_close", "finish_claimed_close"]
+
+
+def claim_close(t: ProcessLifecycle) -> bool:
+    """Take the close of ``t`` (a stdio transport) over for an :class:`ExitWatch`; True when
+    the caller now owns it and must end it with :func:`finish_claimed_close`.
+
+    Only a server whose stdin ``close_input()`` already closed, and whose exit a pidfd
+    reports, can be watched that way; otherwise (or when another thread is closing it)
+    this returns False and the caller closes it with ``close()``. The close lock is held
+    from here to the finish, so a ``close()`` from any other thread meanwhile waits for the
+    whole shutdown and then returns, as it does when two threads close. Never waits.
+    """
+    if (t._proc is None or t._pidfd < 0 or not t._stdin_closed_at
+            or t._stdin_fd >= 0 or t.forked()):
+        return False
+    if not t._close_lock.acquire(blocking=False):
+        return False
+    if t._closed or t._closing or t._pidfd < 0:
+        t._close_lock.release()
+        return False
+    t._closing = True
+    t._rx_done = True
+    t._claimed_at = time.monotonic()
+    return True
+
+
+def finish_claimed_close(t: ProcessLifecycle, exited: bool | None) -> None:
+    """End a close that :func:`claim_close` took over, on any thread.
+
+    ``exited`` is what the watch found: True, the server exited; False, it was given up
+    after SIGKILL; ``None``, the watch did not run its sequence, so the whole shutdown
+    (waits and signals included) runs here, as in ``close()``.
+    """
+    try:
+        if exited is None:
+            t._shutdown()
+        else:
+            if t._rx_lock.locked():   # a receive() still waits: let it return
+                t.wake()
+            t._release(t._claimed_at + _lifecycle.CLOSE_BOUND, exited=exited,
+                       stdin_closed=True)
+    finally:
+        t._closed = True
+        t._close_lock.release()
 
 
 class _Watched:
@@ -33,8 +81,8 @@ class _Watched:
 
 
 class ExitWatch:
-    """The exits of many servers whose close was claimed (:meth:`ProcessLifecycle.claim_close`),
-    waited for together by one thread.
+    """The exits of many servers whose close was claimed (:func:`claim_close`), waited for
+    together by one thread.
 
     Each server keeps the sequence of :meth:`ProcessLifecycle.close`: SIGTERM to its process
     group once the stdin grace has run (counted from the moment its stdin was closed),
@@ -42,7 +90,7 @@ class ExitWatch:
     the claim. One ``poll()`` on every pidfd replaces a waiting thread per server, which is
     what closing many servers costs most. The watch only waits and signals: it never reaps a
     server (the pid, and so the group id, stays ours until the finish) and never closes a
-    descriptor; :meth:`ProcessLifecycle.finish_claimed_close` does the rest, on whichever
+    descriptor; :func:`finish_claimed_close` does the rest, on whichever
     thread the owner chooses, so that a slow finish never delays another server's signal.
     """
 
@@ -54,7 +102,7 @@ class ExitWatch:
         return len(self._watched)
 
     def add(self, transport: ProcessLifecycle, key: object) -> None:
-        """Watch a server whose close ``claim_close()`` just took over; ``key`` names it in
+        """Watch a server whose close :func:`claim_close` just took over; ``key`` names it in
         what :meth:`step` returns."""
         start = transport._claimed_at
         grace = max(0.0, transport._stdin_grace - (start - transport._stdin_closed_at))

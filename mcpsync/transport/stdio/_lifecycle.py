@@ -15,8 +15,8 @@ What lives here:
   the pipes non-blocking and set up the ``poll()`` set (stdout, the wake-up pipe, and a
   ``pidfd`` where the OS has one), start the stderr drain (see ``_stderr``);
 - exit watching: :meth:`~ProcessLifecycle.returncode`, :meth:`~ProcessLifecycle.wait_exit`,
-  waiting on the ``pidfd`` (without one, on Linux, reading the status by pid) without
-  reaping;
+  waiting on the ``pidfd`` without reaping (without one that reads the status, on Linux,
+  by pid: ``_by_pid``, which ``start()`` loads where it may be needed);
 - the stderr ring as error messages quote it;
 - :meth:`~ProcessLifecycle.close`: the shutdown sequence of the MCP stdio transport, bounded
   in time, and its fork-safe variant.
@@ -25,9 +25,11 @@ What lives here:
 from __future__ import annotations
 
 import contextlib
+import errno
 import importlib
 import itertools
 import logging
+import operator
 import os
 import select
 import signal
@@ -36,7 +38,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import mcpsync
 from mcpsync.transport.stdio import _spawner
@@ -51,6 +53,8 @@ from ._writer import FrameFinisher
 # typing.get_type_hints() resolves it with the module unloaded.
 if TYPE_CHECKING:
     import mcpsync.transport.stdio._pump
+
+    from ._by_pid import Functions
 
 __all__ = ["ExitWatch", "ProcessLifecycle"]
 
@@ -73,13 +77,19 @@ _CAN_PEEK = _HAS_PIDFD and hasattr(os, "P_PIDFD")
 _PEEK_FLAGS = (os.WEXITED | os.WNOHANG | os.WNOWAIT) if _CAN_PEEK else 0
 #: Without such a pidfd (none, one that ``pidfd_open`` failed to make, or a 5.3 kernel's),
 #: Linux reads the status by pid and leaves the child unreaped just as well:
-#: ``waitid(P_PID, pid, WEXITED | WNOHANG | WNOWAIT)``, on every kernel. Only on Linux:
-#: ``os.waitid`` exists on macOS only from CPython 3.13 (earlier versions left it out over
-#: problems with the API in old macOS versions), and we cannot test macOS here; there, and
-#: on the BSDs, ``Popen`` reaps, as before (see :meth:`ProcessLifecycle._exit_status`).
+#: ``waitid(P_PID, pid, WEXITED | WNOHANG | WNOWAIT)``, on every kernel (``_by_pid``). Only
+#: on Linux: ``os.waitid`` exists on macOS only from CPython 3.13 (earlier versions left it
+#: out over problems with the API in old macOS versions), and we cannot test macOS here;
+#: there, and on the BSDs, ``Popen`` reaps, as before (see
+#: :meth:`ProcessLifecycle._exit_status`).
 _CAN_PEEK_PID = (sys.platform.startswith("linux") and hasattr(os, "waitid")
                  and hasattr(os, "WNOWAIT"))
-_PID_PEEK_FLAGS = (os.WEXITED | os.WNOHANG | os.WNOWAIT) if _CAN_PEEK_PID else 0
+#: The ``_by_pid`` module once :func:`_load_by_pid` loaded it, else None (not loaded: every
+#: by-pid step then falls back as ``_by_pid``'s docstring lists). A machine whose pidfds read
+#: the status never loads it. Typed by a protocol that only the type checker reads.
+_by_pid: Functions | None = None
+#: :func:`pidfds_read_status`'s answer, once asked (a property of the kernel).
+_pidfd_peeks: bool | None = None
 #: Wait on pipes with poll(); without it (Windows) a pump thread reads stdout (see _pump).
 _USE_POLL = hasattr(select, "poll") and not _IS_WINDOWS
 _MAX_POLL_MS = 2**31 - 1  # poll() takes a C int of milliseconds
@@ -91,6 +101,54 @@ def _poll_ms(timeout: float) -> int:
     if timeout >= _MAX_POLL_S:
         return _MAX_POLL_MS
     return max(0, int(timeout * 1000 + 0.999))
+
+
+def pidfds_read_status() -> bool:
+    """True when this process's pidfds read a child's exit status without reaping it
+    (``waitid(P_PIDFD, fd, WEXITED | WNOHANG | WNOWAIT)``, Linux 5.4 and later).
+
+    A property of the kernel (and of the filters around this process), not of a child, so it
+    is asked once per process, without one: a pidfd on this process itself, and a ``waitid``
+    on it. A kernel that can wait on pidfds fails that with ``ECHILD`` (this process is
+    not its own child); Linux 5.3, which has pidfds but no ``P_PIDFD``, fails it with
+    ``EINVAL``, and so does any kernel that does not know the id type. ``pidfd_open``
+    failing (no such system call, a seccomp filter) means no as well. Anything but
+    ``ECHILD`` is taken as no: reading by pid works on every Linux kernel, so a wrong no
+    costs only the import of ``_by_pid``, a wrong yes a zombie or a lost status.
+
+    The descriptor is stored by a ``for`` loop over the C iterator that opens it, before any
+    Ctrl-C can land (see :meth:`ProcessLifecycle.start`), and closed in a ``finally``; a
+    Ctrl-C leaves the question unanswered, for the next start() to ask again."""
+    global _pidfd_peeks
+    known = _pidfd_peeks
+    if known is not None:
+        return known
+    answer = False
+    if _CAN_PEEK:
+        fd = -1
+        try:
+            for fd in map(os.pidfd_open, (os.getpid(),)):  # noqa: B007
+                break
+            os.waitid(os.P_PIDFD, fd, _PEEK_FLAGS)
+        except ChildProcessError:
+            answer = True
+        except OSError:
+            pass
+        finally:
+            if fd >= 0:
+                os.close(fd)
+    _pidfd_peeks = answer
+    return answer
+
+
+def _load_by_pid() -> None:
+    """Load ``_by_pid`` (from :meth:`ProcessLifecycle.start` only: never on a close, a
+    death, a timeout or a Ctrl-C's recovery) and make every transport use it where it has
+    no pidfd that reads the status. ``import_module`` first, as the client's lazy loaders
+    do: after an import that a Ctrl-C cut short in another thread, the module is loaded
+    again rather than read half-built."""
+    global _by_pid
+    _by_pid = cast("Functions", importlib.import_module("mcpsync.transport.stdio._by_pid"))
 
 
 def _execs_directly(program: str, cwd: str | None) -> bool:
@@ -132,7 +190,8 @@ DISCARD_WAIT = 2.0
 # place where it escapes before the SIGKILL).
 #: ``ending[_PIDFD]``: the pidfd that reads the status (Linux 5.4+), or -1.
 _PIDFD = 0
-#: ``ending[_BY_PID]``: without one, read it by pid (Linux); False: ``Popen.wait()``.
+#: ``ending[_BY_PID]``: without one, the ``_by_pid`` module that reads it by pid (Linux,
+#: where it is loaded); None: ``Popen.wait()``.
 _BY_PID = 1
 #: ``ending[_REAPED]``: what the reap by pid returned, once it ran (the pid is not to be
 #: waited for again), else None.
@@ -144,17 +203,20 @@ _discard_log = logging.getLogger(__name__)
 def _discard(proc: subprocess.Popen[bytes]) -> None:
     """Kill and reap a child that nobody will own (its start() was interrupted).
 
-    This runs after a Ctrl-C, where another is likely. Where the kernel reads an exit
-    status without reaping (a pidfd on Linux 5.4+; by pid on any Linux), every step may be
-    run again and is, up to three times in all (as an interrupted close's ending is): a
-    Ctrl-C during it is swallowed twice (the caller re-raises the first one anyway), and the
-    third goes on. The child is then reaped as :meth:`ProcessLifecycle._reap` reaps, never
-    by ``Popen.wait()`` (a Ctrl-C inside that can leave ``Popen``'s waitpid lock held for
-    good, or lose the status). The pidfd is opened first, while the child is surely
-    unreaped; the pipes and the pidfd are closed whatever happens. Nothing is called before
-    the ``try``, and a Ctrl-C raised as the pidfd's opening begins (the ``map()`` call's end,
-    before it opened anything) is swallowed too, the child then ended by pid: the one place
-    left where a Ctrl-C escapes before the SIGKILL is this function's own start.
+    This runs after a Ctrl-C, where another is likely. Where the kernel reads an exit status
+    without reaping (a pidfd on Linux 5.4+; by pid on any Linux, where ``start()`` loaded
+    ``_by_pid``), every step may be run again and is, up to three times in all (as an
+    interrupted close's ending is): a Ctrl-C during it is swallowed twice (the caller
+    re-raises the first one anyway), and the third goes on. The child is then reaped as
+    :meth:`ProcessLifecycle._reap` reaps, never by ``Popen.wait()`` (a Ctrl-C inside that
+    can leave ``Popen``'s waitpid lock held for good, or lose the status). The pidfd is
+    opened first, while the child is surely unreaped; the pipes and the pidfd are closed
+    whatever happens. Nothing is called before the ``try``, and a Ctrl-C raised as the
+    pidfd's opening begins (the ``map()`` call's end, before it opened anything) is
+    swallowed too, the child then ended by pid: the one place left where a Ctrl-C escapes
+    before the SIGKILL is this function's own start. (Ended by pid where ``_by_pid`` is
+    loaded; on a machine whose pidfds work it is not, and the child is then ended as
+    elsewhere, below, with no try run again: see ``_by_pid``.)
 
     Each try waits at most :data:`DISCARD_WAIT` for the exit after SIGKILL, then gives up
     with a warning naming the pid, as the close gives up: the child is left to
@@ -172,7 +234,7 @@ def _discard(proc: subprocess.Popen[bytes]) -> None:
     pidfd = -1
     # _end_child clears [_PIDFD] when the kernel refuses waitid on it (5.3), and [_BY_PID]
     # when it falls back to Popen.wait(); with neither, nothing is retried.
-    ending: list[Any] = [-1, _CAN_PEEK_PID, None]
+    ending: list[Any] = [-1, _by_pid, None]
     try:
         if _CAN_PEEK:
             # A for loop over a C iterator stores the number before any Ctrl-C can land
@@ -180,23 +242,32 @@ def _discard(proc: subprocess.Popen[bytes]) -> None:
             try:
                 for pidfd in map(os.pidfd_open, (proc.pid,)):  # noqa: B007
                     break
-            except (OSError, KeyboardInterrupt):
-                # A Ctrl-C here lands as the map() call ends, before anything was opened;
-                # the caller re-raises the first one anyway, and by pid the child is ended
-                # as surely (the retries below swallow two more in the same way).
+            except OSError:
                 pidfd = -1
+            except KeyboardInterrupt:
+                # A Ctrl-C here lands as the map() call ends, before anything was opened
+                # (the caller re-raises the first one anyway): open it once more, so that the
+                # child is ended through a pidfd, with the retries below. The child is not
+                # reaped yet (only this function reaps it); reaped by someone outside, it
+                # gives ESRCH. Failing again (or a second Ctrl-C), it is ended by pid, or,
+                # with _by_pid not loaded, by Popen.wait() as on macOS (no retries).
+                try:
+                    for pidfd in map(os.pidfd_open, (proc.pid,)):  # noqa: B007
+                        break
+                except (OSError, KeyboardInterrupt):
+                    pidfd = -1
             ending[_PIDFD] = pidfd
         # Three tries written out, as in _cut_short; the retries only where the status is
         # read without reaping.
         try:
             ended = _end_child(proc, ending)
         except KeyboardInterrupt:
-            if ending[_PIDFD] < 0 and not ending[_BY_PID]:
+            if ending[_PIDFD] < 0 and ending[_BY_PID] is None:
                 raise
             try:
                 ended = _end_child(proc, ending)
             except KeyboardInterrupt:
-                if ending[_PIDFD] < 0 and not ending[_BY_PID]:
+                if ending[_PIDFD] < 0 and ending[_BY_PID] is None:
                     raise
                 ended = _end_child(proc, ending)
         if not ended:
@@ -227,9 +298,9 @@ def _end_child(proc: subprocess.Popen[bytes], ending: list[Any]) -> bool:
     """One try of :func:`_discard`: SIGKILL the child's group (until its status is stored,
     which comes before its reap, so a freed pid is never signalled), wait (at most
     :data:`DISCARD_WAIT`), reap: through ``ending[_PIDFD]``; without one (-1; set so here
-    when the kernel refuses ``waitid`` on it) by pid, with ``ending[_BY_PID]``; else with
-    ``Popen.wait()``, as before. False when the child was still running at the bound
-    (given up: neither read nor reaped)."""
+    when the kernel refuses ``waitid`` on it) by pid, with the module in
+    ``ending[_BY_PID]``; else with ``Popen.wait()``, as before. False when the child was
+    still running at the bound (given up: neither read nor reaped)."""
     pidfd = ending[_PIDFD]
     if proc.returncode is None:
         try:
@@ -254,9 +325,10 @@ def _end_child(proc: subprocess.Popen[bytes], ending: list[Any]) -> bool:
                 proc.returncode = (info.si_status if info.si_code == os.CLD_EXITED
                                    else -info.si_status)
     if pidfd < 0:
-        if ending[_BY_PID] and not _end_child_by_pid(proc, ending):
+        by_pid = ending[_BY_PID]
+        if by_pid is not None and not by_pid.end_child(proc, ending):
             return False
-        if not ending[_BY_PID]:
+        if ending[_BY_PID] is None:
             try:
                 proc.wait(DISCARD_WAIT)
             except subprocess.TimeoutExpired:
@@ -266,45 +338,6 @@ def _end_child(proc: subprocess.Popen[bytes], ending: list[Any]) -> bool:
         os.waitid(os.P_PIDFD, pidfd, os.WEXITED | os.WNOHANG)
     except OSError:
         pass   # ECHILD: reaped already, by a try cut short as waitid returned
-    return True
-
-
-def _end_child_by_pid(proc: subprocess.Popen[bytes], ending: list[Any]) -> bool:
-    """:func:`_end_child` without a pidfd that reads the status: the status read by pid
-    without reaping (polled with short sleeps, as ``Popen.wait(timeout)`` polls, for at
-    most :data:`DISCARD_WAIT`), stored, and only then the child reaped by pid, once (a pid
-    reaped is free, and may be another child's by the next try). Clears
-    ``ending[_BY_PID]`` when the child is not there to read (reaped by someone outside,
-    ``SIGCHLD`` ignored): then ``Popen.wait()`` finds out, as before. False when it was
-    still running at the bound."""
-    if proc.returncode is None:
-        deadline = time.monotonic() + DISCARD_WAIT
-        delay = 0.0005
-        while True:
-            try:
-                # SIGKILLed: not long. A Ctrl-C meanwhile leaves the child as it was.
-                info = os.waitid(os.P_PID, proc.pid, _PID_PEEK_FLAGS)
-            except OSError:   # ECHILD
-                ending[_BY_PID] = False
-                return True
-            if info is not None or proc.returncode is not None:
-                break
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return False   # still running after SIGKILL: given up
-            time.sleep(min(delay, remaining))
-            delay = min(delay * 2, 0.05)
-        if proc.returncode is None:   # stored before the reap (see ProcessLifecycle._reap)
-            proc.returncode = (info.si_status if info.si_code == os.CLD_EXITED
-                               else -info.si_status)
-    if ending[_REAPED] is None:
-        # Stored by the for loop before any Ctrl-C can land (see start()): a try run again
-        # never waits for this pid a second time.
-        try:
-            for ending[_REAPED] in map(os.waitpid, (proc.pid,), (os.WNOHANG,)):
-                break
-        except OSError:   # ECHILD: not ours any more
-            ending[_REAPED] = (proc.pid, 0)
     return True
 
 
@@ -351,19 +384,22 @@ class ProcessLifecycle:
     _stdin_grace: float
     _stdin_closed_at: float
     _interrupted: bool
-    #: When claim_close() took the close over (a class default: the transport sets no
-    #: such attribute of its own).
+    #: When ``_exit_watch.claim_close()`` took the close over (a class default: the
+    #: transport sets no such attribute of its own).
     _claimed_at: float = 0.0
     #: The exit status read through the pidfd without reaping (see :meth:`_exit_status`),
     #: once the server has exited; ``None`` before (a class default, as ``_claimed_at``).
     _status: int | None = None
     #: The close's SIGKILL to the group's leftovers went out (a class default, as above):
     #: a close cut short by Ctrl-C after its reap runs _release again, and must not signal
-    #: the reaped (free) pid a second time.
+    #: the reaped (free) pid a second time. Set by start() too, when it killed the group of
+    #: a server that has neither a pidfd nor the by-pid module (see start()).
     _leftovers_killed: bool = False
-    #: What the close's reap by pid returned, once it ran (a class default, as above): a
-    #: close run again after a Ctrl-C must not wait for that (free) pid a second time.
-    _pid_reaped: tuple[int, int] | None = None
+    #: What the close's reap returned, once it ran (a class default, as above): by pid,
+    #: ``waitpid``'s pair; through the pidfd, ``waitid``'s result (or ``(pid, 0)`` for
+    #: either's ``ECHILD``). A close run again after a Ctrl-C must not wait for that (free)
+    #: pid a second time, by pid above all: another child of ours may have its number.
+    _pid_reaped: object = None
 
     if TYPE_CHECKING:
         def wake(self) -> None:
@@ -389,6 +425,12 @@ class ProcessLifecycle:
             # before anything is spawned, so a Ctrl-C in the import leaves nothing to clean
             # up, and never on POSIX (import_module first, as the client's lazy loaders do).
             importlib.import_module("mcpsync.transport.stdio._pump")
+        if _CAN_PEEK_PID and _by_pid is None and not pidfds_read_status():
+            # Linux, where this kernel's pidfds cannot read an exit status (none, or 5.3's):
+            # the status is read by pid. Loaded here, before anything is spawned, for the
+            # same reason as the pump; the close, a death, a timeout and a Ctrl-C's recovery
+            # never import.
+            _load_by_pid()
         child_env = build_env(self._env, inherit_env=self._inherit_env)
         try:
             argv = resolve_argv(self.argv, child_env, cwd=self._cwd)
@@ -441,6 +483,31 @@ class ProcessLifecycle:
                     break
             except OSError:
                 self._pidfd = -1
+        if self._pidfd < 0 and _CAN_PEEK_PID and _by_pid is None:
+            # The kernel has pidfds that work, but this server got none (EMFILE, say): its
+            # status is read by pid.
+            try:
+                _load_by_pid()
+            except BaseException as exc:
+                # The import needs a descriptor too (EMFILE again), or a Ctrl-C cut it short.
+                # The close would then wait with Popen, which reaps, and signal the group
+                # after that, when its pid may be another process's: end the group here,
+                # while the server is surely unreaped, and mark its last signal sent.
+                # The mark is stored by a for loop over C iterators that send the signal and
+                # make the True: no call returns into Python code between the two, so no
+                # Ctrl-C lands there.
+                try:
+                    for self._leftovers_killed in map(operator.not_, map(
+                            os.killpg, (proc.pid,), (signal.SIGKILL,))):
+                        break
+                except OSError:   # not expected of our own unreaped child
+                    self._leftovers_killed = True
+                if isinstance(exc, OSError):
+                    why = ("this process is out of file descriptors"
+                           if exc.errno in (errno.EMFILE, errno.ENFILE) else exc)
+                    raise OSError(exc.errno, f"starting server {self.name!r}: {why}; the "
+                                  "server was killed") from exc
+                raise
         if _USE_POLL:
             os.set_blocking(self._stdout_fd, False)  # receive() reads before it polls
             os.set_blocking(self._stdin_fd, False)  # a full pipe must not block a write
@@ -523,12 +590,12 @@ class ProcessLifecycle:
 
         Without such a pidfd (Linux before 5.3, a ``pidfd_open`` that failed, or 5.3,
         whose kernel refuses ``waitid`` on a pidfd) the status is read by pid the same way
-        (see :meth:`_pid_status`). Elsewhere (macOS, the BSDs) this is ``Popen.poll()``,
-        which reaps, as before: the window stays there, and it would stay even if this did
-        not reap, because the close itself can only wait for the exit by reaping
-        (``Popen.wait()``) before it signals the leftovers. Windows has no process groups
-        to signal: the close ends the server through its process handle, which ``Popen``
-        keeps open (and the pid with it) until it is collected.
+        (``_by_pid.pid_status``). Elsewhere (macOS, the
+        BSDs) this is ``Popen.poll()``, which reaps, as before: the window stays there, and
+        it would stay even if this did not reap, because the close itself can only wait for
+        the exit by reaping (``Popen.wait()``) before it signals the leftovers. Windows has
+        no process groups to signal: the close ends the server through its process handle,
+        which ``Popen`` keeps open (and the pid with it) until it is collected.
         """
         pidfd = self._pidfd
         if pidfd >= 0 and _CAN_PEEK and proc.returncode is None:
@@ -537,49 +604,29 @@ class ProcessLifecycle:
             except OSError:
                 # ECHILD: reaped meanwhile, by the close or by someone outside (SIGCHLD
                 # ignored); EINVAL: a kernel without P_PIDFD (read by pid then); EBADF: the
-                # close closed the pidfd. Popen knows (or finds out, reaping as before).
-                return self._pid_status(proc)
-            if self._pidfd != pidfd:
-                # The close closed the pidfd meanwhile (it forgets the number before closing
-                # it, and only then can the number be another file's, or another server's
-                # pidfd): the answer may not be ours. The close has sent its signals and
-                # reaped the server (or given it up) by then.
-                return proc.poll()
-            if info is None:
-                return None
-            # Popen's convention: the exit code, or minus the signal that killed it.
-            status = info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
-            self._status = status
-            return status
-        return self._pid_status(proc)
-
-    def _pid_status(self, proc: subprocess.Popen[bytes]) -> int | None:
-        """:meth:`_exit_status` by pid, on Linux: ``waitid(P_PID, pid, ...WNOWAIT)`` reads
-        the status and leaves the server unreaped, as through a pidfd; elsewhere (or
-        once ``Popen`` has the status) ``Popen.poll()``.
-
-        A pid is not a pidfd: once reaped, the number may be another child's. Only the
-        close reaps, and it stores the status in ``Popen.returncode`` before (see
-        :meth:`_reap_by_pid`), so ``returncode`` is looked at again after the read: set,
-        the read may have found another process, and the close's status is the answer.
-
-        Once the transport is closed (a server the close gave up on after SIGKILL, say),
-        ``Popen.poll()`` reaps, as before: the close has sent its last signal."""
-        if not _CAN_PEEK_PID or proc.returncode is not None or self._closed:
+                # close closed the pidfd. Read below: Popen knows (or finds out, reaping as
+                # before).
+                pass
+            else:
+                if self._pidfd != pidfd:
+                    # The close closed the pidfd meanwhile (it forgets the number before
+                    # closing it, and only then can the number be another file's, or another
+                    # server's pidfd): the answer may not be ours. The close has sent its
+                    # signals and reaped the server (or given it up) by then.
+                    return proc.poll()
+                if info is None:
+                    return None
+                # Popen's convention: the exit code, or minus the signal that killed it.
+                status = info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+                self._status = status
+                return status
+        # By pid where start() loaded _by_pid; else Popen.poll(): macOS and the BSDs, and on
+        # a machine whose pidfds work the paths that get here, where it answers as the read
+        # by pid did (see _by_pid).
+        by_pid = _by_pid
+        if by_pid is None:
             return proc.poll()
-        try:
-            info = os.waitid(os.P_PID, proc.pid, _PID_PEEK_FLAGS)
-        except OSError:
-            # ECHILD: reaped, by the close (its status stored first) or by someone outside
-            # (SIGCHLD ignored). Popen knows (or finds out, reaping as before).
-            return proc.poll()
-        if proc.returncode is not None:   # the close reaped meanwhile: see above
-            return proc.returncode
-        if info is None:
-            return None
-        status = info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
-        self._status = status
-        return status
+        return by_pid.pid_status(self, proc)
 
     def _wait_exited(self, timeout: float) -> bool:
         """Wait for exit *without reaping* where a pidfd allows it (so the pid, and with it
@@ -593,28 +640,13 @@ class ProcessLifecycle:
             poller = select.poll()
             poller.register(pidfd, select.POLLIN)
             return bool(poller.poll(_poll_ms(timeout)))
-        if _CAN_PEEK_PID:
-            return self._wait_by_pid(proc, timeout)
+        by_pid = _by_pid
+        if by_pid is not None:   # Linux: by pid, not reaping (see _by_pid)
+            return by_pid.wait_exited(self, proc, timeout)
         try:
             proc.wait(min(timeout, _MAX_POLL_S))
         except subprocess.TimeoutExpired:
             return False
-        return True
-
-    def _wait_by_pid(self, proc: subprocess.Popen[bytes], timeout: float) -> bool:
-        """:meth:`_wait_exited` without a pidfd, on Linux: the status read by pid (not
-        reaping, see :meth:`_pid_status`) with short sleeps between, as
-        ``Popen.wait(timeout)`` itself polls (0.5 ms doubling up to 50 ms), but never
-        through ``Popen``'s waitpid lock, which a Ctrl-C can leave held for good. True once
-        the server has exited."""
-        deadline = time.monotonic() + timeout
-        delay = 0.0005
-        while self._pid_status(proc) is None:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return False
-            time.sleep(min(delay, remaining))
-            delay = min(delay * 2, 0.05)
         return True
 
     def _reap(self, proc: subprocess.Popen[bytes], timeout: float) -> None:
@@ -629,7 +661,7 @@ class ProcessLifecycle:
         records 0 from the ``ECHILD`` of its next try). Instead: wait on the pidfd, read
         the status without reaping into ``_status`` (as :meth:`_exit_status` reads it),
         store it as ``proc.returncode``, and only then reap, with ``waitid(P_PIDFD, ...,
-        WEXITED)`` (without a pidfd, by pid: :meth:`_reap_by_pid`).
+        WEXITED)`` (without a pidfd, by pid: ``_by_pid.reap``).
 
         ``returncode`` is stored *before* the reap. No call returns between the two, so no
         Ctrl-C lands there; were one to, it would leave an exited, unreaped server that
@@ -640,16 +672,25 @@ class ProcessLifecycle:
         ``Popen`` believing the child unreaped, and its ``poll()``, ``__del__`` or
         ``subprocess._cleanup`` could later ``waitpid()`` the freed number, by then perhaps
         another child of ours, and take that child's status.
-        Each step can be run again: the pidfd reap of an already reaped server fails
-        (``ECHILD``), which is ignored.
+        Each step can be run again, up to the reap: once that has run, what it returned is
+        in ``_pid_reaped``, stored by the ``for`` loop over the C iterator that makes the
+        call (``map()``), so that no Ctrl-C lands between the reap and the record (see
+        ``start()``), and every later run returns at once. Without that record, a close cut
+        short after the reap (a Ctrl-C as the pidfd's ``os.close()`` returns, say) would
+        come back here with the pidfd closed and reap by pid, ``waitpid`` on a pid that is
+        free by then and may be another child's, whose status would be taken. The pidfd
+        reap of an already reaped server fails (``ECHILD``: reaped by someone outside),
+        which is recorded too.
 
         Without a pidfd (Linux before 5.3, a ``pidfd_open`` that failed), or where the
         kernel refuses ``waitid`` on one (5.3: ``EINVAL``), the same is done by pid
-        (:meth:`_reap_by_pid`).
+        (``_by_pid.reap``, through :meth:`_reap_without_pidfd`).
         """
+        if self._pid_reaped is not None:
+            return   # reaped by a run of this that a Ctrl-C cut short after the reap
         pidfd = self._pidfd
         if pidfd < 0 or not _CAN_PEEK:
-            self._reap_by_pid(proc, timeout)
+            self._reap_without_pidfd(proc, timeout)
             return
         if proc.returncode is None:
             if self._status is None:
@@ -663,7 +704,7 @@ class ProcessLifecycle:
                         poller.poll(_poll_ms(timeout))
                         info = os.waitid(os.P_PIDFD, pidfd, _PEEK_FLAGS)
                 except OSError:   # EINVAL (5.3); ECHILD, reaped by someone outside
-                    self._reap_by_pid(proc, timeout)
+                    self._reap_without_pidfd(proc, timeout)
                     return
                 if info is None:
                     return   # still running after SIGKILL: given up (the caller says so)
@@ -672,56 +713,30 @@ class ProcessLifecycle:
             if proc.returncode is None:   # else Popen reaped it
                 proc.returncode = self._status
         try:
-            os.waitid(os.P_PIDFD, pidfd, os.WEXITED | os.WNOHANG)
-        except ChildProcessError:
-            pass   # ECHILD: reaped already, by a try of this cut short as waitid returned
+            for self._pid_reaped in map(os.waitid, (os.P_PIDFD,), (pidfd,),
+                                        (os.WEXITED | os.WNOHANG,)):
+                break
+        except ChildProcessError:   # ECHILD: reaped already, by someone outside
+            self._pid_reaped = (proc.pid, 0)
         except OSError:
             # EINVAL: a 5.3 kernel, whose status was read by pid (see _exit_status); it is
             # reaped by pid too.
-            self._reap_by_pid(proc, timeout)
+            self._reap_without_pidfd(proc, timeout)
 
-    def _reap_by_pid(self, proc: subprocess.Popen[bytes], timeout: float) -> None:
-        """:meth:`_reap` without a pidfd that reads the status, on Linux: the same steps by
-        pid. Wait for the exit and read the status without reaping (:meth:`_wait_by_pid`),
-        store it as ``proc.returncode``, and only then reap, with ``waitpid(pid,
-        WNOHANG)``, never through ``Popen``.
-
-        A pid reaped is free, and may be another child's (another server's) by the time a
-        close cut short by Ctrl-C runs this again; so the reap runs once: what it returns
-        is stored (``_pid_reaped``) by the ``for`` loop over the C iterator that makes the
-        call, before any Ctrl-C can land (see :meth:`start`). ``_status`` set means the
-        status was read from the unreaped server; nothing but this reaps it after that
-        (``Popen`` takes the stored ``returncode`` as the end), so the reap finds it.
-
-        Where the server is not there to read (``ECHILD``: reaped by someone outside, with
-        ``SIGCHLD`` ignored) ``Popen`` finds out, as before; elsewhere than Linux this is
-        :meth:`_reap_popen`, with the windows above.
-        """
-        if not _CAN_PEEK_PID:
-            self._reap_popen(proc, timeout)
-            return
-        if proc.returncode is None:
-            if self._status is None and not self._wait_by_pid(proc, timeout):
-                return   # still running after SIGKILL: given up (the caller says so)
-            if proc.returncode is None:   # else Popen has it (reaped outside, see above)
-                proc.returncode = self._status
-        if self._status is not None and self._pid_reaped is None:
-            try:
-                for self._pid_reaped in map(os.waitpid, (proc.pid,), (os.WNOHANG,)):
-                    break
-            except OSError:   # ECHILD: not ours any more
-                self._pid_reaped = (proc.pid, 0)
-
-    @staticmethod
-    def _reap_popen(proc: subprocess.Popen[bytes], timeout: float) -> None:
-        """:meth:`_reap` where no status can be read without reaping (macOS, the BSDs):
-        ``Popen.wait(timeout)``.
+    def _reap_without_pidfd(self, proc: subprocess.Popen[bytes], timeout: float) -> None:
+        """:meth:`_reap` without a pidfd that reads the status: by pid (``_by_pid.reap``)
+        where ``start()`` loaded ``_by_pid``; else (macOS, the BSDs, and the few paths that
+        get here on a machine whose pidfds work: see ``_by_pid``) ``Popen.wait(timeout)``.
 
         wait(), not poll(): poll() gives up at once when another thread is reaping (a
         reader asking for the exit code, say, holds Popen's waitpid lock), and the server
         would then look unreaped, its hold on the spawner thread never let go.
         try/except rather than contextlib.suppress() here and in the other steps every
         server's close runs: the same, without making a suppress object each time."""
+        by_pid = _by_pid
+        if by_pid is not None:
+            by_pid.reap(self, proc, timeout)
+            return
         try:  # noqa: SIM105
             proc.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -946,51 +961,6 @@ class ProcessLifecycle:
         elif self._holds_spawner:
             self._holds_spawner = False
             _spawner.release()
-
-    # ------------------------------------------------------------------ many at once
-
-    def claim_close(self) -> bool:
-        """Take this transport's close over for an :class:`ExitWatch`; True when the caller
-        now owns it and must end it with :meth:`finish_claimed_close`.
-
-        Only a server whose stdin :meth:`close_input` already closed, and whose exit a pidfd
-        reports, can be watched that way; otherwise (or when another thread is closing it)
-        this returns False and the caller closes it with :meth:`close`. The close lock is
-        held from here to the finish, so a :meth:`close` from any other thread meanwhile
-        waits for the whole shutdown and then returns, as it does when two threads close.
-        Never waits.
-        """
-        if (self._proc is None or self._pidfd < 0 or not self._stdin_closed_at
-                or self._stdin_fd >= 0 or self.forked()):
-            return False
-        if not self._close_lock.acquire(blocking=False):
-            return False
-        if self._closed or self._closing or self._pidfd < 0:
-            self._close_lock.release()
-            return False
-        self._closing = True
-        self._rx_done = True
-        self._claimed_at = time.monotonic()
-        return True
-
-    def finish_claimed_close(self, exited: bool | None) -> None:
-        """End a close that :meth:`claim_close` took over, on any thread.
-
-        ``exited`` is what the watch found: True, the server exited; False, it was given up
-        after SIGKILL; ``None``, the watch did not run its sequence, so the whole shutdown
-        (waits and signals included) runs here, as in :meth:`close`.
-        """
-        try:
-            if exited is None:
-                self._shutdown()
-            else:
-                if self._rx_lock.locked():   # a receive() still waits: let it return
-                    self.wake()
-                self._release(self._claimed_at + CLOSE_BOUND, exited=exited,
-                              stdin_closed=True)
-        finally:
-            self._closed = True
-            self._close_lock.release()
 
     def hurry(self) -> None:
         """Make :meth:`close` send SIGTERM right after closing stdin (no 2 s grace): for a

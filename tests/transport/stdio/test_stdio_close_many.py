@@ -1,5 +1,5 @@
 """Closing many stdio servers with one thread: ``claim_close()``, ``ExitWatch`` and
-``finish_claimed_close()``.
+``finish_claimed_close()`` (all three in ``_exit_watch``, which only the Manager loads).
 
 The Manager closes its servers this way: stdin closed first (``close_input()``), then the
 close claimed, every claimed server's exit watched by one ``poll()`` on all the pidfds, with
@@ -25,6 +25,7 @@ import pytest
 from helpers import open_fds
 
 from mcpsync.transport.stdio import StdioTransport, _lifecycle as stdio, _spawner
+from mcpsync.transport.stdio._exit_watch import claim_close, finish_claimed_close
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -87,14 +88,14 @@ def _watch_all(transports: list[StdioTransport]) -> dict[int, bool]:
     watch = stdio.ExitWatch()
     for index, t in enumerate(transports):
         t.close_input()
-        assert t.claim_close()
+        assert claim_close(t)
         watch.add(t, index)
     settled: dict[int, bool] = {}
     while len(watch):
         for key, exited in watch.step(None):
             assert isinstance(key, int)
             settled[key] = exited
-            transports[key].finish_claimed_close(exited)
+            finish_claimed_close(transports[key], exited)
     return settled
 
 
@@ -157,7 +158,7 @@ def test_close_from_another_thread_during_a_claim_waits_for_the_end(
         no_leaks: None, server: Path, short_graces: None) -> None:
     t = _started(server, "linger", "claimed")
     t.close_input()
-    assert t.claim_close()
+    assert claim_close(t)
     returned: list[float] = []
     closer = threading.Thread(target=lambda: (t.close(), returned.append(time.monotonic())),
                               name="test-closer")
@@ -170,7 +171,7 @@ def test_close_from_another_thread_during_a_claim_waits_for_the_end(
     while len(watch):
         settled += watch.step(None)
     finished = time.monotonic()
-    t.finish_claimed_close(settled[0][1])
+    finish_claimed_close(t, settled[0][1])
     closer.join(10)
     assert settled == [("only", True)]
     assert returned and returned[0] >= finished
@@ -180,16 +181,16 @@ def test_close_from_another_thread_during_a_claim_waits_for_the_end(
 def test_a_claim_is_refused_when_it_could_not_keep_the_sequence(
         no_leaks: None, server: Path) -> None:
     t = _started(server, "exit", "refused")
-    assert not t.claim_close()             # stdin still open: close() must handle it
+    assert not claim_close(t)              # stdin still open: close() must handle it
     t.close_input()
     other = threading.Thread(target=t.close, name="test-closer")
     with t._close_lock:                    # another thread is inside close()
-        assert not t.claim_close()
+        assert not claim_close(t)
         other.start()
     other.join(10)
     assert t.closed
-    assert not t.claim_close()             # closed
-    assert not StdioTransport([sys.executable, "-c", "pass"], name="new").claim_close()
+    assert not claim_close(t)              # closed
+    assert not claim_close(StdioTransport([sys.executable, "-c", "pass"], name="new"))
 
 
 # At stdin EOF, leaves a child in its process group (sleeping) and exits; says its pid first.

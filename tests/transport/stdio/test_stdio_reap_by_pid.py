@@ -7,9 +7,11 @@ waits through ``Popen``, whose waitpid lock a Ctrl-C can leave held for good and
 ``waitpid`` a Ctrl-C can make lose the status.
 
 Both kernels are simulated on this one: no pidfd at all (the module's pidfd support switched
-off), or pidfds whose ``waitid`` fails with EINVAL. A real KeyboardInterrupt is put at every
-C call's return on those paths, against real processes; every signal to the server's group
-records the server's state at that moment.
+off), or pidfds whose ``waitid`` fails with EINVAL. On both, ``start()`` loads the by-pid
+module (``_by_pid``) because the question whether pidfds read a status says no (asked
+afresh against the simulated kernel); the discard's tests load it as start() does. A real
+KeyboardInterrupt is put at every C call's return on those paths, against real processes;
+every signal to the server's group records the server's state at that moment.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from typing import Any
 import pytest
 from helpers import child_state as state, end_child, interrupt_at_return, open_fds, wait_until
 
-from mcpsync.transport.stdio import StdioTransport, _lifecycle as stdio, _spawner
+from mcpsync.transport.stdio import StdioTransport, _by_pid, _lifecycle as stdio, _spawner
 
 pytestmark = [pytest.mark.timeout(120),
               pytest.mark.skipif(not getattr(stdio, "_CAN_PEEK_PID", sys.platform == "linux"),
@@ -46,9 +48,9 @@ EXITS_NOW = ["sh", "-c", "exit 3"]
 # wait and poll (which the close used to wait and reap with, and which must not be left
 # broken).
 CLOSE_CODES = {getattr(stdio.ProcessLifecycle, name).__code__
-               for name in ("_release", "_reap", "_reap_by_pid", "_exit_status",
-                            "_pid_status", "_wait_exited", "_wait_by_pid")
-               if hasattr(stdio.ProcessLifecycle, name)} | {
+               for name in ("_release", "_reap", "_reap_without_pidfd", "_exit_status",
+                            "_wait_exited")} | {
+    _by_pid.pid_status.__code__, _by_pid.wait_exited.__code__, _by_pid.reap.__code__,
     subprocess.Popen.wait.__code__, subprocess.Popen._wait.__code__,
     subprocess.Popen._try_wait.__code__, subprocess.Popen.poll.__code__,
     subprocess.Popen._internal_poll.__code__}
@@ -58,21 +60,29 @@ CLOSE_CODES = {getattr(stdio.ProcessLifecycle, name).__code__
 def kernel(request: pytest.FixtureRequest,
            monkeypatch: pytest.MonkeyPatch) -> Iterator[set[CodeType]]:
     """The kernel simulated; yields the code of the stand-in ``os.waitid`` (5.3), whose
-    real call's return the sweeps interrupt too."""
+    real call's return the sweeps interrupt too. The by-pid module is loaded as start()
+    loads it: the question whether pidfds read a status is asked again, of the simulated
+    kernel, and must say no."""
+    monkeypatch.setattr(stdio, "_by_pid", None)
+    monkeypatch.setattr(stdio, "_pidfd_peeks", None)
+    codes: set[CodeType] = set()
     if request.param == "no-pidfd":
         monkeypatch.setattr(stdio, "_HAS_PIDFD", False)
         monkeypatch.setattr(stdio, "_CAN_PEEK", False)
-        yield set()
-        return
-    real = os.waitid
+    else:
+        real = os.waitid
 
-    def waitid(idtype: int, ident: int, options: int) -> os.waitid_result | None:
-        if idtype == os.P_PIDFD:
-            raise OSError(errno.EINVAL, "Invalid argument")
-        return real(idtype, ident, options)
+        def waitid(idtype: int, ident: int, options: int) -> os.waitid_result | None:
+            if idtype == os.P_PIDFD:
+                raise OSError(errno.EINVAL, "Invalid argument")
+            return real(idtype, ident, options)
 
-    monkeypatch.setattr(os, "waitid", waitid)
-    yield {waitid.__code__}
+        monkeypatch.setattr(os, "waitid", waitid)
+        codes.add(waitid.__code__)
+    assert stdio.pidfds_read_status() is False
+    stdio._load_by_pid()
+    assert stdio._by_pid is _by_pid
+    yield codes
 
 
 def spy_signals(t: StdioTransport, pid: int) -> tuple[list[tuple[bool, str]], CodeType]:
@@ -192,9 +202,8 @@ def test_ctrl_c_at_any_return_in_the_discard(
         real_killpg(pid, sig)
 
     monkeypatch.setattr(os, "killpg", killpg)
-    codes = {getattr(stdio, name).__code__ for name in ("_discard", "_end_child",
-                                                         "_end_child_by_pid")
-             if hasattr(stdio, name)} | {killpg.__code__,
+    codes = {stdio._discard.__code__, stdio._end_child.__code__,
+             _by_pid.end_child.__code__, killpg.__code__,
              subprocess.Popen.wait.__code__, subprocess.Popen._wait.__code__,
              subprocess.Popen._try_wait.__code__} | kernel
     interrupted: list[str] = []
@@ -318,15 +327,18 @@ def test_elsewhere_popen_reaps_as_before(
         no_leaks: None, monkeypatch: pytest.MonkeyPatch) -> None:
     """Where ``waitid`` cannot read a status by pid (macOS, the BSDs: switched off here),
     ``returncode()`` reaps with ``Popen.poll()`` and the close with ``Popen.wait()``, as
-    before, with the same statuses."""
+    before, with the same statuses; start() does not load the by-pid module there."""
     monkeypatch.setattr(stdio, "_HAS_PIDFD", False)
     monkeypatch.setattr(stdio, "_CAN_PEEK", False)
-    monkeypatch.setattr(stdio, "_CAN_PEEK_PID", False, raising=False)
+    monkeypatch.setattr(stdio, "_CAN_PEEK_PID", False)
+    monkeypatch.setattr(stdio, "_by_pid", None)
+    monkeypatch.setattr(stdio, "_pidfd_peeks", None)
     t = StdioTransport(EXITS_NOW, name="elsewhere")
     t.start()
     pid = t.pid
     assert pid is not None
     try:
+        assert stdio._by_pid is None
         assert t.wait_exit(10) == 3
         assert state(pid) == "reaped" and t._status is None
         t.close()
@@ -374,9 +386,8 @@ def test_ctrl_c_before_any_instruction_of_the_reap_by_pid(
     of the new code by pid (the status read, the wait, the reap), including points where no
     Ctrl-C can land (between the store of the status and the reap, say). The close run
     again still reaps the server once, with its real status, after its last signal."""
-    codes = {stdio.ProcessLifecycle._reap_by_pid.__code__,
-             stdio.ProcessLifecycle._pid_status.__code__,
-             stdio.ProcessLifecycle._wait_by_pid.__code__}
+    codes = {stdio.ProcessLifecycle._reap_without_pidfd.__code__,
+             _by_pid.reap.__code__, _by_pid.pid_status.__code__, _by_pid.wait_exited.__code__}
     argv = EXITS_NOW if when == "status-read-before" else EXITS_AT_EOF
     for nth in range(1000):
         t = StdioTransport(argv, name="by-pid-op")
@@ -408,7 +419,7 @@ def test_ctrl_c_before_any_instruction_of_the_reap_by_pid(
 def test_ctrl_c_before_any_instruction_of_the_discard_by_pid(
         no_leaks: None, kernel: set[CodeType]) -> None:
     """The same for the discard: the child is killed and reaped, with SIGKILL's status."""
-    codes = {stdio._end_child.__code__, stdio._end_child_by_pid.__code__}
+    codes = {stdio._end_child.__code__, _by_pid.end_child.__code__}
     for nth in range(1000):
         proc = _popen()
         try:
@@ -481,7 +492,7 @@ def test_ctrl_c_as_any_function_the_discard_calls_begins(
         no_leaks: None, kernel: set[CodeType]) -> None:
     """The other place where a pending Ctrl-C is raised, besides a call's return (swept
     above): as a Python function called by the discard begins (its RESUME). One raised at
-    each such function's start in turn (``_end_child``, ``_end_child_by_pid``, the kernel's
+    each such function's start in turn (``_end_child``, ``_by_pid.end_child``, the kernel's
     stand-ins): the child is killed and reaped, with SIGKILL's status, and nothing is left
     open. The discard's own start is the one place left (see docs/processes.md)."""
     hits: list[str] = []
@@ -501,24 +512,44 @@ def test_ctrl_c_as_any_function_the_discard_calls_begins(
         hits += hit
     else:
         pytest.fail("the sweep never ran out of calls")
-    assert {"_end_child", "_end_child_by_pid"} <= set(hits), hits
+    assert {"_end_child", "end_child"} <= set(hits), hits
 
 
 @pytest.mark.skipif(not stdio._CAN_PEEK, reason="needs a pidfd that reads the status")
+@pytest.mark.parametrize("by_pid", [True, False], ids=["by-pid-loaded", "not-loaded"])
+@pytest.mark.parametrize("twice", [True, False], ids=["interrupted-twice", "once"])
 def test_a_ctrl_c_as_the_discard_opens_the_pidfd_is_swallowed(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, by_pid: bool, twice: bool) -> None:
     """With a pidfd (Linux 5.4+), the discard opens one first, through a ``map()`` call: a
     Ctrl-C raised as that call ends (before anything was opened) must not get out before
-    the SIGKILL. The child is ended by pid instead, reaped with SIGKILL's status, and
-    nothing is left open."""
+    the SIGKILL. The pidfd is opened once more, and the child ended through it (neither by
+    pid nor with ``Popen.wait()``). Interrupted that second time too, the child is ended by
+    pid where the by-pid module is loaded, else (a machine whose pidfds work) with
+    ``Popen.wait()``. Either way it is reaped with SIGKILL's status, and nothing is left
+    open."""
     import builtins
 
+    monkeypatch.setattr(stdio, "_by_pid", _by_pid if by_pid else None)
+    ways: list[str] = []
+    real_end, real_wait = _by_pid.end_child, subprocess.Popen.wait
+
+    def end_by_pid(proc: subprocess.Popen[bytes], ending: list[Any]) -> bool:
+        ways.append("by pid")
+        return real_end(proc, ending)
+
+    def popen_wait(self: subprocess.Popen[bytes], timeout: float | None = None) -> int:
+        ways.append("Popen.wait")
+        return real_wait(self, timeout)
+
+    monkeypatch.setattr(_by_pid, "end_child", end_by_pid)
+    monkeypatch.setattr(subprocess.Popen, "wait", popen_wait)
     opened: list[int] = []
 
     def interrupted_map(fn: Callable[..., Any], *items: Any) -> Iterator[Any]:
         if fn is os.pidfd_open:
             opened.append(1)
-            raise KeyboardInterrupt  # as the call ends, before the iterator opened anything
+            if twice or len(opened) == 1:
+                raise KeyboardInterrupt  # as the call ends, before the iterator opened anything
         return builtins.map(fn, *items)
 
     before = open_fds()
@@ -529,7 +560,11 @@ def test_a_ctrl_c_as_the_discard_opens_the_pidfd_is_swallowed(
             stdio._discard(proc)
         except KeyboardInterrupt:
             pytest.fail("the Ctrl-C as the pidfd was opened got out of the discard")
-        assert opened == [1]
+        assert opened == [1, 1]
+        if twice:
+            assert ways == (["by pid"] if by_pid else ["Popen.wait"])
+        else:
+            assert ways == []
         assert state(proc.pid) == "reaped"
         assert proc.returncode == -signal.SIGKILL
         assert open_fds() <= before

@@ -105,9 +105,14 @@ def test_ctrl_c_at_any_return_in_the_reap(
     else:
         pytest.fail("the sweep never ran out of C calls to interrupt")
     names = {name.split(": ")[1] for name in interrupted}
-    assert {"waitid", "release"} <= names, interrupted
-    if when == "exits-in-close":   # the reap reads the status first, then reaps
-        assert interrupted.count("_reap: waitid") >= 2, interrupted
+    assert "release" in names, interrupted
+    # The reap's own waitid is called by the for loop over map() that stores what it
+    # returns: no Ctrl-C lands between the two, and none is raised there. Only the read of
+    # the status before it (when the server exits during the close) is a C call's return.
+    if when == "exits-in-close":
+        assert interrupted.count("_reap: waitid") == 1, interrupted
+    else:
+        assert "_reap: waitid" not in interrupted, interrupted
 
 
 def test_a_kernel_refusing_waitid_on_a_pidfd_reaps_by_pid(
@@ -128,6 +133,10 @@ def test_a_kernel_refusing_waitid_on_a_pidfd_reaps_by_pid(
         return real_waitid(idtype, ident, options)
 
     monkeypatch.setattr(os, "waitid", waitid)
+    # As a process on such a kernel starts: the question not asked yet (start() asks it of
+    # the patched waitid, and loads the by-pid module), whatever the tests before asked.
+    monkeypatch.setattr(stdio, "_pidfd_peeks", None)
+    monkeypatch.setattr(stdio, "_by_pid", None)
     real_reap = stdio.ProcessLifecycle._reap
     holding = threading.Event()
 
@@ -151,11 +160,13 @@ def test_a_kernel_refusing_waitid_on_a_pidfd_reaps_by_pid(
     t.start()
     pid, proc = t.pid, t._proc
     assert pid is not None and proc is not None
+    assert stdio._pidfd_peeks is False and stdio._by_pid is not None
     try:
         t.close()
         for holder in holders:
             holder.join(5)
         assert holders, "the close never reaped"
+        assert t._pid_reaped is not None   # reaped by pid, not through Popen
         assert state(pid) == "reaped"
         assert proc.returncode == 3
         assert not t._holds_spawner

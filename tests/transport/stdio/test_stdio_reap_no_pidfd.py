@@ -44,6 +44,7 @@ def no_pidfd(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     monkeypatch.setattr(stdio, "_CAN_PEEK", False)
     monkeypatch.setattr(stdio, "_HAS_PIDFD", False)
     monkeypatch.setattr(stdio, "_CAN_PEEK_PID", False)
+    monkeypatch.setattr(stdio, "_by_pid", None)
     signalled: list[str] = []
     real = os.killpg
 

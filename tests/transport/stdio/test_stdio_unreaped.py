@@ -372,3 +372,56 @@ def test_a_close_cut_short_after_its_reap_does_not_signal_the_freed_pid(tmp_path
     else:
         pytest.fail("the sweep never ran out of C calls to interrupt")
     assert len(interrupted) >= 6, interrupted
+
+
+@pytest.mark.parametrize("by_pid", [True, False], ids=["by-pid-loaded", "popen"])
+def test_a_close_cut_short_after_its_pidfd_reap_never_waits_for_the_freed_pid(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, by_pid: bool) -> None:
+    """A close cut short by a Ctrl-C after its reap through the pidfd (as the pidfd's
+    ``os.close()`` returns, say) runs again without the pidfd. That run must not reap by
+    pid: the pid is free by then, and ``waitpid`` would take the status of whichever child
+    of ours was given the number. With the by-pid module loaded (a process in which some
+    server got no pidfd) it did; without it ``Popen.wait()`` finds ``returncode`` set and
+    calls nothing. Swept over every C call's return in the close's release, reap and
+    closing of descriptors; ``os.waitpid`` (which the reap by pid and ``Popen.wait()``
+    call) is wrapped to record any call made for a pid that is already reaped."""
+    from mcpsync.transport.stdio import _by_pid
+
+    monkeypatch.setattr(stdio, "_by_pid", _by_pid if by_pid else None)
+    real_waitpid = os.waitpid
+    freed: list[tuple[int, str]] = []
+
+    def waitpid(pid: int, options: int) -> tuple[int, int]:
+        if state(pid) == "reaped":
+            freed.append((pid, interrupted[-1] if interrupted else ""))
+        return real_waitpid(pid, options)
+
+    monkeypatch.setattr(os, "waitpid", waitpid)
+    path = tmp_path / "server.py"
+    path.write_text(EXITS)
+    codes = {stdio.ProcessLifecycle._release.__code__, stdio.ProcessLifecycle._reap.__code__,
+             stdio.ProcessLifecycle._reap_without_pidfd.__code__,
+             stdio.ProcessLifecycle._close_fd.__code__,
+             stdio.ProcessLifecycle._close_raw.__code__, _by_pid.reap.__code__,
+             subprocess.Popen.wait.__code__}
+    interrupted: list[str] = []
+    for nth in range(60):
+        t = started([PY, str(path), "0"], "cut-after-pidfd-reap")
+        pid = t.pid
+        assert pid is not None
+        assert t.wait_exit(10) == 0
+        seen_before = len(interrupted)
+        try:
+            with interrupt_at_return(codes, nth, interrupted, qualified=True):
+                t.close()
+        except KeyboardInterrupt:
+            pass
+        t.close()   # finished, or the ending run again by the next close
+        assert t.closed and t.returncode() == 0
+        assert state(pid) == "reaped"
+        if len(interrupted) == seen_before:
+            break   # nth is past the last C call: the sweep is done
+    else:
+        pytest.fail("the sweep never ran out of C calls to interrupt")
+    assert "_close_raw: close" in interrupted, interrupted   # the pidfd's, after the reap
+    assert not freed, freed
