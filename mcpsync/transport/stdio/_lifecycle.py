@@ -213,10 +213,11 @@ def _discard(proc: subprocess.Popen[bytes]) -> None:
     opened first, while the child is surely unreaped; the pipes and the pidfd are closed
     whatever happens. Nothing is called before the ``try``, and a Ctrl-C raised as the
     pidfd's opening begins (the ``map()`` call's end, before it opened anything) is
-    swallowed too, the child then ended by pid: the one place left where a Ctrl-C escapes
-    before the SIGKILL is this function's own start. (Ended by pid where ``_by_pid`` is
-    loaded; on a machine whose pidfds work it is not, and the child is then ended as
-    elsewhere, below, with no try run again: see ``_by_pid``.)
+    swallowed too, and the pidfd opened once more: the one place left where a Ctrl-C
+    escapes before the SIGKILL is this function's own start. (Should that second opening
+    fail or be cut short too, the child is ended by pid where ``_by_pid`` is loaded; on a
+    machine whose pidfds work it is not, and the child is then ended as elsewhere, below,
+    with no try run again: see ``_by_pid``.)
 
     Each try waits at most :data:`DISCARD_WAIT` for the exit after SIGKILL, then gives up
     with a warning naming the pid, as the close gives up: the child is left to
