@@ -504,7 +504,8 @@ class ProcessLifecycle:
                 except OSError:   # not expected of our own unreaped child
                     self._leftovers_killed = True
                 if isinstance(exc, OSError):
-                    why = ("this process is out of file descriptors"
+                    why = ("this process is out of file descriptors (close other "
+                           "connections, or raise the limit: ulimit -n)"
                            if exc.errno in (errno.EMFILE, errno.ENFILE) else exc)
                     raise OSError(exc.errno, f"starting server {self.name!r}: {why}; the "
                                   "server was killed") from exc

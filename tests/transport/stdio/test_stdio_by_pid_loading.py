@@ -296,6 +296,7 @@ def test_a_server_whose_pidfd_and_module_both_fail_with_emfile_is_never_signalle
         "    print('started')\n"
         "except OSError as exc:\n"
         "    print(exc.errno == errno.EMFILE, 'out of file descriptors' in str(exc),\n"
+        "          'ulimit -n' in str(exc),\n"
         "          \"'full'\" in str(exc), isinstance(exc.__cause__, OSError))\n"
         "finally:\n"
         "    for fd in filled:\n"
@@ -304,7 +305,7 @@ def test_a_server_whose_pidfd_and_module_both_fail_with_emfile_is_never_signalle
         "print(_lifecycle._by_pid, ','.join(sent) or '-')\n"
         "t.close()\n"
         "print(t.returncode(), ','.join(sent) or '-', len(children()), sorted(fds() - before))\n")
-    assert _run(code) == ["True", "True", "True", "True", "None", "SIGKILL:ours",
+    assert _run(code) == ["True", "True", "True", "True", "True", "None", "SIGKILL:ours",
                           str(-signal.SIGKILL), "SIGKILL:ours", "0", "[]"]
 
 
