@@ -58,6 +58,15 @@ def _line_of(text: str) -> int:
     return found[0]
 
 
+def _loop_top_line() -> int:
+    """The first line of ``_bg_run``'s loop (where it takes the lock to look at the role)."""
+    lines, first = inspect.getsourcelines(BackgroundReader._bg_run)
+    found = [first + i + 1 for i, line in enumerate(lines) if line.strip() == "while True:"]
+    assert len(found) == 1, found
+    assert lines[found[0] - first].strip() == "with self._lock:", lines[found[0] - first]
+    return found[0]
+
+
 def _fast_store_line() -> int:
     """The line of the lock-free give-back (``holder = None`` in ``_request``)."""
     lines, first = inspect.getsourcelines(EngineSession._request)
@@ -205,10 +214,11 @@ def test_the_reader_looks_again_before_a_long_sleep(no_leaks: None) -> None:
 
 
 class _BlockingPeer:
-    """Answers every request with its params; a ``block`` request's write first waits
-    for ``release`` (a write blocked on a full pipe)."""
+    """Answers every request with its params; a ``block`` request's write sets
+    ``writing``, then waits for ``release`` (a write blocked on a full pipe)."""
 
     release = threading.Event()
+    writing = threading.Event()   # a ``block`` request's write has begun
 
     def __init__(self, deliver: Deliver) -> None:
         self._deliver = deliver
@@ -216,6 +226,7 @@ class _BlockingPeer:
     def write(self, frame: bytes) -> None:
         msg = json.loads(frame)
         if msg.get("method") == "block":
+            self.writing.set()
             assert self.release.wait(30)
         if "id" in msg:
             self._deliver(json.dumps({"jsonrpc": "2.0", "id": msg["id"],
@@ -236,10 +247,21 @@ def test_a_takeover_of_a_blocked_write_is_not_undone_by_the_give_back(
     reader to be parked, which a reader deciding a takeover is not, and so waits for the
     lock. The caller is let run to its lock-free store if it reaches it, the reader then
     stores BG, then the caller goes on; the role must end with the reader, and later calls
-    never read two at a time."""
+    never read two at a time.
+
+    The schedule does not depend on the machine's speed: the reader is held at the top of
+    its loop, with the role free and outside its lock, until the caller has claimed the
+    role and its write has begun (else, on a loaded machine, the reader's short sleep could
+    end first and it would take the free role itself, and the write would never be seen
+    blocked by a reader that looks)."""
     _BlockingPeer.release = threading.Event()
+    _BlockingPeer.writing = threading.Event()
     takeover_line = _line_of("self._role.holder = _BG")
+    top_line = _loop_top_line()
     fast_line = _fast_store_line()
+    hold_at_top = [False]
+    held_at_top = threading.Event()
+    held_too_long: list[bool] = []
     reader_paused = threading.Event()
     resume_reader = threading.Event()
     caller_paused = threading.Event()
@@ -266,7 +288,15 @@ def test_a_takeover_of_a_blocked_write_is_not_undone_by_the_give_back(
         return getattr(call, "method", None) == "block"
 
     def pause_reader(frame: FrameType) -> None:
-        if frame.f_lineno == takeover_line and armed[0]:
+        if (frame.f_lineno == top_line and hold_at_top[0]
+                and frame.f_locals["self"]._role.holder is None):
+            # About to look at a free role: wait (outside the lock) until the caller has
+            # claimed it and is writing, so that the reader finds the write in progress.
+            hold_at_top[0] = False
+            held_at_top.set()
+            if not _BlockingPeer.writing.wait(20):
+                held_too_long.append(True)
+        elif frame.f_lineno == takeover_line and armed[0]:
             holder = frame.f_locals.get("holder")
             if is_block(holder) and frame.f_locals["self"]._role.sending is holder:
                 armed[0] = False
@@ -294,14 +324,22 @@ def test_a_takeover_of_a_blocked_write_is_not_undone_by_the_give_back(
         session.start()
     steer = threading.Thread(target=director, name="mcpsync-test-director", daemon=True)
     try:
-        for attempt in range(50):
+        # Each call leads or is answered by the reader; either way the reader comes back to
+        # the top of its loop with the role free (after a call that led, once its sleep
+        # ends; when it holds the role, a later call asks for it and gets it granted).
+        hold_at_top[0] = True
+        for attempt in range(20):
             assert session.request("echo", {"warm": attempt}) == {"warm": attempt}
-            if session._role.holder is None:
+            if held_at_top.wait(2):
                 break
+        assert held_at_top.is_set(), \
+            "the background reader never came back to look at a free role"
+        assert session._role.holder is None
         steer.start()
         with _tracing_give_back(pause_caller):
             assert session.request("block", {"b": 1}, timeout=20) == {"b": 1}
         steer.join(30)
+        assert not held_too_long, "the caller's write never began"
         assert reader_paused.is_set(), "the reader never took the blocked write's role"
         assert not caller_paused.is_set(), "the give-back passed its lock-free test"
         assert session._role.holder is BG or session._role.holder is None
@@ -311,6 +349,7 @@ def test_a_takeover_of_a_blocked_write_is_not_undone_by_the_give_back(
         assert most[0] == 1, "two threads read at once"
     finally:
         _BlockingPeer.release.set()
+        _BlockingPeer.writing.set()
         resume_reader.set()
         resume_caller.set()
         if steer.is_alive():
