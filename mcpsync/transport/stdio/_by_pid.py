@@ -27,9 +27,11 @@ could be cut short by the next Ctrl-C, and would slow the path down the first ti
   other once it has exited), and raises: an ``OSError`` naming the server (and, for
   ``EMFILE``, that the process is out of descriptors), or the ``KeyboardInterrupt``. The
   close then only waits for it and reaps it with ``Popen``: its signals go out only after
-  a wait that found the server running, which reaped nothing, so none after that reap. A
-  second Ctrl-C that lands before that ``killpg`` leaves the close as it was before this
-  guard: reaped by ``Popen``, then the leftovers' ``SIGKILL``.
+  a wait that found the server running, which reaped nothing, so none after that reap.
+  What sends that ``killpg`` is built before the spawn, so no call returns between the
+  failed import and the signal, and a second Ctrl-C cannot skip it (on 3.11 and later;
+  3.10 also raises one as the handler begins, and that one leaves the close as it was
+  before this guard: reaped by ``Popen``, then the leftovers' ``SIGKILL``).
 
 Once loaded, ``_lifecycle._by_pid`` holds this module, and every transport of the process
 uses it wherever it has no pidfd that reads the status, exactly as before the move. Where it

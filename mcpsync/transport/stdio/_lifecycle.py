@@ -460,6 +460,14 @@ class ProcessLifecycle:
                 stderr=subprocess.PIPE, bufsize=0, close_fds=True, env=child_env,
                 cwd=self._cwd, **extra)
 
+        # What kills the new server's group should it get no pidfd and the by-pid module
+        # then fail to load (below): built here, before the spawn, so that no call returns
+        # into this frame between that failure and the kill (a second Ctrl-C could land
+        # there). map() is lazy: nothing is sent until that recovery reads it, and the
+        # list's one slot gets the pid (by a store, no call) right after the spawn.
+        doomed = [-1]
+        kill = map(operator.not_, map(os.killpg, doomed, (signal.SIGKILL,))) \
+            if _CAN_PEEK_PID else None
         try:
             proc = _spawner.spawn(_popen, discard=_discard)
         except (OSError, subprocess.SubprocessError) as exc:
@@ -467,6 +475,7 @@ class ProcessLifecycle:
             raise ConfigError(
                 f"starting server {self.name!r}: cannot run {self.argv[0]!r} ({exc}); "
                 f'PATH searched: "{path}"', server=self.name) from exc
+        doomed[0] = proc.pid
         self._holds_spawner = True
         self._proc = proc
         self.pid = proc.pid
@@ -484,9 +493,9 @@ class ProcessLifecycle:
                     break
             except OSError:
                 self._pidfd = -1
-        if self._pidfd < 0 and _CAN_PEEK_PID and _by_pid is None:
+        if self._pidfd < 0 and kill is not None and _by_pid is None:
             # The kernel has pidfds that work, but this server got none (EMFILE, say): its
-            # status is read by pid.
+            # status is read by pid (``kill`` is built where _CAN_PEEK_PID: Linux).
             try:
                 _load_by_pid()
             except BaseException as exc:
@@ -494,12 +503,13 @@ class ProcessLifecycle:
                 # The close would then wait with Popen, which reaps, and signal the group
                 # after that, when its pid may be another process's: end the group here,
                 # while the server is surely unreaped, and mark its last signal sent.
-                # The mark is stored by a for loop over C iterators that send the signal and
-                # make the True: no call returns into Python code between the two, so no
-                # Ctrl-C lands there.
+                # The mark is stored by a for loop over the C iterators built before the
+                # spawn, which send the signal and make the True: from the handler's start
+                # to the mark no call returns into Python code, so no second Ctrl-C lands
+                # before the kill (on 3.11 and later; 3.10 also checks for one as a handler
+                # begins).
                 try:
-                    for self._leftovers_killed in map(operator.not_, map(
-                            os.killpg, (proc.pid,), (signal.SIGKILL,))):
+                    for self._leftovers_killed in kill:
                         break
                 except OSError:   # not expected of our own unreaped child
                     self._leftovers_killed = True
