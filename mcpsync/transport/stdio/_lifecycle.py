@@ -464,10 +464,12 @@ class ProcessLifecycle:
         # then fail to load (below): built here, before the spawn, so that no call returns
         # into this frame between that failure and the kill (a second Ctrl-C could land
         # there). map() is lazy: nothing is sent until that recovery reads it, and the
-        # list's one slot gets the pid (by a store, no call) right after the spawn.
+        # list's one slot gets the pid (by a store, no call) right after the spawn. So is
+        # what opens its pidfd, read right after that store.
         doomed = [-1]
         kill = map(operator.not_, map(os.killpg, doomed, (signal.SIGKILL,))) \
             if _CAN_PEEK_PID else None
+        opening = map(os.pidfd_open, doomed) if _HAS_PIDFD else None
         try:
             proc = _spawner.spawn(_popen, discard=_discard)
         except (OSError, subprocess.SubprocessError) as exc:
@@ -479,17 +481,15 @@ class ProcessLifecycle:
         self._holds_spawner = True
         self._proc = proc
         self.pid = proc.pid
-        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-        self._stdin_fd = proc.stdin.fileno()
-        self._stdout_fd = proc.stdout.fileno()
-        self._stderr_fd = proc.stderr.fileno()
-        # The two descriptors made here are stored by a ``for`` loop over a C iterator that
+        # The descriptors made here are stored by a ``for`` loop over a C iterator that
         # makes them: a Ctrl-C is raised where a call returns into Python code, and here none
         # does before the store, so close() always finds them (``x = os.pipe()`` could lose
-        # both to a Ctrl-C landing as pipe() returned, with nobody left to close them).
-        if _HAS_PIDFD:
+        # both to a Ctrl-C landing as pipe() returned, with nobody left to close them). The
+        # pidfd, or the by-pid module, comes first: a server with neither would be reaped by
+        # its close before its group's last signal.
+        if opening is not None:
             try:
-                for self._pidfd in map(os.pidfd_open, (proc.pid,)):
+                for self._pidfd in opening:
                     break
             except OSError:
                 self._pidfd = -1
@@ -520,6 +520,10 @@ class ProcessLifecycle:
                     raise OSError(exc.errno, f"starting server {self.name!r}: {why}; the "
                                   "server was killed") from exc
                 raise
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        self._stdin_fd = proc.stdin.fileno()
+        self._stdout_fd = proc.stdout.fileno()
+        self._stderr_fd = proc.stderr.fileno()
         if _USE_POLL:
             os.set_blocking(self._stdout_fd, False)  # receive() reads before it polls
             os.set_blocking(self._stdin_fd, False)  # a full pipe must not block a write
