@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import importlib
+import io
 import itertools
 import logging
 import operator
@@ -378,6 +379,7 @@ class ProcessLifecycle:
     _pidfd: int
     _poller: Any
     _rx_buf: bytearray
+    _read_into: Callable[[bytearray], int | None]
     _pump: mcpsync.transport.stdio._pump.StdoutPump | None
     _stderr: StderrDrain | None
     _holds_spawner: bool
@@ -473,6 +475,10 @@ class ProcessLifecycle:
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         self._stdin_fd = proc.stdin.fileno()
         self._stdout_fd = proc.stdout.fileno()
+        # receive() reads through the pipe's own file object (a FileIO: bufsize=0), which
+        # is closed with stdout (_close_fd): its readinto() costs about 200 instructions
+        # less per read than os.readv() of the same descriptor into the same buffer.
+        self._read_into = cast("io.FileIO", proc.stdout).readinto
         self._stderr_fd = proc.stderr.fileno()
         # The two descriptors made here are stored by a ``for`` loop over a C iterator that
         # makes them: a Ctrl-C is raised where a call returns into Python code, and here none
