@@ -107,7 +107,7 @@ class SessionBase:
     _on_notification: Callable[[Message], None] | None
     _on_request: Callable[[Message], Any] | None
     _on_lost: Callable[[ConnectionLost], None] | None
-    _send_until: Callable[[bytes, float], None]
+    _send_until: Callable[..., None]
 
     if TYPE_CHECKING:  # defined by the parts; declared here so that each part type-checks
         def _describe(self, call: Call) -> str: ...

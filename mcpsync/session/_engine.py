@@ -224,13 +224,21 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
         self._pool = CallbackPool(self._safe, logger)
         # A request is written by its deadline where the transport can (stdio): a server that
         # stops reading must not hold a caller past its timeout (see _write_timed_out).
+        # Its third argument, ``ended``, says that the frame is the whole line, its newline
+        # included (a tool call's, see _serialize_tool_call): a transport that does not say
+        # it takes such a line (``send_takes_lines``) is handed the frame without it.
         send_until = getattr(transport, "send_bytes_until", None)
         if send_until is None:
             send_bytes = transport.send_bytes
 
-            def send_until(frame: bytes, deadline: float) -> None:
-                send_bytes(frame)
-        self._send_until: Callable[[bytes, float], None] = send_until
+            def send_until(frame: bytes, deadline: float, ended: bool = False) -> None:
+                send_bytes(frame[:-1] if ended else frame)
+        elif not getattr(transport, "send_takes_lines", False):
+            send_frame = send_until
+
+            def send_until(frame: bytes, deadline: float, ended: bool = False) -> None:
+                send_frame(frame[:-1] if ended else frame, deadline)
+        self._send_until: Callable[..., None] = send_until
         # The transport's receive, bound once: a leader calls it through a local, since a
         # method looked up on the transport (its instance dict is a real dict) takes the
         # generic path, about 300 instructions per call.
@@ -454,8 +462,14 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
             # frame and its eight arguments per call. Anything else (progress, a session not
             # open, a bad timeout or method) goes through _open, which checks and words it.
             rid = next(self._ids)
-            frame = serialize_request(rid, method, params) if tool is None \
-                else _serialize_tool_call(rid, tool, params)  # type: ignore[arg-type]
+            # A tool call's line is serialised with its newline (``ended``), which the
+            # transport then writes as it is: one copy of the line fewer.
+            if tool is None:
+                frame = serialize_request(rid, method, params)
+                ended = False
+            else:
+                frame = _serialize_tool_call(rid, tool, params)  # type: ignore[arg-type]
+                ended = True
             # Call(rid, method, params, timeout, None, False, cancellable, now, max_timeout),
             # without calling the class: a class call runs __init__ as a nested evaluation
             # that costs about as much again as these stores (docs/performance.md). A test
@@ -498,14 +512,14 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
                         if held:
                             self._lock.release()
                     if not claimed:
-                        self._send(call, frame, True)
+                        self._send(call, frame[:-1] if ended else frame, True)
                     else:
                         # Through a local: a method call on the session (whose instance
                         # dict is a real dict: too many attributes to be kept inline) is
                         # looked up by the generic path, about 300 instructions.
                         send_until = self._send_until
                         try:
-                            send_until(frame, call.deadline)
+                            send_until(frame, call.deadline, ended)
                         except (WriteTimedOut, ConnectionLost) as exc:
                             self._write_failed(call, exc)
                         else:
