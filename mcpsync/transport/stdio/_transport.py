@@ -34,7 +34,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import NoReturn
+from typing import Any, Final, NoReturn
 
 from ...jsonrpc import (
     MAX_FRAME_BYTES,
@@ -63,6 +63,9 @@ def _unstarted_read(buffer: bytearray, /) -> int | None:
     receive() reads nothing then (it returns ``None`` first), so this is never called."""
     raise OSError(errno.EBADF, "the server's stdout is not open")
 
+
+#: _other_ready's answer when receive() is to go on and read stdout.
+_READ: Final = object()
 
 #: Most receive() calls that poll without trying a read first, after reads found nothing.
 _MAX_SKIP = 16
@@ -380,13 +383,19 @@ class StdioTransport(ProcessLifecycle):
                 if self._rx_error is not None:
                     raise self._rx_error
                 return None
-            if self._skip_eager == 0:
+            # (``not``, not ``== 0``: the comparison would not be specialised here, an
+            # EXTENDED_ARG sits between it and its jump; the same test for an int.)
+            if not self._skip_eager:
                 # Read first, poll only if nothing is there: on one CPU the server usually
                 # answers while our request is being written, and this saves the poll.
                 # stdout's FileIO.readinto(): None where os.readv() raises BlockingIOError
                 # (no exception made and cleared), and about 200 instructions less per read.
+                # Called through a local: an instance attribute called as a method is
+                # looked up by the generic path (the transport's instance dict is a real
+                # dict), about 200 instructions more.
+                read_into = self._read_into
                 try:
-                    n = self._read_into(self._rx_buf)
+                    n = read_into(self._rx_buf)
                 except (OSError, ValueError) as exc:  # ValueError: stdout's file closed
                     self._fail_rx(StreamError(f"reading from server {self.name!r}: {exc}",
                                               server=self.name), exc)
@@ -418,24 +427,20 @@ class StdioTransport(ProcessLifecycle):
                 ready = self._poller.poll(_MAX_POLL_MS)
             if not ready:
                 return []
-            readable = exited = False
-            for fd, _ in ready:
-                if fd == self._stdout_fd:
-                    readable = True
-                elif fd == self._wake_r:
-                    self._drain_wake()
-                else:
-                    exited = True  # the pidfd: the server process has exited
-            if self._closing:
+            if len(ready) != 1 or ready[0][0] != self._stdout_fd:
+                # Not the usual wake-up (stdout alone readable): the wake-up pipe, the
+                # pidfd, or more than one. Decided in a method of its own, so that the usual
+                # one costs two subscripts and a comparison (about 250 instructions less
+                # than the loop over the list), and so that the jump past this branch is
+                # short enough for CPython 3.11 to specialise that comparison.
+                stop = self._other_ready(ready)
+                if stop is not _READ:
+                    return stop  # type: ignore[no-any-return]
+            elif self._closing:
                 return None
-            if not readable:
-                if exited:
-                    # The server is gone and everything it wrote has been read; stdout is not
-                    # at EOF only because an escaped grandchild holds it. That is the end.
-                    return self._end()
-                return []
+            read_into = self._read_into   # a local: see above
             try:
-                n = self._read_into(self._rx_buf)
+                n = read_into(self._rx_buf)
             except (OSError, ValueError) as exc:  # ValueError: stdout's file closed
                 self._fail_rx(StreamError(f"reading from server {self.name!r}: {exc}",
                                           server=self.name), exc)
@@ -450,6 +455,27 @@ class StdioTransport(ProcessLifecycle):
         finally:
             if held:
                 self._rx_lock.release()
+
+    def _other_ready(self, ready: list[tuple[int, int]]) -> Any:
+        """What :meth:`receive` does after a poll that found something other than stdout
+        alone readable: ``_READ`` to go on and read stdout, else what to return."""
+        readable = exited = False
+        for fd, _ in ready:
+            if fd == self._stdout_fd:
+                readable = True
+            elif fd == self._wake_r:
+                self._drain_wake()
+            else:
+                exited = True  # the pidfd: the server process has exited
+        if self._closing:
+            return None
+        if not readable:
+            if exited:
+                # The server is gone and everything it wrote has been read; stdout is not
+                # at EOF only because an escaped grandchild holds it. That is the end.
+                return self._end()
+            return []
+        return _READ
 
     def _got(self, n: int) -> list[Message | Batch | ParseError] | None:
         """Decode the ``n`` bytes just read into the buffer (0: EOF). Under ``_rx_lock``."""
