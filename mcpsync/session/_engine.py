@@ -95,6 +95,7 @@ from mcpsync.session._base import (
     JOIN_TIMEOUT,
     MAIN_THREAD_SLICE,
     NOTICE_WRITE_BOUND,
+    Aside,
     Phase,
     logger,
 )
@@ -179,10 +180,10 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
         self._reset_on_progress = reset_timeout_on_progress
         self._on_notification = on_notification
         self._on_request = on_request
-        self._on_lost = on_lost
-        # Also hand progress notifications to on_notification (after the call's own
-        # callback), for an observer of every notification such as the Manager's.
-        self._observe_progress = observe_progress
+        # What the calls never read (on_lost; observe_progress: also hand progress
+        # notifications to on_notification, after the call's own callback, for an observer
+        # of every notification such as the Manager's), aside: see Aside.
+        self._aside = Aside(observe_progress, on_lost)
         self._pid = os.getpid()
         self._ids = itertools.count(1)
         # In flight, by id. The session sends integer ids only, so the table is keyed by
@@ -206,7 +207,6 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
         # makes and frees two bound methods; docs/performance.md).
         self._locking = itertools.starmap(self._lock.acquire, itertools.repeat(()))
         self._close_lock = threading.Lock()
-        self._close_done = False   # close() ran its second half (joins, transport close)
         # Reader role. Invariant: while the role is free, the background reader is awake, or
         # asleep for at most HANDOFF_GRACE (see _release_role and _bg_run).
         self._role = Role()
@@ -214,12 +214,7 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
         self._phase = Phase.NEW
         # Connection loss: set once.
         self._lost: ConnectionLost | None = None
-        self._loss_settled = threading.Event()   # set once _lost holds its final error
-        self._lost_cause: BaseException | None = None
-        self._garbage = 0
-        # Handshake watch (see watch_handshake): the first stdout line that was not JSON-RPC.
-        self._watching = False
-        self._first_garbage: str | None = None
+        self._watching = False   # the handshake watch (see watch_handshake)
         self._dispatcher = Dispatcher(self._safe, logger)
         self._pool = CallbackPool(self._safe, logger)
         # A request is written by its deadline where the transport can (stdio): a server that
@@ -271,7 +266,7 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
             if phase is _OPEN:  # the usual answer, checked first: call_tool asks every call
                 return None
             if Phase.LOSING <= phase <= Phase.TORN_DOWN:
-                self._loss_settled.wait(EXIT_WAIT + JOIN_TIMEOUT)
+                self._aside.loss_settled.wait(EXIT_WAIT + JOIN_TIMEOUT)
             return self._lost
         return lost
 
@@ -323,13 +318,13 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
             self._unattended = set()
             with contextlib.suppress(OSError):
                 self._transport.close()  # drops the child's copies of the descriptors only
-            self._on_lost = self._on_request = self._on_notification = None
+            self._aside.on_lost = self._on_request = self._on_notification = None
             return
         with self._close_lock:
             self._begin_close(reason)
-            if self._close_done:
+            if self._aside.close_done:
                 return
-            self._close_done = True
+            self._aside.close_done = True
             # Each step runs even when one before it was interrupted (Ctrl-C in a wait): the
             # transport's close then ends the server at once, and the threads are stopped.
             try:
