@@ -95,6 +95,7 @@ from mcpsync.session._base import (
     JOIN_TIMEOUT,
     MAIN_THREAD_SLICE,
     NOTICE_WRITE_BOUND,
+    Aside,
     Phase,
     logger,
 )
@@ -179,10 +180,10 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
         self._reset_on_progress = reset_timeout_on_progress
         self._on_notification = on_notification
         self._on_request = on_request
-        self._on_lost = on_lost
-        # Also hand progress notifications to on_notification (after the call's own
-        # callback), for an observer of every notification such as the Manager's.
-        self._observe_progress = observe_progress
+        # What the calls never read (on_lost; observe_progress: also hand progress
+        # notifications to on_notification, after the call's own callback, for an observer
+        # of every notification such as the Manager's), aside: see Aside.
+        self._aside = Aside(observe_progress, on_lost)
         self._pid = os.getpid()
         self._ids = itertools.count(1)
         # In flight, by id. The session sends integer ids only, so the table is keyed by
@@ -206,7 +207,6 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
         # makes and frees two bound methods; docs/performance.md).
         self._locking = itertools.starmap(self._lock.acquire, itertools.repeat(()))
         self._close_lock = threading.Lock()
-        self._close_done = False   # close() ran its second half (joins, transport close)
         # Reader role. Invariant: while the role is free, the background reader is awake, or
         # asleep for at most HANDOFF_GRACE (see _release_role and _bg_run).
         self._role = Role()
@@ -214,23 +214,26 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
         self._phase = Phase.NEW
         # Connection loss: set once.
         self._lost: ConnectionLost | None = None
-        self._loss_settled = threading.Event()   # set once _lost holds its final error
-        self._lost_cause: BaseException | None = None
-        self._garbage = 0
-        # Handshake watch (see watch_handshake): the first stdout line that was not JSON-RPC.
-        self._watching = False
-        self._first_garbage: str | None = None
+        self._watching = False   # the handshake watch (see watch_handshake)
         self._dispatcher = Dispatcher(self._safe, logger)
         self._pool = CallbackPool(self._safe, logger)
         # A request is written by its deadline where the transport can (stdio): a server that
         # stops reading must not hold a caller past its timeout (see _write_timed_out).
+        # Its third argument, ``ended``, says that the frame is the whole line, its newline
+        # included (a tool call's, see _serialize_tool_call): a transport that does not say
+        # it takes such a line (``send_takes_lines``) is handed the frame without it.
         send_until = getattr(transport, "send_bytes_until", None)
         if send_until is None:
             send_bytes = transport.send_bytes
 
-            def send_until(frame: bytes, deadline: float) -> None:
-                send_bytes(frame)
-        self._send_until: Callable[[bytes, float], None] = send_until
+            def send_until(frame: bytes, deadline: float, ended: bool = False) -> None:
+                send_bytes(frame[:-1] if ended else frame)
+        elif not getattr(transport, "send_takes_lines", False):
+            send_frame = send_until
+
+            def send_until(frame: bytes, deadline: float, ended: bool = False) -> None:
+                send_frame(frame[:-1] if ended else frame, deadline)
+        self._send_until: Callable[..., None] = send_until
         # The transport's receive, bound once: a leader calls it through a local, since a
         # method looked up on the transport (its instance dict is a real dict) takes the
         # generic path, about 300 instructions per call.
@@ -263,7 +266,7 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
             if phase is _OPEN:  # the usual answer, checked first: call_tool asks every call
                 return None
             if Phase.LOSING <= phase <= Phase.TORN_DOWN:
-                self._loss_settled.wait(EXIT_WAIT + JOIN_TIMEOUT)
+                self._aside.loss_settled.wait(EXIT_WAIT + JOIN_TIMEOUT)
             return self._lost
         return lost
 
@@ -315,13 +318,13 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
             self._unattended = set()
             with contextlib.suppress(OSError):
                 self._transport.close()  # drops the child's copies of the descriptors only
-            self._on_lost = self._on_request = self._on_notification = None
+            self._aside.on_lost = self._on_request = self._on_notification = None
             return
         with self._close_lock:
             self._begin_close(reason)
-            if self._close_done:
+            if self._aside.close_done:
                 return
-            self._close_done = True
+            self._aside.close_done = True
             # Each step runs even when one before it was interrupted (Ctrl-C in a wait): the
             # transport's close then ends the server at once, and the threads are stopped.
             try:
@@ -454,8 +457,14 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
             # frame and its eight arguments per call. Anything else (progress, a session not
             # open, a bad timeout or method) goes through _open, which checks and words it.
             rid = next(self._ids)
-            frame = serialize_request(rid, method, params) if tool is None \
-                else _serialize_tool_call(rid, tool, params)  # type: ignore[arg-type]
+            # A tool call's line is serialised with its newline (``ended``), which the
+            # transport then writes as it is: one copy of the line fewer.
+            if tool is None:
+                frame = serialize_request(rid, method, params)
+                ended = False
+            else:
+                frame = _serialize_tool_call(rid, tool, params)  # type: ignore[arg-type]
+                ended = True
             # Call(rid, method, params, timeout, None, False, cancellable, now, max_timeout),
             # without calling the class: a class call runs __init__ as a nested evaluation
             # that costs about as much again as these stores (docs/performance.md). A test
@@ -498,14 +507,14 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
                         if held:
                             self._lock.release()
                     if not claimed:
-                        self._send(call, frame, True)
+                        self._send(call, frame[:-1] if ended else frame, True)
                     else:
                         # Through a local: a method call on the session (whose instance
                         # dict is a real dict: too many attributes to be kept inline) is
                         # looked up by the generic path, about 300 instructions.
                         send_until = self._send_until
                         try:
-                            send_until(frame, call.deadline)
+                            send_until(frame, call.deadline, ended)
                         except (WriteTimedOut, ConnectionLost) as exc:
                             self._write_failed(call, exc)
                         else:

@@ -72,7 +72,7 @@ class Incoming(SessionBase):
             return
         if message.method == _PROGRESS:
             self._progress(message.params)
-            if not self._observe_progress:
+            if not self._aside.observe_progress:
                 return
         handler = self._on_notification
         if handler is not None:
@@ -107,16 +107,16 @@ class Incoming(SessionBase):
                        message.error)
 
     def _garbage_line(self, error: ParseError) -> None:
-        self._garbage += 1
-        level = logging.WARNING if self._garbage <= GARBAGE_WARNINGS else logging.DEBUG
+        self._aside.garbage += 1
+        level = logging.WARNING if self._aside.garbage <= GARBAGE_WARNINGS else logging.DEBUG
         logger.log(level, "server %r wrote a line that is not JSON-RPC; skipped: %s",
                    self.name, error)
         rid = error.id
         if rid is None:
             if self._watching:
-                if self._first_garbage is None:
-                    self._first_garbage = error.excerpt
-                if self._garbage >= HANDSHAKE_GARBAGE:
+                if self._aside.first_garbage is None:
+                    self._aside.first_garbage = error.excerpt
+                if self._aside.garbage >= HANDSHAKE_GARBAGE:
                     self._not_an_mcp_server()
             return
         value = rid.value  # only an integer id can be ours (see Session.__init__)

@@ -46,7 +46,7 @@ class LossHandling(SessionBase):
             if not Phase.LOSING <= self._phase <= Phase.LOST:
                 return   # alive, already torn down, or closed (close() tears down itself)
             self._phase = Phase.TORN_DOWN
-        self._loss_settled.wait(EXIT_WAIT + JOIN_TIMEOUT)   # the error on_lost receives
+        self._aside.loss_settled.wait(EXIT_WAIT + JOIN_TIMEOUT)   # the error on_lost receives
         lost = self._lost
         if lost is None:
             return
@@ -59,7 +59,7 @@ class LossHandling(SessionBase):
         except Exception:
             logger.warning("server %r: closing the transport after the connection was lost "
                            "failed", self.name, exc_info=True)
-        on_lost = self._on_lost
+        on_lost = self._aside.on_lost
         if on_lost is not None:
             try:
                 on_lost(lost)
@@ -98,7 +98,7 @@ class LossHandling(SessionBase):
         code: int | None = None
         if exited:
             code = self._transport.wait_exit(EXIT_WAIT)
-        self._lost_cause = cause
+        self._aside.lost_cause = cause
         lost: ConnectionLost
         if exited:
             lost = self._exited_error(f"server {self.name!r}", code, None)
@@ -110,7 +110,7 @@ class LossHandling(SessionBase):
             self._lost = lost
             if self._phase is Phase.LOSING:
                 self._phase = Phase.LOST
-        self._loss_settled.set()
+        self._aside.loss_settled.set()
         self._fail_all(lambda call: self._loss_error(call, code, cause, exited))
         with self._lock:
             self._role.want = None
@@ -119,11 +119,12 @@ class LossHandling(SessionBase):
 
     def _not_mcp_note(self, subject: str | None = None) -> str:
         """Why the program may not be an MCP server, quoting its stdout (and stderr)."""
-        first = self._first_garbage
+        first = self._aside.first_garbage
         if first is None:
             seen = "it wrote nothing on stdout"
         else:
-            count = f" (and {self._garbage - 1} more such lines)" if self._garbage > 1 else ""
+            garbage = self._aside.garbage
+            count = f" (and {garbage - 1} more such lines)" if garbage > 1 else ""
             seen = f"its first line on stdout was {first!r}{count}, which is not JSON-RPC"
         if subject is None:
             subject = f"server {self.name!r}"
@@ -142,7 +143,7 @@ class LossHandling(SessionBase):
             note = self._not_mcp_note()
             self._lost = ConnectionLost(note, server=self.name)
             self._phase = Phase.LOST
-        self._loss_settled.set()
+        self._aside.loss_settled.set()
         self._fail_all(lambda call: ProtocolError(
             f"{self._describe(call)}: {note}", server=self.name, method=call.method))
         with self._lock:
@@ -182,7 +183,7 @@ class LossHandling(SessionBase):
         """The error for a call made after the connection died."""
         # Another thread may still be building the error (it waits up to EXIT_WAIT for the
         # exit status): wait for it.
-        self._loss_settled.wait(EXIT_WAIT + JOIN_TIMEOUT)
+        self._aside.loss_settled.wait(EXIT_WAIT + JOIN_TIMEOUT)
         lost = self._lost
         prefix = self._what(method, params)
         error: ConnectionLost
@@ -193,7 +194,7 @@ class LossHandling(SessionBase):
             error = self._exited_error(prefix, lost.exit_code, method)
         else:
             error = ConnectionLost(f"{prefix}: {lost}", server=self.name, method=method)
-        error.__cause__ = self._lost_cause
+        error.__cause__ = self._aside.lost_cause
         return error
 
     def _fail_all(self, make: Callable[[Call], BaseException]) -> None:

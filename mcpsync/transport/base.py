@@ -24,8 +24,11 @@ background reader does). Its thread rules:
 
 Optional extras, looked for by the session: ``send_bytes_until(frame, deadline)`` (a write
 bounded by a deadline, raising :class:`WriteTimedOut`; stdio has it, because a server that
-stops reading its stdin can block a write forever) and ``hurry()`` (shorten the shutdown
-grace of a program that never answered).
+stops reading its stdin can block a write forever), with ``send_takes_lines = True`` when
+it also takes ``send_bytes_until(line, deadline, True)``, a frame that already ends with its
+newline (stdio: the session serialises a tool call's line so, which saves a copy of the
+line per call; a transport without it is handed the frame without the newline), and
+``hurry()`` (shorten the shutdown grace of a program that never answered).
 
 ``CallFailed``: how a push transport fails one pending call with a specific error.
 

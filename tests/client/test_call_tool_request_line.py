@@ -47,9 +47,10 @@ def test_the_line_written_is_the_general_serialisers(era: str, no_leaks: None,
         frames: list[bytes] = []
         send = session._send_until
 
-        def spy_send(frame: bytes, deadline: float) -> None:
-            frames.append(frame)
-            send(frame, deadline)
+        def spy_send(frame: bytes, deadline: float, ended: bool = False) -> None:
+            # The line as the transport writes it (a tool call's comes with its newline).
+            frames.append(frame if ended else frame + b"\n")
+            send(frame, deadline, ended)
 
         tools: list[str] = []
         fast = engine._serialize_tool_call
@@ -75,7 +76,7 @@ def test_the_line_written_is_the_general_serialisers(era: str, no_leaks: None,
             elif "meta" in options:
                 meant["_meta"] = options["meta"]
             assert frames[0] == jsonrpc.serialize(
-                jsonrpc.request(sent["id"], "tools/call", meant))
+                jsonrpc.request(sent["id"], "tools/call", meant)) + b"\n"
             plain = list(params) == ["name", "arguments"]
             assert plain == (era == "legacy" and "meta" not in options)
             # The name is handed over exactly when the params have that shape.

@@ -445,7 +445,7 @@ def test_a_failing_finish_still_closes_the_rest_of_the_entry(
     manager.close()
     assert all(pid_gone(pid) for pid in pids if pid is not None)
     assert _all_settled(transports)
-    assert all(session._close_done for session in sessions)   # the client's close ran
+    assert all(session._aside.close_done for session in sessions)   # the client's close ran
 
 
 def test_one_stderr_thread_drains_every_server(no_leaks: None, server: Path, tmp_path: Path,

@@ -142,9 +142,9 @@ def _interrupt_after_the_write(session: Session) -> None:
     (as a signal can when the write's system call returns)."""
     send = session._send_until
 
-    def written_then_interrupted(frame: bytes, deadline: float) -> None:
+    def written_then_interrupted(frame: bytes, deadline: float, ended: bool = False) -> None:
         session._send_until = send  # type: ignore[method-assign]  # only once
-        send(frame, deadline)
+        send(frame, deadline, ended)
         raise KeyboardInterrupt
 
     session._send_until = written_then_interrupted  # type: ignore[method-assign]
@@ -240,7 +240,7 @@ def test_a_write_timed_out_behind_another_write_keeps_its_mark(peer: Session) ->
     other = Call(98, "other", None, 10.0, None, False, True, time.monotonic(), 60.0)
     send = peer._send_until
 
-    def timed_out(frame: bytes, deadline: float) -> None:
+    def timed_out(frame: bytes, deadline: float, ended: bool = False) -> None:
         peer._send_until = send  # type: ignore[method-assign]  # only once
         with peer._lock:
             role.sending = other   # the other caller's write, as this one waits for it

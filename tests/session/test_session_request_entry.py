@@ -74,9 +74,9 @@ def test_a_tool_entry_writes_the_same_line(peer: Session,
     frames: list[bytes] = []
     send = peer._send_until
 
-    def spy(frame: bytes, deadline: float) -> None:
-        frames.append(frame)
-        send(frame, deadline)
+    def spy(frame: bytes, deadline: float, ended: bool = False) -> None:
+        frames.append(frame if ended else frame + b"\n")   # the line written
+        send(frame, deadline, ended)
 
     monkeypatch.setattr(peer, "_send_until", spy)
     for params in ({"name": "echo", "arguments": {"text": "hi"}},

@@ -186,7 +186,8 @@ def test_serialize_tool_call_matches_serialize(rid: int, name: Any, arguments: A
     outcomes = []
     for _ in range(2):   # the second time the name's part comes from the cache
         try:
-            expected: Any = jsonrpc.serialize(jsonrpc.request(rid, "tools/call", params))
+            expected: Any = jsonrpc.serialize(jsonrpc.request(rid, "tools/call", params)) \
+                + b"\n"   # _serialize_tool_call writes the whole line
         except (ValueError, TypeError) as exc:
             expected = type(exc)
         try:
@@ -212,8 +213,9 @@ def test_serialize_tool_call_known_cases() -> None:
                    {"name": 7, "arguments": {}}):
         outcomes = []
         for encode in (lambda p: jsonrpc._serialize_tool_call(3, p["name"], p),
-                       lambda p: jsonrpc.serialize_request(3, "tools/call", p),
-                       lambda p: jsonrpc.serialize(jsonrpc.request(3, "tools/call", p))):
+                       lambda p: jsonrpc.serialize_request(3, "tools/call", p) + b"\n",
+                       lambda p: jsonrpc.serialize(jsonrpc.request(3, "tools/call", p))
+                       + b"\n"):
             try:
                 outcomes.append(encode(params))
             except (ValueError, TypeError) as exc:

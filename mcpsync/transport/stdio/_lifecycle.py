@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import importlib
+import io
 import itertools
 import logging
 import operator
@@ -378,6 +379,7 @@ class ProcessLifecycle:
     _pidfd: int
     _poller: Any
     _rx_buf: bytearray
+    _read_into: Callable[[bytearray], int | None]
     _pump: mcpsync.transport.stdio._pump.StdoutPump | None
     _stderr: StderrDrain | None
     _holds_spawner: bool
@@ -523,6 +525,10 @@ class ProcessLifecycle:
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         self._stdin_fd = proc.stdin.fileno()
         self._stdout_fd = proc.stdout.fileno()
+        # receive() reads through the pipe's own file object (a FileIO: bufsize=0), which
+        # is closed with stdout (_close_fd): its readinto() costs about 200 instructions
+        # less per read than os.readv() of the same descriptor into the same buffer.
+        self._read_into = cast("io.FileIO", proc.stdout).readinto
         self._stderr_fd = proc.stderr.fileno()
         if _USE_POLL:
             os.set_blocking(self._stdout_fd, False)  # receive() reads before it polls
