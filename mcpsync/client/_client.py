@@ -432,9 +432,10 @@ class Client(SessionLifecycle):
         try:
             if progress is None and reset_timeout_on_progress is None:
                 # Positional, past request()'s keyword-only signature (see Session._request),
-                # and looked up on the class: a method looked up on the session itself (its
-                # instance dict is a real dict, too many attributes to be kept inline) takes
-                # the generic path, about 250 instructions more per call.
+                # and looked up on the class, which CPython 3.11 specialises whatever the
+                # instance holds (a session whose attributes outgrow what it keeps inline
+                # would make the instance's lookup take the generic path, about 250
+                # instructions more per call).
                 result = type(session)._request(session, "tools/call", params, timeout, None,
                                                 None, True, tool)
             else:

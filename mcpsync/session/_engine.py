@@ -220,15 +220,16 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
         # A request is written by its deadline where the transport can (stdio): a server that
         # stops reading must not hold a caller past its timeout (see _write_timed_out).
         # Its third argument, ``ended``, says that the frame is the whole line, its newline
-        # included (a tool call's, see _serialize_tool_call): a transport that does not say
-        # it takes such a line (``send_takes_lines``) is handed the frame without it.
+        # included (a tool call's, see _serialize_tool_call): a transport whose
+        # send_bytes_until is not marked as taking such a line (transport.base.takes_lines)
+        # is handed the frame without it.
         send_until = getattr(transport, "send_bytes_until", None)
         if send_until is None:
             send_bytes = transport.send_bytes
 
             def send_until(frame: bytes, deadline: float, ended: bool = False) -> None:
                 send_bytes(frame[:-1] if ended else frame)
-        elif not getattr(transport, "send_takes_lines", False):
+        elif not getattr(send_until, "send_takes_lines", False):
             send_frame = send_until
 
             def send_until(frame: bytes, deadline: float, ended: bool = False) -> None:

@@ -24,7 +24,7 @@ background reader does). Its thread rules:
 
 Optional extras, looked for by the session: ``send_bytes_until(frame, deadline)`` (a write
 bounded by a deadline, raising :class:`WriteTimedOut`; stdio has it, because a server that
-stops reading its stdin can block a write forever), with ``send_takes_lines = True`` when
+stops reading its stdin can block a write forever), marked by :func:`takes_lines` when
 it also takes ``send_bytes_until(line, deadline, True)``, a frame that already ends with its
 newline (stdio: the session serialises a tool call's line so, which saves a copy of the
 line per call; a transport without it is handed the frame without the newline), and
@@ -41,19 +41,31 @@ and the session fails the call with that id by raising ``error`` (with the usual
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, TypeVar
 
 from mcpsync._names import safe
 from mcpsync.errors import ConnectionLost
 from mcpsync.jsonrpc import Batch, Message, ParseError, RequestId, StreamError
 
 __all__ = ["CallFailed", "NoProcess", "Transport", "TransportClosed",
-           "WriteTimedOut", "safe_name"]
+           "WriteTimedOut", "safe_name", "takes_lines"]
 
 #: The thread- and logger-safe form of a display name; public here since the stdio transport
 #: exported it first.
 safe_name = safe
+
+_Fn = TypeVar("_Fn", bound=Callable[..., Any])
+
+
+def takes_lines(send_bytes_until: _Fn) -> _Fn:
+    """Mark a ``send_bytes_until`` that also takes ``(line, deadline, True)``, a frame that
+    already ends with its newline. The mark is on the function, not the class: a subclass
+    or a wrapper whose own ``send_bytes_until`` takes frames only is not marked, so the
+    session hands it frames without their newline (a mark on the class would be inherited
+    by a subclass whose override takes two arguments, and its tool calls would fail)."""
+    send_bytes_until.send_takes_lines = True  # type: ignore[attr-defined]
+    return send_bytes_until
 
 
 class TransportClosed(ConnectionLost):

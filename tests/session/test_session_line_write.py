@@ -1,7 +1,8 @@
 """A tool call's request line is serialised with its newline and handed to the transport
-as a whole line (``ended``) only where the transport says it takes one
-(``send_takes_lines``); a transport whose ``send_bytes_until`` takes frames gets the frame
-without its newline, as before."""
+as a whole line (``ended``) only where the transport's ``send_bytes_until`` is marked as
+taking one (``transport.base.takes_lines``); a transport whose ``send_bytes_until`` takes
+frames (its own, a subclass's override, or none at all) gets the frame without its newline,
+as before."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from mcpsync import jsonrpc
 from mcpsync.errors import RemoteError
 from mcpsync.session import Session
+from mcpsync.transport.base import takes_lines
 from mcpsync.transport.stdio import StdioTransport
 
 from .helpers import peer_argv
@@ -32,7 +34,35 @@ class FramesOnly:
         self._inner.send_bytes_until(frame, deadline)
 
     def __getattr__(self, name: str) -> Any:
-        if name == "send_takes_lines":
+        return getattr(self._inner, name)
+
+
+class FramesOnlyStdio(StdioTransport):
+    """A subclass of the stdio transport whose override of ``send_bytes_until`` takes frames
+    only (two arguments): the mark is on the stdio transport's own method, not inherited by
+    the override, so the session must not hand it a third argument."""
+
+    frames: list[bytes]
+
+    def send_bytes_until(self, frame: bytes, deadline: float) -> None:  # type: ignore[override]
+        self.frames.append(frame)
+        super().send_bytes_until(frame, deadline)
+
+
+class FramesOnlyBytes:
+    """A transport with ``send_bytes`` and no ``send_bytes_until`` at all (as the in-memory
+    and HTTP transports are), seen through the stdio transport it wraps."""
+
+    def __init__(self, inner: StdioTransport) -> None:
+        self._inner = inner
+        self.frames: list[bytes] = []
+
+    def send_bytes(self, frame: bytes) -> None:
+        self.frames.append(frame)
+        self._inner.send_bytes(frame)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "send_bytes_until":
             raise AttributeError(name)
         return getattr(self._inner, name)
 
@@ -78,7 +108,7 @@ def test_a_line_taking_transport_gets_the_whole_line(no_leaks: None,
         written.append((frame, ended))
         send(frame, deadline, ended)
 
-    monkeypatch.setattr(inner, "send_bytes_until", spy)
+    monkeypatch.setattr(inner, "send_bytes_until", takes_lines(spy))
     session = Session(inner, name="peer")
     session.start()
     try:
@@ -98,3 +128,47 @@ def test_a_line_taking_transport_gets_the_whole_line(no_leaks: None,
         assert [e for f, e in written if b'"echo"' in f and b"tools" not in f] == [False]
     finally:
         session.close()
+
+
+def _frames_only_check(frames: list[bytes]) -> None:
+    tool_calls = [f for f in frames if b'"tools/call"' in f]
+    assert len(tool_calls) == 3
+    for frame in tool_calls:
+        rid = jsonrpc.parse(frame).id.value  # type: ignore[union-attr]
+        assert frame == jsonrpc.serialize_request(rid, "tools/call", PARAMS)
+    assert frames and not any(frame.endswith(b"\n") for frame in frames)
+
+
+def test_a_subclass_whose_override_takes_frames_gets_frames(no_leaks: None) -> None:
+    transport = FramesOnlyStdio(peer_argv(), name="peer")
+    transport.frames = []
+    transport.start()
+    session = Session(transport, name="peer")
+    session.start()
+    try:
+        for _ in range(3):
+            _call(session)   # a third argument would raise TypeError here
+        assert session.request("echo", {"n": 1}) == {"n": 1}
+        _frames_only_check(transport.frames)
+    finally:
+        session.close()
+
+
+def test_a_transport_without_send_bytes_until_gets_frames(no_leaks: None) -> None:
+    inner = StdioTransport(peer_argv(), name="peer")
+    inner.start()
+    transport = FramesOnlyBytes(inner)
+    session = Session(transport, name="peer")  # type: ignore[arg-type]
+    session.start()
+    try:
+        for _ in range(3):
+            _call(session)
+        assert session.request("echo", {"n": 1}) == {"n": 1}
+        _frames_only_check(transport.frames)
+    finally:
+        session.close()
+
+
+def test_the_stdio_transport_s_own_method_carries_the_mark() -> None:
+    assert getattr(StdioTransport.send_bytes_until, "send_takes_lines", False) is True
+    assert not hasattr(FramesOnlyStdio.send_bytes_until, "send_takes_lines")

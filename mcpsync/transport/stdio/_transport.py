@@ -46,7 +46,7 @@ from ...jsonrpc import (
     StreamError,
     serialize as _serialize,
 )
-from ..base import TransportClosed, safe_name
+from ..base import TransportClosed, safe_name, takes_lines
 from . import _lifecycle
 from ._lifecycle import _MAX_POLL_MS, _MAX_POLL_S, ProcessLifecycle
 from ._writer import FINISH_GRACE, FrameFinisher, WriteTimedOut, pour
@@ -209,9 +209,7 @@ class StdioTransport(ProcessLifecycle):
         (until :meth:`close`). See :meth:`send_bytes_until`."""
         self.send_bytes_until(frame, math.inf)
 
-    #: ``send_bytes_until`` takes ``ended=True`` (the session looks for this).
-    send_takes_lines = True
-
+    @takes_lines   # it takes ``ended=True`` (the session looks for the mark)
     def send_bytes_until(self, frame: bytes, deadline: float, ended: bool = False) -> None:
         """Write one pre-serialised frame (without its newline) under the write lock, by
         ``deadline`` (a ``time.monotonic()`` value; ``math.inf``: no limit). With ``ended``
