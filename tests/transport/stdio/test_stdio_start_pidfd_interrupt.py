@@ -39,33 +39,12 @@ import pytest
 import mcpsync
 from mcpsync.transport.stdio import _lifecycle as stdio
 
+from ._start_sweep import PRELUDE
+
 pytestmark = [pytest.mark.timeout(120),
               pytest.mark.skipif(not stdio._CAN_PEEK, reason="needs pidfd_open and P_PIDFD")]
 
-SWEEP = r'''
-import dis, errno, json, linecache, os, signal, sys
-def children():
-    found = set()
-    for task in os.listdir('/proc/self/task'):
-        with open(f'/proc/self/task/{task}/children') as f:
-            found |= set(f.read().split())
-    return found
-def fds():
-    return set(os.listdir('/proc/self/fd'))
-sent = []
-real_killpg = os.killpg
-def killpg(pid, sig):
-    # Whether the group's leader was still unreaped ("ours": its pid, and so the group's id,
-    # cannot be another process's) or already reaped ("REAPED").
-    try:
-        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        sent.append(f'{signal.Signals(sig).name}:ours')
-    except ChildProcessError:
-        sent.append(f'{signal.Signals(sig).name}:REAPED')
-    return real_killpg(pid, sig)
-os.killpg = killpg
-from mcpsync.transport.stdio import StdioTransport, _lifecycle
-assert _lifecycle.pidfds_read_status()   # asked before pidfd_open fails from here on
+SWEEP = PRELUDE + r'''
 mode = sys.argv[1]   # 'pidfd': the server gets its pidfd; 'emfile': pidfd_open fails
 def pidfd_open(pid, flags=0):
     raise OSError(errno.EMFILE, 'Too many open files')
