@@ -1,7 +1,11 @@
 """The start of the scripts the start() sweeps run in a fresh interpreter
 (``test_stdio_start_pidfd_interrupt``, ``test_stdio_start_recovery_interrupt``): helpers to
-list this process's children and descriptors, and ``os.killpg`` wrapped to record each
-signal and whether the group's leader was still unreaped when it was sent."""
+list this process's children and descriptors, ``os.killpg`` wrapped to record each signal
+and whether the group's leader was still unreaped when it was sent, and the trace set-up
+both sweeps need to get opcode events in ``start()`` on every CPython from 3.10 to 3.13
+(the names of the call opcodes, and a global trace function that traces one code object
+by opcode). Shared so that a sweep cannot lose its events on one version while the other
+keeps them: each setting below made a sweep there skip, or see only part of ``start()``."""
 
 PRELUDE = r'''
 import dis, errno, json, linecache, os, signal, sys
@@ -27,4 +31,21 @@ def killpg(pid, sig):
 os.killpg = killpg
 from mcpsync.transport.stdio import StdioTransport, _lifecycle
 assert _lifecycle.pidfds_read_status()   # asked before pidfd_open fails from here on
+# The opcodes that call (3.10's CALL_FUNCTION... to 3.13's CALL and CALL_KW): the sweeps
+# raise a Ctrl-C at the instruction after one, where CPython raises a pending interrupt.
+CALLS = {'CALL', 'CALL_KW', 'CALL_FUNCTION', 'CALL_FUNCTION_KW', 'CALL_FUNCTION_EX',
+         'CALL_METHOD'}
+# 3.12 sends opcode events only where some frame asked for them before settrace().
+here = sys._getframe()
+here.f_trace_opcodes = True
+here.f_trace_opcodes = False
+def tracing(code, local):
+    """A global trace function that traces each frame of `code` by opcode with `local`."""
+    def trace(frame, event, arg):
+        if frame.f_code is code:
+            frame.f_trace = local   # 3.13 turns opcode events on only for a traced frame
+            frame.f_trace_opcodes = True
+            return local
+        return None
+    return trace
 '''.rstrip("\n")   # each script goes on with a line of its own

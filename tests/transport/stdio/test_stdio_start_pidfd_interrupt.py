@@ -56,16 +56,10 @@ START = _lifecycle.ProcessLifecycle.start.__code__
 # raises a pending KeyboardInterrupt (a call of a type, map() say, included, which a profile
 # hook's c_return does not report). Only after the spawn's result is stored in `proc`: the
 # spawn's own return is not a point where 3.11 and later raise one.
-CALLS = {'CALL', 'CALL_KW', 'CALL_FUNCTION', 'CALL_FUNCTION_KW', 'CALL_FUNCTION_EX',
-         'CALL_METHOD'}
 INSTRUCTIONS = list(dis.get_instructions(START))
 OPS = {i.offset: i.opname for i in INSTRUCTIONS}
 SPAWNED = min(i.offset for i in INSTRUCTIONS
               if i.opname in ('STORE_FAST', 'STORE_DEREF') and i.argval == 'proc')
-# 3.12 sends opcode events only where some frame asked for them before settrace().
-here = sys._getframe()
-here.f_trace_opcodes = True
-here.f_trace_opcodes = False
 before = fds()
 for nth in range(80):
     sent.clear()
@@ -84,18 +78,12 @@ for nth in range(80):
                 state['count'] += 1
             state['prev'] = OPS.get(frame.f_lasti)
         return local
-    def trace(frame, event, arg):
-        if frame.f_code is START:
-            frame.f_trace = local   # 3.13 turns opcode events on only for a traced frame
-            frame.f_trace_opcodes = True
-            return local
-        return None
     # Each run as in a new process: the by-pid module not loaded (it loads once, for good).
     sys.modules.pop(name, None)
     _lifecycle._by_pid = None
     t = StdioTransport(['sh', '-c', 'sleep 30'], name='swept')
     t.hurry()   # no stdin grace: the server ignores its EOF
-    sys.settrace(trace)
+    sys.settrace(tracing(START, local))
     try:
         t.start()
         outcome = 'started'

@@ -43,11 +43,11 @@ first = sys.argv[1]   # how the import fails: 'ctrl-c' or 'emfile'
 name = 'mcpsync.transport.stdio._by_pid'
 START = _lifecycle.ProcessLifecycle.start.__code__
 before = fds()
-# Where a call made by start() returned normally: the instruction after it, where CPython
-# raises a pending KeyboardInterrupt (a call of a type, map() say, included, which a profile
-# hook's c_return does not report). Not after a call that raised: the exception goes
-# straight to its handler (Python 3.10 also checks as a handler begins; not swept here).
-CALLS = {'CALL', 'CALL_FUNCTION', 'CALL_FUNCTION_KW', 'CALL_FUNCTION_EX', 'CALL_METHOD'}
+# Where a call made by start() returned normally (an opcode in the prelude's CALLS): the
+# instruction after it, where CPython raises a pending KeyboardInterrupt (a call of a type,
+# map() say, included, which a profile hook's c_return does not report). Not after a call
+# that raised: the exception goes straight to its handler (Python 3.10 also checks as a
+# handler begins; not swept here).
 OPS = {i.offset: i.opname for i in dis.get_instructions(START)}
 class Failing:
     """Fails the module's import (a trace function that raised would stop tracing)."""
@@ -75,13 +75,8 @@ for nth in range(60):
                 state['count'] += 1
             state['prev'] = OPS.get(frame.f_lasti)
         return local
-    def trace(frame, event, arg):
-        if frame.f_code is START:
-            frame.f_trace_opcodes = True
-            return local
-        return None
     t = StdioTransport(['sh', '-c', 'sleep 30'], name='swept')
-    sys.settrace(trace)
+    sys.settrace(tracing(START, local))
     try:
         t.start()
         outcome = 'started'
