@@ -44,6 +44,68 @@ def require_peer(module: str) -> ModuleType:
         raise  # unreachable; keeps type checkers happy
 
 
+def probe_pidfds() -> tuple[bool, bool]:
+    """What this process's kernel lets it do with pidfds, asked as the stdio transport asks
+    (``pidfds_read_status()`` in ``transport/stdio/_lifecycle.py``): whether a pidfd on this
+    process opens, and whether a ``waitid(P_PIDFD, ..., WNOWAIT)`` on it fails with
+    ``ECHILD`` (Linux 5.4 and later; 5.3 says ``EINVAL``). A Python that has
+    ``os.pidfd_open`` may still run on a kernel without the call (``ENOSYS``) or under a
+    seccomp filter that refuses it (``EPERM``): the transport then falls back (to no pidfd,
+    or to reading the status by pid), and a test of the pidfd paths must skip exactly
+    then, not fail over a missing capability. Not cached: a test may patch ``os``; see
+    :func:`pidfds_open` and :func:`pidfds_read_status` for the cached answers."""
+    if not hasattr(os, "pidfd_open"):
+        return False, False
+    try:
+        fd = os.pidfd_open(os.getpid())
+    except OSError:
+        return False, False
+    try:
+        if not hasattr(os, "P_PIDFD"):
+            return True, False
+        os.waitid(os.P_PIDFD, fd, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return True, True
+    except OSError:
+        return True, False
+    finally:
+        os.close(fd)
+    return True, False   # waitid said nothing: not a kernel that knows we are not its child
+
+
+_PIDFDS: list[tuple[bool, bool]] = []   # the kernel's answer, asked once
+
+
+def _pidfds() -> tuple[bool, bool]:
+    if not _PIDFDS:
+        _PIDFDS.append(probe_pidfds())
+    return _PIDFDS[0]
+
+
+def pidfds_open() -> bool:
+    """A pidfd opens here (``pidfd_open`` on this process works): servers get one."""
+    return _pidfds()[0]
+
+
+def pidfds_read_status() -> bool:
+    """Pidfds read a child's exit status here (the transport's own question): the by-pid
+    module is not loaded, and the status is read through the pidfd."""
+    return _pidfds()[1]
+
+
+def require_pidfds(*, reads_status: bool) -> None:
+    """Skip a test that needs pidfds (that open, or that also read a status) where this
+    kernel refuses them; under CI on Linux, fail instead (as :func:`require_peer`): a CI
+    machine whose sandbox refuses pidfds would pass by skipping every pidfd path."""
+    if (pidfds_read_status() if reads_status else pidfds_open()):
+        return
+    what = ("pidfds that read an exit status (pidfd_open and waitid(P_PIDFD))"
+            if reads_status else "pidfds (pidfd_open)")
+    if IN_CI and sys.platform.startswith("linux"):
+        pytest.fail(f"this kernel or sandbox refuses {what} in CI")
+    pytest.skip(f"this kernel or sandbox refuses {what}")
+
+
 def mcpsync_threads() -> list[threading.Thread]:
     """Threads of ours that should be gone after close (a server's stdin reader excepted)."""
     return [

@@ -20,13 +20,12 @@ machine's timing is noise); that it measures every condition and prints positive
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from helpers import first_import_interrupted
+from helpers import first_import_interrupted, pidfds_read_status
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "import_time.py"
 DEFERRED = ("ctypes", "html", "hashlib", "difflib", "mcpsync.policy", "mcpsync._budget_ledger",
@@ -93,7 +92,7 @@ def test_a_restart_without_subscriptions_loads_no_subscription_wire_side() -> No
     assert "mcpsync.client._subscribing" not in loaded
     # Nor the exit read by pid: this machine's pidfds read it (a kernel whose cannot loads
     # it in start()).
-    if "linux" in sys.platform and hasattr(os, "pidfd_open") and hasattr(os, "P_PIDFD"):
+    if pidfds_read_status():   # asked of the kernel, as start() asks
         assert "mcpsync.transport.stdio._by_pid" not in loaded
 
 

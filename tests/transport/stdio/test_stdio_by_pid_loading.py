@@ -18,7 +18,7 @@ import sys
 from typing import Any
 
 import pytest
-from helpers import child_state as state, open_fds, wait_until
+from helpers import child_state as state, open_fds, pidfds_open, probe_pidfds, wait_until
 
 from mcpsync.transport.stdio import StdioTransport, _by_pid, _lifecycle as stdio
 
@@ -51,6 +51,7 @@ def _waitid_failing(monkeypatch: pytest.MonkeyPatch, code: int) -> list[int]:
 
 
 @pytest.mark.skipif(not stdio._CAN_PEEK, reason="needs pidfd_open and P_PIDFD")
+@pytest.mark.needs_pidfds(reads_status=False)   # the pidfd on our own pid is real
 @pytest.mark.parametrize(("code", "answer"), [(errno.ECHILD, True), (errno.EINVAL, False),
                                               (errno.EPERM, False)])
 def test_the_question_is_answered_by_waitid_on_our_own_pidfd(
@@ -88,13 +89,43 @@ def test_without_pidfd_support_the_answer_is_no(
     assert stdio.pidfds_read_status() is False
 
 
-@pytest.mark.skipif(not stdio._CAN_PEEK, reason="needs pidfd_open and P_PIDFD")
+@pytest.mark.needs_pidfds(reads_status=True)
 def test_this_kernel_says_yes(fresh: None) -> None:
     """This machine's kernel (5.4 or later) reads a status through a pidfd: the real
     question, unpatched, says yes (its waitid failed with ECHILD)."""
     before = open_fds()
     assert stdio.pidfds_read_status() is True
     assert open_fds() <= before
+
+
+def _refused(code: int) -> Any:
+    def pidfd_open(pid: int, flags: int = 0) -> int:
+        raise OSError(code, os.strerror(code))
+    return pidfd_open
+
+
+@pytest.mark.parametrize("kernel", ["this", "5.3", "no pidfd_open", "seccomp"])
+def test_the_tests_ask_what_start_asks(
+        fresh: None, monkeypatch: pytest.MonkeyPatch, kernel: str) -> None:
+    """The tests' own probe (``helpers.probe_pidfds``, behind the ``needs_pidfds`` mark)
+    answers as :func:`pidfds_read_status` does, on this kernel and on simulated ones
+    (``waitid`` refusing ``P_PIDFD``, ``pidfd_open`` missing or refused by a filter), so
+    that a pidfd test skips exactly where ``start()`` falls back to reading by pid; a pidfd
+    opens in all but the last two."""
+    if kernel == "5.3":
+        _waitid_failing(monkeypatch, errno.EINVAL)
+    elif kernel == "no pidfd_open":
+        monkeypatch.setattr(os, "pidfd_open", _refused(errno.ENOSYS))
+    elif kernel == "seccomp":
+        monkeypatch.setattr(os, "pidfd_open", _refused(errno.EPERM))
+    opens, reads = probe_pidfds()
+    assert reads is stdio.pidfds_read_status()
+    if kernel in ("this", "5.3"):   # the real pidfd_open: opens where it opened unpatched
+        assert opens is pidfds_open()
+    else:
+        assert not opens and not reads
+    if kernel == "5.3":
+        assert not reads
 
 
 def _start_and_close(argv: list[str]) -> tuple[StdioTransport, int]:
@@ -104,7 +135,8 @@ def _start_and_close(argv: list[str]) -> tuple[StdioTransport, int]:
     return t, t.pid
 
 
-@pytest.mark.parametrize("answer", [True, False])
+@pytest.mark.parametrize("answer", [
+    pytest.param(True, marks=pytest.mark.needs_pidfds(reads_status=True)), False])
 def test_start_loads_the_module_only_when_pidfds_cannot_read_a_status(
         fresh: None, no_leaks: None, monkeypatch: pytest.MonkeyPatch, answer: bool) -> None:
     monkeypatch.setattr(stdio, "_pidfd_peeks", answer)
@@ -163,7 +195,7 @@ def fds():
 """
 
 
-@pytest.mark.skipif(not stdio._CAN_PEEK, reason="needs pidfd_open and P_PIDFD")
+@pytest.mark.needs_pidfds(reads_status=True)
 def test_a_connection_whose_server_dies_does_not_load_it() -> None:
     """On this machine (pidfds read a status): connect, call, the server killed, its
     status read, the connection closed: the module is never loaded."""
@@ -266,7 +298,7 @@ os.killpg = killpg
 """
 
 
-@pytest.mark.skipif(not stdio._CAN_PEEK, reason="needs pidfd_open and P_PIDFD")
+@pytest.mark.needs_pidfds(reads_status=True)
 def test_a_server_whose_pidfd_and_module_both_fail_with_emfile_is_never_signalled_reaped(
         ) -> None:
     """The descriptor table is full: the new server's pidfd_open fails with EMFILE, and so
@@ -309,7 +341,7 @@ def test_a_server_whose_pidfd_and_module_both_fail_with_emfile_is_never_signalle
                           str(-signal.SIGKILL), "SIGKILL:ours", "0", "[]"]
 
 
-@pytest.mark.skipif(not stdio._CAN_PEEK, reason="needs pidfd_open and P_PIDFD")
+@pytest.mark.needs_pidfds(reads_status=True)
 def test_a_ctrl_c_in_the_import_after_the_spawn_ends_the_server_before_any_reap() -> None:
     """A server that got no pidfd, and a Ctrl-C in the module's import right after its
     spawn: start() raises it after killing the group (the server still unreaped), and the

@@ -169,6 +169,7 @@ def test_ctrl_c_at_any_return_in_start_leaves_nothing_after_close(
     assert "fileno" in interrupted and "set_blocking" in interrupted
 
 
+@pytest.mark.needs_pidfds(reads_status=False)
 @pytest.mark.parametrize("mode", MODES)
 def test_ctrl_c_at_any_return_in_close_still_releases_everything(
         mode: str, echo: list[str], no_leaks: None) -> None:

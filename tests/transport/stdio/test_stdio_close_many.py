@@ -99,7 +99,7 @@ def _watch_all(transports: list[StdioTransport]) -> dict[int, bool]:
     return settled
 
 
-@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="needs pidfd_open")
+@pytest.mark.needs_pidfds(reads_status=False)
 def test_the_watch_keeps_each_servers_sequence(no_leaks: None, server: Path,
                                                short_graces: None) -> None:
     fds = open_fds()
@@ -122,7 +122,7 @@ def test_the_watch_keeps_each_servers_sequence(no_leaks: None, server: Path,
     assert open_fds() <= fds
 
 
-@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="needs pidfd_open")
+@pytest.mark.needs_pidfds(reads_status=False)
 def test_a_server_that_never_dies_is_given_up_not_waited_for(
         no_leaks: None, server: Path, short_graces: None, caplog: pytest.LogCaptureFixture,
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -153,7 +153,7 @@ def test_a_server_that_never_dies_is_given_up_not_waited_for(
     assert open_fds() <= fds
 
 
-@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="needs pidfd_open")
+@pytest.mark.needs_pidfds(reads_status=False)
 def test_close_from_another_thread_during_a_claim_waits_for_the_end(
         no_leaks: None, server: Path, short_graces: None) -> None:
     t = _started(server, "linger", "claimed")
@@ -217,7 +217,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
-@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="needs pidfd_open")
+@pytest.mark.needs_pidfds(reads_status=False)
 def test_the_finish_sends_the_group_one_sigkill_and_its_orphans_die(
         no_leaks: None, server: Path, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:

@@ -27,7 +27,7 @@ import mcpsync
 from mcpsync.transport.stdio import _lifecycle as stdio
 
 pytestmark = [pytest.mark.timeout(60),
-              pytest.mark.skipif(not stdio._CAN_PEEK, reason="needs pidfd_open and P_PIDFD")]
+              pytest.mark.needs_pidfds(reads_status=True)]
 
 #: The discard's bound in these tests, and what the wait may take beyond it (a sleep of
 #: ``Popen.wait()``'s poll, a loaded machine).

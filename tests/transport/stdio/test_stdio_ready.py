@@ -72,7 +72,7 @@ def test_stdout_alone_wake_alone_and_both(no_leaks: None) -> None:
         t.close()
 
 
-@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="needs pidfds")
+@pytest.mark.needs_pidfds(reads_status=False)
 def test_the_server_gone_with_stdout_held_is_the_end(no_leaks: None) -> None:
     t = _polling(StdioTransport([sys.executable, "-c", ESCAPES], name="escapes"))
     t.start()

@@ -515,7 +515,7 @@ def test_ctrl_c_as_any_function_the_discard_calls_begins(
     assert {"_end_child", "end_child"} <= set(hits), hits
 
 
-@pytest.mark.skipif(not stdio._CAN_PEEK, reason="needs a pidfd that reads the status")
+@pytest.mark.needs_pidfds(reads_status=True)
 @pytest.mark.parametrize("by_pid", [True, False], ids=["by-pid-loaded", "not-loaded"])
 @pytest.mark.parametrize("twice", [True, False], ids=["interrupted-twice", "once"])
 def test_a_ctrl_c_as_the_discard_opens_the_pidfd_is_swallowed(

@@ -30,7 +30,7 @@ from helpers import child_state as state, end_child, interrupt_at_return, open_f
 from mcpsync.transport.stdio import StdioTransport, _lifecycle as stdio, _spawner
 
 pytestmark = [pytest.mark.timeout(60),
-              pytest.mark.skipif(not stdio._CAN_PEEK, reason="needs waitid(P_PIDFD)")]
+              pytest.mark.needs_pidfds(reads_status=True)]
 
 PY = sys.executable
 

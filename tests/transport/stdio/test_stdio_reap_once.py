@@ -25,7 +25,7 @@ from helpers import child_state as state, open_fds
 from mcpsync.transport.stdio import StdioTransport, _lifecycle as stdio, _spawner
 
 pytestmark = [pytest.mark.timeout(60),
-              pytest.mark.skipif(not stdio._CAN_PEEK, reason="needs waitid(P_PIDFD)")]
+              pytest.mark.needs_pidfds(reads_status=True)]
 
 # Exits 3 at the end of its input (the close's first step).
 EXITS = r'''

@@ -37,12 +37,11 @@ from typing import Any
 import pytest
 
 import mcpsync
-from mcpsync.transport.stdio import _lifecycle as stdio
 
 from ._start_sweep import PRELUDE
 
 pytestmark = [pytest.mark.timeout(120),
-              pytest.mark.skipif(not stdio._CAN_PEEK, reason="needs pidfd_open and P_PIDFD")]
+              pytest.mark.needs_pidfds(reads_status=True)]
 
 SWEEP = PRELUDE + r'''
 mode = sys.argv[1]   # 'pidfd': the server gets its pidfd; 'emfile': pidfd_open fails

@@ -28,12 +28,11 @@ from pathlib import Path
 import pytest
 
 import mcpsync
-from mcpsync.transport.stdio import _lifecycle as stdio
 
 from ._start_sweep import PRELUDE
 
 pytestmark = [pytest.mark.timeout(120),
-              pytest.mark.skipif(not stdio._CAN_PEEK, reason="needs pidfd_open and P_PIDFD")]
+              pytest.mark.needs_pidfds(reads_status=True)]
 
 SWEEP = PRELUDE + r'''
 def pidfd_open(pid, flags=0):

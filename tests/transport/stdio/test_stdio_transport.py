@@ -556,6 +556,7 @@ def test_close_before_start_is_fine() -> None:
 # ---------------------------------------------------------------- fork safety
 
 
+@pytest.mark.needs_pidfds(reads_status=False)
 @pytest.mark.timeout(30)
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_close_in_a_forked_child_only_drops_references(echo: StdioTransport) -> None:
@@ -936,6 +937,7 @@ def test_an_escaped_grandchild_flooding_stderr_does_not_hang_close(tmp_path: Pat
             os.kill(grandchild, signal.SIGKILL)
 
 
+@pytest.mark.needs_pidfds(reads_status=False)
 @pytest.mark.timeout(30)
 def test_server_exit_is_eof_even_when_a_grandchild_holds_stdout(tmp_path: Path) -> None:
     # The server exits on its own; a grandchild keeps its stdout open. receive() must still

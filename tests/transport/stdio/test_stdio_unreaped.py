@@ -30,7 +30,7 @@ from mcpsync.session import Session
 from mcpsync.transport.stdio import StdioTransport, _lifecycle as stdio
 
 pytestmark = [pytest.mark.timeout(30),
-              pytest.mark.skipif(not stdio._CAN_PEEK, reason="needs waitid(P_PIDFD)")]
+              pytest.mark.needs_pidfds(reads_status=True)]
 
 PY = sys.executable
 
