@@ -62,7 +62,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from mcpsync._names import safe
 from mcpsync._threads import new_thread
@@ -107,6 +107,9 @@ from mcpsync.session._incoming import Incoming
 from mcpsync.session._loss import LossHandling
 from mcpsync.session._role import BG as _BG, Role
 from mcpsync.transport.base import CallFailed, Transport, WriteTimedOut
+
+if TYPE_CHECKING:
+    from mcpsync.session._base import SendUntil
 
 __all__ = ["DEFAULT_MAX_TIMEOUT", "RequestFuture", "Session", "SessionTransport"]
 
@@ -234,7 +237,7 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
 
             def send_until(frame: bytes, deadline: float, ended: bool = False) -> None:
                 send_frame(frame[:-1] if ended else frame, deadline)
-        self._send_until: Callable[..., None] = send_until
+        self._send_until: SendUntil = send_until
         # The transport's receive, bound once: a leader calls it through a local, since a
         # method looked up on the transport (its instance dict is a real dict) takes the
         # generic path, about 300 instructions per call.
