@@ -692,7 +692,7 @@ class Gateway:
         cannot come before this loop sees it set (then the full path drops that answer).
 
         Read here without changing those classes: the transport's ``_pump``, ``_poller``,
-        ``_stdout_fd``, ``_rx_buf``, ``_rx_bufs``, ``_rx_lock``, ``_rx_done``,
+        ``_stdout_fd``, ``_rx_buf``, ``_rx_lock``, ``_rx_done``,
         ``_decoder`` (``_buf``, ``_max``) and ``_got``; the upstream's ``_inflight`` and
         ``_replay_id``."""
         t = conn.transport
@@ -701,7 +701,7 @@ class Gateway:
         poll = t._poller.poll
         fd = t._stdout_fd
         buf = t._rx_buf
-        bufs = t._rx_bufs
+        bufs = [buf]   # os.readv()'s list
         rx_lock = t._rx_lock
         lock, unlock = rx_lock.acquire, rx_lock.release
         decoder = t._decoder

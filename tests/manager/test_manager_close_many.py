@@ -234,7 +234,7 @@ def _close_interrupted(manager: Manager, delay: float,
 
 
 def _all_settled(transports: list[StdioTransport]) -> bool:
-    return all(t.closed and not t._close_lock.locked() for t in transports)
+    return all(t.closed and not t._aside.close_lock.locked() for t in transports)
 
 
 def test_ctrl_c_during_close_leaves_nothing_behind(

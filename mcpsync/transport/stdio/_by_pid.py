@@ -61,7 +61,7 @@ code before does this:
   (``ProcessLifecycle._reap_without_pidfd``). ``ECHILD`` (reaped by someone outside) then gives
   the same result as by pid (``Popen`` records 0). A close run again after a Ctrl-C that
   came after the reap through the pidfd never gets here, with this module or without: that
-  reap is recorded (``_pid_reaped``) and ``_reap`` returns at once, so neither ``Popen``
+  reap is recorded (``_aside.pid_reaped``) and ``_reap`` returns at once, so neither ``Popen``
   nor ``waitpid`` looks at the pid, free by then. ``EINVAL`` of the final reap cannot
   come from such a kernel; were it to, the
   server would be left a zombie (``Popen`` holds its status and reaps no more) until the
@@ -175,7 +175,7 @@ def pid_status(t: _lifecycle.ProcessLifecycle, proc: subprocess.Popen[bytes]) ->
     if info is None:
         return None
     status = info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
-    t._status = status
+    t._aside.status = status
     return status
 
 
@@ -204,8 +204,8 @@ def reap(t: _lifecycle.ProcessLifecycle, proc: subprocess.Popen[bytes], timeout:
 
     A pid reaped is free, and may be another child's (another server's) by the time a
     close cut short by Ctrl-C runs this again; so the reap runs once: what it returns is
-    stored (``_pid_reaped``) by the ``for`` loop over the C iterator that makes the call,
-    before any Ctrl-C can land (see ``ProcessLifecycle.start``). ``_status`` set means the
+    stored (``_aside.pid_reaped``) by the ``for`` loop over the C iterator that makes the call,
+    before any Ctrl-C can land (see ``ProcessLifecycle.start``). ``_aside.status`` set means the
     status was read from the unreaped server; nothing but this reaps it after that
     (``Popen`` takes the stored ``returncode`` as the end), so the reap finds it.
 
@@ -213,13 +213,13 @@ def reap(t: _lifecycle.ProcessLifecycle, proc: subprocess.Popen[bytes], timeout:
     ``SIGCHLD`` ignored) ``Popen`` finds out, as before.
     """
     if proc.returncode is None:
-        if t._status is None and not wait_exited(t, proc, timeout):
+        if t._aside.status is None and not wait_exited(t, proc, timeout):
             return   # still running after SIGKILL: given up (the caller says so)
         if proc.returncode is None:   # else Popen has it (reaped outside, see above)
-            proc.returncode = t._status
-    if t._status is not None and t._pid_reaped is None:
+            proc.returncode = t._aside.status
+    if t._aside.status is not None and t._aside.pid_reaped is None:
         try:
-            for t._pid_reaped in map(os.waitpid, (proc.pid,), (os.WNOHANG,)):
+            for t._aside.pid_reaped in map(os.waitpid, (proc.pid,), (os.WNOHANG,)):
                 break
         except OSError:   # ECHILD: not ours any more
-            t._pid_reaped = (proc.pid, 0)
+            t._aside.pid_reaped = (proc.pid, 0)

@@ -32,17 +32,17 @@ def claim_close(t: ProcessLifecycle) -> bool:
     from here to the finish, so a ``close()`` from any other thread meanwhile waits for the
     whole shutdown and then returns, as it does when two threads close. Never waits.
     """
-    if (t._proc is None or t._pidfd < 0 or not t._stdin_closed_at
+    if (t._proc is None or t._pidfd < 0 or not t._aside.stdin_closed_at
             or t._stdin_fd >= 0 or t.forked()):
         return False
-    if not t._close_lock.acquire(blocking=False):
+    if not t._aside.close_lock.acquire(blocking=False):
         return False
     if t._closed or t._closing or t._pidfd < 0:
-        t._close_lock.release()
+        t._aside.close_lock.release()
         return False
     t._closing = True
     t._rx_done = True
-    t._claimed_at = time.monotonic()
+    t._aside.claimed_at = time.monotonic()
     return True
 
 
@@ -59,11 +59,11 @@ def finish_claimed_close(t: ProcessLifecycle, exited: bool | None) -> None:
         else:
             if t._rx_lock.locked():   # a receive() still waits: let it return
                 t.wake()
-            t._release(t._claimed_at + _lifecycle.CLOSE_BOUND, exited=exited,
+            t._release(t._aside.claimed_at + _lifecycle.CLOSE_BOUND, exited=exited,
                        stdin_closed=True)
     finally:
         t._closed = True
-        t._close_lock.release()
+        t._aside.close_lock.release()
 
 
 class _Watched:
@@ -104,8 +104,9 @@ class ExitWatch:
     def add(self, transport: ProcessLifecycle, key: object) -> None:
         """Watch a server whose close :func:`claim_close` just took over; ``key`` names it in
         what :meth:`step` returns."""
-        start = transport._claimed_at
-        grace = max(0.0, transport._stdin_grace - (start - transport._stdin_closed_at))
+        aside = transport._aside
+        start = aside.claimed_at
+        grace = max(0.0, aside.stdin_grace - (start - aside.stdin_closed_at))
         limit = _lifecycle.CLOSE_BOUND
         bound = start + limit
         if self._poller is None:

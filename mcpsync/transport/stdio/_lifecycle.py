@@ -6,7 +6,10 @@ on its own. It is a mixin rather than a collaborator object because both halves 
 same state: the pipe descriptors, the locks that keep a descriptor from being closed under a
 write or a ``poll()``, and the ``_closing``/``_rx_done`` flags that the I/O paths check on
 every call. A collaborator would put one more attribute hop on those paths; a base class
-puts none (methods and attributes are looked up exactly as before).
+puts none (methods and attributes are looked up exactly as before). What only this half
+reads (the spawn's options, the close's bookkeeping, the stderr drain, the exit status) is
+kept in a slotted :class:`Aside` instead (``_aside``): one hop on these cold paths, so that
+the transport itself holds few enough attributes for CPython to keep them inline.
 
 What lives here:
 
@@ -45,6 +48,7 @@ import mcpsync
 from mcpsync.transport.stdio import _spawner
 
 from ...errors import ConfigError
+from ..base import safe_name
 from ._env import build_env, resolve_argv
 from ._stderr import StderrDrain, excerpt
 from ._writer import FrameFinisher
@@ -55,9 +59,10 @@ from ._writer import FrameFinisher
 if TYPE_CHECKING:
     import mcpsync.transport.stdio._pump
 
+    from ...jsonrpc import StreamError
     from ._by_pid import Functions
 
-__all__ = ["ExitWatch", "ProcessLifecycle"]
+__all__ = ["Aside", "ExitWatch", "ProcessLifecycle"]
 
 # Grace periods of the shutdown sequence. Module constants so that tests may patch them.
 STDIN_GRACE = 2.0
@@ -343,34 +348,82 @@ def _end_child(proc: subprocess.Popen[bytes], ending: list[Any]) -> bool:
     return True
 
 
+class Aside:
+    """What a stdio transport keeps that its calls never read: the spawn's options, the
+    lifecycle's and the close's bookkeeping, the stderr drain, the finisher, the exit status.
+
+    Kept out of the transport itself so that a used transport holds fewer attributes than
+    CPython 3.11 keeps inline in an instance (29 at most; the class's shared keys hold 30
+    names): beyond that its instance dict is a real dict, every attribute load on it takes
+    the slower, hinted lookup (about 17 instructions more each; a sequential call makes
+    about twenty on the transport), and no method looked up on it is specialised. Made in
+    ``StdioTransport.__init__`` before anything else, so that a close (or a Ctrl-C's
+    recovery) at any point finds every one of these set."""
+
+    __slots__ = ("claimed_at", "close_lock", "cwd", "die_with_parent", "env", "finisher",
+                 "holds_spawner", "inherit_env", "interrupted", "leftovers_killed", "logger",
+                 "on_stderr", "owner_pid", "pid_reaped", "safe", "started", "status",
+                 "stderr", "stderr_bytes", "stdin_closed_at", "stdin_grace", "stuck",
+                 "wake_lock")
+
+    def __init__(self, name: str, env: dict[str, str | None], inherit_env: bool,
+                 cwd: str | None, stderr_bytes: int,
+                 on_stderr: Callable[[str], None] | None, die_with_parent: bool) -> None:
+        # The spawn's options (start() reads them once).
+        self.safe = safe = safe_name(name)
+        self.env = env
+        self.inherit_env = inherit_env
+        self.cwd = cwd
+        self.stderr_bytes = stderr_bytes
+        self.on_stderr = on_stderr
+        self.die_with_parent = die_with_parent
+        self.logger = logging.getLogger(f"mcpsync.server.{safe}")
+        self.owner_pid = os.getpid()   # forked() compares it with the current pid
+        self.started = False
+        self.close_lock = threading.Lock()
+        self.wake_lock = threading.Lock()   # close() must not close the pipe under wake()
+        self.stuck: StreamError | None = None   # why _write_stuck closed stdin
+        self.stderr: StderrDrain | None = None
+        self.holds_spawner = False   # the spawner thread's reference, let go by the close
+        self.finisher: FrameFinisher | None = None
+        self.stdin_grace = STDIN_GRACE   # looked up now, so that it stays patchable
+        self.stdin_closed_at = 0.0   # when close_input() closed stdin (0: it did not)
+        self.interrupted = False   # see ProcessLifecycle.interrupted()
+        #: When ``_exit_watch.claim_close()`` took the close over.
+        self.claimed_at = 0.0
+        #: The exit status read through the pidfd without reaping (see
+        #: ``ProcessLifecycle._exit_status``), once the server has exited; ``None`` before.
+        self.status: int | None = None
+        #: The close's SIGKILL to the group's leftovers went out: a close cut short by
+        #: Ctrl-C after its reap runs _release again, and must not signal the reaped (free)
+        #: pid a second time. Set by start() too, when it killed the group of a server that
+        #: has neither a pidfd nor the by-pid module (see start()).
+        self.leftovers_killed = False
+        #: What the close's reap returned, once it ran: by pid, ``waitpid``'s pair; through
+        #: the pidfd, ``waitid``'s result (or ``(pid, 0)`` for either's ``ECHILD``). A close
+        #: run again after a Ctrl-C must not wait for that (free) pid a second time, by pid
+        #: above all: another child of ours may have its number.
+        self.pid_reaped: object = None
+
+
 class ProcessLifecycle:
     """Mixin of :class:`StdioTransport`: starting, watching and stopping its server process.
 
     It holds no state of its own; the attributes below are set by ``StdioTransport.__init__``
-    and declared here only for the type checker.
+    and declared here only for the type checker. What only this half reads (and the calls
+    never do) is kept in ``_aside`` (:class:`Aside`).
     """
 
     name: str
     argv: list[str]
     pid: int | None
-    _safe: str
-    _env: dict[str, str | None]
-    _inherit_env: bool
-    _cwd: str | None
-    _stderr_bytes: int
-    _on_stderr: Callable[[str], None] | None
-    _die_with_parent: bool
-    _logger: logging.Logger
+    _aside: Aside
     _proc: subprocess.Popen[bytes] | None
-    _owner_pid: int
-    _started: bool
     _closing: bool
     _closed: bool
     _rx_done: bool
-    _close_lock: threading.Lock
     _write_lock: threading.Lock
     _rx_lock: threading.Lock
-    _wake_lock: threading.Lock
     _stdin_fd: int
     _stdout_fd: int
     _stderr_fd: int
@@ -381,28 +434,6 @@ class ProcessLifecycle:
     _rx_buf: bytearray
     _read_into: Callable[[bytearray], int | None]
     _pump: mcpsync.transport.stdio._pump.StdoutPump | None
-    _stderr: StderrDrain | None
-    _holds_spawner: bool
-    _finisher: FrameFinisher | None
-    _stdin_grace: float
-    _stdin_closed_at: float
-    _interrupted: bool
-    #: When ``_exit_watch.claim_close()`` took the close over (a class default: the
-    #: transport sets no such attribute of its own).
-    _claimed_at: float = 0.0
-    #: The exit status read through the pidfd without reaping (see :meth:`_exit_status`),
-    #: once the server has exited; ``None`` before (a class default, as ``_claimed_at``).
-    _status: int | None = None
-    #: The close's SIGKILL to the group's leftovers went out (a class default, as above):
-    #: a close cut short by Ctrl-C after its reap runs _release again, and must not signal
-    #: the reaped (free) pid a second time. Set by start() too, when it killed the group of
-    #: a server that has neither a pidfd nor the by-pid module (see start()).
-    _leftovers_killed: bool = False
-    #: What the close's reap returned, once it ran (a class default, as above): by pid,
-    #: ``waitpid``'s pair; through the pidfd, ``waitid``'s result (or ``(pid, 0)`` for
-    #: either's ``ECHILD``). A close run again after a Ctrl-C must not wait for that (free)
-    #: pid a second time, by pid above all: another child of ours may have its number.
-    _pid_reaped: object = None
 
     if TYPE_CHECKING:
         def wake(self) -> None:
@@ -410,7 +441,7 @@ class ProcessLifecycle:
 
     def forked(self) -> bool:
         """True in a process forked from the one that started this transport."""
-        return os.getpid() != self._owner_pid
+        return os.getpid() != self._aside.owner_pid
 
     # ------------------------------------------------------------------ start
 
@@ -420,9 +451,9 @@ class ProcessLifecycle:
         Raises :class:`ConfigError` naming the command (and the ``PATH`` searched) when it
         cannot be found or executed, or when ``cwd`` does not exist.
         """
-        if self._started:
+        if self._aside.started:
             raise RuntimeError(f"the stdio transport for {self.name!r} was already started")
-        self._started = True
+        self._aside.started = True
         if not _USE_POLL:
             # Windows pipes (no poll()): a pump thread reads stdout. Its module loads here,
             # before anything is spawned, so a Ctrl-C in the import leaves nothing to clean
@@ -434,14 +465,14 @@ class ProcessLifecycle:
             # same reason as the pump; the close, a death, a timeout and a Ctrl-C's recovery
             # never import.
             _load_by_pid()
-        child_env = build_env(self._env, inherit_env=self._inherit_env)
+        child_env = build_env(self._aside.env, inherit_env=self._aside.inherit_env)
         try:
-            argv = resolve_argv(self.argv, child_env, cwd=self._cwd)
+            argv = resolve_argv(self.argv, child_env, cwd=self._aside.cwd)
         except ConfigError as exc:
             exc.server = self.name
             raise
-        die = self._die_with_parent and _spawner.HAS_DEATH_SIGNAL
-        wrappable = die and _execs_directly(argv[0], self._cwd)
+        die = self._aside.die_with_parent and _spawner.HAS_DEATH_SIGNAL
+        wrappable = die and _execs_directly(argv[0], self._aside.cwd)
         kwargs: dict[str, Any] = {}
         if _IS_WINDOWS:  # pragma: no cover - best-effort, untested on this CI
             kwargs["creationflags"] = getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)
@@ -460,7 +491,7 @@ class ProcessLifecycle:
             return subprocess.Popen(
                 full_argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE, bufsize=0, close_fds=True, env=child_env,
-                cwd=self._cwd, **extra)
+                cwd=self._aside.cwd, **extra)
 
         # What kills the new server's group should it get no pidfd and the by-pid module
         # then fail to load (below): built here, before the spawn, so that no call returns
@@ -480,7 +511,7 @@ class ProcessLifecycle:
                 f"starting server {self.name!r}: cannot run {self.argv[0]!r} ({exc}); "
                 f'PATH searched: "{path}"', server=self.name) from exc
         doomed[0] = proc.pid
-        self._holds_spawner = True
+        self._aside.holds_spawner = True
         self._proc = proc
         self.pid = proc.pid
         # The descriptors made here are stored by a ``for`` loop over a C iterator that
@@ -511,10 +542,10 @@ class ProcessLifecycle:
                 # before the kill (on 3.11 and later; 3.10 also checks for one as a handler
                 # begins).
                 try:
-                    for self._leftovers_killed in kill:
+                    for self._aside.leftovers_killed in kill:
                         break
                 except OSError:   # not expected of our own unreaped child
-                    self._leftovers_killed = True
+                    self._aside.leftovers_killed = True
                 if isinstance(exc, OSError):
                     why = ("this process is out of file descriptors (close other "
                            "connections, or raise the limit: ulimit -n)"
@@ -548,15 +579,16 @@ class ProcessLifecycle:
         else:
             from ._pump import StdoutPump  # loaded at the top of start()
 
-            self._pump = StdoutPump(self._stdout_fd, name=self._safe,
+            self._pump = StdoutPump(self._stdout_fd, name=self._aside.safe,
                                     read_size=len(self._rx_buf))  # as receive() reads
             self._pump.start()
         self._rx_done = False
-        self._stderr = StderrDrain(self._stderr_fd, name=self._safe, logger=self._logger,
-                                   ring_bytes=self._stderr_bytes, on_stderr=self._on_stderr,
+        aside = self._aside
+        aside.stderr = StderrDrain(self._stderr_fd, name=aside.safe, logger=aside.logger,
+                                   ring_bytes=aside.stderr_bytes, on_stderr=aside.on_stderr,
                                    use_poll=_USE_POLL,
                                    closer=lambda: self._close_fd("_stderr_fd", proc.stderr))
-        self._stderr.start()
+        aside.stderr.start()
 
     # ------------------------------------------------------------------ process state
 
@@ -570,7 +602,7 @@ class ProcessLifecycle:
         proc = self._proc
         if proc is None or self.forked():
             return None
-        status = self._status
+        status = self._aside.status
         if status is not None:
             return status
         return self._exit_status(proc)
@@ -583,7 +615,7 @@ class ProcessLifecycle:
         proc = self._proc
         if proc is None or self.forked():
             return None
-        status = self._status
+        status = self._aside.status
         if status is not None:
             return status
         if proc.returncode is None:
@@ -601,7 +633,7 @@ class ProcessLifecycle:
         a server dies), the number is free as soon as no process is left in the server's
         group and session, and the kernel may give it to an unrelated process that leads a
         group of its own, which that signal would then kill. So the status is read with
-        ``waitid(P_PIDFD, ..., WNOWAIT)`` and kept in ``_status`` (an exited process's
+        ``waitid(P_PIDFD, ..., WNOWAIT)`` and kept in ``_aside.status`` (an exited process's
         status never changes; it is read once).
 
         A transport never closed keeps its exited server a zombie until it is garbage
@@ -640,7 +672,7 @@ class ProcessLifecycle:
                     return None
                 # Popen's convention: the exit code, or minus the signal that killed it.
                 status = info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
-                self._status = status
+                self._aside.status = status
                 return status
         # By pid where start() loaded _by_pid; else Popen.poll(): macOS and the BSDs, and on
         # a machine whose pidfds work the paths that get here, where it answers as the read
@@ -655,7 +687,7 @@ class ProcessLifecycle:
         the process group id, cannot be reused while we still signal the group)."""
         proc = self._proc
         assert proc is not None
-        if proc.returncode is not None or self._status is not None:
+        if proc.returncode is not None or self._aside.status is not None:
             return True
         pidfd = self._pidfd
         if pidfd >= 0:
@@ -681,7 +713,7 @@ class ProcessLifecycle:
         then gives up or spins, and the server stays a zombie); and a Ctrl-C as
         ``os.waitpid`` returns in its ``_try_wait`` loses the status (``Popen`` then
         records 0 from the ``ECHILD`` of its next try). Instead: wait on the pidfd, read
-        the status without reaping into ``_status`` (as :meth:`_exit_status` reads it),
+        the status without reaping into ``_aside.status`` (as :meth:`_exit_status` reads it),
         store it as ``proc.returncode``, and only then reap, with ``waitid(P_PIDFD, ...,
         WEXITED)`` (without a pidfd, by pid: ``_by_pid.reap``).
 
@@ -695,7 +727,7 @@ class ProcessLifecycle:
         ``subprocess._cleanup`` could later ``waitpid()`` the freed number, by then perhaps
         another child of ours, and take that child's status.
         Each step can be run again, up to the reap: once that has run, what it returned is
-        in ``_pid_reaped``, stored by the ``for`` loop over the C iterator that makes the
+        in ``_aside.pid_reaped``, stored by the ``for`` loop over the C iterator that makes the
         call (``map()``), so that no Ctrl-C lands between the reap and the record (see
         ``start()``), and every later run returns at once. Without that record, a close cut
         short after the reap (a Ctrl-C as the pidfd's ``os.close()`` returns, say) would
@@ -708,14 +740,14 @@ class ProcessLifecycle:
         kernel refuses ``waitid`` on one (5.3: ``EINVAL``), the same is done by pid
         (``_by_pid.reap``, through :meth:`_reap_without_pidfd`).
         """
-        if self._pid_reaped is not None:
+        if self._aside.pid_reaped is not None:
             return   # reaped by a run of this that a Ctrl-C cut short after the reap
         pidfd = self._pidfd
         if pidfd < 0 or not _CAN_PEEK:
             self._reap_without_pidfd(proc, timeout)
             return
         if proc.returncode is None:
-            if self._status is None:
+            if self._aside.status is None:
                 # The caller saw the exit on the pidfd: the first look finds the status;
                 # the wait is for a close run again after a Ctrl-C.
                 try:
@@ -730,16 +762,16 @@ class ProcessLifecycle:
                     return
                 if info is None:
                     return   # still running after SIGKILL: given up (the caller says so)
-                self._status = (info.si_status if info.si_code == os.CLD_EXITED
+                self._aside.status = (info.si_status if info.si_code == os.CLD_EXITED
                                 else -info.si_status)
             if proc.returncode is None:   # else Popen reaped it
-                proc.returncode = self._status
+                proc.returncode = self._aside.status
         try:
-            for self._pid_reaped in map(os.waitid, (os.P_PIDFD,), (pidfd,),
+            for self._aside.pid_reaped in map(os.waitid, (os.P_PIDFD,), (pidfd,),
                                         (os.WEXITED | os.WNOHANG,)):
                 break
         except ChildProcessError:   # ECHILD: reaped already, by someone outside
-            self._pid_reaped = (proc.pid, 0)
+            self._aside.pid_reaped = (proc.pid, 0)
         except OSError:
             # EINVAL: a 5.3 kernel, whose status was read by pid (see _exit_status); it is
             # reaped by pid too.
@@ -770,11 +802,11 @@ class ProcessLifecycle:
         Once the server has exited this first lets the drain catch up (briefly), so that
         the last lines it wrote before dying are included.
         """
-        drain = self._stderr
+        drain = self._aside.stderr
         if drain is None:
             return ""
         proc = self._proc
-        if proc is not None and (proc.returncode is not None or self._status is not None):
+        if proc is not None and (proc.returncode is not None or self._aside.status is not None):
             drain.settle(STDERR_SETTLE)
         return drain.tail()
 
@@ -794,7 +826,7 @@ class ProcessLifecycle:
         In a forked child it only drops this process's copies of the descriptors: it never
         signals the parent's server or writes to its pipes.
         """
-        with self._close_lock:
+        with self._aside.close_lock:
             if self._closed:
                 return
             # Asked before anything changes: a Ctrl-C here (or as close() begins) leaves the
@@ -811,7 +843,7 @@ class ProcessLifecycle:
                 finally:
                     self._closed = True
                 return
-            if self._interrupted:   # the owner's close was interrupted before this one
+            if self._aside.interrupted:   # the owner's close was interrupted before this one
                 again = self._cut_short()
                 if again is not None:
                     raise again   # a Ctrl-C during it: the caller gets one
@@ -822,7 +854,7 @@ class ProcessLifecycle:
                 # Interrupted (Ctrl-C in one of the waits) or failed: the server must not
                 # outlive the close, nor its descriptors and threads. Marked first, so that
                 # should another Ctrl-C skip the ending, the next close() cuts short too.
-                self._interrupted = True
+                self._aside.interrupted = True
                 self._cut_short()
                 raise
             self._closed = True
@@ -832,7 +864,7 @@ class ProcessLifecycle:
         Ctrl-C does: for an owner whose own part of the close was interrupted (a session
         joining its reader, say), so that the user who pressed Ctrl-C does not wait for the
         polite shutdown."""
-        self._interrupted = True
+        self._aside.interrupted = True
 
     def _cut_short(self) -> KeyboardInterrupt | None:
         """The end of an interrupted close: SIGTERM the server's group, a quarter of a
@@ -892,7 +924,7 @@ class ProcessLifecycle:
         if self._proc is None or self._closing or self.forked():
             return
         if self._stdin_fd >= 0 and self._close_stdin(timeout=0):
-            self._stdin_closed_at = time.monotonic()
+            self._aside.stdin_closed_at = time.monotonic()
 
     def _shutdown(self) -> None:
         now = time.monotonic()
@@ -910,9 +942,9 @@ class ProcessLifecycle:
         # below will break its write. close_input() may have closed it already: the grace
         # then runs from that moment.
         stdin_closed = self._close_stdin(timeout=0.2)
-        grace = self._stdin_grace
-        if self._stdin_closed_at:
-            grace = max(0.0, grace - (now - self._stdin_closed_at))
+        grace = self._aside.stdin_grace
+        if self._aside.stdin_closed_at:
+            grace = max(0.0, grace - (now - self._aside.stdin_closed_at))
         exited = self._wait_exited(left(grace)) if stdin_closed else False
         # "wait for the server to exit, or send SIGTERM if the server does not exit within a
         # reasonable time"
@@ -940,17 +972,17 @@ class ProcessLifecycle:
         # must not outlive close(). The reap comes only after this last signal, which is
         # sent once: a Ctrl-C after the reap below starts this over (see _cut_short), and by
         # then the pid may be another process's.
-        if not self._leftovers_killed:
+        if not self._aside.leftovers_killed:
             self._signal_group(kill=True, leftovers_only=True)
-            self._leftovers_killed = True
+            self._aside.leftovers_killed = True
         if exited:
             self._reap(proc, left(JOIN_TIMEOUT) or 0.05)
         if not stdin_closed:
             self._close_stdin(timeout=left(JOIN_TIMEOUT))
-        finisher = self._finisher
+        finisher = self._aside.finisher
         if finisher is not None:  # it sees _closing within a WRITE_SLICE
             finisher.join(left(JOIN_TIMEOUT) or 0.05)
-        drain = self._stderr
+        drain = self._aside.stderr
         if drain is not None:
             drain.stop(timeout=left(JOIN_TIMEOUT) or 0.05)  # closes the stderr pipe
         if drain is None or drain.release():
@@ -971,23 +1003,23 @@ class ProcessLifecycle:
             if took:
                 try:
                     self._close_fd("_stdout_fd", proc.stdout)
-                    with self._wake_lock:
+                    with self._aside.wake_lock:
                         self._close_raw("_wake_w")
                     self._close_raw("_wake_r")
                 finally:
                     self._rx_lock.release()
         self._close_raw("_pidfd")
         if proc.returncode is None:
-            self._logger.warning("server %r (pid %s) could not be reaped after SIGKILL; "
+            self._aside.logger.warning("server %r (pid %s) could not be reaped after SIGKILL; "
                                  "given up", self.name, proc.pid)
-        elif self._holds_spawner:
-            self._holds_spawner = False
+        elif self._aside.holds_spawner:
+            self._aside.holds_spawner = False
             _spawner.release()
 
     def hurry(self) -> None:
         """Make :meth:`close` send SIGTERM right after closing stdin (no 2 s grace): for a
         program that never answered the handshake, which has no MCP shutdown to honour."""
-        self._stdin_grace = min(self._stdin_grace, 0.05)
+        self._aside.stdin_grace = min(self._aside.stdin_grace, 0.05)
 
     def _close_raw(self, attr: str) -> None:
         fd = getattr(self, attr)
@@ -1066,15 +1098,15 @@ class ProcessLifecycle:
                         obj.close()
         for attr in ("_wake_r", "_pidfd"):
             self._close_raw(attr)
-        with self._wake_lock:
+        with self._aside.wake_lock:
             self._close_raw("_wake_w")
         if proc is not None:
             # Keep Popen.__del__ from trying to reap a child that is not ours.
             proc.returncode = 0 if proc.returncode is None else proc.returncode
-        if self._stderr is not None:
-            self._stderr.abandon()
+        if self._aside.stderr is not None:
+            self._aside.stderr.abandon()
         self._proc = None
-        self._holds_spawner = False
+        self._aside.holds_spawner = False
 
 
 # ExitWatch (and its _Watched) live in _exit_watch: only the Manager's close of many servers

@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import itertools
-import logging
 import math
 import os
 import threading
@@ -47,8 +46,7 @@ from ...jsonrpc import (
     serialize as _serialize,
 )
 from ..base import TransportClosed, safe_name, takes_lines
-from . import _lifecycle
-from ._lifecycle import _MAX_POLL_MS, _MAX_POLL_S, ProcessLifecycle
+from ._lifecycle import _MAX_POLL_MS, _MAX_POLL_S, Aside, ProcessLifecycle
 from ._writer import FINISH_GRACE, FrameFinisher, WriteTimedOut, pour
 
 __all__ = ["StdioTransport", "TransportClosed", "WriteTimedOut", "safe_name"]
@@ -112,18 +110,13 @@ class StdioTransport(ProcessLifecycle):
         self.argv = list(argv)
         self.name = name
         self.pid = None
-        self._safe = safe_name(name)
-        self._env = dict(env) if env else {}
-        self._inherit_env = inherit_env
-        self._cwd = cwd
-        self._stderr_bytes = stderr_bytes
-        self._on_stderr = on_stderr
-        self._die_with_parent = die_with_parent
-        self._logger = logging.getLogger(f"mcpsync.server.{self._safe}")
+        # First: what the calls never read (the spawn's options, the lifecycle's and the
+        # close's bookkeeping) lives there, so that this instance keeps its attributes
+        # inline (see Aside); made before anything else, so that a close finds all of it.
+        self._aside = Aside(name, dict(env) if env else {}, inherit_env, cwd, stderr_bytes,
+                            on_stderr, die_with_parent)
         self._decoder = FrameDecoder(max_frame_bytes=max_frame_bytes)
         self._proc = None
-        self._owner_pid = os.getpid()
-        self._started = False
         self._closing = False
         self._closed = False
         # True when receive() has nothing more to give: before start, at EOF, on a stream
@@ -131,8 +124,6 @@ class StdioTransport(ProcessLifecycle):
         # the hot path to a single check.
         self._rx_done = True
         self._rx_error: StreamError | None = None
-        self._stuck: StreamError | None = None   # why _write_stuck closed stdin
-        self._close_lock = threading.Lock()
         self._write_lock = threading.Lock()
         #: Each next() is ``_write_lock.acquire(False)``, made from C: ``for ok in it: break``
         #: takes the lock and stores the result with no call returning in between, so a
@@ -145,7 +136,6 @@ class StdioTransport(ProcessLifecycle):
         #: ``try`` whose ``finally`` releases it if ``held``: as Ctrl-C safe as ``with``,
         #: and cheaper per call (as the session's own lock, see ``Session.__init__``).
         self._rx_locking = itertools.starmap(self._rx_lock.acquire, itertools.repeat(()))
-        self._wake_lock = threading.Lock()
         self._stdin_fd = -1
         self._stdout_fd = -1
         self._stderr_fd = -1
@@ -159,7 +149,6 @@ class StdioTransport(ProcessLifecycle):
         # unmaps (or grows and trims) that much memory: about 14 us of page faults per call.
         self._rx_buf = bytearray(READ_SIZE)
         self._rx_view = memoryview(self._rx_buf)
-        self._rx_bufs = [self._rx_buf]   # os.readv()'s list (the gateway's reader)
         # receive()'s read: stdout's file object's readinto() once started (see
         # ProcessLifecycle.start); before that receive() reads nothing (_rx_done).
         self._read_into = _unstarted_read
@@ -168,12 +157,6 @@ class StdioTransport(ProcessLifecycle):
         self._skip_eager = 0
         self._eager_misses = 0
         self._pump = None
-        self._stderr = None
-        self._holds_spawner = False
-        self._finisher = None
-        self._stdin_grace = _lifecycle.STDIN_GRACE  # looked up now, so that it stays patchable
-        self._stdin_closed_at = 0.0  # when close_input() closed stdin (0: it did not)
-        self._interrupted = False  # see interrupted()
 
     # ------------------------------------------------------------------ properties
 
@@ -286,13 +269,13 @@ class StdioTransport(ProcessLifecycle):
                                  server=self.name)
         # A frame the server would not read made us close stdin: that is the reason, and the
         # session must report it even if this write, not the reader, meets the closed pipe.
-        closed.reason = self._stuck
+        closed.reason = self._aside.stuck
         return closed
 
     def _broken(self, exc: OSError) -> TransportClosed:
         broken = TransportClosed(f"writing to server {self.name!r}: the pipe is closed ({exc})",
                                  server=self.name)
-        broken.reason = self._stuck
+        broken.reason = self._aside.stuck
         return broken
 
     def _write_rest(self, fd: int, data: bytes, written: int, deadline: float,
@@ -340,10 +323,10 @@ class StdioTransport(ProcessLifecycle):
     def _finish_later(self, fd: int, view: memoryview, written: int, deadline: float) -> None:
         grace = time.monotonic() + FINISH_GRACE
         finisher = FrameFinisher(
-            name=self._safe, fd=fd, view=view, written=written,
+            name=self._aside.safe, fd=fd, view=view, written=written,
             until=grace if deadline == math.inf else max(deadline + FINISH_GRACE, grace),
             lock=self._write_lock, stop=lambda: self._closing, on_stuck=self._write_stuck)
-        self._finisher = finisher
+        self._aside.finisher = finisher
         finisher.start()
 
     def _write_stuck(self, why: str) -> None:
@@ -352,11 +335,11 @@ class StdioTransport(ProcessLifecycle):
         error = StreamError(f"writing to server {self.name!r}: a request could not be "
                             f"finished ({why}); the server is not reading its input, so the "
                             "connection is closed", server=self.name)
-        self._logger.warning("%s", error)
+        self._aside.logger.warning("%s", error)
         # The error first: closing stdin makes the server exit, and a reader that then meets
         # EOF must report why the connection ended, not "the server closed its output".
         self._rx_error = error
-        self._stuck = error
+        self._aside.stuck = error
         proc = self._proc
         self._close_fd("_stdin_fd", proc.stdin if proc is not None else None)
         self._rx_done = True
@@ -536,7 +519,7 @@ class StdioTransport(ProcessLifecycle):
         if self._pump is not None:
             self._pump.wake()
             return
-        with self._wake_lock:  # close() must not close the pipe under this write
+        with self._aside.wake_lock:  # close() must not close the pipe under this write
             fd = self._wake_w
             if fd >= 0:
                 # A full pipe means a wake is already pending; a broken one, that we close.

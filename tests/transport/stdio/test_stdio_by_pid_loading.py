@@ -171,7 +171,7 @@ def test_a_server_that_gets_no_pidfd_loads_the_module_after_its_spawn(
         assert wait_until(lambda: t.returncode() is not None)
         assert t.returncode() == 3 and state(pid) == "zombie"
         t.close()
-        assert state(pid) == "reaped" and t.returncode() == 3 and not t._holds_spawner
+        assert state(pid) == "reaped" and t.returncode() == 3 and not t._aside.holds_spawner
     finally:
         t.close()
     assert open_fds() <= before
@@ -239,7 +239,7 @@ def test_a_real_server_without_pidfds_is_read_and_reaped_by_pid() -> None:
         "    time.sleep(0.01)\n"
         "print(transport.returncode(), transport._pidfd)\n"
         "client.close()\n"
-        "print(transport._pid_reaped is not None)   # reaped by pid, not through Popen\n"
+        "print(transport._aside.pid_reaped is not None)   # reaped by pid, not through Popen\n"
         "try:\n"
         "    os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)\n"
         "    print('not reaped')\n"

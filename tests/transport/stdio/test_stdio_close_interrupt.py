@@ -207,7 +207,7 @@ def test_a_ctrl_c_during_the_cut_short_ending(
     before = open_fds()
     t = StdioTransport(stubborn, name="stubborn")
     t.start()
-    monkeypatch.setattr(t, "_stdin_grace", 0.0)   # the first wait ends at once
+    monkeypatch.setattr(t._aside, "stdin_grace", 0.0)   # the first wait ends at once
     waits = {"left": 1 + again}
     real_wait = t._wait_exited
 
@@ -280,7 +280,7 @@ def test_more_ctrl_c_at_the_start_of_each_try_of_the_ending(
     before = open_fds()
     t = StdioTransport(stubborn, name="stubborn")
     t.start()
-    monkeypatch.setattr(t, "_stdin_grace", 0.0)
+    monkeypatch.setattr(t._aside, "stdin_grace", 0.0)
     real_wake = t.wake
     wakes = {"n": 0}
 
@@ -405,7 +405,7 @@ def test_a_late_drain_thread_still_delivers_the_servers_last_lines(
     t.start()
     assert wait_until(lambda: t.returncode() is not None, 5)
     t.close()
-    drain = t._stderr
+    drain = t._aside.stderr
     assert drain is not None and drain._thread is not None
     drain._thread.join(5)
     assert lines == ["fatal: config missing", "bye"]
@@ -435,8 +435,8 @@ def test_the_owner_never_closes_the_stderr_pipes_the_thread_closes(
     t = StdioTransport([sys.executable, str(server)], name="esc", on_stderr=lines.append)
     t.start()
     assert wait_until(lambda: "escaped" in lines, 5)   # out of the server's group now
-    monkeypatch.setattr(t, "_stdin_grace", 0.0)
-    drain = t._stderr
+    monkeypatch.setattr(t._aside, "stdin_grace", 0.0)
+    drain = t._aside.stderr
     assert drain is not None and drain._thread is not None
     stop_pipe = (drain._stop_r, drain._stop_w)
     thread = drain._thread

@@ -105,8 +105,8 @@ def _settle(t: StdioTransport, pid: int) -> None:
     if state(pid) != "reaped":
         os.killpg(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
-    if t._holds_spawner:
-        t._holds_spawner = False
+    if t._aside.holds_spawner:
+        t._aside.holds_spawner = False
         _spawner.release()
 
 
@@ -156,7 +156,7 @@ def test_ctrl_c_at_any_return_in_the_close(
                 termed = (False, "running") in signals
                 assert proc.returncode in ({3, -signal.SIGTERM} if termed else {3}), where
                 assert t.returncode() == proc.returncode, where
-                assert not t._holds_spawner, where
+                assert not t._aside.holds_spawner, where
                 assert (True, "zombie") in signals, (where, signals)   # the leftovers' SIGKILL
                 assert all(s != "reaped" for _, s in signals), (where, signals)
                 assert not any("could not be reaped" in r.getMessage() for r in caplog.records), \
@@ -274,7 +274,7 @@ def test_returncode_from_another_thread_during_close(
         assert answers <= {None, 3}
         assert t.returncode() == 3
         assert all(s != "reaped" for _, s in signals), signals
-        assert not t._holds_spawner
+        assert not t._aside.holds_spawner
     assert open_fds() <= before
 
 
@@ -318,7 +318,7 @@ def test_a_server_that_ignores_sigterm_is_killed_and_reaped_in_bound(
         assert 0.6 <= took < 0.6 + stdio.KILL_WAIT + 1.0, took
         assert state(pid) == "reaped"
         assert t.returncode() == -signal.SIGKILL
-        assert not t._holds_spawner
+        assert not t._aside.holds_spawner
     finally:
         _settle(t, pid)
 
@@ -340,10 +340,10 @@ def test_elsewhere_popen_reaps_as_before(
     try:
         assert stdio._by_pid is None
         assert t.wait_exit(10) == 3
-        assert state(pid) == "reaped" and t._status is None
+        assert state(pid) == "reaped" and t._aside.status is None
         t.close()
         assert t.returncode() == 3
-        assert not t._holds_spawner
+        assert not t._aside.holds_spawner
     finally:
         _settle(t, pid)
 
@@ -406,7 +406,7 @@ def test_ctrl_c_before_any_instruction_of_the_reap_by_pid(
             assert proc.returncode in ({3, -signal.SIGTERM} if termed else {3}), where
             assert t.returncode() == proc.returncode, where
             assert all(s != "reaped" for _, s in signals), (where, signals)
-            assert not t._holds_spawner, where
+            assert not t._aside.holds_spawner, where
         finally:
             _settle(t, pid)
         if not hit:

@@ -90,15 +90,15 @@ def test_ctrl_c_at_any_return_in_the_reap(
             assert state(pid) == "reaped", where
             assert not proc._waitpid_lock.locked(), where
             assert proc.returncode == 3 and t.returncode() == 3, where
-            assert not t._holds_spawner, where
+            assert not t._aside.holds_spawner, where
             assert not any("could not be reaped" in r.getMessage() for r in caplog.records), \
                 where
             assert open_fds() <= before, where
         finally:   # a failure must not leave a zombie or a held spawner to later tests
             if state(pid) == "zombie":
                 os.waitpid(pid, 0)
-            if t._holds_spawner:
-                t._holds_spawner = False
+            if t._aside.holds_spawner:
+                t._aside.holds_spawner = False
                 _spawner.release()
         if len(interrupted) == seen_before:
             break   # nth is past the last C call: the sweep is done
@@ -166,16 +166,16 @@ def test_a_kernel_refusing_waitid_on_a_pidfd_reaps_by_pid(
         for holder in holders:
             holder.join(5)
         assert holders, "the close never reaped"
-        assert t._pid_reaped is not None   # reaped by pid, not through Popen
+        assert t._aside.pid_reaped is not None   # reaped by pid, not through Popen
         assert state(pid) == "reaped"
         assert proc.returncode == 3
-        assert not t._holds_spawner
+        assert not t._aside.holds_spawner
         assert not any("could not be reaped" in r.getMessage() for r in caplog.records)
     finally:
         if state(pid) == "zombie":
             os.waitpid(pid, 0)
-        if t._holds_spawner:
-            t._holds_spawner = False
+        if t._aside.holds_spawner:
+            t._aside.holds_spawner = False
             _spawner.release()
 
 

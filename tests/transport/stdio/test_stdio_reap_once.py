@@ -42,7 +42,7 @@ def _after_the_reap(t: StdioTransport) -> Callable[[FrameType, str, Any], bool]:
     """The first C call's return in ``_release`` once the reap is recorded: the pidfd is
     still open."""
     def at(frame: FrameType, event: str, arg: Any) -> bool:
-        return frame.f_code is _RELEASE and t._pid_reaped is not None
+        return frame.f_code is _RELEASE and t._aside.pid_reaped is not None
     return at
 
 
@@ -107,8 +107,8 @@ def test_a_close_run_again_after_its_reap_waits_for_nothing(
 
     def hook(frame: FrameType, event: str, arg: Any) -> None:
         if event == "c_return" and not first_record and at(frame, event, arg):
-            assert t._pid_reaped is not None
-            first_record.append(t._pid_reaped)
+            assert t._aside.pid_reaped is not None
+            first_record.append(t._aside.pid_reaped)
             watching[0] = True
             raise KeyboardInterrupt
 
@@ -123,10 +123,10 @@ def test_a_close_run_again_after_its_reap_waits_for_nothing(
         assert first_record, "the close was never interrupted after its reap"
         assert t.closed
         assert waits == [], "the close run again waited for the reaped server again"
-        assert t._pid_reaped is first_record[0]   # the first reap's record, untouched
+        assert t._aside.pid_reaped is first_record[0]   # the first reap's record, untouched
         assert proc.returncode == 3
         assert state(pid) == "reaped"
-        assert not t._holds_spawner
+        assert not t._aside.holds_spawner
         assert open_fds() <= before
     finally:   # a failure must not leave a zombie or a held spawner to later tests
         sys.setprofile(None)
@@ -134,6 +134,6 @@ def test_a_close_run_again_after_its_reap_waits_for_nothing(
         if state(pid) != "reaped":
             os.kill(-pid, 9)
             os.waitpid(pid, 0)
-        if t._holds_spawner:
-            t._holds_spawner = False
+        if t._aside.holds_spawner:
+            t._aside.holds_spawner = False
             _spawner.release()

@@ -180,7 +180,7 @@ def test_a_pipe_at_eof_is_let_go_by_the_hub_itself(tmp_path: Path) -> None:
     closer.start()
     try:
         assert receive_one(closer) is not None  # stderr closed, the server still runs
-        drain = closer._stderr
+        drain = closer._aside.stderr
         assert drain is not None
         wait_for(lambda: drain._exited, "the hub to let the pipe go at EOF")
         assert closer.returncode() is None
@@ -236,7 +236,7 @@ def test_an_escaped_grandchild_holding_stderr_does_not_hold_the_hub(tmp_path: Pa
         started = time.monotonic()
         escaped.close()  # the pipe is still open (the grandchild holds it): handed over
         assert time.monotonic() - started < 5.0
-        assert escaped._stderr is not None and escaped._stderr._exited
+        assert escaped._aside.stderr is not None and escaped._aside.stderr._exited
         assert ours() == ["mcpsync-stderr"]
         wait_for(lambda: other.stderr_tail() == "o 0\n", "the other server's line")
         started = time.monotonic()
@@ -315,13 +315,13 @@ def test_close_from_the_hub_thread_itself_does_not_deadlock(tmp_path: Path) -> N
                 t.close()
                 done.set()
 
-    logger = t._logger
+    logger = t._aside.logger
     handler = Closer(level=logging.DEBUG)
     old_level = logger.level
     logger.addHandler(handler)
     try:
         t.start()
-        assert t._stderr is not None and t._stderr.thread is active_hub_thread()
+        assert t._aside.stderr is not None and t._aside.stderr.thread is active_hub_thread()
         logger.setLevel(logging.DEBUG)   # only now: the lines are logged on the hub
         t.send_bytes(b'{"jsonrpc":"2.0","method":"go"}')
         assert done.wait(20)
@@ -477,13 +477,13 @@ def test_ctrl_c_while_the_hub_thread_starts_leaves_it_known_and_its_pipes_open(
         assert len(started) == 1 and started[0].name == "mcpsync-stderr"
         hub = _stderr._hub
         assert hub is not None and hub.thread is started[0]
-        assert t._stderr is not None and t._stderr.thread is hub.thread
+        assert t._aside.stderr is not None and t._aside.stderr.thread is hub.thread
         os.fstat(hub.wake_r)  # still open: the running thread polls it
         os.fstat(hub.wake_w)
         other = StdioTransport([PY, path, "other", "1"], name="other")
         other.start()  # joins the same hub, which drains its pipe
         try:
-            assert other._stderr is not None and other._stderr.thread is hub.thread
+            assert other._aside.stderr is not None and other._aside.stderr.thread is hub.thread
             wait_for(lambda: other.stderr_tail() == "other 0\n", "the other server's line")
         finally:
             other.close()
@@ -526,7 +526,7 @@ def test_ctrl_c_before_the_hub_thread_exists_forgets_that_hub(
         monkeypatch.setattr(_stderr, "new_thread", _real_new_thread)
         assert len(made) == 1 and made[0].ident is None
         assert _stderr._hub is None and _stderr._open_hubs == []
-        assert t._stderr is None or t._stderr._hub is None
+        assert t._aside.stderr is None or t._aside.stderr._hub is None
         other = StdioTransport([PY, path, "other", "1"], name="other")
         other.start()
         try:
@@ -613,7 +613,7 @@ def test_a_slow_debug_log_handler_keeps_its_own_thread_and_stalls_no_one_else(
             release.wait(20)
 
     quiet = StdioTransport(["/bin/sh", "-c", "echo hello >&2; read x"], name="slowlog")
-    log = logging.getLogger(quiet._logger.name)
+    log = logging.getLogger(quiet._aside.logger.name)
     handler = Slow(level=logging.DEBUG)
     log.addHandler(handler)
     level = log.level
@@ -624,9 +624,10 @@ def test_a_slow_debug_log_handler_keeps_its_own_thread_and_stalls_no_one_else(
         assert blocking.wait(10)   # its drain thread is held in the handler
         chatty.start()
         assert getattr(receive_one(chatty, timeout=10), "method", None) == "flooded"
-        assert quiet._stderr is not None and quiet._stderr.thread is not None
-        assert quiet._stderr.thread.name == "mcpsync-stdio-stderr-slowlog"
-        assert chatty._stderr is not None and chatty._stderr.thread is active_hub_thread()
+        assert quiet._aside.stderr is not None and quiet._aside.stderr.thread is not None
+        assert quiet._aside.stderr.thread.name == "mcpsync-stdio-stderr-slowlog"
+        drain = chatty._aside.stderr
+        assert drain is not None and drain.thread is active_hub_thread()
     finally:
         release.set()
         log.removeHandler(handler)

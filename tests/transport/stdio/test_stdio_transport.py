@@ -877,7 +877,7 @@ def test_close_from_inside_on_stderr(tmp_path: Path) -> None:
     t.start()
     assert closed.wait(10)
     assert t.closed and t.returncode() == 0
-    drain = t._stderr
+    drain = t._aside.stderr
     assert drain is not None and drain.thread is not None
     drain.thread.join(5)
     assert not drain.thread.is_alive()
@@ -988,4 +988,4 @@ def test_close_reaps_the_server_while_another_thread_is_reaping_it(no_leaks: Non
     finally:
         releaser.join()
     assert proc.returncode is not None
-    assert not t._holds_spawner
+    assert not t._aside.holds_spawner

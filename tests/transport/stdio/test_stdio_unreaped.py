@@ -116,7 +116,7 @@ def test_status_is_read_without_reaping_until_close(
         for _ in range(3):                      # asked again (the gateway asks often)
             assert t.returncode() == expected
             assert t.wait_exit(0) == expected
-        assert t._status == expected            # kept: a flag read from now on
+        assert t._aside.status == expected            # kept: a flag read from now on
         assert t._proc is not None and t._proc.returncode is None   # Popen did not reap
         assert state(pid) == "zombie"
         seen = spy_signals(t, pid)
@@ -244,7 +244,7 @@ def test_an_answer_from_a_pidfd_closed_meanwhile_is_not_trusted(
 
     monkeypatch.setattr(os, "waitid", waitid)
     assert t.returncode() == 3
-    assert t._status == 3   # the close's own reading, not the dropped answer (99)
+    assert t._aside.status == 3   # the close's own reading, not the dropped answer (99)
     assert t._pidfd == -1
 
 
@@ -326,7 +326,7 @@ def test_without_a_pidfd_the_status_is_the_same(
         assert t._pidfd == -1
         assert t.wait_exit(10) == 3
         assert t.returncode() == 3
-        assert t._status == 3
+        assert t._aside.status == 3
         assert t.pid is not None and state(t.pid) == "zombie"
     finally:
         t.close()

@@ -155,7 +155,7 @@ def test_ctrl_c_as_a_partial_write_is_handed_over_hands_the_frame_to_the_finishe
                 t.send_bytes_until(b'{"x":"' + b"y" * (1 << 20) + b'"}', time.monotonic() + 0.2)
         finally:
             sys.setprofile(None)
-        assert t._finisher is not None   # handed over, not released under half a frame
+        assert t._aside.finisher is not None   # handed over, not released under half a frame
         deadline = time.monotonic() + 10
         while t._write_lock.locked() and time.monotonic() < deadline:
             time.sleep(0.02)
