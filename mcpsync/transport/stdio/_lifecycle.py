@@ -763,12 +763,12 @@ class ProcessLifecycle:
                 if info is None:
                     return   # still running after SIGKILL: given up (the caller says so)
                 self._aside.status = (info.si_status if info.si_code == os.CLD_EXITED
-                                else -info.si_status)
+                                      else -info.si_status)
             if proc.returncode is None:   # else Popen reaped it
                 proc.returncode = self._aside.status
         try:
             for self._aside.pid_reaped in map(os.waitid, (os.P_PIDFD,), (pidfd,),
-                                        (os.WEXITED | os.WNOHANG,)):
+                                              (os.WEXITED | os.WNOHANG,)):
                 break
         except ChildProcessError:   # ECHILD: reaped already, by someone outside
             self._aside.pid_reaped = (proc.pid, 0)
@@ -1011,7 +1011,7 @@ class ProcessLifecycle:
         self._close_raw("_pidfd")
         if proc.returncode is None:
             self._aside.logger.warning("server %r (pid %s) could not be reaped after SIGKILL; "
-                                 "given up", self.name, proc.pid)
+                                       "given up", self.name, proc.pid)
         elif self._aside.holds_spawner:
             self._aside.holds_spawner = False
             _spawner.release()

@@ -184,7 +184,7 @@ def test_a_claim_is_refused_when_it_could_not_keep_the_sequence(
     assert not claim_close(t)              # stdin still open: close() must handle it
     t.close_input()
     other = threading.Thread(target=t.close, name="test-closer")
-    with t._aside.close_lock:                    # another thread is inside close()
+    with t._aside.close_lock:            # another thread is inside close()
         assert not claim_close(t)
         other.start()
     other.join(10)

@@ -116,7 +116,7 @@ def test_status_is_read_without_reaping_until_close(
         for _ in range(3):                      # asked again (the gateway asks often)
             assert t.returncode() == expected
             assert t.wait_exit(0) == expected
-        assert t._aside.status == expected            # kept: a flag read from now on
+        assert t._aside.status == expected     # kept: a flag read from now on
         assert t._proc is not None and t._proc.returncode is None   # Popen did not reap
         assert state(pid) == "zombie"
         seen = spy_signals(t, pid)
