@@ -46,11 +46,10 @@ from mcpsync.client._flow import (
     with_meta,
 )
 from mcpsync.client._handshake import negotiate
-from mcpsync.client._lifecycle import SessionLifecycle, SessionResources
+from mcpsync.client._lifecycle import ClientAside, SessionLifecycle, SessionResources
 from mcpsync.client._lists import list_all
 from mcpsync.client._notifications import Notifications
 from mcpsync.client._options import ClientOptions
-from mcpsync.client._restart import RestartBudget
 from mcpsync.client._subscriptions import Subscription, Subscriptions
 from mcpsync.client._tools import ToolSchemas, task_required
 from mcpsync.config import ServerConfig, logger_name_part
@@ -192,14 +191,14 @@ class Client(SessionLifecycle):
                  http: mcpsync.client._connect_http.HttpSettings | None = None,
                  in_process: Callable[[str], mcpsync.transport.memory.MemoryTransport] | None = None
                  ) -> None:
+        # First, before anything close() or the finalizer could read: what the calls never
+        # read is kept there (see ClientAside), and set there as the steps below make it.
+        aside = self._aside = ClientAside(in_process, http, options.client_info_sent())
         self._config = config
-        self._in_process = in_process  # set for an in-process server: opens its transport
-        self._http = http              # set for a URL target: the HTTP transport's settings
         self._opts = options
-        self._client_info = options.client_info_sent()
         self._name = config.display_name
-        self._safe_name = logger_name_part(self._name)
-        self._server_log = logging.getLogger(f"mcpsync.server.{self._safe_name}")
+        aside.safe_name = logger_name_part(self._name)
+        aside.server_log = logging.getLogger(f"mcpsync.server.{aside.safe_name}")
         # The subscription thread and the session reach this client only weakly, so that a
         # client nobody holds is collected and its server stopped (see _finalizer).
         me = weakref.ref(self)
@@ -214,25 +213,19 @@ class Client(SessionLifecycle):
         self._validate_input = options.validate_input
         self._proxies: mcpsync.client._proxies.ToolProxies | None = None
         self._subs = Subscriptions(
-            name=self._name, thread_name=f"mcpsync-listen-{self._safe_name}",
+            name=self._name, thread_name=f"mcpsync-listen-{aside.safe_name}",
             request=weak_method(self._request, self._gone),
             submit_listen=weak_method(self._submit_listen, self._gone),
             era=lambda: _alive(me)._era, capabilities=lambda: _alive(me)._capabilities,
             ack_timeout=lambda: config.timeout)
-        self._resources = SessionResources(self._subs)
-        self._notes = Notifications(options, server_log=self._server_log, cache=self._cache,
+        aside.resources = SessionResources(self._subs)
+        aside.notes = Notifications(options, server_log=aside.server_log, cache=self._cache,
                                     tools=self._toolset, subs=self._subs,
                                     callbacks=self._callbacks, name=lambda: _alive(me)._name,
                                     guard=self._guard)
         self._state_lock = threading.Lock()      # close and the session swap
-        self._restart_lock = threading.Lock()    # one restart at a time
-        # The session an era re-detection replaced (at most one per client), weakly: set
-        # means "re-detected"; futures compare their round's session with it.
-        self._redetected_from: weakref.ref[Session] | None = None
         self._closed = False
-        self._close_rest = False   # _close_early() ran: close() still has to finish it
-        self._restarts = RestartBudget()
-        self._workers = RoundWorkers(self._safe_name)   # submitted calls between rounds
+        self._workers = RoundWorkers(aside.safe_name)   # submitted calls between rounds
         self._log_level = options.log_level
         self._session: Session
         self._transport: Transport | None = None
@@ -241,9 +234,6 @@ class Client(SessionLifecycle):
         self._modern = False
         self._protocol_version = ""
         self._capabilities: dict[str, Any] = {}
-        self._instructions: str | None = None
-        self._server_info = ServerInfo()
-        self._handshake_result: dict[str, Any] = {}
         self._meta: dict[str, Any] = {}
         self._tool_meta: dict[str, Any] = {}   # _meta plus the Tasks extension, for tools/call
         self._may_task = False   # a 2025-11-25 server that runs tools as tasks
@@ -256,11 +246,11 @@ class Client(SessionLifecycle):
             allow_probe_restart=http is None)   # an HTTP server cannot be restarted
         session.handshake_done()
         self._session = session
-        self._resources.session = session
+        aside.resources.session = session
         self._adopt(negotiated)
         self._take_server_name(session)
         _open_clients.add(self)
-        self._finalizer = watch(self, self._resources, self._name)
+        aside.finalizer = watch(self, aside.resources, self._name)
         self._ask_for_logs()
 
     def _ask_for_logs(self) -> None:
@@ -329,7 +319,7 @@ class Client(SessionLifecycle):
         _log.info("server %r asked for protocol %s; retrying %s", self._name, version,
                   exc.method)
         self._protocol_version = version
-        self._server_info = replace(self._server_info, protocol_version=version)
+        self._aside.server_info = replace(self._aside.server_info, protocol_version=version)
         self._rebuild_meta()
         return True
 
@@ -874,17 +864,17 @@ class Client(SessionLifecycle):
 
     @property
     def instructions(self) -> str | None:
-        return self._instructions
+        return self._aside.instructions
 
     @property
     def server_info(self) -> ServerInfo:
-        return self._server_info
+        return self._aside.server_info
 
     @property
     def handshake_result(self) -> dict[str, Any]:
         """The whole ``initialize`` (legacy) or ``server/discover`` (modern) result, as the
         server sent it (a copy): for fields mcpsync does not model."""
-        return copy.deepcopy(self._handshake_result)
+        return copy.deepcopy(self._aside.handshake_result)
 
     @property
     def closed(self) -> bool:
@@ -908,12 +898,12 @@ class Client(SessionLifecycle):
             # A forked child: never signal the parent's processes or write its pipes.
             self._closed = True
             _open_clients.discard(self)
-            self._finalizer.detach()
+            self._aside.finalizer.detach()
             return
         with self._state_lock:
             first = not self._closed
             self._closed = True
-            rest, self._close_rest = self._close_rest, False
+            rest, self._aside.close_rest = self._aside.close_rest, False
         if not first and not rest:
             return   # closed, or another thread is closing it
         try:
@@ -939,14 +929,14 @@ class Client(SessionLifecycle):
             if self._closed:
                 return
             # Set first: should a step below fail, close() still does everything.
-            self._closed = self._close_rest = True
+            self._closed = self._aside.close_rest = True
         self._begin_rest()
 
     def _begin_rest(self) -> None:
         """Past marking the client closed: refuse it to new uses, end the subscriptions and
         begin the session's close (which does not wait)."""
         _open_clients.discard(self)
-        self._finalizer.detach()
+        self._aside.finalizer.detach()
         self._subs.close()
         self._session.begin_close()
 
