@@ -78,7 +78,8 @@ class ClientAside:
     server_log: logging.Logger
     notes: Notifications
     resources: SessionResources
-    finalizer: weakref.finalize[Any, Any]
+    # Unsubscripted: weakref.finalize takes no subscript at run time (get_type_hints).
+    finalizer: weakref.finalize  # type: ignore[type-arg]
 
     def __init__(self, in_process: Callable[[str], mcpsync.transport.memory.MemoryTransport]
                  | None, http: mcpsync.client._connect_http.HttpSettings | None,

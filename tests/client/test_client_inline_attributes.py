@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import typing
 
 import pytest
 from http_peers.fault_server import FaultServer
@@ -86,3 +87,10 @@ def test_a_client_has_no_aside_attributes_of_its_own(no_leaks: None) -> None:
         client.call_tool("echo", {"text": "x"})
         for name in ClientAside.__slots__:
             assert not hasattr(client, f"_{name}"), name
+
+
+def test_the_asides_annotations_resolve() -> None:
+    """As the client's own did (the HTTP settings' and the memory transport's types are
+    named through attributes that load their modules)."""
+    hints = typing.get_type_hints(ClientAside)
+    assert {"in_process", "http", "finalizer", "resources", "notes"} <= set(hints)
