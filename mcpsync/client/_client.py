@@ -467,11 +467,12 @@ class Client(SessionLifecycle):
         if type(result) is not dict or self._toolset.schemas or raise_on_error:
             return self._toolset.result(self._name, name, result, raise_on_error)
         # The common case, without the checks: the usual plain-text result (one text block,
-        # beside it at most structuredContent and isError), made as from_dict's own first
-        # step, types._plain_text_result, makes it (see there why without __init__ and by
-        # subscript), written out here: a frame fewer per call (about 220 instructions).
-        # Anything it declines goes on to from_dict's general part, not from the top. A
-        # test holds the two to the same decision and the same result for every shape.
+        # beside it at most structuredContent and isError), made by the same steps as
+        # from_dict's first one, types._plain_text_result (see there why without __init__
+        # and by subscript), written out here: a frame fewer per call (about 220
+        # instructions). Anything declined goes on to from_dict's general part, not from the
+        # top (a KeyError out of _build would come again from the same call below). A test
+        # holds the two copies to the same decision and the same result for every shape.
         try:
             content = result["content"]
             if type(content) is list and len(content) == 1:

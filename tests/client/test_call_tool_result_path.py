@@ -40,6 +40,11 @@ SHAPES: list[dict[str, Any]] = [
     {"content": [{"text": "hi", "kind": "text"}]},
     {"content": [{"type": "text", "body": "hi"}]},
     {"content": [TEXT], "structuredContent": None, "isError": True},
+    # Values kept as they are: only True is an error, a falsy structuredContent stays.
+    {"content": [TEXT], "isError": "yes"},
+    {"content": [TEXT], "isError": 1},
+    {"content": [TEXT], "structuredContent": {}},
+    {"content": [TEXT], "structuredContent": 0, "isError": False},
 ]
 
 
@@ -82,4 +87,10 @@ def test_call_tool_gives_what_from_dict_gives(shape: dict[str, Any], no_leaks: N
         vars(b) if hasattr(b, "__dict__") else
         {f.name: getattr(b, f.name) for f in dataclasses.fields(b)} for b in want.content]
     assert got.raw is shape
+    # Each block keeps the very dict it was made from, and no two objects share a dict.
+    assert len(got.content) == len(want.content)
+    for mine, theirs in zip(got.content, want.content):
+        assert getattr(mine, "raw", None) is getattr(theirs, "raw", None)
+    extras = [got.extra, *(b.extra for b in got.content if hasattr(b, "extra"))]
+    assert len({id(extra) for extra in extras}) == len(extras)
     assert pickle.loads(pickle.dumps(got)) == want
