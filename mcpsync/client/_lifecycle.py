@@ -45,36 +45,73 @@ from mcpsync.transport.stdio import StdioTransport
 from mcpsync.types import ServerInfo
 
 if TYPE_CHECKING:
-    # Loaded on first use: see _in_process and _http below.
+    # Loaded on first use: see ClientAside's in_process and http below.
     import mcpsync.client._connect_http
     import mcpsync.transport.memory
 
 _log = logging.getLogger("mcpsync.client")
 
 
+class ClientAside:
+    """What a client keeps that its calls never read: how it opens a session, its names for
+    logs and threads, the restart and re-detection bookkeeping, the close's second-half mark,
+    the finalizer, and the handshake's outcome that only the properties return. Kept out of
+    the client itself so that a client holds fewer attributes than CPython 3.11 keeps inline
+    in an instance (29 at most): beyond that its instance dict is a real dict, and every
+    attribute load on it (half a dozen per ``call_tool``) takes the slower, hinted lookup.
+
+    The client makes it first thing in ``__init__``, so that a close or a finalizer that
+    runs on a client whose ``__init__`` was interrupted finds it; the slots without a value
+    here are set by ``__init__`` as it makes them (as the client's own attributes were)."""
+
+    __slots__ = ("client_info", "close_rest", "finalizer", "handshake_result", "http",
+                 "in_process", "instructions", "notes", "redetected_from", "resources",
+                 "restart_lock", "restarts", "safe_name", "server_info", "server_log")
+
+    # Through the package attribute, which loads the module when read, so that
+    # typing.get_type_hints() resolves them although the client import defers them (the
+    # HTTP settings' module is loaded by connect() for a URL, and by nothing else).
+    in_process: Callable[[str], mcpsync.transport.memory.MemoryTransport] | None
+    http: mcpsync.client._connect_http.HttpSettings | None
+    client_info: dict[str, Any] | None
+    safe_name: str
+    server_log: logging.Logger
+    notes: Notifications
+    resources: SessionResources
+    # Unsubscripted: weakref.finalize takes no subscript at run time (get_type_hints).
+    finalizer: weakref.finalize  # type: ignore[type-arg]
+
+    def __init__(self, in_process: Callable[[str], mcpsync.transport.memory.MemoryTransport]
+                 | None, http: mcpsync.client._connect_http.HttpSettings | None,
+                 client_info: dict[str, Any] | None) -> None:
+        self.in_process = in_process  # set for an in-process server: opens its transport
+        self.http = http              # set for a URL target: the HTTP transport's settings
+        self.client_info = client_info
+        self.restart_lock = threading.Lock()    # one restart at a time
+        self.restarts = RestartBudget()
+        # The session an era re-detection replaced (at most one per client), weakly: set
+        # means "re-detected"; futures compare their round's session with it.
+        self.redetected_from: weakref.ref[Session] | None = None
+        self.close_rest = False   # _close_early() ran: close() still has to finish it
+        # Set by _adopt().
+        self.instructions: str | None = None
+        self.server_info = ServerInfo()
+        self.handshake_result: dict[str, Any] = {}
+
+
 class SessionLifecycle:
     """The open / adopt / restart / re-detect steps of ``Client`` (which sets every attribute
     declared here in its ``__init__``)."""
 
+    _aside: ClientAside
     _config: ServerConfig
     _opts: ClientOptions
-    # Through the package attribute, which loads the module when read, so that
-    # typing.get_type_hints(Client) resolves them although the client import defers them
-    # (the HTTP settings' module is loaded by connect() for a URL, and by nothing else).
-    _in_process: Callable[[str], mcpsync.transport.memory.MemoryTransport] | None
-    _http: mcpsync.client._connect_http.HttpSettings | None
     _name: str
-    _client_info: dict[str, Any] | None
     _callbacks: Callbacks
     _cache: ListCache
     _subs: Subscriptions
-    _notes: Notifications
-    _resources: SessionResources
     _state_lock: threading.Lock
-    _restart_lock: threading.Lock
-    _redetected_from: weakref.ref[Session] | None
     _closed: bool
-    _restarts: RestartBudget
     _log_level: str | None
     _session: Session
     _transport: Transport | None
@@ -82,9 +119,6 @@ class SessionLifecycle:
     _modern: bool
     _protocol_version: str
     _capabilities: dict[str, Any]
-    _instructions: str | None
-    _server_info: ServerInfo
-    _handshake_result: dict[str, Any]
     _meta: dict[str, Any]
     _tool_meta: dict[str, Any]
     _may_task: bool
@@ -93,7 +127,7 @@ class SessionLifecycle:
     def _memory_key(self) -> Hashable | None:
         """Per-process memory of the era for ``(command, args, cwd)``; only for ``auto``."""
         if (self._opts.era != "auto" or self._opts.protocol_version is not None
-                or self._config.transport == "sse" or self._in_process is not None):
+                or self._config.transport == "sse" or self._aside.in_process is not None):
             return None
         if self._config.is_http:
             return ("url", self._config.url)
@@ -103,9 +137,9 @@ class SessionLifecycle:
         return HandshakeParams(
             name=self._name, timeout=self._config.timeout, probe_timeout=self._opts.probe_timeout,
             legacy_capabilities=self._callbacks.capabilities(modern=False),
-            client_info=self._client_info or {"name": "mcpsync", "version": __version__},
+            client_info=self._aside.client_info or {"name": "mcpsync", "version": __version__},
             modern_meta=lambda version: build_meta(
-                version, self._callbacks.capabilities(modern=True), self._client_info),
+                version, self._callbacks.capabilities(modern=True), self._aside.client_info),
             http=self._config.is_http,
             on_legacy=self._tell_transport_legacy if self._config.is_http else None)
 
@@ -131,14 +165,14 @@ class SessionLifecycle:
         """Spawn the server (or open the HTTP transport) and start a session on it (the
         handshake comes after)."""
         transport: Transport
-        if self._in_process is not None:
-            transport = self._in_process(self._name)
-        elif self._http is not None:
+        if self._aside.in_process is not None:
+            transport = self._aside.in_process(self._name)
+        elif self._aside.http is not None:
             # Loaded already: connect() made the settings there.
             load_module("mcpsync.client._connect_http")
             from mcpsync.client._connect_http import open_http_transport
 
-            transport = open_http_transport(self._config, self._http, name=self._name,
+            transport = open_http_transport(self._config, self._aside.http, name=self._name,
                                             max_frame_bytes=self._opts.max_frame_bytes)
         else:
             stdio = StdioTransport(
@@ -157,7 +191,7 @@ class SessionLifecycle:
             transport, name=self._name, default_timeout=self._config.timeout,
             max_timeout=self._opts.max_timeout,
             reset_timeout_on_progress=self._opts.reset_timeout_on_progress,
-            on_notification=weak_method(self._notes.handle, _nothing),
+            on_notification=weak_method(self._aside.notes.handle, _nothing),
             on_request=weak_method(self._on_request, self._gone),
             observe_progress=self._opts.notification_observer is not None,
             on_lost=self._opts.on_connection_lost)
@@ -177,9 +211,9 @@ class SessionLifecycle:
         self._modern = negotiated.era == "modern"
         self._protocol_version = negotiated.protocol_version
         self._capabilities = negotiated.capabilities
-        self._instructions = negotiated.instructions
-        self._server_info = negotiated.server_info
-        self._handshake_result = negotiated.result
+        self._aside.instructions = negotiated.instructions
+        self._aside.server_info = negotiated.server_info
+        self._aside.handshake_result = negotiated.result
         self._has_tools = "tools" in negotiated.capabilities
         self._may_task = not self._modern and offers_tool_tasks(negotiated.capabilities)
         self._rebuild_meta()
@@ -198,7 +232,7 @@ class SessionLifecycle:
         config = self._config
         if config.name or config.id or config.command is None:
             return
-        own = _clean_server_name(self._server_info.name)
+        own = _clean_server_name(self._aside.server_info.name)
         if not own or own == self._name:
             return
         self._name = own
@@ -213,7 +247,7 @@ class SessionLifecycle:
         if self._modern:
             self._meta = build_meta(self._protocol_version,
                                     self._callbacks.capabilities(modern=True),
-                                    self._client_info, self._log_level)
+                                    self._aside.client_info, self._log_level)
             self._tool_meta = with_tasks_extension(self._meta, self._capabilities)
 
     def _revive(self) -> Session:
@@ -222,7 +256,7 @@ class SessionLifecycle:
         One restart at a time: threads that find the server dead together queue on the
         restart lock, and all but the first find a live session when they get it.
         """
-        with self._restart_lock:
+        with self._aside.restart_lock:
             with self._state_lock:
                 if self._closed:
                     raise ClosedError(f"client for server {self._name!r} is closed",
@@ -233,7 +267,7 @@ class SessionLifecycle:
                     return old
                 if not self._modern or self._opts.restart is None:
                     raise dead_error(lost, self._name)
-                if not self._restarts.take():
+                if not self._aside.restarts.take():
                     raise dead_error(
                         lost, self._name, f"; it was already restarted {RESTART_LIMIT} times "
                         f"within {RESTART_WINDOW:.0f} s, so it is not restarted again")
@@ -258,7 +292,7 @@ class SessionLifecycle:
                                   server=self._name)
             session.handshake_done()
             self._session = session
-            self._resources.session = session
+            self._aside.resources.session = session
             self._adopt(negotiated)
             self._take_server_name(session)
         self._cache.clear()
@@ -280,7 +314,7 @@ class SessionLifecycle:
         (that call is then sent again on the new session)."""
         if not self._config.is_http or self._memory_key() is None:
             return False
-        replaced = self._redetected_from
+        replaced = self._aside.redetected_from
         if replaced is not None and session is not replaced():
             return False
         return era_contradicted(exc, method, modern=modern)
@@ -288,16 +322,16 @@ class SessionLifecycle:
     def _redetect(self, used: Session, exc: RemoteError) -> None:
         """Detect the era anew on a fresh transport and adopt it; threads that meet the
         same contradiction together share one detection."""
-        with self._restart_lock:
+        with self._aside.restart_lock:
             with self._state_lock:
                 if self._closed:
                     raise ClosedError(f"client for server {self._name!r} is closed",
                                       server=self._name)
-                if self._redetected_from is not None:
+                if self._aside.redetected_from is not None:
                     if self._session is used:
                         raise exc
                     return
-                self._redetected_from = weakref.ref(used)
+                self._aside.redetected_from = weakref.ref(used)
             _log.warning("server %r answered %s with error %s, which contradicts the detected "
                          "%s era; detecting its era again", self._name, exc.method, exc.code,
                          self._era)

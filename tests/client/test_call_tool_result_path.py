@@ -1,6 +1,8 @@
-"""``call_tool`` builds its result with ``CallToolResult.from_dict``'s fast step called
-directly (the usual plain-text answer), and with ``from_dict`` for anything else: for every
-shape of answer, the result is the one ``from_dict`` gives, field for field."""
+"""``call_tool`` builds the usual plain-text answer's result itself, as
+``CallToolResult.from_dict``'s fast step (``types._plain_text_result``) does, written out in
+``call_tool``, and anything else with ``from_dict``'s general part: for every shape of answer
+the two copies of the fast step take the same decision, and the result is the one
+``from_dict`` gives, field for field."""
 
 from __future__ import annotations
 
@@ -11,9 +13,8 @@ from typing import Any
 import pytest
 
 import mcpsync
-import mcpsync.client._client as client_module
 from mcpsync.demo import build_server
-from mcpsync.types import CallToolResult
+from mcpsync.types import CallToolResult, _plain_text_result
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -39,6 +40,11 @@ SHAPES: list[dict[str, Any]] = [
     {"content": [{"text": "hi", "kind": "text"}]},
     {"content": [{"type": "text", "body": "hi"}]},
     {"content": [TEXT], "structuredContent": None, "isError": True},
+    # Values kept as they are: only True is an error, a falsy structuredContent stays.
+    {"content": [TEXT], "isError": "yes"},
+    {"content": [TEXT], "isError": 1},
+    {"content": [TEXT], "structuredContent": {}},
+    {"content": [TEXT], "structuredContent": 0, "isError": False},
 ]
 
 
@@ -56,16 +62,17 @@ def test_call_tool_gives_what_from_dict_gives(shape: dict[str, Any], no_leaks: N
             return real(self, method, params, *rest)
 
         monkeypatch.setattr(type(session), "_request", answer)
-        fast = client_module._plain_text_result
-        tried: list[object] = []
+        general = CallToolResult._build.__func__   # type: ignore[attr-defined]
+        declined: list[object] = []
 
-        def spy(d: dict[str, Any]) -> CallToolResult | None:
-            tried.append(d)
-            return fast(d)
+        def spy(cls: type[CallToolResult], d: dict[str, Any]) -> CallToolResult:
+            declined.append(d)
+            return general(cls, d)  # type: ignore[no-any-return]
 
-        monkeypatch.setattr(client_module, "_plain_text_result", spy)
+        monkeypatch.setattr(CallToolResult, "_build", classmethod(spy))
         got = client.call_tool("echo", {"text": "ignored"})
-    assert tried == [shape]   # the shortcut was tried (and, for the others, declined)
+    # call_tool's copy of the fast step declines exactly the shapes types' declines.
+    assert declined == ([] if _plain_text_result(shape) is not None else [shape])
     want = CallToolResult.from_dict(shape)
     assert want == CallToolResult._build(shape)   # the general path, past the shortcut
     assert type(got) is CallToolResult
@@ -80,4 +87,10 @@ def test_call_tool_gives_what_from_dict_gives(shape: dict[str, Any], no_leaks: N
         vars(b) if hasattr(b, "__dict__") else
         {f.name: getattr(b, f.name) for f in dataclasses.fields(b)} for b in want.content]
     assert got.raw is shape
+    # Each block keeps the very dict it was made from, and no two objects share a dict.
+    assert len(got.content) == len(want.content)
+    for mine, theirs in zip(got.content, want.content):
+        assert getattr(mine, "raw", None) is getattr(theirs, "raw", None)
+    extras = [got.extra, *(b.extra for b in got.content if hasattr(b, "extra"))]
+    assert len({id(extra) for extra in extras}) == len(extras)
     assert pickle.loads(pickle.dumps(got)) == want

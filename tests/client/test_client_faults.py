@@ -206,4 +206,4 @@ def test_threads_finding_a_dead_server_restart_it_once() -> None:
             t.join()
         assert not errors
         assert len(set(pids)) == 1 and pids[0] != first
-        assert len(client._restarts) == 1
+        assert len(client._aside.restarts) == 1

@@ -77,7 +77,7 @@ def test_subscribe_on_a_killed_modern_server_restarts_it(no_leaks: None) -> None
         one_listen(client, {"resourceSubscriptions": ["memo://greeting", "memo://logo"]})
         _touched(client, "memo://greeting", greeting)
         _touched(client, "memo://logo", logo)
-        assert len(client._restarts) == 1
+        assert len(client._aside.restarts) == 1
 
 
 def test_on_list_changed_on_a_killed_modern_server_restarts_it(no_leaks: None) -> None:
@@ -156,7 +156,7 @@ def test_a_restart_by_another_thread_during_a_change(no_leaks: None) -> None:
         client.subscribe("memo://logo", lambda uri: None)
         caller.join()
         assert not errors and client.pid != first
-        assert len(client._restarts) == 1
+        assert len(client._aside.restarts) == 1
         one_listen(client, {"resourceSubscriptions": ["memo://greeting", "memo://logo"]})
         _touched(client, "memo://greeting", greeting)
 

@@ -199,7 +199,7 @@ def test_futures_contradicted_together_share_one_detection(fault_server: FaultSe
                 # the dispatcher until the other's re-detection has set the flag.
                 handled.append(flow)
                 if len(handled) == 2:
-                    assert _wait_for(lambda: client._redetected_from is not None)
+                    assert _wait_for(lambda: client._aside.redetected_from is not None)
                 answered(flow, wire)
 
             monkeypatch.setattr(FutureFlow, "answered", late)
