@@ -89,7 +89,7 @@ def test_call_tool_gives_what_from_dict_gives(shape: dict[str, Any], no_leaks: N
     assert got.raw is shape
     # Each block keeps the very dict it was made from, and no two objects share a dict.
     assert len(got.content) == len(want.content)
-    for mine, theirs in zip(got.content, want.content):
+    for mine, theirs in zip(got.content, want.content, strict=True):
         assert getattr(mine, "raw", None) is getattr(theirs, "raw", None)
     extras = [got.extra, *(b.extra for b in got.content if hasattr(b, "extra"))]
     assert len({id(extra) for extra in extras}) == len(extras)
