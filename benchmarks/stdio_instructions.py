@@ -44,13 +44,17 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from typing import Any
 
 ECHO_TEXT = "hello"
 WARMUP_CALLS = 20
 
 
-def _loop(echo: str, n: int, grace: float, text: str = ECHO_TEXT) -> None:
-    """The harness's ``seq`` loop (benchmarks/mcpsync_client.py), without its clocks."""
+def _loop(echo: str, n: int, grace: float, text: str = ECHO_TEXT,
+          poll_first: bool = False) -> None:
+    """The harness's ``seq`` loop (benchmarks/mcpsync_client.py), without its clocks.
+
+    ``poll_first``: every read polls before it reads (see ``--poll-first``)."""
     import mcpsync
     import mcpsync.client  # loaded before the loop, as the harness does
 
@@ -60,6 +64,9 @@ def _loop(echo: str, n: int, grace: float, text: str = ECHO_TEXT) -> None:
         vars(background)["HANDOFF_GRACE"] = grace  # see --grace
 
     with mcpsync.connect([sys.executable, "-S", echo]) as c:
+        if poll_first:
+            transport: Any = c._session._transport    # a StdioTransport here
+            transport._skip_eager = 10**9   # the read-first try never made
         for _ in range(WARMUP_CALLS):
             c.call_tool("echo", {"text": text})
         res = None
@@ -78,7 +85,7 @@ def _floor(echo: str, n: int) -> None:
 
 
 def _count(echo: str, n: int, pin: str | None, client: str, grace: float,
-           text: str = ECHO_TEXT) -> tuple[int, int]:
+           text: str = ECHO_TEXT, poll_first: bool = False) -> tuple[int, int]:
     """Total instructions (``Ir``) of one run of the loop with ``n`` timed calls: of the whole
     process, and of its main thread alone (the thread that calls)."""
     with tempfile.TemporaryDirectory(prefix="mcpsync-callgrind-") as tmp:
@@ -87,6 +94,8 @@ def _count(echo: str, n: int, pin: str | None, client: str, grace: float,
                 f"--callgrind-out-file={out}",
                 sys.executable, os.path.abspath(__file__), "--child", str(n), "--echo", echo,
                 "--client", client, "--grace", str(grace), "--text", text]
+        if poll_first:
+            argv.append("--poll-first")
         if pin is not None and shutil.which("taskset"):
             argv = ["taskset", "-c", pin, *argv]
         # A fixed hash seed: string hashes decide dict and set layouts, and with them a few
@@ -123,6 +132,10 @@ def main() -> None:
     parser.add_argument("--text", default=ECHO_TEXT,
                         help="the text each call echoes (Python escapes allowed: "
                              "'hello\\nworld' is a text with a newline)")
+    parser.add_argument("--poll-first", action="store_true",
+                        help="make every read poll first (natively, most pinned calls do: "
+                             "under valgrind the server answers before the read, so the "
+                             "read-first try would succeed far more often than natively)")
     parser.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     echo = os.path.abspath(args.echo)
@@ -132,7 +145,7 @@ def main() -> None:
         if args.client == "floor":
             _floor(echo, args.child)
         else:
-            _loop(echo, args.child, args.grace, text)
+            _loop(echo, args.child, args.grace, text, args.poll_first)
         return
     if not os.path.exists(echo):
         raise SystemExit(f"no echo server at {echo}; pass the harness's echo_server.py")
@@ -142,10 +155,12 @@ def main() -> None:
     # One native run first, so that neither counted run pays for compiling bytecode.
     subprocess.run([sys.executable, os.path.abspath(__file__), "--child", "1", "--echo", echo,
                     "--client", args.client], check=True)
-    long_run, long_main = _count(echo, args.calls, pin, args.client, args.grace, text)
+    long_run, long_main = _count(echo, args.calls, pin, args.client, args.grace, text,
+                                 args.poll_first)
     print(f"{args.client}, {args.calls} calls: {long_run} instructions "
           f"({long_main} in the main thread)", flush=True)
-    short_run, short_main = _count(echo, args.base, pin, args.client, args.grace, text)
+    short_run, short_main = _count(echo, args.base, pin, args.client, args.grace, text,
+                                   args.poll_first)
     print(f"{args.client}, {args.base} calls: {short_run} instructions "
           f"({short_main} in the main thread)", flush=True)
     calls = args.calls - args.base
