@@ -71,7 +71,8 @@ if mode == "noisy":
     sys.stderr.write("bye\n")
     sys.stderr.flush()
 if mode not in ("exit", "noisy"):
-    # A SIGTERM already come was handled above (at the first bytecode after it landed).
+    # A SIGTERM that came before the block goes to the handler: CPython runs pending
+    # handlers as pthread_sigmask() returns. One that comes after waits in sigwait().
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     while True:
         signal.sigwait({signal.SIGTERM})
