@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import typing
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -68,13 +69,13 @@ def test_name_and_arguments_by_position_or_keyword(client: Client) -> None:
 
 @pytest.mark.parametrize("extra", [(5,), (None,), (None, 5), (5.0, None, True)])
 def test_an_option_by_position_is_refused(client: Client, extra: tuple[Any, ...]) -> None:
-    with pytest.raises(TypeError, match=r"call_tool\(\) takes 2 positional arguments.*"
-                                        r"keyword-only"):
+    with pytest.raises(TypeError, match=r"call_tool\(\) takes name and arguments by "
+                                        r"position and its options .* by keyword only"):
         client.call_tool("echo", {"text": "x"}, *extra)
 
 
 def test_the_guard_is_not_a_keyword(client: Client) -> None:
-    with pytest.raises(TypeError, match="keyword-only"):
+    with pytest.raises(TypeError, match="by keyword only"):
         client.call_tool("echo", {"text": "x"}, _keyword_only=None)   # type: ignore[call-arg]
 
 
@@ -99,28 +100,39 @@ def test_help_shows_keyword_only_options(capsys: pytest.CaptureFixture[str]) -> 
 
 
 
-def test_type_checkers_read_the_declaration_first() -> None:
-    """A type checker takes the first definition of a name in a class body (the second is a
-    redefinition, silenced there): it must be the keyword-only declaration, and the two must
-    agree on every option's annotation and default, as written."""
-    source = Path(_client.__file__).read_text(encoding="utf-8")
-    (cls,) = [node for node in ast.parse(source).body
+def test_tools_that_read_the_source_find_the_declaration_alone() -> None:
+    """Type checkers and the API reference read the class body: it holds one ``call_tool``,
+    the keyword-only declaration; what runs is the module's ``_call_tool``, and the two
+    agree on every option's annotation and default as written."""
+    tree = ast.parse(Path(_client.__file__).read_text(encoding="utf-8"))
+    (cls,) = [node for node in tree.body
               if isinstance(node, ast.ClassDef) and node.name == "Client"]
-    defs = [node for node in cls.body
-            if isinstance(node, ast.FunctionDef) and node.name == "call_tool"]
-    assert len(defs) == 2
-    declared, runs = defs
-    assert [a.arg for a in declared.args.kwonlyargs] == OPTIONS
+    (declared,) = [node for node in cls.body
+                   if isinstance(node, ast.FunctionDef) and node.name == "call_tool"]
+    (runs,) = [node for node in tree.body
+               if isinstance(node, ast.FunctionDef) and node.name == "_call_tool"]
+    assert ast.get_docstring(declared) is not None and ast.get_docstring(runs) is None
     assert [a.arg for a in declared.args.args] == ["self", "name", "arguments"]
+    assert [a.arg for a in declared.args.kwonlyargs] == OPTIONS
     assert not runs.args.kwonlyargs
     assert [a.arg for a in runs.args.args] == ["self", "name", "arguments", "_keyword_only",
                                                *OPTIONS]
-    assert declared.decorator_list == [] and len(runs.decorator_list) == 1
+
     def same(node: ast.AST | None) -> str:
         return "" if node is None else ast.dump(node)
 
-    for want, got in zip(declared.args.kwonlyargs, runs.args.args[4:], strict=True):
+    pairs = [*zip(declared.args.args[1:3], runs.args.args[1:3], strict=True),
+             *zip(declared.args.kwonlyargs, runs.args.args[4:], strict=True)]
+    for want, got in pairs:
         assert same(want.annotation) == same(got.annotation), want.arg
     assert [same(d) for d in declared.args.kw_defaults] == \
         [same(d) for d in runs.args.defaults[2:]]
+    assert same(declared.args.defaults[0]) == same(runs.args.defaults[0])   # arguments
     assert same(declared.returns) == same(runs.returns)
+    assert Client.call_tool is _client._call_tool
+
+
+def test_what_runs_answers_to_the_declared_names() -> None:
+    assert typing.get_type_hints(Client.call_tool) == \
+        typing.get_type_hints(inspect.unwrap(Client.call_tool))
+    assert "_keyword_only" not in typing.get_type_hints(Client.call_tool)
