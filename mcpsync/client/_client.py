@@ -19,6 +19,7 @@ import copy
 import logging
 import math
 import os
+import sys
 import threading
 import weakref
 from collections.abc import Callable, Mapping
@@ -153,6 +154,8 @@ def claim_task_cancel(exc: BaseException, task: object) -> bool:
     return True
 
 ProgressCallback = Callable[[float, "float | None", "str | None"], Any]
+
+_KEYWORD_ONLY: object = object()   # _call_tool's third parameter by default: see there
 
 
 # The call options a tool proxy passes on to call_tool, with their defaults.
@@ -377,135 +380,9 @@ class Client(SessionLifecycle):
         rounds, but it waits in the calling thread (which may read its own answer, see
         ``docs/performance.md``) instead of building a future.
         """
-        # Hot path (benchmarked): build the params, one session._request, from_dict. Any
-        # other outcome goes to the call flow, which takes over from this first round.
-        if progress is not None and (progress.__class__ is bool or not callable(progress)):
-            return self._call_tool_with_bar(name, arguments, progress, timeout=timeout,
-                                            raise_on_error=raise_on_error,
-                                            retry_on_drop=retry_on_drop, meta=meta,
-                                            reset_timeout_on_progress=reset_timeout_on_progress,
-                                            validate_input=validate_input,
-                                            task_timeout=task_timeout, tasks=tasks)
-        if not self._has_tools:
-            self._require("tools", f"calling tool {name!r}", "tools/call")
-        if (required := self._toolset.required) is not None and (
-                self._validate_input if validate_input is None else validate_input):
-            need = required.get(name)
-            if need is None or (need and not need.issubset(arguments or ())):
-                check_arguments(self._name, name, arguments, self._toolset,
-                                self._relist_tools)
-        session = self._session
-        # An open session has no loss to report: its phase answers that without calling the
-        # ``lost`` property (a nested evaluation per call); any other phase asks it.
-        if session._phase is not _SESSION_OPEN and session.lost is not None:
-            session = self._revive()
-        modern = self._modern
-        params: dict[str, Any] = {"name": name,
-                                  "arguments": arguments if arguments is not None else {}}
-        # The tool's name while params holds just those two members, in that order: the
-        # session then writes the request line without finding that shape out again
-        # (_serialize_tool_call); None once _meta is added. Arguments other than a plain
-        # dict take serialize_request from there, one frame deeper: such a value nested
-        # about 990 levels deep meets the nesting limit one level sooner than it did (a
-        # type test here to spare it costs about 190 instructions per call).
-        tool: str | None = name
-        if modern:
-            ours = self._tool_meta if tasks else self._meta
-            params["_meta"] = ours if meta is None else {**meta, **ours}
-            tool = None
-        else:
-            if meta is not None:
-                params["_meta"] = dict(meta)
-                tool = None
-            if self._may_task and self._needs_task(name):
-                return self._task_call(name, params, timeout, task_timeout, progress,
-                                       raise_on_error)
-        try:
-            if progress is None and reset_timeout_on_progress is None:
-                # Positional, past request()'s keyword-only signature (see Session._request),
-                # and looked up on the class, which CPython 3.11 specialises whatever the
-                # instance holds (a session whose attributes outgrow what it keeps inline
-                # would make the instance's lookup take the generic path, about 250
-                # instructions more per call).
-                result = type(session)._request(session, "tools/call", params, timeout, None,
-                                                None, True, tool)
-            else:
-                result = session.request("tools/call", params, timeout=timeout,
-                                         progress=None if progress is None
-                                         else self._guard.wrap("progress", progress),
-                                         reset_timeout_on_progress=reset_timeout_on_progress)
-        except (RemoteError, ConnectionLost) as exc:
-            call = self._tool_call(name, arguments, meta, timeout, progress,
-                                   reset_timeout_on_progress, retry_on_drop, tasks)
-            try:
-                result = run(call_flow(self, call, sent=Round(session, params, modern)), call,
-                             error=exc)
-            except RemoteError as failed:   # a gateway's refusal, for a gateway=True server
-                refusal = gateway_refusal(failed, self._name, name) \
-                    if self._config.gateway else None
-                if refusal is None:
-                    raise
-                raise refusal from failed
-        else:
-            # For a Ctrl-C as the answer is looked at, or before the task code takes over.
-            # On 3.11+ the try sets nothing up (an exception table): one NOP on this path;
-            # 3.10 runs a SETUP_FINALLY and a POP_BLOCK.
-            try:
-                if modern and type(result) is dict and (kind := result.get("resultType")) \
-                        is not None and kind != "complete":
-                    if kind == "task" and tasks:
-                        return self._task_call(name, None, timeout, task_timeout, progress,
-                                               raise_on_error, created=result)
-                    call = self._tool_call(name, arguments, meta, timeout, progress,
-                                           reset_timeout_on_progress, retry_on_drop, tasks)
-                    result = run(call_flow(self, call, sent=Round(session, params, modern)),
-                                 call, result=result)
-            except KeyboardInterrupt as exc:
-                if modern and tasks:
-                    self._interrupted_task(result, exc)
-                raise
-        if type(result) is not dict or self._toolset.schemas or raise_on_error:
-            return self._toolset.result(self._name, name, result, raise_on_error)
-        # The common case, without the checks: the usual plain-text result (one text block,
-        # beside it at most structuredContent and isError), made by the same steps as
-        # from_dict's first one, types._plain_text_result (see there why without __init__
-        # and by subscript), written out here: a frame fewer per call (about 220
-        # instructions). Anything declined goes on to from_dict's general part, not from the
-        # top (a KeyError out of _build would come again from the same call below). A test
-        # holds the two copies to the same decision and the same result for every shape.
-        try:
-            content = result["content"]
-            if type(content) is list and len(content) == 1:
-                block = content[0]
-                if type(block) is dict and len(block) == 2 and block["type"] == "text":
-                    text = block["text"]
-                    if type(text) is str:
-                        n = len(result)
-                        if n == 1:
-                            structured = None
-                            is_error = False
-                        elif n == 1 + ("structuredContent" in result) + ("isError" in result):
-                            structured = result.get("structuredContent")
-                            is_error = result.get("isError") is True
-                        else:
-                            return CallToolResult._build(result)
-                        part: TextContent = _new(TextContent)
-                        part.text = text
-                        part.annotations = part.meta = None
-                        part.extra = {}
-                        part.raw = block
-                        part.type = "text"
-                        made: CallToolResult = _new(CallToolResult)
-                        made.content = [part]
-                        made.structured = structured
-                        made.is_error = is_error
-                        made.meta = None
-                        made.extra = {}
-                        made.raw = result
-                        return made
-        except KeyError:
-            pass
-        return CallToolResult._build(result)
+        # Declaration only (what type checkers, the API reference and help() read): what
+        # runs is _call_tool, below the class, installed in its place.
+        raise NotImplementedError   # pragma: no cover - never runs
 
     def _call_tool_with_bar(self, name: str, arguments: Mapping[str, Any] | None,
                             progress: object, **options: Any) -> CallToolResult:
@@ -1041,3 +918,181 @@ def _submit_tool(client: Client, name: str, arguments: Mapping[str, Any] | None,
                        raise_on_error=raise_on_error, retry_on_drop=retry_on_drop, meta=meta,
                        reset_timeout_on_progress=reset_timeout_on_progress,
                        validate_input=validate_input, task_timeout=task_timeout, tasks=tasks)
+
+
+# What runs as Client.call_tool. CPython 3.11 fills each keyword-only parameter a call leaves
+# out from the function's __kwdefaults__ dict, one lookup each (nine here, about 1,100
+# instructions per call in all), and does not specialise the call; parameters with
+# positional defaults are filled from a tuple by a specialised call. So the options are
+# positional parameters here, behind a guard: a third positional argument (or any value
+# given for ``_keyword_only``) is refused, so every call accepted or refused is the one
+# Client.call_tool's declaration accepts or refuses, only some refusals' messages differing.
+# It is a function of the module, not a second def in the class, so that every tool reading
+# the class (type checkers, the API reference) finds the declaration alone; help() and
+# inspect.signature() follow __wrapped__ to it. docs/architecture.md has the whole picture,
+# docs/performance.md the figures.
+def _call_tool(self: Client, name: str,
+               arguments: Mapping[str, Any] | None = None,
+               _keyword_only: object = _KEYWORD_ONLY,
+               timeout: float | None = None,
+               progress: ProgressCallback | bool | None = None,
+               raise_on_error: bool = False, retry_on_drop: bool = False,
+               meta: Mapping[str, Any] | None = None,
+               reset_timeout_on_progress: bool | None = None,
+               validate_input: bool | None = None,
+               task_timeout: float | None = None,
+               tasks: bool = True) -> CallToolResult:
+    if _keyword_only is not _KEYWORD_ONLY:
+        raise TypeError("Client.call_tool() takes name and arguments by position and its "
+                        "options (timeout=, progress=, ...) by keyword only")
+    # Hot path (benchmarked): build the params, one session._request, from_dict. Any
+    # other outcome goes to the call flow, which takes over from this first round.
+    if progress is not None and (progress.__class__ is bool or not callable(progress)):
+        return self._call_tool_with_bar(name, arguments, progress, timeout=timeout,
+                                        raise_on_error=raise_on_error,
+                                        retry_on_drop=retry_on_drop, meta=meta,
+                                        reset_timeout_on_progress=reset_timeout_on_progress,
+                                        validate_input=validate_input,
+                                        task_timeout=task_timeout, tasks=tasks)
+    if not self._has_tools:
+        self._require("tools", f"calling tool {name!r}", "tools/call")
+    if (required := self._toolset.required) is not None and (
+            self._validate_input if validate_input is None else validate_input):
+        need = required.get(name)
+        if need is None or (need and not need.issubset(arguments or ())):
+            check_arguments(self._name, name, arguments, self._toolset,
+                            self._relist_tools)
+    session = self._session
+    # An open session has no loss to report: its phase answers that without calling the
+    # ``lost`` property (a nested evaluation per call); any other phase asks it.
+    if session._phase is not _SESSION_OPEN and session.lost is not None:
+        session = self._revive()
+    modern = self._modern
+    params: dict[str, Any] = {"name": name,
+                              "arguments": arguments if arguments is not None else {}}
+    # The tool's name while params holds just those two members, in that order: the
+    # session then writes the request line without finding that shape out again
+    # (_serialize_tool_call); None once _meta is added. Arguments other than a plain
+    # dict take serialize_request from there, one frame deeper: such a value nested
+    # about 990 levels deep meets the nesting limit one level sooner than it did (a
+    # type test here to spare it costs about 190 instructions per call).
+    tool: str | None = name
+    if modern:
+        ours = self._tool_meta if tasks else self._meta
+        params["_meta"] = ours if meta is None else {**meta, **ours}
+        tool = None
+    else:
+        if meta is not None:
+            params["_meta"] = dict(meta)
+            tool = None
+        if self._may_task and self._needs_task(name):
+            return self._task_call(name, params, timeout, task_timeout, progress,
+                                   raise_on_error)
+    try:
+        if progress is None and reset_timeout_on_progress is None:
+            # Positional, past request()'s keyword-only signature (see Session._request),
+            # and looked up on the class, which CPython 3.11 specialises whatever the
+            # instance holds (a session whose attributes outgrow what it keeps inline
+            # would make the instance's lookup take the generic path, about 250
+            # instructions more per call).
+            result = type(session)._request(session, "tools/call", params, timeout, None,
+                                            None, True, tool)
+        else:
+            result = session.request("tools/call", params, timeout=timeout,
+                                     progress=None if progress is None
+                                     else self._guard.wrap("progress", progress),
+                                     reset_timeout_on_progress=reset_timeout_on_progress)
+    except (RemoteError, ConnectionLost) as exc:
+        call = self._tool_call(name, arguments, meta, timeout, progress,
+                               reset_timeout_on_progress, retry_on_drop, tasks)
+        try:
+            result = run(call_flow(self, call, sent=Round(session, params, modern)), call,
+                         error=exc)
+        except RemoteError as failed:   # a gateway's refusal, for a gateway=True server
+            refusal = gateway_refusal(failed, self._name, name) \
+                if self._config.gateway else None
+            if refusal is None:
+                raise
+            raise refusal from failed
+    else:
+        # For a Ctrl-C as the answer is looked at, or before the task code takes over.
+        # On 3.11+ the try sets nothing up (an exception table): one NOP on this path;
+        # 3.10 runs a SETUP_FINALLY and a POP_BLOCK.
+        try:
+            if modern and type(result) is dict and (kind := result.get("resultType")) \
+                    is not None and kind != "complete":
+                if kind == "task" and tasks:
+                    return self._task_call(name, None, timeout, task_timeout, progress,
+                                           raise_on_error, created=result)
+                call = self._tool_call(name, arguments, meta, timeout, progress,
+                                       reset_timeout_on_progress, retry_on_drop, tasks)
+                result = run(call_flow(self, call, sent=Round(session, params, modern)),
+                             call, result=result)
+        except KeyboardInterrupt as exc:
+            if modern and tasks:
+                self._interrupted_task(result, exc)
+            raise
+    if type(result) is not dict or self._toolset.schemas or raise_on_error:
+        return self._toolset.result(self._name, name, result, raise_on_error)
+    # The common case, without the checks: the usual plain-text result (one text block,
+    # beside it at most structuredContent and isError), made by the same steps as
+    # from_dict's first one, types._plain_text_result (see there why without __init__
+    # and by subscript), written out here: a frame fewer per call (about 220
+    # instructions). Anything declined goes on to from_dict's general part, not from the
+    # top (a KeyError out of _build would come again from the same call below). A test
+    # holds the two copies to the same decision and the same result for every shape.
+    try:
+        content = result["content"]
+        if type(content) is list and len(content) == 1:
+            block = content[0]
+            if type(block) is dict and len(block) == 2 and block["type"] == "text":
+                text = block["text"]
+                if type(text) is str:
+                    n = len(result)
+                    if n == 1:
+                        structured = None
+                        is_error = False
+                    elif n == 1 + ("structuredContent" in result) + ("isError" in result):
+                        structured = result.get("structuredContent")
+                        is_error = result.get("isError") is True
+                    else:
+                        return CallToolResult._build(result)
+                    part: TextContent = _new(TextContent)
+                    part.text = text
+                    part.annotations = part.meta = None
+                    part.extra = {}
+                    part.raw = block
+                    part.type = "text"
+                    made: CallToolResult = _new(CallToolResult)
+                    made.content = [part]
+                    made.structured = structured
+                    made.is_error = is_error
+                    made.meta = None
+                    made.extra = {}
+                    made.raw = result
+                    return made
+    except KeyError:
+        pass
+    return CallToolResult._build(result)
+
+
+def _install(declaration: Any, running: Any) -> Any:
+    """``running`` made to present ``declaration``: its names, in the function (so Python's
+    own messages for a bad call say ``Client.call_tool()``) and in its code (so tracebacks
+    and profiles say ``call_tool``), docstring and annotations, and ``__wrapped__`` for
+    ``inspect.signature()``."""
+    code = running.__code__
+    if sys.version_info >= (3, 11):
+        running.__code__ = code.replace(co_name=declaration.__name__,
+                                        co_qualname=declaration.__qualname__)
+    else:
+        running.__code__ = code.replace(co_name=declaration.__name__)
+    running.__name__ = declaration.__name__
+    running.__qualname__ = declaration.__qualname__
+    running.__doc__ = declaration.__doc__
+    running.__annotations__ = declaration.__annotations__
+    running.__wrapped__ = declaration
+    return running
+
+
+Client.call_tool = _install(Client.call_tool, _call_tool)  # type: ignore[method-assign]
