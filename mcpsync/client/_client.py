@@ -87,8 +87,8 @@ if TYPE_CHECKING:
 __all__ = ["Client", "ElicitationRequest", "SamplingRequest", "Subscription"]
 
 _log = logging.getLogger("mcpsync.client")
-_new = object.__new__   # call_tool's plain-text result is made without __init__ (see there)
-_SESSION_OPEN = Phase.OPEN   # call_tool compares the session's phase by identity
+_new = object.__new__   # _call_tool's plain-text result is made without __init__ (see there)
+_SESSION_OPEN = Phase.OPEN   # _call_tool compares the session's phase by identity
 # A task's end states and the bound on its tasks/cancel, as in _tasks (not loaded here).
 _TASK_ENDS = frozenset(("completed", "failed", "cancelled"))
 _TASK_CANCEL_TIMEOUT = 5.0
@@ -1090,7 +1090,7 @@ def _install(declaration: Any, running: Any) -> Any:
     running.__name__ = declaration.__name__
     running.__qualname__ = declaration.__qualname__
     running.__doc__ = declaration.__doc__
-    running.__annotations__ = declaration.__annotations__
+    running.__annotations__ = dict(declaration.__annotations__)   # get_type_hints()
     running.__wrapped__ = declaration
     return running
 
