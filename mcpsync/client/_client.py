@@ -97,9 +97,9 @@ _TASK_CLAIMED = "mcpsync_task_cancel_claimed"
 
 
 # Two modules that only a rarer outcome of call_tool needs load on first use: the names
-# call_tool calls start as loaders that put the real function in their place (as
-# ``types._other_block`` does), so later calls run no import statement and call_tool's code
-# is the same.
+# _call_tool calls start as loaders that put the real function in their place (as
+# ``types._other_block`` does), so later calls run no import statement and _call_tool's
+# code is the same.
 
 def _load_check_arguments(server: str, name: str, arguments: Mapping[str, Any] | None,
                           tools: ToolSchemas, relist: Callable[[], object]) -> None:
@@ -399,7 +399,7 @@ class Client(SessionLifecycle):
                    progress: ProgressCallback | None, reset: bool | None,
                    retry_on_drop: bool, tasks: bool = False) -> Call:
         """A ``tools/call`` for the flow; its params are built anew for each era (the same
-        as ``call_tool`` inlines: that is the hot path)."""
+        as ``_call_tool`` inlines: that is the hot path)."""
         def build() -> dict[str, Any]:
             if not self._has_tools:   # again after a re-detection: the new era's server
                 self._require("tools", f"calling tool {name!r}", "tools/call")
