@@ -87,6 +87,9 @@ def child_pids(pid: int) -> list[int]:
     """The direct children of process ``pid`` (Linux /proc)."""
     out: list[int] = []
     for task in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{task}/children") as f:
-            out += [int(p) for p in f.read().split()]
+        try:
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                out += [int(p) for p in f.read().split()]
+        except FileNotFoundError:   # a thread that ended since the listing
+            continue
     return out

@@ -190,8 +190,11 @@ import os, sys
 def children():
     found = set()
     for task in os.listdir('/proc/self/task'):
-        with open(f'/proc/self/task/{task}/children') as f:
-            found |= set(f.read().split())
+        try:
+            with open(f'/proc/self/task/{task}/children') as f:
+                found |= set(f.read().split())
+        except FileNotFoundError:   # a thread that ended since the listing
+            continue
     return found
 def fds():
     return set(os.listdir('/proc/self/fd'))
