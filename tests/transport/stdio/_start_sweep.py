@@ -5,10 +5,12 @@ and whether the group's leader was still unreaped when it was sent, and the trac
 both sweeps need to get opcode events in ``start()`` on every CPython from 3.10 to 3.13
 (the names of the call opcodes, and a global trace function that traces one code object
 by opcode). Shared so that a sweep cannot lose its events on one version while the other
-keeps them: each setting below made a sweep there skip, or see only part of ``start()``."""
+keeps them: each setting below made a sweep there skip, or see only part of ``start()``.
+The first two parts (``PROC``, ``KILLPG_RECORDED``) also start the by-pid loading checks'
+scripts (``test_stdio_by_pid_loading``), so that a fix to one reaches them all."""
 
-PRELUDE = r'''
-import dis, errno, json, linecache, os, signal, sys
+# This process's unreaped children and open descriptors, from /proc (needs os).
+PROC = r'''
 def children():
     found = set()
     for task in os.listdir('/proc/self/task'):
@@ -20,6 +22,11 @@ def children():
     return found
 def fds():
     return set(os.listdir('/proc/self/fd'))
+'''
+
+# os.killpg wrapped to record every signal with whether the group's leader was still
+# unreaped (needs os and signal).
+KILLPG_RECORDED = r'''
 sent = []
 real_killpg = os.killpg
 def killpg(pid, sig):
@@ -32,7 +39,10 @@ def killpg(pid, sig):
         sent.append(f'{signal.Signals(sig).name}:REAPED')
     return real_killpg(pid, sig)
 os.killpg = killpg
-from mcpsync.transport.stdio import StdioTransport, _lifecycle
+'''
+
+PRELUDE = ("\nimport dis, errno, json, linecache, os, signal, sys\n" + PROC + KILLPG_RECORDED
+           + r'''from mcpsync.transport.stdio import StdioTransport, _lifecycle
 assert _lifecycle.pidfds_read_status()   # asked before pidfd_open fails from here on
 # The opcodes that call (3.10's CALL_FUNCTION... to 3.13's CALL and CALL_KW): the sweeps
 # raise a Ctrl-C at the instruction after one, where CPython raises a pending interrupt.
@@ -51,4 +61,4 @@ def tracing(code, local):
             return local
         return None
     return trace
-'''.rstrip("\n")   # each script goes on with a line of its own
+''').rstrip("\n")   # each script goes on with a line of its own

@@ -22,6 +22,8 @@ from helpers import child_state as state, open_fds, pidfds_open, probe_pidfds, w
 
 from mcpsync.transport.stdio import StdioTransport, _by_pid, _lifecycle as stdio
 
+from ._start_sweep import KILLPG_RECORDED, PROC
+
 pytestmark = [pytest.mark.timeout(60),
               pytest.mark.skipif(not stdio._CAN_PEEK_PID, reason="reads a status by pid: Linux")]
 
@@ -185,20 +187,7 @@ def _run(code: str) -> list[str]:
 
 
 # A child of this process that is not reaped yet, and our open descriptors, from /proc.
-_CHECKS = """
-import os, sys
-def children():
-    found = set()
-    for task in os.listdir('/proc/self/task'):
-        try:
-            with open(f'/proc/self/task/{task}/children') as f:
-                found |= set(f.read().split())
-        except FileNotFoundError:   # a thread that ended since the listing
-            continue
-    return found
-def fds():
-    return set(os.listdir('/proc/self/fd'))
-"""
+_CHECKS = "\nimport os, sys\n" + PROC
 
 
 @pytest.mark.needs_pidfds(reads_status=True)
@@ -287,21 +276,7 @@ def test_a_ctrl_c_in_the_first_import_from_start_leaves_nothing_behind() -> None
                           "0", "[]"]
 
 
-# Every killpg() recorded with whether the group's leader was still unreaped ("ours": its
-# pid, and so the group's id, cannot be another process's) or already reaped ("REAPED").
-_KILLPG_RECORDED = """
-import signal
-sent = []
-real_killpg = os.killpg
-def killpg(pid, sig):
-    try:
-        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        sent.append(f'{signal.Signals(sig).name}:ours')
-    except ChildProcessError:
-        sent.append(f'{signal.Signals(sig).name}:REAPED')
-    return real_killpg(pid, sig)
-os.killpg = killpg
-"""
+_KILLPG_RECORDED = "import signal\n" + KILLPG_RECORDED
 
 
 @pytest.mark.needs_pidfds(reads_status=True)
