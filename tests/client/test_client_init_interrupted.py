@@ -5,7 +5,8 @@ reader thread, its pipes) and still has steps to run: mark the handshake done, a
 outcome, take the server's own name, register the exit hook and the finalizer, and (a legacy
 server with ``log_level=``) send ``logging/setLevel``. The caller gets no client when one of
 them raises, so nobody else could close that session: the constructor must, before the
-exception reaches the caller unchanged.
+exception reaches the caller unchanged. The same holds for the session a probe restart
+opens.
 
 Each failure is raised at the start of a step (a ``KeyboardInterrupt``, as a Ctrl-C is
 raised as a function starts, and an ordinary exception), against the demo server.
@@ -21,6 +22,7 @@ from typing import Any
 
 import pytest
 from helpers import (
+    PEERS,
     child_state,
     end_child,
     mcpsync_threads,
@@ -30,12 +32,13 @@ from helpers import (
 )
 
 import mcpsync
-from mcpsync.client import _client
+from mcpsync.client import _client, _handshake
 from mcpsync.session import Session
 
 pytestmark = pytest.mark.timeout(60)
 
 DEMO = [sys.executable, "-m", "mcpsync.demo"]
+EXIT_ON_PROBE = [sys.executable, str(PEERS / "scripted_server.py"), "exit-on-probe"]
 
 #: Each step of the constructor after the handshake: (what to patch, the attribute).
 STEPS: dict[str, tuple[Any, str]] = {
@@ -129,3 +132,23 @@ def test_a_failure_after_the_handshake_closes_the_session(
         gc.collect()
     # Nothing is left for the finalizer either: no "was not closed" warning, no reaper.
     assert not [w for w in caught if issubclass(w.category, ResourceWarning)]
+
+
+@pytest.mark.parametrize("error", ERRORS)
+def test_a_failure_after_a_probe_restart_closes_the_restarted_session(
+        error: str, opened: list[Session], monkeypatch: pytest.MonkeyPatch) -> None:
+    # The server exits on server/discover; the one started again gets initialize, and the
+    # legacy era is then remembered: a failure there must close the second server too.
+    _handshake.forget_era()
+    raised = ERRORS[error]()
+
+    def failing(key: Any, era: str) -> None:
+        raise raised
+
+    monkeypatch.setattr(_handshake, "_remember", failing)
+    before = Before()
+    with pytest.raises(type(raised)) as excinfo:
+        mcpsync.connect(EXIT_ON_PROBE, name="quitter")
+    assert excinfo.value is raised
+    assert len(opened) == 2      # the first server exited during the probe
+    before.assert_nothing_left([_pid(session._transport) for session in opened])
