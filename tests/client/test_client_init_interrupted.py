@@ -1,4 +1,4 @@
-"""A ``connect()`` that fails after the handshake leaves no server, thread or descriptor.
+"""A ``connect()`` that fails once its server runs leaves no server, thread or descriptor.
 
 Once the handshake is done, ``Client.__init__`` holds an open session (a running server, its
 reader thread, its pipes) and still has steps to run: mark the handshake done, adopt its
@@ -6,7 +6,7 @@ outcome, take the server's own name, register the exit hook and the finalizer, a
 server with ``log_level=``) send ``logging/setLevel``. The caller gets no client when one of
 them raises, so nobody else could close that session: the constructor must, before the
 exception reaches the caller unchanged. The same holds for the session a probe restart
-opens.
+opens, and for a server whose session is being made when the failure comes.
 
 Each failure is raised at the start of a step (a ``KeyboardInterrupt``, as a Ctrl-C is
 raised as a function starts, and an ordinary exception), against the demo server.
@@ -32,7 +32,7 @@ from helpers import (
 )
 
 import mcpsync
-from mcpsync.client import _client, _handshake
+from mcpsync.client import _client, _handshake, _lifecycle
 from mcpsync.session import Session
 
 pytestmark = pytest.mark.timeout(60)
@@ -152,3 +152,34 @@ def test_a_failure_after_a_probe_restart_closes_the_restarted_session(
     assert excinfo.value is raised
     assert len(opened) == 2      # the first server exited during the probe
     before.assert_nothing_left([_pid(session._transport) for session in opened])
+
+
+@pytest.mark.parametrize("error", ERRORS)
+@pytest.mark.parametrize("point", ["making the session", "watch_handshake"])
+def test_a_failure_between_the_spawn_and_the_session_start_ends_the_server(
+        point: str, error: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The server runs once the transport has started; the session made on it has no thread
+    # until it is started (and, failing in its making, there is no session to close).
+    raised = ERRORS[error]()
+    transports: list[Any] = []
+
+    def failing(*args: Any, **kwargs: Any) -> Any:
+        first = args[0]
+        transports.append(first if point == "making the session" else first._transport)
+        raise raised
+
+    if point == "making the session":
+        monkeypatch.setattr(_lifecycle, "Session", failing)
+    else:
+        monkeypatch.setattr(Session, "watch_handshake", failing)
+    before = Before()
+    try:
+        with pytest.raises(type(raised)) as excinfo:
+            mcpsync.connect(DEMO)
+        assert excinfo.value is raised
+        assert len(transports) == 1
+        before.assert_nothing_left([_pid(transports[0])])
+    finally:
+        for transport in transports:
+            transport.close()
+            end_child(_pid(transport))
