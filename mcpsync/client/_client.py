@@ -261,7 +261,8 @@ class Client(SessionLifecycle):
         # What is left: a second Ctrl-C raised as the close starts leaves the session open
         # until this process exits; and Python 3.10 also raises a pending Ctrl-C as a
         # Python function returns and as an exception handler begins, so that there one
-        # landing in negotiate()'s last steps, or as the handler begins, does the same.
+        # landing as _open_session() returns its session into negotiate(), in negotiate()'s
+        # last steps, or as the handler begins, does the same.
         try:
             session.handshake_done()
             self._session = session
