@@ -248,14 +248,40 @@ class Client(SessionLifecycle):
             self._open_session, self._handshake_params(), era=era,
             protocol_version=options.protocol_version, memory_key=self._memory_key(),
             allow_probe_restart=http is None)   # an HTTP server cannot be restarted
-        session.handshake_done()
-        self._session = session
-        aside.resources.session = session
-        self._adopt(negotiated)
-        self._take_server_name(session)
-        _open_clients.add(self)
-        aside.finalizer = watch(self, aside.resources, self._name)
-        self._ask_for_logs()
+        # The session is open (a running server, its threads and pipes), and a step below
+        # may still raise: a Ctrl-C above all, odd server data in _adopt or the naming, a
+        # MemoryError. The caller then gets no client to close, and the exit hook and the
+        # finalizer may not be set yet: so the handler closes the session before anything
+        # else. On 3.11 and later a Ctrl-C is raised only as a function starts, as a C
+        # function returns or as a loop jumps back, and none of these comes between the
+        # failure and the close's start (a Ctrl-C inside the close is the close's to
+        # handle). ``_closed`` is set first, by a plain store, so that the exit hook finds
+        # the client closed should the discard below be cut short; the finalizer is
+        # detached last (cut short, it only warns needlessly when the client is collected).
+        # What is left: a second Ctrl-C raised as the close starts leaves the session open
+        # until this process exits; and Python 3.10 also raises a pending Ctrl-C as a
+        # Python function returns and as an exception handler begins, so that there one
+        # landing as _open_session() returns its session into negotiate(), in negotiate()'s
+        # last steps, or as the handler begins, does the same.
+        try:
+            session.handshake_done()
+            self._session = session
+            aside.resources.session = session
+            self._adopt(negotiated)
+            self._take_server_name(session)
+            _open_clients.add(self)
+            aside.finalizer = watch(self, aside.resources, self._name)
+            self._ask_for_logs()
+        except BaseException:
+            self._closed = True
+            try:
+                session.close("connecting failed")
+            finally:
+                _open_clients.discard(self)
+                finalizer = getattr(aside, "finalizer", None)
+                if finalizer is not None:
+                    finalizer.detach()
+            raise
 
     def _ask_for_logs(self) -> None:
         """``log_level=`` on a legacy server: send ``logging/setLevel`` once connected (a
@@ -268,9 +294,6 @@ class Client(SessionLifecycle):
             self._request("logging/setLevel", {"level": level})
         except RemoteError as exc:
             _log.warning("server %r refused logging/setLevel %r: %s", self._name, level, exc)
-        except BaseException:
-            self.close()
-            raise
 
     def _live(self) -> Session:
         """The current session, restarting a dead modern server first (see docs/client.md)."""

@@ -302,10 +302,12 @@ def negotiate(open_session: Callable[[], _S], hp: HandshakeParams, *, era: str,
         session = open_session()
         try:
             negotiated = _initialize(session, hp, LATEST_LEGACY, exact=False)
+            # Inside the try: this handler runs outside the one below, so a Ctrl-C here
+            # would otherwise leave the new session open with nobody to close it.
+            _remember(memory_key, "legacy")
         except BaseException:
             session.close("handshake failed")
             raise
-        _remember(memory_key, "legacy")
         return session, negotiated
     except BaseException:
         session.close("handshake failed")

@@ -187,20 +187,27 @@ class SessionLifecycle:
                 stdio.close()
                 raise
             transport = stdio
-        session = Session(
-            transport, name=self._name, default_timeout=self._config.timeout,
-            max_timeout=self._opts.max_timeout,
-            reset_timeout_on_progress=self._opts.reset_timeout_on_progress,
-            on_notification=weak_method(self._aside.notes.handle, _nothing),
-            on_request=weak_method(self._on_request, self._gone),
-            observe_progress=self._opts.notification_observer is not None,
-            on_lost=self._opts.on_connection_lost)
-        if transport.kind == "stdio":
-            session.watch_handshake()   # until answered: is this an MCP server at all?
+        # From here the server runs: whatever raises (a Ctrl-C in the session's making)
+        # closes the session, or, before there is one (it starts no thread until start()),
+        # the transport, so that the server stops before the exception goes on.
+        session: Session | None = None
         try:
+            session = Session(
+                transport, name=self._name, default_timeout=self._config.timeout,
+                max_timeout=self._opts.max_timeout,
+                reset_timeout_on_progress=self._opts.reset_timeout_on_progress,
+                on_notification=weak_method(self._aside.notes.handle, _nothing),
+                on_request=weak_method(self._on_request, self._gone),
+                observe_progress=self._opts.notification_observer is not None,
+                on_lost=self._opts.on_connection_lost)
+            if transport.kind == "stdio":
+                session.watch_handshake()   # until answered: is this an MCP server at all?
             session.start()
         except BaseException:
-            session.close("start failed")
+            if session is None:
+                transport.close()
+            else:
+                session.close("start failed")
             raise
         self._transport = transport
         return session
