@@ -22,9 +22,9 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import open_fds
+from helpers import kill_child, open_fds, release_given_up
 
-from mcpsync.transport.stdio import StdioTransport, _lifecycle as stdio, _spawner
+from mcpsync.transport.stdio import StdioTransport, _lifecycle as stdio
 from mcpsync.transport.stdio._exit_watch import claim_close, finish_claimed_close
 
 pytestmark = pytest.mark.timeout(60)
@@ -83,6 +83,25 @@ def _death_time(pid: int, out: dict[int, float]) -> threading.Thread:
     return thread
 
 
+def _end_left_behind(transports: list[StdioTransport]) -> None:
+    """What a test that failed leaves, ended: each server not reaped yet is killed with its
+    group (a "deaf" one would outlive the test run), then each transport not closed is
+    closed (one claimed for a watch is finished as its watch would have) and one given up
+    after SIGKILL is reaped, with the spawner reference it keeps released. Nothing here on
+    a test that passed: its servers are reaped and its transports closed by then."""
+    for t in transports:
+        if t.pid is not None:
+            kill_child(t.pid)
+    for t in transports:
+        if t.closed:
+            pass
+        elif t._closing and t._aside.close_lock.locked():   # claimed, never finished
+            finish_claimed_close(t, None)
+        else:
+            t.close()
+        release_given_up(t)
+
+
 def _watch_all(transports: list[StdioTransport]) -> dict[int, bool]:
     """Claim every transport, watch them to the end, finish each as it settles."""
     watch = stdio.ExitWatch()
@@ -104,22 +123,31 @@ def test_the_watch_keeps_each_servers_sequence(no_leaks: None, server: Path,
                                                short_graces: None) -> None:
     fds = open_fds()
     modes = ["exit", "exit", "linger", "deaf"]
-    transports = [_started(server, mode, f"w{i}") for i, mode in enumerate(modes)]
-    pids = [t.pid for t in transports]
-    assert all(isinstance(pid, int) for pid in pids)
-    deaths: dict[int, float] = {}
-    watchers = [_death_time(pid, deaths) for pid in pids if pid is not None]
-    began = time.monotonic()
-    settled = _watch_all(transports)
-    for w in watchers:
-        w.join(10)
-    assert settled == {0: True, 1: True, 2: True, 3: True}
-    assert [t.returncode() for t in transports] == [0, 0, -signal.SIGTERM, -signal.SIGKILL]
-    linger, deaf = (deaths[pid] - began for pid in pids[2:] if pid is not None)
-    assert linger >= GRACE - 0.05           # SIGTERM only once the stdin grace had run
-    assert deaf >= 2 * GRACE - 0.05         # SIGKILL only once the TERM grace had run too
-    assert all(t.closed for t in transports)
-    assert open_fds() <= fds
+    transports: list[StdioTransport] = []
+    watchers: list[threading.Thread] = []
+    try:
+        for i, mode in enumerate(modes):
+            transports.append(_started(server, mode, f"w{i}"))
+        pids = [t.pid for t in transports]
+        assert all(isinstance(pid, int) for pid in pids)
+        deaths: dict[int, float] = {}
+        watchers += [_death_time(pid, deaths) for pid in pids if pid is not None]
+        began = time.monotonic()
+        settled = _watch_all(transports)
+        for w in watchers:
+            w.join(10)
+        assert settled == {0: True, 1: True, 2: True, 3: True}
+        assert ([t.returncode() for t in transports]
+                == [0, 0, -signal.SIGTERM, -signal.SIGKILL])
+        linger, deaf = (deaths[pid] - began for pid in pids[2:] if pid is not None)
+        assert linger >= GRACE - 0.05           # SIGTERM only once the stdin grace had run
+        assert deaf >= 2 * GRACE - 0.05         # SIGKILL only once the TERM grace had run too
+        assert all(t.closed for t in transports)
+        assert open_fds() <= fds
+    finally:
+        _end_left_behind(transports)
+        for w in watchers:
+            w.join(10)
 
 
 @pytest.mark.needs_pidfds(reads_status=False)
@@ -130,26 +158,28 @@ def test_a_server_that_never_dies_is_given_up_not_waited_for(
     later as given up: its threads are joined and descriptors closed all the same, with a
     warning, and the watch does not wait for it any longer."""
     fds = open_fds()
-    stuck = _started(server, "deaf", "stuck")
-    quick = _started(server, "exit", "quick")
-    sent: list[bool] = []
-    monkeypatch.setattr(stuck, "_signal_group",
-                        lambda *, kill, leftovers_only=False: sent.append(kill))
-    began = time.monotonic()
-    settled = _watch_all([stuck, quick])
-    took = time.monotonic() - began
-    assert settled == {0: False, 1: True}
-    assert sent[:2] == [False, True]                # TERM, then KILL, then given up
-    assert took < 2 * GRACE + 0.2 + 2.0             # not the close bound, nor more
-    assert stuck.closed and stuck.returncode() is None
-    assert any("could not be reaped" in r.getMessage() for r in caplog.records)
-    # Clean up what close() leaves to the process's owner: the process itself and the
-    # spawner reference an unreaped server keeps.
-    assert stuck.pid is not None
-    os.kill(stuck.pid, signal.SIGKILL)
-    assert stuck._proc is not None
-    stuck._proc.wait(10)
-    _spawner.release()
+    started: list[StdioTransport] = []
+    try:
+        started.append(stuck := _started(server, "deaf", "stuck"))
+        started.append(quick := _started(server, "exit", "quick"))
+        sent: list[bool] = []
+        monkeypatch.setattr(stuck, "_signal_group",
+                            lambda *, kill, leftovers_only=False: sent.append(kill))
+        began = time.monotonic()
+        settled = _watch_all([stuck, quick])
+        took = time.monotonic() - began
+        assert settled == {0: False, 1: True}
+        assert sent[:2] == [False, True]                # TERM, then KILL, then given up
+        assert took < 2 * GRACE + 0.2 + 2.0             # not the close bound, nor more
+        assert stuck.closed and stuck.returncode() is None
+        assert any("could not be reaped" in r.getMessage() for r in caplog.records)
+        assert stuck._aside.holds_spawner           # the reference an unreaped server keeps
+    finally:
+        # What close() leaves to the process's owner (the process itself and the spawner
+        # reference an unreaped server keeps), and all the rest should a check fail.
+        _end_left_behind(started)
+    assert not stuck._aside.holds_spawner and stuck._proc is not None
+    assert stuck._proc.returncode == -signal.SIGKILL
     assert open_fds() <= fds
 
 
