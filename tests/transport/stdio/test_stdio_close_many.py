@@ -187,25 +187,33 @@ def test_a_server_that_never_dies_is_given_up_not_waited_for(
 def test_close_from_another_thread_during_a_claim_waits_for_the_end(
         no_leaks: None, server: Path, short_graces: None) -> None:
     t = _started(server, "linger", "claimed")
-    t.close_input()
-    assert claim_close(t)
     returned: list[float] = []
     closer = threading.Thread(target=lambda: (t.close(), returned.append(time.monotonic())),
                               name="test-closer")
-    closer.start()
-    time.sleep(0.1)
-    assert not returned                    # it waits for the claimed close
-    watch = stdio.ExitWatch()
-    watch.add(t, "only")
-    settled: list[tuple[object, bool]] = []
-    while len(watch):
-        settled += watch.step(None)
-    finished = time.monotonic()
-    finish_claimed_close(t, settled[0][1])
-    closer.join(10)
-    assert settled == [("only", True)]
-    assert returned and returned[0] >= finished
-    assert t.closed and t.returncode() == -signal.SIGTERM
+    try:
+        t.close_input()
+        assert claim_close(t)
+        closer.start()
+        time.sleep(0.1)
+        assert not returned                    # it waits for the claimed close
+        watch = stdio.ExitWatch()
+        watch.add(t, "only")
+        settled: list[tuple[object, bool]] = []
+        while len(watch):
+            settled += watch.step(None)
+        finished = time.monotonic()
+        finish_claimed_close(t, settled[0][1])
+        closer.join(10)
+        assert settled == [("only", True)]
+        assert returned and returned[0] >= finished
+        assert t.closed and t.returncode() == -signal.SIGTERM
+    finally:
+        # Should a check fail, the server and the transport are ended here: left open, its
+        # threads (the spawner's, the stderr hub's) would fail every later test that waits
+        # for the threads of earlier tests to end.
+        _end_left_behind([t])
+        if closer.is_alive():
+            closer.join(10)
 
 
 def test_a_claim_is_refused_when_it_could_not_keep_the_sequence(
@@ -260,30 +268,37 @@ def test_the_finish_sends_the_group_one_sigkill_and_its_orphans_die(
     parent = tmp_path / "parent.py"
     parent.write_text(LEAVES_A_CHILD, encoding="utf-8")
     leaves = StdioTransport([sys.executable, str(parent)], name="leaves")
-    leaves.start()
-    deadline = time.monotonic() + 10
-    got: list[object] = []
-    while not got:
-        assert time.monotonic() < deadline, "the server never said its child's pid"
-        items = leaves.receive(1.0)
-        assert items is not None
-        got.extend(items)
-    child = got[0].params["pid"]   # type: ignore[attr-defined]
-    plain = _started(server, "exit", "plain")
-    sent: list[tuple[int, int]] = []
-    real_killpg = os.killpg
+    started = [leaves]
+    try:
+        leaves.start()
+        deadline = time.monotonic() + 10
+        got: list[object] = []
+        while not got:
+            assert time.monotonic() < deadline, "the server never said its child's pid"
+            items = leaves.receive(1.0)
+            assert items is not None
+            got.extend(items)
+        child = got[0].params["pid"]   # type: ignore[attr-defined]
+        started.append(plain := _started(server, "exit", "plain"))
+        sent: list[tuple[int, int]] = []
+        real_killpg = os.killpg
 
-    def killpg(pgid: int, sig: int) -> None:
-        sent.append((pgid, sig))
-        real_killpg(pgid, sig)
+        def killpg(pgid: int, sig: int) -> None:
+            sent.append((pgid, sig))
+            real_killpg(pgid, sig)
 
-    monkeypatch.setattr(os, "killpg", killpg)
-    assert _watch_all([leaves, plain]) == {0: True, 1: True}
-    monkeypatch.undo()
-    assert sorted(sent) == sorted([(leaves.pid, signal.SIGKILL), (plain.pid, signal.SIGKILL)])
-    assert [leaves.returncode(), plain.returncode()] == [0, 0]
-    deadline = time.monotonic() + 5
-    while _alive(child) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert not _alive(child)   # the orphan in the server's group was killed
-    assert open_fds() <= fds
+        monkeypatch.setattr(os, "killpg", killpg)
+        assert _watch_all([leaves, plain]) == {0: True, 1: True}
+        monkeypatch.undo()
+        assert sorted(sent) == sorted([(leaves.pid, signal.SIGKILL), (plain.pid, signal.SIGKILL)])
+        assert [leaves.returncode(), plain.returncode()] == [0, 0]
+        deadline = time.monotonic() + 5
+        while _alive(child) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not _alive(child)   # the orphan in the server's group was killed
+        assert open_fds() <= fds
+    finally:
+        # Should a check fail, the servers and transports are ended here: left open, their
+        # threads (the spawner's, the stderr hub's) would fail every later test that waits
+        # for the threads of earlier tests to end.
+        _end_left_behind(started)
