@@ -184,7 +184,10 @@ def kill_child(pid: int) -> bool:
     try:
         os.kill(-pid, signal.SIGKILL)
     except ProcessLookupError:   # not a group's leader (nor in one): the child alone
-        os.kill(pid, signal.SIGKILL)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:   # reaped meanwhile by another thread: nothing to end
+            return False
     return True
 
 

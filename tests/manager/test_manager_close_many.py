@@ -108,11 +108,20 @@ def test_twenty_servers_close_at_once_some_needing_term_or_kill(
         config(f"s{i}", [sys.executable, str(server), mode, str(log)])
         for i, (mode, log) in enumerate(zip(modes, logs, strict=True))],
         max_parallel_starts=len(modes))
-    assert manager.start_all() == {f"s{i}": None for i in range(len(modes))}
-    pids = [manager.client(f"s{i}").pid for i in range(len(modes))]
-    assert all(isinstance(pid, int) for pid in pids)
-    close_began = time.monotonic()
-    manager.close()
+    pids: list[int | None] = []
+    try:
+        assert manager.start_all() == {f"s{i}": None for i in range(len(modes))}
+        pids = [manager.client(f"s{i}").pid for i in range(len(modes))]
+        assert all(isinstance(pid, int) for pid in pids)
+        close_began = time.monotonic()
+        manager.close()
+    finally:
+        # Two servers are deaf to SIGTERM and to their stdin's end: should a check fail
+        # before the close ended them, they would outlive the test run.
+        for pid in pids:
+            if pid is not None:
+                kill_child(pid)
+        manager.close()                               # idempotent
     assert all(pid_gone(pid) for pid in pids if pid is not None)
     for mode, log in zip(modes, logs, strict=True):
         events = _events(log)
@@ -346,9 +355,14 @@ def test_a_server_that_never_dies_does_not_hold_close_to_its_deadline(
     up KILL_WAIT after the SIGKILL: close() returns then, not at its 10 s deadline, with
     that server's threads joined and descriptors closed and a warning naming it."""
     monkeypatch.setattr(_lifecycle, "KILL_WAIT", 0.2)
-    manager = _manager(server, tmp_path, ["deaf", "exit", "linger"])
-    transports = [manager.client(f"s{i}")._transport for i in range(3)]
+    manager = Manager(configs=[
+        config(f"s{i}", [sys.executable, str(server), mode, str(tmp_path / f"s{i}.log")])
+        for i, mode in enumerate(["deaf", "exit", "linger"])], max_parallel_starts=3)
+    transports: list[object] = []
     try:
+        # Started inside the try: a failed start_all() check still ends the deaf server.
+        assert manager.start_all() == {f"s{i}": None for i in range(3)}
+        transports = [manager.client(f"s{i}")._transport for i in range(3)]
         stuck = _transports(manager, 3)[0]
         monkeypatch.setattr(stuck, "_signal_group",
                             lambda *, kill, leftovers_only=False: None)
