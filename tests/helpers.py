@@ -170,13 +170,49 @@ def child_state(pid: int) -> str:
     return "running" if info is None else "zombie"
 
 
+def kill_child(pid: int) -> bool:
+    """``SIGKILL`` to the process group of child ``pid`` (a stdio server leads its own) if
+    the child is not reaped yet (running or a zombie), without reaping it; False, and no
+    signal, once it is reaped: its pid may be another process's by then, while an unreaped
+    child's cannot. For a test's ``finally``, before the transport's own close reaps: a
+    server deaf to ``SIGTERM`` and to its stdin's end outlives a test that failed before
+    the close ended it, and the test run too (its death signal is ``SIGTERM``). ``os.kill``
+    of the negative pid, not ``os.killpg``, which tests patch to record the library's
+    signals."""
+    if child_state(pid) == "reaped":
+        return False
+    try:
+        os.kill(-pid, signal.SIGKILL)
+    except ProcessLookupError:   # not a group's leader (nor in one): the child alone
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:   # reaped meanwhile by another thread: nothing to end
+            return False
+    return True
+
+
 def end_child(pid: int) -> None:
     """After a test: a child that is not reaped yet (running or a zombie) is killed with its
-    process group and reaped, so that no later test finds it. ``os.kill`` of the negative
-    pid, not ``os.killpg``, which tests patch to record the library's signals."""
-    if child_state(pid) != "reaped":
-        os.kill(-pid, signal.SIGKILL)
+    process group and reaped, so that no later test finds it."""
+    if kill_child(pid):
         os.waitpid(pid, 0)
+
+
+def release_given_up(transport: Any) -> None:
+    """A stdio transport whose close gave its server up after ``SIGKILL`` (closed, the
+    server not reaped) keeps the server, and the spawner reference that holds the spawner
+    thread, for the process's owner: here the test. The server is reaped (killed first with
+    :func:`kill_child`; else this waits up to 10 s for it) and the reference released, as
+    the close does for a server it reaped. Nothing for any other transport."""
+    proc = transport._proc
+    if not transport.closed or proc is None or proc.returncode is not None:
+        return
+    proc.wait(10)
+    if transport._aside.holds_spawner:
+        from mcpsync.transport.stdio import _spawner
+
+        transport._aside.holds_spawner = False
+        _spawner.release()
 
 
 def open_fds() -> set[int]:

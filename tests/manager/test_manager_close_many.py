@@ -10,7 +10,6 @@ from __future__ import annotations
 import _thread
 import json
 import logging
-import os
 import signal
 import sys
 import threading
@@ -18,10 +17,10 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import open_fds
+from helpers import kill_child, open_fds, release_given_up
 
 from mcpsync.manager import Manager, _lifecycle as _closing
-from mcpsync.transport.stdio import StdioTransport, _lifecycle, _spawner
+from mcpsync.transport.stdio import StdioTransport, _lifecycle
 
 from .test_manager import config, pid_gone, wait_for
 
@@ -109,11 +108,20 @@ def test_twenty_servers_close_at_once_some_needing_term_or_kill(
         config(f"s{i}", [sys.executable, str(server), mode, str(log)])
         for i, (mode, log) in enumerate(zip(modes, logs, strict=True))],
         max_parallel_starts=len(modes))
-    assert manager.start_all() == {f"s{i}": None for i in range(len(modes))}
-    pids = [manager.client(f"s{i}").pid for i in range(len(modes))]
-    assert all(isinstance(pid, int) for pid in pids)
-    close_began = time.monotonic()
-    manager.close()
+    pids: list[int | None] = []
+    try:
+        assert manager.start_all() == {f"s{i}": None for i in range(len(modes))}
+        pids = [manager.client(f"s{i}").pid for i in range(len(modes))]
+        assert all(isinstance(pid, int) for pid in pids)
+        close_began = time.monotonic()
+        manager.close()
+    finally:
+        # Two servers are deaf to SIGTERM and to their stdin's end: should a check fail
+        # before the close ended them, they would outlive the test run.
+        for pid in pids:
+            if pid is not None:
+                kill_child(pid)
+        manager.close()                               # idempotent
     assert all(pid_gone(pid) for pid in pids if pid is not None)
     for mode, log in zip(modes, logs, strict=True):
         events = _events(log)
@@ -347,23 +355,38 @@ def test_a_server_that_never_dies_does_not_hold_close_to_its_deadline(
     up KILL_WAIT after the SIGKILL: close() returns then, not at its 10 s deadline, with
     that server's threads joined and descriptors closed and a warning naming it."""
     monkeypatch.setattr(_lifecycle, "KILL_WAIT", 0.2)
-    manager = _manager(server, tmp_path, ["deaf", "exit", "linger"])
-    stuck = _transports(manager, 3)[0]
-    monkeypatch.setattr(stuck, "_signal_group", lambda *, kill, leftovers_only=False: None)
-    with caplog.at_level(logging.WARNING):
-        began = time.monotonic()
-        manager.close()
-        took = time.monotonic() - began
-    assert took < 2 * GRACE + 0.2 + 3.0, took           # far from CLOSE_TIMEOUT (10 s)
-    assert stuck.closed and stuck.returncode() is None
-    assert any("could not be reaped" in r.getMessage() for r in caplog.records)
-    assert not any("still stopping" in r.getMessage() for r in caplog.records)
-    # What close() leaves to the process's owner: the process, and the spawner reference
-    # that an unreaped server keeps.
-    assert stuck.pid is not None and stuck._proc is not None
-    os.kill(stuck.pid, signal.SIGKILL)
-    stuck._proc.wait(10)
-    _spawner.release()
+    manager = Manager(configs=[
+        config(f"s{i}", [sys.executable, str(server), mode, str(tmp_path / f"s{i}.log")])
+        for i, mode in enumerate(["deaf", "exit", "linger"])], max_parallel_starts=3)
+    transports: list[object] = []
+    try:
+        # Started inside the try: a failed start_all() check still ends the deaf server.
+        assert manager.start_all() == {f"s{i}": None for i in range(3)}
+        transports = [manager.client(f"s{i}")._transport for i in range(3)]
+        stuck = _transports(manager, 3)[0]
+        monkeypatch.setattr(stuck, "_signal_group",
+                            lambda *, kill, leftovers_only=False: None)
+        with caplog.at_level(logging.WARNING):
+            began = time.monotonic()
+            manager.close()
+            took = time.monotonic() - began
+        assert took < 2 * GRACE + 0.2 + 3.0, took           # far from CLOSE_TIMEOUT (10 s)
+        assert stuck.closed and stuck.returncode() is None
+        assert any("could not be reaped" in r.getMessage() for r in caplog.records)
+        assert not any("still stopping" in r.getMessage() for r in caplog.records)
+        assert stuck._aside.holds_spawner       # the reference an unreaped server keeps
+    finally:
+        # What close() leaves to the process's owner (the process, and the spawner
+        # reference that an unreaped server keeps), and all the rest should a check fail:
+        # the deaf server would outlive the test run, its SIGTERM being ignored.
+        for t in transports:
+            if isinstance(t, StdioTransport) and t.pid is not None:
+                kill_child(t.pid)
+        manager.close()                  # idempotent; the rest, had a check come first
+        for t in transports:
+            release_given_up(t)
+    assert not stuck._aside.holds_spawner and stuck._proc is not None
+    assert stuck._proc.returncode == -signal.SIGKILL
 
 
 def test_close_from_two_threads_while_servers_linger(

@@ -7,7 +7,21 @@ both sweeps need to get opcode events in ``start()`` on every CPython from 3.10 
 by opcode). Shared so that a sweep cannot lose its events on one version while the other
 keeps them: each setting below made a sweep there skip, or see only part of ``start()``.
 The first two parts (``PROC``, ``KILLPG_RECORDED``) also start the by-pid loading checks'
-scripts (``test_stdio_by_pid_loading``), so that a fix to one reaches them all."""
+scripts (``test_stdio_by_pid_loading``), so that a fix to one reaches them all.
+
+A sweep that got no opcode event at all (a Python whose tracing does not give them in
+``start()``) has swept nothing: it skips on a developer's machine and fails under
+``CI=true`` (:func:`require_opcode_events`), as the pidfd tests do where pidfds are refused,
+so that a CI run cannot pass by sweeping nothing."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from helpers import IN_CI
 
 # This process's unreaped children and open descriptors, from /proc (needs os).
 PROC = r'''
@@ -62,3 +76,17 @@ def tracing(code, local):
         return None
     return trace
 ''').rstrip("\n")   # each script goes on with a line of its own
+
+
+def require_opcode_events(runs: Sequence[dict[str, Any]], sweep: str) -> None:
+    """Skip a sweep none of whose runs (each a dict with the ``opcodes`` its trace
+    function counted in ``start()``) saw an opcode event, naming what was missing; under
+    ``CI=true`` fail instead."""
+    if any(run["opcodes"] for run in runs):
+        return
+    why = (f"{sweep}: no opcode event in start() in its {len(runs)} run(s); this Python's "
+           f"({sys.implementation.name} {sys.version.split()[0]}) trace function got "
+           "none, so no point of start() was swept")
+    if IN_CI:
+        pytest.fail(f"{why} (under CI a sweep that sweeps nothing fails)")
+    pytest.skip(why)

@@ -22,9 +22,9 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import open_fds
+from helpers import kill_child, open_fds, release_given_up
 
-from mcpsync.transport.stdio import StdioTransport, _lifecycle as stdio, _spawner
+from mcpsync.transport.stdio import StdioTransport, _lifecycle as stdio
 from mcpsync.transport.stdio._exit_watch import claim_close, finish_claimed_close
 
 pytestmark = pytest.mark.timeout(60)
@@ -83,6 +83,25 @@ def _death_time(pid: int, out: dict[int, float]) -> threading.Thread:
     return thread
 
 
+def _end_left_behind(transports: list[StdioTransport]) -> None:
+    """What a test that failed leaves, ended: each server not reaped yet is killed with its
+    group (a "deaf" one would outlive the test run), then each transport not closed is
+    closed (one claimed for a watch is finished as its watch would have) and one given up
+    after SIGKILL is reaped, with the spawner reference it keeps released. Nothing here on
+    a test that passed: its servers are reaped and its transports closed by then."""
+    for t in transports:
+        if t.pid is not None:
+            kill_child(t.pid)
+    for t in transports:
+        if t.closed:
+            pass
+        elif t._closing and t._aside.close_lock.locked():   # claimed, never finished
+            finish_claimed_close(t, None)
+        else:
+            t.close()
+        release_given_up(t)
+
+
 def _watch_all(transports: list[StdioTransport]) -> dict[int, bool]:
     """Claim every transport, watch them to the end, finish each as it settles."""
     watch = stdio.ExitWatch()
@@ -104,22 +123,31 @@ def test_the_watch_keeps_each_servers_sequence(no_leaks: None, server: Path,
                                                short_graces: None) -> None:
     fds = open_fds()
     modes = ["exit", "exit", "linger", "deaf"]
-    transports = [_started(server, mode, f"w{i}") for i, mode in enumerate(modes)]
-    pids = [t.pid for t in transports]
-    assert all(isinstance(pid, int) for pid in pids)
-    deaths: dict[int, float] = {}
-    watchers = [_death_time(pid, deaths) for pid in pids if pid is not None]
-    began = time.monotonic()
-    settled = _watch_all(transports)
-    for w in watchers:
-        w.join(10)
-    assert settled == {0: True, 1: True, 2: True, 3: True}
-    assert [t.returncode() for t in transports] == [0, 0, -signal.SIGTERM, -signal.SIGKILL]
-    linger, deaf = (deaths[pid] - began for pid in pids[2:] if pid is not None)
-    assert linger >= GRACE - 0.05           # SIGTERM only once the stdin grace had run
-    assert deaf >= 2 * GRACE - 0.05         # SIGKILL only once the TERM grace had run too
-    assert all(t.closed for t in transports)
-    assert open_fds() <= fds
+    transports: list[StdioTransport] = []
+    watchers: list[threading.Thread] = []
+    try:
+        for i, mode in enumerate(modes):
+            transports.append(_started(server, mode, f"w{i}"))
+        pids = [t.pid for t in transports]
+        assert all(isinstance(pid, int) for pid in pids)
+        deaths: dict[int, float] = {}
+        watchers += [_death_time(pid, deaths) for pid in pids if pid is not None]
+        began = time.monotonic()
+        settled = _watch_all(transports)
+        for w in watchers:
+            w.join(10)
+        assert settled == {0: True, 1: True, 2: True, 3: True}
+        assert ([t.returncode() for t in transports]
+                == [0, 0, -signal.SIGTERM, -signal.SIGKILL])
+        linger, deaf = (deaths[pid] - began for pid in pids[2:] if pid is not None)
+        assert linger >= GRACE - 0.05           # SIGTERM only once the stdin grace had run
+        assert deaf >= 2 * GRACE - 0.05         # SIGKILL only once the TERM grace had run too
+        assert all(t.closed for t in transports)
+        assert open_fds() <= fds
+    finally:
+        _end_left_behind(transports)
+        for w in watchers:
+            w.join(10)
 
 
 @pytest.mark.needs_pidfds(reads_status=False)
@@ -130,26 +158,28 @@ def test_a_server_that_never_dies_is_given_up_not_waited_for(
     later as given up: its threads are joined and descriptors closed all the same, with a
     warning, and the watch does not wait for it any longer."""
     fds = open_fds()
-    stuck = _started(server, "deaf", "stuck")
-    quick = _started(server, "exit", "quick")
-    sent: list[bool] = []
-    monkeypatch.setattr(stuck, "_signal_group",
-                        lambda *, kill, leftovers_only=False: sent.append(kill))
-    began = time.monotonic()
-    settled = _watch_all([stuck, quick])
-    took = time.monotonic() - began
-    assert settled == {0: False, 1: True}
-    assert sent[:2] == [False, True]                # TERM, then KILL, then given up
-    assert took < 2 * GRACE + 0.2 + 2.0             # not the close bound, nor more
-    assert stuck.closed and stuck.returncode() is None
-    assert any("could not be reaped" in r.getMessage() for r in caplog.records)
-    # Clean up what close() leaves to the process's owner: the process itself and the
-    # spawner reference an unreaped server keeps.
-    assert stuck.pid is not None
-    os.kill(stuck.pid, signal.SIGKILL)
-    assert stuck._proc is not None
-    stuck._proc.wait(10)
-    _spawner.release()
+    started: list[StdioTransport] = []
+    try:
+        started.append(stuck := _started(server, "deaf", "stuck"))
+        started.append(quick := _started(server, "exit", "quick"))
+        sent: list[bool] = []
+        monkeypatch.setattr(stuck, "_signal_group",
+                            lambda *, kill, leftovers_only=False: sent.append(kill))
+        began = time.monotonic()
+        settled = _watch_all([stuck, quick])
+        took = time.monotonic() - began
+        assert settled == {0: False, 1: True}
+        assert sent[:2] == [False, True]                # TERM, then KILL, then given up
+        assert took < 2 * GRACE + 0.2 + 2.0             # not the close bound, nor more
+        assert stuck.closed and stuck.returncode() is None
+        assert any("could not be reaped" in r.getMessage() for r in caplog.records)
+        assert stuck._aside.holds_spawner           # the reference an unreaped server keeps
+    finally:
+        # What close() leaves to the process's owner (the process itself and the spawner
+        # reference an unreaped server keeps), and all the rest should a check fail.
+        _end_left_behind(started)
+    assert not stuck._aside.holds_spawner and stuck._proc is not None
+    assert stuck._proc.returncode == -signal.SIGKILL
     assert open_fds() <= fds
 
 
@@ -157,25 +187,33 @@ def test_a_server_that_never_dies_is_given_up_not_waited_for(
 def test_close_from_another_thread_during_a_claim_waits_for_the_end(
         no_leaks: None, server: Path, short_graces: None) -> None:
     t = _started(server, "linger", "claimed")
-    t.close_input()
-    assert claim_close(t)
     returned: list[float] = []
     closer = threading.Thread(target=lambda: (t.close(), returned.append(time.monotonic())),
                               name="test-closer")
-    closer.start()
-    time.sleep(0.1)
-    assert not returned                    # it waits for the claimed close
-    watch = stdio.ExitWatch()
-    watch.add(t, "only")
-    settled: list[tuple[object, bool]] = []
-    while len(watch):
-        settled += watch.step(None)
-    finished = time.monotonic()
-    finish_claimed_close(t, settled[0][1])
-    closer.join(10)
-    assert settled == [("only", True)]
-    assert returned and returned[0] >= finished
-    assert t.closed and t.returncode() == -signal.SIGTERM
+    try:
+        t.close_input()
+        assert claim_close(t)
+        closer.start()
+        time.sleep(0.1)
+        assert not returned                    # it waits for the claimed close
+        watch = stdio.ExitWatch()
+        watch.add(t, "only")
+        settled: list[tuple[object, bool]] = []
+        while len(watch):
+            settled += watch.step(None)
+        finished = time.monotonic()
+        finish_claimed_close(t, settled[0][1])
+        closer.join(10)
+        assert settled == [("only", True)]
+        assert returned and returned[0] >= finished
+        assert t.closed and t.returncode() == -signal.SIGTERM
+    finally:
+        # Should a check fail, the server and the transport are ended here: left open, its
+        # threads (the spawner's, the stderr hub's) would fail every later test that waits
+        # for the threads of earlier tests to end.
+        _end_left_behind([t])
+        if closer.is_alive():
+            closer.join(10)
 
 
 def test_a_claim_is_refused_when_it_could_not_keep_the_sequence(
@@ -230,30 +268,37 @@ def test_the_finish_sends_the_group_one_sigkill_and_its_orphans_die(
     parent = tmp_path / "parent.py"
     parent.write_text(LEAVES_A_CHILD, encoding="utf-8")
     leaves = StdioTransport([sys.executable, str(parent)], name="leaves")
-    leaves.start()
-    deadline = time.monotonic() + 10
-    got: list[object] = []
-    while not got:
-        assert time.monotonic() < deadline, "the server never said its child's pid"
-        items = leaves.receive(1.0)
-        assert items is not None
-        got.extend(items)
-    child = got[0].params["pid"]   # type: ignore[attr-defined]
-    plain = _started(server, "exit", "plain")
-    sent: list[tuple[int, int]] = []
-    real_killpg = os.killpg
+    started = [leaves]
+    try:
+        leaves.start()
+        deadline = time.monotonic() + 10
+        got: list[object] = []
+        while not got:
+            assert time.monotonic() < deadline, "the server never said its child's pid"
+            items = leaves.receive(1.0)
+            assert items is not None
+            got.extend(items)
+        child = got[0].params["pid"]   # type: ignore[attr-defined]
+        started.append(plain := _started(server, "exit", "plain"))
+        sent: list[tuple[int, int]] = []
+        real_killpg = os.killpg
 
-    def killpg(pgid: int, sig: int) -> None:
-        sent.append((pgid, sig))
-        real_killpg(pgid, sig)
+        def killpg(pgid: int, sig: int) -> None:
+            sent.append((pgid, sig))
+            real_killpg(pgid, sig)
 
-    monkeypatch.setattr(os, "killpg", killpg)
-    assert _watch_all([leaves, plain]) == {0: True, 1: True}
-    monkeypatch.undo()
-    assert sorted(sent) == sorted([(leaves.pid, signal.SIGKILL), (plain.pid, signal.SIGKILL)])
-    assert [leaves.returncode(), plain.returncode()] == [0, 0]
-    deadline = time.monotonic() + 5
-    while _alive(child) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert not _alive(child)   # the orphan in the server's group was killed
-    assert open_fds() <= fds
+        monkeypatch.setattr(os, "killpg", killpg)
+        assert _watch_all([leaves, plain]) == {0: True, 1: True}
+        monkeypatch.undo()
+        assert sorted(sent) == sorted([(leaves.pid, signal.SIGKILL), (plain.pid, signal.SIGKILL)])
+        assert [leaves.returncode(), plain.returncode()] == [0, 0]
+        deadline = time.monotonic() + 5
+        while _alive(child) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not _alive(child)   # the orphan in the server's group was killed
+        assert open_fds() <= fds
+    finally:
+        # Should a check fail, the servers and transports are ended here: left open, their
+        # threads (the spawner's, the stderr hub's) would fail every later test that waits
+        # for the threads of earlier tests to end.
+        _end_left_behind(started)

@@ -80,7 +80,11 @@ def test_a_close_run_again_after_its_reap_waits_for_nothing(
     t = StdioTransport([sys.executable, str(path)], name="reap-once")
     t.start()
     pid, proc, pidfd = t.pid, t._proc, t._pidfd
-    assert pid is not None and proc is not None and pidfd >= 0
+    try:
+        assert pid is not None and proc is not None and pidfd >= 0
+    except BaseException:   # the finally below is not reached from here: close it now, or
+        t.close()           # its threads fail the tests that wait for earlier ones' to end
+        raise
     waits: list[str] = []
     watching = [False]
 

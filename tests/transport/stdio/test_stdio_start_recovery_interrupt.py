@@ -29,7 +29,7 @@ import pytest
 
 import mcpsync
 
-from ._start_sweep import PRELUDE
+from ._start_sweep import PRELUDE, require_opcode_events
 
 pytestmark = [pytest.mark.timeout(120),
               pytest.mark.needs_pidfds(reads_status=True)]
@@ -108,8 +108,7 @@ def test_a_second_ctrl_c_after_the_failed_import_never_skips_the_kill(first: str
     assert done.returncode == 0, (done.stdout, done.stderr)
     lines = [json.loads(line) for line in done.stdout.splitlines()]
     runs, end = lines[:-1], lines[-1]
-    if not any(run["opcodes"] for run in runs):
-        pytest.skip("this Python's trace function got no opcode events in start()")
+    require_opcode_events(runs, f"the recovery sweep ({first} first)")
     assert len(runs) >= 2, runs
     failed_by = "KeyboardInterrupt" if first == "ctrl-c" else "OSError:24"
     for run in runs:

@@ -74,9 +74,16 @@ def alive(pid: int) -> bool:
 
 
 def started(argv: list[str], name: str) -> StdioTransport:
+    """A started transport whose server got its pidfd; closed again when it did not, so that
+    a test failing here leaves no server, nor the threads that would fail the tests after
+    it (they wait for the threads of earlier tests to end)."""
     t = StdioTransport(argv, name=name)
     t.start()
-    assert t.pid is not None and t._pidfd >= 0
+    try:
+        assert t.pid is not None and t._pidfd >= 0
+    except BaseException:
+        t.close()
+        raise
     return t
 
 
