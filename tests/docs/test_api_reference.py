@@ -19,12 +19,11 @@ tests skip on a developer's machine and fail under ``CI=true``, as the site buil
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from typing import Any
 
 import pytest
-from helpers import IN_CI, ROOT
+from helpers import ROOT, require_peer
 
 from mcpsync.client._client import Client
 
@@ -33,23 +32,12 @@ OPTIONS = ("timeout", "progress", "raise_on_error", "retry_on_drop", "meta",
            "reset_timeout_on_progress", "validate_input", "task_timeout", "tasks")
 
 
-def _griffe() -> Any:
-    try:
-        return importlib.import_module("griffe")
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        why = f"griffe (docs extra: pip install -e '.[docs]') is not installed: {exc}"
-        if IN_CI:
-            pytest.fail(why)
-        pytest.skip(why)
-        raise  # unreachable; keeps type checkers happy
-
-
 @pytest.fixture(scope="module")
 def client() -> Any:
     """``mcpsync.Client`` as the API page's ``::: mcpsync.Client`` finds it: the package
     loaded statically from this tree, its aliases resolved (``mcpsync.Client`` is
     re-exported twice before it reaches ``mcpsync.client._client``)."""
-    griffe = _griffe()
+    griffe = require_peer("griffe")   # the docs extra: pip install -e '.[docs]'
     loader = griffe.GriffeLoader(search_paths=[str(ROOT)], force_inspection=False)
     package = loader.load("mcpsync", try_relative_path=False)
     loader.resolve_aliases(implicit=False, external=False)
