@@ -193,7 +193,8 @@ def test_a_failure_between_the_spawn_and_the_session_start_ends_the_server(
 def test_a_failure_as_the_finalizer_is_stored_leaves_it_quiet(
         error: str, opened: list[Session], monkeypatch: pytest.MonkeyPatch) -> None:
     # watch() has made the finalizer but the failure comes before the constructor stores
-    # it (a Ctrl-C raised as watch() returns, on Python 3.10): the handler cannot detach it,
+    # it (a Ctrl-C raised as watch() sets the finalizer's ``atexit``, a property, so a
+    # Python function start; on 3.10 also as watch() returns): the handler cannot detach it,
     # so when the failed client is collected it runs. It must not warn the caller about a
     # client they never had; closing the session again is harmless.
     from mcpsync.client import _finalizer
