@@ -206,7 +206,17 @@ def test_a_failure_as_the_finalizer_is_stored_leaves_it_quiet(
         made.append(_finalizer.watch(*args, **kwargs))
         raise raised
 
+    # The finalizer still closes what it was given (a close a second Ctrl-C cut short
+    # would be finished there): count its calls.
+    closes: list[int] = []
+    close = _lifecycle.SessionResources.close
+
+    def counting(self: _lifecycle.SessionResources) -> None:
+        closes.append(1)
+        close(self)
+
     monkeypatch.setattr(_client, "watch", failing)
+    monkeypatch.setattr(_lifecycle.SessionResources, "close", counting)
     before = Before()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -220,5 +230,6 @@ def test_a_failure_as_the_finalizer_is_stored_leaves_it_quiet(
         gc.collect()
         assert not made[0].alive, "the failed client was not collected: the test proves nothing"
         _finalizer._reaper.drain(5.0)
+    assert closes == [1], "the finalizer did not hand its close to the reaper"
     assert not [w for w in caught if issubclass(w.category, ResourceWarning)]
     assert wait_no_threads(before.threads, timeout=2.0) == []
