@@ -257,7 +257,8 @@ class Client(SessionLifecycle):
         # failure and the close's start (a Ctrl-C inside the close is the close's to
         # handle). ``_closed`` is set first, by a plain store, so that the exit hook finds
         # the client closed should the discard below be cut short; the finalizer is
-        # detached last (cut short, it only warns needlessly when the client is collected).
+        # detached last, and told not to warn first (one made by watch() but not yet stored
+        # when the failure came cannot be detached: it only closes again, quietly).
         # What is left: a second Ctrl-C raised as the close starts leaves the session open
         # until this process exits; and Python 3.10 also raises a pending Ctrl-C as a
         # Python function returns and as an exception handler begins, so that there one
@@ -274,6 +275,7 @@ class Client(SessionLifecycle):
             self._ask_for_logs()
         except BaseException:
             self._closed = True
+            aside.resources.warn = False   # a finalizer made but not stored stays quiet
             try:
                 session.close("connecting failed")
             finally:

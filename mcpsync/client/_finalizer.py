@@ -117,6 +117,12 @@ def _abandoned(resources: Closable, name: str, pid: int) -> None:
     if os.getpid() != pid:
         resources.close()  # forked child: the session only drops its copies of the pipes
         return
+    if not getattr(resources, "warn", True):
+        # A connect() that failed: the client was never the caller's to close, and its
+        # constructor already closed the session. Closing again is harmless (it finishes a
+        # close a second Ctrl-C cut short); a warning would blame the caller.
+        _reaper.submit(resources.close)
+        return
     warnings.warn(f"mcpsync client for server {name!r} was not closed; its server is being "
                   "stopped now. Call close() or use 'with connect(...) as client:'",
                   ResourceWarning, stacklevel=1)

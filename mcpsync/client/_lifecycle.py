@@ -379,6 +379,10 @@ class SessionResources:
         self.subs = subs
         self.session: Session | None = None
         self.pid = os.getpid()
+        # Whether the finalizer warns "was not closed". A connect() that failed clears it:
+        # the caller never had the client, and the constructor closed the session itself
+        # (a Ctrl-C landing as the finalizer was made leaves one it could not detach).
+        self.warn = True
 
     def close(self) -> None:
         session = self.session

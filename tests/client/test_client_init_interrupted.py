@@ -187,3 +187,49 @@ def test_a_failure_between_the_spawn_and_the_session_start_ends_the_server(
         for transport in transports:
             transport.close()
             end_child(_pid(transport))
+
+
+@pytest.mark.parametrize("error", ERRORS)
+def test_a_failure_as_the_finalizer_is_stored_leaves_it_quiet(
+        error: str, opened: list[Session], monkeypatch: pytest.MonkeyPatch) -> None:
+    # watch() has made the finalizer but the failure comes before the constructor stores
+    # it (a Ctrl-C raised as watch() sets the finalizer's ``atexit``, a property, so a
+    # Python function start; on 3.10 also as watch() returns): the handler cannot detach it,
+    # so when the failed client is collected it runs. It must not warn the caller about a
+    # client they never had; closing the session again is harmless.
+    from mcpsync.client import _finalizer
+
+    raised = ERRORS[error]()
+    made: list[Any] = []
+
+    def failing(*args: Any, **kwargs: Any) -> Any:
+        made.append(_finalizer.watch(*args, **kwargs))
+        raise raised
+
+    # The finalizer still closes what it was given (a close a second Ctrl-C cut short
+    # would be finished there): count its calls.
+    closes: list[int] = []
+    close = _lifecycle.SessionResources.close
+
+    def counting(self: _lifecycle.SessionResources) -> None:
+        closes.append(1)
+        close(self)
+
+    monkeypatch.setattr(_client, "watch", failing)
+    monkeypatch.setattr(_lifecycle.SessionResources, "close", counting)
+    before = Before()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(type(raised)) as excinfo:
+            mcpsync.connect(DEMO, era="legacy")
+        assert excinfo.value is raised
+        before.assert_nothing_left([_pid(session._transport) for session in opened])
+        assert len(made) == 1 and made[0].alive     # the finalizer the handler never saw
+        raised.__traceback__ = None
+        del excinfo
+        gc.collect()
+        assert not made[0].alive, "the failed client was not collected: the test proves nothing"
+        _finalizer._reaper.drain(5.0)
+    assert closes == [1], "the finalizer did not hand its close to the reaper"
+    assert not [w for w in caught if issubclass(w.category, ResourceWarning)]
+    assert wait_no_threads(before.threads, timeout=2.0) == []
