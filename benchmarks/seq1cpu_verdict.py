@@ -1,167 +1,195 @@
 """Which ``seq-1cpu`` invocations of the cross-SDK harness meet the pinned sequential
 targets, counting only those whose floor's median run was not a slow one.
 
-The target: in each counted invocation (``RUNS=3``) a client's median call is within 1.3x
-the raw-pipe floor's and its CPU per call within 1.6x the floor's. On the benchmark VM the
-floor itself lands, run to run, in a state about 1.5 times slower; an invocation whose
-floor ran two of its three runs that way has a slow run as its median, and every ratio
-taken against it is understated (the same code measured 0.86x and 1.66x a few seconds
-apart). So an invocation is counted only when the floor's median run lies within
-``--steady`` per cent (10 by default) of its fastest run. A slow run of the client's is
-not excused: its median stands as measured. With ``--strict`` all three of the floor's
-runs must lie that close (the harness's ``spread`` column), which counts fewer.
-See docs/performance.md, "`seq-1cpu` on a second day".
+The targets: in an invocation (``RUNS=3``) a client's median ratio to the raw-pipe floor
+(the harness's "x floor" column: the median over the runs of each run's client time over
+the floor's time in that run) is at most 1.3, and its median CPU per call at most 1.6 times
+the floor's median CPU per call.
 
-It reads the harness's printed output, as many invocations as the files hold (each ends
-with the harness's summary table, whose ``seq-1cpu`` rows are used). A line starting with
-``== `` before an invocation (as the project's measuring scripts write: ``== <date> ...``)
-labels it; the label's fourth word, the time of day, is printed::
+On the benchmark VM a run lands now and then in a state about 1.5 times slower, the
+floor's as much as the clients'. When two of the floor's three runs do, its median is a
+slow run: the CPU ratio, taken against that median, is understated, and so is the wall
+ratio of every run in which the floor was slow and the client was not. So an invocation
+is counted only when the floor's median run lies within ``--steady`` per cent (10 by
+default) of its fastest run. A slow run of the client's is not excused: its figures stand
+as measured. ``--strict`` asks for all three of the floor's runs within that of its
+fastest, which counts no more invocations than the default. See docs/performance.md,
+"`seq-1cpu` on a second day".
 
-    <harness>/run_all.sh --scenarios seq-1cpu >> out.txt      # as many times as wanted
-    python benchmarks/seq1cpu_verdict.py out.txt [--steady 10] [--client mcpsync]
+It reads the JSON file the harness writes for each invocation (``$BENCH_OUT/<stamp>.json``,
+``bench-results/`` by default), unrounded; a directory stands for every ``*.json`` in it::
+
+    python benchmarks/seq1cpu_verdict.py bench-results [--steady 10] [--strict]
+        [--client mcpsync]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-#: The targets: wall time and client CPU per call, each over the floor's.
+#: The targets: the wall-time ratio and the CPU ratio to the floor.
 WALL_TARGET = 1.3
 CPU_TARGET = 1.6
+SCENARIO = "seq-1cpu"
+FLOOR = "floor"
 
 
-@dataclass
-class Row:
-    """One client's ``seq-1cpu`` summary row of one invocation."""
-
-    client: str
-    us: float          # median microseconds per call
-    fastest: float     # the fastest run's microseconds per call
-    spread: float      # per cent between the fastest and slowest run
-    x_floor: float     # median ratio to the floor, as the harness prints it
-    cpu_us: float      # median client CPU per call
+#: One run's figures per client (by label and by module name): microseconds per call of
+#: wall time and of CPU time, each ``None`` where the harness has none.
+Run = dict[str, tuple[float | None, float | None]]
 
 
 @dataclass
 class Invocation:
-    label: str
-    rows: dict[str, Row]
+    label: str        # the harness's start time, "YYYY-MM-DD HH:MM:SS UTC"
+    runs: list[Run]
 
 
-def _row(line: str) -> Row | None:
-    """A summary row (its ``spread`` column ends in ``%``); ``None`` for anything else."""
-    cells = [c.strip() for c in line.strip().strip("|").split("|")]
-    if len(cells) < 9 or cells[0] != "seq-1cpu" or not cells[6].endswith("%"):
+def _per_call(result: Any, key: str) -> float | None:
+    """Microseconds per call of ``elapsed_s`` or ``cpu_s``, as the harness computes them;
+    ``None`` for a failed or empty result."""
+    if not isinstance(result, dict) or "error" in result or not result.get("calls"):
         return None
-    try:
-        return Row(client=cells[1], us=float(cells[4]), fastest=float(cells[5].split("-")[0]),
-                   spread=float(cells[6][:-1]),
-                   x_floor=float(cells[7].split()[0]), cpu_us=float(cells[8].split()[0]))
-    except ValueError:
+    value = result.get(key)
+    if not isinstance(value, (int, float)):
         return None
+    return float(value) / float(result["calls"]) * 1e6
 
 
-def parse(text: str) -> list[Invocation]:
-    """Every invocation's summary rows, in order, labelled by the ``==`` line before it."""
-    found: list[Invocation] = []
-    label = ""
-    current: dict[str, Row] = {}
-    for line in text.splitlines():
-        if line.startswith("== "):
-            if current:     # a summary table that ran up to this line
-                found.append(Invocation(label or f"#{len(found) + 1}", current))
-                current = {}
-            words = line.split()
-            label = words[4] if len(words) > 4 else line[3:].strip()
+def load(path: Path) -> Invocation | None:
+    """One invocation's ``seq-1cpu`` figures, or ``None`` when it did not run that scenario."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    runs = data.get("runs") if isinstance(data, dict) else None
+    if not isinstance(runs, list):
+        raise ValueError("no 'runs' list")
+    meta = data.get("meta")
+    label = str(meta.get("date_utc") or path.stem) if isinstance(meta, dict) else path.stem
+    found: list[Run] = []
+    for run in runs:
+        results = run.get("results", {}).get(SCENARIO) if isinstance(run, dict) else None
+        if not isinstance(results, dict):
             continue
-        row = _row(line) if line.startswith("| seq-1cpu") else None
-        if row is not None:
-            current[row.client] = row
-        elif current:       # the summary table ended
-            found.append(Invocation(label or f"#{len(found) + 1}", current))
-            current = {}
-            label = ""
-    if current:
-        found.append(Invocation(label or f"#{len(found) + 1}", current))
-    return found
+        figures: Run = {}
+        for key, result in results.items():
+            pair = (_per_call(result, "elapsed_s"), _per_call(result, "cpu_s"))
+            figures[key] = pair
+            if isinstance(result, dict) and isinstance(result.get("label"), str):
+                figures[result["label"]] = pair
+        found.append(figures)
+    return Invocation(label, found) if found else None
 
 
 @dataclass
 class Verdict:
     label: str
-    floor_slowdown: float   # the floor's median over its fastest run, minus one, per cent
-    floor_spread: float
-    x_floor: float
-    cpu_x_floor: float
+    floor_slowdown: float   # the floor's median run over its fastest, minus one, per cent
+    floor_spread: float     # its slowest run over its fastest, minus one, per cent
+    x_floor: float          # the median of each run's client time over the floor's
+    cpu_x_floor: float      # the client's median CPU per call over the floor's
     counted: bool
     met: bool
 
 
 def judge(invocations: list[Invocation], client: str, steady: float,
           strict: bool = False) -> list[Verdict]:
-    """Each invocation that measured both the floor and ``client``, judged."""
+    """Each invocation in which the floor and ``client`` both ran, judged as the harness
+    summarises it: runs without a figure are left out of that figure's median."""
     verdicts: list[Verdict] = []
     for inv in invocations:
-        floor, mine = inv.rows.get("floor"), inv.rows.get(client)
-        if floor is None or mine is None or floor.cpu_us <= 0:
+        floor_us = [us for run in inv.runs if (us := run.get(FLOOR, (None, None))[0])]
+        floor_cpu = [cpu for run in inv.runs if (cpu := run.get(FLOOR, (None, None))[1])]
+        mine_cpu = [cpu for run in inv.runs
+                    if (cpu := run.get(client, (None, None))[1]) is not None]
+        ratios = [mine / floor for run in inv.runs
+                  if (mine := run.get(client, (None, None))[0]) is not None
+                  and (floor := run.get(FLOOR, (None, None))[0])]
+        if not (floor_us and floor_cpu and mine_cpu and ratios):
             continue
-        cpu = mine.cpu_us / floor.cpu_us
-        slowdown = (floor.us / floor.fastest - 1) * 100 if floor.fastest > 0 else math.inf
-        counted = (floor.spread if strict else slowdown) <= steady
-        verdicts.append(Verdict(inv.label, slowdown, floor.spread, mine.x_floor, cpu, counted,
-                                counted and mine.x_floor <= WALL_TARGET and cpu <= CPU_TARGET))
+        fastest = min(floor_us)
+        slowdown = (statistics.median(floor_us) / fastest - 1) * 100
+        spread = (max(floor_us) / fastest - 1) * 100
+        x_floor = statistics.median(ratios)
+        cpu = statistics.median(mine_cpu) / statistics.median(floor_cpu)
+        counted = (spread if strict else slowdown) <= steady
+        verdicts.append(Verdict(inv.label, slowdown, spread, x_floor, cpu, counted,
+                                counted and x_floor <= WALL_TARGET and cpu <= CPU_TARGET))
     return verdicts
 
 
-def report(verdicts: list[Verdict], client: str, steady: float, strict: bool = False) -> str:
-    rule = (f"the floor's spread at most {steady:g}%" if strict
-            else f"the floor's median at most {steady:g}% over its fastest run")
-    lines = [f"{'invocation':<12} {'floor median/fastest':>20} {'spread':>7} {'x floor':>8} "
-             f"{'CPU x floor':>12}  verdict"]
+def report(verdicts: list[Verdict], client: str, steady: float, strict: bool, read: int) -> str:
+    rule = (f"all of the floor's runs at most {steady:g}% over its fastest" if strict
+            else f"the floor's median run at most {steady:g}% over its fastest")
+    lines = [f"{'invocation':<24} {'floor median':>12} {'floor slowest':>13} {'x floor':>8} "
+             f"{'CPU x floor':>11}  verdict"]
     for v in verdicts:
         verdict = ("met" if v.met else "not met") if v.counted else "not counted (slow floor)"
-        lines.append(f"{v.label:<12} {1 + v.floor_slowdown / 100:>20.2f} {v.floor_spread:>6.0f}% "
-                     f"{v.x_floor:>8.2f} {v.cpu_x_floor:>12.2f}  {verdict}")
+        lines.append(f"{v.label:<24} {v.floor_slowdown:>+11.1f}% {v.floor_spread:>+12.1f}% "
+                     f"{v.x_floor:>8.3f} {v.cpu_x_floor:>11.3f}  {verdict}")
+    lines.append(f"{read} invocations of {SCENARIO} read, {len(verdicts)} with the floor and "
+                 f"{client!r}")
     counted = [v for v in verdicts if v.counted]
     if counted:
         lines.append(f"{client}: {sum(v.met for v in counted)} of {len(counted)} counted "
-                     f"invocations met both targets ({rule}); "
-                     f"medians {statistics.median(v.x_floor for v in counted):.3f}x wall, "
+                     f"invocations met both targets ({rule}); medians "
+                     f"{statistics.median(v.x_floor for v in counted):.3f}x wall, "
                      f"{statistics.median(v.cpu_x_floor for v in counted):.3f}x CPU")
     else:
         lines.append(f"{client}: no invocation counted ({rule})")
     return "\n".join(lines)
 
 
+def _steady(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"a per cent of 0 or more, not {text!r}")
+    return value
+
+
+def _files(paths: list[Path]) -> list[Path]:
+    found: list[Path] = []
+    for path in paths:
+        found += sorted(path.glob("*.json")) if path.is_dir() else [path]
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("files", nargs="+", type=Path, help="the harness's printed output")
-    parser.add_argument("--steady", type=float, default=10.0,
-                        help="how far, in per cent, the floor's median run may lie above "
-                             "its fastest for an invocation to count (default 10)")
+    parser.add_argument("paths", nargs="+", type=Path,
+                        help="the harness's JSON files, or directories holding them")
+    parser.add_argument("--steady", type=_steady, default=10.0,
+                        help="how far, in per cent, the floor's median run may lie over its "
+                             "fastest for an invocation to count (default 10)")
     parser.add_argument("--strict", action="store_true",
-                        help="count an invocation only when all three of the floor's runs "
-                             "lie within --steady per cent (its spread)")
+                        help="count an invocation only when all of the floor's runs lie "
+                             "within --steady per cent of its fastest")
     parser.add_argument("--client", default="mcpsync",
-                        help="the client column to judge (default mcpsync)")
+                        help="the client judged, by its label or module (default mcpsync)")
     args = parser.parse_args(argv)
     invocations: list[Invocation] = []
-    for path in args.files:
+    for path in _files(args.paths):
         try:
-            invocations += parse(path.read_text(encoding="utf-8", errors="replace"))
+            inv = load(path)
         except OSError as exc:
             parser.error(f"cannot read {path}: {exc.strerror}")
+        except ValueError as exc:   # json.JSONDecodeError included
+            parser.error(f"{path} is not a harness result: {exc}")
+        if inv is not None:
+            invocations.append(inv)
+    invocations.sort(key=lambda inv: inv.label)
     verdicts = judge(invocations, args.client, args.steady, args.strict)
     if not verdicts:
-        print(f"no seq-1cpu summary with both the floor and {args.client!r} in "
-              f"{', '.join(map(str, args.files))}", file=sys.stderr)
+        print(f"no {SCENARIO} invocation with both the floor and {args.client!r} in "
+              f"{', '.join(map(str, args.paths))} ({len(invocations)} of {SCENARIO} read)",
+              file=sys.stderr)
         return 1
-    print(report(verdicts, args.client, args.steady, args.strict))
+    print(report(verdicts, args.client, args.steady, args.strict, len(invocations)))
     return 0
 
 
