@@ -73,7 +73,8 @@ def load(path: Path) -> Invocation | None:
     label = str(meta.get("date_utc") or path.stem) if isinstance(meta, dict) else path.stem
     found: list[Run] = []
     for run in runs:
-        results = run.get("results", {}).get(SCENARIO) if isinstance(run, dict) else None
+        scenarios = run.get("results") if isinstance(run, dict) else None
+        results = scenarios.get(SCENARIO) if isinstance(scenarios, dict) else None
         if not isinstance(results, dict):
             continue
         figures: Run = {}
@@ -112,12 +113,13 @@ def judge(invocations: list[Invocation], client: str, steady: float,
                   and (floor := run.get(FLOOR, (None, None))[0])]
         if not (floor_us and floor_cpu and mine_cpu and ratios):
             continue
-        fastest = min(floor_us)
-        slowdown = (statistics.median(floor_us) / fastest - 1) * 100
-        spread = (max(floor_us) / fastest - 1) * 100
+        fastest, median, slowest = min(floor_us), statistics.median(floor_us), max(floor_us)
+        slowdown = (median / fastest - 1) * 100
+        spread = (slowest / fastest - 1) * 100
         x_floor = statistics.median(ratios)
         cpu = statistics.median(mine_cpu) / statistics.median(floor_cpu)
-        counted = (spread if strict else slowdown) <= steady
+        # Compared as times, not as the per cents above: 11 over 10 is then exactly 10 %.
+        counted = (slowest if strict else median) <= fastest * (1 + steady / 100)
         verdicts.append(Verdict(inv.label, slowdown, spread, x_floor, cpu, counted,
                                 counted and x_floor <= WALL_TARGET and cpu <= CPU_TARGET))
     return verdicts

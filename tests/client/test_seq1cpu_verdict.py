@@ -91,11 +91,12 @@ def test_the_strict_rule_counts_no_more() -> None:
 
 
 def test_the_command_prints_each_invocation_and_the_count() -> None:
-    done = subprocess.run([sys.executable, str(SCRIPT), str(DATA)], capture_output=True,
+    files = [str(path) for path in sorted(DATA.glob("*.json"), reverse=True)]
+    done = subprocess.run([sys.executable, str(SCRIPT), *files], capture_output=True,
                           text=True, timeout=30, check=False)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert [line[:23] for line in lines[1:6]] == [  # in time order, across the two days
+    assert [line[:23] for line in lines[1:6]] == [  # in time order, given in reverse
         "2026-12-06 19:38:02 UTC", "2026-12-06 21:11:52 UTC", "2026-12-06 22:25:12 UTC",
         "2026-12-07 00:01:16 UTC", "2026-12-07 00:04:12 UTC"]
     assert lines[-2] == "5 invocations of seq-1cpu read, 5 with the floor and 'mcpsync'"
@@ -142,5 +143,43 @@ def test_bad_input_is_an_error_naming_the_file(tmp_path: Path) -> None:
     assert garbage.returncode == 2 and "text.json is not a harness result" in garbage.stderr
     nobody = run(str(DATA), "--client", "nobody")
     assert nobody.returncode == 1 and "'nobody'" in nobody.stderr
+    (tmp_path / "odd.json").write_text(json.dumps({"runs": [{"results": []}, 3]}))
+    assert run(str(tmp_path / "odd.json")).returncode == 1     # no seq-1cpu in it: no verdict
     assert run(str(DATA), "--steady", "nan").returncode == 2
     assert run(str(DATA), "--steady", "-1").returncode == 2
+
+
+def test_the_targets_and_their_boundaries() -> None:
+    assert (verdict.WALL_TARGET, verdict.CPU_TARGET) == (1.3, 1.6)
+    at = verdict.Invocation("t", [{"floor": (10.0, 10.0), "mcpsync": (13.0, 16.0)}] * 3)
+    assert verdict.judge([at], "mcpsync", 10.0)[0].met          # 1.3x and 1.6x: within
+    wall = verdict.Invocation("t", [{"floor": (10.0, 10.0), "mcpsync": (13.25, 16.0)}] * 3)
+    assert not verdict.judge([wall], "mcpsync", 10.0)[0].met
+    cpu = verdict.Invocation("t", [{"floor": (10.0, 10.0), "mcpsync": (13.0, 16.25)}] * 3)
+    assert not verdict.judge([cpu], "mcpsync", 10.0)[0].met
+
+
+def test_a_floor_median_exactly_at_the_limit_counts() -> None:
+    runs = [{"floor": (f, 4.0), "mcpsync": (f, 4.0)} for f in (8.0, 8.8, 9.6)]
+    assert verdict.judge([verdict.Invocation("t", runs)], "mcpsync", 10.0)[0].counted
+    runs[1] = {"floor": (8.875, 4.0), "mcpsync": (8.875, 4.0)}
+    assert not verdict.judge([verdict.Invocation("t", runs)], "mcpsync", 10.0)[0].counted
+
+
+def test_a_run_without_the_floor_gives_no_ratio_but_keeps_the_client_s_cpu() -> None:
+    # As the harness's summary: a run's ratio needs both figures; each median takes the
+    # runs that have that figure.
+    runs = [{"floor": (10.0, 4.0), "mcpsync": (12.0, 6.0)},
+            {"floor": (None, None), "mcpsync": (40.0, 20.0)},
+            {"floor": (10.0, 4.0), "mcpsync": (14.0, 7.0)}]
+    v = verdict.judge([verdict.Invocation("t", runs)], "mcpsync", 10.0)[0]
+    assert v.x_floor == pytest.approx(1.3)      # the median of 1.2 and 1.4
+    assert v.cpu_x_floor == 7.0 / 4.0           # the client's CPU median over all three
+
+
+def test_strict_counts_no_more_when_two_floor_runs_are_equally_slow() -> None:
+    inv = verdict.Invocation("t", [{"floor": (f, 4.0), "mcpsync": (f, 4.0)}
+                                   for f in (10.0, 11.0625, 11.0625)])
+    # The median 10.6 % over the fastest (a spread taken over the median would be 9.6 %).
+    assert not verdict.judge([inv], "mcpsync", 10.0)[0].counted
+    assert not verdict.judge([inv], "mcpsync", 10.0, strict=True)[0].counted
