@@ -32,7 +32,11 @@ the reader role back from it still pays its part of that hand-over in the main t
 It prints one line per run, then ``main thread per call: <n>`` and ``instructions per call:
 <n>`` (all threads); ``--client floor`` counts
 the harness's floor (``floor.py``, beside the echo server) the same way, for the ratio.
-Needs ``valgrind``.
+``--client minimal`` counts the least a correct single-threaded client does per call (its
+request line built by mcpsync's serializer, a poll bounded by a deadline, the answer's id
+matched, a small result object: see ``_minimal``), and ``--client minimal-prebuilt`` the
+same with the floor's kind of prebuilt request line: what lies between the floor and any
+client. Needs ``valgrind``.
 """
 
 from __future__ import annotations
@@ -84,6 +88,98 @@ def _floor(echo: str, n: int) -> None:
     floor.run("seq", n, [sys.executable, "-S", echo])
 
 
+def _minimal(echo: str, n: int, text: str = ECHO_TEXT, prebuilt: bool = False) -> None:
+    """The least a correct single-threaded client does per call, written plainly (not a
+    design, a measure of what the floor leaves out): the request line built with its id and
+    the arguments by mcpsync's own serializer, a poll bounded by the call's deadline, the
+    answer found in a read buffer, decoded, and its id matched, a small result object made.
+    No threads, no locks, no notifications, no cancellation.
+
+    ``prebuilt``: the request line made by ``%``-formatting the id into a prebuilt line, as
+    the floor's are, instead; the rest as above."""
+    import json
+    import select
+    import time
+
+    from mcpsync.jsonrpc import _serialize_tool_call
+
+    proc = subprocess.Popen([sys.executable, "-S", echo], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None
+    wfd, rfd = proc.stdin.fileno(), proc.stdout.fileno()
+    poller = select.poll()
+    poller.register(rfd, select.POLLIN)
+    buf = bytearray()
+    loads, monotonic = json.loads, time.monotonic
+
+    class Result:
+        __slots__ = ("content", "is_error", "structured", "text")
+        content: list[Any]
+        is_error: bool
+        structured: Any
+        text: str | None
+
+    def answer(rid: int, timeout: float) -> dict[str, Any]:
+        deadline = monotonic() + timeout
+        while True:
+            nl = buf.find(b"\n")
+            if nl >= 0:
+                frame = bytes(buf[:nl])
+                del buf[:nl + 1]
+                msg = loads(frame)
+                if type(msg) is dict and msg.get("id") == rid:
+                    return msg
+                continue    # a notification, or another id: not this call's
+            left = deadline - monotonic()
+            if left <= 0:
+                raise TimeoutError(f"no answer to request {rid}")
+            if not poller.poll(left * 1000):
+                continue
+            chunk = os.read(rfd, 65536)
+            if not chunk:
+                raise EOFError("the server closed its stdout")
+            buf.extend(chunk)
+
+    os.write(wfd, (json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "minimal", "version": "1"}}}) + "\n").encode())
+    answer(0, 30.0)
+    os.write(wfd, b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+    rid = 0
+    line = (b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo",'
+            b'"arguments":' + json.dumps({"text": text}).encode() + b'}}\n')
+
+    def call_tool(name: str, arguments: dict[str, Any], timeout: float = 30.0) -> Result:
+        nonlocal rid
+        rid += 1
+        if prebuilt:
+            os.write(wfd, line % rid)
+        else:
+            os.write(wfd, _serialize_tool_call(rid, name, {"name": name,
+                                                            "arguments": arguments}))
+        msg = answer(rid, timeout)
+        res = msg["result"]
+        out = Result()
+        out.content = content = res.get("content", [])
+        out.structured = res.get("structuredContent")
+        out.is_error = res.get("isError") is True
+        first = content[0] if content else None
+        out.text = first.get("text") if first and first.get("type") == "text" else None
+        return out
+
+    for _ in range(WARMUP_CALLS):
+        call_tool("echo", {"text": text})
+    res = None
+    for _ in range(n):
+        res = call_tool("echo", {"text": text})
+    if res is None or res.text != text:
+        raise SystemExit(f"echo mismatch: {None if res is None else res.text!r}")
+    os.close(wfd)
+    proc.stdin = None   # closed above
+    proc.wait()
+    proc.stdout.close()
+
+
 def _count(echo: str, n: int, pin: str | None, client: str, grace: float,
            text: str = ECHO_TEXT, poll_first: bool = False) -> tuple[int, int]:
     """Total instructions (``Ir``) of one run of the loop with ``n`` timed calls: of the whole
@@ -124,8 +220,11 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=1200, help="timed calls of the long run")
     parser.add_argument("--base", type=int, default=200, help="timed calls of the short run")
     parser.add_argument("--cpu", default="1", help="CPU to pin to ('' for none)")
-    parser.add_argument("--client", choices=("mcpsync", "floor"), default="mcpsync",
-                        help="what to count: mcpsync's client or the harness's floor")
+    parser.add_argument("--client", choices=("mcpsync", "floor", "minimal", "minimal-prebuilt"),
+                        default="mcpsync",
+                        help="what to count: mcpsync's client, the harness's floor, or a "
+                             "minimal single-threaded client (see _minimal) building its "
+                             "request lines or formatting prebuilt ones")
     parser.add_argument("--grace", type=float, default=0.25,
                         help="the background reader's short sleep in the counted process, in "
                              "seconds (0: the library's own, 5 ms); see the module docstring")
@@ -144,6 +243,8 @@ def main() -> None:
         text = args.text
         if args.client == "floor":
             _floor(echo, args.child)
+        elif args.client.startswith("minimal"):
+            _minimal(echo, args.child, text, prebuilt=args.client == "minimal-prebuilt")
         else:
             _loop(echo, args.child, args.grace, text, args.poll_first)
         return
