@@ -10,6 +10,7 @@ fails here."""
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -138,6 +139,10 @@ def test_both_writers_write_the_general_serialisers_line(
                     general = _outcome(lambda p=params: jsonrpc.serialize(
                         jsonrpc.request(1, "tools/call", p)))
                     assert isinstance(general, tuple) and general[:2] == got[:2]
+                    if sys.version_info < (3, 14):
+                        # Before 3.14 the encoder adds no notes, so neither writer may: a
+                        # note added by the shared error helper would differ here.
+                        assert general[2] == got[2], (name, arguments, go)
                     if isinstance(exc, ValueError) and "cannot serialise" in str(exc):
                         assert exc.__cause__ is None and exc.__suppress_context__
                 else:  # pragma: no cover - the peer answers every tools/call with an error
