@@ -19,7 +19,7 @@ import re
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from mcpsync._codes import (
     APPROVAL_REJECTED as APPROVAL_REJECTED,
@@ -584,6 +584,13 @@ def serialize(message: Message) -> bytes:
 _METHOD_PARTS: Final[dict[str, str]] = {}
 _TOOL_PARTS: Final[dict[str, str]] = {}
 _PARTS_MAX: Final = 256
+# The tool table's lookup as a function, for the session's copy of the tool call's usual
+# case (see _serialize_tool_call): CPython 3.11 compiles a method call on a name bound by an
+# import (``_TOOL_PARTS.get(name)`` in a module that imported ``_TOOL_PARTS``) as an
+# attribute load and a call, which makes and frees a bound method per call (about 250
+# instructions); a call of this one is specialised. The tool table is filled only when the
+# C encoder is there (_c_chunks), so a piece found in it means that the encoder is too.
+_tool_part: Final[Callable[[str], str | None]] = _TOOL_PARTS.get
 
 
 def _remember(parts: dict[str, str], name: str, part: str) -> str:
@@ -657,7 +664,10 @@ def _serialize_tool_call(rid: int, name: str, params: dict[str, Any]) -> bytes:
 
     Private: the shape is the caller's promise and is not checked (a third member would be
     left out, a missing ``arguments`` raise ``KeyError``); the session engine calls it only
-    with the ``tool`` ``Client.call_tool`` passes for params it has just built so.
+    with the ``tool`` ``Client.call_tool`` passes for params it has just built so. The
+    session writes the line itself for a name already in the cache (the same f-string,
+    without this call's frame) and calls this for the rest: a name seen for the first time,
+    a name or arguments of another type, and no C encoder.
 
     A separate entry, so that the caller that knows the shape (it built the dict) does not
     pay for :func:`serialize_request` finding it out again: the length, the first key and
@@ -673,22 +683,32 @@ def _serialize_tool_call(rid: int, name: str, params: dict[str, Any]) -> bytes:
                 after = _remember(_TOOL_PARTS, name,
                                   ',"method":"tools/call","params":{"name":'
                                   + _encode_str(name) + ',"arguments":')
-            try:
-                body = "".join(_c_chunks(arguments, 0))
-            except (TypeError, ValueError) as exc:
-                # From Python 3.14 the encoder notes on its errors where in the value they
-                # happened; encoding the whole params would add this level's.
-                if sys.version_info >= (3, 14):
-                    exc.add_note("when serializing dict item 'arguments'")
-                raise
+            body = "".join(_c_chunks(arguments, 0))
             return f'{{"jsonrpc":"2.0","id":{rid}{after}{body}}}}}\n'.encode()
-        except UnicodeEncodeError:
-            raise ValueError("cannot serialise a message holding a lone surrogate "
-                             "(U+D800-U+DFFF) in a string") from None
-        except RecursionError:
-            raise ValueError("cannot serialise a circular or too deeply nested value") \
-                from None
+        except Exception as exc:
+            _tool_call_failed(exc)
     return serialize_request(rid, "tools/call", params) + b"\n"
+
+
+def _tool_call_failed(exc: Exception) -> NoReturn:
+    """Raise what :func:`serialize` raises for the tool call's params, given what writing
+    its line from the cached piece and the arguments' text raised (``exc``, being handled):
+    a lone surrogate (met by ``encode``) and a circular or too deep value (the encoder's
+    ``RecursionError``) become the ``ValueError`` that :func:`serialize` words, and from
+    Python 3.14 the encoder's own ``TypeError`` / ``ValueError`` get the note that encoding
+    the whole params would have added for this level; anything else is raised as it is.
+    Shared by :func:`_serialize_tool_call` and the session's copy of its usual case, so
+    that the two raise alike; called only on failure (a call costs a frame)."""
+    if isinstance(exc, UnicodeEncodeError):
+        raise ValueError("cannot serialise a message holding a lone surrogate "
+                         "(U+D800-U+DFFF) in a string") from None
+    if isinstance(exc, RecursionError):
+        raise ValueError("cannot serialise a circular or too deeply nested value") from None
+    if sys.version_info >= (3, 14) and isinstance(exc, (TypeError, ValueError)):
+        # From Python 3.14 the encoder notes on its errors where in the value they
+        # happened; encoding the whole params would add this level's.
+        exc.add_note("when serializing dict item 'arguments'")
+    raise exc
 
 
 # --- parsing ------------------------------------------------------------------------------

@@ -1,9 +1,10 @@
 """``call_tool`` hands the session the tool's name while its params hold just ``name`` and
-``arguments`` (in that order), and the session then writes the request line with
-``_serialize_tool_call`` instead of ``serialize_request`` finding that shape out again: for
-every shape of call (arguments or none, a ``dict`` subclass, ``meta``, a modern server's
-``_meta``), the line written is byte for byte what the general serialiser makes of
-the params meant, and the name is handed over only when the params have that shape."""
+``arguments`` (in that order), and the session then writes the request line from the name
+(``_serialize_tool_call``, or its copy in ``Session._request`` for a name seen before)
+instead of ``serialize_request`` finding that shape out again: for every shape of call
+(arguments or none, a ``dict`` subclass, ``meta``, a modern server's ``_meta``), the line
+written is byte for byte what the general serialiser makes of the params meant, and the
+name is handed over only when the params have that shape."""
 
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ import pytest
 
 import mcpsync
 from mcpsync import jsonrpc
-from mcpsync.session import _engine as engine
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -53,14 +53,17 @@ def test_the_line_written_is_the_general_serialisers(era: str, no_leaks: None,
             send(frame, deadline, ended)
 
         tools: list[str] = []
-        fast = engine._serialize_tool_call
+        # What call_tool calls (positional, looked up on the class; see Session._request):
+        # its last argument is the name handed over, or None.
+        real = type(session)._request
 
-        def spy_tool(rid: int, name: str, params: dict[str, Any]) -> bytes:
-            tools.append(name)
-            return fast(rid, name, params)
+        def spy_request(self: Any, method: str, params: Any, *rest: Any) -> Any:
+            if method == "tools/call" and self is session and rest[-1] is not None:
+                tools.append(rest[-1])
+            return real(self, method, params, *rest)
 
         monkeypatch.setattr(session, "_send_until", spy_send)
-        monkeypatch.setattr(engine, "_serialize_tool_call", spy_tool)
+        monkeypatch.setattr(type(session), "_request", spy_request)
         for name, options in CALLS:
             frames.clear()
             tools.clear()
