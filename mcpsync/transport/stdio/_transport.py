@@ -560,7 +560,7 @@ class StdioTransport(ProcessLifecycle):
                 data = self._rx_view[:n].tobytes()
                 dec = self._decoder
                 # FrameDecoder.feed's usual case, for this call's answer alone (the same
-                # tests in the same order; tests/transport/test_stdio_exchange.py holds the
+                # tests in the same order; tests/transport/stdio/test_stdio_exchange.py holds the
                 # two copies to the same decision for every shape of line).
                 if not dec._buf and dec._error is None and 0 < n - 1 <= dec._max \
                         and (cut := data.partition(b"\n"))[1] and not cut[2]:

@@ -109,11 +109,14 @@ def _outcome(items: Any, answered: list[tuple[Any, Any]]) -> tuple[Any, ...]:
     return ("frames", frames, tuple(answered))
 
 
-def _reference(data: bytes, rid: int) -> tuple[Any, ...]:
+def _reference(data: bytes, rid: int, buffered: bytes = b"") -> tuple[Any, ...]:
     """``receive`` + ``feed`` as the session has them: the answer hook takes this call's
-    plain result (the session's ``_take_answer``, which then settles it)."""
+    plain result (the session's ``_take_answer``, which then settles it). ``buffered``: a
+    partial line an earlier read left in the decoder."""
     answered: list[tuple[Any, Any]] = []
     decoder = FrameDecoder()
+    if buffered:
+        assert decoder.feed(buffered) == []
 
     def answer(got: int, result: Any) -> bool:
         answered.append((got, result))
@@ -127,7 +130,7 @@ def _reference(data: bytes, rid: int) -> tuple[Any, ...]:
     return _outcome(items, answered)
 
 
-def _exchanged(data: bytes, rid: int) -> tuple[Any, ...]:
+def _exchanged(data: bytes, rid: int, buffered: bytes = b"") -> tuple[Any, ...]:
     answered: list[tuple[Any, Any]] = []
 
     def answer(got: int, result: Any) -> bool:
@@ -138,6 +141,8 @@ def _exchanged(data: bytes, rid: int) -> tuple[Any, ...]:
     t.start()
     try:
         t.route_answers(answer)
+        if buffered:   # what an earlier read left: a line not yet complete
+            assert t._decoder.feed(buffered) == []
         call = _Call(rid)
         role = Role()
         role.holder = role.sending = call
@@ -153,6 +158,27 @@ def _exchanged(data: bytes, rid: int) -> tuple[Any, ...]:
 def test_the_exchange_decides_as_the_decoders_usual_case(no_leaks: None, data: bytes,
                                                          rid: int) -> None:
     assert _exchanged(data, rid) == _reference(data, rid)
+
+
+#: (a partial line already buffered, the read, this call's id): a read that alone would be
+#: this call's usual answer, after an earlier read left part of a line in the decoder.
+BUFFERED: list[tuple[bytes, bytes, int]] = [
+    (b" ", _result("7") + b"\n", 7),                         # whitespace before the object
+    (b'{"jsonrpc":"2.0","id":8,"result":{"t":"', _result("7") + b"\n", 7),  # broken line
+    (b'{"jsonrpc":"2.0","id":8,', b'"result":{}}\n', 8),    # the rest of another answer
+]
+
+
+@pytest.mark.parametrize(("buffered", "data", "rid"), BUFFERED,
+                         ids=[f"{n}-{b[:20]!r}" for n, (b, _, _) in enumerate(BUFFERED)])
+def test_a_partial_line_buffered_before_the_read_goes_the_decoders_way(
+        no_leaks: None, buffered: bytes, data: bytes, rid: int) -> None:
+    """The usual case needs nothing buffered: a read that completes an earlier partial line
+    is that line's end, not a line of its own, whatever it looks like alone."""
+    got = _exchanged(data, rid, buffered)
+    assert got == _reference(data, rid, buffered)
+    if rid == 7:
+        assert got[0] == "frames"   # never taken as this call's own answer
 
 
 def test_the_usual_answer_takes_the_fast_path_and_the_others_do_not() -> None:
