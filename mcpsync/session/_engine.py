@@ -109,7 +109,7 @@ from mcpsync.session._future import RequestFuture
 from mcpsync.session._incoming import Incoming
 from mcpsync.session._loss import LossHandling
 from mcpsync.session._role import BG as _BG, Role
-from mcpsync.transport.base import CallFailed, Transport, WriteTimedOut
+from mcpsync.transport.base import CallFailed, ReadBroke, Transport, WriteTimedOut
 
 if TYPE_CHECKING:
     from mcpsync.session._base import SendUntil
@@ -122,6 +122,8 @@ SessionTransport = Transport
 _OPEN: Final = Phase.OPEN      # module globals: the hot path compares phases by identity
 _CLOSED: Final = Phase.CLOSED
 _new_call: Final = object.__new__
+#: ``_request``'s mark for "the transport's exchange read nothing for the lead loop".
+_NONE: Final = object()
 
 
 # The pid of this process, refreshed in a forked child. Comparing it with the session's pid
@@ -245,12 +247,26 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
         # method looked up on the transport (its instance dict is a real dict) takes the
         # generic path, about 300 instructions per call.
         self._receive: Callable[[float | None], Any] = transport.receive
+        # Where the transport has one (stdio), its exchange: a tool call's line written and
+        # its first read made in one call (see _request), taken only when the transport's
+        # send_bytes_until and receive are the very functions the exchange stands for and
+        # its class defines it (transport.base.fuses): a subclass overriding either, or a
+        # wrapper forwarding attributes, keeps the two calls.
+        self._exchange: Callable[[bytes, Call, Role, float], Any] | None = None
+        exchange = getattr(type(transport), "exchange", None)
+        pair = getattr(exchange, "fuses", None)
+        if pair is not None and getattr(send_until, "__func__", None) is pair[0] \
+                and getattr(self._receive, "__func__", None) is pair[1] \
+                and getattr(getattr(transport, "exchange", None), "__func__", None) is exchange:
+            self._exchange = transport.exchange  # type: ignore[attr-defined]
         # Where the transport can (stdio), a plain result response read alone is handed
         # straight to _take_answer, without a Message or a pass through _feed (the hot path).
-        self._route_answers: Callable[[AnswerSink | None], None] | None = getattr(
+        # Not kept on the session (the close asks the transport again): the session holds
+        # at most the attributes CPython keeps inline (see Aside).
+        route_answers: Callable[[AnswerSink | None], None] | None = getattr(
             transport, "route_answers", None)
-        if self._route_answers is not None:
-            self._route_answers(self._take_answer)
+        if route_answers is not None:
+            route_answers(self._take_answer)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -359,8 +375,9 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
                             self._transport.close()
                         raise
                 finally:
-                    if self._route_answers is not None:
-                        self._route_answers(None)  # the transport no longer holds on to us
+                    route_answers = getattr(self._transport, "route_answers", None)
+                    if route_answers is not None:
+                        route_answers(None)  # the transport no longer holds on to us
                     try:
                         self._dispatcher.stop(JOIN_TIMEOUT)
                         self._settle_answered()
@@ -456,6 +473,7 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
         lookup: about 700 instructions each, measured while the session's instance dict was
         a real dict (before :class:`~mcpsync.session._base.Aside`; the frame stays).
         """
+        got: Any = _NONE   # what the transport's exchange read, for the lead loop
         if (progress is None and reset_timeout_on_progress is None and self._phase is _OPEN
                 and self._pid == _current_pid and not self._reset_on_progress
                 and (tool is not None  # call_tool's: a str method, a dict it built
@@ -532,6 +550,43 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
                             self._lock.release()
                     if not claimed:
                         self._send(call, frame[:-1] if ended else frame, True)
+                    elif ended and self._exchange is not None and not self._unattended \
+                            and span > MAIN_THREAD_SLICE:
+                        # The write and the lead's first read in one transport call (stdio):
+                        # two frames and the lead's first-iteration bookkeeping less. Its
+                        # read waits one slice, as the lead's first wait does; taken only
+                        # when no future's expiry and not this call's deadline can fall
+                        # within that slice (no unattended call, a timeout longer than it).
+                        exchange = self._exchange   # a local: see send_until below
+                        try:
+                            got = exchange(frame, call, role, MAIN_THREAD_SLICE)
+                        except (WriteTimedOut, ConnectionLost) as exc:
+                            self._write_failed(call, exc)
+                        except ReadBroke as exc:   # written; then the read failed (a bug)
+                            logger.error("server %r: reading failed", self.name,
+                                         exc_info=exc.__cause__)
+                            self._lose(ConnectionLost(
+                                f"reading from server {self.name!r} failed: "
+                                f"{exc.__cause__!r}", server=self.name))
+                        else:
+                            if got is False:   # taken over while the write blocked
+                                got = _NONE
+                                self._claim_after_write(call)
+                            elif type(got) is dict:
+                                # This call's plain result: _take_answer's settling of an
+                                # attended call, inlined. Whoever pops the call settles it:
+                                # a close or a loss that swept it first has settled it.
+                                if pending.pop(rid, None) is not None:
+                                    self._watching = False
+                                    call.result = got
+                                    call.done = True   # before reading call.lock
+                                    lock = call.lock
+                                    if lock is not None:
+                                        try:  # noqa: SIM105 - as in _take_answer
+                                            lock.release()
+                                        except RuntimeError:
+                                            pass
+                                got = _NONE
                     else:
                         # Through a local: an instance attribute called as a method
                         # (``self._send_until(...)``) is looked up by the generic path,
@@ -554,7 +609,9 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
         # From here until the call is settled, any exception (Ctrl-C above all) abandons it.
         role = self._role
         try:
-            while not call.done:
+            # (``or role.holder is call``: a call the exchange settled still holds the role,
+            # which the lead's ``finally`` gives back; tested only for a settled call.)
+            while not call.done or role.holder is call:
                 if role.holder is call:
                     # Lead: read frames as the holder of the reader role until the call is
                     # settled or its deadline passes, then give the role back. Written here
@@ -570,26 +627,34 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
                     # slice is sliced on any thread without asking, and only a later one
                     # asks. A leader on another thread whose answer takes longer than a
                     # slice wakes once, empty-handed, and then waits whole as before.
-                    first = True
+                    # What the exchange read is routed as this loop's first read, whose
+                    # slice it took.
+                    first = got is _NONE
                     receive = self._receive   # a local: see send_until above
                     try:
                         while not call.done and not call.answered:
-                            if self._phase is not _OPEN:
+                            if got is not _NONE:
+                                items = got
+                                got = _NONE
+                            elif self._phase is not _OPEN:
                                 break
-                            now = time.monotonic()
-                            remaining = call.deadline - now
-                            if self._unattended:
-                                remaining = min(remaining, self._expire_unattended(now) - now)
-                            if remaining <= 0.0:   # a float: a specialised comparison
-                                if call.deadline <= now:
-                                    break
-                                continue
-                            if remaining > MAIN_THREAD_SLICE and (
-                                    first or _get_ident() == _main_ident):
-                                first = False
-                                items = receive(MAIN_THREAD_SLICE)
                             else:
-                                items = receive(None if remaining == math.inf else remaining)
+                                now = time.monotonic()
+                                remaining = call.deadline - now
+                                if self._unattended:
+                                    remaining = min(remaining,
+                                                    self._expire_unattended(now) - now)
+                                if remaining <= 0.0:   # a float: a specialised comparison
+                                    if call.deadline <= now:
+                                        break
+                                    continue
+                                if remaining > MAIN_THREAD_SLICE and (
+                                        first or _get_ident() == _main_ident):
+                                    first = False
+                                    items = receive(MAIN_THREAD_SLICE)
+                                else:
+                                    items = receive(None if remaining == math.inf
+                                                    else remaining)
                             if items:
                                 rest = iter(items)
                                 try:

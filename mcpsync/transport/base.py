@@ -68,6 +68,27 @@ def takes_lines(send_bytes_until: _Fn) -> _Fn:
     return send_bytes_until
 
 
+def fuses(send_bytes_until: Callable[..., Any], receive: Callable[..., Any]
+          ) -> Callable[[_Fn], _Fn]:
+    """Mark a transport's ``exchange`` as doing exactly what ``send_bytes_until`` and then
+    ``receive`` (these two functions) do. The session takes the exchange only when the
+    transport's own ``send_bytes_until`` and ``receive`` are these functions and its class
+    defines the exchange: a subclass that overrides either, or a wrapper that forwards
+    attributes to a transport inside it, keeps the two calls, so that what it added to them
+    still runs. Decided once, when the session is made."""
+    def mark(exchange: _Fn) -> _Fn:
+        exchange.fuses = (send_bytes_until, receive)  # type: ignore[attr-defined]
+        return exchange
+    return mark
+
+
+class ReadBroke(Exception):
+    """Internal: a transport's ``exchange`` wrote the request, and then its read failed with
+    an error that is not a :class:`~mcpsync.jsonrpc.StreamError` (a bug). Raised from that
+    error, so that the session loses the connection as it does when ``receive`` fails so,
+    rather than treating the call as one whose sending was interrupted."""
+
+
 class TransportClosed(ConnectionLost):
     """The pipe to the server is gone (it exited, or the transport was closed).
 

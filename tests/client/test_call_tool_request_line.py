@@ -62,8 +62,20 @@ def test_the_line_written_is_the_general_serialisers(era: str, no_leaks: None,
                 tools.append(rest[-1])
             return real(self, method, params, *rest)
 
+        # A tool's own line (legacy, no meta) is written by the transport's exchange, which
+        # also makes the first read: the line is taken there.
+        exchange = session._exchange
+        assert exchange is not None
+        exchanged: list[bytes] = []
+
+        def spy_exchange(line: bytes, call: Any, role: Any, timeout: float) -> Any:
+            frames.append(line)
+            exchanged.append(line)
+            return exchange(line, call, role, timeout)
+
         monkeypatch.setattr(session, "_send_until", spy_send)
         monkeypatch.setattr(type(session), "_request", spy_request)
+        monkeypatch.setattr(session, "_exchange", spy_exchange)
         for name, options in CALLS:
             frames.clear()
             tools.clear()
@@ -84,6 +96,18 @@ def test_the_line_written_is_the_general_serialisers(era: str, no_leaks: None,
             assert plain == (era == "legacy" and "meta" not in options)
             # The name is handed over exactly when the params have that shape.
             assert tools == ([name] if plain else [])
+        if era == "legacy":
+            # A call that finds the reader role free (right after another, before the
+            # background reader takes it back) writes its plain line by the exchange: the
+            # spy above saw it there. (A loaded machine can let the reader take the role
+            # first: then the call follows, and the next one tries again.)
+            exchanged.clear()
+            for _ in range(50):
+                client.call_tool("echo", arguments={"text": "led"})
+                if exchanged:
+                    break
+            assert exchanged and json.loads(exchanged[0])["params"] == {
+                "name": "echo", "arguments": {"text": "led"}}
 
 
 def test_a_mapping_the_encoder_refuses_fails_as_before(no_leaks: None) -> None:

@@ -79,6 +79,15 @@ def test_a_tool_entry_writes_the_same_line(peer: Session,
         send(frame, deadline, ended)
 
     monkeypatch.setattr(peer, "_send_until", spy)
+    # A tool's line is written by the transport's exchange where the session has one (a
+    # stdio peer): the line is taken there too.
+    exchange = peer._exchange
+    if exchange is not None:
+        def spy_exchange(line: bytes, call: Any, role: Any, timeout: float) -> Any:
+            frames.append(line)
+            return exchange(line, call, role, timeout)
+
+        monkeypatch.setattr(peer, "_exchange", spy_exchange)
     for params in ({"name": "echo", "arguments": {"text": "hi"}},
                    {"name": "é\n\u2028", "arguments": {}},
                    {"name": "echo", "arguments": {"nested": [1, {"a": None}], "f": 1.5}}):

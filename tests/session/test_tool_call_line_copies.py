@@ -110,6 +110,15 @@ def test_both_writers_write_the_general_serialisers_line(
         return function(rid, name, params)
 
     monkeypatch.setattr(peer, "_send_until", spy_send)
+    # A tool's line is written by the transport's exchange where the session has one (a
+    # stdio peer): the line is taken there too.
+    exchange = peer._exchange
+    if exchange is not None:
+        def spy_exchange(line: bytes, call: Any, role: Any, timeout: float) -> Any:
+            frames.append(line)
+            return exchange(line, call, role, timeout)
+
+        monkeypatch.setattr(peer, "_exchange", spy_exchange)
     monkeypatch.setattr(engine, "_serialize_tool_call", spy_function)
     copies_used = 0
     for name in NAMES:

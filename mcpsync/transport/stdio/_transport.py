@@ -36,16 +36,20 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, NoReturn
 
 from ...jsonrpc import (
+    _LONG_TEXT,
     MAX_FRAME_BYTES,
+    MISSING,
     AnswerSink,
     Batch,
     FrameDecoder,
     Message,
     ParseError,
     StreamError,
+    _scan_once,
+    _u_escape,
     serialize as _serialize,
 )
-from ..base import TransportClosed, safe_name, takes_lines
+from ..base import ReadBroke, TransportClosed, fuses, safe_name, takes_lines
 from ._lifecycle import _MAX_POLL_MS, _MAX_POLL_S, Aside, ProcessLifecycle
 from ._writer import FINISH_GRACE, FrameFinisher, WriteTimedOut, pour
 
@@ -433,6 +437,160 @@ class StdioTransport(ProcessLifecycle):
                 except StreamError as exc:
                     self._fail_rx(exc, None)
             return self._got(n)
+        finally:
+            if held:
+                self._rx_lock.release()
+
+    @fuses(send_bytes_until, receive)
+    def exchange(self, line: bytes, call: Any, role: Any, timeout: float) -> Any:
+        """A sole caller's tool call: its request ``line`` written (the newline at its end)
+        and the first read made, in one call instead of :meth:`send_bytes_until` and then
+        :meth:`receive`: two frames less per call, and the session's first-read
+        bookkeeping. Only the session calls this, for a call that holds its reader role;
+        ``call`` and ``role`` are its ``Call`` and ``Role`` (their ``id``, ``deadline``,
+        ``holder`` and ``sending`` are read; ``role.sending`` is cleared after the write,
+        as the session clears it after :meth:`send_bytes_until`).
+
+        The write is :meth:`send_bytes_until`'s (``ended``), the same statements in the same
+        order: the same write lock and wait by ``call.deadline``, the same
+        ``WriteTimedOut`` and :class:`TransportClosed`, :meth:`_write_rest` and the
+        finisher for a full pipe, the same hand-over on Ctrl-C. Then, only when the write
+        went out at once and ``call`` still holds the role, one read is made as
+        :meth:`receive` makes it (the read lock, read first or poll first by the same
+        back-off, at most ``timeout`` seconds of poll). Returns:
+
+        - ``False``: the role was taken over while the write blocked (the session claims it
+          again, as after :meth:`send_bytes_until`);
+        - ``[]`` when the write had to wait (for the lock or for room: the session's loop
+          then reads by its own deadline), or nothing came within ``timeout``;
+        - a ``dict``: the read was exactly one line, a plain result response whose integer
+          id is ``call.id`` and whose result is an object, with nothing buffered before it:
+          that result, for the session to settle the call with (``FrameDecoder.feed``'s
+          usual case, its tests copied here: a frame and the answer hook less per call);
+        - otherwise what :meth:`receive` would have returned for the same read (the
+          decoder's frames, the answer hook run for other calls' answers; ``None`` at EOF
+          or once closed). A read that failed with a ``StreamError`` is made sticky and
+          reported as ``[]``: the session's next :meth:`receive` raises it, as it would
+          have. Any other error of the read is raised as :class:`ReadBroke` from it.
+        """
+        deadline = call.deadline
+        lock = self._write_lock
+        # The write: send_bytes_until's, line for line (see there for the lock's idiom).
+        rest: list[bool] | None = None
+        waited = False
+        for ok in self._try_write_lock:  # noqa: B007 - the point is `ok`
+            break
+        try:
+            try:
+                if not ok:
+                    for ok in itertools.starmap(  # noqa: B007 - as above
+                            lock.acquire, (self._lock_wait(deadline, line),)):
+                        break
+                    if not ok:
+                        raise WriteTimedOut(0, len(line))
+                    waited = True
+                fd = self._stdin_fd
+                if fd < 0 or self._closing:
+                    raise self._closed_error()
+                try:
+                    written = os.write(fd, line)
+                except BlockingIOError:  # the pipe is full: the server is not reading
+                    written = 0
+            except OSError as exc:  # BrokenPipeError: the server is gone
+                raise self._broken(exc) from exc
+            if written != len(line):
+                rest = [True]
+                self._write_rest(fd, line, written, deadline, rest)
+        except BaseException:
+            if ok and (rest is None or rest[0]):
+                if rest is not None and 0 < written < len(line):
+                    self._finish_later(fd, memoryview(line), written, deadline)
+                else:
+                    lock.release()
+            raise
+        if rest is None:
+            lock.release()
+        role.sending = None
+        if role.holder is not call:
+            return False   # taken over while the write blocked
+        if waited or rest is not None or self._pump is not None:
+            return []      # no read here: the session's loop reads by its own deadline
+        # The read: receive()'s, with ``timeout`` a finite slice.
+        held = False
+        try:
+            for held in self._rx_locking:  # noqa: B007 - Ctrl-C safe (see __init__)
+                break
+            if self._rx_done:
+                return []   # the session's next receive() says what it is (EOF, an error)
+            n = None
+            if not self._skip_eager:
+                read_into = self._read_into   # a local: see receive()
+                try:
+                    n = read_into(self._rx_buf)
+                except (OSError, ValueError) as exc:  # ValueError: stdout's file closed
+                    self._fail_rx(StreamError(f"reading from server {self.name!r}: {exc}",
+                                              server=self.name), exc)
+                if n is None:   # receive()'s back-off
+                    self._eager_misses = min(self._eager_misses * 2 + 1, _MAX_SKIP)
+                    self._skip_eager = self._eager_misses
+                else:
+                    self._eager_misses = 0
+            else:
+                self._skip_eager -= 1
+            if n is None:
+                ms = _floor(timeout * 1000.0 + 0.999)
+                ready = self._poller.poll(ms if ms > 0 else 0)
+                if not ready:
+                    return []
+                if len(ready) != 1 or ready[0][0] != self._stdout_fd:
+                    stop = self._other_ready(ready)
+                    if stop is not _READ:
+                        return stop
+                elif self._closing:
+                    return None
+                read_into = self._read_into
+                try:
+                    n = read_into(self._rx_buf)
+                except (OSError, ValueError) as exc:
+                    self._fail_rx(StreamError(f"reading from server {self.name!r}: {exc}",
+                                              server=self.name), exc)
+                if n is None:  # pragma: no cover - poll() said readable
+                    return []
+            if n:
+                data = self._rx_view[:n].tobytes()
+                dec = self._decoder
+                # FrameDecoder.feed's usual case, for this call's answer alone (the same
+                # tests in the same order; tests/transport/stdio/test_stdio_exchange.py holds the
+                # two copies to the same decision for every shape of line).
+                if not dec._buf and dec._error is None and 0 < n - 1 <= dec._max \
+                        and (cut := data.partition(b"\n"))[1] and not cut[2]:
+                    try:
+                        text = cut[0].decode()
+                        del cut
+                        obj, end = _scan_once(text, 0)
+                    except Exception:  # as feed(): not UTF-8, not JSON...
+                        obj = None
+                        text = ""
+                        end = -1
+                    if type(obj) is dict and end == len(text) and (
+                            "\\" not in text or (
+                                "\\u" not in text if end < _LONG_TEXT
+                                else _u_escape(text) is None)) and len(obj) == 3:
+                        rid = obj.get("id")
+                        if type(rid) is int and rid and rid == call.id \
+                                and obj.get("jsonrpc") == "2.0":
+                            res = obj.get("result", MISSING)
+                            if type(res) is dict:
+                                return res
+                try:
+                    return dec.feed(data)
+                except StreamError as exc:
+                    self._fail_rx(exc, None)
+            return self._got(n)
+        except StreamError:
+            return []   # sticky (_fail_rx): the session's next receive() raises it
+        except Exception as exc:   # a bug: the session loses the connection
+            raise ReadBroke(f"reading from server {self.name!r}") from exc
         finally:
             if held:
                 self._rx_lock.release()
