@@ -374,7 +374,9 @@ class StdioTransport(ProcessLifecycle):
                 # Read first, poll only if nothing is there: on one CPU the server usually
                 # answers while our request is being written, and this saves the poll.
                 # stdout's FileIO.readinto(): None where os.readv() raises BlockingIOError
-                # (no exception made and cleared), and about 200 instructions less per read.
+                # (the OSError CPython makes for EAGAIN is cleared in C, not raised into
+                # Python: a miss still costs about 7,000 instructions, docs/performance.md,
+                # "The eager read's miss, measured"), and about 200 instructions less per read.
                 # Called through a local: an instance attribute called as a method is
                 # looked up by the generic path (the transport's instance dict is a real
                 # dict), about 200 instructions more.
