@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
+from typing import Any
+
+import pytest
 
 from mcpsync.session import Session
 from mcpsync.transport.stdio import StdioTransport
@@ -149,3 +152,25 @@ def peer_session() -> Iterator[Session]:
         yield session
     finally:
         session.close()
+
+
+def record_lines_written(session: Session, monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """Every request line ``session`` writes from now on, newline included, in order: what
+    its ``_send_until`` is given, and what its transport's exchange is given where it has
+    one (a stdio peer's tool call writes its line there). The writes still happen."""
+    lines: list[bytes] = []
+    send = session._send_until
+
+    def spy_send(frame: bytes, deadline: float, ended: bool = False) -> None:
+        lines.append(frame if ended else frame + b"\n")   # the line written
+        send(frame, deadline, ended)
+
+    monkeypatch.setattr(session, "_send_until", spy_send)
+    exchange = session._exchange
+    if exchange is not None:
+        def spy_exchange(line: bytes, call: Any, role: Any, timeout: float) -> Any:
+            lines.append(line)
+            return exchange(line, call, role, timeout)
+
+        monkeypatch.setattr(session, "_exchange", spy_exchange)
+    return lines

@@ -16,7 +16,7 @@ import pytest
 from mcpsync.errors import RequestTimeout
 from mcpsync.session import Session
 
-from .helpers import peer_session
+from .helpers import peer_session, record_lines_written
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -71,23 +71,7 @@ def test_a_tool_entry_writes_the_same_line(peer: Session,
     """With ``tool`` given, the frame written is byte for byte what ``request`` writes for
     the same params (the peer answers any method it does not know with an error, which is
     what each call raises alike)."""
-    frames: list[bytes] = []
-    send = peer._send_until
-
-    def spy(frame: bytes, deadline: float, ended: bool = False) -> None:
-        frames.append(frame if ended else frame + b"\n")   # the line written
-        send(frame, deadline, ended)
-
-    monkeypatch.setattr(peer, "_send_until", spy)
-    # A tool's line is written by the transport's exchange where the session has one (a
-    # stdio peer): the line is taken there too.
-    exchange = peer._exchange
-    if exchange is not None:
-        def spy_exchange(line: bytes, call: Any, role: Any, timeout: float) -> Any:
-            frames.append(line)
-            return exchange(line, call, role, timeout)
-
-        monkeypatch.setattr(peer, "_exchange", spy_exchange)
+    frames = record_lines_written(peer, monkeypatch)
     for params in ({"name": "echo", "arguments": {"text": "hi"}},
                    {"name": "é\n\u2028", "arguments": {}},
                    {"name": "echo", "arguments": {"nested": [1, {"a": None}], "f": 1.5}}):

@@ -20,7 +20,7 @@ from mcpsync import jsonrpc
 from mcpsync.errors import RemoteError
 from mcpsync.session import Session, _engine as engine
 
-from .helpers import peer_session
+from .helpers import peer_session, record_lines_written
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -95,13 +95,6 @@ def _outcome(write: Any) -> Any:
 
 def test_both_writers_write_the_general_serialisers_line(
         peer: Session, empty_cache: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    frames: list[bytes] = []
-    send = peer._send_until
-
-    def spy_send(frame: bytes, deadline: float, ended: bool = False) -> None:
-        frames.append(frame if ended else frame + b"\n")   # the line written
-        send(frame, deadline, ended)
-
     function_calls: list[Any] = []
     function = engine._serialize_tool_call
 
@@ -109,16 +102,7 @@ def test_both_writers_write_the_general_serialisers_line(
         function_calls.append(name)
         return function(rid, name, params)
 
-    monkeypatch.setattr(peer, "_send_until", spy_send)
-    # A tool's line is written by the transport's exchange where the session has one (a
-    # stdio peer): the line is taken there too.
-    exchange = peer._exchange
-    if exchange is not None:
-        def spy_exchange(line: bytes, call: Any, role: Any, timeout: float) -> Any:
-            frames.append(line)
-            return exchange(line, call, role, timeout)
-
-        monkeypatch.setattr(peer, "_exchange", spy_exchange)
+    frames = record_lines_written(peer, monkeypatch)
     monkeypatch.setattr(engine, "_serialize_tool_call", spy_function)
     copies_used = 0
     for name in NAMES:
