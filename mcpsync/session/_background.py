@@ -33,8 +33,18 @@ class BackgroundReader(SessionBase):
         """
         transport = self._transport
         gate = self._role.gate
+        # The holder seen at the last sleep, and the one seen writing then, each with its
+        # call's id: a Call object is reused for a later call once its own is over (see
+        # Session._request), so the object alone does not say "the same call still holds
+        # the role" or "the same write is still going on"; the id, unique in a session,
+        # does. (Read under the lock, but the id is stored by the caller without it: a
+        # thread switch between the two reads can pair a holder with its next call's id,
+        # which at worst makes one sleep longer, or takes over a write that was not
+        # blocked, which a takeover handles as any other.)
         last_holder: object = None
+        last_id = 0
         seen_sending: Call | None = None
+        seen_id = 0
         park_for = HANDOFF_GRACE
         yielded = False
         while True:
@@ -56,15 +66,21 @@ class BackgroundReader(SessionBase):
                     self._role.long_park = False
                     self._role.parked = True
                 elif holder is None or holder is _BG or (
-                        holder is seen_sending and self._role.sending is holder):
+                        seen_sending is not None and holder is seen_sending
+                        and seen_sending.id == seen_id and self._role.sending is holder):
                     self._role.holder = _BG
                     park = False
                 else:
                     park = True
-                    park_for = min(park_for * 2, MAX_PARK) if holder is last_holder \
-                        else HANDOFF_GRACE
+                    now_id = holder.id if isinstance(holder, Call) else 0
+                    park_for = min(park_for * 2, MAX_PARK) \
+                        if holder is last_holder and now_id == last_id else HANDOFF_GRACE
                     last_holder = holder
-                    seen_sending = holder if self._role.sending is holder else None
+                    last_id = now_id
+                    seen_sending = self._role.sending
+                    if seen_sending is not holder:
+                        seen_sending = None
+                    seen_id = now_id
                     self._role.long_park = park_for > HANDOFF_GRACE
                     self._role.parked = True
             yielded = False

@@ -50,6 +50,17 @@ class Call:
     behind every progress callback queued before, so the caller never sees its result before
     the progress that preceded it. Nothing else changes for them: a call that is ``answered``
     is out of the pending table, so no timeout, cancel or loss can settle it a second time.
+
+    A ``Call`` may be reused: the session's usual path gives a call's object back to one
+    spare (on its ``Role``) and its next call takes it instead of making a new one. The
+    rule (``Session._request``): only a call of that path whose own caller popped it with
+    its answer, that never made its lock, that gave the reader role back and returned
+    normally goes back; any other (a timeout, an error, a Ctrl-C, an answer another thread
+    read) is left to whoever holds it, and never reused. So nothing may keep a reference
+    to a ``Call`` that outlives its call unless that path cannot give it back: code that
+    logs, queues or remembers a call must keep it from that rule (make its lock, or settle
+    it with an error), or copy what it needs (its ``id``, ``method``). Whoever compares
+    calls across time compares their ``id`` too (the background reader does).
     """
 
     __slots__ = (

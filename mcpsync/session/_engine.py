@@ -32,6 +32,12 @@ Theory of operation (the *reader role*; ``docs/performance.md`` has the long ver
   without one (the hot path) take no extra hop.
 - When the connection dies, every pending call fails at once; the background reader then
   tears the transport down and calls ``on_lost``.
+- A call's ``Call`` object is reused: one spare per session (on its ``Role``), taken by one
+  atomic ``dict.pop``. It goes back only after a call of the usual path went through whole:
+  popped with its answer by its own caller (the exchange's read, or the caller's own lead),
+  no waiter lock ever made, the role given back, no error and no Ctrl-C. Anything else
+  leaves the object to whoever may still hold it (a canceller, a reader, a log), never
+  reused. Nothing else may keep a ``Call`` past its call (see ``_call.py``).
 - State: the reader role is one ``Role`` (``_role``) and the session's life one ``Phase``
   (``_phase``: new, open, losing, lost, torn down, closing, closed), both changed under
   ``self._lock`` (but for the role fields ``_role.py`` lists: a leader gives the role
@@ -474,6 +480,7 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
         a real dict (before :class:`~mcpsync.session._base.Aside`; the frame stays).
         """
         got: Any = _NONE   # what the transport's exchange read, for the lead loop
+        mine = False       # this thread popped the call with its answer (see the end)
         if (progress is None and reset_timeout_on_progress is None and self._phase is _OPEN
                 and self._pid == _current_pid and not self._reset_on_progress
                 and (tool is not None  # call_tool's: a str method, a dict it built
@@ -509,18 +516,33 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
                 ended = True
             # Call(rid, method, params, timeout, None, False, cancellable, now, max_timeout),
             # without calling the class: a class call runs __init__ as a nested evaluation
-            # that costs about as much again as these stores (docs/performance.md). A test
-            # holds every slot to what the constructor gives, so none can be missed here.
-            call = _new_call(Call)
+            # that costs about as much again as these stores (docs/performance.md).
+            # The object is the spare when there is one: a Call that an earlier call of
+            # this path gave back whole (see the end of this method), taken by one
+            # ``dict.pop`` with a default, a single C call that runs no Python code, so no
+            # other thread runs during it under the GIL: two callers never get the same
+            # one, and finding none (the first call, another thread took it) raises
+            # nothing. Only the slots a call of this path changes are stored for it: the
+            # others (progress, future, lock, error, result, reset, ordered, answered,
+            # attended) hold the constructor's values in any call given back, since
+            # nothing changes them on a call of this path that is given back (its lock
+            # and error are tested then, its result let go). A test holds every slot to
+            # what the constructor gives, for a new object and for the spare, so none can
+            # be missed here.
+            spare = self._role.spare
+            call = spare.pop(0, None)
+            if call is None:
+                call = _new_call(Call)
+                call.progress = call.future = call.lock = call.result = call.error = None
+                call.reset = call.ordered = call.answered = False
+                call.attended = True
             call.id = rid
             call.key = rid
             call.method = method
             call.params = params
             call.timeout = span = self._default_timeout if timeout is None else timeout
-            call.progress = call.future = call.lock = call.result = call.error = None
-            call.reset = call.ordered = call.answered = call.done = False
+            call.done = False
             call.cancellable = cancellable
-            call.attended = True
             now = time.monotonic()
             call.deadline = now + span
             call.limit = now + self._max_timeout
@@ -577,6 +599,7 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
                                 # attended call, inlined. Whoever pops the call settles it:
                                 # a close or a loss that swept it first has settled it.
                                 if pending.pop(rid, None) is not None:
+                                    mine = True   # popped here: see the end
                                     self._watching = False
                                     call.result = got
                                     call.done = True   # before reading call.lock
@@ -606,6 +629,7 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
         else:
             call = self._open(method, params, timeout, progress, reset_timeout_on_progress,
                               cancellable, attended=True)
+            spare = None   # a call of the general path is never given back
         # From here until the call is settled, any exception (Ctrl-C above all) abandons it.
         role = self._role
         try:
@@ -633,10 +657,16 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
                     receive = self._receive   # a local: see send_until above
                     try:
                         while not call.done and not call.answered:
+                            # This thread reads for the call: should the loop end by its
+                            # test (not by a break), the answer was taken by this thread
+                            # (while it holds the role nobody else reads; an error set by
+                            # another thread, a close's, keeps the call from reuse).
+                            mine = True
                             if got is not _NONE:
                                 items = got
                                 got = _NONE
                             elif self._phase is not _OPEN:
+                                mine = False
                                 break
                             else:
                                 now = time.monotonic()
@@ -646,6 +676,7 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
                                                     self._expire_unattended(now) - now)
                                 if remaining <= 0.0:   # a float: a specialised comparison
                                     if call.deadline <= now:
+                                        mine = False
                                         break
                                     continue
                                 if remaining > MAIN_THREAD_SLICE and (
@@ -712,7 +743,23 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
         error = call.error
         if error is not None:
             raise error
-        return call.result
+        result = call.result
+        if mine and call.lock is None and spare is not None:
+            # A call of the usual path that went through whole goes back to the spare, for
+            # this session's next call to take instead of a new object (no allocation, no
+            # deallocation, fewer stores: docs/performance.md). The rule: this thread popped
+            # it with its answer (``mine``: in the exchange's branch, or in a read of its
+            # own lead, while no other thread reads), so no other thread is settling it or
+            # will; it never made a waiter lock, so it never followed (no grant, no
+            # wake-up, no reader's settling can reach it) and was neither ordered nor a
+            # future's; the lead's ``finally`` gave the role back (holder, want and sending
+            # are not this call); it returned normally (an error, a timeout or a Ctrl-C
+            # leaves the call to whatever cancels or words them, and it is not reused). Its
+            # params and result are let go here, not kept alive until the next call; the
+            # result was read first, since once given back another thread may take it.
+            call.result = call.params = None
+            spare[0] = call
+        return result
 
     def submit(self, method: str, params: dict[str, Any] | None = None, *,
                timeout: float | None = None, progress: ProgressCallback | None = None,

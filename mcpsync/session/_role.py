@@ -21,6 +21,11 @@ lock, a granter) changes that.
 - ``parked``/``long_park``/``gate``: the background reader sleeps on ``gate`` (a lock used as
   a binary semaphore, released only while ``parked`` is true); ``long_park`` says whether the
   sleep is longer than HANDOFF_GRACE, so a role given back must wake it at once.
+- ``spare``: at most one :class:`~mcpsync.session._call.Call` kept for reuse (under the key
+  ``0``), taken and put back without the lock by single ``dict`` operations; see
+  ``Session._request`` for when a call goes back (the session's docstring says the rule).
+  It lives here, not on the session, because one attribute more on the session would take
+  it past what CPython keeps inline.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ class Role:
     giving back the role are written inline in the session (``_request``, ``_send``,
     ``_release_role``), since they run on every call."""
 
-    __slots__ = ("gate", "holder", "long_park", "parked", "sending", "want")
+    __slots__ = ("gate", "holder", "long_park", "parked", "sending", "spare", "want")
 
     def __init__(self) -> None:
         self.holder: object = None
@@ -50,6 +55,7 @@ class Role:
         self.long_park = True
         self.gate = threading.Lock()
         self.gate.acquire()
+        self.spare: dict[int, Call] = {}
 
     def grant(self, call: Call) -> None:
         """Under the lock, by the background reader: hand the role to ``call`` and wake it."""

@@ -1,6 +1,7 @@
 """Ctrl-C at any C call's return on ``Client.call_tool``'s usual path, which enters the session
 by ``Session._request`` directly (not through ``Session.request``): after each interrupt no
-lock, reader role or call is left held, and the next call answers. Against a real server
+lock, reader role or call is left held, the interrupted call's record is not given back for
+reuse, and the next call answers. Against a real server
 process (the demo server), with the caller leading its reads and after the background reader
 took the role back."""
 
@@ -10,6 +11,7 @@ import sys
 import time
 from collections.abc import Iterator
 from types import CodeType
+from typing import Any
 
 import pytest
 from helpers import assert_nothing_held, interrupt_at_return
@@ -82,6 +84,9 @@ def test_ctrl_c_at_any_return_in_call_tool_leaves_nothing_held(
         else:
             time.sleep(0.03)   # past the hand-off grace: the background reader holds the role
         seen: list[str] = []
+        spare = client._session._role.spare
+        before = spare.get(0)
+        before_id = None if before is None else before.id
         try:
             with interrupt_at_return({code}, nth, seen, qualified=True):
                 result = client.call_tool("echo", {"text": str(nth)}, timeout=20)
@@ -96,6 +101,7 @@ def test_ctrl_c_at_any_return_in_call_tool_leaves_nothing_held(
         misses = 0
         interrupted += seen
         assert_nothing_held(client._session, seen[0])
+        _assert_not_reused(spare, before, before_id, seen[0])
         assert client.call_tool("echo", {"text": "after"}, timeout=10).text == "after"
     if expected:
         assert interrupted, f"no C call's return was interrupted in {code.co_name}"
@@ -103,6 +109,21 @@ def test_ctrl_c_at_any_return_in_call_tool_leaves_nothing_held(
         # Including the two objects of the plain-text result, made in call_tool itself (a
         # modern answer carries resultType: its result is made by the general part).
         assert sum(name.endswith("__new__") for name in interrupted) >= 2, interrupted
+
+
+def _assert_not_reused(spare: dict[int, Any], before: Any, before_id: int | None,
+                       where: str) -> None:
+    """After a Ctrl-C at ``where``: the interrupted call's record (``Call``) is not in the
+    session's spare, so no later call reuses it, unless the interrupt landed in
+    ``call_tool`` after the session had returned the answer, the record given back whole.
+    The interrupted call took the spare when there was one (``before``, its id then
+    ``before_id``): finding it there again with another id means it was given back."""
+    after = spare.get(0)
+    if after is None or (after is before and after.id == before_id):
+        return   # nothing given back, or the spare untouched (interrupted before its take)
+    assert where.startswith("call_tool: "), f"Ctrl-C at {where}: its record was given back"
+    assert after.done and after.error is None and after.lock is None, where
+    assert after.result is None and after.params is None, where
 
 
 @pytest.mark.parametrize("fresh", [False, True], ids=["cached-name", "new-name"])

@@ -33,14 +33,32 @@ def _call() -> Call:
     return Call(1, "m", None, 5.0, None, False, True, time.monotonic(), math.inf)
 
 
+@pytest.mark.parametrize("reused", [False, True], ids=["new", "spare"])
 @pytest.mark.parametrize(("timeout", "cancellable"), [(1.0, True), (1.5, False)])
 def test_the_usual_requests_record_has_every_slot_the_constructor_gives(
-        peer: Session, timeout: float, cancellable: bool) -> None:
+        peer: Session, timeout: float, cancellable: bool, reused: bool) -> None:
     """Session.request makes the usual call's record without calling Call (a hot-path
     shortcut): caught while it waits, it matches Call(...) slot by slot, so a slot added to
-    Call and forgotten there fails here."""
+    Call and forgotten there fails here. The same for the spare, the record an earlier
+    clean call gave back (taken by the next call of that path, only some of its slots
+    stored again): it must be indistinguishable from a new one."""
     seen: list[Call] = []
     done = threading.Event()
+    spare = peer._role.spare
+    if reused:
+        # A first call follows the background reader; the next ones lead and give their
+        # record back. Made from this thread with other params and a shorter timeout, so
+        # that what they leave in it differs from what the caught call must hold.
+        for n in range(50):
+            assert peer.request("echo", {"warm": n}, timeout=0.5, cancellable=not cancellable) \
+                == {"warm": n}
+            if spare:
+                break
+        assert spare, "no call gave its record back"
+        given_back = spare[0]
+        assert given_back.result is None and given_back.params is None   # let go
+    else:
+        spare.clear()
 
     def call() -> None:
         with contextlib.suppress(RequestTimeout):
@@ -58,6 +76,7 @@ def test_the_usual_requests_record_has_every_slot_the_constructor_gives(
     built = Call(made.id, "ignore", {"n": 1}, timeout, None, False, cancellable, start,
                  made.limit - start)
     assert type(made) is Call
+    assert (made is given_back) if reused else not spare
     for slot in Call.__slots__:
         getattr(made, slot)   # set at all (an unset slot raises AttributeError)
         if slot in ("deadline", "limit", "lock"):
@@ -67,6 +86,7 @@ def test_the_usual_requests_record_has_every_slot_the_constructor_gives(
     assert made.deadline == pytest.approx(built.deadline)
     assert made.limit == pytest.approx(built.limit)
     assert done.wait(10)
+    assert spare.get(0) is not made   # it timed out: never given back
 
 
 def test_a_caller_that_never_sleeps_makes_no_lock() -> None:
