@@ -37,10 +37,11 @@ class BackgroundReader(SessionBase):
         # call's id: a Call object is reused for a later call once its own is over (see
         # Session._request), so the object alone does not say "the same call still holds
         # the role" or "the same write is still going on"; the id, unique in a session,
-        # does. (Read under the lock, but the id is stored by the caller without it: a
-        # thread switch between the two reads can pair a holder with its next call's id,
-        # which at worst makes one sleep longer, or takes over a write that was not
-        # blocked, which a takeover handles as any other.)
+        # does. (Both are read in one locked section, during which this reader is not
+        # parked: a holder's give-back then takes the lock (_release_role), so the holder
+        # cannot be given back and reused between the two reads. A mismatch would at
+        # worst make one sleep longer, or take over a write that was not blocked, which a
+        # takeover handles as any other.)
         last_holder: object = None
         last_id = 0
         seen_sending: Call | None = None

@@ -699,8 +699,10 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
                             elif items is None:
                                 self._on_eof()
                     except StreamError as exc:
+                        mine = False   # the loop ended without this thread's answer
                         self._lose(exc)
                     except Exception as exc:  # a bug in reading: the connection is not safe
+                        mine = False
                         logger.error("server %r: reading failed", self.name, exc_info=True)
                         self._lose(ConnectionLost(
                             f"reading from server {self.name!r} failed: {exc!r}",
