@@ -3,8 +3,9 @@ gives it back to the session's one spare (on its ``Role``), and the next call ta
 instead of making a new one. These tests hold the rule: a sequence of clean calls uses one
 record; a record that another thread settled (a takeover of a blocked write), that timed
 out or that met an error is never given back; two threads calling at once never share one;
-and the background reader, which compares holders across its sleeps, still tells two calls
-in the same record apart. Over a real stdio peer, and a memory peer whose write blocks."""
+and the background reader, which compares holders across its sleeps (to lengthen a sleep,
+to take over a blocked write), still tells two calls in the same record apart. Over a real
+stdio peer, and a memory peer whose write blocks."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from mcpsync.session._role import BG
 from mcpsync.transport.memory import Deliver, MemoryTransport
 
 from .helpers import open_session, peer_session
-from .test_session_role_release import _line_of, _tracing_reader
+from .test_session_role_release import _line_of, _loop_top_line, _tracing_reader
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -235,4 +236,109 @@ def test_the_background_reader_tells_two_calls_in_one_record_apart(no_leaks: Non
         # across a sleep, so a few longer ones are allowed, not most of them.
         assert len(longer) * 4 < len(sleeps), sleeps
     finally:
+        session.close()
+
+
+def test_a_new_write_in_a_reused_record_is_not_taken_over(no_leaks: None) -> None:
+    """The background reader takes a holder's role over when, at two of its decisions in a
+    row, the same call is writing (its write is taken to be blocked). A record seen writing
+    at one decision may be another call's at the next: call A, seen writing, ends and gives
+    its record back, and call B takes it and is writing when the reader looks again. That
+    is a new write, not a blocked one; the reader must tell it apart by the call's id (the
+    object is the same) and sleep again, not take the role over.
+
+    Staged without timing, each step waited for: the reader is held at the top of its loop,
+    the role free, until A's write has begun; it then decides (A writing) and is held right
+    after that decision, outside its lock, while A's write is let go, A reads its answer,
+    gives the role and the record back, and B takes both and begins its write, which waits
+    for the reader's next decision; the reader is held after that one until B is over.
+    The outcome of each decision is recorded where the reader acts on it (``if park:``)."""
+    a_writing, a_release = threading.Event(), threading.Event()
+    b_writing, b_release = threading.Event(), threading.Event()
+    b_done = threading.Event()
+    top_line = _loop_top_line()
+    decided_line = _line_of("if park:")
+    hold_at_top = [False]
+    held_at_top = threading.Event()
+    armed = [False]
+    #: At each decision while armed: (holder, its id then, park, the role's holder then,
+    #: whether the holder was writing, the id the reader keeps for the next decision).
+    decisions: list[tuple[object, int, bool, object, bool, int]] = []
+    stuck: list[str] = []
+
+    def steer(frame: FrameType) -> None:
+        if frame.f_lineno == top_line and hold_at_top[0] \
+                and frame.f_locals["self"]._role.holder is None:
+            # About to look at a free role: wait (outside the lock) until A has claimed it
+            # and is writing, so that the next decision finds A's write going on.
+            hold_at_top[0] = False
+            held_at_top.set()
+            if not a_writing.wait(20):
+                stuck.append("A's write never began")
+        elif frame.f_lineno == decided_line and armed[0]:
+            role = frame.f_locals["self"]._role
+            holder = frame.f_locals["holder"]
+            decisions.append((holder, getattr(holder, "id", 0), frame.f_locals["park"],
+                              role.holder, role.sending is holder,
+                              frame.f_locals["seen_id"]))
+            if len(decisions) == 1:
+                # A seen writing: let its write end, and hold this reader (outside its
+                # lock, parked) until B, in the same record, is writing.
+                a_release.set()
+                if not b_writing.wait(20):
+                    stuck.append("B's write never began")
+            else:
+                # B seen writing: let its write end. When the reader sleeps again, hold it
+                # until B is over (else, on a loaded machine, its sleep could end while B
+                # has yet to clear ``sending``: a write seen at two decisions, rightly
+                # taken over). When it took the role, B now waits for it to read: go on.
+                armed[0] = False
+                b_release.set()
+                if frame.f_locals["park"] and not b_done.wait(20):
+                    stuck.append("B never ended")
+
+    _BlockingPeer.writing, _BlockingPeer.release = a_writing, a_release
+    transport = MemoryTransport(_BlockingPeer, name="blocking")
+    transport.start()
+    with _tracing_reader(steer):
+        session = Session(transport, name="blocking", default_timeout=10.0)
+        session.start()
+    try:
+        # Each call leads or is answered by the reader; either way the reader comes back to
+        # the top of its loop with the role free (see the same wait in the role tests).
+        hold_at_top[0] = True
+        for attempt in range(20):
+            assert session.request("echo", {"warm": attempt}, timeout=5) == {"warm": attempt}
+            if held_at_top.wait(2):
+                break
+        assert held_at_top.is_set(), "the background reader never came back to a free role"
+        armed[0] = True
+        assert session.request("block", {"call": "A"}, timeout=20) == {"call": "A"}
+        assert len(decisions) == 1, decisions   # the reader is held until B writes
+        record, a_id = decisions[0][0], decisions[0][1]
+        assert isinstance(record, Call)
+        assert session._role.spare.get(0) is record, "A did not give its record back"
+        _BlockingPeer.writing, _BlockingPeer.release = b_writing, b_release
+        assert session.request("block", {"call": "B"}, timeout=20) == {"call": "B"}
+        b_done.set()
+        assert not stuck, stuck
+        assert len(decisions) == 2, decisions
+        (_, id_a, park_a, role_a, sending_a, kept_a), \
+            (holder_b, id_b, park_b, role_b, sending_b, kept_b) = decisions
+        # The first decision: A, in the record, writing; the reader slept.
+        assert id_a == a_id and sending_a and park_a and role_a is record and kept_a == a_id
+        # The next one: the same record, a new call (B), writing too; it still slept, and
+        # the role stayed with B.
+        assert holder_b is record and id_b > a_id and sending_b
+        assert park_b, "the reader took a new write in a reused record for a blocked one"
+        assert role_b is record and kept_b == id_b
+        assert session._role.spare.get(0) is record   # B led through: given back too
+        assert not session._pending
+        assert session.request("echo", {"n": 1}, timeout=5) == {"n": 1}
+    finally:
+        a_release.set()
+        a_writing.set()
+        b_release.set()
+        b_writing.set()
+        b_done.set()
         session.close()
