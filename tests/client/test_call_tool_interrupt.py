@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterator
-from types import CodeType
+from collections.abc import Callable, Iterator
+from types import CodeType, FrameType
 
 import pytest
 from helpers import assert_nothing_held, interrupt_at_return
@@ -18,7 +18,7 @@ import mcpsync
 from mcpsync import jsonrpc
 from mcpsync.client._client import Client
 from mcpsync.session._engine import Session as EngineSession
-from mcpsync.transport.stdio import StdioTransport
+from mcpsync.transport.stdio import StdioTransport, _lifecycle
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -103,6 +103,70 @@ def test_ctrl_c_at_any_return_in_call_tool_leaves_nothing_held(
         # Including the two objects of the plain-text result, made in call_tool itself (a
         # modern answer carries resultType: its result is made by the general part).
         assert sum(name.endswith("__new__") for name in interrupted) >= 2, interrupted
+
+
+def _interrupting(code: CodeType, nth: int, calls: list[str], seen: list[str]
+                  ) -> Callable[[FrameType, str, object], None]:
+    """A profile hook: KeyboardInterrupt as the ``nth`` C call made by ``code`` returns."""
+    def hook(frame: FrameType, event: str, arg: object) -> None:
+        if event == "c_return" and frame.f_code is code:
+            calls.append(getattr(arg, "__name__", repr(arg)))
+            if len(calls) == nth + 1:
+                seen.append(calls[-1])
+                raise KeyboardInterrupt
+    return hook
+
+
+@pytest.mark.parametrize("eager", [True, False], ids=["read-first", "poll-first"])
+def test_a_close_right_after_ctrl_c_in_the_exchange_does_not_wait(
+        no_leaks: None, monkeypatch: pytest.MonkeyPatch, eager: bool) -> None:
+    """Ctrl-C at each C call's return in ``StdioTransport.exchange`` (a legacy call that
+    leads), and the client closed at once after it: the exchange's read takes no lock, and
+    the flag it sets instead is clear again, so the close neither waits for it (its bound
+    made long here, so that a wait would show) nor keeps stdout, the wake-up pipe or the
+    pidfd open for it. One connection per interrupt; the read tried first, or the poll
+    made first (as after reads that found nothing)."""
+    monkeypatch.setattr(_lifecycle, "JOIN_TIMEOUT", 30.0)   # CLOSE_BOUND (5 s) bounds it
+    code = StdioTransport.exchange.__code__
+    interrupted: list[str] = []
+    nth = misses = tries = 0
+    while misses < 3:
+        tries += 1
+        assert tries < 200, interrupted
+        calls: list[str] = []   # every C call of the exchange that returned
+        seen: list[str] = []
+        hook = _interrupting(code, nth, calls, seen)
+        with mcpsync.connect(DEMO, timeout=30, era="legacy") as client:
+            transport = client._session._transport
+            assert isinstance(transport, StdioTransport)
+            assert client.call_tool("echo", {"text": "warm"}).text == "warm"   # leads next
+            transport._skip_eager = 0 if eager else 1
+            sys.setprofile(hook)
+            try:
+                result = client.call_tool("echo", {"text": str(nth)}, timeout=20)
+            except KeyboardInterrupt:
+                assert seen
+            else:
+                assert result.text == str(nth)
+            finally:
+                sys.setprofile(None)
+            assert not transport._exchanging, seen
+            started = time.monotonic()
+        took = time.monotonic() - started
+        assert took < 3.0, (seen, took)
+        assert (transport._stdout_fd, transport._wake_r, transport._wake_w,
+                transport._pidfd) == (-1, -1, -1, -1), seen
+        if not calls:
+            continue   # the call followed (the background reader held the role): again
+        if not seen:
+            misses += 1
+        else:
+            misses = 0
+            interrupted += seen
+        nth += 1
+    assert {"write", "readinto", "tobytes", "decode"} <= set(interrupted), interrupted
+    if not eager:
+        assert "poll" in interrupted, interrupted
 
 
 @pytest.mark.parametrize("fresh", [False, True], ids=["cached-name", "new-name"])

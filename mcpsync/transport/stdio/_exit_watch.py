@@ -57,7 +57,10 @@ def finish_claimed_close(t: ProcessLifecycle, exited: bool | None) -> None:
         if exited is None:
             t._shutdown()
         else:
-            if t._rx_lock.locked():   # a receive() still waits: let it return
+            # A receive() (under the read lock) or an exchange()'s read (which says so by
+            # _exchanging, set before it looks at _rx_done, which claim_close() stored
+            # before this look) may still wait: let it return first.
+            if t._rx_lock.locked() or t._exchanging:
                 t.wake()
             t._release(t._aside.claimed_at + _lifecycle.CLOSE_BOUND, exited=exited,
                        stdin_closed=True)

@@ -20,7 +20,9 @@ that what runs on every request can be read, and timed, in one place.
 
 Thread contract: ``send``/``send_bytes`` are safe from any number of threads; ``receive`` is
 called by one thread at a time; ``wake`` and ``close`` are safe from any thread, and ``close``
-is idempotent and unblocks a pending ``receive``.
+is idempotent and unblocks a pending ``receive``. ``exchange`` (the session's) is called by
+the holder of its reader role only; its read takes no read lock, and ``receive`` and
+``close`` wait for it by the flag it sets instead (see there).
 """
 
 from __future__ import annotations
@@ -71,6 +73,10 @@ _READ: Final = object()
 
 #: Most receive() calls that poll without trying a read first, after reads found nothing.
 _MAX_SKIP = 16
+
+#: How long receive() waits for an exchange's read to end (see _exchange_ended) before it
+#: returns ``[]`` (its callers then call it again): the exchange polls one slice at most.
+_EXCHANGE_WAIT = 1.0
 
 _floor = math.floor
 
@@ -140,6 +146,9 @@ class StdioTransport(ProcessLifecycle):
         #: ``try`` whose ``finally`` releases it if ``held``: as Ctrl-C safe as ``with``,
         #: and cheaper per call (as the session's own lock, see ``Session.__init__``).
         self._rx_locking = itertools.starmap(self._rx_lock.acquire, itertools.repeat(()))
+        #: True while exchange() may read: it reads without the read lock (see there),
+        #: and receive() and the close wait for this instead of for that lock.
+        self._exchanging = False
         self._stdin_fd = -1
         self._stdout_fd = -1
         self._stderr_fd = -1
@@ -364,6 +373,10 @@ class StdioTransport(ProcessLifecycle):
         try:
             for held in self._rx_locking:  # noqa: B007 - Ctrl-C safe (see __init__)
                 break
+            if self._exchanging and not self._exchange_ended(_EXCHANGE_WAIT):
+                # A caller's exchange() still reads: this thread took the reader role over
+                # as that caller's write ended (see exchange()). Nothing is read meanwhile.
+                return []
             if self._rx_done:
                 if self._rx_error is not None:
                     raise self._rx_error
@@ -458,8 +471,20 @@ class StdioTransport(ProcessLifecycle):
         ``WriteTimedOut`` and :class:`TransportClosed`, :meth:`_write_rest` and the
         finisher for a full pipe, the same hand-over on Ctrl-C. Then, only when the write
         went out at once and ``call`` still holds the role, one read is made as
-        :meth:`receive` makes it (the read lock, read first or poll first by the same
-        back-off, at most ``timeout`` seconds of poll). Returns:
+        :meth:`receive` makes it (read first or poll first by the same back-off, at most
+        ``timeout`` seconds of poll), but without the read lock: taking and releasing it
+        cost about 700 to 800 instructions per call more than the flag that replaces it,
+        of a call of about 51,000 to 54,000. What the lock
+        gave the read is kept by ``_exchanging``, a flag set while the read may be under
+        way (before the role and ``_rx_done`` are looked at) and cleared by a ``finally``:
+        the close (``_release``) and the exit watch's finish look at it after storing
+        ``_rx_done``, wake the poll and wait for it before they close stdout, the wake-up
+        pipe and the pidfd; a :meth:`receive` (a reader that took the role over as this
+        write ended) looks at it after taking the read lock, and wakes and waits the same
+        way before it reads. Under the GIL, of two threads that each store one flag and
+        then load the other's, one sees the other's store: so either this read is not made,
+        or they wait for it (docs/performance.md, "The exchange's read without the read
+        lock"). Returns:
 
         - ``False``: the role was taken over while the write blocked (the session claims it
           again, as after :meth:`send_bytes_until`);
@@ -513,15 +538,22 @@ class StdioTransport(ProcessLifecycle):
         if rest is None:
             lock.release()
         role.sending = None
-        if role.holder is not call:
-            return False   # taken over while the write blocked
         if waited or rest is not None or self._pump is not None:
-            return []      # no read here: the session's loop reads by its own deadline
-        # The read: receive()'s, with ``timeout`` a finite slice.
-        held = False
+            # No read here: the session's loop reads by its own deadline (or claims the
+            # role again when it was taken over while the write blocked).
+            return [] if role.holder is call else False
+        # The read: receive()'s, with ``timeout`` a finite slice, without the read lock.
+        # ``_exchanging`` says that it may be under way: stored before ``holder`` and
+        # ``_rx_done`` are looked at, and cleared by the ``finally`` whatever happens. A
+        # close stores ``_rx_done`` before it looks at the flag, and a reader that took the
+        # role over stores ``holder`` before its receive() looks at it: under the GIL one
+        # of the two sides sees the other's store, so either this read is not made, or the
+        # close (``_release``) and the receive wait, having woken the poll, until the flag
+        # is cleared (docs/performance.md, "The exchange's read without the read lock").
         try:
-            for held in self._rx_locking:  # noqa: B007 - Ctrl-C safe (see __init__)
-                break
+            self._exchanging = True
+            if role.holder is not call:
+                return False   # taken over while the write blocked
             if self._rx_done:
                 return []   # the session's next receive() says what it is (EOF, an error)
             n = None
@@ -594,8 +626,23 @@ class StdioTransport(ProcessLifecycle):
         except Exception as exc:   # a bug: the session loses the connection
             raise ReadBroke(f"reading from server {self.name!r}") from exc
         finally:
-            if held:
-                self._rx_lock.release()
+            # The first statement here: no call returns before it, so no Ctrl-C can leave
+            # the flag set (a close would then wait for it in vain).
+            self._exchanging = False
+
+    def _exchange_ended(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for an :meth:`exchange`'s read to end, having woken
+        its poll; True once it has. For :meth:`receive` and the close, which find
+        ``_exchanging`` set only in a race (a role taken over, a close) and so rarely that
+        a sleep of a fraction of a millisecond between two looks costs nothing: the
+        exchange takes no lock that could be waited on instead, which is what it saves."""
+        self.wake()
+        deadline = time.monotonic() + timeout
+        while self._exchanging:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.0005)
+        return True
 
     def _other_ready(self, ready: list[tuple[int, int]]) -> Any:
         """What :meth:`receive` does after a poll that found something other than stdout
