@@ -122,7 +122,7 @@ def test_a_close_right_after_ctrl_c_in_the_exchange_does_not_wait(
         no_leaks: None, monkeypatch: pytest.MonkeyPatch, eager: bool) -> None:
     """Ctrl-C at each C call's return in ``StdioTransport.exchange`` (a legacy call that
     leads), and the client closed at once after it: the exchange's read takes no lock, and
-    the flag it sets instead is clear again, so the close neither waits for it (its bound
+    the count it adds to instead is 0 again, so the close neither waits for it (its bound
     made long here, so that a wait would show) nor keeps stdout, the wake-up pipe or the
     pidfd open for it. One connection per interrupt; the read tried first, or the poll
     made first (as after reads that found nothing)."""
@@ -150,7 +150,7 @@ def test_a_close_right_after_ctrl_c_in_the_exchange_does_not_wait(
                 assert result.text == str(nth)
             finally:
                 sys.setprofile(None)
-            assert not transport._exchanging, seen
+            assert transport._exchanging == 0, seen
             started = time.monotonic()
         took = time.monotonic() - started
         assert took < 3.0, (seen, took)

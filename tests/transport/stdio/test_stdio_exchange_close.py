@@ -1,11 +1,15 @@
 """``StdioTransport.exchange`` reads without the read lock; what the lock guaranteed still
-holds, by the flag the exchange sets while it may read (``_exchanging``):
+holds, by the count of exchanges that may be reading (``_exchanging``, each exchange's 1
+added before it looks at the role and the closed state, taken away in a ``finally``):
 
 - a close never closes stdout, the wake-up pipe or the pidfd while the exchange is inside
-  its read or its poll (it wakes the poll and waits for the flag, within its usual bound);
+  its read or its poll (it wakes the poll and waits for the count to be 0, within its
+  usual bound);
 - the exit watch's finish of a claimed close does the same;
 - a ``receive()`` (a reader that took the role over as the exchange's write ended) does not
-  read while the exchange still does: it wakes it and waits.
+  read while the exchange still does: it wakes it and waits;
+- an exchange that leaves without reading (its caller's role taken over) does not let the
+  close go on while another caller's exchange reads.
 
 Each against a real server process. The spies stand in front of the exchange's own poll and
 read, and note what they find there: a descriptor closed under them is the failure. The
@@ -181,7 +185,7 @@ def test_a_close_waits_for_an_exchange_inside_its_read_or_poll(
         # The read made before the close ends returns what it read (the mirror's line, or
         # nothing yet); the poll is woken by the close and returns that it is closed.
         assert got[0] in ({"a": 1}, [], None), got
-        assert not t._exchanging
+        assert t._exchanging == 0
         assert _open(t) == (-1, -1, -1, -1)
         assert took < _lifecycle.JOIN_TIMEOUT + 2.0
     finally:
@@ -219,7 +223,7 @@ def test_a_close_racing_an_exchange_never_closes_under_its_read_or_poll(
         # Before the close, a write may also meet it (a closed transport); never anything
         # else.
         assert not isinstance(got[0], BaseException) or "closed" in str(got[0]), got
-        assert not t._exchanging and _open(t) == (-1, -1, -1, -1)
+        assert t._exchanging == 0 and _open(t) == (-1, -1, -1, -1)
         assert took < _lifecycle.JOIN_TIMEOUT   # both servers exit at their stdin's end
     finally:
         t.close()
@@ -244,7 +248,7 @@ def test_the_exit_watchs_finish_wakes_an_exchange_and_waits_for_it(
         thread, got = _exchange_in_thread(t, 10.0)
         assert spies.entered.wait(5)
         time.sleep(0.1)   # inside the poll
-        assert t._exchanging and not t._rx_lock.locked()
+        assert t._exchanging == 1 and not t._rx_lock.locked()
         t.close_input()
         assert claim_close(t)
         monkeypatch.setattr(t, "_signal_group", lambda **kw: None)
@@ -277,7 +281,7 @@ def test_a_receive_after_a_takeover_waits_for_the_exchanges_read(no_leaks: None)
     try:
         thread, got = _exchange_in_thread(t, 5.0)
         assert spies.entered.wait(5)
-        assert t._exchanging
+        assert t._exchanging == 1
         items = t.receive(0.5)
         thread.join(5)
         assert not thread.is_alive()
@@ -295,17 +299,17 @@ def test_a_receive_after_a_takeover_waits_for_the_exchanges_read(no_leaks: None)
 
 def test_a_receive_does_not_wait_for_ever_for_an_exchange_that_never_clears(
         no_leaks: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Should the flag stay set (it cannot, short of a thread stopped inside the exchange),
-    receive() gives up after its bound and returns ``[]``, as a wake-up does, and the close
-    keeps stdout, the wake-up pipe and the pidfd open rather than close them under that
-    read; both within their bounds."""
+    """Should the count stay above 0 (it cannot, short of a thread stopped inside the
+    exchange), receive() gives up after its bound and returns ``[]``, as a wake-up does, and
+    the close keeps stdout, the wake-up pipe and the pidfd open rather than close them under
+    that read; both within their bounds."""
     import mcpsync.transport.stdio._transport as transport_module
 
     monkeypatch.setattr(transport_module, "_EXCHANGE_WAIT", 0.2)
     t = _started()
     fds = _open(t)
     try:
-        t._exchanging = True
+        t._exchanging = 1
         started = time.monotonic()
         assert t.receive(5.0) == []
         assert 0.2 <= time.monotonic() - started < 1.0
@@ -314,15 +318,15 @@ def test_a_receive_does_not_wait_for_ever_for_an_exchange_that_never_clears(
         assert time.monotonic() - started < _lifecycle.CLOSE_BOUND + 0.5
         assert t.closed and _open(t) == fds
     finally:
-        t._exchanging = False
+        t._exchanging = 0
         t._close_fd("_stdout_fd", t._proc.stdout if t._proc is not None else None)
         t._close_raw("_wake_w")
         t._close_raw("_wake_r")
         t._close_raw("_pidfd")
 
 
-def test_the_flag_is_clear_after_every_way_out_of_the_exchange(no_leaks: None) -> None:
-    """Taken over, closed, answered, nothing within the slice: the flag is clear after each,
+def test_the_count_is_0_after_every_way_out_of_the_exchange(no_leaks: None) -> None:
+    """Taken over, closed, answered, nothing within the slice: the count is 0 after each,
     and the read lock was never taken."""
     t = _started(QUIET)
     try:
@@ -330,14 +334,56 @@ def test_the_flag_is_clear_after_every_way_out_of_the_exchange(no_leaks: None) -
         role = Role()
         role.sending = call   # another holder
         assert t.exchange(LINE, call, role, 0.05) is False
-        assert not t._exchanging
+        assert t._exchanging == 0
         role.holder = role.sending = call
         assert t.exchange(LINE, call, role, 0.05) == []   # nothing within the slice
-        assert not t._exchanging and not t._rx_lock.locked()
+        assert t._exchanging == 0 and not t._rx_lock.locked()
     finally:
         t.close()
     call.deadline = math.inf
     role.holder = role.sending = call
     with pytest.raises(Exception, match="closed"):
         t.exchange(LINE, call, role, 0.05)
-    assert not t._exchanging
+    assert t._exchanging == 0
+
+
+def test_an_exchange_taken_over_does_not_end_another_ones_read_for_the_close(
+        no_leaks: None) -> None:
+    """Two exchanges inside the ``try`` around the read at once: caller B's, slowed inside its
+    poll, and caller A's, whose role was taken over (another holder: A's thread waited for
+    the CPU after its write, the background reader took the role, answered A and gave the
+    role up, and B claimed it). A's exchange returns ``False`` without reading, and takes
+    away only its own 1: the count still says that B may read, so a close made then wakes
+    B's poll and waits for it, and closes nothing under it. (With a flag that A's exchange
+    cleared, the close found it clear and closed the descriptors under B's poll.)"""
+    before = open_fds()
+    t = _started()
+    spies = _Spies(t, delay=0.5, slow="test-exchange")   # B: slow inside its poll
+    spies.install()
+    t._skip_eager = 1
+    try:
+        thread, got = _exchange_in_thread(t, 5.0)   # B, holding its own role
+        assert spies.entered.wait(5)
+        assert t._exchanging == 1
+        a = _Call(8)
+        role = Role()
+        role.sending = a
+        role.holder = object()   # taken over
+        assert t.exchange(LINE.replace(b'"id":7', b'"id":8'), a, role, 0.05) is False
+        counted = t._exchanging   # B's read, still counted
+        started = time.monotonic()
+        t.close()
+        took = time.monotonic() - started
+        thread.join(5)
+        assert not thread.is_alive()
+        assert not spies.closed_under, (counted, spies.closed_under)
+        assert counted == 1
+        assert spies.events[:2] == ["test-exchange poll in", "test-exchange poll out"], \
+            spies.events
+        assert len(got) == 1 and not isinstance(got[0], BaseException), got
+        assert got[0] in ({"a": 1}, [], None), got
+        assert t._exchanging == 0 and _open(t) == (-1, -1, -1, -1)
+        assert took < _lifecycle.JOIN_TIMEOUT, took
+    finally:
+        t.close()
+    assert wait_until(lambda: open_fds() == before, 5), open_fds() - before
