@@ -1025,9 +1025,9 @@ class ProcessLifecycle:
                 finally:
                     self._rx_lock.release()
         # The pidfd: once every exchange was seen to end above (an exchange that adds its 1
-        # after that sees _rx_done and polls nothing), else only while the count is 0 (the
-        # read lock not taken within the bound: a receive() stuck in its poll, which the
-        # pidfd's close does not disturb, as before the exchange took no lock).
+        # after that sees _rx_done and polls nothing). Else (the read lock not taken within
+        # the bound: a receive() stuck in its poll) while the count is 0, closed under that
+        # receive() as it always was.
         if ended or not self._exchanging:
             self._close_raw("_pidfd")
         if proc.returncode is None:
