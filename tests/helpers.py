@@ -292,8 +292,8 @@ def assert_nothing_held(session: Any, where: str) -> None:
     """After a Ctrl-C on a stdio session's call path (``where`` names the point): once a
     background reader that was woken has finished (at most 5 s), no call is left pending and
     no lock or reader role is left held: the session's lock and the transport's write lock
-    are free, the role is free or the background reader's, and with no holder the read lock
-    is free too (only the holder reads)."""
+    are free, no exchange's read is counted, the role is free or the background
+    reader's, and with no holder the read lock is free too (only the holder reads)."""
     from mcpsync.session._role import BG
     from mcpsync.transport.stdio import StdioTransport
 
@@ -304,6 +304,8 @@ def assert_nothing_held(session: Any, where: str) -> None:
     assert isinstance(transport, StdioTransport)
     assert not session._lock.locked(), f"Ctrl-C at {where} kept the session's lock"
     assert not transport._write_lock.locked(), f"Ctrl-C at {where} kept the write lock"
+    assert transport._exchanging == 0, \
+        f"Ctrl-C at {where} left the exchange's read counted ({transport._exchanging})"
     with session._lock:
         holder = session._role.holder
         if holder is None:

@@ -7,10 +7,11 @@ took the role back."""
 
 from __future__ import annotations
 
+import select
 import sys
 import time
-from collections.abc import Iterator
-from types import CodeType
+from collections.abc import Callable, Iterator
+from types import CodeType, FrameType
 from typing import Any
 
 import pytest
@@ -20,7 +21,7 @@ import mcpsync
 from mcpsync import jsonrpc
 from mcpsync.client._client import Client
 from mcpsync.session._engine import Session as EngineSession
-from mcpsync.transport.stdio import StdioTransport
+from mcpsync.transport.stdio import StdioTransport, _lifecycle
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -124,6 +125,86 @@ def _assert_not_reused(spare: dict[int, Any], before: Any, before_id: int | None
     assert where.startswith("call_tool: "), f"Ctrl-C at {where}: its record was given back"
     assert after.done and after.error is None and after.lock is None, where
     assert after.result is None and after.params is None, where
+
+def _interrupting(code: CodeType, nth: int, calls: list[str], seen: list[str],
+                  answered: int = -1) -> Callable[[FrameType, str, object], None]:
+    """A profile hook: KeyboardInterrupt as the ``nth`` C call made by ``code`` returns.
+
+    With ``answered`` (a descriptor: the server's stdout), ``code``'s first ``readinto``
+    is made only once the descriptor is readable (up to 10 s): a read tried first then
+    always finds the answer, so the C calls and their order are the same in every run and
+    the ``nth`` one is the same call each time. (Else a read made before the server has
+    answered, which a loaded machine makes likely, finds nothing and adds a back-off, a
+    poll and a second read, which shifts the calls after it, and a sweep could end before
+    any run put a given call at the index it tried.)"""
+    def hook(frame: FrameType, event: str, arg: object) -> None:
+        if event == "c_call" and answered >= 0 and frame.f_code is code \
+                and getattr(arg, "__name__", None) == "readinto" \
+                and "readinto" not in calls:
+            assert select.select([answered], [], [], 10.0)[0], "the server did not answer"
+        elif event == "c_return" and frame.f_code is code:
+            calls.append(getattr(arg, "__name__", repr(arg)))
+            if len(calls) == nth + 1:
+                seen.append(calls[-1])
+                raise KeyboardInterrupt
+    return hook
+
+
+@pytest.mark.parametrize("eager", [True, False], ids=["read-first", "poll-first"])
+def test_a_close_right_after_ctrl_c_in_the_exchange_does_not_wait(
+        no_leaks: None, monkeypatch: pytest.MonkeyPatch, eager: bool) -> None:
+    """Ctrl-C at each C call's return in ``StdioTransport.exchange`` (a legacy call that
+    leads), and the client closed at once after it: the exchange's read takes no lock, and
+    the count it adds to instead is 0 again, so the close neither waits for it (its bound
+    made long here, so that a wait would show) nor keeps stdout, the wake-up pipe or the
+    pidfd open for it. One connection per interrupt; the read tried first, or the poll
+    made first (as after reads that found nothing). The read tried first is made once the
+    answer is there, so that it never misses (see ``_interrupting``): each run makes the
+    same C calls, and each is interrupted in turn."""
+    monkeypatch.setattr(_lifecycle, "JOIN_TIMEOUT", 30.0)   # CLOSE_BOUND (5 s) bounds it
+    code = StdioTransport.exchange.__code__
+    interrupted: list[str] = []
+    nth = misses = tries = 0
+    while misses < 3:
+        tries += 1
+        assert tries < 200, interrupted
+        calls: list[str] = []   # every C call of the exchange that returned
+        seen: list[str] = []
+        with mcpsync.connect(DEMO, timeout=30, era="legacy") as client:
+            transport = client._session._transport
+            assert isinstance(transport, StdioTransport)
+            hook = _interrupting(code, nth, calls, seen,
+                                 transport._stdout_fd if eager else -1)
+            assert client.call_tool("echo", {"text": "warm"}).text == "warm"   # leads next
+            transport._skip_eager = 0 if eager else 1
+            sys.setprofile(hook)
+            try:
+                result = client.call_tool("echo", {"text": str(nth)}, timeout=20)
+            except KeyboardInterrupt:
+                assert seen
+            else:
+                assert result.text == str(nth)
+            finally:
+                sys.setprofile(None)
+            assert transport._exchanging == 0, seen
+            # Read first, the read never missed: no poll was made.
+            assert not eager or "poll" not in calls, calls
+            started = time.monotonic()
+        took = time.monotonic() - started
+        assert took < 3.0, (seen, took)
+        assert (transport._stdout_fd, transport._wake_r, transport._wake_w,
+                transport._pidfd) == (-1, -1, -1, -1), seen
+        if not calls:
+            continue   # the call followed (the background reader held the role): again
+        if not seen:
+            misses += 1
+        else:
+            misses = 0
+            interrupted += seen
+        nth += 1
+    assert {"write", "readinto", "tobytes", "decode"} <= set(interrupted), interrupted
+    if not eager:
+        assert "poll" in interrupted, interrupted
 
 
 @pytest.mark.parametrize("fresh", [False, True], ids=["cached-name", "new-name"])

@@ -57,7 +57,13 @@ def finish_claimed_close(t: ProcessLifecycle, exited: bool | None) -> None:
         if exited is None:
             t._shutdown()
         else:
-            if t._rx_lock.locked():   # a receive() still waits: let it return
+            # A receive() (under the read lock) or an exchange()'s read (which says so by
+            # the count _exchanging, its 1 added before it looks at _rx_done, which
+            # claim_close() stored before this look) may still wait: wake it now, so that
+            # it returns while the rest of the finish runs. Only an earlier wake-up: what
+            # keeps the descriptors from being closed under an exchange is _release's own
+            # wake-up and wait for the count to be 0.
+            if t._rx_lock.locked() or t._exchanging:
                 t.wake()
             t._release(t._aside.claimed_at + _lifecycle.CLOSE_BOUND, exited=exited,
                        stdin_closed=True)

@@ -424,6 +424,7 @@ class ProcessLifecycle:
     _rx_done: bool
     _write_lock: threading.Lock
     _rx_lock: threading.Lock
+    _exchanging: int
     _stdin_fd: int
     _stdout_fd: int
     _stderr_fd: int
@@ -438,6 +439,9 @@ class ProcessLifecycle:
     if TYPE_CHECKING:
         def wake(self) -> None:
             """Defined by the transport: unblocks a pending ``receive()``."""
+
+        def _exchange_ended(self, timeout: float) -> bool:
+            """Defined by the transport: waits for every ``exchange()``'s read to end."""
 
     def forked(self) -> bool:
         """True in a process forked from the one that started this transport."""
@@ -989,26 +993,43 @@ class ProcessLifecycle:
             # Also after the drain's own close of it, which a Ctrl-C may have cut short (a
             # second stop() does not close it again): no thread reads the pipe any more.
             self._close_fd("_stderr_fd", proc.stderr)
-        # stdout and the wake-up pipe are closed only when no receive() can be using them
-        # (a descriptor number closed under a poll() could be reused by then).
+        # stdout and the wake-up pipe are closed only when no receive() or exchange() can be
+        # using them (a descriptor number closed under a poll() could be reused by then).
+        # receive() reads under the read lock; exchange() reads without it, and says so by
+        # the count _exchanging, to which it adds its 1 before it looks at _rx_done: stored
+        # (by close() or claim_close()) before this looks at the count, so that one of the
+        # two sees the other's store. An exchange still reading is woken and waited for
+        # within the same bound; one that has not ended by then keeps stdout, the wake-up
+        # pipe and the pidfd open, as a receive() that keeps the lock keeps the first two.
+        # Kept for good: a later close() returns at once and nothing else closes them
+        # (that exchange's thread is stuck, or was stopped inside it), as stdout and the
+        # wake-up pipe stay open after a receive() that kept the lock.
         pump = self._pump
         if pump is None or pump.join(left(JOIN_TIMEOUT) or 0.05):
             # Else an escaped grandchild holds stdout: the daemon pump keeps its descriptor.
             # The lock is taken as _close_stdin takes the write lock, so that a Ctrl-C as
             # acquire() returns cannot leave it held (a later close() would wait for it).
-            took = False
+            took = ended = False
             for took in itertools.starmap(  # noqa: B007 - `took` is the point
                     self._rx_lock.acquire, ((True, left(JOIN_TIMEOUT) or 0.05),)):
                 break
             if took:
                 try:
-                    self._close_fd("_stdout_fd", proc.stdout)
-                    with self._aside.wake_lock:
-                        self._close_raw("_wake_w")
-                    self._close_raw("_wake_r")
+                    ended = not self._exchanging or self._exchange_ended(
+                        left(JOIN_TIMEOUT) or 0.05)
+                    if ended:
+                        self._close_fd("_stdout_fd", proc.stdout)
+                        with self._aside.wake_lock:
+                            self._close_raw("_wake_w")
+                        self._close_raw("_wake_r")
                 finally:
                     self._rx_lock.release()
-        self._close_raw("_pidfd")
+        # The pidfd: once every exchange was seen to end above (an exchange that adds its 1
+        # after that sees _rx_done and polls nothing). Else (the read lock not taken within
+        # the bound: a receive() stuck in its poll) while the count is 0, closed under that
+        # receive() as it always was.
+        if ended or not self._exchanging:
+            self._close_raw("_pidfd")
         if proc.returncode is None:
             self._aside.logger.warning("server %r (pid %s) could not be reaped after SIGKILL; "
                                        "given up", self.name, proc.pid)

@@ -20,7 +20,9 @@ that what runs on every request can be read, and timed, in one place.
 
 Thread contract: ``send``/``send_bytes`` are safe from any number of threads; ``receive`` is
 called by one thread at a time; ``wake`` and ``close`` are safe from any thread, and ``close``
-is idempotent and unblocks a pending ``receive``.
+is idempotent and unblocks a pending ``receive``. ``exchange`` (the session's) is called by
+the holder of its reader role only; its read takes no read lock, and ``receive`` and
+``close`` wait for it by the count it adds to instead (see there).
 """
 
 from __future__ import annotations
@@ -71,6 +73,10 @@ _READ: Final = object()
 
 #: Most receive() calls that poll without trying a read first, after reads found nothing.
 _MAX_SKIP = 16
+
+#: How long receive() waits for an exchange's read to end (see _exchange_ended) before it
+#: returns ``[]`` (its callers then call it again): the exchange polls one slice at most.
+_EXCHANGE_WAIT = 1.0
 
 _floor = math.floor
 
@@ -140,6 +146,12 @@ class StdioTransport(ProcessLifecycle):
         #: ``try`` whose ``finally`` releases it if ``held``: as Ctrl-C safe as ``with``,
         #: and cheaper per call (as the session's own lock, see ``Session.__init__``).
         self._rx_locking = itertools.starmap(self._rx_lock.acquire, itertools.repeat(()))
+        #: How many exchange() calls are inside the ``try`` around their read (non-zero
+        #: while one may read): it reads without the read lock (see there), and receive()
+        #: and the close wait for this to be 0 instead of for that lock. A count, not a
+        #: flag: each exchange adds and takes away its own 1, so one that leaves (taken
+        #: over) never clears what another one still reading added.
+        self._exchanging = 0
         self._stdin_fd = -1
         self._stdout_fd = -1
         self._stderr_fd = -1
@@ -364,6 +376,11 @@ class StdioTransport(ProcessLifecycle):
         try:
             for held in self._rx_locking:  # noqa: B007 - Ctrl-C safe (see __init__)
                 break
+            if self._exchanging and not self._exchange_ended(_EXCHANGE_WAIT):
+                # A caller's exchange() may still read (the count is not 0): this thread
+                # took the reader role over as that caller's write ended (see exchange()).
+                # Nothing is read meanwhile.
+                return []
             if self._rx_done:
                 if self._rx_error is not None:
                     raise self._rx_error
@@ -458,8 +475,36 @@ class StdioTransport(ProcessLifecycle):
         ``WriteTimedOut`` and :class:`TransportClosed`, :meth:`_write_rest` and the
         finisher for a full pipe, the same hand-over on Ctrl-C. Then, only when the write
         went out at once and ``call`` still holds the role, one read is made as
-        :meth:`receive` makes it (the read lock, read first or poll first by the same
-        back-off, at most ``timeout`` seconds of poll). Returns:
+        :meth:`receive` makes it (read first or poll first by the same back-off, at most
+        ``timeout`` seconds of poll), but without the read lock: taking and releasing it
+        cost about 700 to 800 instructions per call more than the count that replaces it,
+        of a call of about 51,000 to 54,000. What the lock gave the read is kept by
+        ``_exchanging``, a count of the exchanges that may be reading: each adds 1 before
+        the role and ``_rx_done`` are looked at, and its ``finally`` takes that 1 away.
+        The close (``_release``) and the exit watch's finish look at it after storing
+        ``_rx_done``, wake the poll and wait for it to be 0 before they close stdout, the
+        wake-up pipe and the pidfd; a :meth:`receive` (a reader that took the role over as
+        this write ended) looks at it after taking the read lock, and wakes and waits the
+        same way before it reads. Under the GIL, of two threads that each store one
+        attribute and then load the other's, one sees the other's store: so either this
+        read is not made, or they wait for it (docs/performance.md, "The exchange's read
+        without the read lock").
+
+        A count rather than a flag, because two exchanges can be inside that ``try`` at
+        once: a caller whose role was taken over while its thread waited for the CPU after
+        its write, and the next caller, which claimed the role given up meanwhile and
+        reads. A flag cleared by the first one to leave (it returns ``False``) would be
+        clear while the other still polls, and a close would then close the descriptors
+        under that poll; each exchange adding and taking away its own 1 cannot.
+        ``self._exchanging += 1`` and ``-= 1`` are each a load, an ``int`` addition made in
+        C and a store, with no call and no jump between the load and the store. On 3.10 to
+        3.13 the interpreter looks for a pending signal (Ctrl-C) or a request to hand the
+        GIL to another thread only at calls, backward jumps and a function's entry (3.10
+        also as an exception handler is entered): so no other thread's ``+=`` or ``-=``
+        can come between the load and the store, and no ``KeyboardInterrupt`` is raised
+        after the addition and before the store. Free-threaded builds are not supported
+        (as for the whole package, see ``mcpsync.session._engine``): there this would need
+        an atomic counter. Returns:
 
         - ``False``: the role was taken over while the write blocked (the session claims it
           again, as after :meth:`send_bytes_until`);
@@ -513,15 +558,23 @@ class StdioTransport(ProcessLifecycle):
         if rest is None:
             lock.release()
         role.sending = None
-        if role.holder is not call:
-            return False   # taken over while the write blocked
         if waited or rest is not None or self._pump is not None:
-            return []      # no read here: the session's loop reads by its own deadline
-        # The read: receive()'s, with ``timeout`` a finite slice.
-        held = False
+            # No read here: the session's loop reads by its own deadline (or claims the
+            # role again when it was taken over while the write blocked).
+            return [] if role.holder is call else False
+        # The read: receive()'s, with ``timeout`` a finite slice, without the read lock.
+        # ``_exchanging`` counts it as one that may be under way: its 1 is added before
+        # ``holder`` and ``_rx_done`` are looked at, and taken away by the ``finally``
+        # whatever happens. A close stores ``_rx_done`` before it looks at the count, and a
+        # reader that took the role over stores ``holder`` before its receive() looks at
+        # it: under the GIL one of the two sides sees the other's store, so either this
+        # read is not made, or the close (``_release``) and the receive wait, having woken
+        # the poll, until the count is 0 (docs/performance.md, "The exchange's read
+        # without the read lock"). Why ``+=`` is one step here: see the docstring.
         try:
-            for held in self._rx_locking:  # noqa: B007 - Ctrl-C safe (see __init__)
-                break
+            self._exchanging += 1
+            if role.holder is not call:
+                return False   # taken over while the write blocked
             if self._rx_done:
                 return []   # the session's next receive() says what it is (EOF, an error)
             n = None
@@ -594,8 +647,30 @@ class StdioTransport(ProcessLifecycle):
         except Exception as exc:   # a bug: the session loses the connection
             raise ReadBroke(f"reading from server {self.name!r}") from exc
         finally:
-            if held:
-                self._rx_lock.release()
+            # The first statement here, so that a Ctrl-C cannot leave this exchange's 1 in
+            # the count (a close would then wait for it in vain): on 3.11 and later none is
+            # raised between the end of the read and this store (no call returns before
+            # it). On 3.10 a pending signal may be raised as a handler is entered, this
+            # ``finally`` too; the ``except`` clauses in front are entered first when the
+            # read raised, and take such a signal there, so only a second one within those
+            # few bytecodes gets through. The read lock's ``finally: if held: release()``
+            # had the same exposure.
+            self._exchanging -= 1
+
+    def _exchange_ended(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for every :meth:`exchange`'s read to end (the count
+        ``_exchanging`` back to 0), having woken its poll; True once it has. For
+        :meth:`receive` and the close, which find the count non-zero only in a race (a
+        role taken over, a close) and so rarely that a sleep of a fraction of a millisecond
+        between two looks costs nothing: the exchange takes no lock that could be waited
+        on instead, which is what it saves."""
+        self.wake()
+        deadline = time.monotonic() + timeout
+        while self._exchanging:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.0005)
+        return True
 
     def _other_ready(self, ready: list[tuple[int, int]]) -> Any:
         """What :meth:`receive` does after a poll that found something other than stdout
@@ -619,7 +694,9 @@ class StdioTransport(ProcessLifecycle):
         return _READ
 
     def _got(self, n: int) -> list[Message | Batch | ParseError] | None:
-        """Decode the ``n`` bytes just read into the buffer (0: EOF). Under ``_rx_lock``."""
+        """Decode the ``n`` bytes just read into the buffer (0: EOF). Under ``_rx_lock``
+        (from :meth:`receive`), or inside an :meth:`exchange`'s read, which takes no lock:
+        there the reader role and ``_exchanging`` keep every other reader out."""
         try:
             if n:
                 return self._decoder.feed(self._rx_view[:n].tobytes())
@@ -628,8 +705,10 @@ class StdioTransport(ProcessLifecycle):
             self._fail_rx(exc, None)
 
     def _end(self) -> list[Message | Batch | ParseError] | None:
-        """EOF on stdout. Under ``_rx_lock``. A write that could not be finished closed the
-        stream on purpose: its error is the reason, so it is raised rather than a plain EOF."""
+        """EOF on stdout. Under ``_rx_lock``, or inside an :meth:`exchange`'s read (which
+        the reader role and ``_exchanging`` keep the only reader, see :meth:`_got`). A
+        write that could not be finished closed the stream on purpose: its error is the
+        reason, so it is raised rather than a plain EOF."""
         self._rx_done = True
         if self._rx_error is not None:
             raise self._rx_error
