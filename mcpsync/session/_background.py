@@ -51,8 +51,7 @@ class BackgroundReader(SessionBase):
         while True:
             with self._lock:
                 if self._phase is not Phase.OPEN:
-                    if self._role.holder is _BG:
-                        self._role.holder = None
+                    self._role.free(_BG)
                     break
                 holder = self._role.holder
                 if yielded and holder is None and not self._pending:
@@ -66,16 +65,26 @@ class BackgroundReader(SessionBase):
                     last_holder = seen_sending = None
                     self._role.long_park = False
                     self._role.parked = True
-                elif holder is None or holder is _BG or (
+                elif (holder is None and self._role.take(_BG)) or holder is _BG or (
                         seen_sending is not None and holder is seen_sending
                         and seen_sending.id == seen_id and self._role.sending is holder):
                     self._role.holder = _BG
                     park = False
                 else:
+                    if holder is None:
+                        # A caller took the role's token after our look (it claims without
+                        # the lock): it owns the role now, so we park as for any holder.
+                        # Its store of ``holder`` follows its ``del`` with nothing between
+                        # where another thread runs, but for an opcode-level tracer: if
+                        # ``holder`` is still None, the sleep is a short one (doubling it,
+                        # as for a holder seen before, would meet the look for a role given
+                        # back below, and loop without sleeping until the store).
+                        holder = self._role.holder
                     park = True
                     now_id = holder.id if isinstance(holder, Call) else 0
                     park_for = min(park_for * 2, MAX_PARK) \
-                        if holder is last_holder and now_id == last_id else HANDOFF_GRACE
+                        if holder is last_holder and now_id == last_id \
+                        and holder is not None else HANDOFF_GRACE
                     last_holder = holder
                     last_id = now_id
                     seen_sending = self._role.sending
@@ -111,12 +120,12 @@ class BackgroundReader(SessionBase):
                 yielded = self._bg_read(transport)
             except StreamError as exc:
                 with self._lock:
-                    self._role.holder = None
+                    self._role.free(_BG)
                 self._lose(exc)
             except Exception as exc:  # a bug; never let the reader die silently
                 logger.error("server %r: the reader failed", self.name, exc_info=True)
                 with self._lock:
-                    self._role.holder = None
+                    self._role.free(_BG)
                 self._lose(ConnectionLost(f"the reader of server {self.name!r} failed: "
                                           f"{exc!r}", server=self.name))
         self._teardown_after_loss()
@@ -157,5 +166,5 @@ class BackgroundReader(SessionBase):
                         # nothing waits for a read; _bg_run sleeps HANDOFF_GRACE with the
                         # role free (the invariant a leader's hand-back keeps), so what the
                         # server sends meanwhile is read within that time.
-                        self._role.holder = None
+                        self._role.free(_BG)
                         return True

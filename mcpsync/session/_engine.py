@@ -4,8 +4,14 @@ server->client requests over a pull transport (``receive``/``wake``/``send``).
 Theory of operation (the *reader role*; ``docs/performance.md`` has the long version):
 
 - Exactly one thread at a time reads the transport: it holds the *reader role*
-  (``self._role``, a :class:`~mcpsync.session._role.Role` changed under ``self._lock``, but
-  for a leader giving it back in the usual case: see ``_release_role``).
+  (``self._role``, a :class:`~mcpsync.session._role.Role`). It is owned through its token,
+  a slot that one thread only can delete: a caller on the usual path claims a free role
+  without ``self._lock`` by ``del role.token`` and the holder's store, on one line with
+  nothing between them that runs Python code (``_request``); every other claimer (``_send``,
+  ``_claim_after_write``, the background reader, ``start()``) takes the token under the
+  lock (``Role.take``). Only the owner gives it back: a leader without the lock in the
+  usual case (see ``_release_role``), else ``Role.free`` under it. The other changes of
+  the role (a grant, a takeover) are made under the lock.
   The holder is the background reader thread ``mcpsync-<kind>-reader-<name>`` (``_BG``;
   ``<kind>`` is the transport's ``kind``: ``stdio``, ``http``, ``memory``), or a caller (its
   :class:`Call`).
@@ -40,10 +46,12 @@ Theory of operation (the *reader role*; ``docs/performance.md`` has the long ver
   reused. Nothing else may keep a ``Call`` past its call (see ``_call.py``).
 - State: the reader role is one ``Role`` (``_role``) and the session's life one ``Phase``
   (``_phase``: new, open, losing, lost, torn down, closing, closed), both changed under
-  ``self._lock`` (but for the role fields ``_role.py`` lists: a leader gives the role
-  back without it, for one); the hot path reads them without it and acts only on "the
-  role is mine" or "the phase is open", which no other thread can take away from it
-  unseen.
+  ``self._lock`` (but for the role fields ``_role.py`` lists: the usual claim and
+  give-back are made without it); the hot path reads them without it and acts only on
+  "the role is mine" or "the phase is open", which no other thread can take away from it
+  unseen. The lock-free claim tests the phase after it took the token: a close that
+  came first is seen and the role given back; a later one sweeps the call, registered
+  before, and the leader then finds it done and gives the role back.
 
 Free-threaded CPython (3.13t and later) is not supported yet: the engine relies on single
 dict operations on ``_pending`` (insert, ``pop``) being atomic and on plain attribute reads
@@ -53,6 +61,9 @@ give-back of the reader role (in ``_request``; why it is safe: ``_release_role``
 relies on plain attribute stores and loads being seen by other threads in the order
 they were made (a store then a load on each side, so one side sees the other's store),
 which the GIL gives; a free-threaded build would need that fast path to take the lock.
+The lock-free claim relies on a slot's deletion being atomic (one thread only succeeds),
+and on nothing running between it and the holder's store; neither was checked on a
+free-threaded build.
 
 The session is built from parts (see ``_base``): this module holds the hot path (claiming
 the role, writing, leading and following, routing answers); the background reader, the
@@ -321,8 +332,9 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
         with self._lock:
             if self._phase is not Phase.NEW:
                 return
+            # Taken by the background reader before the phase lets a call claim it.
+            self._role.take(_BG)
             self._phase = Phase.OPEN
-            self._role.holder = _BG
         # Named after the transport (``mcpsync-http-reader-<name>`` on HTTP), so a thread dump
         # tells which kind of connection a reader serves.
         kind = self._transport.kind
@@ -556,20 +568,21 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
                     # _send(call, frame, True), inlined for a role found free (the usual
                     # case: a frame and a method lookup less per call); when it is not,
                     # _send does it all, its claim tried again.
-                    held = claimed = False
-                    try:
-                        for held in self._locking:  # noqa: B007 - Ctrl-C safe (see __init__)
-                            break
-                        role = self._role
-                        # The phase was OPEN above; a close on another thread may have
-                        # moved it since (mypy sees only this thread).
-                        if role.holder is None and \
-                                self._phase is not _CLOSED:  # type: ignore[comparison-overlap]
-                            role.holder = role.sending = call   # Role.claim, inlined
-                            claimed = True
-                    finally:
-                        if held:
-                            self._lock.release()
+                    # The claim, without the session's lock: the role's token taken by
+                    # one bytecode that one thread only can complete (see Role); nothing
+                    # between it and the holder's store where a Ctrl-C is raised.
+                    role = self._role
+                    claimed = False
+                    if role.holder is None:   # taken otherwise: no exception to learn it
+                        try:
+                            # One line: no trace function's line event between the two.
+                            del role.token; role.holder = role.sending = call  # noqa: E702
+                        except AttributeError:
+                            pass
+                        else:
+                            claimed = self._phase is not _CLOSED  # type: ignore[comparison-overlap]
+                            if not claimed:   # closed meanwhile: give both back
+                                role.holder = role.sending = None; role.token = True  # noqa: E702
                     if not claimed:
                         self._send(call, frame[:-1] if ended else frame, True)
                     elif ended and self._exchange is not None and not self._unattended \
@@ -710,13 +723,15 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
                     finally:
                         # Give the role back. The usual case (this call holds it, has not
                         # asked for it, is not writing, and the background reader is
-                        # parked) by a plain store, without the session's lock, which is
+                        # parked) by two plain stores (``holder``, then the token: see
+                        # Role), without the session's lock, which is
                         # taken (in _release_role) only when the reader must be woken: see
                         # _release_role for why that is safe under the GIL. No call sits
                         # between the store and the decision.
                         if role.parked and role.holder is call and role.want is not call \
                                 and role.sending is None:
                             role.holder = None
+                            role.token = True   # then the token: a claim may take it
                             if role.long_park or EAGER_HANDBACK or self._pending \
                                     or self._phase is _CLOSED:
                                 # decided again under the lock: another caller may have
@@ -859,8 +874,8 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
                 for held in self._locking:  # noqa: B007 - taken Ctrl-C safe (see __init__)
                     break
                 role = self._role
-                if role.holder is None and self._phase is not _CLOSED:  # Role.claim, inlined
-                    role.holder = role.sending = call
+                if self._phase is not _CLOSED and role.take(call):  # the token, taken
+                    role.sending = call
                     claimed = True
             finally:
                 if held:
@@ -908,8 +923,8 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
         only call in flight."""
         with self._lock:
             if not call.done and self._phase is not _CLOSED:
-                if self._role.holder is None:
-                    self._role.holder = call
+                if self._role.take(call):
+                    pass
                 elif self._role.holder is _BG and len(self._pending) == 1:
                     self._role.want = call
         if self._role.want is call:
@@ -997,7 +1012,9 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
 
         - While ``holder`` is the call, no other thread changes it but the background
           reader taking over a blocked write: it grants only from itself (``holder`` is
-          ``_BG``), and every claim needs ``holder`` to be ``None``. The takeover tests
+          ``_BG``), and every claim needs the role's token, which the holder has (taken
+          with or without the lock, it is given back only by its owner, ``holder = None``
+          first; a takeover needs a holder, not ``None``). The takeover tests
           ``sending is holder`` under the lock and then stores ``holder = _BG``, while the
           call clears ``sending`` without the lock, so ``sending is None`` alone does not
           exclude a takeover whose test already passed (under a trace function, which
@@ -1016,7 +1033,13 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
           ``long_park`` before it looks at ``holder`` again (``_bg_run``'s second look
           before a long sleep). Each such pair is a store then a load on both sides, so one
           of the two threads always sees the other's store: a role given back while a
-          call waits or the reader sleeps long is never left unread.
+          call waits or the reader sleeps long is never left unread. A caller that
+          registered and found the role taken tries the token again under the lock
+          (``_send``, ``_claim_after_write``), or is seen pending by the give-back. The
+          background reader may see ``holder is None`` and then fail to take the token
+          (a caller took it after that look, without the lock): it reads ``holder`` again
+          and parks as for any holder (a short sleep if the caller has not stored itself
+          yet), and that holder's give-back wakes it if the sleep is long.
         - No call sits between the store and that decision, and the wake-up itself runs
           here, under the lock. A Ctrl-C is raised only where a call returns on 3.11; on
           3.10 also at a taken jump (as in the locked path), so there one can land between
@@ -1035,8 +1058,7 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
                 break
             if role.want is call:
                 role.want = None
-            if role.holder is call:
-                role.holder = None
+            role.free(call)
             if role.holder is None and (role.long_park or EAGER_HANDBACK or self._pending
                                         or self._phase is _CLOSED):
                 role.unpark()
