@@ -730,8 +730,9 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
                         # between the store and the decision.
                         if role.parked and role.holder is call and role.want is not call \
                                 and role.sending is None:
-                            role.holder = None
-                            role.token = True   # then the token: a claim may take it
+                            # holder first, then the token (a claim may take it), on
+                            # one line: no trace function's line event falls between
+                            role.holder = None; role.token = True  # noqa: E702
                             if role.long_park or EAGER_HANDBACK or self._pending \
                                     or self._phase is _CLOSED:
                                 # decided again under the lock: another caller may have

@@ -40,9 +40,11 @@ BOUND = 10.0
 
 
 def _line_in(func: Callable[..., Any], text: str) -> int:
-    """The line number of the one line of ``func`` that is ``text`` (stripped)."""
+    """The line number of the one line of ``func`` that is ``text`` (stripped), or whose
+    first statement it is (``text;`` and more statements on the same line)."""
     lines, first = inspect.getsourcelines(func)
-    found = [first + i for i, line in enumerate(lines) if line.strip() == text]
+    found = [first + i for i, line in enumerate(lines)
+             if line.strip() == text or line.strip().startswith(text + ";")]
     assert len(found) == 1, (text, found)
     return found[0]
 

@@ -68,9 +68,11 @@ def _loop_top_line() -> int:
 
 
 def _fast_store_line() -> int:
-    """The line of the lock-free give-back (``holder = None`` in ``_request``)."""
+    """The line of the lock-free give-back (``holder = None`` in ``_request``, the first
+    statement of its line: the token's store follows it on the same line)."""
     lines, first = inspect.getsourcelines(EngineSession._request)
-    found = [first + i for i, line in enumerate(lines) if line.strip() == "role.holder = None"]
+    found = [first + i for i, line in enumerate(lines)
+             if line.strip().startswith("role.holder = None;")]
     assert len(found) == 1, found
     return found[0]
 

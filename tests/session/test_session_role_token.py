@@ -272,7 +272,9 @@ def test_nothing_between_the_token_and_the_holder_can_run_code(where: str) -> No
 def test_the_give_backs_store_holder_then_token_with_nothing_between() -> None:
     """The owner gives the role back by ``holder = None`` and then ``token = True`` (the
     other order would let a claim take the token and have its store undone): nothing runs
-    code between the two, in ``Role.free`` and in ``_request``'s lock-free give-back."""
+    code between the two, in ``Role.free`` and in ``_request``'s lock-free give-back, and
+    both are on one line (a Ctrl-C raised by a trace function's line event between them
+    would leave the role owned by nobody)."""
     for code in (Role.free.__code__, _REQUEST):
         ins = list(dis.get_instructions(code))
         gives = [k for k, x in enumerate(ins)
@@ -281,8 +283,14 @@ def test_the_give_backs_store_holder_then_token_with_nothing_between() -> None:
         for k in gives:
             j = max(i for i in range(k) if ins[i].opname == "STORE_ATTR"
                     and ins[i].argval == "holder")
-            names = [x.opname for x in ins[j:k + 1]]
+            path = ins[j:k + 1]
+            names = [x.opname for x in path]
             assert set(names) <= _QUIET | {"LOAD_CONST"}, names
+            # and on one line: no trace function's line event between the two stores
+            if sys.version_info >= (3, 11):
+                assert len({x.positions.lineno for x in path if x.positions}) == 1, names
+            else:   # 3.10: starts_line is set on the first instruction of a line only
+                assert all(x.starts_line is None for x in path[1:]), names
 
 
 def test_start_gives_the_token_to_the_background_reader_before_the_phase_opens(
