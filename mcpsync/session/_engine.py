@@ -923,11 +923,10 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
         role: take it if it is free, or ask the background reader for it when this is the
         only call in flight."""
         with self._lock:
-            if not call.done and self._phase is not _CLOSED:
-                if self._role.take(call):
-                    pass
-                elif self._role.holder is _BG and len(self._pending) == 1:
-                    self._role.want = call
+            # The token taken, or else the background reader asked for the role.
+            if not call.done and self._phase is not _CLOSED and not self._role.take(call) \
+                    and self._role.holder is _BG and len(self._pending) == 1:
+                self._role.want = call
         if self._role.want is call:
             self._transport.wake()
 
