@@ -23,10 +23,15 @@ from mcpsync.session import Session
 from mcpsync.session._base import HANDOFF_GRACE
 from mcpsync.session._call import Call
 from mcpsync.session._role import BG
-from mcpsync.transport.memory import Deliver, MemoryTransport
+from mcpsync.transport.memory import MemoryTransport
 
 from .helpers import open_session, peer_session
-from .test_session_role_release import _line_of, _loop_top_line, _tracing_reader
+from .test_session_role_release import (
+    _BlockingPeer as _RoleReleasePeer,
+    _line_of,
+    _loop_top_line,
+    _tracing_reader,
+)
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -126,9 +131,10 @@ def test_two_threads_calling_at_once_never_share_a_record(peer: Session) -> None
         "the spare was never taken while the calls overlapped"
 
 
-class _BlockingPeer:
-    """Answers every request with its params; a ``block`` request's write sets ``writing``
-    and waits for ``release`` (a write blocked on a full pipe)."""
+class _BlockingPeer(_RoleReleasePeer):
+    """The role-release tests' peer (a ``block`` request's write sets ``writing`` and
+    waits for ``release``), with its own events, and a hook after a ``block`` request's
+    answer is delivered."""
 
     release = threading.Event()
     writing = threading.Event()
@@ -136,23 +142,13 @@ class _BlockingPeer:
     #: that the answer was read (so that its caller finds the call settled).
     answered: Any = None
 
-    def __init__(self, deliver: Deliver) -> None:
-        self._deliver = deliver
-
     def write(self, frame: bytes) -> None:
-        msg = json.loads(frame)
-        if msg.get("method") == "block":
-            self.writing.set()
-            assert self.release.wait(30)
-        if "id" in msg:
-            self._deliver(json.dumps({"jsonrpc": "2.0", "id": msg["id"],
-                                      "result": msg.get("params") or {}}).encode())
-            answered = _BlockingPeer.answered   # from the class: a plain function
-            if msg.get("method") == "block" and answered is not None:
+        super().write(frame)
+        answered = _BlockingPeer.answered   # from the class: a plain function
+        if answered is not None:
+            msg = json.loads(frame)
+            if msg.get("method") == "block" and "id" in msg:
                 answered(msg["id"])
-
-    def close(self) -> None:
-        pass
 
 
 def test_a_call_answered_by_the_reader_after_a_takeover_is_not_reused(no_leaks: None) -> None:

@@ -33,17 +33,9 @@ from mcpsync.session._role import Role
 from mcpsync.transport.stdio import StdioTransport, _lifecycle
 from mcpsync.transport.stdio._exit_watch import claim_close, finish_claimed_close
 
-pytestmark = pytest.mark.timeout(120)
+from .test_stdio_exchange import MIRROR  # writes back each read as it came
 
-# Writes back each read as it came.
-MIRROR = r'''
-import os
-while True:
-    data = os.read(0, 1 << 20)
-    if not data:
-        break
-    os.write(1, data)
-'''
+pytestmark = pytest.mark.timeout(120)
 
 # Reads its stdin to the end and writes nothing; then exits.
 QUIET = r'''
