@@ -2,33 +2,41 @@
 that does to a sequential stdio call.
 
 ``seq-1cpu`` pins a client and the server it spawns to one CPU, so that a call is the two
-processes' work in turn. Run to run, a process pair lands in one of two states: about 1.6
-to 1.7 times slower in the other, for the whole of the process's life, the client and the
-server both (see ``docs/performance.md``, "Two Python processes on one CPU"). This script
-tells the states apart by one fact about each run: the address of the interpreter's
-machine code (the executable mapping of ``libpython``, or of the ``python`` executable on a
-static build) in the client and in the server. It runs ``--runs`` pairs one after another,
-each a fresh client process pinned to ``--cpu`` (the server inherits the pin), times
-``--calls`` sequential calls after a warm-up, and prints each run's wall time and calling
-thread CPU per call with the lowest address bit in which the two code addresses differ,
-then the runs grouped by whether the two addresses are equal modulo 16 MiB.
+processes' work in turn. On the machine this was found on (an Intel Xeon VM, Linux 6.18),
+about one pair in eight runs 1.6 to 1.7 times slower than the others, client and server
+both, for the whole of their lives: the pairs whose interpreter code lies at addresses
+that first differ in a bit from 24 to 30, that is, equal modulo 16 MiB but not equal (see
+``docs/performance.md``, "Two Python processes on one CPU"). This script reads that fact
+for each run: the address of the interpreter's machine code (the executable mapping of
+``libpython``, or of the ``python`` executable on a static build) in the client and in the
+server. It runs ``--runs`` pairs one after another, each a fresh client process pinned to
+``--cpu`` (the server inherits the pin), times ``--calls`` sequential calls after a
+warm-up, and prints each run's wall time and calling thread CPU per call with the lowest
+bit in which the two code addresses differ, then the runs grouped by that bit. It runs on
+any Linux machine; what it finds depends on the CPU and on how the kernel places shared
+objects (this one maps ``libpython`` 2 MiB-aligned, leaving three random address bits
+below 16 MiB).
 
 ``--client mcpsync`` times ``Client.call_tool``; ``--client floor`` the raw-pipe loop of the
 cross-SDK harness's floor (a prebuilt request line, ``os.write``, a buffered ``readline``,
 ``json.loads``). The server is a stdlib-only echo server written to a temporary file, or
-``--echo PATH`` (any stdio server with an ``echo`` tool taking ``text``).
+``--echo PATH`` (a Python script: any stdio server with an ``echo`` tool taking ``text``).
 
-``--fixed-layout MIB`` moves the two addresses by hand instead of leaving them to chance:
-each pair runs with address-space randomisation off (``personality(ADDR_NO_RANDOMIZE)``,
-as ``setarch -R`` does), so that both processes would map their code at the same address,
-and the server's stack limit is set to ``MIB`` MiB before it starts, which moves where the
-kernel maps its shared objects (the gap it leaves below the stack follows the limit, from
-128 MiB up). The printed addresses say where they landed.
+``--fixed-layout MIB`` sets the distance by hand instead of leaving it to chance: each pair
+runs with address-space randomisation off (``personality(ADDR_NO_RANDOMIZE)``, as
+``setarch -R`` does), the client with a stack limit of 8 MiB and the server with ``MIB``
+MiB. The kernel leaves a gap below the stack that follows the limit from 128 MiB up, so
+the server maps its shared objects that much lower (on this kernel, in 2 MiB steps: a
+limit of 128 puts the server's code 2 MiB below the client's, 142 puts it 16 MiB below, 8
+leaves the two equal). The printed addresses say where they landed. Some sandboxes
+(Docker's default seccomp profile) refuse the ``personality`` call; the script then says
+so.
 
 Run from the project root::
 
     python benchmarks/pair_placement.py --runs 60
     python benchmarks/pair_placement.py --runs 60 --client floor --json
+    python benchmarks/pair_placement.py --runs 3 --fixed-layout 142
 
 Linux only (``/proc/PID/maps``, ``sched_setaffinity``).
 """
@@ -36,11 +44,13 @@ Linux only (``/proc/PID/maps``, ``sched_setaffinity``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from collections.abc import Callable
@@ -48,9 +58,14 @@ from pathlib import Path
 from typing import Any
 
 WARMUP_CALLS = 300
-#: Two code addresses equal modulo this many bytes (and different above) are the slow
-#: state's mark on the machine this was found on (see the module docstring).
-SAME_MODULO = 1 << 24
+#: The lowest differing bits of the two code addresses that marked the slow pairs on the
+#: machine this was found on (see the module docstring): 24 to 30.
+SLOW_BITS = range(24, 31)
+#: The client's stack limit under ``--fixed-layout`` (bytes): under the 128 MiB from which
+#: the kernel's gap follows the limit, so the client's layout is the kernel's default.
+CLIENT_STACK = 8 << 20
+#: The longest one run may take (seconds).
+RUN_TIMEOUT = 300
 
 ECHO_SERVER = r'''
 import json, sys
@@ -76,16 +91,20 @@ def code_address(pid: int) -> int:
     """Where process ``pid``'s interpreter code starts: the first executable mapping of a
     ``libpython`` shared object, else of the Python executable itself."""
     exe = os.path.realpath(f"/proc/{pid}/exe")
+    # The shared library this interpreter was built to load (a ".a" name on a static
+    # build, which no mapping has): both processes run the same interpreter.
+    soname = sysconfig.get_config_var("INSTSONAME") or ""
     own = None
     with open(f"/proc/{pid}/maps", encoding="ascii", errors="replace") as maps:
         for line in maps:
-            fields = line.split()
+            fields = line.split(maxsplit=5)
             if len(fields) < 6 or "x" not in fields[1]:
                 continue
             start = int(fields[0].split("-")[0], 16)
-            if "libpython" in os.path.basename(fields[5]):
+            path = fields[5].strip()
+            if soname and os.path.basename(path) == soname:
                 return start
-            if own is None and fields[5] == exe:
+            if own is None and path == exe:
                 own = start
     if own is None:
         raise SystemExit(f"pair_placement: no executable mapping of the interpreter in "
@@ -122,7 +141,7 @@ def _timed_mcpsync(server: list[str], calls: int) -> tuple[float, float, int]:
 def _timed_floor(server: list[str], calls: int) -> tuple[float, float, int]:
     proc = subprocess.Popen(server, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert proc.stdin is not None and proc.stdout is not None
-    wfd, readline, loads = proc.stdin.fileno(), proc.stdout.readline, json.loads
+    wfd, readline = proc.stdin.fileno(), proc.stdout.readline
 
     def send(data: bytes) -> None:
         while data:
@@ -133,28 +152,41 @@ def _timed_floor(server: list[str], calls: int) -> tuple[float, float, int]:
                 b'"arguments":{"text":"x"}}}\n' % rid)
 
     try:
-        send(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "floor", "version": "1"}}}).encode() + b"\n")
-        loads(readline())
-        send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
-        for rid in range(1, WARMUP_CALLS + 1):
-            send(line(rid))
-            loads(readline())
-        lines = [line(rid) for rid in range(WARMUP_CALLS + 1, WARMUP_CALLS + 1 + calls)]
-        t0, c0 = time.perf_counter(), time.thread_time()
-        reply = None
-        for one in lines:
-            send(one)
-            reply = loads(readline())
-        wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
-        if reply is None or reply["result"]["content"][0]["text"] != "x":
-            raise SystemExit(f"pair_placement: echo mismatch: {reply!r}")
-        return wall, cpu, code_address(proc.pid)
+        return _floor_loop(proc.pid, send, readline, line, calls)
+    except json.JSONDecodeError as exc:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(1.0)
+        raise SystemExit(f"pair_placement: the server {' '.join(server)} answered with a "
+                         f"line that is not JSON (exit status {proc.returncode}; empty: "
+                         f"it closed its stdout): {exc}") from None
     finally:
         proc.stdin.close()
         proc.wait()
         proc.stdout.close()
+
+
+def _floor_loop(pid: int, send: Callable[[bytes], None], readline: Callable[[], bytes],
+                line: Callable[[int], bytes], calls: int) -> tuple[float, float, int]:
+    """The floor's handshake, warm-up and timed loop (the timed loop as the harness's)."""
+    loads = json.loads
+    send(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "floor", "version": "1"}}}).encode() + b"\n")
+    loads(readline())
+    send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+    for rid in range(1, WARMUP_CALLS + 1):
+        send(line(rid))
+        loads(readline())
+    lines = [line(rid) for rid in range(WARMUP_CALLS + 1, WARMUP_CALLS + 1 + calls)]
+    t0, c0 = time.perf_counter(), time.thread_time()
+    reply = None
+    for one in lines:
+        send(one)
+        reply = loads(readline())
+    wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
+    if reply is None or reply["result"]["content"][0]["text"] != "x":
+        raise SystemExit(f"pair_placement: echo mismatch: {reply!r}")
+    return wall, cpu, code_address(pid)
 
 
 #: Run by the server's interpreter under ``--fixed-layout``: set the stack limit, then
@@ -166,15 +198,38 @@ _WITH_STACK = ("import os, resource, sys; n = int(sys.argv[1]) << 20; "
 #: personality(2)'s flag that turns address-space randomisation off for what a process
 #: executes next (``setarch -R``).
 ADDR_NO_RANDOMIZE = 0x0040000
+#: personality(2)'s argument that only asks for the current persona.
+_QUERY = 0xFFFFFFFF
 
 
-def _no_randomisation() -> None:
-    """In the child before its exec (``preexec_fn``): no address-space randomisation."""
+def _fixed_layout_start() -> Callable[[], None]:
+    """Check, in this process, that ``personality(ADDR_NO_RANDOMIZE)`` is allowed (and put
+    the persona back); return what each client process runs before its exec: that flag
+    added to its persona, and its stack limit set to ``CLIENT_STACK``."""
     import ctypes
+    import resource
 
     libc = ctypes.CDLL(None, use_errno=True)
-    if libc.personality(ADDR_NO_RANDOMIZE) == -1:
-        raise OSError(ctypes.get_errno(), "personality(ADDR_NO_RANDOMIZE) failed")
+    personality = libc.personality
+    personality.argtypes = [ctypes.c_ulong]
+    personality.restype = ctypes.c_int
+    current = personality(_QUERY)
+    if current == -1 or personality(current | ADDR_NO_RANDOMIZE) == -1:
+        err = ctypes.get_errno()
+        raise SystemExit(f"pair_placement: --fixed-layout needs personality(ADDR_NO_RANDOMIZE), "
+                         f"which was refused ({os.strerror(err)}); a sandbox's system call "
+                         f"filter (Docker's default seccomp profile) does that")
+    personality(current)
+    _, hard = resource.getrlimit(resource.RLIMIT_STACK)
+    client_stack = CLIENT_STACK if hard == resource.RLIM_INFINITY else min(CLIENT_STACK, hard)
+    flags = current | ADDR_NO_RANDOMIZE
+
+    def before_exec() -> None:
+        if personality(flags) == -1:
+            raise OSError(ctypes.get_errno(), "personality(ADDR_NO_RANDOMIZE) refused")
+        resource.setrlimit(resource.RLIMIT_STACK, (client_stack, hard))
+
+    return before_exec
 
 
 def _child(args: argparse.Namespace) -> None:
@@ -191,37 +246,40 @@ def _child(args: argparse.Namespace) -> None:
                       "server_code": server_code}))
 
 
-def _one_run(args: argparse.Namespace, echo: str) -> dict[str, Any]:
+def _one_run(args: argparse.Namespace, echo: str,
+             before_exec: Callable[[], None] | None) -> dict[str, Any]:
     argv = [sys.executable, __file__, "--child", "--client", args.client, "--calls",
             str(args.calls), "--cpu", str(args.cpu), "--echo", echo]
-    fixed = args.fixed_layout is not None
-    if fixed:
+    if args.fixed_layout is not None:
         argv += ["--fixed-layout", str(args.fixed_layout)]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False,
-                          preexec_fn=_no_randomisation if fixed else None)
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=RUN_TIMEOUT,
+                              check=False, preexec_fn=before_exec)
+    except subprocess.TimeoutExpired:
+        raise SystemExit(f"pair_placement: a run took over {RUN_TIMEOUT} s "
+                         f"({args.calls} calls); a server that does not answer?") from None
     if done.returncode != 0:
         raise SystemExit(f"pair_placement: a run failed ({done.returncode}): "
                          f"{done.stderr.strip()[-2000:]}")
     run: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     bit = lowest_different_bit(run["client_code"], run["server_code"])
     run["lowest_different_bit"] = bit
-    run["same_modulo_16mib"] = (run["client_code"] - run["server_code"]) % SAME_MODULO == 0
+    run["slow_mark"] = bit in SLOW_BITS
     run["client_code"] = hex(run["client_code"])
     run["server_code"] = hex(run["server_code"])
     return run
 
 
 def _group(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The runs' figures by how the two code addresses lie: equal, equal modulo 16 MiB
-    only, or different modulo 16 MiB."""
+    """The runs' figures by the lowest bit in which the two code addresses differ."""
     groups: dict[str, dict[str, Any]] = {}
-    picks: tuple[tuple[str, Callable[[dict[str, Any]], bool]], ...] = (
-        ("equal", lambda r: r["lowest_different_bit"] is None),
-        ("same modulo 16 MiB",
-         lambda r: r["same_modulo_16mib"] and r["lowest_different_bit"] is not None),
-        ("different modulo 16 MiB", lambda r: not r["same_modulo_16mib"]))
+    picks: tuple[tuple[str, Callable[[int | None], bool]], ...] = (
+        ("equal", lambda bit: bit is None),
+        ("first differ below bit 24", lambda bit: bit is not None and bit < SLOW_BITS.start),
+        ("first differ in bits 24-30", lambda bit: bit in SLOW_BITS),
+        ("first differ at bit 31+", lambda bit: bit is not None and bit >= SLOW_BITS.stop))
     for name, pick in picks:
-        chosen = [r for r in runs if pick(r)]
+        chosen = [r for r in runs if pick(r["lowest_different_bit"])]
         if not chosen:
             continue
         walls = [r["us_per_call"] for r in chosen]
@@ -246,8 +304,9 @@ def main() -> None:
     parser.add_argument("--echo", default=None,
                         help="a stdio echo server script (default: a built-in one)")
     parser.add_argument("--fixed-layout", type=int, default=None, metavar="MIB",
-                        help="address randomisation off, the server's stack limit MIB MiB "
-                             "(moves its code; see the module docstring)")
+                        help="address randomisation off, the client's stack limit 8 MiB "
+                             "and the server's MIB MiB (moves the server's code; see the "
+                             "module docstring)")
     parser.add_argument("--json", action="store_true", help="print JSON only")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -260,9 +319,20 @@ def main() -> None:
         return
     if args.runs < 1 or args.calls < 1:
         raise SystemExit("pair_placement: --runs and --calls must be at least 1")
-    if args.fixed_layout is not None and args.fixed_layout < 8:
-        raise SystemExit("pair_placement: --fixed-layout takes a stack limit of at least "
-                         "8 MiB")
+    if args.cpu not in os.sched_getaffinity(0):
+        raise SystemExit(f"pair_placement: --cpu {args.cpu} is not one this process may run "
+                         f"on ({sorted(os.sched_getaffinity(0))})")
+    before_exec = None
+    if args.fixed_layout is not None:
+        import resource
+
+        _, hard = resource.getrlimit(resource.RLIMIT_STACK)
+        if args.fixed_layout < 8 or (hard != resource.RLIM_INFINITY
+                                     and args.fixed_layout << 20 > hard):
+            raise SystemExit(f"pair_placement: --fixed-layout {args.fixed_layout}: takes a "
+                             f"stack limit of at least 8 MiB and at most the hard limit "
+                             f"(ulimit -Hs)")
+        before_exec = _fixed_layout_start()
     with tempfile.TemporaryDirectory(prefix="mcpsync-pair-") as tmp:
         echo = args.echo
         if echo is None:
@@ -272,7 +342,7 @@ def main() -> None:
             raise SystemExit(f"pair_placement: --echo {echo}: no such file")
         runs = []
         for index in range(args.runs):
-            run = _one_run(args, echo)
+            run = _one_run(args, echo, before_exec)
             runs.append(run)
             if not args.json:
                 bit = run["lowest_different_bit"]
@@ -288,7 +358,7 @@ def main() -> None:
         return
     print(f"\n{args.client}, {args.runs} runs on CPU {args.cpu}, {args.calls} calls each:")
     for name, g in result["groups"].items():
-        print(f"  {name:24s} {g['runs']:3d} runs: median {g['median_us']:.1f} us/call "
+        print(f"  {name:27s} {g['runs']:3d} runs: median {g['median_us']:.1f} us/call "
               f"({g['min_us']:.1f}-{g['max_us']:.1f}), CPU {g['median_cpu_us']:.1f} us "
               f"({g['min_cpu_us']:.1f}-{g['max_cpu_us']:.1f})")
 

@@ -6,9 +6,9 @@ The targets: in an invocation (``RUNS=3``) a client's median ratio to the raw-pi
 the floor's time in that run) is at most 1.3, and its median CPU per call at most 1.6 times
 the floor's median CPU per call.
 
-On the benchmark VM about one run in eight, of any client, the floor's included, runs
-about 1.6 to 1.7 times slower: the one whose client and server map the interpreter's code
-at addresses equal modulo 16 MiB (see ``benchmarks/pair_placement.py``). When two of the
+On the benchmark VM about one run in eight, the floor's as mcpsync's, runs 1.6 to 1.8
+times slower: the one whose client and server map the interpreter's code at addresses
+equal modulo 16 MiB but not equal (see ``benchmarks/pair_placement.py``). When two of the
 floor's three runs do, its median is a slow run: the CPU ratio, taken against that
 median, is understated, and so is the wall ratio of every run in which the floor was slow
 and the client was not. So an invocation is counted only when the floor's median run
