@@ -15,8 +15,10 @@ and the client was not. So an invocation is counted only when the floor's median
 lies within ``--steady`` per cent (10 by default) of its fastest run. A slow run of the
 client's is not excused: its figures stand as measured. ``--strict`` asks for all three
 of the floor's runs within that of its fastest, which counts no more invocations than the
-default. See docs/performance.md, "`seq-1cpu` on a second day" and "Two Python processes
-on one CPU".
+default. The "slow runs" column counts the judged client's runs at ``SLOW_RUN`` (1.4) times
+its fastest of the invocation or slower: two of three mean its median is a slow layout's.
+See docs/performance.md, "`seq-1cpu` on a second day" and "Two Python processes on one
+CPU".
 
 It reads the JSON file the harness writes for each invocation (``$BENCH_OUT/<stamp>.json``,
 ``bench-results/`` by default), unrounded; a directory stands for every ``*.json`` in it::
@@ -39,6 +41,10 @@ from typing import Any
 #: The targets: the wall-time ratio and the CPU ratio to the floor.
 WALL_TARGET = 1.3
 CPU_TARGET = 1.6
+#: A client's run this many times its fastest run of the invocation, or slower, is shown
+#: as a slow one: the slow code layout makes a run 1.6 to 1.8 times slower, and runs of one
+#: layout lie within about 1.3 times of each other.
+SLOW_RUN = 1.4
 SCENARIO = "seq-1cpu"
 FLOOR = "floor"
 
@@ -98,6 +104,8 @@ class Verdict:
     cpu_x_floor: float      # the client's median CPU per call over the floor's
     counted: bool
     met: bool
+    slow_runs: int = 0      # the client's runs at SLOW_RUN times its fastest or slower
+    runs: int = 0           # the client's runs with a time
 
 
 def judge(invocations: list[Invocation], client: str, steady: float,
@@ -122,8 +130,11 @@ def judge(invocations: list[Invocation], client: str, steady: float,
         cpu = statistics.median(mine_cpu) / statistics.median(floor_cpu)
         # Compared as times, not as the per cents above: 11 over 10 is then exactly 10 %.
         counted = (slowest if strict else median) <= fastest * (1 + steady / 100)
+        mine_us = [us for run in inv.runs if (us := run.get(client, (None, None))[0])]
+        slow = sum(us >= min(mine_us) * SLOW_RUN for us in mine_us)
         verdicts.append(Verdict(inv.label, slowdown, spread, x_floor, cpu, counted,
-                                counted and x_floor <= WALL_TARGET and cpu <= CPU_TARGET))
+                                counted and x_floor <= WALL_TARGET and cpu <= CPU_TARGET,
+                                slow, len(mine_us)))
     return verdicts
 
 
@@ -131,11 +142,12 @@ def report(verdicts: list[Verdict], client: str, steady: float, strict: bool, re
     rule = (f"all of the floor's runs at most {steady:g}% over its fastest" if strict
             else f"the floor's median run at most {steady:g}% over its fastest")
     lines = [f"{'invocation':<24} {'floor median':>12} {'floor slowest':>13} {'x floor':>8} "
-             f"{'CPU x floor':>11}  verdict"]
+             f"{'CPU x floor':>11} {'slow runs':>9}  verdict"]
     for v in verdicts:
         verdict = ("met" if v.met else "not met") if v.counted else "not counted (slow floor)"
+        slow = f"{v.slow_runs} of {v.runs}"
         lines.append(f"{v.label:<24} {v.floor_slowdown:>+11.1f}% {v.floor_spread:>+12.1f}% "
-                     f"{v.x_floor:>8.3f} {v.cpu_x_floor:>11.3f}  {verdict}")
+                     f"{v.x_floor:>8.3f} {v.cpu_x_floor:>11.3f} {slow:>9}  {verdict}")
     lines.append(f"{read} invocations of {SCENARIO} read, {len(verdicts)} with the floor and "
                  f"{client!r}")
     counted = [v for v in verdicts if v.counted]

@@ -183,3 +183,20 @@ def test_strict_counts_no_more_when_two_floor_runs_are_equally_slow() -> None:
     # The median 10.6 % over the fastest (a spread taken over the median would be 9.6 %).
     assert not verdict.judge([inv], "mcpsync", 10.0)[0].counted
     assert not verdict.judge([inv], "mcpsync", 10.0, strict=True)[0].counted
+
+
+def test_the_client_s_slow_runs_are_counted_and_shown(tmp_path: Path) -> None:
+    # The client's runs at 25, 42.5 (1.7 times its fastest: the slow code layout) and 35
+    # (exactly SLOW_RUN times) us per call; the floor steady.
+    floor = {"calls": 100, "elapsed_s": 0.002, "cpu_s": 0.001}
+    runs = [{"floor": floor, "mcpsync_client": {"calls": 100, "elapsed_s": elapsed,
+                                                "cpu_s": 0.0015, "label": "mcpsync"}}
+            for elapsed in (0.0025, 0.00425, 0.0035)]
+    path = _write(tmp_path / "slow.json", runs)
+    [v] = verdict.judge([verdict.load(path)], "mcpsync", 10.0)
+    assert (v.slow_runs, v.runs) == (2, 3)
+    done = subprocess.run([sys.executable, str(SCRIPT), str(path)], capture_output=True,
+                          text=True, timeout=30, check=False)
+    assert done.returncode == 0, done.stderr
+    header, row = done.stdout.splitlines()[:2]
+    assert "slow runs" in header and " 2 of 3  not met" in row
