@@ -3,7 +3,7 @@ that does to a sequential stdio call.
 
 ``seq-1cpu`` pins a client and the server it spawns to one CPU, so that a call is the two
 processes' work in turn. On the machine this was found on (an Intel Xeon VM, Linux 6.18),
-about one pair in eight runs 1.6 to 1.7 times slower than the others, client and server
+about one pair in eight runs 1.5 to 1.8 times slower than the others, client and server
 both, for the whole of their lives: the pairs whose interpreter code lies at addresses
 that first differ in a bit from 24 to 30, that is, equal modulo 16 MiB but not equal (see
 ``docs/performance.md``, "Two Python processes on one CPU"). This script reads that fact

@@ -6,7 +6,7 @@ The targets: in an invocation (``RUNS=3``) a client's median ratio to the raw-pi
 the floor's time in that run) is at most 1.3, and its median CPU per call at most 1.6 times
 the floor's median CPU per call.
 
-On the benchmark VM about one run in eight, the floor's as mcpsync's, runs 1.6 to 1.8
+On the benchmark VM about one run in eight, the floor's as mcpsync's, runs 1.5 to 1.8
 times slower: the one whose client and server map the interpreter's code at addresses
 equal modulo 16 MiB but not equal (see ``benchmarks/pair_placement.py``). When two of the
 floor's three runs do, its median is a slow run: the CPU ratio, taken against that
@@ -42,7 +42,7 @@ from typing import Any
 WALL_TARGET = 1.3
 CPU_TARGET = 1.6
 #: A client's run this many times its fastest run of the invocation, or slower, is shown
-#: as a slow one: the slow code layout makes a run 1.6 to 1.8 times slower, and runs of one
+#: as a slow one: the slow code layout makes a run 1.5 to 1.8 times slower, and runs of one
 #: layout lie within about 1.3 times of each other.
 SLOW_RUN = 1.4
 SCENARIO = "seq-1cpu"
