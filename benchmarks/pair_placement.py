@@ -202,13 +202,18 @@ ADDR_NO_RANDOMIZE = 0x0040000
 _QUERY = 0xFFFFFFFF
 
 
-def _fixed_layout_start() -> Callable[[], None]:
-    """Check, in this process, that ``personality(ADDR_NO_RANDOMIZE)`` is allowed (and put
-    the persona back); return what each client process runs before its exec: that flag
-    added to its persona, and its stack limit set to ``CLIENT_STACK``."""
+def _fixed_layout_start(mib: int) -> Callable[[], None]:
+    """Check, in this process, that the server's stack limit ``mib`` can be set and that
+    ``personality(ADDR_NO_RANDOMIZE)`` is allowed (and put the persona back); return what
+    each client process runs before its exec: that flag added to its persona, and its stack
+    limit set to ``CLIENT_STACK``."""
     import ctypes
     import resource
 
+    _, hard = resource.getrlimit(resource.RLIMIT_STACK)
+    if mib < 8 or (hard != resource.RLIM_INFINITY and mib << 20 > hard):
+        raise SystemExit(f"pair_placement: --fixed-layout {mib}: takes a stack limit of at "
+                         f"least 8 MiB and at most the hard limit (ulimit -Hs)")
     libc = ctypes.CDLL(None, use_errno=True)
     personality = libc.personality
     personality.argtypes = [ctypes.c_ulong]
@@ -220,7 +225,6 @@ def _fixed_layout_start() -> Callable[[], None]:
                          f"which was refused ({os.strerror(err)}); a sandbox's system call "
                          f"filter (Docker's default seccomp profile) does that")
     personality(current)
-    _, hard = resource.getrlimit(resource.RLIMIT_STACK)
     client_stack = CLIENT_STACK if hard == resource.RLIM_INFINITY else min(CLIENT_STACK, hard)
     flags = current | ADDR_NO_RANDOMIZE
 
@@ -324,15 +328,7 @@ def main() -> None:
                          f"on ({sorted(os.sched_getaffinity(0))})")
     before_exec = None
     if args.fixed_layout is not None:
-        import resource
-
-        _, hard = resource.getrlimit(resource.RLIMIT_STACK)
-        if args.fixed_layout < 8 or (hard != resource.RLIM_INFINITY
-                                     and args.fixed_layout << 20 > hard):
-            raise SystemExit(f"pair_placement: --fixed-layout {args.fixed_layout}: takes a "
-                             f"stack limit of at least 8 MiB and at most the hard limit "
-                             f"(ulimit -Hs)")
-        before_exec = _fixed_layout_start()
+        before_exec = _fixed_layout_start(args.fixed_layout)
     with tempfile.TemporaryDirectory(prefix="mcpsync-pair-") as tmp:
         echo = args.echo
         if echo is None:
