@@ -1,14 +1,19 @@
 """The background reader of a session (``mcpsync-<kind>-reader-<name>``): it reads whenever
 no caller holds the reader role, and sleeps on the role's gate while one does. It is the
 slow half of the hot path: a caller that leads never waits for it, and a caller that follows
-is woken by whoever reads its answer. See ``_engine`` for the theory of operation.
+is woken by whoever reads its answer. On stdio it is started only when first needed (until
+then ``Role.absent``, and the shared idle watch looks at the server; see ``_start_reader``
+and ``_idle_ready``). See ``_engine`` for the theory of operation.
 """
 
 from __future__ import annotations
 
 import math
+import threading
 import time
+from typing import Final
 
+from mcpsync._threads import new_thread
 from mcpsync.errors import ConnectionLost
 from mcpsync.jsonrpc import StreamError
 from mcpsync.session._base import HANDOFF_GRACE, MAX_PARK, Phase, SessionBase, logger
@@ -19,8 +24,89 @@ from mcpsync.transport.base import Transport
 __all__ = ["BackgroundReader"]
 
 
+#: Answers to the idle watch (``mcpsync.transport.stdio._idle_watch``, whose ``DROP`` and
+#: ``KEEP`` they equal; the session does not import a transport's module): let the session
+#: go, or keep watching it; a positive number is a pause, in seconds.
+_LET_GO: Final = -1.0
+_KEEP: Final = 0.0
+
+
 class BackgroundReader(SessionBase):
-    """The loop of the background reader thread."""
+    """The loop of the background reader thread, and its start where it begins absent."""
+
+    _bg_thread: threading.Thread | None
+
+    def _unpark(self) -> None:
+        """Under the lock: wake the background reader, or start it if it is absent (and
+        the session is not closing: a close stops readers, it needs none)."""
+        role = self._role
+        if role.parked:
+            if role.absent:
+                self._start_reader()
+            else:
+                role.parked = False
+                role.gate.release()
+
+    def _start_reader(self) -> None:
+        """Under the lock: start the absent background reader, which stays until the session
+        ends. It begins awake (``parked`` clear, ``long_park`` set): a give-back before its
+        first sleep takes the lock, as with any reader that is not asleep. The new thread
+        waits for the lock, so it looks at the role only once these stores are all made.
+
+        The idle watch lets the session go only once the thread runs. A thread that cannot
+        be started (``RuntimeError``: the process is out of threads) leaves the reader
+        absent as before, still watched, and the error goes to whoever needed the reader;
+        the next need tries again. (A Ctrl-C inside ``Thread.start()`` cannot tell whether
+        the thread began: the reader is then taken as started.)"""
+        role = self._role
+        if not role.absent or self._phase >= Phase.CLOSING:
+            return
+        thread = new_thread(f"mcpsync-{self._transport.kind}-reader-{self._safe}",
+                            self._bg_run)
+        role.absent = False
+        role.parked = False
+        role.long_park = True
+        self._bg_thread = thread
+        try:
+            thread.start()
+        except RuntimeError:
+            self._bg_thread = None
+            role.long_park = False
+            role.parked = True
+            role.absent = True
+            raise
+        unwatch_idle = getattr(self._transport, "unwatch_idle", None)
+        if unwatch_idle is not None:
+            unwatch_idle()
+
+    def _idle_ready(self, force: bool) -> float:
+        """The idle watch's thread: this session's stdout is readable (or at EOF), or its
+        server exited. With the role free and that still so now, start the reader (it reads
+        what came, and meets an exit as a loss); with the role held, the caller holding it
+        most likely reads what came itself, so the watch leaves this session alone for
+        HANDOFF_GRACE (a session called back to back wakes the watch about once per grace,
+        not once per answer). ``force``: start the reader whatever the state (the watch is
+        ending by a bug)."""
+        with self._lock:
+            role = self._role
+            if not role.absent or self._phase is not Phase.OPEN:
+                return _LET_GO
+            if not force:
+                if role.holder is not None:
+                    return HANDOFF_GRACE
+                idle_ready = getattr(self._transport, "idle_ready", None)
+                if idle_ready is not None and not idle_ready():
+                    return _KEEP   # what woke the watch was read by a caller since
+            self._start_reader()
+            return _LET_GO
+
+    def _idle_full(self) -> None:
+        """A write found stdin's pipe full (on the writing thread, write lock held): the
+        server may be blocked writing to a stdout nobody reads. Start the reader, which
+        drains stdout (taking a blocked caller's role over, as it does for any reader)."""
+        if self._role.absent:
+            with self._lock:
+                self._start_reader()
 
     def _bg_run(self) -> None:
         """Thread ``mcpsync-<kind>-reader-<name>``: read whenever no caller holds the role.

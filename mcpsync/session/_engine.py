@@ -10,7 +10,7 @@ Theory of operation (the *reader role*; ``docs/performance.md`` has the long ver
   nothing between them that runs Python code (``_request``); every other claimer (``_send``,
   ``_claim_after_write``, the background reader, ``start()``) takes the token under the
   lock (``Role.take``). Only the owner gives it back: a leader without the lock in the
-  usual case (see ``_release_role``), else ``Role.free`` under it. The other changes of
+    usual case (see ``_release_role``), else ``Role.free`` under it. The other changes of
   the role (a grant, a takeover) are made under the lock.
   The holder is the background reader thread ``mcpsync-<kind>-reader-<name>`` (``_BG``;
   ``<kind>`` is the transport's ``kind``: ``stdio``, ``http``, ``memory``), or a caller (its
@@ -25,9 +25,16 @@ Theory of operation (the *reader role*; ``docs/performance.md`` has the long ver
   pending; the background reader grants it and sleeps. A leader reads with bounded polls (its
   deadline; 0.1 s slices on the main thread, so a simulated Ctrl-C is seen), completes other
   callers' responses and feeds the dispatcher exactly as the background reader would, then
-  gives the role back. It wakes the background reader at once when calls are still pending;
+    gives the role back. It wakes the background reader at once when calls are still pending;
   otherwise the background reader resumes within HANDOFF_GRACE by itself (no thread switch
   per sequential call).
+- On stdio (where ``poll()`` exists) the background reader is *absent* until first needed
+  (``Role.absent``): a session used one call at a time never needs it, and the shared idle
+  watch (``transport/stdio/_idle_watch``) polls its stdout and its server's exit meanwhile.
+  Every wake-up of the reader (``_unpark``) starts it instead, as do the watch (something
+  arrived with the role free), a write that finds stdin's pipe full, and a loss; once
+  started it stays. So "wakes the background reader" below means "starts it" while it is
+  absent, and its "short sleep" is the watch's poll.
 - Nothing user-supplied runs on a reader: notifications and progress go to the dispatcher,
   server->client requests and deferred cancellations to the callback pool. A leader writes
   a cancellation only after giving the role up.
@@ -232,8 +239,10 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
         # makes and frees two bound methods; docs/performance.md).
         self._locking = itertools.starmap(self._lock.acquire, itertools.repeat(()))
         self._close_lock = threading.Lock()
-        # Reader role. Invariant: while the role is free, the background reader is awake, or
-        # asleep for at most HANDOFF_GRACE (see _release_role and _bg_run).
+                # Reader role. Invariant: while the role is free, the background reader is awake, or
+        # asleep for at most HANDOFF_GRACE, or absent with the idle watch polling stdout and
+        # the exit (each session left out of its poll for at most HANDOFF_GRACE at a time)
+        # (see _release_role, _bg_run and _idle_ready).
         self._role = Role()
         self._bg_thread: threading.Thread | None = None
         self._phase = Phase.NEW
@@ -327,14 +336,32 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
         self._watching = False
 
     def start(self) -> None:
-        """Start the background reader (the transport must already be started)."""
+        """Open the session (the transport must already be started): start the background
+        reader, or, where the transport has an idle watch (stdio with ``poll()``), register
+        with it and start the reader only once one is needed (see ``Role.absent``)."""
         self._check_usable(None, None)
+        watch_idle = getattr(self._transport, "watch_idle", None)
         with self._lock:
             if self._phase is not Phase.NEW:
                 return
-            # Taken by the background reader before the phase lets a call claim it.
-            self._role.take(_BG)
+            absent = False
+            if watch_idle is not None:
+                try:
+                    absent = watch_idle(self._idle_ready, self._idle_full)
+                except Exception as exc:   # no pipe or thread for the watch: a reader
+                    logger.debug("server %r: no idle watch (%r); starting a reader",
+                                 self.name, exc)
+            if absent:
+                role = self._role
+                role.absent = True
+                role.parked = True        # as a reader in its short sleep: see Role
+                role.long_park = False
+            else:
+                # Taken by the background reader before the phase lets a call claim it.
+                self._role.take(_BG)
             self._phase = Phase.OPEN
+        if absent:
+            return
         # Named after the transport (``mcpsync-http-reader-<name>`` on HTTP), so a thread dump
         # tells which kind of connection a reader serves.
         kind = self._transport.kind
@@ -371,7 +398,7 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
             try:
                 me = threading.current_thread()
                 bg = self._bg_thread
-                if bg is not None and bg is not me:
+                if bg is not None and bg is not me and bg.ident is not None:
                     bg.join(JOIN_TIMEOUT)
             except BaseException:
                 # Ctrl-C in the join: the user wants out, so the transport's close below
@@ -429,7 +456,10 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
         with self._lock:
             self._phase = Phase.CLOSED
             self._role.want = None
-            self._role.unpark()
+            self._unpark()   # starts no absent reader: the phase is closed
+        unwatch_idle = getattr(self._transport, "unwatch_idle", None)
+        if unwatch_idle is not None:
+            unwatch_idle()   # before the server's exit can wake the watch for nothing
         if self._watching:
             # It never answered: no MCP shutdown to wait for (stdin EOF, then 2 s).
             hurry = getattr(self._transport, "hurry", None)
@@ -898,10 +928,12 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
             # The role is free: a sequential caller gave it back and left the background
             # reader in its short sleep (see _release_role), for its own next call to lead.
             # This call never leads, so nobody would read its answer until that sleep ends
-            # (up to HANDOFF_GRACE): wake the reader now.
+            # (up to HANDOFF_GRACE): wake the reader now (or start it: the reader is absent
+            # where the idle watch looks after an idle stdio session, and a future's answer,
+            # progress and expiry need a reader).
             with self._lock:
                 if self._role.holder is None:
-                    self._role.unpark()
+                    self._unpark()
         return call
 
     def _write_failed(self, call: Call, exc: WriteTimedOut | ConnectionLost) -> None:
@@ -1024,6 +1056,10 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
           decision, so a reader between a takeover's test and its store is not parked. A
           reader seen parked there decides next after the call cleared ``sending``, so it
           cannot take the role over. Otherwise (the reader awake) the lock is taken here.
+          An absent reader reads as parked (``start()`` stores it so, under the lock, and
+          there is no thread to take anything over); it is started under the lock with
+          ``parked`` cleared, and its first decision sees no holder seen writing before,
+          so it cannot take a write over before two looks of its own.
         - ``want`` is set to the call only by the call's own thread; another call's
           ``want`` is not ours to clear.
         - Whether to wake the reader is decided *after* ``holder = None`` is stored, reading
@@ -1061,7 +1097,7 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
             role.free(call)
             if role.holder is None and (role.long_park or EAGER_HANDBACK or self._pending
                                         or self._phase is _CLOSED):
-                role.unpark()
+                self._unpark()
         finally:
             if held:
                 self._lock.release()

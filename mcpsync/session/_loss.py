@@ -114,7 +114,7 @@ class LossHandling(SessionBase):
         self._fail_all(lambda call: self._loss_error(call, code, cause, exited))
         with self._lock:
             self._role.want = None
-            self._role.unpark()
+            self._unpark()
         self._transport.wake()
 
     def _not_mcp_note(self, subject: str | None = None) -> str:
@@ -148,7 +148,7 @@ class LossHandling(SessionBase):
             f"{self._describe(call)}: {note}", server=self.name, method=call.method))
         with self._lock:
             self._role.want = None
-            self._role.unpark()
+            self._unpark()
         self._transport.wake()
 
     def _exited_error(self, prefix: str, code: int | None, method: str | None,

@@ -10,8 +10,9 @@ take a free role, with or without the session's lock. The claimer then stores it
 Ctrl-C or switch threads (a test holds the bytecode to that). Who takes it: a caller on the
 usual path without the lock (``Session._request``, which tests ``holder is None`` first so
 that a taken role costs no exception); under the lock, ``Role.take`` for ``_send``,
-``_claim_after_write``, the background reader and ``start()`` (before the phase opens, so
-no caller claims beside the background reader). Who gives it back: only its owner, by
+``_claim_after_write``, the background reader and ``start()`` when it starts the reader at
+once (before the phase opens, so no caller claims beside the background reader; a session
+whose reader is ``absent`` opens with the role free). Who gives it back: only its owner, by
 ``holder = None`` and then ``token = True`` (the other order would let a claim take the
 token and have its store undone): a leader without the lock in ``_request``, or
 ``Role.free(owner)`` under the lock. A grant of ``want`` and the takeover of a blocked
@@ -28,16 +29,27 @@ once its write ends (and after a failed write); and the background reader stores
 is me", and only the holder (or, under the lock, a granter) changes that.
 
 - ``holder``: who reads (``None``: nobody; the background reader takes it within
-  HANDOFF_GRACE). ``None`` with the token taken is a claim between its two stores, or a
-  give-back between its two: seen only by a tracer that runs between bytecodes or lines.
+  HANDOFF_GRACE, or, while it is ``absent``, the idle watch starts it when something
+  arrives, within HANDOFF_GRACE of the role's give-back). ``None`` with the token taken is
+  a claim between its two stores, or a give-back between its two: seen only by a tracer
+  that runs between bytecodes or lines.
 - ``token``: set (to True) while the role is free; see above.
 - ``want``: the caller that asked the background reader for the role (its call is the only
   one in flight); the background reader grants it after its current ``receive``.
 - ``sending``: the holder is still writing its request; a write that blocks (a server that
   stopped reading) is rescued by the background reader taking the role over.
 - ``parked``/``long_park``/``gate``: the background reader sleeps on ``gate`` (a lock used as
-  a binary semaphore, released only while ``parked`` is true); ``long_park`` says whether the
-  sleep is longer than HANDOFF_GRACE, so a role given back must wake it at once.
+  a binary semaphore, released only while ``parked`` is true and the reader is not
+  ``absent``); ``long_park`` says whether the sleep is longer than HANDOFF_GRACE, so a role
+  given back must wake it at once. ``Session._unpark`` wakes it (or starts it).
+- ``absent``: no background reader exists yet. A stdio session used from one thread
+  at a time needs none: a caller reads its own answer, and the shared idle watch
+  (``mcpsync.transport.stdio._idle_watch``) looks at stdout and the server's exit while
+  nobody calls. The role then reads as ``parked`` with ``long_park`` clear (what a reader
+  in its short sleep shows, so the hot path's give-back stays lock-free), and every wake-up
+  of the reader (``Session._unpark``) starts one instead, as does the watch when it finds
+  something to read with the role free, and a write that finds stdin's pipe full. Once
+  started, the reader stays until the session ends.
 - ``spare``: at most one :class:`~mcpsync.session._call.Call` kept for reuse (under the key
   ``0``), taken and put back without the lock by single ``dict`` operations; see
   ``Session._request`` for when a call goes back (the session's docstring says the rule).
@@ -63,8 +75,8 @@ class Role:
     inline in ``Session._request``, since they run on every call; the others go through
     :meth:`take` and :meth:`free`."""
 
-    __slots__ = ("gate", "holder", "long_park", "parked", "sending", "spare", "token",
-                 "want")
+    __slots__ = ("absent", "gate", "holder", "long_park", "parked", "sending", "spare",
+                 "token", "want")
 
     def __init__(self) -> None:
         self.holder: object = None
@@ -80,6 +92,9 @@ class Role:
         self.gate = threading.Lock()
         self.gate.acquire()
         self.spare: dict[int, Call] = {}
+        # No background reader yet (see the module's docstring): set by Session.start()
+        # for a session the idle watch looks after, cleared when its reader is started.
+        self.absent = False
 
     def grant(self, call: Call) -> None:
         """Under the lock, by the background reader: hand the role to ``call`` and wake it."""
@@ -104,9 +119,3 @@ class Role:
         ``holder`` undone)."""
         if self.holder is owner:
             self.holder = None; self.token = True  # noqa: E702 - one line, as in take
-
-    def unpark(self) -> None:
-        """Under the lock: wake the background reader if it sleeps on the gate."""
-        if self.parked:
-            self.parked = False
-            self.gate.release()

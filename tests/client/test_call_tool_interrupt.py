@@ -40,6 +40,14 @@ def client(request: pytest.FixtureRequest) -> Iterator[mcpsync.Client]:
     era = request.param
     with mcpsync.connect(DEMO, timeout=30, **({} if era is None else {"era": era})) as c:
         assert c._modern is (era is None)
+        # The background reader started now, not when an interrupted call first needs it
+        # (a stdio session starts it only then): it belongs to this module's client, not
+        # to whichever test starts it (each test checks that it leaves no thread behind),
+        # and ``first-call`` needs it. Ctrl-C on the path with the reader absent is swept
+        # by the session's own tests.
+        session = c._session
+        with session._lock:
+            session._start_reader()
         yield c
 
 

@@ -131,23 +131,35 @@ def peer_argv() -> list[str]:
     return [sys.executable, "-c", PEER]
 
 
+def reader_from_the_start(transport: StdioTransport) -> StdioTransport:
+    """Make ``transport``'s session start its background reader at once, as on a transport
+    without the idle watch, instead of when one is first needed (``Role.absent``): for the
+    tests of the reader's own hand-overs, which need it there from the first call."""
+    transport.watch_idle = lambda on_ready, on_full: False  # type: ignore[method-assign]
+    return transport
+
+
 def open_session(argv: list[str] | None = None, *, name: str = "peer",
-                 max_frame_bytes: int | None = None, **options: object) -> Session:
-    """Start a transport and a session on it."""
+                 max_frame_bytes: int | None = None, reader: bool = False,
+                 **options: object) -> Session:
+    """Start a transport and a session on it; ``reader``: with its background reader from
+    the start (see :func:`reader_from_the_start`)."""
     kwargs: dict[str, object] = {}
     if max_frame_bytes is not None:
         kwargs["max_frame_bytes"] = max_frame_bytes
     transport = StdioTransport(argv or peer_argv(), name=name, **kwargs)  # type: ignore[arg-type]
     transport.start()
+    if reader:
+        reader_from_the_start(transport)
     session = Session(transport, name=name, **options)  # type: ignore[arg-type]
     session.start()
     return session
 
 
-def peer_session() -> Iterator[Session]:
+def peer_session(reader: bool = False) -> Iterator[Session]:
     """Body of each test module's ``peer`` fixture: a session on the scriptable peer, closed
     after the test (the module's fixture also asks for ``no_leaks``)."""
-    session = open_session()
+    session = open_session(reader=reader)
     try:
         yield session
     finally:

@@ -215,7 +215,7 @@ def test_the_background_reader_tells_two_calls_in_one_record_apart(no_leaks: Non
             sleeps.append(frame.f_locals["park_for"])
 
     with _tracing_reader(record):
-        session = open_session()
+        session = open_session(reader=True)
     try:
         _warm(session)
         sleeps.clear()

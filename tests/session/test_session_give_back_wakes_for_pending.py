@@ -105,7 +105,7 @@ def test_a_give_back_with_a_follower_pending_wakes_a_reader_in_a_short_sleep(
                                  role.parked, role.long_park))
 
     with _tracing(BackgroundReader._bg_run.__code__, stretch, new_threads=True):
-        session = open_session()
+        session = open_session(reader=True)
     follower_got: list[Any] = []
     follower_took: list[float] = []
 

@@ -50,6 +50,24 @@ def peer(no_leaks: None) -> Iterator[Session]:
     yield from peer_session()
 
 
+#: How each sweep's session is used: ``leading`` (the caller has made a call before, so it
+#: claims the free role and reads its own answer: the sequential steady state), with the
+#: background reader absent (stdio's default: started only when needed) or present from the
+#: start (as on transports without the idle watch); ``first-call``: every interrupted
+#: request is the first after the background reader took the role back (it is given the
+#: time), which needs a reader present.
+MODES = {"leading": (True, False), "leading-with-reader": (True, True),
+         "first-call": (False, True)}
+
+
+@pytest.fixture(params=list(MODES))
+def mode(request: pytest.FixtureRequest, no_leaks: None) -> Iterator[tuple[Session, bool]]:
+    """A session for one of MODES, and whether the sweep warms it (``leading``)."""
+    warm, reader = MODES[request.param]
+    for session in peer_session(reader=reader):
+        yield session, warm
+
+
 def _sweep(peer: Session, code: CodeType, warm: bool, want: str | None = None) -> list[str]:
     """Interrupt a request at the 1st, 2nd, ... C call's return in ``code`` until a few
     requests in a row meet none (which path a read takes varies: a read that finds the
@@ -89,14 +107,11 @@ def _sweep(peer: Session, code: CodeType, warm: bool, want: str | None = None) -
 
 @pytest.mark.parametrize("code", sorted(HOT, key=lambda c: c.co_name),
                          ids=lambda c: c.co_name)
-@pytest.mark.parametrize("warm", [True, False], ids=["leading", "first-call"])
 def test_ctrl_c_at_any_return_on_the_sequential_path_leaves_nothing_held(
-        peer: Session, warm: bool, code: CodeType) -> None:
-    """``leading``: the caller has made a call before, so it claims the free role and reads
-    its own answer (the sequential steady state). ``first-call``: every interrupted request
-    is the first after the background reader took the role back (it is given the time).
-    ``_release_role`` usually gives the role back without a call (no lock): its locked
-    branch is swept by the test below."""
+        mode: tuple[Session, bool], code: CodeType) -> None:
+    """In each of MODES. ``_release_role`` usually gives the role back without a call (no
+    lock): its locked branch is swept by the test below."""
+    peer, warm = mode
     want = {StdioTransport.send_bytes_until.__code__: "write"}.get(code)
     if code is StdioTransport.receive.__code__ and warm:
         want = "receive: release"
@@ -121,13 +136,13 @@ def test_ctrl_c_at_any_return_on_the_sequential_path_leaves_nothing_held(
         assert "_claim_after_write: len" in names
 
 
-@pytest.mark.parametrize("warm", [True, False], ids=["leading", "first-call"])
 def test_ctrl_c_at_any_return_in_release_roles_locked_branch(
-        peer: Session, warm: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+        mode: tuple[Session, bool], monkeypatch: pytest.MonkeyPatch) -> None:
     """``_release_role`` takes the session's lock only to wake the background reader (or
     when the call is not the plain holder). With ``EAGER_HANDBACK`` every release wakes it,
     so each C call of the locked branch (the acquire, the gate's release, the lock's
     release) is interrupted in turn: nothing is left held, and the next call answers."""
+    peer, warm = mode
     monkeypatch.setattr(engine, "EAGER_HANDBACK", True)
     names = " ".join(_sweep(peer, EngineSession._release_role.__code__, warm,
                             "_release_role: release"))

@@ -21,7 +21,7 @@ from mcpsync.session._call import Call
 from mcpsync.transport.base import WriteTimedOut
 from mcpsync.transport.stdio import StdioTransport
 
-from .helpers import open_session, peer_session
+from .helpers import open_session, peer_session, reader_from_the_start
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -263,7 +263,7 @@ def test_ctrl_c_in_close_still_closes_the_transport_and_stops_the_threads(
     """Session.close() runs each of its steps even when one before it was interrupted:
     the server is ended and the dispatcher stopped (no_leaks checks every thread)."""
     notes: list[object] = []
-    session = open_session(on_notification=notes.append)
+    session = open_session(on_notification=notes.append, reader=where == "reader-join")
     transport = session._transport
     assert isinstance(transport, StdioTransport)
     session.request("notify", {"count": 1})
@@ -305,6 +305,7 @@ def test_ctrl_c_in_the_reader_join_ends_even_a_stubborn_server_at_once(
     server.write_text("import sys, time\nfor line in sys.stdin: pass\ntime.sleep(60)\n")
     transport = StdioTransport([sys.executable, str(server)], name="stubborn")
     transport.start()
+    reader_from_the_start(transport)
     session = Session(transport, name="stubborn")
     session.start()
     reader = session._bg_thread

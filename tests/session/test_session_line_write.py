@@ -85,7 +85,7 @@ def test_a_frames_only_transport_gets_the_tool_call_without_its_newline(
     session = Session(transport, name="peer")  # type: ignore[arg-type]
     session.start()
     try:
-        for _ in range(3):   # the first call's role is the reader's: _send writes it
+        for _ in range(3):   # each call's frame goes through the wrapper's write
             _call(session)
         assert session.request("echo", {"n": 1}) == {"n": 1}
         assert len(transport.frames) == 4
@@ -117,9 +117,9 @@ def test_a_line_taking_transport_gets_the_whole_line(no_leaks: None,
         assert session.request("echo", {"n": 1}) == {"n": 1}
         tool_calls = [(f, e) for f, e in written if b'"tools/call"' in f]
         assert len(tool_calls) == 3
-        # The first call finds the role with the background reader and goes through _send
-        # (a frame, as every other request); the next ones claim it and write the line.
-        assert [ended for _, ended in tool_calls] == [False, True, True]
+        # No background reader holds the role (none is started while one caller at a time
+        # uses a stdio session), so every call claims it and writes the whole line.
+        assert [ended for _, ended in tool_calls] == [True, True, True]
         for frame, ended in tool_calls:
             line = frame if ended else frame + b"\n"
             assert line.endswith(b"}\n") and line.count(b"\n") == 1

@@ -140,7 +140,7 @@ def test_a_role_given_back_wakes_a_reader_in_a_long_sleep(no_leaks: None) -> Non
 
     notes, on_note = _notes()
     with _tracing_reader(stretch):
-        session = open_session(on_notification=on_note)
+        session = open_session(on_notification=on_note, reader=True)
     try:
         assert session.request("echo", {"warm": 1}) == {"warm": 1}
         for i in range(3):
@@ -190,7 +190,7 @@ def test_the_reader_looks_again_before_a_long_sleep(no_leaks: None) -> None:
 
     notes, on_note = _notes()
     with _tracing_reader(pause_reader):
-        session = open_session(on_notification=on_note)
+        session = open_session(on_notification=on_note, reader=True)
     try:
         for attempt in range(30):
             assert session.request("echo", {"warm": attempt}) == {"warm": attempt}
@@ -401,7 +401,7 @@ def test_a_ctrl_c_while_the_wake_up_waits_for_the_lock_still_wakes_the_reader(
 
     notes, on_note = _notes()
     with _tracing_reader(stretch):
-        session = open_session(on_notification=on_note)
+        session = open_session(on_notification=on_note, reader=True)
     helper = threading.Thread(target=hold_the_lock, name="mcpsync-test-holder", daemon=True)
     try:
         assert session.request("echo", {"warm": 1}) == {"warm": 1}
@@ -430,7 +430,7 @@ def test_calls_from_several_threads_and_a_close_meanwhile(no_leaks: None) -> Non
     caller ends, and no call is left pending or holding the role."""
     for round_ in range(8):
         _, on_note = _notes()
-        session = open_session(on_notification=on_note)
+        session = open_session(on_notification=on_note, reader=True)
         errors: list[BaseException] = []
         counts = [0, 0, 0]
 

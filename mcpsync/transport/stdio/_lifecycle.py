@@ -49,7 +49,9 @@ from mcpsync.transport.stdio import _spawner
 
 from ...errors import ConfigError
 from ..base import safe_name
+from . import _idle_watch
 from ._env import build_env, resolve_argv
+from ._idle_watch import IdleWatch
 from ._stderr import StderrDrain, excerpt
 from ._writer import FrameFinisher
 
@@ -361,10 +363,10 @@ class Aside:
     recovery) at any point finds every one of these set."""
 
     __slots__ = ("claimed_at", "close_lock", "cwd", "die_with_parent", "env", "finisher",
-                 "holds_spawner", "inherit_env", "interrupted", "leftovers_killed", "logger",
-                 "on_stderr", "owner_pid", "pid_reaped", "safe", "started", "status",
-                 "stderr", "stderr_bytes", "stdin_closed_at", "stdin_grace", "stuck",
-                 "wake_lock")
+                 "holds_spawner", "idle", "inherit_env", "interrupted", "leftovers_killed",
+                 "logger", "on_full", "on_stderr", "owner_pid", "pid_reaped", "safe",
+                 "started", "status", "stderr", "stderr_bytes", "stdin_closed_at",
+                 "stdin_grace", "stuck", "wake_lock")
 
     def __init__(self, name: str, env: dict[str, str | None], inherit_env: bool,
                  cwd: str | None, stderr_bytes: int,
@@ -404,6 +406,10 @@ class Aside:
         #: run again after a Ctrl-C must not wait for that (free) pid a second time, by pid
         #: above all: another child of ours may have its number.
         self.pid_reaped: object = None
+        #: The session's registration with the idle watch (see ``watch_idle``), and what
+        #: to call when a write finds stdin's pipe full (the session starts its reader).
+        self.idle: IdleWatch | None = None
+        self.on_full: Callable[[], None] | None = None
 
 
 class ProcessLifecycle:
@@ -971,6 +977,11 @@ class ProcessLifecycle:
         def left(step: float) -> float:
             return max(0.0, min(step, deadline - time.monotonic()))
 
+                # The idle watch lets stdout and the pidfd go before they are closed below (marked
+        # let go now, which its thread tests before it asks the session: see _idle_watch).
+        idle = self._aside.idle
+        if idle is not None:
+            _idle_watch.unwatch(idle)
         # The leader is gone (not yet reaped, with a pidfd or by pid on Linux, so its pid is
         # still the group's): anything left in its group is an orphan of the server, which
         # must not outlive close(). The reap comes only after this last signal, which is
@@ -1030,6 +1041,10 @@ class ProcessLifecycle:
         # receive() as it always was.
         if ended or not self._exchanging:
             self._close_raw("_pidfd")
+        if idle is not None:
+            # The watch thread, if this was the last session it watched (no lock held here
+            # that it could wait for).
+            _idle_watch.join_ended(left(JOIN_TIMEOUT) or 0.05)
         if proc.returncode is None:
             self._aside.logger.warning("server %r (pid %s) could not be reaped after SIGKILL; "
                                        "given up", self.name, proc.pid)

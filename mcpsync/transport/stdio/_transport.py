@@ -32,6 +32,7 @@ import errno
 import itertools
 import math
 import os
+import select
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -52,6 +53,7 @@ from ...jsonrpc import (
     serialize as _serialize,
 )
 from ..base import ReadBroke, TransportClosed, fuses, safe_name, takes_lines
+from . import _idle_watch
 from ._lifecycle import _MAX_POLL_MS, _MAX_POLL_S, Aside, ProcessLifecycle
 from ._writer import FINISH_GRACE, FrameFinisher, WriteTimedOut, pour
 
@@ -197,6 +199,45 @@ class StdioTransport(ProcessLifecycle):
         the waiting call; ``answer`` runs in :meth:`receive`, on the reading thread."""
         self._decoder.answer = answer
 
+    # ------------------------------------------------------------------ the idle watch
+
+    def watch_idle(self, on_ready: Callable[[bool], float],
+                   on_full: Callable[[], None]) -> bool:
+        """Have the shared watch thread (``_idle_watch``) watch stdout and the server's
+        exit for the session, so that it needs no reader thread while idle: ``on_ready``
+        is asked what to do when either is ready, and ``on_full`` is called when a write
+        finds stdin's pipe full (a reader must then drain stdout, see ``_write_rest``).
+        False, and nothing watched, where that cannot be done (no ``poll()``: the pump
+        thread reads stdout; not started; closing): the session keeps a reader of its own.
+        """
+        if self._pump is not None or self._poller is None or self._rx_done \
+                or self._closing or self._aside.idle is not None:
+            return False
+        fds = (self._stdout_fd,) if self._pidfd < 0 else (self._stdout_fd, self._pidfd)
+        self._aside.on_full = on_full
+        self._aside.idle = _idle_watch.watch(fds, on_ready)
+        return True
+
+    def unwatch_idle(self) -> None:
+        """Stop the idle watch (the session started its reader, or is closing)."""
+        idle = self._aside.idle
+        if idle is not None:
+            self._aside.on_full = None
+            _idle_watch.unwatch(idle)
+
+    def idle_ready(self) -> bool:
+        """Whether stdout is readable (or at EOF) or the server has exited, now: a poll
+        that does not wait, for the session's answer to the idle watch (what woke the
+        watch may have been read by a caller since). A poll object of its own: the
+        transport's is polled by readers, and ``poll()`` refuses two polls at once."""
+        idle = self._aside.idle
+        if idle is None or self._closing:
+            return False
+        poller = select.poll()
+        for fd in idle.fds:
+            poller.register(fd, select.POLLIN)
+        return bool(poller.poll(0))
+
     # ------------------------------------------------------------------ writing
 
     def send(self, message: Message) -> None:
@@ -305,6 +346,11 @@ class StdioTransport(ProcessLifecycle):
         view = None
         try:
             owned[0] = False
+            on_full = self._aside.on_full
+            if on_full is not None:
+                # No reader may be draining stdout (the session reads with its callers
+                # and the idle watch only): start one, or this write may never finish.
+                on_full()
             view = memoryview(data)
             try:
                 if self._pump is not None:  # pragma: no cover - no poll() (Windows): stdin blocks
