@@ -29,6 +29,9 @@ __all__ = ["BackgroundReader"]
 #: go, or keep watching it; a positive number is a pause, in seconds.
 _LET_GO: Final = -1.0
 _KEEP: Final = 0.0
+#: The pause after a reader could not be started from the watch (the process is out of
+#: threads): the session stays watched, and is asked again then.
+_RETRY: Final = 0.1
 
 
 class BackgroundReader(SessionBase):
@@ -86,7 +89,8 @@ class BackgroundReader(SessionBase):
         most likely reads what came itself, so the watch leaves this session alone for
         HANDOFF_GRACE (a session called back to back wakes the watch about once per grace,
         not once per answer). ``force``: start the reader whatever the state (the watch is
-        ending by a bug)."""
+        ending by a bug). A reader that cannot be started (out of threads) leaves the
+        session watched, asked again after ``_RETRY`` seconds."""
         with self._lock:
             role = self._role
             if not role.absent or self._phase is not Phase.OPEN:
@@ -97,7 +101,12 @@ class BackgroundReader(SessionBase):
                 idle_ready = getattr(self._transport, "idle_ready", None)
                 if idle_ready is not None and not idle_ready():
                     return _KEEP   # what woke the watch was read by a caller since
-            self._start_reader()
+            try:
+                self._start_reader()
+            except RuntimeError as exc:   # out of threads: still watched, asked again later
+                logger.warning("server %r: could not start its reader (%s); trying again "
+                               "in %g s", self.name, exc, _RETRY)
+                return _RETRY
             return _LET_GO
 
     def _idle_full(self) -> None:

@@ -10,7 +10,7 @@ Theory of operation (the *reader role*; ``docs/performance.md`` has the long ver
   nothing between them that runs Python code (``_request``); every other claimer (``_send``,
   ``_claim_after_write``, the background reader, ``start()``) takes the token under the
   lock (``Role.take``). Only the owner gives it back: a leader without the lock in the
-    usual case (see ``_release_role``), else ``Role.free`` under it. The other changes of
+  usual case (see ``_release_role``), else ``Role.free`` under it. The other changes of
   the role (a grant, a takeover) are made under the lock.
   The holder is the background reader thread ``mcpsync-<kind>-reader-<name>`` (``_BG``;
   ``<kind>`` is the transport's ``kind``: ``stdio``, ``http``, ``memory``), or a caller (its
@@ -25,7 +25,7 @@ Theory of operation (the *reader role*; ``docs/performance.md`` has the long ver
   pending; the background reader grants it and sleeps. A leader reads with bounded polls (its
   deadline; 0.1 s slices on the main thread, so a simulated Ctrl-C is seen), completes other
   callers' responses and feeds the dispatcher exactly as the background reader would, then
-    gives the role back. It wakes the background reader at once when calls are still pending;
+  gives the role back. It wakes the background reader at once when calls are still pending;
   otherwise the background reader resumes within HANDOFF_GRACE by itself (no thread switch
   per sequential call).
 - On stdio (where ``poll()`` exists) the background reader is *absent* until first needed
@@ -239,7 +239,7 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
         # makes and frees two bound methods; docs/performance.md).
         self._locking = itertools.starmap(self._lock.acquire, itertools.repeat(()))
         self._close_lock = threading.Lock()
-                # Reader role. Invariant: while the role is free, the background reader is awake, or
+        # Reader role. Invariant: while the role is free, the background reader is awake, or
         # asleep for at most HANDOFF_GRACE, or absent with the idle watch polling stdout and
         # the exit (each session left out of its poll for at most HANDOFF_GRACE at a time)
         # (see _release_role, _bg_run and _idle_ready).

@@ -217,7 +217,7 @@ def test_what_arrives_just_after_a_call_is_read() -> None:
     for attempt in range(5):
         arrived = threading.Event()
         session = open_session(name=f"soon{attempt}",
-                               on_notification=lambda message: arrived.set())
+                               on_notification=lambda _message, arrived=arrived: arrived.set())
         try:
             assert session._role.absent
             assert session.request("notify_later", {"ms": 1}, timeout=5) == "later"
@@ -278,3 +278,37 @@ def test_close_of_an_idle_session_starts_no_reader(monkeypatch: pytest.MonkeyPat
     assert _readers() == []
     # Asked (the close wakes the reader role as it always did), but nothing was started.
     assert session._bg_thread is None
+
+
+def test_a_reader_the_watch_cannot_start_is_tried_again(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """The watch finds a notification with the role free, and the process is out of threads
+    as it starts the reader: the session stays watched, the watch asks again a moment
+    later, and the notification is read then."""
+    from mcpsync.session import _background
+
+    real = _background.new_thread
+    failed_on: list[str] = []
+
+    def new_thread(name: str, target: Any, *args: Any) -> threading.Thread:
+        thread = real(name, target, *args)
+        if not failed_on:
+            failed_on.append(threading.current_thread().name)
+
+            def start() -> None:
+                raise RuntimeError("can't start new thread")
+
+            thread.start = start  # type: ignore[method-assign]
+        return thread
+
+    monkeypatch.setattr(_background, "new_thread", new_thread)
+    arrived = threading.Event()
+    session = open_session(on_notification=lambda _message: arrived.set())
+    try:
+        assert session.request("notify_later", {"ms": 50}, timeout=5) == "later"
+        assert arrived.wait(5), "the notification was never read"
+        assert failed_on == ["mcpsync-stdio-watch"]
+        assert "could not start its reader" in caplog.text
+        assert _readers() == ["mcpsync-stdio-reader-peer"]
+    finally:
+        session.close()

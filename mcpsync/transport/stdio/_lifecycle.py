@@ -977,7 +977,7 @@ class ProcessLifecycle:
         def left(step: float) -> float:
             return max(0.0, min(step, deadline - time.monotonic()))
 
-                # The idle watch lets stdout and the pidfd go before they are closed below (marked
+        # The idle watch lets stdout and the pidfd go before they are closed below (marked
         # let go now, which its thread tests before it asks the session: see _idle_watch).
         idle = self._aside.idle
         if idle is not None:
