@@ -172,15 +172,20 @@ for line in sys.stdin.buffer:
 '''
 
 
+@pytest.mark.parametrize("watch", ["watch-quiet", "watch-as-is"])
 @pytest.mark.parametrize("path", ["request", "tool-call"])
 def test_a_write_that_finds_stdin_full_starts_the_reader_to_drain_stdout(
-        path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        path: str, watch: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The server is blocked writing to its full stdout and reads nothing; our 1 MiB request
-    fills its stdin. Nobody reads stdout (the caller writes; the watch leaves a session
-    alone while a caller holds its role), so only the reader that the full pipe starts can
+    fills its stdin. The caller writes and reads nothing meanwhile, so only a reader can
     unblock both sides, and the call must come back long before its timeout. Both ways a
     request is written: ``request`` (the transport's ``send_bytes_until``) and a tool call
-    (its ``exchange``, the write and first read in one)."""
+    (its ``exchange``, the write and first read in one).
+
+    ``watch-quiet``: the idle watch starts no reader (it may otherwise see the flood with
+    the role free, between the two calls, and start one first), so the reader must be the
+    one the full pipe starts, with the reader still absent when the pipe filled.
+    ``watch-as-is``: whichever starts it."""
     full: list[bool] = []
     real_full = Session._idle_full
 
@@ -189,6 +194,8 @@ def test_a_write_that_finds_stdin_full_starts_the_reader_to_drain_stdout(
         real_full(self)
 
     monkeypatch.setattr(Session, "_idle_full", spy)
+    if watch == "watch-quiet":
+        monkeypatch.setattr(Session, "_idle_ready", lambda self, force: 0.005)
     notes: list[Message] = []
     session = open_session([sys.executable, "-c", FLOODER], name="flooder",
                            on_notification=notes.append)
@@ -204,7 +211,8 @@ def test_a_write_that_finds_stdin_full_starts_the_reader_to_drain_stdout(
                                     30, None, None, True, "big") == len(big)
         assert time.monotonic() - started < 10
         assert _readers() == ["mcpsync-stdio-reader-flooder"]
-        assert full and full[0] is True
+        if watch == "watch-quiet":
+            assert full and full[0] is True
         assert wait_until(lambda: len(notes) == 1024, 10), len(notes)
     finally:
         session.close()
