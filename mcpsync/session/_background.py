@@ -39,6 +39,12 @@ class BackgroundReader(SessionBase):
 
     _bg_thread: threading.Thread | None
 
+    def _new_reader(self) -> threading.Thread:
+        """The background reader's thread, unstarted. Named after the transport
+        (``mcpsync-http-reader-<name>`` on HTTP), so a thread dump tells which kind of
+        connection a reader serves."""
+        return new_thread(f"mcpsync-{self._transport.kind}-reader-{self._safe}", self._bg_run)
+
     def _unpark(self) -> None:
         """Under the lock: wake the background reader, or start it if it is absent (and
         the session is not closing: a close stops readers, it needs none)."""
@@ -64,8 +70,7 @@ class BackgroundReader(SessionBase):
         role = self._role
         if not role.absent or self._phase >= Phase.CLOSING:
             return
-        thread = new_thread(f"mcpsync-{self._transport.kind}-reader-{self._safe}",
-                            self._bg_run)
+        thread = self._new_reader()
         role.absent = False
         role.parked = False
         role.long_park = True

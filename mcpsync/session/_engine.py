@@ -89,7 +89,6 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Final
 
 from mcpsync._names import safe
-from mcpsync._threads import new_thread
 from mcpsync.config import DEFAULT_TIMEOUT
 from mcpsync.errors import (
     ClosedError,
@@ -362,10 +361,7 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
             self._phase = Phase.OPEN
         if absent:
             return
-        # Named after the transport (``mcpsync-http-reader-<name>`` on HTTP), so a thread dump
-        # tells which kind of connection a reader serves.
-        kind = self._transport.kind
-        self._bg_thread = new_thread(f"mcpsync-{kind}-reader-{self._safe}", self._bg_run)
+        self._bg_thread = self._new_reader()
         self._bg_thread.start()
 
     def __enter__(self) -> Session:

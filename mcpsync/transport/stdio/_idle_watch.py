@@ -46,7 +46,6 @@ starts (a Ctrl-C after the thread began retires that generation at once).
 from __future__ import annotations
 
 import contextlib
-import itertools
 import logging
 import math
 import os
@@ -57,6 +56,8 @@ from collections.abc import Callable, Sequence
 from typing import Final
 
 from mcpsync._threads import new_thread
+
+from ._wake_pipe import WakePipe
 
 __all__ = ["DROP", "KEEP", "IdleWatch", "join_ended", "unwatch", "watch"]
 
@@ -69,7 +70,6 @@ DROP: Final = -1.0
 OnReady = Callable[[bool], float]
 
 _log = logging.getLogger("mcpsync.transport.stdio")
-_pipe2 = getattr(os, "pipe2", None)
 
 
 class IdleWatch:
@@ -85,7 +85,7 @@ class IdleWatch:
         self.left = False
 
 
-class _Generation:
+class _Generation(WakePipe):
     """One run of the thread ``mcpsync-stdio-watch``: its watches, wake-up pipe and the
     changes left for it. ``count`` is how many watches it holds that were not let go; the
     :func:`unwatch` that takes it to 0 retires the generation (no watch is added to it
@@ -102,18 +102,6 @@ class _Generation:
         self.claim = threading.Lock()
         self.wake_r = self.wake_w = -1
         self.thread = new_thread("mcpsync-stdio-watch", self._run)
-
-    def open_wake_pipe(self) -> None:
-        """Make the wake-up pipe (stored by the loop, with no call returning in between)."""
-        if _pipe2 is not None:
-            for self.wake_r, self.wake_w in itertools.starmap(
-                    _pipe2, ((os.O_NONBLOCK | os.O_CLOEXEC,),)):
-                break
-        else:  # pragma: no cover - no pipe2() (macOS)
-            for self.wake_r, self.wake_w in itertools.starmap(os.pipe, ((),)):
-                break
-            os.set_blocking(self.wake_r, False)
-            os.set_blocking(self.wake_w, False)
 
     def request(self, queue: list[IdleWatch], watched: IdleWatch) -> None:
         """Under ``_lock``: leave a change for the thread and wake it (only the first change
@@ -235,10 +223,7 @@ class _Generation:
                 _open.remove(self)
             if crashed:
                 _unjoined.append(self)
-            for fd in (self.wake_r, self.wake_w):
-                if fd >= 0:
-                    os.close(fd)
-            self.wake_r = self.wake_w = -1
+            self.close_wake_pipe()
         for watched in left.values():
             try:
                 watched.on_ready(True)
@@ -345,11 +330,7 @@ def _forget(gen: _Generation) -> None:
     """Under ``_lock``: a generation that will never run: close its wake-up pipe."""
     if gen in _open:
         _open.remove(gen)
-    for attr in ("wake_r", "wake_w"):
-        fd = getattr(gen, attr)
-        if fd >= 0:
-            vars(gen)[attr] = -1
-            os.close(fd)
+    gen.close_wake_pipe()
 
 
 def _reset_after_fork() -> None:
@@ -362,11 +343,7 @@ def _reset_after_fork() -> None:
     _open.clear()
     _unjoined.clear()
     for gen in gens:
-        for fd in (gen.wake_r, gen.wake_w):
-            if fd >= 0:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-        gen.wake_r = gen.wake_w = -1
+        gen.close_wake_pipe(after_fork=True)
 
 
 if hasattr(os, "register_at_fork"):

@@ -39,13 +39,14 @@ from collections.abc import Callable
 
 from mcpsync._threads import new_thread
 
+from ._wake_pipe import WakePipe
+
 __all__ = ["EXCERPT_BYTES", "EXCERPT_LINES", "StderrDrain", "active_hub_thread", "excerpt"]
 
 EXCERPT_LINES = 20
 EXCERPT_BYTES = 4096
 _READ_SIZE = 65536
 _readv = getattr(os, "readv", None)
-_pipe2 = getattr(os, "pipe2", None)
 _FINAL_READS = 16  # at stop, read at most this many more chunks (1 MiB)
 
 
@@ -465,7 +466,7 @@ class StderrDrain:
                                  exc_info=True)
 
 
-class _Hub:
+class _Hub(WakePipe):
     """One generation of the shared drain thread ``mcpsync-stderr``: the pipes it polls, its
     wake-up pipe, and the changes other threads left for it.
 
@@ -489,22 +490,10 @@ class _Hub:
         # Taken by the thread first thing, or by _join_hub when start() failed: whichever
         # takes it decides whether this generation runs (see _join_hub).
         self.claim = threading.Lock()
-        self.wake_r = self.wake_w = -1   # made by open_wake_pipe(), once the hub is listed
+        # Made by open_wake_pipe() (WakePipe), once the hub is in ``_open_hubs``, so that
+        # whatever happens after (a Ctrl-C included) leaves the pipe where a close finds it.
+        self.wake_r = self.wake_w = -1
         self.thread = new_thread("mcpsync-stderr", self._run)
-
-    def open_wake_pipe(self) -> None:
-        """Make the wake-up pipe. Called once this generation is in ``_open_hubs``, so that
-        whatever happens after (a Ctrl-C included) leaves the pipe where a close finds it;
-        stored by the loop, with no call returning in between (where a Ctrl-C is raised)."""
-        if _pipe2 is not None:  # one system call instead of five
-            for self.wake_r, self.wake_w in itertools.starmap(
-                    _pipe2, ((os.O_NONBLOCK | os.O_CLOEXEC,),)):
-                break
-        else:  # pragma: no cover - no pipe2() (macOS)
-            for self.wake_r, self.wake_w in itertools.starmap(os.pipe, ((),)):
-                break
-            os.set_blocking(self.wake_r, False)
-            os.set_blocking(self.wake_w, False)
 
     def request(self, queue: list[StderrDrain], drain: StderrDrain) -> None:
         """Under ``_hub_lock``: leave a change for the hub thread. Only the first change of
@@ -616,9 +605,7 @@ class _Hub:
                 if _hub is self:
                     _hub = None
                 _open_hubs.remove(self)
-                for fd in (self.wake_r, self.wake_w):
-                    os.close(fd)
-                self.wake_r = self.wake_w = -1
+                self.close_wake_pipe()
             for drain in left.values():
                 drain._let_go(final=False)
 
@@ -675,11 +662,7 @@ def _forget(hub: _Hub, drain: StderrDrain) -> None:
     drain._hub = None
     if hub in _open_hubs:   # not yet, when the Ctrl-C came as it was being added
         _open_hubs.remove(hub)
-    for attr in ("wake_r", "wake_w"):
-        fd = getattr(hub, attr)
-        if fd >= 0:
-            vars(hub)[attr] = -1
-            os.close(fd)
+    hub.close_wake_pipe()
 
 
 def _reset_after_fork() -> None:
@@ -692,11 +675,7 @@ def _reset_after_fork() -> None:
     hubs = list(_open_hubs)
     _open_hubs.clear()
     for hub in hubs:
-        for fd in (hub.wake_r, hub.wake_w):
-            if fd >= 0:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-        hub.wake_r = hub.wake_w = -1
+        hub.close_wake_pipe(after_fork=True)
 
 
 if hasattr(os, "register_at_fork"):
