@@ -12,6 +12,14 @@ out of the differences:
 - gateway+log: the same with ``--log FILE`` (a file in a temporary directory) at the
   inspector's default detail (``summary``).
 
+``--check-floor`` adds a fifth path, ``floor+check``: the client spawns
+``benchmarks/gateway_check_floor.py``, the plain floor plus what any proxy that checks what
+it forwards must do per frame (each line decoded by the standard library's C JSON scanner,
+each call's id entered in an in-flight table and taken out by its answer); the gateway's
+added latency is then also given against that one's. No proxy that checks frames with that
+decoder can add less; so it tells what of the gateway's cost over the floor is the check
+itself and what is the rest of its work.
+
 ``--baseline DIR`` (a copy of another version's ``mcpsync`` package directory's parent,
 e.g. ``git archive COMMIT mcpsync | tar -x -C DIR``) adds ``gateway@base`` and
 ``gateway+log@base``: the same two gateway paths running that version, measured in the same
@@ -71,6 +79,7 @@ DEMO = [sys.executable, "-m", "mcpsync.demo"]
 THREADS = 8
 PATHS = ("direct", "floor", "gateway", "gateway+log")
 BASE_PATHS = ("gateway@base", "gateway+log@base")
+CHECK_FLOOR = "floor+check"
 #: The figures of one path in one round, in microseconds per call (``seq_cpu``: CPU time of
 #: the process the client spawned, all its threads, per sequential call; 0 where unknown).
 FIGURES = ("seq_median", "seq_mean", "conc_median", "conc_wall", "seq_cpu")
@@ -126,6 +135,7 @@ def _argvs(config: str, log: str, baseline: str | None,
                    config]
     argvs = {"direct": DEMO,
              "floor": [sys.executable, str(HERE / "gateway_floor.py"), "--", *DEMO],
+             CHECK_FLOOR: [sys.executable, str(HERE / "gateway_check_floor.py"), "--", *DEMO],
              "gateway": gateway,
              "gateway+log": [*gateway, "--log", log, "--log-detail", "summary"]}
     if baseline is not None:
@@ -183,10 +193,12 @@ def _one(argv: list[str], calls: int, warmup: int) -> dict[str, Any]:
 
 
 def measure(calls: int, rounds: int, warmup: int,
-            baseline: str | None = None) -> dict[str, Any]:
+            baseline: str | None = None, check_floor: bool = False) -> dict[str, Any]:
     """Run every path ``rounds`` times; the medians over rounds, the added latency over
-    direct, the ratios to the floor, and how many records the log got per call."""
-    paths = PATHS + (BASE_PATHS if baseline is not None else ())
+    direct, the ratios to the floor (and with ``check_floor`` to the checking floor), and
+    how many records the log got per call."""
+    paths = ((*PATHS[:2], CHECK_FLOOR, *PATHS[2:]) if check_floor else PATHS) + (
+        BASE_PATHS if baseline is not None else ())
     per_round: dict[str, list[dict[str, Any]]] = {p: [] for p in paths}
     log_lines = 0
     with tempfile.TemporaryDirectory(prefix="mcpsync-gwbench-") as tmp:
@@ -212,7 +224,14 @@ def measure(calls: int, rounds: int, warmup: int,
     ratio = {p: {k: (added[p][k] / floor[k] if floor[k] > 0 else None) for k in ("seq", "conc")}
              for p in paths[2:]}
     exchanges = warmup + calls + max(1, calls // THREADS) * THREADS
-    return {"calls": calls, "rounds": rounds, "warmup": warmup, "medians": medians,
+    extra: dict[str, Any] = {}
+    if check_floor:
+        checked = added[CHECK_FLOOR]
+        extra["x_check_floor"] = {
+            p: {k: (added[p][k] / checked[k] if checked[k] > 0 else None)
+                for k in ("seq", "conc")}
+            for p in paths if p.startswith("gateway")}
+    return {**extra, "calls": calls, "rounds": rounds, "warmup": warmup, "medians": medians,
             "rounds_raw": per_round, "added_us": added, "x_floor": ratio,
             "log_lines": log_lines, "log_lines_per_call": log_lines / exchanges}
 
@@ -250,10 +269,11 @@ def _instructions_of(argv: list[str], calls: int, concurrent: bool,
     return total, children
 
 
-def instructions(calls: int, baseline: str | None = None) -> dict[str, dict[str, float]]:
+def instructions(calls: int, baseline: str | None = None,
+                 check_floor: bool = False) -> dict[str, dict[str, float]]:
     """Instructions per call of each proxy path, sequential and with 8 threads (for the
     log's paths also ``seq_helper`` and ``8x_helper``: the log helper's share)."""
-    paths = ("floor", "gateway", "gateway+log") + (
+    paths = ("floor",) + ((CHECK_FLOOR,) if check_floor else ()) + ("gateway", "gateway+log") + (
         ("gateway@base", "gateway+log@base") if baseline is not None else ())
     result: dict[str, dict[str, float]] = {}
     # Under valgrind the proxy takes seconds to exit and write its counts; the client's
@@ -294,6 +314,10 @@ def _print(result: dict[str, Any]) -> None:
         shown = ", ".join(f"{k} {v:.2f}x" if v is not None else f"{k} n/a"
                           for k, v in row.items())
         print(f"{path} / floor added latency: {shown}")
+    for path, row in result.get("x_check_floor", {}).items():
+        shown = ", ".join(f"{k} {v:.2f}x" if v is not None else f"{k} n/a"
+                          for k, v in row.items())
+        print(f"{path} / floor+check added latency: {shown}")
     print(f"log records per exchange (gateway+log): {result['log_lines_per_call']:.2f}")
 
 
@@ -305,6 +329,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.add_argument("--baseline", metavar="DIR",
                         help="also measure the gateway of the mcpsync package under DIR")
+    parser.add_argument("--check-floor", action="store_true",
+                        help="also measure the checking floor (gateway_check_floor.py)")
     parser.add_argument("--pin", type=int, metavar="CPU",
                         help="run everything (client, proxy, demo) on this one CPU")
     parser.add_argument("--instructions", action="store_true",
@@ -313,7 +339,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.instructions:
         calls = args.calls if "--calls" in argv else 200
-        counted = instructions(calls, args.baseline)
+        counted = instructions(calls, args.baseline, args.check_floor)
         if args.json:
             print(json.dumps(counted))
         else:
@@ -326,7 +352,7 @@ def main(argv: list[str]) -> int:
         return 0
     if args.pin is not None:
         os.sched_setaffinity(0, {args.pin})   # inherited by every process spawned below
-    result = measure(args.calls, args.rounds, args.warmup, args.baseline)
+    result = measure(args.calls, args.rounds, args.warmup, args.baseline, args.check_floor)
     result["pinned_cpu"] = args.pin
     if args.json:
         print(json.dumps(result))

@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,51 @@ def test_a_baseline_version_is_measured_in_the_same_rounds(tmp_path: Path) -> No
     assert set(result["x_floor"]) == {"gateway", "gateway+log", "gateway@base",
                                       "gateway+log@base"}
     assert (base / "mcpsync" / "imported").exists()
+
+
+CHECK_FLOOR = BENCH.with_name("gateway_check_floor.py")
+
+
+def test_the_checking_floor_is_measured_beside_the_floor_and_the_gateway() -> None:
+    done = subprocess.run([sys.executable, str(BENCH), "--calls", "16", "--rounds", "1",
+                           "--warmup", "4", "--json", "--check-floor"],
+                          capture_output=True, text=True, timeout=110, check=False)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert list(result["medians"]) == ["direct", "floor", "floor+check", "gateway",
+                                       "gateway+log"]
+    assert result["medians"]["floor+check"]["seq_median"] > 0
+    assert set(result["x_floor"]) == {"floor+check", "gateway", "gateway+log"}
+    assert set(result["x_check_floor"]) == {"gateway", "gateway+log"}
+
+
+def test_the_checking_floor_answers_a_broken_line_and_joins_a_split_one() -> None:
+    """What makes it a checking proxy and not a copy: a host line that is not JSON is
+    answered with -32700 (not sent to the server), and a line that arrives in two reads
+    reaches the server whole."""
+    server = [sys.executable, "-m", "mcpsync.demo"]
+    proxy = subprocess.Popen([sys.executable, str(CHECK_FLOOR), "--", *server],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert proxy.stdin is not None and proxy.stdout is not None
+    try:
+        proxy.stdin.write(b"this is not json\n")
+        proxy.stdin.flush()
+        error = json.loads(proxy.stdout.readline())
+        assert error["error"]["code"] == -32700 and error["id"] is None
+        init = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "t", "version": "0"}}}).encode()
+        proxy.stdin.write(init[:25])
+        proxy.stdin.flush()
+        time.sleep(0.05)   # a read of its own for each half
+        proxy.stdin.write(init[25:] + b"\n")
+        proxy.stdin.flush()
+        answer = json.loads(proxy.stdout.readline())
+        assert answer["id"] == 7 and "protocolVersion" in answer["result"]
+    finally:
+        proxy.stdin.close()
+        assert proxy.wait(timeout=20) == 0
+        proxy.stdout.close()
 
 
 CRITICAL = BENCH.with_name("gateway_critical.py")

@@ -1,0 +1,147 @@
+"""The checking floor for the gateway benchmark: the least a proxy does that looks at what it
+forwards.
+
+``python benchmarks/gateway_check_floor.py -- <server argv>`` starts the server and copies
+lines both ways, like ``gateway_floor.py`` (one thread per direction, a blocking ``readv``
+into one buffer allocated once, ``os.write``), and adds only what any proxy that keeps its
+promises to both sides must do per frame:
+
+- every line is checked to be one JSON object, with the standard library's C scanner (the
+  check the gateway makes: the object must end where the line does);
+- a request's id (a number or a string) is entered in an in-flight table, an answer's id is
+  taken out of it (what lets a proxy fail the calls in flight when its server dies);
+- a host line that is not JSON is answered with a ``-32700`` error instead of being
+  forwarded (a server may not answer it at all: the official Python SDK's does not); a
+  server line that is not JSON is dropped;
+- lines split over reads are put together before they are checked.
+
+It does not poll (the gateway polls a wake-up pipe, to be closed from another thread, and
+the server's pidfd, for a grandchild holding its stdout), keeps no lock around the table
+(one ``dict`` store or pop each, atomic under the GIL), logs nothing and routes nothing. So
+it is a bound, not a rival: the gateway cannot add less latency than this, with the same
+decoder, and ``benchmarks/gateway_latency.py --check-floor`` measures both beside the plain
+floor. It serves the benchmark only (one upstream, no restart, no close from outside).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+# The C scanner's entry, as the gateway takes it (typeshed does not list the attribute).
+_scan: Callable[[str, int], tuple[Any, int]] = getattr(json.JSONDecoder(), "scan_once")  # noqa: B009
+_PARSE_ERROR = (b'{"jsonrpc":"2.0","id":null,"error":{"code":-32700,'
+                b'"message":"not a JSON object"}}\n')
+
+#: Ids of the requests forwarded and not yet answered.
+_inflight: dict[int | str, None] = {}
+#: Both threads write to the host (answers; the -32700 errors of the host's own thread).
+_host_lock = threading.Lock()
+
+
+def _one(line: bytes) -> dict[str, object] | None:
+    """``line`` (no newline) as a JSON object, or ``None`` when it is not one."""
+    try:
+        text = line.decode()
+        obj, end = _scan(text, 0)
+    except (UnicodeDecodeError, StopIteration, ValueError, RecursionError):
+        return None
+    return obj if type(obj) is dict and end == len(text) else None
+
+
+def _request(obj: dict[str, object]) -> None:
+    rid = obj.get("id")
+    if "method" in obj and (type(rid) is int or type(rid) is str):
+        _inflight[rid] = None
+
+
+def _answer(obj: dict[str, object]) -> None:
+    rid = obj.get("id")
+    if "method" not in obj and (type(rid) is int or type(rid) is str):
+        _inflight.pop(rid, None)
+
+
+def _write(fd: int, data: bytes | memoryview) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _pump(src: int, dst: int, enter: Callable[[dict[str, object]], None],
+          from_host: bool) -> None:
+    """Copy ``src`` to ``dst`` line by line, each line checked and entered (see the module's
+    docstring); a read that is one whole line, the usual case, is written as it came."""
+    buf = bytearray(256 * 1024)
+    whole = memoryview(buf)
+    held = b""   # the start of a line that the next read ends
+    try:
+        while True:
+            n = os.readv(src, [buf])
+            if not n:
+                break
+            if not held and buf[n - 1] == 10:
+                data = whole[:n].tobytes()
+                # One line, the usual case: one decode, one scan of it all.
+                try:
+                    text = data.decode()
+                    obj, end = _scan(text, 0)
+                except (UnicodeDecodeError, StopIteration, ValueError, RecursionError):
+                    obj, end = None, -1
+                if type(obj) is dict and end == n - 1:
+                    enter(obj)
+                    if from_host:
+                        _write(dst, data)
+                    else:
+                        with _host_lock:
+                            _write(dst, data)
+                    continue
+            else:
+                data = held + whole[:n].tobytes()
+                cut = data.rfind(b"\n") + 1
+                data, held = data[:cut], data[cut:]
+            good = []
+            for line in data.split(b"\n")[:-1]:
+                if not line.strip():
+                    continue
+                obj = _one(line)
+                if obj is not None:
+                    enter(obj)
+                    good.append(line + b"\n")
+                elif from_host:
+                    with _host_lock:
+                        _write(1, _PARSE_ERROR)
+            if good:
+                if from_host:
+                    _write(dst, b"".join(good))
+                else:
+                    with _host_lock:
+                        _write(dst, b"".join(good))
+    except OSError:
+        pass
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["--"]:
+        argv = argv[1:]
+    if not argv:
+        print("usage: gateway_check_floor.py -- SERVER_COMMAND...", file=sys.stderr)
+        return 2
+    child = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert child.stdin is not None and child.stdout is not None
+    out = threading.Thread(target=_pump, args=(child.stdout.fileno(), 1, _answer, False),
+                           name="check-floor-out", daemon=True)
+    out.start()
+    _pump(0, child.stdin.fileno(), _request, True)
+    child.stdin.close()
+    code = child.wait()
+    out.join(2)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
