@@ -1,13 +1,14 @@
-"""The checking floor for the gateway benchmark: the least a proxy does that looks at what it
-forwards.
+"""The checking floor for the gateway benchmark: a proxy that looks at what it forwards and
+does nothing else.
 
 ``python benchmarks/gateway_check_floor.py -- <server argv>`` starts the server and copies
 lines both ways, like ``gateway_floor.py`` (one thread per direction, a blocking ``readv``
-into one buffer allocated once, ``os.write``), and adds only what any proxy that keeps its
-promises to both sides must do per frame:
+into one buffer allocated once, ``os.write``), and adds only what a proxy that keeps the
+gateway's promises to both sides must do per frame:
 
 - every line is checked to be one JSON object, with the standard library's C scanner (the
-  check the gateway makes: the object must end where the line does);
+  check the gateway makes: the object must end where the line does; as there, blanks and a
+  carriage return around it are allowed);
 - a request's id (a number or a string) is entered in an in-flight table, an answer's id is
   taken out of it (what lets a proxy fail the calls in flight when its server dies);
 - a host line that is not JSON is answered with a ``-32700`` error instead of being
@@ -17,10 +18,11 @@ promises to both sides must do per frame:
 
 It does not poll (the gateway polls a wake-up pipe, to be closed from another thread, and
 the server's pidfd, for a grandchild holding its stdout), keeps no lock around the table
-(one ``dict`` store or pop each, atomic under the GIL), logs nothing and routes nothing. So
-it is a bound, not a rival: the gateway cannot add less latency than this, with the same
-decoder, and ``benchmarks/gateway_latency.py --check-floor`` measures both beside the plain
-floor. It serves the benchmark only (one upstream, no restart, no close from outside).
+(one ``dict`` store or pop each, atomic under the GIL), logs nothing and routes nothing. It
+is a reference, not a rival, written as plainly as the check allows;
+``benchmarks/gateway_latency.py --check-floor`` measures it beside the plain floor and the
+gateway. It serves the benchmark only (one upstream, no restart, no close from outside; a
+partial line at the end of the input is dropped).
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ _host_lock = threading.Lock()
 def _one(line: bytes) -> dict[str, object] | None:
     """``line`` (no newline) as a JSON object, or ``None`` when it is not one."""
     try:
-        text = line.decode()
+        text = line.decode().strip(" \t\r")
         obj, end = _scan(text, 0)
     except (UnicodeDecodeError, StopIteration, ValueError, RecursionError):
         return None
@@ -92,7 +94,7 @@ def _pump(src: int, dst: int, enter: Callable[[dict[str, object]], None],
                     obj, end = _scan(text, 0)
                 except (UnicodeDecodeError, StopIteration, ValueError, RecursionError):
                     obj, end = None, -1
-                if type(obj) is dict and end == n - 1:
+                if type(obj) is dict and end == len(text) - 1:
                     enter(obj)
                     if from_host:
                         _write(dst, data)

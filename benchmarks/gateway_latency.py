@@ -1,8 +1,8 @@
 """Per-call latency added by the gateway, beside the floor proxy and a direct connection.
 
-Four ways to reach the demo server (``python -m mcpsync.demo``) over stdio, all driven by
-our client (``mcpsync.connect``), so the client's own cost is the same in each and cancels
-out of the differences:
+Four ways (five with ``--check-floor``, below) to reach the demo server (``python -m
+mcpsync.demo``) over stdio, all driven by our client (``mcpsync.connect``), so the client's
+own cost is the same in each and cancels out of the differences:
 
 - direct: the client spawns the demo;
 - floor: the client spawns ``benchmarks/gateway_floor.py``, which spawns the demo and
@@ -16,9 +16,9 @@ out of the differences:
 ``benchmarks/gateway_check_floor.py``, the plain floor plus what any proxy that checks what
 it forwards must do per frame (each line decoded by the standard library's C JSON scanner,
 each call's id entered in an in-flight table and taken out by its answer); the gateway's
-added latency is then also given against that one's. No proxy that checks frames with that
-decoder can add less; so it tells what of the gateway's cost over the floor is the check
-itself and what is the rest of its work.
+added latency is then also given against that one's: a reference for how much of the
+gateway's cost over the floor goes with reading every frame at all, and how much is the
+rest of its work.
 
 ``--baseline DIR`` (a copy of another version's ``mcpsync`` package directory's parent,
 e.g. ``git archive COMMIT mcpsync | tar -x -C DIR``) adds ``gateway@base`` and
@@ -48,7 +48,8 @@ what a proxy adds is its own CPU per call and the two extra pipe hops: a figure 
 from one invocation to the next, so the ratio to the floor's means something.
 
 ``--instructions`` measures instead what load cannot move: the user-space instructions the
-proxy process (floor, gateway, gateway+log, and the baseline's two gateways) executes per
+proxy process (floor, gateway, gateway+log, the baseline's two gateways and, with
+``--check-floor``, the checking floor) executes per
 call, with its log helper process where it has one, under
 ``valgrind --tool=callgrind`` (which must be installed), sequential and from 8 threads: two
 runs of each path, of ``--calls`` and of 5x as many calls, and the difference divided by

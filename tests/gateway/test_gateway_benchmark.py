@@ -1,7 +1,8 @@
 """``benchmarks/gateway_latency.py`` as a smoke test: a few calls down every path (direct,
-the floor proxy, the gateway, the gateway with its log), so the benchmark keeps working as
-the gateway changes. The figures are not judged here (a shared machine's timing is noise);
-that every path answered, in both modes, and that the log held one record per leg is."""
+the floor proxy, the gateway, the gateway with its log; the checking floor beside them), so
+the benchmark keeps working as the gateway changes. The figures are not judged here (a
+shared machine's timing is noise); that every path answered, in both modes, and that the
+log held one record per leg is."""
 
 from __future__ import annotations
 
@@ -88,8 +89,10 @@ def test_the_checking_floor_is_measured_beside_the_floor_and_the_gateway() -> No
 
 def test_the_checking_floor_answers_a_broken_line_and_joins_a_split_one() -> None:
     """What makes it a checking proxy and not a copy: a host line that is not JSON is
-    answered with -32700 (not sent to the server), and a line that arrives in two reads
-    reaches the server whole."""
+    answered by the proxy itself (its own message: the demo server answers such a line too,
+    with another), and a line that arrives in two reads is checked whole, not refused as two
+    broken halves; a line with a carriage return and blanks around it passes, as through the
+    gateway."""
     server = [sys.executable, "-m", "mcpsync.demo"]
     proxy = subprocess.Popen([sys.executable, str(CHECK_FLOOR), "--", *server],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
@@ -98,7 +101,8 @@ def test_the_checking_floor_answers_a_broken_line_and_joins_a_split_one() -> Non
         proxy.stdin.write(b"this is not json\n")
         proxy.stdin.flush()
         error = json.loads(proxy.stdout.readline())
-        assert error["error"]["code"] == -32700 and error["id"] is None
+        assert error == {"jsonrpc": "2.0", "id": None, "error": {
+            "code": -32700, "message": "not a JSON object"}}
         init = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {},
             "clientInfo": {"name": "t", "version": "0"}}}).encode()
@@ -109,9 +113,16 @@ def test_the_checking_floor_answers_a_broken_line_and_joins_a_split_one() -> Non
         proxy.stdin.flush()
         answer = json.loads(proxy.stdout.readline())
         assert answer["id"] == 7 and "protocolVersion" in answer["result"]
-    finally:
+        proxy.stdin.write(b' {"jsonrpc": "2.0", "id": 8, "method": "ping"}\r\n')
+        proxy.stdin.flush()
+        assert json.loads(proxy.stdout.readline()) == {"jsonrpc": "2.0", "id": 8, "result": {}}
         proxy.stdin.close()
         assert proxy.wait(timeout=20) == 0
+    finally:
+        if proxy.poll() is None:
+            proxy.kill()   # the demo behind it ends at its stdin's EOF
+            proxy.wait()
+        proxy.stdin.close()
         proxy.stdout.close()
 
 
