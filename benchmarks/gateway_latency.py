@@ -13,8 +13,8 @@ own cost is the same in each and cancels out of the differences:
   inspector's default detail (``summary``).
 
 ``--check-floor`` adds a fifth path, ``floor+check``: the client spawns
-``benchmarks/gateway_check_floor.py``, the plain floor plus what any proxy that checks what
-it forwards must do per frame (each line decoded by the standard library's C JSON scanner,
+``benchmarks/gateway_check_floor.py``, the plain floor plus what a proxy that keeps the
+gateway's promises must do per frame (each line decoded by the standard library's C JSON scanner,
 each call's id entered in an in-flight table and taken out by its answer); the gateway's
 added latency is then also given against that one's: a reference for how much of the
 gateway's cost over the floor goes with reading every frame at all, and how much is the
