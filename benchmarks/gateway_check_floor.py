@@ -29,11 +29,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import threading
 from collections.abc import Callable
 from typing import Any
+
+from gateway_floor import serve  # the same start, threads and end as the plain floor
 
 # The C scanner's entry, as the gateway takes it (typeshed does not list the attribute).
 _scan: Callable[[str, int], tuple[Any, int]] = getattr(json.JSONDecoder(), "scan_once")  # noqa: B009
@@ -128,22 +129,9 @@ def _pump(src: int, dst: int, enter: Callable[[dict[str, object]], None],
 
 
 def main(argv: list[str]) -> int:
-    if argv[:1] == ["--"]:
-        argv = argv[1:]
-    if not argv:
-        print("usage: gateway_check_floor.py -- SERVER_COMMAND...", file=sys.stderr)
-        return 2
-    child = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    assert child.stdin is not None and child.stdout is not None
-    out = threading.Thread(target=_pump, args=(child.stdout.fileno(), 1, _answer, False),
-                           name="check-floor-out", daemon=True)
-    out.start()
-    _pump(0, child.stdin.fileno(), _request, True)
-    child.stdin.close()
-    code = child.wait()
-    out.join(2)
-    return code
-
+    return serve(argv, "gateway_check_floor.py",
+                 lambda src, dst: _pump(src, dst, _request, True),
+                 lambda src, dst: _pump(src, dst, _answer, False))
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 
 
 def _pump(src: int, dst: int) -> None:
@@ -34,22 +35,31 @@ def _pump(src: int, dst: int) -> None:
         pass
 
 
-def main(argv: list[str]) -> int:
+def serve(argv: list[str], prog: str, down: Callable[[int, int], None],
+          up: Callable[[int, int], None]) -> int:
+    """Start the server ``argv`` (after an optional ``--``), copy the host's stdin to its
+    stdin with ``down(src, dst)`` on this thread and its stdout to the host with ``up`` on
+    another; its exit status once the host's input ended. Also what
+    ``gateway_check_floor.py`` runs, with its checking pumps."""
     if argv[:1] == ["--"]:
         argv = argv[1:]
     if not argv:
-        print("usage: gateway_floor.py -- SERVER_COMMAND...", file=sys.stderr)
+        print(f"usage: {prog} -- SERVER_COMMAND...", file=sys.stderr)
         return 2
     child = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert child.stdin is not None and child.stdout is not None
-    out = threading.Thread(target=_pump, args=(child.stdout.fileno(), 1),
-                           name="floor-out", daemon=True)
+    out = threading.Thread(target=up, args=(child.stdout.fileno(), 1),
+                           name=f"{prog.removesuffix('.py')}-out", daemon=True)
     out.start()
-    _pump(0, child.stdin.fileno())
+    down(0, child.stdin.fileno())
     child.stdin.close()
     code = child.wait()
     out.join(2)
     return code
+
+
+def main(argv: list[str]) -> int:
+    return serve(argv, "gateway_floor.py", _pump, _pump)
 
 
 if __name__ == "__main__":
