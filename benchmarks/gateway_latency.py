@@ -70,6 +70,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -222,19 +223,23 @@ def measure(calls: int, rounds: int, warmup: int,
     added = {p: {"seq": medians[p]["seq_median"] - direct["seq_median"],
                  "conc": medians[p]["conc_wall"] - direct["conc_wall"]} for p in paths[1:]}
     floor = added["floor"]
-    ratio = {p: {k: (added[p][k] / floor[k] if floor[k] > 0 else None) for k in ("seq", "conc")}
-             for p in paths[2:]}
+    ratio = _ratios(added, paths[2:], floor)
     exchanges = warmup + calls + max(1, calls // THREADS) * THREADS
     extra: dict[str, Any] = {}
     if check_floor:
-        checked = added[CHECK_FLOOR]
-        extra["x_check_floor"] = {
-            p: {k: (added[p][k] / checked[k] if checked[k] > 0 else None)
-                for k in ("seq", "conc")}
-            for p in paths if p.startswith("gateway")}
+        extra["x_check_floor"] = _ratios(added, [p for p in paths if p.startswith("gateway")],
+                                         added[CHECK_FLOOR])
     return {**extra, "calls": calls, "rounds": rounds, "warmup": warmup, "medians": medians,
             "rounds_raw": per_round, "added_us": added, "x_floor": ratio,
             "log_lines": log_lines, "log_lines_per_call": log_lines / exchanges}
+
+
+def _ratios(added: dict[str, dict[str, float]], paths: Sequence[str],
+            reference: dict[str, float]) -> dict[str, dict[str, float | None]]:
+    """Each path's added latency over ``reference``'s, sequential and concurrent (None where
+    the reference added nothing)."""
+    return {p: {k: (added[p][k] / reference[k] if reference[k] > 0 else None)
+                for k in ("seq", "conc")} for p in paths}
 
 
 def _instructions_of(argv: list[str], calls: int, concurrent: bool,
@@ -311,14 +316,11 @@ def _print(result: dict[str, Any]) -> None:
     for path, row in result["added_us"].items():
         print(f"added by {path}: seq median {row['seq']:+.0f} us, "
               f"8x wall/call {row['conc']:+.0f} us")
-    for path, row in result["x_floor"].items():
-        shown = ", ".join(f"{k} {v:.2f}x" if v is not None else f"{k} n/a"
-                          for k, v in row.items())
-        print(f"{path} / floor added latency: {shown}")
-    for path, row in result.get("x_check_floor", {}).items():
-        shown = ", ".join(f"{k} {v:.2f}x" if v is not None else f"{k} n/a"
-                          for k, v in row.items())
-        print(f"{path} / floor+check added latency: {shown}")
+    for key, reference in (("x_floor", "floor"), ("x_check_floor", CHECK_FLOOR)):
+        for path, row in result.get(key, {}).items():
+            shown = ", ".join(f"{k} {v:.2f}x" if v is not None else f"{k} n/a"
+                              for k, v in row.items())
+            print(f"{path} / {reference} added latency: {shown}")
     print(f"log records per exchange (gateway+log): {result['log_lines_per_call']:.2f}")
 
 
