@@ -27,7 +27,8 @@ rounds, so a change is compared under the same load.
 
 Each does ``tools/call echo`` sequentially (N calls) and from 8 threads at once (N calls in
 all), after a warm-up. Besides the latencies it reads the CPU time (all threads) of the
-process the client spawned over the sequential calls: for the floor and the gateway that is
+process the client spawned, over the sequential calls and over the 8 threads' calls (per
+call: ``seq_cpu`` and ``conc_cpu``): for the floor and the gateway that is
 the proxy's own work per call (the demo's is not counted), which load on a shared machine
 does not inflate the way it does the latencies.
 
@@ -83,8 +84,9 @@ PATHS = ("direct", "floor", "gateway", "gateway+log")
 BASE_PATHS = ("gateway@base", "gateway+log@base")
 CHECK_FLOOR = "floor+check"
 #: The figures of one path in one round, in microseconds per call (``seq_cpu``: CPU time of
-#: the process the client spawned, all its threads, per sequential call; 0 where unknown).
-FIGURES = ("seq_median", "seq_mean", "conc_median", "conc_wall", "seq_cpu")
+#: the process the client spawned, all its threads, per sequential call; ``conc_cpu`` the same
+#: per call from 8 threads; 0 where unknown).
+FIGURES = ("seq_median", "seq_mean", "conc_median", "conc_wall", "seq_cpu", "conc_cpu")
 
 
 def _cpu_ns(pid: int | None) -> int:
@@ -188,10 +190,13 @@ def _one(argv: list[str], calls: int, warmup: int) -> dict[str, Any]:
         cpu = _cpu_ns(client.pid)
         seq = _sequential(client, calls)
         cpu = _cpu_ns(client.pid) - cpu
+        conc_cpu = _cpu_ns(client.pid)
         conc, wall = _concurrent(client, calls)
+        conc_cpu = _cpu_ns(client.pid) - conc_cpu
     return {"seq_median": statistics.median(seq) * 1e6, "seq_mean": statistics.fmean(seq) * 1e6,
             "conc_median": statistics.median(conc) * 1e6, "conc_wall": wall * 1e6,
-            "seq_cpu": max(cpu, 0) / 1e3 / calls, "cpus": cpus}
+            "seq_cpu": max(cpu, 0) / 1e3 / calls,
+            "conc_cpu": max(conc_cpu, 0) / 1e3 / len(conc), "cpus": cpus}
 
 
 def measure(calls: int, rounds: int, warmup: int,
@@ -309,10 +314,11 @@ def _print(result: dict[str, Any]) -> None:
           "microseconds per call"
           + ("" if pinned is None else f"; everything pinned to CPU {pinned}"))
     print(f"{'':12} {'seq median':>11} {'seq mean':>9} {'8x median':>10} {'8x wall/call':>13} "
-          f"{'seq CPU':>8}")
+          f"{'seq CPU':>8} {'8x CPU':>7}")
     for path, row in result["medians"].items():
         print(f"{path:12} {row['seq_median']:11.0f} {row['seq_mean']:9.0f} "
-              f"{row['conc_median']:10.0f} {row['conc_wall']:13.0f} {row['seq_cpu']:8.1f}")
+              f"{row['conc_median']:10.0f} {row['conc_wall']:13.0f} {row['seq_cpu']:8.1f}"
+              f" {row['conc_cpu']:7.1f}")
     for path, row in result["added_us"].items():
         print(f"added by {path}: seq median {row['seq']:+.0f} us, "
               f"8x wall/call {row['conc']:+.0f} us")

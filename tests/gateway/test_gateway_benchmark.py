@@ -30,7 +30,7 @@ def test_the_gateway_benchmark_runs_every_path() -> None:
     assert list(result["medians"]) == ["direct", "floor", "gateway", "gateway+log"]
     for path, row in result["medians"].items():
         assert all(row[f] > 0 for f in ("seq_median", "seq_mean", "conc_median",
-                                        "conc_wall")), (path, row)
+                                        "conc_wall", "seq_cpu", "conc_cpu")), (path, row)
     assert set(result["added_us"]) == {"floor", "gateway", "gateway+log"}
     # 4 + 16 + 16 echo calls, four legs each; the handshake adds a few records more.
     calls = 4 + 16 + 16
