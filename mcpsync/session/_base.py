@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import math
 import threading
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Final
@@ -45,6 +46,10 @@ JOIN_TIMEOUT: Final = 1.0
 #: call pending (and before it rescues a caller whose request write is blocked); also how
 #: long the idle watch leaves a session whose role a caller holds out of its poll.
 HANDOFF_GRACE: Final = 0.005
+#: Longest time the idle watch leaves a session out of its poll while callers keep the role:
+#: the pause starts at HANDOFF_GRACE and doubles each time the watch, back from a pause,
+#: finds the role held again (see BackgroundReader._idle_ready).
+MAX_WATCH_PAUSE: Final = 0.05
 #: True: giving the role back always wakes the background reader at once (the strict reading
 #: of "the background reader reads whenever no caller holds the role"), at a cost of one
 #: thread switch per sequential call (about 11 us on one CPU). False: see _release_role.
@@ -97,14 +102,15 @@ class Phase(enum.IntEnum):
 
 class Aside:
     """What a session keeps that its calls never read: the garbage-line count, the loss's
-    bookkeeping, the close's mark, two of its options. Kept out of the session itself so
-    that the session holds fewer attributes than CPython 3.11 keeps inline in an instance
-    (29 at most): beyond that its instance dict is a real dict, and every attribute load on
-    it takes the slower, hinted lookup (about 17 instructions more each; a sequential call
-    makes about two dozen) and no method looked up on it is specialised."""
+    bookkeeping, the close's mark, two of its options, the idle watch's last pause. Kept
+    out of the session itself so that the session holds fewer attributes than CPython 3.11
+    keeps inline in an instance (29 at most): beyond that its instance dict is a real dict,
+    and every attribute load on it takes the slower, hinted lookup (about 17 instructions
+    more each; a sequential call makes about two dozen) and no method looked up on it is
+    specialised."""
 
     __slots__ = ("close_done", "first_garbage", "garbage", "loss_settled", "lost_cause",
-                 "observe_progress", "on_lost")
+                 "observe_progress", "on_lost", "watch_pause", "watch_resume")
 
     def __init__(self, observe_progress: bool,
                  on_lost: Callable[[ConnectionLost], None] | None) -> None:
@@ -116,6 +122,9 @@ class Aside:
         self.garbage = 0
         # Handshake watch (see watch_handshake): the first stdout line that was not JSON-RPC.
         self.first_garbage: str | None = None
+        # The idle watch's last pause of this session and when it ends (see _idle_ready).
+        self.watch_pause = 0.0
+        self.watch_resume = -math.inf
 
 
 class SessionBase:

@@ -240,8 +240,9 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
         self._close_lock = threading.Lock()
         # Reader role. Invariant: while the role is free, the background reader is awake, or
         # asleep for at most HANDOFF_GRACE, or absent with the idle watch polling stdout and
-        # the exit (each session left out of its poll for at most HANDOFF_GRACE at a time)
-        # (see _release_role, _bg_run and _idle_ready).
+        # the exit (each session left out of its poll for at most HANDOFF_GRACE at a time,
+        # MAX_WATCH_PAUSE while calls keep coming) (see _release_role, _bg_run and
+        # _idle_ready).
         self._role = Role()
         self._bg_thread: threading.Thread | None = None
         self._phase = Phase.NEW

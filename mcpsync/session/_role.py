@@ -30,9 +30,9 @@ is me", and only the holder (or, under the lock, a granter) changes that.
 
 - ``holder``: who reads (``None``: nobody; the background reader takes it within
   HANDOFF_GRACE, or, while it is ``absent``, the idle watch starts it when something
-  arrives, within HANDOFF_GRACE of the role's give-back). ``None`` with the token taken is
-  a claim between its two stores, or a give-back between its two: seen only by a tracer
-  that runs between bytecodes or lines.
+  arrives, within HANDOFF_GRACE of the role's give-back, MAX_WATCH_PAUSE after a run of
+  calls back to back). ``None`` with the token taken is a claim between its two stores, or
+  a give-back between its two: seen only by a tracer that runs between bytecodes or lines.
 - ``token``: set (to True) while the role is free; see above.
 - ``want``: the caller that asked the background reader for the role (its call is the only
   one in flight); the background reader grants it after its current ``receive``.

@@ -24,6 +24,7 @@ from helpers import open_fds, wait_until
 from mcpsync.errors import ConnectionLost, ServerExited
 from mcpsync.jsonrpc import Message
 from mcpsync.session import Session
+from mcpsync.session._base import HANDOFF_GRACE, MAX_WATCH_PAUSE
 from mcpsync.transport.stdio import _idle_watch
 
 from .helpers import open_session
@@ -232,6 +233,55 @@ def test_what_arrives_just_after_a_call_is_read() -> None:
             assert arrived.wait(5), attempt
         finally:
             session.close()
+
+
+def test_calls_back_to_back_lengthen_the_watch_pause_and_a_lone_call_gets_the_short_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """While calls keep the role, each time the watch comes back from a pause and finds the
+    role held again, the session doubles the pause, up to MAX_WATCH_PAUSE; a call after the
+    session was left alone gets HANDOFF_GRACE again. Either way a notification sent just
+    after the last call is read."""
+    pauses: list[float] = []
+    real = Session._idle_ready
+
+    def spy(self: Session, force: bool) -> float:
+        answer = real(self, force)
+        if answer > 0:
+            pauses.append(answer)
+        return answer
+
+    monkeypatch.setattr(Session, "_idle_ready", spy)
+    arrived = threading.Event()
+    session = open_session(name="busy", on_notification=lambda _message: arrived.set())
+    try:
+        ends = time.monotonic() + 10
+        n = 0
+        while MAX_WATCH_PAUSE not in pauses and time.monotonic() < ends:
+            assert session.request("echo", {"n": n}, timeout=5) == {"n": n}
+            n += 1
+        assert pauses[0] == HANDOFF_GRACE, pauses
+        assert MAX_WATCH_PAUSE in pauses, (n, pauses)
+        assert max(pauses) == MAX_WATCH_PAUSE
+        assert _readers() == []
+        # Right after a run of calls: read within the long pause.
+        assert session.request("notify_later", {"ms": 1}, timeout=5) == "later"
+        assert arrived.wait(5), "what came after the last call was never read"
+
+        # A fresh session called now and then: each pause the short one.
+        arrived.clear()
+        pauses.clear()
+        lone = open_session(name="lone", on_notification=lambda _message: arrived.set())
+        try:
+            for n in range(20):
+                time.sleep(0.02)   # the watch is back from any pause, polling
+                assert lone.request("echo", {"n": n}, timeout=5) == {"n": n}
+            assert pauses and set(pauses) == {HANDOFF_GRACE}, pauses
+            assert lone.request("notify_later", {"ms": 1}, timeout=5) == "later"
+            assert arrived.wait(5)
+        finally:
+            lone.close()
+    finally:
+        session.close()
 
 
 def test_a_reader_that_cannot_be_started_leaves_the_session_watched_and_usable(
