@@ -105,13 +105,14 @@ class BackgroundReader(SessionBase):
         watched, asked again after ``_RETRY`` seconds.
 
         The pause is HANDOFF_GRACE, doubled (up to MAX_WATCH_PAUSE) when the watch asks
-        within HANDOFF_GRACE of the end of the last one: calls keep coming. Each wake-up
-        of the watch thread took it about 40 us of CPU in a pinned benchmark, so a pause of
-        HANDOFF_GRACE cost a session called back to back about 2 % of its CPU per call
+        within HANDOFF_GRACE of the end of the last one with the role held: calls coming
+        back to back (or one call whose server writes more often than that, progress
+        say; the caller reads it all). Calls 2 * HANDOFF_GRACE or more apart get
+        HANDOFF_GRACE each time. With HANDOFF_GRACE alone, the watch thread's work cost a
+        session called back to back about 2 % of its CPU per call in a pinned benchmark
         (docs/performance.md, "The idle watch's pause, doubled while calls keep coming").
-        What is given up is how soon something the server says unasked right after such a
-        run of calls is read: within the pause, at most MAX_WATCH_PAUSE. A session called
-        now and then gets HANDOFF_GRACE."""
+        What is given up is how soon something the server says unasked, or its exit, is
+        seen right after such a run of calls: within the pause, at most MAX_WATCH_PAUSE."""
         with self._lock:
             role = self._role
             if not role.absent or self._phase is not Phase.OPEN:

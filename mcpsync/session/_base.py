@@ -43,12 +43,13 @@ HANDSHAKE_GARBAGE: Final = 10
 EXIT_WAIT: Final = 1.0
 JOIN_TIMEOUT: Final = 1.0
 #: Longest time the background reader sleeps before it looks at a role given back with no
-#: call pending (and before it rescues a caller whose request write is blocked); also how
-#: long the idle watch leaves a session whose role a caller holds out of its poll.
+#: call pending (and before it rescues a caller whose request write is blocked); also the
+#: first, shortest pause of the idle watch for a session whose role a caller holds.
 HANDOFF_GRACE: Final = 0.005
-#: Longest time the idle watch leaves a session out of its poll while callers keep the role:
-#: the pause starts at HANDOFF_GRACE and doubles each time the watch, back from a pause,
-#: finds the role held again (see BackgroundReader._idle_ready).
+#: Longest time the idle watch leaves a session out of its poll while a caller holds the
+#: role: the pause starts at HANDOFF_GRACE and doubles each time the watch, within
+#: HANDOFF_GRACE of a pause's end, finds the session's output ready and the role held
+#: again (see BackgroundReader._idle_ready).
 MAX_WATCH_PAUSE: Final = 0.05
 #: True: giving the role back always wakes the background reader at once (the strict reading
 #: of "the background reader reads whenever no caller holds the role"), at a cost of one

@@ -27,14 +27,16 @@ Theory of operation (the *reader role*; ``docs/performance.md`` has the long ver
   callers' responses and feeds the dispatcher exactly as the background reader would, then
   gives the role back. It wakes the background reader at once when calls are still pending;
   otherwise the background reader resumes within HANDOFF_GRACE by itself (no thread switch
-  per sequential call).
+  per sequential call), or, where it is absent, the idle watch looks within its pause
+  (HANDOFF_GRACE, up to MAX_WATCH_PAUSE after calls back to back).
 - On stdio (where ``poll()`` exists) the background reader is *absent* until first needed
   (``Role.absent``): a session used one call at a time never needs it, and the shared idle
   watch (``transport/stdio/_idle_watch``) polls its stdout and its server's exit meanwhile.
   Every wake-up of the reader (``_unpark``) starts it instead, as do the watch (something
   arrived with the role free), a write that finds stdin's pipe full, and a loss; once
   started it stays. So "wakes the background reader" below means "starts it" while it is
-  absent, and its "short sleep" is the watch's poll.
+  absent, and its "short sleep" is the watch's pause and poll (a pause of HANDOFF_GRACE, up
+  to MAX_WATCH_PAUSE after calls back to back; see ``_idle_ready``).
 - Nothing user-supplied runs on a reader: notifications and progress go to the dispatcher,
   server->client requests and deferred cancellations to the callback pool. A leader writes
   a cancellation only after giving the role up.
@@ -1030,7 +1032,8 @@ class Session(BackgroundReader, Incoming, Cancelling, LossHandling):
 
         The background reader is woken at once when calls are still pending (it must read
         their responses) or when it is in a long sleep. Otherwise - the sequential case - it
-        is left in its short sleep (at most HANDOFF_GRACE): waking it on every call costs a
+        is left in its short sleep (at most HANDOFF_GRACE; with the reader absent, the idle
+        watch's pause, up to MAX_WATCH_PAUSE): waking it on every call costs a
         thread switch per call, and most often the same caller claims the role again for its
         next call before that sleep ends. See docs/performance.md.
 

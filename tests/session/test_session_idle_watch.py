@@ -5,7 +5,8 @@ What must hold with the reader absent: sequential calls start no reader; many se
 one watch thread, which ends with the last; what a server sends unasked while nobody calls
 (a notification, a request) is read, and the reader started for it; a server that exits
 while idle is seen as lost, and ``on_lost`` runs; concurrent callers, futures and a write
-that finds stdin's pipe full each start the reader; nothing is left after a close.
+that finds stdin's pipe full each start the reader; nothing is left after a close; the
+watch's pause doubles while calls come back to back, and starts over after a rest.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import signal
 import sys
 import threading
 import time
+import types
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -235,12 +237,43 @@ def test_what_arrives_just_after_a_call_is_read() -> None:
             session.close()
 
 
-def test_calls_back_to_back_lengthen_the_watch_pause_and_a_lone_call_gets_the_short_one(
+def test_the_watch_pause_doubles_while_asked_at_each_pause_end_and_starts_over_later(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """While calls keep the role, each time the watch comes back from a pause and finds the
-    role held again, the session doubles the pause, up to MAX_WATCH_PAUSE; a call after the
-    session was left alone gets HANDOFF_GRACE again. Either way a notification sent just
-    after the last call is read."""
+    """The session's answer to the watch with the role held, on a clock of the test's own:
+    asked just after each pause ends (calls back to back), 5, 10, 20, 40 ms, then 50 and no
+    more; asked later than HANDOFF_GRACE after a pause's end, 5 ms again."""
+    from mcpsync.session import _background
+    from mcpsync.session._base import Aside, Phase
+
+    now = [1000.0]
+    clock = types.SimpleNamespace(**{name: getattr(time, name) for name in dir(time)
+                                     if not name.startswith("_")})
+    clock.monotonic = lambda: now[0]
+    monkeypatch.setattr(_background, "time", clock)
+    session: Any = types.SimpleNamespace(
+        _lock=threading.Lock(), _role=types.SimpleNamespace(absent=True, holder=object()),
+        _phase=Phase.OPEN, _aside=Aside(False, None), _transport=None)
+
+    def ask_at_each_end(times: int) -> list[float]:
+        answers = []
+        for _ in range(times):
+            answers.append(_background.BackgroundReader._idle_ready(session, False))
+            now[0] += answers[-1] + 0.0005   # the next answer comes right after the pause
+        return answers
+
+    assert ask_at_each_end(7) == [0.005, 0.01, 0.02, 0.04, 0.05, 0.05, 0.05]
+    assert MAX_WATCH_PAUSE == 0.05 and HANDOFF_GRACE == 0.005
+    now[0] += HANDOFF_GRACE   # 5.5 ms after the last pause ended: not back to back
+    assert ask_at_each_end(2) == [0.005, 0.01]
+    now[0] += 10.0            # left alone
+    assert ask_at_each_end(1) == [0.005]
+
+
+def test_calls_back_to_back_lengthen_the_watch_pause_and_a_later_call_gets_the_short_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a real server: calls back to back take the watch's pause to MAX_WATCH_PAUSE
+    and no further; a call made after the session was left alone longer than that is
+    answered HANDOFF_GRACE first; a notification sent 1 ms after the last call is read."""
     pauses: list[float] = []
     real = Session._idle_ready
 
@@ -263,23 +296,20 @@ def test_calls_back_to_back_lengthen_the_watch_pause_and_a_lone_call_gets_the_sh
         assert MAX_WATCH_PAUSE in pauses, (n, pauses)
         assert max(pauses) == MAX_WATCH_PAUSE
         assert _readers() == []
-        # Right after a run of calls: read within the long pause.
+        # Left alone longer than the longest pause before each call: each call's first
+        # pause (when the watch finds its role held at all) is the short one.
+        firsts = []
+        for n in range(10):
+            time.sleep(MAX_WATCH_PAUSE + 0.02)
+            mark = len(pauses)
+            assert session.request("echo", {"n": n}, timeout=5) == {"n": n}
+            if len(pauses) > mark:
+                firsts.append(pauses[mark])
+        assert firsts and set(firsts) == {HANDOFF_GRACE}, (firsts, pauses)
+        assert _readers() == []
+        # Sent just after a call: read (the reader started for it once the pause ends).
         assert session.request("notify_later", {"ms": 1}, timeout=5) == "later"
-        assert arrived.wait(5), "what came after the last call was never read"
-
-        # A fresh session called now and then: each pause the short one.
-        arrived.clear()
-        pauses.clear()
-        lone = open_session(name="lone", on_notification=lambda _message: arrived.set())
-        try:
-            for n in range(20):
-                time.sleep(0.02)   # the watch is back from any pause, polling
-                assert lone.request("echo", {"n": n}, timeout=5) == {"n": n}
-            assert pauses and set(pauses) == {HANDOFF_GRACE}, pauses
-            assert lone.request("notify_later", {"ms": 1}, timeout=5) == "later"
-            assert arrived.wait(5)
-        finally:
-            lone.close()
+        assert arrived.wait(5), "what came just after the last call was never read"
     finally:
         session.close()
 
