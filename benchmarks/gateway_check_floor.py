@@ -133,5 +133,6 @@ def main(argv: list[str]) -> int:
                  lambda src, dst: _pump(src, dst, _request, True),
                  lambda src, dst: _pump(src, dst, _answer, False))
 
+
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
