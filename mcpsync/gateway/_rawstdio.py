@@ -64,6 +64,9 @@ class RawStdioTransport(StdioTransport):
                  **kwargs: object) -> None:
         super().__init__(*args, max_frame_bytes=max_frame_bytes, **kwargs)  # type: ignore[arg-type]
         self._decoder = RawLines(max_frame_bytes=max_frame_bytes)
+        # Never a blocking read (its wake-up bytes are taken out by the transport's own
+        # reads, not by the gateway's loop, which reads stdout itself).
+        self._aside.blocking_tried = True
 
     @property
     def ended(self) -> bool:

@@ -158,17 +158,19 @@ def _interrupting(code: CodeType, nth: int, calls: list[str], seen: list[str],
     return hook
 
 
-@pytest.mark.parametrize("eager", [True, False], ids=["read-first", "poll-first"])
+@pytest.mark.parametrize("way", ["blocking", "read-first", "poll-first"])
 def test_a_close_right_after_ctrl_c_in_the_exchange_does_not_wait(
-        no_leaks: None, monkeypatch: pytest.MonkeyPatch, eager: bool) -> None:
+        no_leaks: None, monkeypatch: pytest.MonkeyPatch, way: str) -> None:
     """Ctrl-C at each C call's return in ``StdioTransport.exchange`` (a legacy call that
     leads), and the client closed at once after it: the exchange's read takes no lock, and
     the count it adds to instead is 0 again, so the close neither waits for it (its bound
-    made long here, so that a wait would show) nor keeps stdout, the wake-up pipe or the
-    pidfd open for it. One connection per interrupt; the read tried first, or the poll
-    made first (as after reads that found nothing). The read tried first is made once the
-    answer is there, so that it never misses (see ``_interrupting``): each run makes the
-    same C calls, and each is interrupted in turn."""
+    made long here, so that a wait would show) nor keeps stdout, the wake-up pipe, the
+    pidfd or the blocking read's descriptor open for it. One connection per interrupt; the
+    blocking read (``_blocking_read``), or with it stopped, the read tried first, or the
+    poll made first (as after reads that found nothing). The first read is made once the
+    answer is there, so that it never waits nor misses (see ``_interrupting``): each run
+    makes the same C calls, and each is interrupted in turn."""
+    eager = way != "poll-first"
     monkeypatch.setattr(_lifecycle, "JOIN_TIMEOUT", 30.0)   # CLOSE_BOUND (5 s) bounds it
     code = StdioTransport.exchange.__code__
     interrupted: list[str] = []
@@ -184,6 +186,10 @@ def test_a_close_right_after_ctrl_c_in_the_exchange_does_not_wait(
             hook = _interrupting(code, nth, calls, seen,
                                  transport._stdout_fd if eager else -1)
             assert client.call_tool("echo", {"text": "warm"}).text == "warm"   # leads next
+            blocking = transport._blocking
+            assert blocking is not None   # made by the first tool call
+            if way != "blocking":
+                blocking.stop()
             transport._skip_eager = 0 if eager else 1
             sys.setprofile(hook)
             try:
@@ -201,7 +207,8 @@ def test_a_close_right_after_ctrl_c_in_the_exchange_does_not_wait(
         took = time.monotonic() - started
         assert took < 3.0, (seen, took)
         assert (transport._stdout_fd, transport._wake_r, transport._wake_w,
-                transport._pidfd) == (-1, -1, -1, -1), seen
+                transport._pidfd, blocking.fd) == (-1, -1, -1, -1, -1), seen
+        assert transport._blocking is None and blocking.blocked_on == 0, seen
         if not calls:
             continue   # the call followed (the background reader held the role): again
         if not seen:

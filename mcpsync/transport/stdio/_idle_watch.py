@@ -35,6 +35,22 @@ session registered since is asked of that session, which looks again (``on_ready
 its own descriptors with no timeout before it acts): a wrong guess costs a look, never a
 message.
 
+The same thread wakes a session's blocked read: a transport whose sole caller's first read
+blocks in ``read()`` itself rather than in a ``poll()`` (``StdioTransport.exchange``, see
+``_blocking_read``: one system call and its Python fewer per call) hangs that read on the
+session's watch (``IdleWatch.reader``). Such a read sees no deadline, no close and no Ctrl-C
+simulated by ``_thread.interrupt_main()``; so while any watched read is blocked (its
+``blocked_on``, the call's id, not 0), this thread looks at them every ``SCAN`` seconds and
+wakes one found blocked on the same call at two looks in a row (``wake_blocked``): within
+``2 * SCAN`` of the read's start, what the read's ``poll()`` waited at most (one
+``MAIN_THREAD_SLICE``); the call's loop then polls, as before. When no read is blocked it
+stops looking; a read that then blocks finds ``sleeping`` set and wakes it (the read stores
+its id before it looks at ``sleeping``, the thread sets ``sleeping`` before it looks at the
+ids: under the GIL one of the two sees the other's store). A watch let go, by
+:func:`unwatch` (``StdioTransport.unwatch_idle``) or by its session's answer, or left by a
+thread that ends by a bug, stops its reads from blocking (``stop()``: one blocked then is
+woken and polls, as every later read does): nothing would wake them after that.
+
 The thread starts with the first watch and ends once the last is let go: the
 :func:`unwatch` that lets the last one go retires the generation (the next watch starts a
 new one) and wakes its thread, which ends; :func:`join_ended`, called by a transport's close
@@ -53,21 +69,37 @@ import select
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Final
+from typing import Final, Protocol
 
 from mcpsync._threads import new_thread
 
 from ._wake_pipe import WakePipe
 
-__all__ = ["DROP", "KEEP", "IdleWatch", "join_ended", "unwatch", "watch"]
+__all__ = ["DROP", "KEEP", "SCAN", "BlockingReader", "IdleWatch", "join_ended", "unwatch", "watch"]
 
 KEEP: Final = 0.0
 DROP: Final = -1.0
+
+#: How often the thread looks at blocked reads while any is blocked: a read blocked at two
+#: looks in a row is woken, so within two of these (the slice its poll() would have had).
+SCAN: Final = 0.05
 
 #: ``on_ready(force)``: what to do about a session whose descriptors are ready (see the
 #: module's docstring). ``force`` is True only when the thread is ending by a bug: the
 #: session must then start its own reader whatever the state.
 OnReady = Callable[[bool], float]
+
+
+class BlockingReader(Protocol):
+    """A session's blocking read (see the module's docstring and ``_blocking_read``)."""
+
+    blocked_on: int
+
+    def wake_blocked(self, blocked: int) -> None:
+        """Wake the read blocked on call ``blocked``, if it still is."""
+
+    def stop(self) -> None:
+        """No read blocks from now on; wake one blocked now."""
 
 _log = logging.getLogger("mcpsync.transport.stdio")
 
@@ -76,13 +108,20 @@ class IdleWatch:
     """One session's registration: its descriptors and what to ask it. ``left`` is set
     (under ``_lock``) by :func:`unwatch`; ``gen`` is the generation that polls it."""
 
-    __slots__ = ("fds", "gen", "left", "on_ready")
+    __slots__ = ("dropped", "fds", "gen", "left", "on_ready", "reader")
 
     def __init__(self, fds: Sequence[int], on_ready: OnReady) -> None:
         self.fds = tuple(fds)
         self.on_ready = on_ready
+        #: The session's blocking read, once its transport made one (see the module's
+        #: docstring); read by the thread at each look.
+        self.reader: BlockingReader | None = None
         self.gen: _Generation | None = None
         self.left = False
+        #: Set by the thread as it stops polling this watch (its session's answer, an
+        #: unwatch, its own end), before it looks at ``reader``: a reader hung on the watch
+        #: after that looks at this and stops itself (``_open_blocking_read``).
+        self.dropped = False
 
 
 class _Generation(WakePipe):
@@ -97,6 +136,9 @@ class _Generation(WakePipe):
         self.removes: list[IdleWatch] = []
         self.count = 1
         self.retired = False
+        # True while the thread waits with no look at blocked reads planned (see the
+        # module's docstring): a read that blocks then wakes it (poke()).
+        self.sleeping = False
         # Taken by the thread first thing, or by watch() when start() failed: whichever
         # takes it decides whether this generation runs (as the stderr hub's claim).
         self.claim = threading.Lock()
@@ -118,12 +160,24 @@ class _Generation(WakePipe):
         with contextlib.suppress(OSError):
             os.write(self.wake_w, b"x")
 
+    def poke(self) -> None:
+        """A read is about to block while the thread looks at none: wake it, so that it
+        looks (the thread clears ``sleeping`` once its poll returns). From any thread,
+        rarely (a read after a pause of a look or more)."""
+        with _lock:
+            if self.sleeping and not self.retired:
+                with contextlib.suppress(OSError):
+                    os.write(self.wake_w, b"x")
+
     def _run(self) -> None:
         if not self.claim.acquire(False):  # start() failed and the generation was forgotten
             return
         first, self.first = self.first, None
         owners: dict[int, IdleWatch] = {}    # descriptor: its watch (paused ones too)
         paused: dict[IdleWatch, float] = {}  # left out of the poll until then
+        # Each watched read: the call it was seen blocked on at the last look (0: none).
+        seen: dict[IdleWatch, int] = {}
+        next_look = 0.0   # when to look at the blocked reads next (0.0: not planned)
         poller = select.poll()
         try:
             poller.register(self.wake_r, select.POLLIN)
@@ -131,8 +185,8 @@ class _Generation(WakePipe):
                 self._add(first, owners, poller)
             while True:
                 timeout = None
+                now = time.monotonic()
                 if paused:
-                    now = time.monotonic()
                     for watched, until in list(paused.items()):
                         if until <= now:
                             del paused[watched]
@@ -141,7 +195,25 @@ class _Generation(WakePipe):
                                     poller.register(fd, select.POLLIN)
                     if paused:
                         timeout = max(0, math.ceil((min(paused.values()) - now) * 1000))
+                if next_look and now >= next_look:
+                    seen = self._look(owners, seen)
+                    next_look = now + SCAN if seen else 0.0
+                if not next_look:
+                    # Nothing blocked at the last look: stop looking, unless a read blocked
+                    # since (its id stored before it could see ``sleeping``).
+                    self.sleeping = True
+                    seen = self._look(owners, {})
+                    if seen:
+                        self.sleeping = False
+                        next_look = now + SCAN
+                if next_look:
+                    wait = max(0, math.ceil((next_look - now) * 1000))
+                    timeout = wait if timeout is None else min(timeout, wait)
                 ready = poller.poll(timeout)
+                if self.sleeping:
+                    # Woken (by a poke, a change or a descriptor): look from now on.
+                    self.sleeping = False
+                    next_look = time.monotonic() + SCAN
                 # The changes first: a watch let go since the poll began must not be asked
                 # about its descriptors (their numbers may belong to another file by now).
                 if any(fd == self.wake_r for fd, _ in ready):
@@ -188,6 +260,30 @@ class _Generation(WakePipe):
             self._drop(watched, owners, paused, poller)
 
     @staticmethod
+    def _look(owners: dict[int, IdleWatch], seen: dict[IdleWatch, int]
+              ) -> dict[IdleWatch, int]:
+        """Wake each watched read blocked on the same call as at the last look (``seen``);
+        return what is blocked now (empty: nothing, so stop looking)."""
+        now_seen: dict[IdleWatch, int] = {}
+        for watched in set(owners.values()):
+            reader = watched.reader
+            if reader is None or watched.left:
+                continue
+            blocked = reader.blocked_on
+            if blocked:
+                now_seen[watched] = blocked
+                if seen.get(watched) == blocked:
+                    # Woken once; noted as such, so that a read still blocked on it (its
+                    # thread not run yet, or no byte could be written) is woken again
+                    # two looks later, not at every look.
+                    now_seen[watched] = -blocked
+                    try:
+                        reader.wake_blocked(blocked)
+                    except Exception:  # a bug: the read waits for its answer as before
+                        _log.error("waking a blocked read failed", exc_info=True)
+        return now_seen
+
+    @staticmethod
     def _add(watched: IdleWatch, owners: dict[int, IdleWatch],
              poller: select.poll) -> None:
         if watched.left:
@@ -199,6 +295,7 @@ class _Generation(WakePipe):
     @staticmethod
     def _drop(watched: IdleWatch, owners: dict[int, IdleWatch],
               paused: dict[IdleWatch, float], poller: select.poll) -> None:
+        _stop_reads(watched)
         was_paused = paused.pop(watched, None) is not None
         for fd in watched.fds:
             if owners.get(fd) is watched:
@@ -225,11 +322,25 @@ class _Generation(WakePipe):
                 _unjoined.append(self)
             self.close_wake_pipe()
         for watched in left.values():
+            _stop_reads(watched)   # nothing looks at its reads any more
             try:
                 watched.on_ready(True)
             except Exception:
                 _log.error("a session left by the idle watch could not start its reader",
                            exc_info=True)
+
+
+def _stop_reads(watched: IdleWatch) -> None:
+    """A watch this thread lets go: its session's reads must not block any more. Marked
+    ``dropped`` first, then ``reader`` looked at (a reader stores itself, then looks at
+    ``dropped``): one of the two sees the other's store."""
+    watched.dropped = True
+    reader = watched.reader
+    if reader is not None:
+        try:
+            reader.stop()
+        except Exception:  # a bug: the read ends with its answer, or at the close
+            _log.error("stopping a session's blocking reads failed", exc_info=True)
 
 
 _lock = threading.Lock()

@@ -59,6 +59,7 @@ from ._writer import FrameFinisher
 # annotation below names it through the package attribute that loads it, so that
 # typing.get_type_hints() resolves it with the module unloaded.
 if TYPE_CHECKING:
+    import mcpsync.transport.stdio._blocking_read
     import mcpsync.transport.stdio._pump
 
     from ...jsonrpc import StreamError
@@ -362,11 +363,12 @@ class Aside:
     ``StdioTransport.__init__`` before anything else, so that a close (or a Ctrl-C's
     recovery) at any point finds every one of these set."""
 
-    __slots__ = ("claimed_at", "close_lock", "cwd", "die_with_parent", "env", "finisher",
-                 "holds_spawner", "idle", "inherit_env", "interrupted", "leftovers_killed",
-                 "logger", "on_full", "on_stderr", "owner_pid", "pid_reaped", "safe",
-                 "started", "status", "stderr", "stderr_bytes", "stdin_closed_at",
-                 "stdin_grace", "stuck", "wake_lock")
+    __slots__ = ("blocking_tried", "claimed_at", "close_lock", "cwd",
+                 "die_with_parent", "env", "finisher", "holds_spawner", "idle",
+                 "inherit_env", "interrupted", "leftovers_killed", "logger", "on_full",
+                 "on_stderr", "owner_pid", "pid_reaped", "safe", "started", "status",
+                 "stderr", "stderr_bytes", "stdin_closed_at", "stdin_grace", "stuck",
+                 "wake_lock")
 
     def __init__(self, name: str, env: dict[str, str | None], inherit_env: bool,
                  cwd: str | None, stderr_bytes: int,
@@ -410,6 +412,8 @@ class Aside:
         #: to call when a write finds stdin's pipe full (the session starts its reader).
         self.idle: IdleWatch | None = None
         self.on_full: Callable[[], None] | None = None
+        #: Whether the first exchange tried to make the blocking read (``_blocking_read``).
+        self.blocking_tried = False
 
 
 class ProcessLifecycle:
@@ -441,6 +445,7 @@ class ProcessLifecycle:
     _rx_buf: bytearray
     _read_into: Callable[[bytearray], int | None]
     _pump: mcpsync.transport.stdio._pump.StdoutPump | None
+    _blocking: mcpsync.transport.stdio._blocking_read.BlockingRead | None
 
     if TYPE_CHECKING:
         def wake(self) -> None:
@@ -448,6 +453,56 @@ class ProcessLifecycle:
 
         def _exchange_ended(self, timeout: float) -> bool:
             """Defined by the transport: waits for every ``exchange()``'s read to end."""
+
+    def _open_blocking_read(self) -> None:
+        """Give exchange() its blocking first read (see ``_blocking_read``), hung on the
+        session's idle watch, whose thread wakes it when it stays blocked. Tried once, by
+        the first exchange that finds the session watched (not at start, so that a server
+        never called pays nothing); where it cannot be had (no ``/proc``, no descriptor,
+        not even for the module's import), every read polls first, as before."""
+        aside = self._aside
+        aside.blocking_tried = True
+        idle = aside.idle
+        gen = idle.gen if idle is not None else None
+        if idle is None or idle.left or idle.dropped or gen is None or gen.retired \
+                or self._rx_done or self._closing:
+            return
+        try:
+            # Loaded here, by the first tool call, not with the client (a module less in
+            # the client's import: docs/performance.md, "Import").
+            from ._blocking_read import open_blocking_read
+
+            blocking = open_blocking_read(self._stdout_fd)
+        except Exception as exc:   # the import failed (out of descriptors, say)
+            aside.logger.debug("server %r: no blocking read (%s); every read polls",
+                               self.name, exc)
+            return
+        if blocking is None:
+            return
+        blocking.gen = gen
+        idle.reader = blocking
+        self._blocking = blocking
+        # Stored, then ``left`` and ``dropped`` looked at: unwatch_idle() stores ``left``
+        # and the watch's thread ``dropped`` before each looks at the reader, so one of
+        # each pair sees the other's store.
+        if idle.left or idle.dropped or gen.retired:
+            blocking.stop()
+
+    def _stop_blocking_read(self) -> None:
+        """No blocking read from now on (the idle watch lets the session go: nothing would
+        wake one); one blocked now is woken, and goes on polling. The object stays until the
+        close, which closes it; every read takes out its wake-up bytes until then."""
+        blocking = self._blocking
+        if blocking is not None:
+            blocking.stop()
+
+    def _close_blocking_read(self, *, after_fork: bool = False) -> None:
+        """The close's: the blocking open of stdout, once no exchange can be reading (a
+        forked child's copy: at once, writing nothing)."""
+        blocking = self._blocking
+        if blocking is not None:
+            self._blocking = None
+            blocking.close(after_fork=after_fork)
 
     def forked(self) -> bool:
         """True in a process forked from the one that started this transport."""
@@ -1030,6 +1085,7 @@ class ProcessLifecycle:
                         left(JOIN_TIMEOUT) or 0.05)
                     if ended:
                         self._close_fd("_stdout_fd", proc.stdout)
+                        self._close_blocking_read()
                         with self._aside.wake_lock:
                             self._close_raw("_wake_w")
                         self._close_raw("_wake_r")
@@ -1134,6 +1190,7 @@ class ProcessLifecycle:
                         obj.close()
         for attr in ("_wake_r", "_pidfd"):
             self._close_raw(attr)
+        self._close_blocking_read(after_fork=True)   # the child's copy: nothing written
         with self._aside.wake_lock:
             self._close_raw("_wake_w")
         if proc is not None:

@@ -36,7 +36,7 @@ import select
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final, NoReturn
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from ...jsonrpc import (
     _LONG_TEXT,
@@ -56,6 +56,9 @@ from ..base import ReadBroke, TransportClosed, fuses, safe_name, takes_lines
 from . import _idle_watch
 from ._lifecycle import _MAX_POLL_MS, _MAX_POLL_S, Aside, ProcessLifecycle
 from ._writer import FINISH_GRACE, FrameFinisher, WriteTimedOut, pour
+
+if TYPE_CHECKING:
+    from ._blocking_read import BlockingRead
 
 __all__ = ["StdioTransport", "TransportClosed", "WriteTimedOut", "safe_name"]
 
@@ -77,7 +80,8 @@ _READ: Final = object()
 _MAX_SKIP = 16
 
 #: How long receive() waits for an exchange's read to end (see _exchange_ended) before it
-#: returns ``[]`` (its callers then call it again): the exchange polls one slice at most.
+#: returns ``[]`` (its callers then call it again): the exchange polls one slice at most,
+#: and a blocking read is woken at once (a wake-up byte, written again every ``SCAN``).
 _EXCHANGE_WAIT = 1.0
 
 _floor = math.floor
@@ -175,6 +179,9 @@ class StdioTransport(ProcessLifecycle):
         self._skip_eager = 0
         self._eager_misses = 0
         self._pump = None
+        #: exchange()'s blocking first read and its wake-ups (see _blocking_read), once
+        #: started where it can be had; None: every read polls first.
+        self._blocking: BlockingRead | None = None
 
     # ------------------------------------------------------------------ properties
 
@@ -219,11 +226,16 @@ class StdioTransport(ProcessLifecycle):
         return True
 
     def unwatch_idle(self) -> None:
-        """Stop the idle watch (the session started its reader, or is closing)."""
+        """Stop the idle watch (the session started its reader, or is closing), and with it
+        the blocking read, which only the watch's thread wakes (see ``_blocking_read``)."""
         idle = self._aside.idle
         if idle is not None:
             self._aside.on_full = None
+            # Let go first (``left`` stored), then the blocking read looked at: the first
+            # exchange stores it before it looks at ``left`` (_open_blocking_read), so one
+            # of the two sees the other's store and no read blocks unwatched.
             _idle_watch.unwatch(idle)
+            self._stop_blocking_read()
 
     def idle_ready(self) -> bool:
         """Whether stdout is readable (or at EOF) or the server has exited, now: a poll
@@ -458,7 +470,10 @@ class StdioTransport(ProcessLifecycle):
                     self._eager_misses = 0
                     if n:  # _got, inlined for the usual read
                         try:
-                            return self._decoder.feed(self._rx_view[:n].tobytes())
+                            data = self._rx_view[:n].tobytes()
+                            if (blocking := self._blocking) is not None and blocking.injected:
+                                data = blocking.take(data)   # see _blocking_read
+                            return self._decoder.feed(data)
                         except StreamError as exc:
                             self._fail_rx(exc, None)
                     return self._got(n)
@@ -498,7 +513,10 @@ class StdioTransport(ProcessLifecycle):
                 return []
             if n:  # _got, inlined for the usual read
                 try:
-                    return self._decoder.feed(self._rx_view[:n].tobytes())
+                    data = self._rx_view[:n].tobytes()
+                    if (blocking := self._blocking) is not None and blocking.injected:
+                        data = blocking.take(data)   # see _blocking_read
+                    return self._decoder.feed(data)
                 except StreamError as exc:
                     self._fail_rx(exc, None)
             return self._got(n)
@@ -520,9 +538,12 @@ class StdioTransport(ProcessLifecycle):
         order: the same write lock and wait by ``call.deadline``, the same
         ``WriteTimedOut`` and :class:`TransportClosed`, :meth:`_write_rest` and the
         finisher for a full pipe, the same hand-over on Ctrl-C. Then, only when the write
-        went out at once and ``call`` still holds the role, one read is made as
-        :meth:`receive` makes it (read first or poll first by the same back-off, at most
-        ``timeout`` seconds of poll), but without the read lock: taking and releasing it
+        went out at once and ``call`` still holds the role, one read is made: in the
+        blocking read of ``_blocking_read`` once the session has one (no poll; ended by the
+        answer, or by a wake-up byte: the idle watch's after 0.05 to 0.1 s, about
+        ``timeout``, a close's at once), else as :meth:`receive` makes it (read first or
+        poll first by the same back-off, at most ``timeout`` seconds of poll); either way
+        without the read lock: taking and releasing it
         cost about 700 to 800 instructions per call more than the count that replaces it,
         of a call of about 51,000 to 54,000. What the lock gave the read is kept by
         ``_exchanging``, a count of the exchanges that may be reading: each adds 1 before
@@ -624,20 +645,44 @@ class StdioTransport(ProcessLifecycle):
             if self._rx_done:
                 return []   # the session's next receive() says what it is (EOF, an error)
             n = None
-            if not self._skip_eager:
-                read_into = self._read_into   # a local: see receive()
+            blocking = self._blocking
+            if blocking is not None:
+                # The blocking read (see _blocking_read): no poll. The call's id is stored
+                # before ``enabled`` is looked at (stop() clears that, then looks at the id)
+                # and before the watch's ``sleeping`` is (the watch sets that, then looks at
+                # the ids): of each pair, one sees the other's store. Inside the ``try``: a
+                # Ctrl-C at poke()'s call leaves no id behind.
                 try:
-                    n = read_into(self._rx_buf)
-                except (OSError, ValueError) as exc:  # ValueError: stdout's file closed
+                    blocking.blocked_on = call.id
+                    if blocking.enabled:
+                        if blocking.gen.sleeping:
+                            blocking.gen.poke()
+                        n = blocking.read(self._rx_buf)
+                except (OSError, ValueError) as exc:  # ValueError: closed
                     self._fail_rx(StreamError(f"reading from server {self.name!r}: {exc}",
                                               server=self.name), exc)
-                if n is None:   # receive()'s back-off
-                    self._eager_misses = min(self._eager_misses * 2 + 1, _MAX_SKIP)
-                    self._skip_eager = self._eager_misses
+                finally:
+                    blocking.blocked_on = 0
+            if n is None:
+                # No blocking read (none made, or stopped): read first or poll first.
+                if blocking is None and not self._aside.blocking_tried:
+                    # The first exchange of a session its idle watch looks after: make the
+                    # blocking read (once; the next exchange uses it), and read as before.
+                    self._open_blocking_read()
+                if not self._skip_eager:
+                    read_into = self._read_into   # a local: see receive()
+                    try:
+                        n = read_into(self._rx_buf)
+                    except (OSError, ValueError) as exc:  # ValueError: stdout's file closed
+                        self._fail_rx(StreamError(f"reading from server {self.name!r}: {exc}",
+                                                  server=self.name), exc)
+                    if n is None:   # receive()'s back-off
+                        self._eager_misses = min(self._eager_misses * 2 + 1, _MAX_SKIP)
+                        self._skip_eager = self._eager_misses
+                    else:
+                        self._eager_misses = 0
                 else:
-                    self._eager_misses = 0
-            else:
-                self._skip_eager -= 1
+                    self._skip_eager -= 1
             if n is None:
                 ms = _floor(timeout * 1000.0 + 0.999)
                 ready = self._poller.poll(ms if ms > 0 else 0)
@@ -659,6 +704,13 @@ class StdioTransport(ProcessLifecycle):
                     return []
             if n:
                 data = self._rx_view[:n].tobytes()
+                if blocking is not None and blocking.injected:
+                    data = blocking.take(data)   # a wake-up's byte (see _blocking_read)
+                    if not data:
+                        # Woken: closed (as the poll's wake-up says it), or the session's
+                        # loop decides (its deadline, the server's exit, a Ctrl-C).
+                        return None if self._closing else []
+                    n = len(data)
                 dec = self._decoder
                 # FrameDecoder.feed's usual case, for this call's answer alone (the same
                 # tests in the same order; tests/transport/stdio/test_stdio_exchange.py holds the
@@ -712,9 +764,16 @@ class StdioTransport(ProcessLifecycle):
         on instead, which is what it saves."""
         self.wake()
         deadline = time.monotonic() + timeout
+        again = time.monotonic() + _idle_watch.SCAN
         while self._exchanging:
-            if time.monotonic() >= deadline:
+            now = time.monotonic()
+            if now >= deadline:
                 return False
+            if now >= again:
+                # A blocking read's wake-up byte may not have been written (no descriptor
+                # to be had for its writer, say): try again, as the watch's looks do.
+                self.wake()
+                again = now + _idle_watch.SCAN
             time.sleep(0.0005)
         return True
 
@@ -745,7 +804,10 @@ class StdioTransport(ProcessLifecycle):
         there the reader role and ``_exchanging`` keep every other reader out."""
         try:
             if n:
-                return self._decoder.feed(self._rx_view[:n].tobytes())
+                data = self._rx_view[:n].tobytes()
+                if (blocking := self._blocking) is not None and blocking.injected:
+                    data = blocking.take(data)   # see _blocking_read
+                return self._decoder.feed(data)
             return self._end()
         except StreamError as exc:
             self._fail_rx(exc, None)
@@ -800,10 +862,14 @@ class StdioTransport(ProcessLifecycle):
             os.read(self._wake_r, 4096)
 
     def wake(self) -> None:
-        """Make a ``receive()`` blocked in another thread return ``[]`` promptly."""
+        """Make a ``receive()`` blocked in another thread return ``[]`` promptly, and an
+        ``exchange()`` blocked in its read (see ``_blocking_read``)."""
         if self._pump is not None:
             self._pump.wake()
             return
+        blocking = self._blocking
+        if blocking is not None and blocking.blocked_on:
+            blocking.inject()
         with self._aside.wake_lock:  # close() must not close the pipe under this write
             fd = self._wake_w
             if fd >= 0:

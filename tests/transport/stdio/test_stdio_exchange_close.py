@@ -61,8 +61,11 @@ class _Call:
         self.deadline = time.monotonic() + 30
 
 
-def _open(t: StdioTransport) -> tuple[int, int, int, int]:
-    return (t._stdout_fd, t._wake_r, t._wake_w, t._pidfd)
+def _open(t: StdioTransport) -> tuple[int, int, int, int, int]:
+    """stdout, the wake-up pipe, the pidfd and the blocking read's descriptor (-1: none)."""
+    blocking = t._blocking
+    return (t._stdout_fd, t._wake_r, t._wake_w, t._pidfd,
+            blocking.fd if blocking is not None else -1)
 
 
 class _Spies:
@@ -124,11 +127,23 @@ class _Spies:
     def install(self) -> None:
         self.t._poller = self
         self.t._read_into = self.read
+        blocking = self.t._blocking
+        if blocking is not None:   # the exchange's blocking read (see _blocking_read)
+            real = blocking.read
+            blocking.read = lambda buffer: self._around("read", lambda: real(buffer))
 
 
-def _started(script: str = MIRROR) -> StdioTransport:
+def _started(script: str = MIRROR, *, blocking: bool = False) -> StdioTransport:
+    """Started; without the exchange's blocking read unless ``blocking`` (without it, every
+    read of the exchange polls first or reads first, as where ``/proc`` is missing)."""
     t = StdioTransport([sys.executable, "-S", "-c", script], name="exchange-close")
     t.start()
+    if blocking:
+        # The blocking read hangs on the session's idle watch, which wakes it: watched
+        # here as a session would have it (a ready stdout just leaves it out for 50 ms).
+        assert t.watch_idle(lambda force: 0.05, lambda: None)
+        t._open_blocking_read()
+        assert t._blocking is not None
     return t
 
 
@@ -150,16 +165,18 @@ def _exchange_in_thread(t: StdioTransport, timeout: float) -> tuple[threading.Th
     return thread, got
 
 
-@pytest.mark.parametrize("where", ["read", "poll"])
+@pytest.mark.parametrize("where", ["read", "poll", "blocking read"])
 @pytest.mark.parametrize("n", range(8))
 def test_a_close_waits_for_an_exchange_inside_its_read_or_poll(
         no_leaks: None, where: str, n: int) -> None:
-    """The exchange made slow inside its read (a read-first try) or its poll (the first
-    poll), by 0 to 0.35 s; a close from another thread comes as it is there. The close waits
-    for it (woken, the poll returns at once; the read ends after the spy's sleep), and only
-    then closes the descriptors: none is found closed by the read or the poll."""
+    """The exchange made slow inside its read (a read-first try, or the blocking read) or
+    its poll (the first poll), by 0 to 0.35 s; a close from another thread comes as it is
+    there. The close waits for it (woken, the poll returns at once, the blocking read
+    finds the close's wake-up byte; the read ends after the spy's sleep), and only then
+    closes the descriptors: none is found closed by the read or the poll."""
     before = open_fds()
-    t = _started()
+    t = _started(blocking=where == "blocking read")
+    where = where.replace("blocking ", "")
     spies = _Spies(t, delay=0.05 * n, slow="test-exchange")
     spies.install()
     t._skip_eager = 1 if where == "poll" else 0
@@ -177,17 +194,19 @@ def test_a_close_waits_for_an_exchange_inside_its_read_or_poll(
         # The read made before the close ends returns what it read (the mirror's line, or
         # nothing yet); the poll is woken by the close and returns that it is closed.
         assert got[0] in ({"a": 1}, [], None), got
+        assert t._rx_error is None   # no read met a descriptor closed under it
         assert t._exchanging == 0
-        assert _open(t) == (-1, -1, -1, -1)
+        assert _open(t) == (-1, -1, -1, -1, -1)
         assert took < _lifecycle.JOIN_TIMEOUT + 2.0
     finally:
         t.close()
     assert wait_until(lambda: open_fds() == before, 5), open_fds() - before
 
 
+@pytest.mark.parametrize("blocking", [False, True])
 @pytest.mark.parametrize("seed", range(30))
 def test_a_close_racing_an_exchange_never_closes_under_its_read_or_poll(
-        no_leaks: None, seed: int) -> None:
+        no_leaks: None, seed: int, blocking: bool) -> None:
     """The close comes at a random moment of the exchange (before it, during its write, its
     read or its poll, or after it), the exchange's thread slow by a random time to come
     back from its read or poll, against a mirror that answers at once or a server that
@@ -196,7 +215,7 @@ def test_a_close_racing_an_exchange_never_closes_under_its_read_or_poll(
     close does not wait for its bound."""
     rng = random.Random(seed)
     before = open_fds()
-    t = _started(MIRROR if seed % 2 else QUIET)
+    t = _started(MIRROR if seed % 2 else QUIET, blocking=blocking)
     # The exchange's thread may lose the CPU as its read or poll returns (up to 30 ms,
     # about what the close takes to reach the descriptors here).
     spies = _Spies(t, delay=0.0, slow="test-exchange", after=rng.uniform(0, 0.03))
@@ -215,21 +234,24 @@ def test_a_close_racing_an_exchange_never_closes_under_its_read_or_poll(
         # Before the close, a write may also meet it (a closed transport); never anything
         # else.
         assert not isinstance(got[0], BaseException) or "closed" in str(got[0]), got
-        assert t._exchanging == 0 and _open(t) == (-1, -1, -1, -1)
+        assert t._exchanging == 0 and _open(t) == (-1, -1, -1, -1, -1)
         assert took < _lifecycle.JOIN_TIMEOUT   # both servers exit at their stdin's end
     finally:
         t.close()
     assert wait_until(lambda: open_fds() == before, 5), open_fds() - before
 
 
+@pytest.mark.parametrize("blocking", [False, True])
 def test_the_exit_watchs_finish_wakes_an_exchange_and_waits_for_it(
-        no_leaks: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """A claimed close finished while an exchange polls a server that writes nothing and
-    does not die (given up after SIGKILL: the signals stubbed, so that no exit wakes the
-    poll): the poll is woken, the exchange returns first, and only then are the
-    descriptors closed, well within the bound (the exchange alone would poll 10 s)."""
+        no_leaks: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        blocking: bool) -> None:
+    """A claimed close finished while an exchange polls (or blocks in its read) a server
+    that writes nothing and does not die (given up after SIGKILL: the signals stubbed, so
+    that no exit wakes the poll): the poll (or the read) is woken, the exchange returns
+    first, and only then are the descriptors closed, well within the bound (the exchange
+    alone would poll 10 s)."""
     before = open_fds()
-    t = _started(MUTE)
+    t = _started(MUTE, blocking=blocking)
     pid = t.pid
     assert pid is not None
     # Slow to come back from its poll (0.3 s), woken or not: the finish must wait for it.
@@ -239,7 +261,9 @@ def test_the_exit_watchs_finish_wakes_an_exchange_and_waits_for_it(
     try:
         thread, got = _exchange_in_thread(t, 10.0)
         assert spies.entered.wait(5)
-        time.sleep(0.1)   # inside the poll
+        # Inside the poll; the blocking read is woken by the idle watch after 0.05 to 0.1
+        # s (and then slow to come back, so still inside).
+        time.sleep(0.02 if blocking else 0.1)
         assert t._exchanging == 1 and not t._rx_lock.locked()
         t.close_input()
         assert claim_close(t)
@@ -248,9 +272,10 @@ def test_the_exit_watchs_finish_wakes_an_exchange_and_waits_for_it(
         finish_claimed_close(t, False)
         took = time.monotonic() - started
         thread.join(5)
-        assert not thread.is_alive() and got == [None], got
+        # (The blocking read woken by the watch before the finish returns [].)
+        assert not thread.is_alive() and got in ([None], [[]] if blocking else [None]), got
         assert not spies.closed_under, spies.closed_under
-        assert _open(t) == (-1, -1, -1, -1)
+        assert _open(t) == (-1, -1, -1, -1, -1)
         assert took < _lifecycle.JOIN_TIMEOUT, took
     finally:
         monkeypatch.undo()
@@ -260,13 +285,16 @@ def test_the_exit_watchs_finish_wakes_an_exchange_and_waits_for_it(
     assert wait_until(lambda: open_fds() == before, 5), open_fds() - before
 
 
-def test_a_receive_after_a_takeover_waits_for_the_exchanges_read(no_leaks: None) -> None:
+@pytest.mark.parametrize("blocking", [False, True])
+def test_a_receive_after_a_takeover_waits_for_the_exchanges_read(
+        no_leaks: None, blocking: bool) -> None:
     """A reader that took the role over as a caller's write ended (the background reader)
-    calls receive() while that caller's exchange still polls: receive() wakes it and reads
-    only once it has returned, so that the two never poll or read at once, and the frame
-    the mirror sent back is read by exactly one of them."""
+    calls receive() while that caller's exchange still polls (or is in its blocking read):
+    receive() wakes it and reads only once it has returned, so that the two never poll or
+    read at once, and the frame the mirror sent back is read by exactly one of them."""
     before = open_fds()
-    t = _started()
+    t = _started(blocking=blocking)
+    first = "read" if blocking else "poll"
     spies = _Spies(t, delay=0.3, slow="test-exchange")
     spies.install()
     t._skip_eager = 4   # both poll first
@@ -278,8 +306,8 @@ def test_a_receive_after_a_takeover_waits_for_the_exchanges_read(no_leaks: None)
         thread.join(5)
         assert not thread.is_alive()
         assert spies.most_inside == 1, spies.events
-        assert spies.events[:2] == ["test-exchange poll in", "test-exchange poll out"], \
-            spies.events
+        assert spies.events[:2] == [f"test-exchange {first} in",
+                                    f"test-exchange {first} out"], spies.events
         # The mirror's line: taken by the exchange (its result), or left to receive().
         results = [x for x in (got[0], items) if x]
         assert len(results) == 1, (got, items)
@@ -339,8 +367,9 @@ def test_the_count_is_0_after_every_way_out_of_the_exchange(no_leaks: None) -> N
     assert t._exchanging == 0
 
 
+@pytest.mark.parametrize("blocking", [False, True])
 def test_an_exchange_taken_over_does_not_end_another_ones_read_for_the_close(
-        no_leaks: None) -> None:
+        no_leaks: None, blocking: bool) -> None:
     """Two exchanges inside the ``try`` around the read at once: caller B's, slowed inside its
     poll, and caller A's, whose role was taken over (another holder: A's thread waited for
     the CPU after its write, the background reader took the role, answered A and gave the
@@ -349,7 +378,8 @@ def test_an_exchange_taken_over_does_not_end_another_ones_read_for_the_close(
     B's poll and waits for it, and closes nothing under it. (With a flag that A's exchange
     cleared, the close found it clear and closed the descriptors under B's poll.)"""
     before = open_fds()
-    t = _started()
+    t = _started(blocking=blocking)
+    first = "read" if blocking else "poll"
     spies = _Spies(t, delay=0.5, slow="test-exchange")   # B: slow inside its poll
     spies.install()
     t._skip_eager = 1
@@ -370,11 +400,15 @@ def test_an_exchange_taken_over_does_not_end_another_ones_read_for_the_close(
         assert not thread.is_alive()
         assert not spies.closed_under, (counted, spies.closed_under)
         assert counted == 1
-        assert spies.events[:2] == ["test-exchange poll in", "test-exchange poll out"], \
-            spies.events
+        assert spies.events[:2] == [f"test-exchange {first} in",
+                                    f"test-exchange {first} out"], spies.events
         assert len(got) == 1 and not isinstance(got[0], BaseException), got
-        assert got[0] in ({"a": 1}, [], None), got
-        assert t._exchanging == 0 and _open(t) == (-1, -1, -1, -1)
+        # The blocking read, slowed before it began, finds both lines the mirror sent back
+        # already there (the close's wake-up byte with them) and returns them as frames.
+        assert got[0] in ({"a": 1}, [], None) or (
+            blocking and [(m.id.value, m.result) for m in got[0]] == [(7, {"a": 1}), (8, {"a": 1})]
+        ), got
+        assert t._exchanging == 0 and _open(t) == (-1, -1, -1, -1, -1)
         assert took < _lifecycle.JOIN_TIMEOUT, took
     finally:
         t.close()

@@ -1,0 +1,202 @@
+"""The blocking first read of a sole caller's call: one system call, and its Python, fewer.
+
+A call that a single caller makes over stdio writes its request and then reads the answer
+on its own thread (``StdioTransport.exchange``). Reading from a non-blocking pipe takes a
+``poll()`` first, to wait; the poll is what lets the wait end at the call's deadline, at a
+close from another thread, or when the server exits while a grandchild of it holds stdout
+open. On a VM whose kernel entries are costly, that one poll and the Python around it were
+about a fifth of the client's CPU per call (``docs/performance.md``, "The poll before each
+read, taken out of the sequential tool call"). A read that blocks in ``read()`` itself needs
+no poll, but nothing ends its wait but data or the end of the stream.
+
+So the first read of that call blocks in ``read()``, on a second, blocking open of stdout's
+pipe (``/proc/self/fd/N``: its own file status flags, so stdout's own descriptor stays
+non-blocking for every other reader), and whatever must end the wait writes one byte into
+the pipe: :data:`WAKE`, ``0xFF``, which never occurs in UTF-8 and so in no message a server
+may send. The read returns with it; every read of stdout takes these bytes out of what it
+read while :attr:`BlockingRead.injected` says some were written and not yet read back (a
+count: where in the stream the byte lands does not matter, even inside a line the server is
+still writing). What writes the byte:
+
+- whatever wakes a poll through the transport's ``wake()``: a close, a loss, a reader
+  taking the role over (again every ``SCAN`` while the read stays blocked, should a write
+  have failed);
+- the idle watch thread (``_idle_watch``), when a read stayed blocked on the same call for
+  one to two of its looks (``SCAN``, 0.05 s): the wait a poll would have had
+  (``MAIN_THREAD_SLICE``), after which the call's loop goes on polling, with its deadline,
+  the server's exit through the pidfd and a simulated Ctrl-C seen as before;
+- :meth:`BlockingRead.stop`, when the idle watch lets the session go (nothing would wake a
+  blocked read after that, so none blocks from then on). Written once: should no
+  descriptor be had for it at that moment, a read blocked then ends with its answer or
+  the close (which writes again every ``SCAN``).
+
+A byte written just after its read returned (the watch looked as the answer came) stays in
+the pipe; in a session left idle, that makes the watch start the session's reader thread,
+which takes it out and from then on reads in every read by polling (no blocking read).
+
+The object lives until the transport's close, which closes it once no read can be in it;
+the bytes are taken out by every read until then, :meth:`stop` or not. A real Ctrl-C on the
+main thread interrupts the read itself (``EINTR``), as it interrupts a poll. The pipe's
+writer is opened only for the byte and closed at once: holding one would keep stdout from
+reaching its end when the server exits. Where ``/proc`` is missing (macOS) or the second
+open fails, there is no blocking read and every read polls first.
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import os
+import threading
+from collections.abc import Callable
+from typing import Any, Final
+
+__all__ = ["WAKE", "BlockingRead", "open_blocking_read"]
+
+#: The byte written into stdout's pipe to end a blocked read: never part of UTF-8.
+WAKE: Final = b"\xff"
+
+_PROC_FD: Final = "/proc/self/fd/"
+
+
+def _closed_read(buf: bytearray) -> int | None:
+    raise ValueError("the blocking read was closed")
+
+
+class BlockingRead:
+    """The blocking open of one transport's stdout, and the state of its blocked read.
+
+    ``enabled``: reads may block in :attr:`read` (cleared by :meth:`stop`); ``blocked_on``
+    is the id of the call whose read blocks there (0: none), set by the reading thread
+    around the read; ``injected`` counts the :data:`WAKE` bytes written and not yet taken
+    out; ``gen`` is the idle watch's generation (its ``sleeping`` flag and ``poke()``).
+    ``lock`` keeps :meth:`inject` and :meth:`close` apart: no byte is written, nor any
+    writer opened, through a descriptor number after the close let it go.
+    """
+
+    __slots__ = ("blocked_on", "enabled", "fd", "file", "gen", "injected", "lock",
+                 "pipe_id", "read")
+
+    def __init__(self, file: io.FileIO, pipe_id: tuple[int, int]) -> None:
+        # The file does not own the descriptor (closefd=False): close() closes it, once,
+        # under the lock.
+        self.file = file
+        self.fd = file.fileno()
+        # The file's readinto(): blocks until data or the end of the stream (0).
+        self.read: Callable[[bytearray], int | None] = file.readinto
+        self.pipe_id = pipe_id
+        self.enabled = True
+        self.blocked_on = 0
+        self.injected = 0
+        self.lock = threading.Lock()
+        self.gen: Any = None
+
+    def wake_blocked(self, blocked: int) -> None:
+        """From the idle watch thread: wake the read if it is still blocked on call
+        ``blocked`` (a read that ended meanwhile would only find one byte more to drop)."""
+        if self.blocked_on == blocked:
+            self.inject()
+
+    def stop(self) -> None:
+        """No read blocks from now on (nothing would wake it), and one blocked now is woken
+        (it then polls, as every later read does). The bytes still outstanding are taken out
+        by the reads as before."""
+        self.enabled = False
+        if self.blocked_on:
+            self.inject()
+
+    def inject(self) -> bool:
+        """Write one :data:`WAKE` into stdout's pipe (any thread); False when none could be
+        written (a close let the descriptor go, the pipe is full: a reader wakes anyway, or
+        no descriptor was to be had). The writer is a new open of the pipe through this
+        object's own descriptor, checked to be the same pipe (device and inode) before
+        anything is written, under ``lock``, which the close takes before it lets the
+        descriptor go. Non-blocking, and never a controlling terminal."""
+        with self.lock:
+            fd = self.fd
+            if fd < 0:
+                return False
+            try:
+                # Stored by the loop with no call returning in between (where a Ctrl-C is
+                # raised): a writer left open would keep stdout from ever reaching its end.
+                for writer in itertools.starmap(  # noqa: B007 - `writer` is the point
+                        os.open, ((f"{_PROC_FD}{fd}",
+                                   os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY),)):
+                    break
+            except OSError:
+                return False
+            try:
+                st = os.fstat(writer)
+                if (st.st_dev, st.st_ino) != self.pipe_id:
+                    return False
+                # Counted before it is written, so that the reader it wakes sees it counted.
+                self.injected += 1
+                try:
+                    os.write(writer, WAKE)
+                except OSError:
+                    self.injected -= 1
+                    return False
+                return True
+            finally:
+                os.close(writer)
+
+    def take(self, data: bytes) -> bytes:
+        """``data`` as read from stdout, without the wake bytes it holds (at most as many as
+        were written). Only called while :attr:`injected` is not 0."""
+        found = data.count(WAKE)
+        if not found:
+            return data
+        drop = min(found, self.injected)
+        self.injected -= drop
+        return data.replace(WAKE, b"", drop)
+
+    def close(self, *, after_fork: bool = False) -> None:
+        """Close the blocking open (once no read can be in it: the transport's close
+        waits for every exchange to end first). ``after_fork``: a forked child's copy, its
+        lock not taken (a thread of the parent may have held it as the process forked)."""
+        self.enabled = False
+        self.read = _closed_read
+        if after_fork:
+            self._close_fd()
+            return
+        with self.lock:
+            self._close_fd()
+
+    def _close_fd(self) -> None:
+        fd = self.fd
+        if fd >= 0:
+            # Forgotten by a store before it is closed (no call returns in between): a
+            # Ctrl-C never leaves it closed and still named, to be closed again later.
+            self.fd = -1
+            self.file.close()   # closefd=False: marks the file closed, closes nothing
+            os.close(fd)
+
+
+def open_blocking_read(stdout_fd: int) -> BlockingRead | None:
+    """A blocking second open of the pipe read by ``stdout_fd``, or None where there is
+    none to be had (no ``/proc``; any error). Opened non-blocking (an open of a pipe with no
+    writer left would wait otherwise), then made blocking: its own flags, not stdout's."""
+    try:
+        st = os.fstat(stdout_fd)
+        # Stored by the loop with no call returning in between (where a Ctrl-C is raised).
+        for fd in itertools.starmap(  # noqa: B007 - `fd` is the point
+                os.open, ((f"{_PROC_FD}{stdout_fd}",
+                           os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC),)):
+            break
+    except OSError:
+        return None
+    try:
+        os.set_blocking(fd, True)
+        mine = os.fstat(fd)
+        if (mine.st_dev, mine.st_ino) != (st.st_dev, st.st_ino):  # pragma: no cover
+            os.close(fd)
+            return None
+        # closefd=False: the descriptor has one owner, this function until it returns and
+        # then the BlockingRead (see its close()).
+        file = io.FileIO(fd, "r", closefd=False)
+        return BlockingRead(file, (st.st_dev, st.st_ino))
+    except BaseException as exc:
+        os.close(fd)
+        if isinstance(exc, OSError):
+            return None
+        raise
