@@ -185,12 +185,10 @@ def open_blocking_read(stdout_fd: int) -> BlockingRead | None:
             break
     except OSError:
         return None
+    # The same pipe as stdout_fd's: opened through its own link while the caller (an
+    # exchange, counted in ``_exchanging``) keeps the close from closing it.
     try:
         os.set_blocking(fd, True)
-        mine = os.fstat(fd)
-        if (mine.st_dev, mine.st_ino) != (st.st_dev, st.st_ino):  # pragma: no cover
-            os.close(fd)
-            return None
         # closefd=False: the descriptor has one owner, this function until it returns and
         # then the BlockingRead (see its close()).
         file = io.FileIO(fd, "r", closefd=False)
