@@ -342,20 +342,27 @@ def test_without_proc_every_read_polls_first(
     assert wait_until(lambda: open_fds() == before, 5), open_fds() - before
 
 
+def _slow_call_blocked(client: mcpsync.Client, seconds: float
+                       ) -> tuple[threading.Thread, list[Any], BlockingRead]:
+    """``slow`` (answered after ``seconds``, text "a") called on a thread of its own, once
+    its read is blocked: the thread, the list its result lands in, the blocking read."""
+    blocking = _transport(client)._blocking
+    assert blocking is not None
+    got: list[Any] = []
+    slow = threading.Thread(
+        target=lambda: got.append(client.call_tool("slow", {"seconds": seconds, "text": "a"})),
+        name="test-slow")
+    slow.start()
+    assert wait_until(lambda: blocking.blocked_on != 0, 5)
+    return slow, got, blocking
+
+
 def test_a_future_while_a_call_is_blocked_both_are_answered(client: mcpsync.Client) -> None:
     """A future submitted while a call is blocked in its read (the session may start its
     reader for it, which ends the blocking reads): both get their answers, the blocked
     call on time."""
-    t = _transport(client)
-    blocking = t._blocking
-    assert blocking is not None
-    got: list[Any] = []
-    slow = threading.Thread(
-        target=lambda: got.append(client.call_tool("slow", {"seconds": 0.6, "text": "a"})),
-        name="test-slow")
     started = time.monotonic()
-    slow.start()
-    assert wait_until(lambda: blocking.blocked_on != 0, 5)
+    slow, got, blocking = _slow_call_blocked(client, 0.6)
     future = client.submit_tool("echo", {"text": "b"})
     assert future.result(10).text == "b"
     slow.join(10)
@@ -399,15 +406,7 @@ def test_letting_the_session_go_wakes_a_blocked_read_and_ends_the_blocking_reads
 def test_two_callers_at_once_both_get_their_answers(client: mcpsync.Client) -> None:
     """A second caller while the first is blocked in its read: each gets its own answer
     (the lead, woken by the watch, reads on by polling and hands the other's over)."""
-    t = _transport(client)
-    blocking = t._blocking
-    assert blocking is not None
-    got: list[Any] = []
-    slow = threading.Thread(
-        target=lambda: got.append(client.call_tool("slow", {"seconds": 0.4, "text": "a"})),
-        name="test-slow")
-    slow.start()
-    assert wait_until(lambda: blocking.blocked_on != 0, 5)
+    slow, got, _ = _slow_call_blocked(client, 0.4)
     assert client.call_tool("echo", {"text": "b"}, timeout=10).text == "b"
     slow.join(10)
     assert [r.text for r in got] == ["a"]
