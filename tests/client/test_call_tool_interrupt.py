@@ -217,7 +217,10 @@ def test_a_close_right_after_ctrl_c_in_the_exchange_does_not_wait(
             misses = 0
             interrupted += seen
         nth += 1
-    assert {"write", "readinto", "tobytes", "decode"} <= set(interrupted), interrupted
+    # The blocking read is made by starmap's iteration, where the hook sees no call of the
+    # exchange's: a Ctrl-C raised as it returns is test_stdio_blocking_read.py's (held).
+    read = {"readinto"} if way != "blocking" else set()
+    assert {"write", "tobytes", "decode"} | read <= set(interrupted), interrupted
     if not eager:
         assert "poll" in interrupted, interrupted
 

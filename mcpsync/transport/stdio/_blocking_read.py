@@ -36,7 +36,21 @@ which takes it out and from then on reads in every read by polling (no blocking 
 
 The object lives until the transport's close, which closes it once no read can be in it;
 the bytes are taken out by every read until then, :meth:`stop` or not. A real Ctrl-C on the
-main thread interrupts the read itself (``EINTR``), as it interrupts a poll. The pipe's
+main thread interrupts the read itself (``EINTR``), as it interrupts a poll. A simulated one
+(``_thread.interrupt_main()``, or an exception set in the thread from outside) interrupts
+no system call: it is raised as the read returns, after the read took the server's bytes
+out of the pipe, where a poll's was raised before its read. So the exchange takes its read
+from :attr:`BlockingRead.reads` by a ``for`` loop, which stores the count before any call
+returns, and its handler decodes those bytes and holds the frames in
+:attr:`BlockingRead.held` (counted in ``injected``, and a byte written: the next read,
+whichever thread makes it, gives them out first; ``StdioTransport._keep_read``).
+
+Known limits: :meth:`stop`'s byte is written once; if no descriptor can be had at that
+moment, a read blocked then waits for its answer or the close (the watch no longer looks
+at it). A ``fork()`` made by another thread while :meth:`inject` holds its writer (a few
+microseconds) gives the child a writer of the pipe, so while that child lives the end of
+the server's stdout is not seen, and the server's exit is seen through its pidfd instead,
+as with a grandchild holding stdout. The pipe's
 writer is opened only for the byte and closed at once: holding one would keep stdout from
 reaching its end when the server exits. Where ``/proc`` is missing (macOS) or the second
 open fails, there is no blocking read and every read polls first.
@@ -48,7 +62,7 @@ import io
 import itertools
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 __all__ = ["WAKE", "BlockingRead", "open_blocking_read"]
@@ -74,22 +88,50 @@ class BlockingRead:
     writer opened, through a descriptor number after the close let it go.
     """
 
-    __slots__ = ("blocked_on", "enabled", "fd", "file", "gen", "injected", "lock",
-                 "pipe_id", "read")
+    __slots__ = ("_buf", "_read", "blocked_on", "enabled", "fd", "file", "gen", "held",
+                 "injected", "lock", "pipe_id", "reads")
 
     def __init__(self, file: io.FileIO, pipe_id: tuple[int, int]) -> None:
         # The file does not own the descriptor (closefd=False): close() closes it, once,
         # under the lock.
         self.file = file
         self.fd = file.fileno()
+        #: The reads, into the transport's buffer (:meth:`read_into`), as an endless
+        #: iterator: the exchange takes one by a ``for`` loop, so that the count is stored
+        #: with no call returning in between (see ``StdioTransport.exchange``), at no
+        #: more cost than a call. Empty until :meth:`read_into`.
+        self.reads: Iterator[int | None] = iter(())
+        self._buf: bytearray | None = None
         # The file's readinto(): blocks until data or the end of the stream (0).
-        self.read: Callable[[bytearray], int | None] = file.readinto
+        self.read = file.readinto
+        #: Frames decoded from what a blocked read returned as an exception came (a
+        #: simulated Ctrl-C): given out by the next read, before what it read (see
+        #: ``StdioTransport._keep_read``). While not empty, one more is counted in
+        #: ``injected``, so that every read looks here.
+        self.held: list[Any] = []
         self.pipe_id = pipe_id
         self.enabled = True
         self.blocked_on = 0
         self.injected = 0
         self.lock = threading.Lock()
         self.gen: Any = None
+
+    @property
+    def read(self) -> Callable[[bytearray], int | None]:
+        """The read made by :attr:`reads` (replaced by the close, and by tests that watch
+        it): one ``readinto(buffer)``."""
+        return self._read
+
+    @read.setter
+    def read(self, read: Callable[[bytearray], int | None]) -> None:
+        self._read = read
+        if self._buf is not None:
+            self.reads = itertools.starmap(read, itertools.repeat((self._buf,)))
+
+    def read_into(self, buffer: bytearray) -> None:
+        """Make :attr:`reads` read into ``buffer`` (the transport's, for its life)."""
+        self._buf = buffer
+        self.read = self._read
 
     def wake_blocked(self, blocked: int) -> None:
         """From the idle watch thread: wake the read if it is still blocked on call
@@ -141,8 +183,8 @@ class BlockingRead:
                 os.close(writer)
 
     def take(self, data: bytes) -> bytes:
-        """``data`` as read from stdout, without the wake bytes it holds (at most as many as
-        were written). Only called while :attr:`injected` is not 0."""
+        """``data`` as read from stdout, without the wake bytes it holds (at most
+        :attr:`injected` of them). Called while that is not 0."""
         found = data.count(WAKE)
         if not found:
             return data

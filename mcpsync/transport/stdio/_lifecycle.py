@@ -480,6 +480,7 @@ class ProcessLifecycle:
         if blocking is None:
             return
         blocking.gen = gen
+        blocking.read_into(self._rx_buf)
         idle.reader = blocking
         self._blocking = blocking
         # Stored, then ``left`` and ``dropped`` looked at: unwatch_idle() stores ``left``

@@ -472,7 +472,7 @@ class StdioTransport(ProcessLifecycle):
                         try:
                             data = self._rx_view[:n].tobytes()
                             if (blocking := self._blocking) is not None and blocking.injected:
-                                data = blocking.take(data)   # see _blocking_read
+                                return self._taken(blocking, data)   # see _blocking_read
                             return self._decoder.feed(data)
                         except StreamError as exc:
                             self._fail_rx(exc, None)
@@ -515,7 +515,7 @@ class StdioTransport(ProcessLifecycle):
                 try:
                     data = self._rx_view[:n].tobytes()
                     if (blocking := self._blocking) is not None and blocking.injected:
-                        data = blocking.take(data)   # see _blocking_read
+                        return self._taken(blocking, data)   # see _blocking_read
                     return self._decoder.feed(data)
                 except StreamError as exc:
                     self._fail_rx(exc, None)
@@ -638,6 +638,8 @@ class StdioTransport(ProcessLifecycle):
         # read is not made, or the close (``_release``) and the receive wait, having woken
         # the poll, until the count is 0 (docs/performance.md, "The exchange's read
         # without the read lock"). Why ``+=`` is one step here: see the docstring.
+        # Bytes the blocking read returned and nothing has taken yet (see _keep_read).
+        raw: int | None = 0
         try:
             self._exchanging += 1
             if role.holder is not call:
@@ -657,7 +659,13 @@ class StdioTransport(ProcessLifecycle):
                     if blocking.enabled:
                         if blocking.gen.sleeping:
                             blocking.gen.poke()
-                        n = blocking.read(self._rx_buf)
+                        # The count is stored by the loop with no call returning in between
+                        # (where a pending exception is raised): one that came during the
+                        # wait (a simulated Ctrl-C, which no system call sees) is raised by
+                        # the next call, with ``raw`` naming the bytes read (_keep_read).
+                        for raw in blocking.reads:
+                            n = raw
+                            break
                 except (OSError, ValueError) as exc:  # ValueError: closed
                     self._fail_rx(StreamError(f"reading from server {self.name!r}: {exc}",
                                               server=self.name), exc)
@@ -704,7 +712,15 @@ class StdioTransport(ProcessLifecycle):
                     return []
             if n:
                 data = self._rx_view[:n].tobytes()
+                raw = 0   # from here the bytes are in ``data``
                 if blocking is not None and blocking.injected:
+                    if blocking.held:   # frames a Ctrl-C left (_keep_read) come first
+                        if self._closing:
+                            return None
+                        try:
+                            return self._taken(blocking, data)
+                        except StreamError as exc:
+                            self._fail_rx(exc, None)
                     data = blocking.take(data)   # a wake-up's byte (see _blocking_read)
                     if not data:
                         # Woken: closed (as the poll's wake-up says it), or the session's
@@ -744,6 +760,12 @@ class StdioTransport(ProcessLifecycle):
             return []   # sticky (_fail_rx): the session's next receive() raises it
         except Exception as exc:   # a bug: the session loses the connection
             raise ReadBroke(f"reading from server {self.name!r}") from exc
+        except BaseException:
+            # A Ctrl-C (or another exception set from outside) raised as the blocking read
+            # returned: what it read is decoded and held for the next read, not lost.
+            if raw and blocking is not None:
+                self._keep_read(blocking, raw)
+            raise
         finally:
             # The first statement here, so that a Ctrl-C cannot leave this exchange's 1 in
             # the count (a close would then wait for it in vain): on 3.11 and later none is
@@ -806,11 +828,49 @@ class StdioTransport(ProcessLifecycle):
             if n:
                 data = self._rx_view[:n].tobytes()
                 if (blocking := self._blocking) is not None and blocking.injected:
-                    data = blocking.take(data)   # see _blocking_read
+                    return self._taken(blocking, data)   # see _blocking_read
                 return self._decoder.feed(data)
             return self._end()
         except StreamError as exc:
             self._fail_rx(exc, None)
+
+    def _taken(self, blocking: BlockingRead, data: bytes) -> list[Message | Batch | ParseError]:
+        """What a read got, while ``blocking.injected`` is not 0: the frames a Ctrl-C left
+        held (:meth:`_keep_read`), then ``data`` decoded without the wake-up bytes in it
+        (see ``_blocking_read``). Raises ``StreamError`` as the decoder does."""
+        held = blocking.held
+        if held:
+            blocking.held = []
+            blocking.injected -= 1   # the one counted for them
+        data = blocking.take(data)
+        frames = self._decoder.feed(data) if data else []
+        return held + frames if held else frames
+
+    def _keep_read(self, blocking: BlockingRead, n: int) -> None:
+        """An exception came as the blocking read returned its ``n`` bytes, before anything
+        took them: a simulated Ctrl-C (``_thread.interrupt_main()``) or an exception set in
+        this thread from outside, which no system call sees, is raised at the first call
+        that returns after the read. Whatever the server said in them is decoded now and
+        held on ``blocking`` for the next read, whichever thread makes it (:meth:`_taken`),
+        and a wake-up byte written so that one comes by: the next call's, or the reader
+        the idle watch starts for a session left idle. Else a request of the server's that
+        came then would never be answered, and a wake-up byte read then never counted back."""
+        data = self._rx_view[:n].tobytes()
+        if blocking.injected:
+            data = blocking.take(data)
+        if not data:
+            return
+        try:
+            frames = self._decoder.feed(data)
+        except StreamError as exc:
+            with contextlib.suppress(StreamError):
+                self._fail_rx(exc, None)   # sticky: the session's next receive() raises it
+            return
+        if frames:
+            if not blocking.held:
+                blocking.injected += 1   # counted while frames are held: every read looks
+            blocking.held = blocking.held + frames
+            blocking.inject()
 
     def _end(self) -> list[Message | Batch | ParseError] | None:
         """EOF on stdout. Under ``_rx_lock``, or inside an :meth:`exchange`'s read (which

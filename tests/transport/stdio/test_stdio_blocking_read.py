@@ -37,7 +37,9 @@ pytestmark = [pytest.mark.timeout(60),
 
 # A legacy-era server whose tools answer at once (echo), late (slow), never (never), in two
 # writes with a pause inside the line (split), or not at all because it exits, leaving a
-# grandchild that holds stdout open (leave).
+# grandchild that holds stdout open (leave); or (ask), once the file ``flag`` exists, write
+# a log notification and a ping request of its own in one write, wait for the ping's answer
+# and write the file ``done``.
 SERVER = r'''
 import json, os, subprocess, sys, time
 out = sys.stdout.buffer
@@ -52,11 +54,25 @@ for line in sys.stdin.buffer:
     elif method == "tools/list":
         send({"jsonrpc": "2.0", "id": rid, "result": {"tools": [
             {"name": n, "inputSchema": {"type": "object"}}
-            for n in ("echo", "slow", "never", "split", "leave")]}})
+            for n in ("echo", "slow", "never", "split", "leave", "ask")]}})
     elif method == "tools/call":
         name, args = msg["params"]["name"], msg["params"].get("arguments") or {}
         text = args.get("text", "")
         if name == "never":
+            continue
+        if name == "ask":
+            until = time.monotonic() + 10
+            while not os.path.exists(args["flag"]) and time.monotonic() < until:
+                time.sleep(0.005)
+            out.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/message",
+                                  "params": {"level": "info", "data": "said"}}).encode()
+                      + b"\n" + json.dumps({"jsonrpc": "2.0", "id": "p1",
+                                            "method": "ping"}).encode() + b"\n")
+            out.flush()
+            for reply in sys.stdin.buffer:   # the client's notifications may come first
+                if json.loads(reply).get("id") == "p1":
+                    open(args["done"], "w").close()
+                    break
             continue
         if name == "leave":
             subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
@@ -229,6 +245,84 @@ def test_a_simulated_ctrl_c_reaches_a_blocked_read_on_the_main_thread(
         timer.cancel()
     assert time.monotonic() - started < 1.5
     assert client.call_tool("echo", {"text": "usable"}).text == "usable"
+
+
+def _interrupt_when_blocked(t: StdioTransport, then: Any) -> threading.Thread:
+    """A thread that waits for the main thread's call to block in the blocking read, makes a
+    simulated Ctrl-C pending there (``interrupt_main``: no system call sees it, so the read
+    goes on) and then calls ``then``, which makes the read return."""
+    blocking = t._blocking
+    assert blocking is not None
+
+    def run() -> None:
+        assert wait_until(lambda: blocking.blocked_on != 0, 10)
+        _thread.interrupt_main()
+        then()
+
+    thread = threading.Thread(target=run, name="mcpsync-test-interrupter", daemon=True)
+    thread.start()
+    return thread
+
+
+def _keep_read_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Note each StdioTransport._keep_read (the bytes a Ctrl-C would have cost)."""
+    sizes: list[int] = []
+    real = StdioTransport._keep_read
+
+    def keep(self: StdioTransport, blocking: BlockingRead, n: int) -> None:
+        sizes.append(n)
+        real(self, blocking, n)
+
+    monkeypatch.setattr(StdioTransport, "_keep_read", keep)
+    return sizes
+
+
+def test_what_a_blocked_read_returns_as_a_simulated_ctrl_c_comes_is_not_lost(
+        no_leaks: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """A simulated Ctrl-C pending while the read blocks is raised as the read returns, after
+    the read took the server's next bytes out of the pipe (here a log notification and a
+    ping request of the server's, written only once the interrupt is pending; the watch's
+    wake-up left out, so that only they end the read). They are decoded and held for the
+    next read: the notification reaches the callback and the ping is answered (the server
+    waits for that answer for ever), and no wake-up byte stays counted."""
+    monkeypatch.setattr(BlockingRead, "wake_blocked", lambda self, blocked: None)
+    kept = _keep_read_calls(monkeypatch)
+    logs: list[Any] = []
+    flag, done = tmp_path / "flag", tmp_path / "done"
+    with mcpsync.connect(ARGV, on_log=lambda level, logger, data: logs.append(data)) as c:
+        _warm(c)
+        t = _transport(c)
+        blocking = t._blocking
+        assert blocking is not None
+        thread = _interrupt_when_blocked(t, flag.touch)
+        with pytest.raises(KeyboardInterrupt):
+            c.call_tool("ask", {"flag": str(flag), "done": str(done)}, timeout=30)
+        thread.join(10)
+        assert kept and kept[0] > 0, "the read did not return as the interrupt came"
+        assert wait_until(done.exists, 10), "the server's ping was never answered"
+        assert wait_until(lambda: logs == ["said"], 10), logs
+        assert c.call_tool("echo", {"text": "after"}).text == "after"
+        assert blocking.held == [] and blocking.injected == 0
+
+
+def test_a_wake_up_byte_a_simulated_ctrl_c_comes_with_is_counted_back(
+        client: mcpsync.Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same with nothing but a wake-up byte to end the read (written after the interrupt
+    was made pending): it is taken out and counted back, not left counted for ever (every
+    read would then look for such bytes, and drop the server's own 0xFF)."""
+    monkeypatch.setattr(BlockingRead, "wake_blocked", lambda self, blocked: None)
+    kept = _keep_read_calls(monkeypatch)
+    t = _transport(client)
+    blocking = t._blocking
+    assert blocking is not None
+    thread = _interrupt_when_blocked(t, blocking.inject)
+    with pytest.raises(KeyboardInterrupt):
+        client.call_tool("never", {}, timeout=30)
+    thread.join(10)
+    assert kept == [1]
+    assert blocking.injected == 0 and blocking.held == []
+    assert client.call_tool("echo", {"text": "after"}).text == "after"
+    assert blocking.injected == 0
 
 
 def test_the_servers_exit_ends_a_blocked_read_while_a_grandchild_holds_stdout(
