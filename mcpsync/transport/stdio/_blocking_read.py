@@ -50,7 +50,10 @@ moment, a read blocked then waits for its answer or the close (the watch no long
 at it). A ``fork()`` made by another thread while :meth:`inject` holds its writer (a few
 microseconds) gives the child a writer of the pipe, so while that child lives the end of
 the server's stdout is not seen, and the server's exit is seen through its pidfd instead,
-as with a grandchild holding stdout. The pipe's
+as with a grandchild holding stdout. Frames held after a simulated Ctrl-C whose byte could
+not be written (no descriptor) go out with the next bytes read, not at once. A simulated
+Ctrl-C that comes in the microseconds after the read's bytes were taken (as with a poll)
+still loses them. The pipe's
 writer is opened only for the byte and closed at once: holding one would keep stdout from
 reaching its end when the server exits. Where ``/proc`` is missing (macOS) or the second
 open fails, there is no blocking read and every read polls first.

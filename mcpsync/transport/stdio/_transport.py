@@ -850,7 +850,8 @@ class StdioTransport(ProcessLifecycle):
         """An exception came as the blocking read returned its ``n`` bytes, before anything
         took them: a simulated Ctrl-C (``_thread.interrupt_main()``) or an exception set in
         this thread from outside, which no system call sees, is raised at the first call
-        that returns after the read. Whatever the server said in them is decoded now and
+        that returns after the read (on 3.10, at a step before that, still after the
+        count is stored). Whatever the server said in them is decoded now and
         held on ``blocking`` for the next read, whichever thread makes it (:meth:`_taken`),
         and a wake-up byte written so that one comes by: the next call's, or the reader
         the idle watch starts for a session left idle. Else a request of the server's that
@@ -858,29 +859,41 @@ class StdioTransport(ProcessLifecycle):
         data = self._rx_view[:n].tobytes()
         if blocking.injected:
             data = blocking.take(data)
-        if not data:
-            return
-        try:
-            frames = self._decoder.feed(data)
-        except StreamError as exc:
-            with contextlib.suppress(StreamError):
-                self._fail_rx(exc, None)   # sticky: the session's next receive() raises it
-            return
-        if frames:
-            if not blocking.held:
-                blocking.injected += 1   # counted while frames are held: every read looks
-            blocking.held = blocking.held + frames
+        if data:
+            try:
+                frames = self._decoder.feed(data)
+            except StreamError as exc:
+                with contextlib.suppress(StreamError):
+                    self._fail_rx(exc, None)   # sticky: the session's next receive() raises it
+                return
+            if frames:
+                if not blocking.held:
+                    blocking.injected += 1   # counted while frames are held: every read looks
+                blocking.held = blocking.held + frames
+        if blocking.held:
+            # (Also when only a byte was read: it may have been the one written for frames
+            # held by an earlier such Ctrl-C.) Where none can be written (no descriptor),
+            # the frames go out with the next read's bytes: the next call's answer, or
+            # whatever the server says next.
             blocking.inject()
 
     def _end(self) -> list[Message | Batch | ParseError] | None:
         """EOF on stdout. Under ``_rx_lock``, or inside an :meth:`exchange`'s read (which
         the reader role and ``_exchanging`` keep the only reader, see :meth:`_got`). A
         write that could not be finished closed the stream on purpose: its error is the
-        reason, so it is raised rather than a plain EOF."""
+        reason, so it is raised rather than a plain EOF. Frames a Ctrl-C left held
+        (:meth:`_keep_read`) come first."""
         self._rx_done = True
         if self._rx_error is not None:
             raise self._rx_error
-        return self._decoder.finish() or None
+        frames = self._decoder.finish()
+        blocking = self._blocking
+        if blocking is not None and blocking.held:
+            held = blocking.held
+            blocking.held = []
+            blocking.injected -= 1   # the one counted for them
+            return held + frames
+        return frames or None
 
     def _receive_pumped(self, timeout: float | None
                         ) -> list[Message | Batch | ParseError] | None:

@@ -39,7 +39,8 @@ pytestmark = [pytest.mark.timeout(60),
 # writes with a pause inside the line (split), or not at all because it exits, leaving a
 # grandchild that holds stdout open (leave); or (ask), once the file ``flag`` exists, write
 # a log notification and a ping request of its own in one write, wait for the ping's answer
-# and write the file ``done``.
+# and write the file ``done``; or (bye) once ``flag`` exists, write a log notification and
+# exit.
 SERVER = r'''
 import json, os, subprocess, sys, time
 out = sys.stdout.buffer
@@ -54,16 +55,21 @@ for line in sys.stdin.buffer:
     elif method == "tools/list":
         send({"jsonrpc": "2.0", "id": rid, "result": {"tools": [
             {"name": n, "inputSchema": {"type": "object"}}
-            for n in ("echo", "slow", "never", "split", "leave", "ask")]}})
+            for n in ("echo", "slow", "never", "split", "leave", "ask", "bye")]}})
     elif method == "tools/call":
         name, args = msg["params"]["name"], msg["params"].get("arguments") or {}
         text = args.get("text", "")
         if name == "never":
             continue
-        if name == "ask":
+        if name in ("ask", "bye"):
             until = time.monotonic() + 10
             while not os.path.exists(args["flag"]) and time.monotonic() < until:
                 time.sleep(0.005)
+        if name == "bye":
+            send({"jsonrpc": "2.0", "method": "notifications/message",
+                  "params": {"level": "info", "data": "bye"}})
+            os._exit(0)
+        if name == "ask":
             out.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/message",
                                   "params": {"level": "info", "data": "said"}}).encode()
                       + b"\n" + json.dumps({"jsonrpc": "2.0", "id": "p1",
@@ -253,9 +259,21 @@ def _interrupt_when_blocked(t: StdioTransport, then: Any) -> threading.Thread:
     goes on) and then calls ``then``, which makes the read return."""
     blocking = t._blocking
     assert blocking is not None
+    syscall = f"/proc/self/task/{threading.main_thread().native_id}/syscall"
+    read = {"x86_64": "0", "aarch64": "63"}.get(os.uname().machine)
+
+    def in_read() -> bool:
+        # The main thread inside read() itself (its system call's number), not just about
+        # to be: a Ctrl-C made pending before would be raised before the read.
+        with open(syscall) as f:
+            return f.read().split()[0] == read
 
     def run() -> None:
         assert wait_until(lambda: blocking.blocked_on != 0, 10)
+        if read is None:
+            time.sleep(0.05)   # another kind of machine: very likely in the read by then
+        else:
+            assert wait_until(in_read, 10)
         _thread.interrupt_main()
         then()
 
@@ -303,6 +321,25 @@ def test_what_a_blocked_read_returns_as_a_simulated_ctrl_c_comes_is_not_lost(
         assert wait_until(lambda: logs == ["said"], 10), logs
         assert c.call_tool("echo", {"text": "after"}).text == "after"
         assert blocking.held == [] and blocking.injected == 0
+
+
+def test_what_a_server_said_before_its_exit_is_not_lost_to_a_simulated_ctrl_c(
+        no_leaks: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """The same when the server exits right after what the read returned with: the held
+    notification still reaches the callback, ahead of the end of the stream."""
+    monkeypatch.setattr(BlockingRead, "wake_blocked", lambda self, blocked: None)
+    kept = _keep_read_calls(monkeypatch)
+    logs: list[Any] = []
+    flag = tmp_path / "flag"
+    with mcpsync.connect(ARGV, on_log=lambda level, logger, data: logs.append(data),
+                         restart=None) as c:
+        _warm(c)
+        thread = _interrupt_when_blocked(_transport(c), flag.touch)
+        with pytest.raises(KeyboardInterrupt):
+            c.call_tool("bye", {"flag": str(flag)}, timeout=30)
+        thread.join(10)
+        assert kept and kept[0] > 0, "the read did not return as the interrupt came"
+        assert wait_until(lambda: logs == ["bye"], 10), logs
 
 
 def test_a_wake_up_byte_a_simulated_ctrl_c_comes_with_is_counted_back(
