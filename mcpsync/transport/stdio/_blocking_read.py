@@ -26,9 +26,9 @@ still writing). What writes the byte:
   (``MAIN_THREAD_SLICE``), after which the call's loop goes on polling, with its deadline,
   the server's exit through the pidfd and a simulated Ctrl-C seen as before;
 - :meth:`BlockingRead.stop`, when the idle watch lets the session go (nothing would wake a
-  blocked read after that, so none blocks from then on). Written once: should no
-  descriptor be had for it at that moment, a read blocked then ends with its answer or
-  the close (which writes again every ``SCAN``).
+  blocked read after that, so none blocks from then on). Should no descriptor be had for
+  it at that moment, a thread of its own (``mcpsync-stdio-wake-<fd>``) writes it again
+  every ``SCAN`` until the read ended or the close.
 
 A byte written just after its read returned (the watch looked as the answer came) stays in
 the pipe; in a session left idle, that makes the watch start the session's reader thread,
@@ -45,9 +45,7 @@ returns, and its handler decodes those bytes and holds the frames in
 :attr:`BlockingRead.held` (counted in ``injected``, and a byte written: the next read,
 whichever thread makes it, gives them out first; ``StdioTransport._keep_read``).
 
-Known limits: :meth:`stop`'s byte is written once; if no descriptor can be had at that
-moment, a read blocked then waits for its answer or the close (the watch no longer looks
-at it). A ``fork()`` made by another thread while :meth:`inject` holds its writer (a few
+Known limits: a ``fork()`` made by another thread while :meth:`inject` holds its writer (a few
 microseconds) gives the child a writer of the pipe, so while that child lives the end of
 the server's stdout is not seen, and the server's exit is seen through its pidfd instead,
 as with a grandchild holding stdout. Frames held after a simulated Ctrl-C whose byte could
@@ -68,12 +66,18 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any, Final
 
+from mcpsync._threads import new_thread
+
 __all__ = ["WAKE", "BlockingRead", "open_blocking_read"]
 
 #: The byte written into stdout's pipe to end a blocked read: never part of UTF-8.
 WAKE: Final = b"\xff"
 
 _PROC_FD: Final = "/proc/self/fd/"
+
+#: How often :meth:`BlockingRead.stop`'s byte is written again when it could not be (the
+#: idle watch's ``SCAN``).
+_RETRY_S: Final = 0.05
 
 
 def _closed_read(buf: bytearray) -> int | None:
@@ -91,8 +95,8 @@ class BlockingRead:
     writer opened, through a descriptor number after the close let it go.
     """
 
-    __slots__ = ("_buf", "_read", "blocked_on", "enabled", "fd", "file", "gen", "held",
-                 "injected", "lock", "pipe_id", "reads")
+    __slots__ = ("_buf", "_read", "blocked_on", "closed", "enabled", "fd", "file", "gen",
+                 "held", "injected", "lock", "pipe_id", "reads", "retry")
 
     def __init__(self, file: io.FileIO, pipe_id: tuple[int, int]) -> None:
         # The file does not own the descriptor (closefd=False): close() closes it, once,
@@ -118,6 +122,10 @@ class BlockingRead:
         self.injected = 0
         self.lock = threading.Lock()
         self.gen: Any = None
+        #: The thread that writes :meth:`stop`'s byte again when it could not be written,
+        #: and what tells it the close came (see :meth:`_retry_wake`).
+        self.retry: threading.Thread | None = None
+        self.closed: threading.Event | None = None
 
     @property
     def read(self) -> Callable[[bytearray], int | None]:
@@ -147,8 +155,32 @@ class BlockingRead:
         (it then polls, as every later read does). The bytes still outstanding are taken out
         by the reads as before."""
         self.enabled = False
-        if self.blocked_on:
-            self.inject()
+        blocked = self.blocked_on
+        if blocked and not self.inject():
+            self._retry_wake(blocked)
+
+    def _retry_wake(self, blocked: int) -> None:
+        """:meth:`stop`'s byte could not be written (no descriptor to be had): nothing
+        else looks at this read any more (the watch let the session go), so a thread of
+        its own writes it again every ``_RETRY_S`` until the read blocked on call
+        ``blocked`` has ended, or the close. The close joins it. Where no thread can be
+        started either, the read ends with its answer or the close."""
+        if self.retry is not None:
+            return
+        closed = threading.Event()
+
+        def run() -> None:
+            while not closed.wait(_RETRY_S):
+                if self.blocked_on != blocked or self.inject():
+                    return
+
+        thread = new_thread(f"mcpsync-stdio-wake-{self.fd}", run)
+        self.closed = closed
+        self.retry = thread
+        try:
+            thread.start()
+        except RuntimeError:   # out of threads
+            self.retry = None
 
     def inject(self) -> bool:
         """Write one :data:`WAKE` into stdout's pipe (any thread); False when none could be
@@ -202,10 +234,16 @@ class BlockingRead:
         self.enabled = False
         self.read = _closed_read
         if after_fork:
-            self._close_fd()
+            self._close_fd()   # (a retry thread of the parent's is not in the child)
             return
+        closed = self.closed
+        if closed is not None:
+            closed.set()
         with self.lock:
             self._close_fd()
+        retry = self.retry
+        if retry is not None and retry is not threading.current_thread():
+            retry.join(1.0)   # it only waits on ``closed`` and takes the lock
 
     def _close_fd(self) -> None:
         fd = self.fd

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import _thread
 import contextlib
+import errno
 import io
 import os
 import sys
@@ -532,6 +533,50 @@ def test_letting_the_session_go_wakes_a_blocked_read_and_ends_the_blocking_reads
         t.close()
     assert blocking.fd == -1 and t._blocking is None
     assert wait_until(lambda: open_fds() == before, 5), open_fds() - before
+
+
+@pytest.mark.parametrize("ends", ["read", "close"])
+def test_a_wake_up_that_finds_no_descriptor_as_the_watch_lets_go_is_written_again(
+        no_leaks: None, monkeypatch: pytest.MonkeyPatch, ends: str) -> None:
+    """The watch lets the session go while a read is blocked, at a moment when no
+    descriptor can be had for the byte that ends it (here: that one open fails): nothing
+    else looks at that read, so a thread of its own writes the byte again every 50 ms once
+    descriptors are back, and the read ends; or, when the byte can never be written, the
+    close ends the read and stops that thread (the fixture checks that no thread is left)."""
+    t = _started(MUTE, blocking=True)
+    blocking = t._blocking
+    assert blocking is not None
+    real_open = os.open
+    fail = [True]
+
+    def emfile_for_the_pipe(path: Any, *args: Any, **kwargs: Any) -> int:
+        if fail[0] and str(path).startswith("/proc/self/fd/"):
+            raise OSError(errno.EMFILE, "Too many open files")
+        return real_open(path, *args, **kwargs)
+
+    try:
+        thread, got = _exchange_in_thread(t, 30.0)
+        assert wait_until(lambda: blocking.blocked_on != 0, 5)
+        monkeypatch.setattr(_blocking_read.os, "open", emfile_for_the_pipe)
+        t.unwatch_idle()
+        assert blocking.injected == 0 and blocking.retry is not None
+        assert blocking.retry.name.startswith("mcpsync-stdio-wake-")
+        time.sleep(0.2)
+        assert thread.is_alive() and blocking.blocked_on != 0   # nothing written yet
+        if ends == "read":
+            started = time.monotonic()
+            fail[0] = False   # descriptors are back
+            thread.join(5)
+            assert not thread.is_alive() and got == [[]], got
+            assert time.monotonic() - started < 2.0
+            assert wait_until(lambda: not blocking.retry.is_alive(), 5)   # type: ignore[union-attr]
+            assert blocking.injected == 0
+    finally:
+        t.close()
+        thread.join(5)
+        assert not thread.is_alive()
+    retry = blocking.retry
+    assert retry is not None and not retry.is_alive()
 
 
 def test_two_callers_at_once_both_get_their_answers(client: mcpsync.Client) -> None:
