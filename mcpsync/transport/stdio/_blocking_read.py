@@ -165,8 +165,6 @@ class BlockingRead:
         its own writes it again every ``_RETRY_S`` until the read blocked on call
         ``blocked`` has ended, or the close. The close joins it. Where no thread can be
         started either, the read ends with its answer or the close."""
-        if self.retry is not None:
-            return
         closed = threading.Event()
 
         def run() -> None:
@@ -175,8 +173,14 @@ class BlockingRead:
                     return
 
         thread = new_thread(f"mcpsync-stdio-wake-{self.fd}", run)
-        self.closed = closed
-        self.retry = thread
+        # Under the lock, as the close sets ``closed`` and lets the descriptor go: either
+        # the close comes after and finds the thread to stop and join, or it came before
+        # and there is nothing to wake.
+        with self.lock:
+            if self.fd < 0 or self.retry is not None:
+                return
+            self.closed = closed
+            self.retry = thread
         try:
             thread.start()
         except RuntimeError:   # out of threads
@@ -236,13 +240,15 @@ class BlockingRead:
         if after_fork:
             self._close_fd()   # (a retry thread of the parent's is not in the child)
             return
-        closed = self.closed
-        if closed is not None:
-            closed.set()
         with self.lock:
+            closed = self.closed
+            if closed is not None:
+                closed.set()
             self._close_fd()
         retry = self.retry
-        if retry is not None and retry is not threading.current_thread():
+        # (Not one a Ctrl-C kept from starting: it has no ident, and cannot be joined.)
+        if retry is not None and retry.ident is not None \
+                and retry is not threading.current_thread():
             retry.join(1.0)   # it only waits on ``closed`` and takes the lock
 
     def _close_fd(self) -> None:
