@@ -159,6 +159,15 @@ class BlockingRead:
         if blocked and not self.inject():
             self._retry_wake(blocked)
 
+    def take_held(self) -> list[Any]:
+        """The frames a Ctrl-C left held (``StdioTransport._keep_read``), handed out once,
+        with the one counted for them in :attr:`injected` taken back."""
+        held = self.held
+        if held:
+            self.held = []
+            self.injected -= 1
+        return held
+
     def _retry_wake(self, blocked: int) -> None:
         """:meth:`stop`'s byte could not be written (no descriptor to be had): nothing
         else looks at this read any more (the watch let the session go), so a thread of

@@ -838,10 +838,7 @@ class StdioTransport(ProcessLifecycle):
         """What a read got, while ``blocking.injected`` is not 0: the frames a Ctrl-C left
         held (:meth:`_keep_read`), then ``data`` decoded without the wake-up bytes in it
         (see ``_blocking_read``). Raises ``StreamError`` as the decoder does."""
-        held = blocking.held
-        if held:
-            blocking.held = []
-            blocking.injected -= 1   # the one counted for them
+        held = blocking.take_held()   # first: its count is not a byte for take()
         data = blocking.take(data)
         frames = self._decoder.feed(data) if data else []
         return held + frames if held else frames
@@ -889,10 +886,7 @@ class StdioTransport(ProcessLifecycle):
         frames = self._decoder.finish()
         blocking = self._blocking
         if blocking is not None and blocking.held:
-            held = blocking.held
-            blocking.held = []
-            blocking.injected -= 1   # the one counted for them
-            return held + frames
+            return blocking.take_held() + frames
         return frames or None
 
     def _receive_pumped(self, timeout: float | None
