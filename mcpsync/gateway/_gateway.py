@@ -42,7 +42,6 @@ from mcpsync._envelope import (
     Envelope,
     EnvelopeError,
     IdKey,
-    _scan_once,  # the C scanner decode_object calls
     decode_object,
     parse_envelope,
 )
@@ -52,6 +51,7 @@ from mcpsync.config_files import load_config
 from mcpsync.errors import ConfigError, MCPError
 from mcpsync.gateway._bridge import upstream_factory
 from mcpsync.gateway._conns import PIPE_ATOMIC, Conn, StdioConn
+from mcpsync.gateway._frame_keys import KEPT_METHODS, checks
 from mcpsync.gateway._gather import DEFAULT_MERGE_TIMEOUT, check_merge_timeout
 from mcpsync.gateway._guard._core import PROCESS, Caller
 from mcpsync.gateway._guard._hooks import GuardHooks
@@ -90,9 +90,6 @@ _FRONT_OPTIONS: Final = frozenset({"allowed_hosts", "max_upstream_processes", "m
 _READ_SIZE: Final = 256 * 1024
 _TO_UPSTREAM_LEGS: Final = (HOST_TO_GATEWAY, GATEWAY_TO_UPSTREAM)
 _TO_HOST_LEGS: Final = (UPSTREAM_TO_GATEWAY, GATEWAY_TO_HOST)
-#: Methods the pass-through's fast path leaves to the full one: the upstream keeps them for
-#: a restart's replay.
-_KEPT_METHODS: Final = frozenset({"initialize", "notifications/initialized"})
 
 
 def _load(config: str | os.PathLike[str] | Mapping[str, Any] | Sequence[ServerConfig]
@@ -437,9 +434,10 @@ class Gateway:
         ``Upstream.pass_requests``) and the read goes to the upstream's stdin in one
         ``os.write``; one line needs no list. Any other read (a notification, an answer, a
         line split over reads, one that is not JSON, EOF, among others) takes
-        :meth:`_host_read`, the full path, in its turn, so the order of frames is kept. The
-        JSON check is the C scanner's, as in :func:`~mcpsync._envelope.decode_object`: the
-        object must end where the line does.
+        :meth:`_host_read`, the full path, in its turn, so the order of frames is kept. Each
+        line's check and key come from :func:`~mcpsync.gateway._frame_keys.checks` (msgspec
+        where it is installed, else the standard library's C scanner): one JSON object that
+        fills the line.
 
         Everything is bound once outside the loop. Read here without changing those
         classes: the upstream's ``_state_lock``, ``_inflight``, ``_queue``, ``_busy``,
@@ -455,8 +453,7 @@ class Gateway:
         bufs = [view]
         readv = os.readv
         write = os.write
-        scan = _scan_once
-        kept = _KEPT_METHODS
+        call_key = checks()[0]
         monotonic = time.monotonic
         upstream = self._upstreams[0]
         state_lock = upstream._state_lock
@@ -479,41 +476,23 @@ class Gateway:
                 return
             data = view[:n].tobytes()
             if 0 < n <= limit and view[n - 1] == 10 and not held and self.on_frame is None:
-                try:
-                    text = data.decode()
-                    obj, end = scan(text, 0)
-                except (UnicodeDecodeError, StopIteration, ValueError, RecursionError):
-                    obj = None
                 one = many = False
                 entries = no_entries   # several lines: each call (a new list then)
-                if type(obj) is dict and end == len(text) - 1:   # one line
-                    method = obj.get("method")
-                    rid = obj.get("id")
-                    kind = type(rid)
-                    one = type(method) is str and method not in kept and (
-                        kind is int or kind is str)
-                    if one:
-                        key: IdKey = ("int" if kind is int else "str", rid)
+                if data.find(b"\n") == n - 1:   # one line
+                    key = call_key(data)
+                    if key is not None:
+                        one = True
+                        one_key: IdKey = key
                         line = data[:-1]
-                elif type(obj) is dict and text[end:end + 1] == "\n":   # several lines
+                else:   # several lines
                     entries = []
                     calls = data.split(b"\n")
                     calls.pop()
                     for line in calls:
-                        try:
-                            text = line.decode()
-                            obj, end = scan(text, 0)
-                        except (UnicodeDecodeError, StopIteration, ValueError, RecursionError):
+                        key = call_key(line)
+                        if key is None:
                             break
-                        if type(obj) is not dict or end != len(text):
-                            break
-                        method = obj.get("method")
-                        rid = obj.get("id")
-                        kind = type(rid)
-                        if type(method) is not str or method in kept or (
-                                kind is not int and kind is not str):
-                            break
-                        entries.append((("int" if kind is int else "str", rid), line))
+                        entries.append((key, line))
                     else:
                         many = True
                 if one or many:
@@ -526,7 +505,7 @@ class Gateway:
                         if entered:
                             now = monotonic()
                             if one:
-                                inflight[key] = (now, line)
+                                inflight[one_key] = (now, line)
                             else:
                                 for key, line in entries:
                                     inflight[key] = (now, line)
@@ -535,7 +514,7 @@ class Gateway:
                     if entered:
                         inspector = self.inspector
                         if inspector is not None and inspector.enabled:
-                            for _, frame in entries if many else ((key, line),):
+                            for _, frame in entries if many else ((one_key, line),):
                                 inspector.record_line(_TO_UPSTREAM_LEGS, frame, upstream.id,
                                                       self._log_session)
                         if conn is not seen:
@@ -582,7 +561,7 @@ class Gateway:
             method = obj.get("method")
             rid = obj.get("id")
             kind = type(rid)
-            if type(method) is not str or method in _KEPT_METHODS or (
+            if type(method) is not str or method in KEPT_METHODS or (
                     kind is not int and kind is not str):
                 return False
             calls.append((("int" if kind is int else "str", rid), line))
@@ -674,8 +653,10 @@ class Gateway:
         polls (stdout, its wake-up pipe for close, the process's pidfd for an exit while a
         grandchild holds stdout), ``readv`` into the transport's buffer. A read that is one
         whole line (nothing held from before, within the frame limit) holding an answer
-        with a number or string id is handled here: the call is taken out of the in-flight
-        table and the read written to the host in one ``os.write``. Several lines go to
+        with a number or string id is handled here (the check and key of
+        :func:`~mcpsync.gateway._frame_keys.checks`): the call is taken out of the in-flight
+        table and the read written to the host in one ``os.write``; so is a read of several
+        lines that are all such answers. Several lines go to
         :meth:`_from_upstream_lines` (each answer the same way, anything else by the full
         path, in order). Any other poll result (the wake-up, the exit), ``_rx_done``
         (closing, EOF, a sticky error) or a read error is left to the transport's
@@ -710,7 +691,7 @@ class Gateway:
         receive = t.receive_lines
         readv = os.readv
         write = os.write
-        scan = _scan_once
+        answer_key = checks()[1]
         pop = upstream._inflight.pop
         out_lock = self._out_lock
         out_lock_acquire, out_unlock = out_lock.acquire, out_lock.release
@@ -746,43 +727,27 @@ class Gateway:
                     if lines:
                         several(upstream, lines)
                     continue
-                try:
-                    text = data.decode()
-                    obj, end = scan(text, 0)
-                except (UnicodeDecodeError, StopIteration, ValueError, RecursionError):
-                    obj = None
                 passed = False
                 if upstream._replay_id is not None or self.on_frame is not None:
                     pass   # a restart's replayed initialize may be answered: the full way
-                elif type(obj) is dict and end == len(text) - 1:   # one line
-                    if "method" not in obj and ("result" in obj or "error" in obj):
-                        rid = obj.get("id")
-                        kind = type(rid)
-                        if kind is int or kind is str:
-                            pop(("int" if kind is int else "str", rid), None)
-                            passed = True
-                            inspector = self.inspector
-                            if inspector is not None and inspector.enabled:
-                                inspector.record_line(_TO_HOST_LEGS, bytes(data[:-1]),
-                                                      upstream.id, self._log_session)
+                elif data.find(b"\n") == n - 1:   # one line
+                    key = answer_key(data)
+                    if key is not None:
+                        pop(key, None)
+                        passed = True
+                        inspector = self.inspector
+                        if inspector is not None and inspector.enabled:
+                            inspector.record_line(_TO_HOST_LEGS, bytes(data[:-1]),
+                                                  upstream.id, self._log_session)
                 else:   # several lines: all answers with a number or string id, or none
                     lines = bytes(data).split(b"\n")
                     lines.pop()
                     keys: list[IdKey] = []
                     for line in lines:
-                        try:
-                            text = line.decode()
-                            obj, end = scan(text, 0)
-                        except (UnicodeDecodeError, StopIteration, ValueError, RecursionError):
+                        key = answer_key(line)
+                        if key is None:
                             break
-                        if type(obj) is not dict or end != len(text) or "method" in obj or (
-                                "result" not in obj and "error" not in obj):
-                            break
-                        rid = obj.get("id")
-                        kind = type(rid)
-                        if kind is not int and kind is not str:
-                            break
-                        keys.append(("int" if kind is int else "str", rid))
+                        keys.append(key)
                     else:
                         for key in keys:
                             pop(key, None)

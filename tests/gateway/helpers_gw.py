@@ -16,6 +16,11 @@ import pytest
 PEERS = Path(__file__).with_name("peers")
 ODD = [sys.executable, str(PEERS / "odd_server.py")]
 GATEWAY = [sys.executable, "-m", "mcpsync", "gateway", "--config"]
+#: The gateway command with msgspec made unimportable (``sys.modules`` holds ``None`` for
+#: it), so its pass-through checks frames with the standard library's scanner.
+GATEWAY_STDLIB = [sys.executable, "-c", "import runpy, sys; sys.modules['msgspec'] = None; "
+                  "runpy.run_module('mcpsync', run_name='__main__', alter_sys=True)",
+                  "gateway", "--config"]
 
 
 def write_config(tmp_path: Path, servers: dict[str, list[str]]) -> str:
@@ -30,8 +35,9 @@ def write_config(tmp_path: Path, servers: dict[str, list[str]]) -> str:
 class RawHost:
     """The gateway command on pipes; the test writes and reads its lines as bytes."""
 
-    def __init__(self, config: str, *options: str) -> None:
-        self.proc = subprocess.Popen([*GATEWAY, config, *options], stdin=subprocess.PIPE,
+    def __init__(self, config: str, *options: str, stdlib_check: bool = False) -> None:
+        command = GATEWAY_STDLIB if stdlib_check else GATEWAY
+        self.proc = subprocess.Popen([*command, config, *options], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.stderr: list[bytes] = []
         self._drain = threading.Thread(target=self._read_err, name="test-gw-stderr",

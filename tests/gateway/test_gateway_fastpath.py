@@ -2,7 +2,8 @@
 must take the full path in the middle of a read, and an upstream dying with fast-path calls
 in flight. The host is raw bytes on the gateway command's pipes; the upstream is the odd peer,
 whose ``later``/``flush`` tools make it write several answers (and a notification) in one
-write, so the gateway reads them together."""
+write, so the gateway reads them together. Each test runs twice: the gateway checking each
+frame with msgspec, and with the standard library's scanner alone."""
 
 from __future__ import annotations
 
@@ -43,9 +44,17 @@ def _recv_after(host: RawHost, line: str, n: int) -> list[dict[str, Any]]:
     return _recv(host, n)
 
 
+@pytest.fixture(params=["msgspec", "stdlib"])
+def stdlib_check(request: pytest.FixtureRequest) -> bool:
+    """Each test twice: the gateway checking frames with msgspec (installed with the test
+    extras), and with the standard library's scanner (msgspec made unimportable)."""
+    return bool(request.param == "stdlib")
+
+
 @pytest.fixture
-def host(tmp_path: Path) -> Any:
-    host = RawHost(write_config(tmp_path, {"odd": ODD}), "--log", str(tmp_path / "log.jsonl"))
+def host(tmp_path: Path, stdlib_check: bool) -> Any:
+    host = RawHost(write_config(tmp_path, {"odd": ODD}), "--log", str(tmp_path / "log.jsonl"),
+                   stdlib_check=stdlib_check)
     try:
         host.call(INIT)
         host.send(INITIALIZED)
@@ -117,8 +126,8 @@ def test_frames_of_the_full_path_in_the_middle_of_a_read(host: RawHost) -> None:
 
 
 def test_death_with_fast_path_calls_in_flight_fails_each_and_replays_the_handshake(
-        tmp_path: Path) -> None:
-    host = RawHost(write_config(tmp_path, {"odd": ODD}))
+        tmp_path: Path, stdlib_check: bool) -> None:
+    host = RawHost(write_config(tmp_path, {"odd": ODD}), stdlib_check=stdlib_check)
     try:
         # The handshake in one read with calls: initialize takes the full path (kept for
         # the replay), the calls the fast one.
@@ -167,7 +176,7 @@ def test_a_read_of_the_upstream_mixing_answers_and_a_notification_keeps_their_or
 
 
 def test_an_over_long_line_from_the_upstream_breaks_its_stream_naming_it(
-        tmp_path: Path) -> None:
+        tmp_path: Path, stdlib_check: bool) -> None:
     """A line past ``max_frame_bytes`` from the upstream: the call in flight is failed with
     the reason, naming the upstream; the next call restarts it."""
     import os
@@ -206,10 +215,10 @@ def test_an_over_long_line_from_the_upstream_breaks_its_stream_naming_it(
 
 
 def test_death_with_a_grandchild_holding_stdout_fails_fast_path_calls_at_once(
-        tmp_path: Path) -> None:
+        tmp_path: Path, stdlib_check: bool) -> None:
     """The server exits while a child it left holds its stdout open (no EOF for 30 s): the
     reader's loop wakes on the process's exit and the calls in flight are failed at once."""
-    host = RawHost(write_config(tmp_path, {"odd": ODD}))
+    host = RawHost(write_config(tmp_path, {"odd": ODD}), stdlib_check=stdlib_check)
     try:
         host.call(INIT)
         host.send(INITIALIZED)
@@ -296,13 +305,15 @@ for line in sys.stdin:
 '''
 
 
-def test_calls_queued_when_the_upstream_dies_are_answered_once(tmp_path: Path) -> None:
+def test_calls_queued_when_the_upstream_dies_are_answered_once(
+        tmp_path: Path, stdlib_check: bool) -> None:
     """Calls the gateway had to queue (the server stopped reading, its pipe was full) are
     in flight: when the server dies they are failed at once, and must not then be sent to
     the restarted server as well, which would answer the host twice for one id."""
     peer = tmp_path / "staller.py"
     peer.write_text(STALLER, encoding="utf-8")
-    host = RawHost(write_config(tmp_path, {"st": [sys.executable, str(peer)]}))
+    host = RawHost(write_config(tmp_path, {"st": [sys.executable, str(peer)]}),
+                   stdlib_check=stdlib_check)
     try:
         host.call(INIT)
         host.send(INITIALIZED)
@@ -333,7 +344,8 @@ def test_calls_queued_when_the_upstream_dies_are_answered_once(tmp_path: Path) -
             host.close()
 
 
-def test_blank_lines_from_the_upstream_are_skipped_quietly(tmp_path: Path) -> None:
+def test_blank_lines_from_the_upstream_are_skipped_quietly(
+        tmp_path: Path, stdlib_check: bool) -> None:
     """A server that writes blank or whitespace-only lines between its answers: the host
     gets every answer, and the gateway does not warn about lines that are not there."""
     peer = tmp_path / "blank.py"
@@ -352,7 +364,8 @@ for line in sys.stdin:
                                                  else 0, answer + "\n"))
     sys.stdout.flush()
 ''', encoding="utf-8")
-    host = RawHost(write_config(tmp_path, {"b": [sys.executable, str(peer)]}))
+    host = RawHost(write_config(tmp_path, {"b": [sys.executable, str(peer)]}),
+                   stdlib_check=stdlib_check)
     host.call(INIT)
     host.send(INITIALIZED)
     for rid in range(1, 10):
@@ -361,3 +374,60 @@ for line in sys.stdin:
     assert host.close() == 0
     assert not [line for line in host.stderr if b"not a JSON-RPC message" in line], \
         host.stderr
+
+
+def test_a_host_line_not_utf8_in_a_member_the_check_skips_is_refused(
+        host: RawHost) -> None:
+    """A call whose params hold a byte that is not UTF-8 (in a member msgspec skips
+    without decoding): refused with ``-32700`` by the gateway itself, in one read of its own
+    and in a read with a good call; the good call is still answered."""
+    bad = (b'{"jsonrpc":"2.0","id":41,"method":"tools/call","params":{"name":"odd",'
+           b'"x":"\xff"}}')
+    host.send(bad)
+    refused = json.loads(host.recv())
+    assert refused["id"] is None and refused["error"]["code"] == -32700
+    assert host.proc.stdin is not None
+    host.proc.stdin.write(bad + b"\n" + _call("42", "odd").encode() + b"\n")
+    host.proc.stdin.flush()
+    got = _recv(host, 2)
+    assert [g.get("id") for g in got] == [None, 42]
+    assert got[0]["error"]["code"] == -32700 and "result" in got[1]
+
+
+def test_an_answer_not_utf8_in_a_member_the_check_skips_is_dropped(
+        tmp_path: Path, stdlib_check: bool) -> None:
+    """A server's answer holding a byte that is not UTF-8 inside its result never reaches
+    the host (the gateway writes nothing but JSON to its stdout); the next answer does, and
+    the gateway says on stderr what it dropped."""
+    peer = tmp_path / "badbytes.py"
+    peer.write_text(r'''
+import json, sys
+out = sys.stdout.buffer
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    if msg["method"] == "initialize":
+        result = {"protocolVersion": msg["params"]["protocolVersion"], "capabilities": {},
+                  "serverInfo": {"name": "bad", "version": "1"}}
+    elif msg["id"] == 1:
+        out.write(b'{"jsonrpc":"2.0","id":1,"result":{"x":"\xff"}}\n')
+        out.flush()
+        continue
+    else:
+        result = {}
+    out.write(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}).encode()
+              + b"\n")
+    out.flush()
+''', encoding="utf-8")
+    host = RawHost(write_config(tmp_path, {"b": [sys.executable, str(peer)]}),
+                   stdlib_check=stdlib_check)
+    try:
+        host.call(INIT)
+        host.send(INITIALIZED)
+        host.send('{"jsonrpc":"2.0","id":1,"method":"ping"}')
+        assert host.call('{"jsonrpc":"2.0","id":2,"method":"ping"}') == {
+            "jsonrpc": "2.0", "id": 2, "result": {}}
+    finally:
+        assert host.close() == 0
+    assert [line for line in host.stderr if b"not a JSON-RPC message" in line], host.stderr
