@@ -8,11 +8,12 @@ it held at once). That look is most of what the gateway adds to a call beyond co
 
 Two ways to take it, with the same verdicts where it matters:
 
-- **msgspec** (installed with ``pip install "mcpsync[fast]"``): its JSON decoder checks the
-  whole line and builds only the two or three members asked for (``id``, ``method``, and
-  whether ``result`` or ``error`` is there), skipping the rest without making Python objects
-  of it. Its skipping does not check that the skipped strings are UTF-8, so a line that is not
-  all ASCII is also decoded as UTF-8 (a C loop; ASCII is the usual case and checked first).
+- **msgspec** (0.19 or later, installed with ``pip install "mcpsync[fast]"``; 0.18 decodes
+  some integers above 2**64 wrongly): its JSON decoder checks the whole line and builds
+  only the two or three members asked for (``id``, ``method``, and whether ``result`` or
+  ``error`` is there), skipping the rest without making Python objects of it. Its skipping
+  does not check that the skipped strings are UTF-8, so a line that is not all ASCII is
+  also decoded as UTF-8 (a C loop; ASCII is the usual case and checked first).
 - **the standard library** otherwise: its C scanner (as :func:`mcpsync._envelope.decode_object`
   uses it), which builds the whole object.
 
@@ -21,8 +22,8 @@ takes the gateway's full path, which decides with the standard library and names
 wrong. So msgspec may only say *yes* where the standard library would say yes with the same
 key; where they differ (msgspec refuses ``NaN``, lone ``\\ud800`` escapes, a byte-order mark;
 a ``method`` member given twice, the first not a string) or where msgspec is the more
-lenient (whitespace before or after the object: checked apart), msgspec says ``None`` and the full
-path decides as before. One difference the other way is accepted: an object nested deeper
+lenient (whitespace before or after the object: checked apart), msgspec says ``None`` and
+the full path decides as before. One difference the other way is accepted: an object nested deeper
 than Python's recursion limit but within msgspec's (both are about a thousand levels) passes
 here, as the JSON it is. ``tests/gateway/test_frame_keys.py`` checks the first rule on
 generated lines.
@@ -117,7 +118,9 @@ def _msgspec_checks() -> tuple[Check, Check] | None:
         ("result", raw, unset),
         ("error", raw, unset)])
     decode: Callable[[bytes | bytearray], Any] = msgspec.json.Decoder(head_type).decode
-    failed = (msgspec.DecodeError, RecursionError)
+    # DecodeError (not a ValueError in every version), and the UnicodeDecodeError of versions
+    # before 0.21 on a member it decodes (``id``, ``method``).
+    failed = (msgspec.DecodeError, ValueError, RecursionError)
     kept = KEPT_METHODS
     framed = _framed
 

@@ -2,8 +2,9 @@
 must take the full path in the middle of a read, and an upstream dying with fast-path calls
 in flight. The host is raw bytes on the gateway command's pipes; the upstream is the odd peer,
 whose ``later``/``flush`` tools make it write several answers (and a notification) in one
-write, so the gateway reads them together. Each test runs twice: the gateway checking each
-frame with msgspec, and with the standard library's scanner alone."""
+write, so the gateway reads them together. The tests on the command run twice: the gateway
+checking each frame with msgspec, and with the standard library's scanner alone (the two
+that run a ``Gateway`` in this process use whichever is installed)."""
 
 from __future__ import annotations
 
@@ -176,7 +177,7 @@ def test_a_read_of_the_upstream_mixing_answers_and_a_notification_keeps_their_or
 
 
 def test_an_over_long_line_from_the_upstream_breaks_its_stream_naming_it(
-        tmp_path: Path, stdlib_check: bool) -> None:
+        tmp_path: Path) -> None:
     """A line past ``max_frame_bytes`` from the upstream: the call in flight is failed with
     the reason, naming the upstream; the next call restarts it."""
     import os
@@ -431,3 +432,16 @@ for line in sys.stdin:
     finally:
         assert host.close() == 0
     assert [line for line in host.stderr if b"not a JSON-RPC message" in line], host.stderr
+
+
+def test_an_object_broken_over_two_lines_in_one_read_is_two_lines(host: RawHost) -> None:
+    """Stdio messages are single lines: an object with a newline inside is two broken lines,
+    each refused with ``-32700``, when its halves come in one read as when they come in
+    two; nothing reaches the server, whose next call is answered."""
+    assert host.proc.stdin is not None
+    host.proc.stdin.write(b'{"jsonrpc":"2.0","id":5,\n"method":"ping"}\n')
+    host.proc.stdin.flush()
+    got = _recv(host, 2)
+    assert [(g["id"], g["error"]["code"]) for g in got] == [(None, -32700), (None, -32700)]
+    assert host.call('{"jsonrpc":"2.0","id":6,"method":"ping"}') == {
+        "jsonrpc": "2.0", "id": 6, "result": {}}
