@@ -234,14 +234,15 @@ def parse_envelope(data: bytes | str) -> Envelope:
                     obj if len(text) < KEEP_DECODED else None)
 
 
-def decode_object(data: bytes) -> dict[str, Any] | None:
+def decode_object(data: bytes | bytearray) -> dict[str, Any] | None:
     """The JSON object ``data`` (one frame, UTF-8, no newline) holds, or ``None`` when it is
     anything else or this quick look cannot tell (then :func:`parse_envelope` decides, and
     names what is wrong).
 
-    The gateway's pass-through reads most frames with this alone: one call into the C
-    scanner, without the Python steps of ``json.loads`` (two regular-expression matches for
-    the whitespace around the value) or an :class:`Envelope`. A frame that begins or ends
+    The gateway's pass-through reads most frames with this alone where msgspec is not
+    installed (``mcpsync.gateway._frame_keys``): one call into the C scanner, without the
+    Python steps of ``json.loads`` (two regular-expression matches for the whitespace around
+    the value) or an :class:`Envelope`. A frame that begins or ends
     with whitespace or a byte-order mark, or is not an object, gets ``None``; so does text
     that is not JSON, exactly where ``parse_envelope`` would fail.
     """

@@ -14,8 +14,8 @@ Two ways to take it, with the same verdicts where it matters:
   ``error`` is there), skipping the rest without making Python objects of it. Its skipping
   does not check that the skipped strings are UTF-8, so a line that is not all ASCII is
   also decoded as UTF-8 (a C loop; ASCII is the usual case and checked first).
-- **the standard library** otherwise: its C scanner (as :func:`mcpsync._envelope.decode_object`
-  uses it), which builds the whole object.
+- **the standard library** otherwise: its C scanner, through
+  :func:`mcpsync._envelope.decode_object`, which builds the whole object.
 
 Each function answers with the call's key, or ``None`` for "not this quick way": the line then
 takes the gateway's full path, which decides with the standard library and names what is
@@ -34,14 +34,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
-from mcpsync._envelope import IdKey, _scan_once
+from mcpsync._envelope import IdKey, decode_object
 
 __all__ = ["KEPT_METHODS", "checks", "stdlib_checks"]
 
 #: Methods the pass-through's fast path leaves to the full one: the upstream keeps them for
 #: a restart's replay.
 KEPT_METHODS: Final = frozenset({"initialize", "notifications/initialized"})
-_DECODE_ERRORS: Final = (UnicodeDecodeError, StopIteration, ValueError, RecursionError)
 
 Check = Callable[[Any], "IdKey | None"]
 
@@ -56,17 +55,20 @@ def _framed(line: bytes | bytearray) -> bool:
     return line[0] == 123 and last == 125
 
 
+def _utf8(line: bytes | bytearray) -> bool:
+    """``line`` is UTF-8 (asked only of a line that is not ASCII: msgspec does not decode
+    the strings it skips)."""
+    try:
+        line.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def _std_object(line: bytes | bytearray) -> dict[str, Any] | None:
     """``line`` (one line, maybe with its newline) as a dict when it is exactly one JSON
     object from its first byte to its end or newline; else ``None``."""
-    try:
-        text = line.decode()
-        obj, end = _scan_once(text, 0)
-    except _DECODE_ERRORS:
-        return None
-    if type(obj) is not dict or (end != len(text) and text[end:] != "\n"):
-        return None
-    return obj
+    return decode_object(line[:-1] if line[-1:] == b"\n" else line)
 
 
 def _std_call_key(line: bytes | bytearray) -> IdKey | None:
@@ -123,6 +125,7 @@ def _msgspec_checks() -> tuple[Check, Check] | None:
     failed = (msgspec.DecodeError, ValueError, RecursionError)
     kept = KEPT_METHODS
     framed = _framed
+    utf8 = _utf8
 
     def call_key(line: bytes | bytearray) -> IdKey | None:
         try:
@@ -135,11 +138,8 @@ def _msgspec_checks() -> tuple[Check, Check] | None:
         if (type(method) is not str or method in kept or (kind is not int and kind is not str)
                 or not framed(line)):
             return None
-        if not line.isascii():
-            try:
-                line.decode()
-            except UnicodeDecodeError:
-                return None
+        if not line.isascii() and not utf8(line):
+            return None
         return ("int" if kind is int else "str", rid)
 
     def answer_key(line: bytes | bytearray) -> IdKey | None:
@@ -152,11 +152,8 @@ def _msgspec_checks() -> tuple[Check, Check] | None:
         if (head.method is not unset or (head.result is unset and head.error is unset)
                 or (kind is not int and kind is not str) or not framed(line)):
             return None
-        if not line.isascii():
-            try:
-                line.decode()
-            except UnicodeDecodeError:
-                return None
+        if not line.isascii() and not utf8(line):
+            return None
         return ("int" if kind is int else "str", rid)
 
     return call_key, answer_key
@@ -167,9 +164,10 @@ _CHECKS: list[tuple[Check, Check]] = []
 
 def checks() -> tuple[Check, Check]:
     """``(call_key, answer_key)``: msgspec's where it is installed, else the standard
-    library's. Each takes one line (bytes, with or without its newline) and gives the call's
-    key or ``None``. msgspec is imported on the first call (about 15 ms), not with the
-    gateway's module."""
+    library's (the pass-through's loops and its full path's quick looks use these). Each
+    takes one line (bytes, with or without its newline) and gives the call's key or
+    ``None``. msgspec is imported on the first call (about 15 ms), not with the gateway's
+    module."""
     if not _CHECKS:
         _CHECKS.append(_msgspec_checks() or stdlib_checks())
     return _CHECKS[0]

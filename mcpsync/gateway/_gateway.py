@@ -42,7 +42,6 @@ from mcpsync._envelope import (
     Envelope,
     EnvelopeError,
     IdKey,
-    decode_object,
     parse_envelope,
 )
 from mcpsync._threads import join_all
@@ -51,7 +50,7 @@ from mcpsync.config_files import load_config
 from mcpsync.errors import ConfigError, MCPError
 from mcpsync.gateway._bridge import upstream_factory
 from mcpsync.gateway._conns import PIPE_ATOMIC, Conn, StdioConn
-from mcpsync.gateway._frame_keys import KEPT_METHODS, checks
+from mcpsync.gateway._frame_keys import checks
 from mcpsync.gateway._gather import DEFAULT_MERGE_TIMEOUT, check_merge_timeout
 from mcpsync.gateway._guard._core import PROCESS, Caller
 from mcpsync.gateway._guard._hooks import GuardHooks
@@ -553,18 +552,13 @@ class Gateway:
         inspector = self.inspector
         record = inspector is not None and inspector.enabled
         upstream = self._upstreams[0]
+        call_key = checks()[0]
         calls: list[tuple[IdKey, Envelope | bytes]] = []
         for line in batch:
-            obj = decode_object(line)
-            if obj is None:
+            key = call_key(line)
+            if key is None:
                 return False
-            method = obj.get("method")
-            rid = obj.get("id")
-            kind = type(rid)
-            if type(method) is not str or method in KEPT_METHODS or (
-                    kind is not int and kind is not str):
-                return False
-            calls.append((("int" if kind is int else "str", rid), line))
+            calls.append((key, line))
         if record:
             assert inspector is not None
             for _, call in calls:
@@ -787,13 +781,10 @@ class Gateway:
         inspector = self.inspector
         record = inspector is not None and inspector.enabled
         pending: list[bytes] = []
+        answer_key = checks()[1]
         for line in lines:
-            obj = decode_object(line)
-            rid = None if obj is None else obj.get("id")
-            kind = type(rid)
-            if (obj is not None and "method" not in obj and ("result" in obj or "error" in obj)
-                    and (kind is int or kind is str)):
-                key: IdKey = ("int" if kind is int else "str", rid)
+            key = answer_key(line)
+            if key is not None:
                 if upstream.answered(key) == -1.0:
                     continue   # the answer to a replayed initialize: the host had its own
                 if record:
@@ -812,19 +803,15 @@ class Gateway:
         if self._fast and self.on_frame is None:
             # The pass-through's usual case: an answer with a number or string id, passed
             # on as it came (no Envelope unless the inspector records it).
-            obj = decode_object(line)
-            if obj is not None and "method" not in obj and ("result" in obj or "error" in obj):
-                rid = obj.get("id")
-                kind = type(rid)
-                if kind is int or kind is str:
-                    if upstream.answered(("int" if kind is int else "str", rid)) == -1.0:
-                        return   # the answer to a replayed initialize: the host had its own
-                    inspector = self.inspector
-                    if inspector is not None and inspector.enabled:
-                        inspector.record_line(_TO_HOST_LEGS, line, upstream.id,
-                                              self._log_session)
-                    self._write_stdout(line)
-                    return
+            key = checks()[1](line)
+            if key is not None:
+                if upstream.answered(key) == -1.0:
+                    return   # the answer to a replayed initialize: the host had its own
+                inspector = self.inspector
+                if inspector is not None and inspector.enabled:
+                    inspector.record_line(_TO_HOST_LEGS, line, upstream.id, self._log_session)
+                self._write_stdout(line)
+                return
         try:
             envelope = parse_envelope(line)
         except EnvelopeError as exc:
